@@ -1,0 +1,345 @@
+// The graph IR: a torch.fx-style dataflow graph with tensor metadata and a parameter table.
+//
+// A Graph is an ordered list of nodes (the order is the execution order and must be
+// topological) plus a table of parameters. Nodes carry FX's six ops, a target, faithful
+// `args` / `kwargs` (see value.h), and metadata (shape, dtype, tensor_size in bytes,
+// device_time in seconds, plus any unknown keys, kept verbatim). Each node's data inputs and
+// users are derived from its arguments and kept up to date by every mutation.
+//
+// Design for size: nodes live in a deque (stable addresses), the order is an intrusive
+// doubly-linked list (O(1) insert / erase / move), and names map to ids in a hash map (O(1)
+// lookup). A million-node graph with full metadata takes a few hundred bytes per node.
+//
+//   Graph g;
+//   NodeId x = *g.AddNode(Op::kPlaceholder, "x", "x");
+//   NodeId y = *g.AddNode(Op::kCallFunction, "relu", "aten.relu.default", {Value::Ref(x)});
+//   g.AddNode(Op::kOutput, "output", "output", {Value::Ref(y)});
+//   for (NodeId id : g.order()) Print(g.node(id));
+//
+// The Graph itself checks what it must to stay consistent (names unique and well formed,
+// references to live nodes); the full structural contract is checked by Verify()
+// (verifier.h), which every pass and test runs.
+#ifndef OVERLAP_GRAPH_GRAPH_H_
+#define OVERLAP_GRAPH_GRAPH_H_
+
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/value.h"
+
+namespace overlap {
+
+// FX's six node kinds.
+enum class Op : uint8_t {
+  kPlaceholder,
+  kGetAttr,
+  kCallFunction,
+  kCallModule,
+  kCallMethod,
+  kOutput,
+};
+
+// The interchange name of an op ("call_function"), and its inverse (false if unknown).
+absl::string_view OpName(Op op);
+bool ParseOp(absl::string_view s, Op* op);
+
+// Unknown JSON keys at some level of the file: (key, raw JSON text of the value), in file
+// order. Kept so that a round trip loses nothing; the raw text is valid JSON.
+using Extras = std::vector<std::pair<std::string, std::string>>;
+
+// A node's metadata. Every field may be absent; `has_*` says whether it was given (so a
+// round trip writes back exactly what was read).
+struct NodeMeta {
+  std::vector<int64_t> shape;
+  std::string dtype;
+  int64_t tensor_size = 0;   // bytes of the result
+  double device_time = 0;    // seconds on the device
+  bool aliases_input = false;
+  std::string param;         // placeholder standing for this parameter (lifted graphs)
+  std::string grad_of;       // backward node computing this parameter's gradient
+  bool has_shape = false;
+  bool has_dtype = false;
+  bool has_tensor_size = false;
+  bool has_device_time = false;
+  bool has_aliases_input = false;
+  bool has_param = false;
+  bool has_grad_of = false;
+  Extras extra;              // unknown meta keys (e.g. `shapes`, `dtypes`, exporter data)
+
+  // Setters that also mark the field present.
+  void set_shape(std::vector<int64_t> s) { shape = std::move(s); has_shape = true; }
+  void set_dtype(std::string d) { dtype = std::move(d); has_dtype = true; }
+  void set_tensor_size(int64_t b) { tensor_size = b; has_tensor_size = true; }
+  void set_device_time(double t) { device_time = t; has_device_time = true; }
+  void set_aliases_input(bool a) { aliases_input = a; has_aliases_input = true; }
+  void set_param(std::string p) { param = std::move(p); has_param = true; }
+  void set_grad_of(std::string p) { grad_of = std::move(p); has_grad_of = true; }
+  bool empty() const;
+  friend bool operator==(const NodeMeta& a, const NodeMeta& b);
+};
+
+// One node. Read through Graph::node(); changed only through Graph's mutation methods
+// (which keep inputs and users consistent), except metadata, which is free to edit.
+class Node {
+ public:
+  NodeId id() const { return id_; }
+  const std::string& name() const { return name_; }
+  Op op() const { return op_; }
+  const std::string& target() const { return target_; }
+  const std::vector<Value>& args() const { return args_; }
+  const ValueDict& kwargs() const { return kwargs_; }
+  const NodeMeta& meta() const { return meta_; }
+  NodeMeta& mutable_meta() { return meta_; }
+  const Extras& extra() const { return extra_; }
+  Extras& mutable_extra() { return extra_; }
+  // Whether the file gave `kwargs` / `meta` explicitly (even empty); for exact round trips.
+  bool has_kwargs_key() const { return has_kwargs_key_; }
+  bool has_meta_key() const { return has_meta_key_; }
+  void set_has_kwargs_key(bool b) { has_kwargs_key_ = b; }
+  void set_has_meta_key(bool b) { has_meta_key_ = b; }
+
+  // Data inputs: every node referenced in args (depth-first, left to right), then in kwargs
+  // (key order), each node once (FX's all_input_nodes).
+  const std::vector<NodeId>& inputs() const { return inputs_; }
+  // The first part of inputs(): the nodes referenced from args alone.
+  absl::Span<const NodeId> arg_inputs() const {
+    return absl::MakeConstSpan(inputs_).first(num_arg_inputs_);
+  }
+  // Nodes whose inputs contain this node, each once, in the order they started using it.
+  const std::vector<NodeId>& users() const { return users_; }
+  bool alive() const { return alive_; }
+
+ private:
+  friend class Graph;
+  NodeId id_ = kNoNode;
+  Op op_ = Op::kCallFunction;
+  bool alive_ = true;
+  bool has_kwargs_key_ = false;
+  bool has_meta_key_ = false;
+  uint32_t num_arg_inputs_ = 0;
+  NodeId prev_ = kNoNode;
+  NodeId next_ = kNoNode;
+  std::string name_;
+  std::string target_;
+  std::vector<Value> args_;
+  ValueDict kwargs_;
+  NodeMeta meta_;
+  Extras extra_;
+  std::vector<NodeId> inputs_;
+  std::vector<NodeId> users_;
+};
+
+// One entry of the parameter table (see the format doc for the meaning of each field).
+struct Param {
+  std::string name;      // qualified parameter name, e.g. "layer1.0.conv1.weight"
+  std::string owner;     // call_module target, get_attr target, or placeholder name
+  std::vector<int64_t> shape;
+  std::string dtype;
+  int64_t bytes = 0;     // storage size in bytes (what DDP counts)
+  bool requires_grad = true;
+  bool ddp_ignored = false;
+  std::string storage;   // tied parameters share one storage value; defaults to `name`
+  // Presence of the optional keys, for exact round trips.
+  bool has_shape = false;
+  bool has_dtype = false;
+  bool has_requires_grad = false;
+  bool has_ddp_ignored = false;
+  bool has_storage = false;
+  Extras extra;
+
+  // The storage identity: `storage` when given, else `name`.
+  const std::string& storage_key() const { return has_storage ? storage : name; }
+  friend bool operator==(const Param& a, const Param& b);
+};
+
+// Where AddNode puts a new node.
+struct InsertPoint {
+  enum class Where : uint8_t { kEnd, kBefore, kAfter };
+  Where where = Where::kEnd;
+  NodeId anchor = kNoNode;
+  static InsertPoint End() { return {}; }
+  static InsertPoint Before(NodeId id) { return {Where::kBefore, id}; }
+  static InsertPoint After(NodeId id) { return {Where::kAfter, id}; }
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  // Deep copy (ids are preserved).
+  Graph(const Graph& other);
+  Graph& operator=(const Graph& other);
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  // --- Nodes -------------------------------------------------------------------------------
+
+  // Adds a node at `at`. Fails (InvalidArgument, naming the node) if the name is malformed or
+  // taken, or an argument references a dead or unknown node. It does not check order: a
+  // reference to a node placed later is legal here and caught by Verify(). O(size of args).
+  absl::StatusOr<NodeId> AddNode(Op op, std::string name, std::string target,
+                                 std::vector<Value> args = {}, ValueDict kwargs = {},
+                                 InsertPoint at = InsertPoint::End());
+
+  // Replaces a node's args and kwargs, updating inputs and users. Same checks as AddNode.
+  absl::Status SetArgs(NodeId id, std::vector<Value> args, ValueDict kwargs);
+  // Renames a node. Fails if the name is malformed or taken by another node.
+  absl::Status Rename(NodeId id, std::string name);
+  void set_target(NodeId id, std::string target) { nodes_[id].target_ = std::move(target); }
+
+  // Rewrites every use of `from` to `to` in the args and kwargs of `from`'s users, for those
+  // users `keep_user` accepts (all by default) and never in `to` itself (so inserting a node
+  // after `from` and redirecting `from`'s users to it works, as in FX). Returns how many
+  // users were rewritten. Cost: O(total size of the rewritten users' args).
+  int ReplaceAllUsesWith(NodeId from, NodeId to,
+                         absl::FunctionRef<bool(const Node& user)> keep_user);
+  int ReplaceAllUsesWith(NodeId from, NodeId to);
+
+  // Erases a node. Fails (FailedPrecondition) while it still has users. O(inputs).
+  absl::Status Erase(NodeId id);
+
+  // Moves a live node right before / after another live node. O(1).
+  void MoveBefore(NodeId id, NodeId anchor);
+  void MoveAfter(NodeId id, NodeId anchor);
+  // Sets the whole order. `order` must be a permutation of the live nodes (InvalidArgument
+  // otherwise); topological validity is Verify()'s business. O(N).
+  absl::Status SetOrder(absl::Span<const NodeId> order);
+
+  // Lookups, O(1). FindNode returns kNoNode when no live node has that name.
+  NodeId FindNode(absl::string_view name) const;
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  Node& mutable_node(NodeId id) { return nodes_[id]; }
+  // Whether `id` names a node of this graph that has not been erased.
+  bool IsLive(NodeId id) const {
+    return id >= 0 && id < static_cast<NodeId>(nodes_.size()) && nodes_[id].alive_;
+  }
+  // Live nodes.
+  int64_t size() const { return live_; }
+  // One past the largest id ever used (dead ids included): size id-indexed side tables so.
+  NodeId id_bound() const { return static_cast<NodeId>(nodes_.size()); }
+  NodeId first() const { return head_; }
+  NodeId last() const { return tail_; }
+  NodeId next(NodeId id) const { return nodes_[id].next_; }
+  NodeId prev(NodeId id) const { return nodes_[id].prev_; }
+
+  // Iterates live node ids in order: `for (NodeId id : g.order())`. Valid while the order is
+  // not changed.
+  class OrderRange {
+   public:
+    class iterator {
+     public:
+      using iterator_category = std::forward_iterator_tag;
+      using value_type = NodeId;
+      using difference_type = std::ptrdiff_t;
+      using pointer = const NodeId*;
+      using reference = NodeId;
+      iterator(const Graph* g, NodeId id) : g_(g), id_(id) {}
+      NodeId operator*() const { return id_; }
+      iterator& operator++() {
+        id_ = g_->next(id_);
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return id_ == o.id_; }
+      bool operator!=(const iterator& o) const { return id_ != o.id_; }
+
+     private:
+      const Graph* g_;
+      NodeId id_;
+    };
+    explicit OrderRange(const Graph* g) : g_(g) {}
+    iterator begin() const { return iterator(g_, g_->first()); }
+    iterator end() const { return iterator(g_, kNoNode); }
+
+   private:
+    const Graph* g_;
+  };
+  OrderRange order() const { return OrderRange(this); }
+  // The order as a vector. O(N).
+  std::vector<NodeId> OrderVector() const;
+
+  // Returns `base` if free, else a free name made the way FX makes one: a trailing `_<n>` is
+  // incremented until free, otherwise `_1` is appended (then `_2`, ...). Characters that are
+  // not allowed in names become '_'. O(1) expected per try.
+  std::string UniqueName(absl::string_view base) const;
+
+  // --- Parameters ----------------------------------------------------------------------------
+
+  // Appends a parameter. Fails when (owner, name) is already listed, a name is empty, or
+  // bytes is negative. Consistency with nodes and between tied entries is Verify()'s.
+  absl::Status AddParam(Param p);
+  const std::vector<Param>& params() const { return params_; }
+  Param& mutable_param(int index) { return params_[index]; }
+  // Indices of the parameters with this owner, in table order (empty span if none).
+  absl::Span<const int> ParamsOwnedBy(absl::string_view owner) const;
+  // Index of some parameter with this name (the first listed), or -1.
+  int FindParam(absl::string_view name) const;
+
+  // --- Graph-level fields ----------------------------------------------------------------------
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); has_name_ = true; }
+  bool has_name() const { return has_name_; }
+  void clear_name() { name_.clear(); has_name_ = false; }
+  bool has_params_key() const { return has_params_key_; }
+  void set_has_params_key(bool b) { has_params_key_ = b; }
+  const Extras& extra() const { return extra_; }
+  Extras& mutable_extra() { return extra_; }
+
+  // Preallocates for `n` nodes (the reader calls it with an estimate).
+  void ReserveNodes(int64_t n);
+
+  // Structural equality: same nodes (names, ops, targets, args with references compared by
+  // the referenced node's name, kwargs, meta, extras) in the same order, same parameters,
+  // same graph-level fields. Ids may differ. O(N).
+  friend bool operator==(const Graph& a, const Graph& b);
+  friend bool operator!=(const Graph& a, const Graph& b) { return !(a == b); }
+
+ private:
+  absl::Status CheckName(absl::string_view name) const;
+  absl::Status CheckRefs(const std::string& node_name, const std::vector<Value>& args,
+                         const ValueDict& kwargs) const;
+  // Recomputes `id`'s inputs from its args / kwargs and registers it with each input.
+  void LinkInputs(NodeId id);
+  // Removes `id` from each of its inputs' users and clears its inputs.
+  void UnlinkInputs(NodeId id);
+  void Unlink(NodeId id);  // from the order list
+  void LinkBefore(NodeId id, NodeId anchor);
+  void LinkAfter(NodeId id, NodeId anchor);
+  void RebuildIndexes();
+
+  std::deque<Node> nodes_;
+  absl::flat_hash_map<absl::string_view, NodeId> by_name_;  // keys view nodes_' names
+  NodeId head_ = kNoNode;
+  NodeId tail_ = kNoNode;
+  int64_t live_ = 0;
+
+  std::vector<Param> params_;
+  absl::flat_hash_map<std::string, std::vector<int>> params_by_owner_;
+  absl::flat_hash_map<std::string, int> params_by_name_;
+
+  std::string name_;
+  bool has_name_ = false;
+  bool has_params_key_ = false;
+  Extras extra_;
+};
+
+// Computes a node's data inputs from its arguments: every reference in `args` depth-first,
+// left to right, then in `kwargs`, each node once; `*num_arg_inputs` gets how many came from
+// `args`. O(number of references) expected (a hash set dedups long argument lists).
+void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
+                       std::vector<NodeId>* inputs, uint32_t* num_arg_inputs);
+
+// Whether `name` is a legal node name: non-empty, [A-Za-z_][A-Za-z0-9_.]*.
+bool IsValidNodeName(absl::string_view name);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_GRAPH_H_

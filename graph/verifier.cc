@@ -1,0 +1,167 @@
+#include "graph/verifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace overlap {
+namespace {
+
+absl::Status NodeError(const Node& n, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("node \"", n.name(), "\": ", what));
+}
+
+absl::Status ParamError(const Param& p, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("parameter \"", p.name, "\" (owner \"", p.owner, "\"): ", what));
+}
+
+absl::Status VerifyNodes(const Graph& g) {
+  // position[id] = index in the order, or -1 while not yet reached.
+  std::vector<int64_t> position(g.id_bound(), -1);
+  int64_t count = 0;
+  NodeId prev = kNoNode;
+  NodeId output = kNoNode;
+  std::vector<NodeId> expected;
+  // (input, node) pairs; users lists must hold exactly these.
+  absl::flat_hash_set<uint64_t> edges;
+  for (NodeId id = g.first(); id != kNoNode; id = g.next(id)) {
+    if (!g.IsLive(id)) return absl::InternalError(absl::StrCat("order lists dead node id ", id));
+    if (position[id] >= 0) return absl::InternalError("order list has a cycle");
+    if (g.prev(id) != prev) return absl::InternalError("order list links are inconsistent");
+    const Node& n = g.node(id);
+    if (output != kNoNode) {
+      return NodeError(n, absl::StrCat("follows the output node \"", g.node(output).name(),
+                                       "\" (exactly one output node, last)"));
+    }
+    if (!IsValidNodeName(n.name())) return NodeError(n, "malformed name");
+    if (g.FindNode(n.name()) != id) return NodeError(n, "name is not unique");
+    // Every reference must name a live node placed earlier; then the derived inputs must be
+    // what the arguments say.
+    absl::Status ref_error;
+    auto check = [&](NodeId in) {
+      if (!ref_error.ok()) return;
+      if (!g.IsLive(in)) {
+        ref_error = NodeError(n, "argument references a missing node");
+      } else if (position[in] < 0) {
+        ref_error = NodeError(n, absl::StrCat("reads \"", g.node(in).name(),
+                                              "\", which is not placed before it (the order "
+                                              "must be topological; cycles are not allowed)"));
+      }
+    };
+    for (const Value& v : n.args()) v.ForEachRef(check);
+    for (const auto& [k, v] : n.kwargs()) v.ForEachRef(check);
+    if (!ref_error.ok()) return ref_error;
+    uint32_t num_arg_inputs = 0;
+    CollectDataInputs(n.args(), n.kwargs(), &expected, &num_arg_inputs);
+    if (expected != n.inputs() || n.arg_inputs().size() != num_arg_inputs) {
+      return NodeError(n, "inputs are out of date with its arguments");
+    }
+    for (NodeId in : n.inputs()) {
+      edges.insert(static_cast<uint64_t>(in) << 32 | static_cast<uint32_t>(id));
+    }
+    const NodeMeta& m = n.meta();
+    if (m.has_tensor_size && m.tensor_size < 0) return NodeError(n, "meta.tensor_size < 0");
+    if (m.has_device_time && !(std::isfinite(m.device_time) && m.device_time >= 0)) {
+      return NodeError(n, "meta.device_time must be finite and >= 0");
+    }
+    if (n.op() == Op::kOutput) output = id;
+    position[id] = count++;
+    prev = id;
+  }
+  if (prev != g.last()) return absl::InternalError("order list tail is inconsistent");
+  if (count != g.size()) {
+    return absl::InternalError(
+        absl::StrCat("order lists ", count, " nodes, graph has ", g.size()));
+  }
+  if (output == kNoNode) return absl::InvalidArgumentError("the graph has no output node");
+  // Users must be exactly the nodes that list this node as an input, each once.
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    for (NodeId u : n.users()) {
+      if (!g.IsLive(u)) return NodeError(n, "lists an erased node among its users");
+      if (edges.erase(static_cast<uint64_t>(id) << 32 | static_cast<uint32_t>(u)) != 1) {
+        return NodeError(n, absl::StrCat("lists \"", g.node(u).name(),
+                                         "\" as a user, but that node does not read it (or "
+                                         "lists it twice)"));
+      }
+    }
+  }
+  if (!edges.empty()) {
+    const uint64_t e = *edges.begin();
+    return NodeError(g.node(static_cast<NodeId>(e & 0xffffffffu)),
+                     absl::StrCat("is missing from the users of \"",
+                                  g.node(static_cast<NodeId>(e >> 32)).name(), "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyParams(const Graph& g) {
+  const auto& params = g.params();
+  absl::flat_hash_set<absl::string_view> owners;
+  if (!params.empty()) {
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      switch (n.op()) {
+        case Op::kCallModule:
+        case Op::kGetAttr:
+          owners.insert(n.target());
+          break;
+        case Op::kPlaceholder:
+          owners.insert(n.name());
+          owners.insert(n.target());
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  absl::flat_hash_map<absl::string_view, const Param*> storages;
+  int64_t total = 0;
+  for (const Param& p : params) {
+    if (p.name.empty()) return absl::InvalidArgumentError("a parameter has an empty name");
+    if (p.bytes < 0) return ParamError(p, "bytes < 0");
+    if (!owners.contains(p.owner)) {
+      return ParamError(p, "owner is not a call_module target, get_attr target or "
+                           "placeholder of the graph");
+    }
+    auto [it, inserted] = storages.emplace(p.storage_key(), &p);
+    if (!inserted && it->second->bytes != p.bytes) {
+      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
+                                        it->second->name, "\" but has ", p.bytes,
+                                        " bytes, not ", it->second->bytes));
+    }
+    if (__builtin_add_overflow(total, p.bytes, &total)) {
+      return ParamError(p, "the sum of parameter bytes overflows 64 bits");
+    }
+  }
+  int64_t tensor_total = 0;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    const NodeMeta& m = n.meta();
+    if (m.has_tensor_size && __builtin_add_overflow(tensor_total, m.tensor_size, &tensor_total)) {
+      return NodeError(n, "the sum of meta.tensor_size over the graph overflows 64 bits");
+    }
+    if (m.has_param && g.FindParam(m.param) < 0) {
+      return NodeError(n, absl::StrCat("meta.param names unknown parameter \"", m.param, "\""));
+    }
+    if (m.has_grad_of && g.FindParam(m.grad_of) < 0) {
+      return NodeError(n,
+                       absl::StrCat("meta.grad_of names unknown parameter \"", m.grad_of, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Verify(const Graph& g) {
+  if (absl::Status s = VerifyNodes(g); !s.ok()) return s;
+  return VerifyParams(g);
+}
+
+}  // namespace overlap
