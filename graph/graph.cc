@@ -431,7 +431,8 @@ bool SameValue(const Graph& ga, const Value& a, const Graph& gb, const Value& b)
 
 bool operator==(const Graph& a, const Graph& b) {
   if (a.size() != b.size() || a.has_name_ != b.has_name_ || a.name_ != b.name_ ||
-      a.has_params_key_ != b.has_params_key_ || a.params_ != b.params_ || a.extra_ != b.extra_) {
+      (a.has_params_key_ || !a.params_.empty()) != (b.has_params_key_ || !b.params_.empty()) ||
+      a.params_ != b.params_ || a.extra_ != b.extra_) {
     return false;
   }
   NodeId x = a.first(), y = b.first();
@@ -440,7 +441,8 @@ bool operator==(const Graph& a, const Graph& b) {
     const Node& n = b.node(y);
     if (m.name() != n.name() || m.op() != n.op() || m.target() != n.target() ||
         m.args().size() != n.args().size() || m.kwargs().size() != n.kwargs().size() ||
-        m.has_kwargs_key() != n.has_kwargs_key() || m.has_meta_key() != n.has_meta_key() ||
+        (m.has_kwargs_key() || !m.kwargs().empty()) != (n.has_kwargs_key() || !n.kwargs().empty()) ||
+        (m.has_meta_key() || !m.meta().empty()) != (n.has_meta_key() || !n.meta().empty()) ||
         !(m.meta() == n.meta()) || m.extra() != n.extra()) {
       return false;
     }

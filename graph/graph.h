@@ -102,7 +102,8 @@ class Node {
   NodeMeta& mutable_meta() { return meta_; }
   const Extras& extra() const { return extra_; }
   Extras& mutable_extra() { return extra_; }
-  // Whether the file gave `kwargs` / `meta` explicitly (even empty); for exact round trips.
+  // Whether the file gave `kwargs` / `meta` explicitly even though empty; for exact round
+  // trips (the writer writes non-empty ones regardless).
   bool has_kwargs_key() const { return has_kwargs_key_; }
   bool has_meta_key() const { return has_meta_key_; }
   void set_has_kwargs_key(bool b) { has_kwargs_key_ = b; }

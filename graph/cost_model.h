@@ -1,0 +1,49 @@
+// Roofline cost model: the device time of one kernel from its FLOPs and the bytes it moves.
+//
+//   time = max(flops / peak_flops(dtype), bytes / memory_bandwidth)
+//
+// A kernel is either compute-bound or memory-bound; the model takes whichever bound is
+// slower and ignores launch overhead and partial overlap. That is the usual first-order
+// estimate (Williams et al., "Roofline", CACM 2009) and what the schedulers need: relative
+// costs right within a factor of about two, and real times on the right order.
+// Defaults describe an H100 SXM (dense tensor-core peaks, HBM3 bandwidth); every figure can
+// be overridden (the CLI takes --peak-tflops, --peak-tflops-fp32 and --mem-bandwidth).
+#ifndef OVERLAP_GRAPH_COST_MODEL_H_
+#define OVERLAP_GRAPH_COST_MODEL_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace overlap {
+
+struct DeviceSpec {
+  // Dense 16-bit (bf16 / fp16) tensor-core peak, FLOP/s. H100 SXM: 989 TFLOP/s.
+  double peak_flops_16bit = 989e12;
+  // 32-bit peak, FLOP/s: TF32 tensor cores (what PyTorch uses for fp32 matmuls with
+  // allow_tf32). H100 SXM: 494 TFLOP/s.
+  double peak_flops_32bit = 494e12;
+  // Memory bandwidth, bytes/s. H100 SXM HBM3: 3.35 TB/s.
+  double memory_bandwidth = 3.35e12;
+};
+
+// Bytes per element of a dtype name ("float32", "bfloat16", "int64", ...); 4 if unknown.
+int64_t DtypeBytes(absl::string_view dtype);
+
+class CostModel {
+ public:
+  CostModel() = default;
+  explicit CostModel(const DeviceSpec& spec) : spec_(spec) {}
+  const DeviceSpec& spec() const { return spec_; }
+
+  // Seconds for a kernel doing `flops` floating-point operations in `dtype` and moving
+  // `bytes` to and from memory. Both >= 0. O(1).
+  double KernelTime(double flops, double bytes, absl::string_view dtype) const;
+
+ private:
+  DeviceSpec spec_;
+};
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_COST_MODEL_H_

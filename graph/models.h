@@ -1,0 +1,104 @@
+// Built-in models: realistic forward graphs with exact parameter tables.
+//
+// Each builder emits the graph torch.fx (module style) or AOTAutograd (lifted style) would
+// give for the model, with ATen-style targets (docs/ops.md lists them), real parameter
+// shapes, sizes and dtypes, and per-node metadata: shape, dtype, tensor_size (bytes) and
+// device_time from the roofline CostModel (cost_model.h).
+//
+//   module style: parameters are owned by call_module nodes (Linear, LayerNorm, ...), as
+//                 torch.fx.symbolic_trace shows them to DDPOptimizer;
+//   lifted style: each parameter is a placeholder with meta.param, used by call_function
+//                 ATen ops (t + addmm, native_layer_norm, embedding, ...), as ZeRO-3 and AOT
+//                 graphs have them. Tied weights share one placeholder.
+//
+//   absl::StatusOr<Graph> g = BuildModel("llama-7b", ModelOptions{});
+//
+// Parameter counts (unique storages) are exact: gpt2 124,439,808; llama-7b 6,738,415,616;
+// llama-70b 68,976,648,192; resnet18 11,689,512. Cost: O(nodes) time and memory.
+#ifndef OVERLAP_GRAPH_MODELS_H_
+#define OVERLAP_GRAPH_MODELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/cost_model.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+enum class ParamStyle { kModule, kLifted };
+
+struct ModelOptions {
+  ParamStyle style = ParamStyle::kModule;
+  DeviceSpec device;
+};
+
+// A decoder-only transformer (GPT-2, LLaMA, and a mixture-of-experts variant).
+struct TransformerConfig {
+  std::string name;
+  int64_t layers = 12;
+  int64_t hidden = 768;
+  int64_t heads = 12;
+  int64_t kv_heads = 12;      // < heads: grouped-query attention
+  int64_t ffn = 3072;         // feed-forward width (per expert for MoE)
+  int64_t vocab = 50257;
+  int64_t seq = 1024;
+  int64_t batch = 8;
+  int64_t max_positions = 0;  // > 0: learned position embeddings (GPT-2)
+  bool layer_norm = true;     // false: RMSNorm (LLaMA)
+  bool swiglu = false;        // gated SiLU MLP (LLaMA) instead of GELU
+  bool bias = true;           // biases in linear layers
+  bool tied_embeddings = false;
+  int64_t experts = 0;        // > 0: every layer's MLP is a mixture of experts
+  int64_t top_k = 0;          // experts per token
+  std::string dtype = "float32";
+};
+
+// Presets. gpt2: 12 x 768, 12 heads, vocab 50257, fp32, tied lm_head, batch 8 x 1024.
+// llama-7b: 32 x 4096, 32 heads, ffn 11008, bf16, batch 1 x 4096. llama-70b: 80 x 8192,
+// 64 heads with 8 KV heads, ffn 28672, bf16, batch 1 x 4096. moe: 8 x 2048, 16 heads,
+// 16 experts (ffn 1408) with top-2 routing, bf16, batch 4 x 2048.
+TransformerConfig Gpt2Config();
+TransformerConfig Llama7bConfig();
+TransformerConfig Llama70bConfig();
+TransformerConfig MoeConfig();
+
+// The parameter count (elements, tied storage once) a config implies; for tests and docs.
+int64_t TransformerParamCount(const TransformerConfig& c);
+
+// Fails (InvalidArgument, naming the field) on sizes <= 0, heads not dividing hidden, kv
+// heads not dividing heads, top_k outside [1, experts], or sizes whose products overflow.
+absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOptions& o);
+
+// A multilayer perceptron with ReLUs, modules named net.0, net.2, ... as nn.Sequential names
+// them. Default widths are the DDPOptimizer test model: 10 -> 5000 -> 5000 -> 5000 -> 5.
+struct MlpConfig {
+  std::vector<int64_t> widths = {10, 5000, 5000, 5000, 5};
+  int64_t batch = 20;
+  std::string dtype = "float32";
+};
+absl::StatusOr<Graph> BuildMlp(const MlpConfig& c, const ModelOptions& o);
+
+// torchvision's ResNet with BasicBlocks; blocks {2,2,2,2} is ResNet-18.
+struct ResNetConfig {
+  std::vector<int64_t> blocks = {2, 2, 2, 2};
+  int64_t batch = 32;
+  int64_t image = 224;
+  int64_t classes = 1000;
+  std::string dtype = "float32";
+};
+absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o);
+
+// The CLI's model names: mlp, gpt2, llama-7b, llama-70b, resnet18, moe.
+const std::vector<std::string>& ModelNames();
+inline constexpr absl::string_view kDefaultModel = "gpt2";
+
+// Builds a model by name with its preset. NotFound for an unknown name (listing the names).
+absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_MODELS_H_
