@@ -81,7 +81,8 @@ Graph& Graph::operator=(const Graph& other) {
 void Graph::RebuildIndexes() {
   by_name_.clear();
   by_name_.reserve(live_);
-  for (const Node& n : nodes_) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
     if (n.alive_) by_name_.emplace(n.name_, n.id_);
   }
   params_by_owner_.clear();
@@ -189,7 +190,7 @@ void Graph::LinkAfter(NodeId id, NodeId anchor) {
 absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string target,
                                       std::vector<Value> args, ValueDict kwargs,
                                       InsertPoint at) {
-  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  if (!IsValidNodeName(name)) return CheckName(name);
   if (absl::Status s = CheckRefs(name, args, kwargs); !s.ok()) return s;
   if (at.where != InsertPoint::Where::kEnd && !IsLive(at.anchor)) {
     return absl::InvalidArgumentError(
@@ -197,13 +198,19 @@ absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string targe
   }
   const NodeId id = static_cast<NodeId>(nodes_.size());
   Node& n = nodes_.emplace_back();
+  n.name_ = std::move(name);
+  // One hash operation both checks uniqueness and indexes the name (the key views the
+  // node's own string, which never moves).
+  if (!by_name_.try_emplace(n.name_, id).second) {
+    absl::Status dup = CheckName(n.name_);
+    nodes_.pop_back();
+    return dup;
+  }
   n.id_ = id;
   n.op_ = op;
-  n.name_ = std::move(name);
   n.target_ = std::move(target);
   n.args_ = std::move(args);
   n.kwargs_ = std::move(kwargs);
-  by_name_.emplace(n.name_, id);
   switch (at.where) {
     case InsertPoint::Where::kEnd:
       if (tail_ == kNoNode) {
@@ -351,10 +358,17 @@ std::string Graph::UniqueName(absl::string_view base) const {
       absl::SimpleAtoi(absl::string_view(candidate).substr(us + 1), &n)) {
     stem = candidate.substr(0, us);
   }
+  // Remember where each stem's search ended, so naming many nodes "add" stays O(1) each
+  // (FX keeps the same kind of per-base counter).
+  int64_t& hint = name_hints_[stem];
+  if (n < hint) n = hint;
   while (true) {
     ++n;
     std::string name = absl::StrCat(stem, "_", n);
-    if (!by_name_.contains(name)) return name;
+    if (!by_name_.contains(name)) {
+      hint = n;
+      return name;
+    }
   }
 }
 

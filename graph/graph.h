@@ -6,7 +6,7 @@
 // device_time in seconds, plus any unknown keys, kept verbatim). Each node's data inputs and
 // users are derived from its arguments and kept up to date by every mutation.
 //
-// Design for size: nodes live in a deque (stable addresses), the order is an intrusive
+// Design for size: nodes live in fixed-size chunks (stable addresses), the order is an intrusive
 // doubly-linked list (O(1) insert / erase / move), and names map to ids in a hash map (O(1)
 // lookup). A million-node graph with full metadata takes a few hundred bytes per node.
 //
@@ -23,7 +23,7 @@
 #define OVERLAP_GRAPH_GRAPH_H_
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -163,6 +163,44 @@ struct Param {
   friend bool operator==(const Param& a, const Param& b);
 };
 
+namespace internal {
+
+// Node storage with stable addresses: fixed-size chunks, so appending never moves a node
+// (names are viewed by the name index) and costs one allocation per 1024 nodes, not per
+// node as std::deque does for objects this large.
+class NodeStore {
+ public:
+  NodeStore() = default;
+  NodeStore(const NodeStore& other) { *this = other; }
+  NodeStore& operator=(const NodeStore& other) {
+    if (this == &other) return *this;
+    chunks_.clear();
+    size_ = 0;
+    for (size_t i = 0; i < other.size_; ++i) emplace_back() = other[i];
+    return *this;
+  }
+  NodeStore(NodeStore&&) = default;
+  NodeStore& operator=(NodeStore&&) = default;
+
+  size_t size() const { return size_; }
+  Node& operator[](size_t i) { return chunks_[i >> kShift][i & kMask]; }
+  const Node& operator[](size_t i) const { return chunks_[i >> kShift][i & kMask]; }
+  Node& emplace_back() {
+    if ((size_ & kMask) == 0) chunks_.emplace_back(new Node[kMask + 1]);
+    return (*this)[size_++];
+  }
+  // Undoes the last emplace_back (resetting the slot for reuse).
+  void pop_back() { (*this)[--size_] = Node(); }
+
+ private:
+  static constexpr size_t kShift = 10;
+  static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+  std::vector<std::unique_ptr<Node[]>> chunks_;
+  size_t size_ = 0;
+};
+
+}  // namespace internal
+
 // Where AddNode puts a new node.
 struct InsertPoint {
   enum class Where : uint8_t { kEnd, kBefore, kAfter };
@@ -225,6 +263,8 @@ class Graph {
   }
   // Live nodes.
   int64_t size() const { return live_; }
+  // Entries in the name index (equals size() unless the Graph itself is broken).
+  int64_t name_index_size() const { return static_cast<int64_t>(by_name_.size()); }
   // One past the largest id ever used (dead ids included): size id-indexed side tables so.
   NodeId id_bound() const { return static_cast<NodeId>(nodes_.size()); }
   NodeId first() const { return head_; }
@@ -316,7 +356,9 @@ class Graph {
   void LinkAfter(NodeId id, NodeId anchor);
   void RebuildIndexes();
 
-  std::deque<Node> nodes_;
+  internal::NodeStore nodes_;
+  // UniqueName's per-stem search start (a cache: correctness never depends on it).
+  mutable absl::flat_hash_map<std::string, int64_t> name_hints_;
   absl::flat_hash_map<absl::string_view, NodeId> by_name_;  // keys view nodes_' names
   NodeId head_ = kNoNode;
   NodeId tail_ = kNoNode;

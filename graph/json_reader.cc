@@ -90,7 +90,11 @@ struct Number {
 
 class Parser {
  public:
-  explicit Parser(Source* src) : src_(*src) {}
+  // `size_hint`: the input's size in bytes, if known, to presize the name index.
+  Parser(Source* src, int64_t size_hint) : src_(*src) {
+    // Files that overlap writes with full metadata take about 250 bytes per node.
+    if (size_hint > 0) g_.ReserveNodes(size_hint / 256);
+  }
 
   absl::StatusOr<Graph> Run() {
     if (!ParseTop()) return error_;
@@ -107,7 +111,12 @@ class Parser {
   bool Fail(absl::string_view msg) {
     if (error_.ok()) {
       std::string where;
-      if (!node_context_.empty()) where = absl::StrCat(node_context_, ": ");
+      if (context_ != Context::kNone) {
+        const bool node = context_ == Context::kNode;
+        where = context_name_ != nullptr
+                    ? absl::StrCat(node ? "node \"" : "parameter \"", *context_name_, "\": ")
+                    : absl::StrCat(node ? "nodes[" : "params[", context_index_, "]: ");
+      }
       error_ = absl::InvalidArgumentError(
           absl::StrCat("line ", src_.line(), ", column ", src_.column(), ": ", where, msg));
     }
@@ -315,7 +324,7 @@ class Parser {
         src_.Advance();
         out->push_back('{');
         bool first = true;
-        return ParseMembers([&](const std::string& key) {
+        return ParseMembers([&](absl::string_view key) {
           if (!first) out->push_back(',');
           first = false;
           AppendJsonString(out, key);
@@ -359,7 +368,7 @@ class Parser {
     while (true) {
       if (!ParseString(&key)) return false;
       if (!Expect(':')) return false;
-      if (!on_member(key)) return false;
+      if (!on_member(absl::string_view(key))) return false;
       src_.SkipWs();
       int c = src_.Peek();
       if (c == ',') {
@@ -479,7 +488,7 @@ class Parser {
             return true;
           }
           absl::string_view ref = absl::string_view(s).substr(1);
-          NodeId id = g_.FindNode(ref);
+          NodeId id = FindRecent(ref);
           if (id == kNoNode) {
             return Fail(absl::StrCat("argument \"", s, "\" is not a node defined earlier ",
                                      "(nodes must be in topological order: a reference to a "
@@ -532,12 +541,21 @@ class Parser {
     }
   }
 
+  // Most references name one of the last few nodes; checking those first spares a lookup
+  // in the (cache-cold) name index.
+  NodeId FindRecent(absl::string_view name) {
+    for (NodeId id : recent_) {
+      if (id != kNoNode && g_.node(id).name() == name) return id;
+    }
+    return g_.FindNode(name);
+  }
+
   bool ParseDictMembers(ValueDict* dict, int depth) {
-    return ParseMembers([&](const std::string& key) {
+    return ParseMembers([&](absl::string_view key) {
       for (const auto& [k, v] : *dict) {
         if (k == key) return Fail(absl::StrCat("duplicate key \"", key, "\" in a dict argument"));
       }
-      dict->emplace_back(key, Value());
+      dict->emplace_back(std::string(key), Value());
       return ParseArgValue(&dict->back().second, depth + 1);
     });
   }
@@ -545,7 +563,7 @@ class Parser {
   // ---- graph structure ------------------------------------------------------------------------
   bool ParseMeta(NodeMeta* m) {
     if (!BeginObject("meta")) return false;
-    return ParseMembers([&](const std::string& key) {
+    return ParseMembers([&](absl::string_view key) {
       bool seen = false;
       bool ok;
       if (key == "shape") {
@@ -590,17 +608,21 @@ class Parser {
     return true;
   }
 
-  bool ParseExtra(Extras* extras, const std::string& key, absl::string_view prefix) {
+  bool ParseExtra(Extras* extras, absl::string_view key, absl::string_view prefix) {
     for (const auto& [k, v] : *extras) {
       if (k == key) return Fail(absl::StrCat("duplicate key \"", prefix, key, "\""));
     }
-    extras->emplace_back(key, std::string());
+    extras->emplace_back(std::string(key), std::string());
     return ParseRaw(&extras->back().second, 0);
   }
 
   bool ParseNode(int64_t index) {
-    node_context_ = absl::StrCat("nodes[", index, "]");
-    if (!BeginObject(node_context_)) return false;
+    context_ = Context::kNode;
+    context_index_ = index;
+    context_name_ = nullptr;
+    src_.SkipWs();
+    if (src_.Peek() != '{') return Fail(absl::StrCat("expected a node object, got ", Found()));
+    src_.Advance();
     std::string name, op_name, target;
     std::vector<Value> args;
     ValueDict kwargs;
@@ -608,15 +630,15 @@ class Parser {
     Extras extra;
     bool has_name = false, has_op = false, has_target = false, has_args = false;
     bool has_kwargs = false, has_meta = false;
-    auto dup = [&](bool* flag, const std::string& key) {
+    auto dup = [&](bool* flag, absl::string_view key) {
       if (*flag) return Fail(absl::StrCat("duplicate key \"", key, "\""));
       *flag = true;
       return true;
     };
-    bool ok = ParseMembers([&](const std::string& key) {
+    bool ok = ParseMembers([&](absl::string_view key) {
       if (key == "name") {
         if (!dup(&has_name, key) || !ParseStringField("name", &name)) return false;
-        node_context_ = absl::StrCat("node \"", name, "\"");
+        context_name_ = &name;
         return true;
       }
       if (key == "op") return dup(&has_op, key) && ParseStringField("op", &op_name);
@@ -651,6 +673,7 @@ class Parser {
                                " follows the output node \"", g_.node(output_).name(),
                                "\" (exactly one output node, last)"));
     }
+    context_name_ = nullptr;  // `name` is moved into the graph below
     absl::StatusOr<NodeId> id =
         g_.AddNode(op, std::move(name), std::move(target), std::move(args), std::move(kwargs));
     if (!id.ok()) return Fail(id.status().message());
@@ -660,24 +683,29 @@ class Parser {
     n.set_has_kwargs_key(has_kwargs);
     n.set_has_meta_key(has_meta);
     if (op == Op::kOutput) output_ = *id;
-    node_context_.clear();
+    recent_[recent_next_++ % kRecent] = *id;
+    context_ = Context::kNone;
     return true;
   }
 
   bool ParseParam(int64_t index) {
-    node_context_ = absl::StrCat("params[", index, "]");
-    if (!BeginObject(node_context_)) return false;
+    context_ = Context::kParam;
+    context_index_ = index;
+    context_name_ = nullptr;
+    src_.SkipWs();
+    if (src_.Peek() != '{') return Fail(absl::StrCat("expected a parameter object, got ", Found()));
+    src_.Advance();
     Param p;
     bool has_name = false, has_owner = false, has_bytes = false;
-    auto dup = [&](bool* flag, const std::string& key) {
+    auto dup = [&](bool* flag, absl::string_view key) {
       if (*flag) return Fail(absl::StrCat("duplicate key \"", key, "\""));
       *flag = true;
       return true;
     };
-    bool ok = ParseMembers([&](const std::string& key) {
+    bool ok = ParseMembers([&](absl::string_view key) {
       if (key == "name") {
         if (!dup(&has_name, key) || !ParseStringField("name", &p.name)) return false;
-        node_context_ = absl::StrCat("parameter \"", p.name, "\"");
+        context_name_ = &p.name;
         return true;
       }
       if (key == "owner") return dup(&has_owner, key) && ParseStringField("owner", &p.owner);
@@ -701,9 +729,11 @@ class Parser {
       if (!present) return Fail(absl::StrCat("missing required field \"", field, "\""));
     }
     if (p.name.empty()) return Fail("field \"name\" must not be empty");
+    const std::string name = p.name;
+    context_name_ = &name;
     absl::Status s = g_.AddParam(std::move(p));
     if (!s.ok()) return Fail(s.message());
-    node_context_.clear();
+    context_ = Context::kNone;
     return true;
   }
 
@@ -715,12 +745,12 @@ class Parser {
     src_.Advance();
     bool has_format = false, has_version = false, has_nodes = false, has_name = false;
     bool has_params = false;
-    auto dup = [&](bool* flag, const std::string& key) {
+    auto dup = [&](bool* flag, absl::string_view key) {
       if (*flag) return Fail(absl::StrCat("duplicate top-level key \"", key, "\""));
       *flag = true;
       return true;
     };
-    bool ok = ParseMembers([&](const std::string& key) {
+    bool ok = ParseMembers([&](absl::string_view key) {
       if (key == "format") {
         std::string f;
         if (!dup(&has_format, key) || !ParseStringField("format", &f)) return false;
@@ -768,11 +798,20 @@ class Parser {
     return true;
   }
 
+  static constexpr int kRecent = 8;
+  NodeId recent_[kRecent] = {kNoNode, kNoNode, kNoNode, kNoNode,
+                             kNoNode, kNoNode, kNoNode, kNoNode};
+  unsigned recent_next_ = 0;
+
   Source& src_;
   Graph g_;
   NodeId output_ = kNoNode;
   std::string scratch_;
-  std::string node_context_;
+  // What is being parsed, for error messages; formatted only when an error occurs.
+  enum class Context { kNone, kNode, kParam };
+  Context context_ = Context::kNone;
+  int64_t context_index_ = 0;
+  const std::string* context_name_ = nullptr;  // the name once read, else null
   absl::Status error_;
 };
 
@@ -787,7 +826,7 @@ absl::StatusOr<Graph> Finish(absl::StatusOr<Graph> g, const ReadOptions& options
 
 absl::StatusOr<Graph> ReadGraphJson(absl::string_view text, const ReadOptions& options) {
   Source src(text);
-  Parser parser(&src);
+  Parser parser(&src, static_cast<int64_t>(text.size()));
   return Finish(parser.Run(), options);
 }
 
@@ -797,8 +836,13 @@ absl::StatusOr<Graph> ReadGraphJsonFile(const std::string& path, const ReadOptio
     return absl::NotFoundError(
         absl::StrCat("cannot open \"", path, "\": ", std::strerror(errno)));
   }
+  int64_t size_hint = 0;
+  if (f != stdin && std::fseek(f, 0, SEEK_END) == 0) {
+    size_hint = std::ftell(f);
+    std::rewind(f);
+  }
   Source src(f);
-  Parser parser(&src);
+  Parser parser(&src, size_hint);
   absl::StatusOr<Graph> g = parser.Run();
   bool read_error = src.read_error();
   if (f != stdin) std::fclose(f);

@@ -99,7 +99,7 @@ class Generator {
     m.set_shape(std::move(shape));
     m.set_dtype(kDtypes[dt]);
     m.set_tensor_size(numel * kDtypeBytes[dt]);
-    m.set_device_time(alias ? 0.0 : static_cast<double>(c_.Below(1000000)) * 1e-9);
+    m.set_device_time(alias ? 0.0 : static_cast<double>(c_.Below(1000000)) / 1e9);
     if (alias) m.set_aliases_input(true);
     if (c_.Chance(1, 64)) m.extra.emplace_back("stack_trace", "\"model.py:42 in forward\"");
   }

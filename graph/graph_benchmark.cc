@@ -1,0 +1,108 @@
+// Scaling of the graph IR: generation in memory, JSON write, JSON read + Verify, Verify
+// alone, on random graphs with full metadata (the graphs `overlap gen random` writes).
+//
+// Peak RSS (getrusage ru_maxrss) is a process-wide high-water mark, so each benchmark's
+// `peak_rss_mib` counter is only meaningful when it runs alone:
+//   bazel run -c opt //graph:graph_benchmark -- --benchmark_filter='BM_ReadAndVerify/1000000'
+// The file a read benchmark needs is written by a forked child, so writing it does not
+// count against the reader's peak.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "graph/random_graph.h"
+#include "graph/verifier.h"
+
+namespace overlap {
+namespace {
+
+double PeakRssMib() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // KiB on Linux
+}
+
+std::string GraphFile(int64_t nodes) {
+  const std::string path = absl::StrCat("/tmp/overlap_bench_random_", nodes, ".json");
+  pid_t pid = fork();
+  if (pid == 0) {
+    RandomGraphOptions o;
+    o.nodes = nodes;
+    o.seed = 1;
+    _exit(WriteGraphJsonFile(RandomGraph(o), path).ok() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return path;
+}
+
+void BM_ReadAndVerify(benchmark::State& state) {
+  const std::string path = GraphFile(state.range(0));
+  for (auto _ : state) {
+    absl::StatusOr<Graph> g = ReadGraphJsonFile(path);  // verifies
+    if (!g.ok()) state.SkipWithError(std::string(g.status().message()).c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::fseek(f, 0, SEEK_END);
+  const long bytes = std::ftell(f);
+  std::fclose(f);
+  std::remove(path.c_str());
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["file_mib"] = bytes / 1048576.0;
+  state.counters["peak_rss_mib"] = PeakRssMib();
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_ReadAndVerify)->RangeMultiplier(10)->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_Generate(benchmark::State& state) {
+  RandomGraphOptions o;
+  o.nodes = state.range(0);
+  for (auto _ : state) benchmark::DoNotOptimize(RandomGraph(o));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["peak_rss_mib"] = PeakRssMib();
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_Generate)->RangeMultiplier(10)->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_Verify(benchmark::State& state) {
+  RandomGraphOptions o;
+  o.nodes = state.range(0);
+  Graph g = RandomGraph(o);
+  for (auto _ : state) benchmark::DoNotOptimize(Verify(g));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_Verify)->RangeMultiplier(10)->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_WriteJson(benchmark::State& state) {
+  RandomGraphOptions o;
+  o.nodes = state.range(0);
+  Graph g = RandomGraph(o);
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    std::string s = WriteGraphJson(g);
+    bytes = static_cast<int64_t>(s.size());
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_WriteJson)->RangeMultiplier(10)->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)->Complexity();
+
+}  // namespace
+}  // namespace overlap
+
+BENCHMARK_MAIN();
