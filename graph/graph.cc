@@ -54,10 +54,13 @@ bool operator==(const NodeMeta& a, const NodeMeta& b) {
 
 bool operator==(const Param& a, const Param& b) {
   return a.name == b.name && a.owner == b.owner && a.has_shape == b.has_shape &&
-         a.shape == b.shape && a.has_dtype == b.has_dtype && a.dtype == b.dtype &&
+         (!a.has_shape || a.shape == b.shape) && a.has_dtype == b.has_dtype &&
+         (!a.has_dtype || a.dtype == b.dtype) &&
          a.bytes == b.bytes && a.requires_grad == b.requires_grad &&
-         a.has_requires_grad == b.has_requires_grad && a.ddp_ignored == b.ddp_ignored &&
-         a.has_ddp_ignored == b.has_ddp_ignored && a.has_storage == b.has_storage &&
+         (a.has_requires_grad || !a.requires_grad) == (b.has_requires_grad || !b.requires_grad) &&
+         a.ddp_ignored == b.ddp_ignored &&
+         (a.has_ddp_ignored || a.ddp_ignored) == (b.has_ddp_ignored || b.ddp_ignored) &&
+         (a.has_storage || !a.storage.empty()) == (b.has_storage || !b.storage.empty()) &&
          a.storage_key() == b.storage_key() && a.extra == b.extra;
 }
 

@@ -149,8 +149,10 @@ struct Param {
   int64_t bytes = 0;     // storage size in bytes (what DDP counts)
   bool requires_grad = true;
   bool ddp_ignored = false;
-  std::string storage;   // tied parameters share one storage value; defaults to `name`
-  // Presence of the optional keys, for exact round trips.
+  std::string storage;   // tied parameters share one storage value; empty means `name`
+  // Presence of the optional keys, for exact round trips. The writer also writes a key
+  // whose value differs from the default (requires_grad false, ddp_ignored true, a
+  // storage set), so forgetting a has_* flag never loses information.
   bool has_shape = false;
   bool has_dtype = false;
   bool has_requires_grad = false;
@@ -158,8 +160,8 @@ struct Param {
   bool has_storage = false;
   Extras extra;
 
-  // The storage identity: `storage` when given, else `name`.
-  const std::string& storage_key() const { return has_storage ? storage : name; }
+  // The storage identity: `storage` when set, else `name`.
+  const std::string& storage_key() const { return storage.empty() ? name : storage; }
   friend bool operator==(const Param& a, const Param& b);
 };
 

@@ -229,15 +229,15 @@ class Writer {
       AppendJsonString(&out_, p.dtype);
     }
     absl::StrAppend(&out_, ", \"bytes\": ", p.bytes);
-    if (p.has_requires_grad) {
+    if (p.has_requires_grad || !p.requires_grad) {
       out_.append(p.requires_grad ? ", \"requires_grad\": true" : ", \"requires_grad\": false");
     }
-    if (p.has_ddp_ignored) {
+    if (p.has_ddp_ignored || p.ddp_ignored) {
       out_.append(p.ddp_ignored ? ", \"ddp_ignored\": true" : ", \"ddp_ignored\": false");
     }
-    if (p.has_storage) {
+    if (p.has_storage || !p.storage.empty()) {
       out_.append(", \"storage\": ");
-      AppendJsonString(&out_, p.storage);
+      AppendJsonString(&out_, p.storage_key());
     }
     WriteExtras(p.extra, ", ");
     out_.push_back('}');
