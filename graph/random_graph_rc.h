@@ -14,11 +14,18 @@
 #include <cstdint>
 #include <vector>
 
+#include <ostream>
+
 #include "graph/graph.h"
+#include "graph/json_writer.h"
 #include "graph/random_graph.h"
 #include "rapidcheck.h"
 
 namespace overlap {
+
+// How RapidCheck prints a counterexample: the graph in the interchange format, ready to save
+// as a file and replay with `overlap inspect`.
+inline void showValue(const Graph& g, std::ostream& os) { os << WriteGraphJson(g); }
 
 // Graphs of at most `max_nodes` nodes; RapidCheck's size parameter scales the byte count.
 inline rc::Gen<Graph> ArbitraryGraph(int64_t max_nodes = 200) {

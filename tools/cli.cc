@@ -276,7 +276,7 @@ class Cli {
     if (!g) return rc;
     auto it = a.flags.find("output");
     const std::string path = it == a.flags.end() ? "-" : ResolvePath(it->second);
-    absl::Status s = WriteGraphJsonFile(*g, path);
+    absl::Status s = path == "-" ? WriteGraphJsonStream(*g, out_) : WriteGraphJsonFile(*g, path);
     if (!s.ok()) return BadInput(s);
     return kExitOk;
   }

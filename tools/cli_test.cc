@@ -1,0 +1,167 @@
+// The CLI end to end, in-process: exit codes, messages, and the issue's acceptance flow
+// (gen llama-70b -o g.json, then inspect g.json prints 68,976,648,192 parameters).
+#include "tools/cli.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace overlap {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+std::string Slurp(std::FILE* f) {
+  std::rewind(f);
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+Result Overlap(std::vector<std::string> args) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  int code = RunCli(args, out, err);
+  return {code, Slurp(out), Slurp(err)};
+}
+
+std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(CliTest, GenLlama70bThenInspectPrintsTheExactParameterCount) {
+  const std::string path = Tmp("llama70b.json");
+  Result gen = Overlap({"gen", "llama-70b", "-o", path});
+  ASSERT_EQ(gen.code, kExitOk) << gen.err;
+  Result inspect = Overlap({"inspect", path});
+  ASSERT_EQ(inspect.code, kExitOk) << inspect.err;
+  EXPECT_THAT(inspect.out, HasSubstr("parameters: 68,976,648,192"));
+  EXPECT_THAT(inspect.out, HasSubstr("critical path"));
+  EXPECT_THAT(inspect.out, HasSubstr("call_module: "));
+}
+
+TEST(CliTest, GenWritesToStdoutAndHonoursOptions) {
+  Result r = Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "--seq", "64"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"format\": \"overlap-graph\""));
+  EXPECT_THAT(r.out, HasSubstr("\"param\": \"transformer.h.1.attn.c_attn.weight\""));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("transformer.h.2.")));
+  Result random = Overlap({"gen", "random", "--nodes", "40", "--seed", "7"});
+  ASSERT_EQ(random.code, kExitOk);
+  EXPECT_EQ(random.out, Overlap({"gen", "random", "--nodes=40", "--seed=7"}).out);
+}
+
+TEST(CliTest, RelativePathsResolveAgainstBuildWorkingDirectory) {
+  setenv("BUILD_WORKING_DIRECTORY", testing::TempDir().c_str(), 1);
+  Result gen = Overlap({"gen", "mlp", "-o", "rel.json"});
+  unsetenv("BUILD_WORKING_DIRECTORY");
+  ASSERT_EQ(gen.code, kExitOk) << gen.err;
+  EXPECT_EQ(Overlap({"inspect", Tmp("rel.json")}).code, kExitOk);
+}
+
+TEST(CliTest, DemoShowsTheRoundTripAndSummary) {
+  Result r = Overlap({"demo"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("overlap demo: gpt2"));
+  EXPECT_THAT(r.out, HasSubstr("round trip exact, verifier ok"));
+  EXPECT_THAT(r.out, HasSubstr("parameters: 124,439,808"));
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Overlap({}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"frobnicate"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen"}).code, kExitUsage);
+  Result unknown_model = Overlap({"gen", "gpt5"});
+  EXPECT_EQ(unknown_model.code, kExitUsage);
+  EXPECT_THAT(unknown_model.err, HasSubstr("unknown model \"gpt5\""));
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--bogus"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--batch", "zero"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--nodes", "5"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "random", "--nodes", "1"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "gpt2", "-o"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"inspect"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"inspect", "a", "b"}).code, kExitUsage);
+}
+
+TEST(CliTest, HelpOnEveryCommand) {
+  for (const char* cmd : {"gen", "inspect", "demo"}) {
+    Result r = Overlap({cmd, "--help"});
+    EXPECT_EQ(r.code, kExitOk) << cmd;
+    EXPECT_THAT(r.out, HasSubstr("usage: overlap")) << cmd;
+    EXPECT_EQ(Overlap({"help", cmd}).code, kExitOk);
+  }
+  EXPECT_EQ(Overlap({"--help"}).code, kExitOk);
+}
+
+// Each class of bad input exits 1 with a message naming the fault.
+TEST(CliTest, BadInputExitsOneNamingTheFault) {
+  const std::string head = R"({"format": "overlap-graph", "version": 1, "nodes": [)";
+  const std::string x = R"({"name": "x", "op": "placeholder", "target": "x", "args": []})";
+  const std::string out = R"({"name": "output", "op": "output", "target": "output", "args": ["%x"]})";
+  struct Case {
+    const char* what;
+    std::string text;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"malformed", head + x, "line 1"},
+      {"wrong type", head + R"({"name": 3})", "field \"name\" must be a string"},
+      {"unknown op", head + R"({"name": "x", "op": "call", "target": "x", "args": []}]})",
+       "unknown op \"call\""},
+      {"duplicate", head + x + "," + x + "," + out + "]}", "duplicate node name \"x\""},
+      {"malformed name", head + R"({"name": "9x", "op": "placeholder", "target": "x", "args": []}]})",
+       "\"9x\" is malformed"},
+      {"later ref", head + R"({"name": "y", "op": "call_function", "target": "f", "args": ["%z"]},)" +
+                        R"({"name": "z", "op": "placeholder", "target": "z", "args": []}]})",
+       "node \"y\": argument \"%z\" is not a node defined earlier"},
+      {"no output", head + x + "]}", "no output node"},
+      {"extra output", head + x + "," + out + "," +
+                           R"({"name": "o2", "op": "output", "target": "output", "args": []}]})",
+       "second output node"},
+      {"negative", head + R"({"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"tensor_size": -1}},)" +
+                       out + "]}",
+       "node \"x\": field \"meta.tensor_size\" must be >= 0"},
+      {"overflow", head + x + "," + out +
+                       R"(], "params": [{"name": "a", "owner": "x", "bytes": 9223372036854775807},)"
+                       R"({"name": "b", "owner": "x", "bytes": 1}]})",
+       "the sum of parameter bytes overflows"},
+      {"unknown owner", head + x + "," + out +
+                            R"(], "params": [{"name": "a", "owner": "nobody", "bytes": 4}]})",
+       "owner is not"},
+      {"tied sizes", head + x + "," + out +
+                         R"(], "params": [{"name": "a", "owner": "x", "bytes": 4},)"
+                         R"({"name": "b", "owner": "x", "bytes": 8, "storage": "a"}]})",
+       "shares storage \"a\""},
+  };
+  for (const Case& c : cases) {
+    const std::string path = Tmp("bad.json");
+    WriteFile(path, c.text);
+    Result r = Overlap({"inspect", path});
+    EXPECT_EQ(r.code, kExitBadInput) << c.what;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.what;
+    EXPECT_THAT(r.err, HasSubstr(path)) << c.what;  // names the file too
+  }
+  Result missing = Overlap({"inspect", Tmp("does-not-exist.json")});
+  EXPECT_EQ(missing.code, kExitBadInput);
+  EXPECT_THAT(missing.err, HasSubstr("cannot open"));
+  Result unwritable = Overlap({"gen", "mlp", "-o", "/nonexistent-dir/g.json"});
+  EXPECT_EQ(unwritable.code, kExitBadInput);
+}
+
+}  // namespace
+}  // namespace overlap
