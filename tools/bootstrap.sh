@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what overlap needs on Debian 12 (run as root), idempotently: it asks dpkg which
+# packages are missing and runs `apt-get update` + `apt-get install` only when some are.
+# CUDA 13 / NCCL 2.28, when present, come from /usr/local/cuda (not from Debian); nothing in
+# the default build needs them.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap        # Bazel 4.2.3, WORKSPACE mode
+  g++                    # the default toolchain
+  clang                  # fuzz builds (--config=fuzz)
+  libclang-rt-14-dev     # libFuzzer and sanitizer runtimes for clang 14
+  libabsl-dev
+  libgtest-dev
+  libgmock-dev
+  librapidcheck-dev
+  libbenchmark-dev
+  nlohmann-json3-dev
+  libgloo-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
