@@ -406,8 +406,6 @@ int Graph::FindParam(absl::string_view name) const {
   return it == params_by_name_.end() ? -1 : it->second;
 }
 
-namespace {
-
 // Compares two values, references by the referenced node's name.
 bool SameValue(const Graph& ga, const Value& a, const Graph& gb, const Value& b) {
   if (a.kind() != b.kind()) return false;
@@ -443,8 +441,6 @@ bool SameValue(const Graph& ga, const Value& a, const Graph& gb, const Value& b)
       return a == b;
   }
 }
-
-}  // namespace
 
 bool operator==(const Graph& a, const Graph& b) {
   if (a.size() != b.size() || a.has_name_ != b.has_name_ || a.name_ != b.name_ ||

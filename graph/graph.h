@@ -382,6 +382,10 @@ class Graph {
 void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
                        std::vector<NodeId>* inputs, uint32_t* num_arg_inputs);
 
+// Whether two argument values are equal, comparing references by the referenced node's name
+// (so values of different graphs compare). NaN equals NaN. O(size of the values).
+bool SameValue(const Graph& ga, const Value& a, const Graph& gb, const Value& b);
+
 // Whether `name` is a legal node name: non-empty, [A-Za-z_][A-Za-z0-9_.]*.
 bool IsValidNodeName(absl::string_view name);
 

@@ -61,29 +61,12 @@ absl::StatusOr<Graph> ExtractSubgraph(const Graph& g, absl::Span<const NodeId> n
   for (NodeId id : g.order()) {
     if (chosen.contains(id)) ordered.push_back(id);
   }
-  Graph sub;
-  absl::flat_hash_map<NodeId, NodeId> remap;
   std::vector<NodeId> inputs, outputs;
+  absl::flat_hash_set<NodeId> seen_input;
   for (NodeId id : ordered) {
     for (NodeId in : g.node(id).inputs()) {
-      if (chosen.contains(in) || remap.contains(in)) continue;
-      const Node& src = g.node(in);
-      absl::StatusOr<NodeId> ph = sub.AddNode(Op::kPlaceholder, src.name(), src.name());
-      if (!ph.ok()) return ph.status();
-      if (src.meta().has_shape || src.meta().has_tensor_size || src.meta().has_param) {
-        NodeMeta& m = sub.mutable_node(*ph).mutable_meta();
-        m = src.meta();
-        m.has_device_time = false;  // a placeholder costs nothing
-        m.device_time = 0;
-        m.has_aliases_input = false;
-        m.aliases_input = false;
-      }
-      remap[in] = *ph;
-      inputs.push_back(in);
+      if (!chosen.contains(in) && seen_input.insert(in).second) inputs.push_back(in);
     }
-    absl::StatusOr<NodeId> copy = CopyNode(g, id, remap, &sub);
-    if (!copy.ok()) return copy.status();
-    remap[id] = *copy;
   }
   for (NodeId id : ordered) {
     for (NodeId u : g.node(id).users()) {
@@ -93,14 +76,57 @@ absl::StatusOr<Graph> ExtractSubgraph(const Graph& g, absl::Span<const NodeId> n
       }
     }
   }
+  absl::StatusOr<Graph> sub = BuildSubgraph(g, ordered, inputs, outputs);
+  if (!sub.ok()) return sub;
+  if (inputs_out != nullptr) *inputs_out = std::move(inputs);
+  if (outputs_out != nullptr) *outputs_out = std::move(outputs);
+  return sub;
+}
+
+absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nodes,
+                                    absl::Span<const NodeId> inputs,
+                                    absl::Span<const NodeId> outputs) {
+  Graph sub;
+  sub.ReserveNodes(static_cast<int64_t>(nodes.size() + inputs.size()) + 1);
+  absl::flat_hash_map<NodeId, NodeId> remap;
+  remap.reserve(nodes.size() + inputs.size());
+  for (NodeId in : inputs) {
+    const Node& src = g.node(in);
+    absl::StatusOr<NodeId> ph = sub.AddNode(Op::kPlaceholder, src.name(), src.name());
+    if (!ph.ok()) return ph.status();
+    if (!src.meta().empty()) {
+      // The value's description travels with it; its cost stays with its producer.
+      NodeMeta& m = sub.mutable_node(*ph).mutable_meta();
+      m = src.meta();
+      m.has_device_time = false;
+      m.device_time = 0;
+      m.has_aliases_input = false;
+      m.aliases_input = false;
+      m.has_grad_of = false;
+      m.grad_of.clear();
+    }
+    remap[in] = *ph;
+  }
+  for (NodeId id : nodes) {
+    absl::StatusOr<NodeId> copy = CopyNode(g, id, remap, &sub);
+    if (!copy.ok()) return copy.status();
+    remap[id] = *copy;
+  }
   std::vector<Value> rets;
-  for (NodeId id : outputs) rets.push_back(Value::Ref(remap[id]));
+  for (NodeId id : outputs) {
+    auto it = remap.find(id);
+    if (it == remap.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "BuildSubgraph: output \"", g.node(id).name(), "\" is not among the copied nodes"));
+    }
+    rets.push_back(Value::Ref(it->second));
+  }
   Value ret = rets.size() == 1 ? std::move(rets[0]) : Value::List(std::move(rets));
   absl::StatusOr<NodeId> out =
       sub.AddNode(Op::kOutput, sub.UniqueName("output"), "output", {std::move(ret)});
   if (!out.ok()) return out.status();
   // Parameters owned by what was copied (a placeholder input may stand for one too).
-  absl::flat_hash_set<std::string> owners;
+  absl::flat_hash_set<absl::string_view> owners;
   for (NodeId id : sub.order()) {
     const Node& n = sub.node(id);
     if (n.op() == Op::kCallModule || n.op() == Op::kGetAttr) owners.insert(n.target());
@@ -112,8 +138,7 @@ absl::StatusOr<Graph> ExtractSubgraph(const Graph& g, absl::Span<const NodeId> n
       if (!s.ok()) return s;
     }
   }
-  if (inputs_out != nullptr) *inputs_out = std::move(inputs);
-  if (outputs_out != nullptr) *outputs_out = std::move(outputs);
+  sub.set_has_params_key(true);
   return sub;
 }
 

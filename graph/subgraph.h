@@ -34,6 +34,15 @@ absl::StatusOr<Graph> ExtractSubgraph(const Graph& g, absl::Span<const NodeId> n
                                       std::vector<NodeId>* inputs = nullptr,
                                       std::vector<NodeId>* outputs = nullptr);
 
+// The general form: copies `nodes` (graph order) with a placeholder for each of `inputs`
+// (in that order, named like the source nodes) and an output node returning `outputs` (bare
+// when one, a list when several, an empty list when none). Every value a copied node reads
+// must be copied or an input. Parameters owned by copied nodes or by input placeholders are
+// copied. This is what split_module builds for one partition.
+absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nodes,
+                                    absl::Span<const NodeId> inputs,
+                                    absl::Span<const NodeId> outputs);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_GRAPH_SUBGRAPH_H_

@@ -1,6 +1,10 @@
 #include "tools/cli.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -16,6 +20,9 @@
 #include "graph/size.h"
 #include "graph/summary.h"
 #include "graph/verifier.h"
+#include "partition/bucket_cap.h"
+#include "partition/ddp_partitioner.h"
+#include "partition/report.h"
 
 namespace overlap {
 namespace {
@@ -27,6 +34,7 @@ usage: overlap <command> [options]
 commands:
   gen <model> [options] [-o FILE]   write a built-in model's graph (JSON) to FILE or stdout
   inspect FILE                      verify a graph file and print its summary
+  partition FILE [options]          bucket and split a forward graph as DDP does
   demo [MODEL]                      run the pipeline on a built-in model (default gpt2)
   help [COMMAND]                    show help for a command
 
@@ -59,6 +67,29 @@ constexpr char kInspectUsage[] = R"(usage: overlap inspect FILE
 
 Reads and verifies a graph file, then prints node counts by op, the parameters (count,
 bytes by dtype, tied groups, frozen and ignored), total device time and the critical path.
+)";
+
+constexpr char kPartitionUsage[] = R"(usage: overlap partition FILE [options]
+
+Buckets the forward graph's parameters as DDP buckets gradients, prints the bucket table
+(index, size in bytes, parameter names), and splits the graph into one subgraph per bucket
+(split_module semantics). See docs/partition.md.
+
+options:
+  --mode reference|default   reference: PyTorch 2.0's DDPOptimizer exactly; default: improved
+                             (no subgraph without outputs, tied storage once, ...)
+  --bucket-cap SIZE|auto     bucket cap (default 25MiB); auto: choose the cap that minimises
+                             predicted exposed allreduce time in backward, and print the
+                             candidates
+  --first-bucket-cap SIZE    cap of the bucket nearest the output (default min(1MiB, cap));
+                             must not exceed --bucket-cap
+  --world-size N             ranks for the allreduce model (default 32)
+  --latency-us X             allreduce latency term in microseconds (default 20)
+  --bandwidth X              per-rank bandwidth in GB/s (default 50)
+  --json OUT                 write the partition result (overlap-result JSON)
+  -o OUTER                   write the outer graph (calls submod_0, submod_1, ...)
+  --subgraphs-dir DIR        write each subgraph as DIR/submod_<i>.json
+SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).
 )";
 
 constexpr char kDemoUsage[] = R"(usage: overlap demo [MODEL] [--lifted]
@@ -142,6 +173,7 @@ class Cli {
     }
     if (cmd == "gen") return Gen(argv);
     if (cmd == "inspect") return Inspect(argv);
+    if (cmd == "partition") return PartitionCmd(argv);
     if (cmd == "demo") return Demo(argv);
     return Usage(absl::StrCat("unknown command \"", cmd, "\""), kMainUsage);
   }
@@ -151,6 +183,7 @@ class Cli {
     if (cmd == "gen") std::fputs(kGenUsage, out_);
     else if (cmd == "inspect") std::fputs(kInspectUsage, out_);
     else if (cmd == "demo") std::fputs(kDemoUsage, out_);
+    else if (cmd == "partition") std::fputs(kPartitionUsage, out_);
     else return Usage(absl::StrCat("no help for unknown command \"", cmd, "\""), kMainUsage);
     return kExitOk;
   }
@@ -290,6 +323,112 @@ class Cli {
     if (!g.ok()) return BadInput(g.status());
     std::fputs(FormatSummary(*g, Summarize(*g)).c_str(), out_);
     return kExitOk;
+  }
+
+  int PartitionCmd(const std::vector<std::string>& argv) {
+    Args a;
+    if (auto e = ParseArgs(argv, 1, {"mode", "bucket-cap", "first-bucket-cap", "world-size",
+                                     "latency-us", "bandwidth", "json", "output",
+                                     "subgraphs-dir"},
+                           &a)) {
+      return Usage(*e, kPartitionUsage);
+    }
+    if (a.flags.count("help")) return Help("partition");
+    if (a.positional.size() != 1) return Usage("partition takes exactly one file", kPartitionUsage);
+    BucketOptions bo;
+    if (auto it = a.flags.find("mode"); it != a.flags.end() &&
+                                        !ParsePartitionMode(it->second, &bo.mode)) {
+      return Usage(absl::StrCat("--mode must be reference or default, got \"", it->second, "\""),
+                   kPartitionUsage);
+    }
+    bool auto_cap = false;
+    if (auto it = a.flags.find("bucket-cap"); it != a.flags.end()) {
+      if (it->second == "auto") {
+        auto_cap = true;
+      } else {
+        absl::StatusOr<int64_t> cap = ParseSize(it->second);
+        if (!cap.ok()) return Usage(absl::StrCat("--bucket-cap: ", cap.status().message()), kPartitionUsage);
+        bo.bucket_cap_bytes = *cap;
+      }
+    }
+    std::optional<int64_t> first;
+    if (auto it = a.flags.find("first-bucket-cap"); it != a.flags.end()) {
+      absl::StatusOr<int64_t> f = ParseSize(it->second);
+      if (!f.ok()) return Usage(absl::StrCat("--first-bucket-cap: ", f.status().message()), kPartitionUsage);
+      first = *f;
+      if (!auto_cap && *first > bo.bucket_cap_bytes) {
+        return Usage(absl::StrCat("--first-bucket-cap (", *first, " bytes) exceeds --bucket-cap (",
+                                  bo.bucket_cap_bytes, " bytes)"),
+                     kPartitionUsage);
+      }
+    }
+    AllreduceModel comm;
+    int rc = kExitOk;
+    int64_t world = comm.world_size;
+    if (!IntFlag(a, "world-size", 1, &world, &rc, kPartitionUsage)) return rc;
+    if (world > (int64_t{1} << 24)) return Usage("--world-size is too large", kPartitionUsage);
+    comm.world_size = static_cast<int>(world);
+    double latency_us = 0, gbps = 0;
+    if (!DoubleFlag(a, "bandwidth", &gbps, &rc, kPartitionUsage)) return rc;
+    if (gbps > 0) comm.bandwidth_bytes_per_s = gbps * 1e9;
+    if (auto it = a.flags.find("latency-us"); it != a.flags.end()) {
+      if (!absl::SimpleAtod(it->second, &latency_us) || !(latency_us >= 0) || latency_us > 1e9) {
+        return Usage("--latency-us must be a number >= 0", kPartitionUsage);
+      }
+      comm.latency_s = latency_us * 1e-6;
+    }
+
+    absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(a.positional[0]));
+    if (!g.ok()) return BadInput(g.status());
+    std::optional<CapChoice> choice;
+    if (auto_cap) {
+      absl::StatusOr<CapChoice> c =
+          ChooseBucketCap(*g, bo.mode, comm, first.value_or(kDefaultFirstBucketCapBytes));
+      if (!c.ok()) return BadInput(c.status());
+      choice = std::move(*c);
+      bo.bucket_cap_bytes = choice->cap_bytes;
+      std::fputs(FormatCapChoice(*choice).c_str(), out_);
+    }
+    bo.first_bucket_cap_bytes =
+        std::min(first.value_or(kDefaultFirstBucketCapBytes), bo.bucket_cap_bytes);
+    PartitionOptions po;
+    po.buckets = bo;
+    absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*g);
+    if (!r.ok()) return BadInput(r.status());
+    std::fputs(FormatBucketTable(*g, *r).c_str(), out_);
+    if (auto it = a.flags.find("json"); it != a.flags.end()) {
+      absl::Status s = WriteTextFile(ResolvePath(it->second),
+                                     PartitionResultJson(*g, *r, choice ? &*choice : nullptr));
+      if (!s.ok()) return BadInput(s);
+    }
+    if (auto it = a.flags.find("output"); it != a.flags.end()) {
+      absl::Status s = WriteGraphJsonFile(r->split ? r->pieces.outer : *g, ResolvePath(it->second));
+      if (!s.ok()) return BadInput(s);
+    }
+    if (auto it = a.flags.find("subgraphs-dir"); it != a.flags.end()) {
+      const std::string dir = ResolvePath(it->second);
+      if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        return BadInput(absl::NotFoundError(
+            absl::StrCat("cannot create \"", dir, "\": ", std::strerror(errno))));
+      }
+      for (const Submodule& sm : r->pieces.submodules) {
+        absl::Status s = WriteGraphJsonFile(sm.graph, absl::StrCat(dir, "/", sm.name, ".json"));
+        if (!s.ok()) return BadInput(s);
+      }
+    }
+    return kExitOk;
+  }
+
+  static absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+    std::FILE* f = path == "-" ? stdout : std::fopen(path.c_str(), "wb");
+    if (f == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot open \"", path, "\" for writing: ", std::strerror(errno)));
+    }
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f != stdout && std::fclose(f) != 0) return absl::InternalError("close failed");
+    if (!ok) return absl::InternalError(absl::StrCat("write to \"", path, "\" failed"));
+    return absl::OkStatus();
   }
 
   int Demo(const std::vector<std::string>& argv) {

@@ -1,0 +1,79 @@
+#include "partition/bucket_cap.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace overlap {
+
+double AllreduceModel::Time(int64_t bytes) const {
+  if (bytes <= 0 || world_size <= 1) return 0;
+  const double p = world_size;
+  return latency_s + 2.0 * (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}
+
+CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
+                            const AllreduceModel& comm, double backward_factor) {
+  CapCandidate c;
+  c.buckets = static_cast<int>(buckets.size());
+  double t = 0, comm_free = 0;
+  for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
+    double forward = 0;
+    for (NodeId id : b->nodes) forward += g.node(id).meta().device_time;
+    t += backward_factor * forward;
+    const double ar = comm.Time(b->size_bytes);
+    if (ar > 0) {
+      comm_free = std::max(comm_free, t) + ar;
+      c.comm_s += ar;
+    }
+  }
+  c.backward_s = t;
+  c.exposed_s = std::max(0.0, comm_free - t);
+  return c;
+}
+
+absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
+                                          const AllreduceModel& comm, int64_t first_bucket_cap,
+                                          double backward_factor) {
+  if (comm.world_size < 1 || !(comm.latency_s >= 0) || !(comm.bandwidth_bytes_per_s > 0) ||
+      !(backward_factor > 0)) {
+    return absl::InvalidArgumentError(
+        "allreduce model needs world size >= 1, latency >= 0, bandwidth > 0");
+  }
+  // All trainable bytes, counted as the mode counts them, bound the useful caps.
+  BucketOptions all;
+  all.mode = mode;
+  all.bucket_cap_bytes = INT64_MAX;
+  all.first_bucket_cap_bytes = INT64_MAX;
+  absl::StatusOr<std::vector<Bucket>> one = AssignBuckets(g, all);
+  if (!one.ok()) return one.status();
+  int64_t total = 0;
+  for (const Bucket& b : *one) total += b.size_bytes;
+  std::vector<int64_t> caps = {kDefaultBucketCapBytes};
+  for (int64_t cap = int64_t{1} << 20;; cap *= 2) {
+    caps.push_back(cap);
+    if (cap >= total || cap >= (int64_t{1} << 40)) break;
+  }
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  CapChoice choice;
+  for (int64_t cap : caps) {
+    BucketOptions o;
+    o.mode = mode;
+    o.bucket_cap_bytes = cap;
+    o.first_bucket_cap_bytes = std::min(first_bucket_cap, cap);
+    absl::StatusOr<std::vector<Bucket>> buckets = AssignBuckets(g, o);
+    if (!buckets.ok()) return buckets.status();
+    CapCandidate c = PredictExposed(g, *buckets, comm, backward_factor);
+    c.cap_bytes = cap;
+    choice.candidates.push_back(c);
+  }
+  const CapCandidate* best = &choice.candidates[0];
+  for (const CapCandidate& c : choice.candidates) {
+    if (c.exposed_s <= best->exposed_s) best = &c;  // ties: the larger cap
+  }
+  choice.cap_bytes = best->cap_bytes;
+  return choice;
+}
+
+}  // namespace overlap
