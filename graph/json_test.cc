@@ -261,10 +261,15 @@ TEST(GraphJsonErrorTest, UnknownParameterOwner) {
 }
 
 TEST(GraphJsonErrorTest, TiedParametersWithDifferentSizes) {
-  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 16, \"storage\": \"fc.weight\"")),
+  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16, \"requires_grad\": false",
+                              "\"bytes\": 16, \"storage\": \"fc.weight\"")),
               HasSubstr("parameter \"fc.bias\" (owner \"fc\"): shares storage \"fc.weight\" with "
                         "\"fc.weight\" but has 16 bytes, not 64"));
-  EXPECT_TRUE(ReadGraphJson(Replace("\"bytes\": 16", "\"bytes\": 64, \"storage\": \"fc.weight\"")).ok());
+  EXPECT_TRUE(ReadGraphJson(Replace("\"bytes\": 16, \"requires_grad\": false",
+                                    "\"bytes\": 64, \"storage\": \"fc.weight\"")).ok());
+  // One tensor has one requires_grad.
+  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 64, \"storage\": \"fc.weight\"")),
+              HasSubstr("disagrees on requires_grad"));
 }
 
 TEST(GraphJsonErrorTest, DuplicateParameterEntry) {

@@ -178,6 +178,9 @@ class Generator {
       p.shape = t.shape;
       p.storage = t.storage_key();
       p.has_storage = true;
+      p.requires_grad = t.requires_grad;  // one tensor, one requires_grad
+      p.has_requires_grad = !t.requires_grad || t.has_requires_grad;
+      return p;
     } else if (c_.Chance(1, 8)) {
       p.storage = p.name;  // explicit but equal to the default
       p.has_storage = true;
@@ -210,6 +213,7 @@ class Generator {
     const bool tie_twice = c_.Chance(1, 16);
     const std::string storage = p.storage_key();
     const int64_t bytes = p.bytes;
+    const bool requires_grad = p.requires_grad;
     AddParam(std::move(p));
     if (tie_twice) {  // a second name for the same placeholder (tied weights in AOT graphs)
       Param q;
@@ -218,6 +222,8 @@ class Generator {
       q.bytes = bytes;
       q.storage = storage;
       q.has_storage = true;
+      q.requires_grad = requires_grad;
+      q.has_requires_grad = !requires_grad;
       AddParam(std::move(q));
     }
     values_.push_back(id);

@@ -153,6 +153,11 @@ absl::Status VerifyParams(const Graph& g) {
                            "placeholder of the graph");
     }
     auto [it, inserted] = storages.emplace(p.storage_key(), &p);
+    if (!inserted && it->second->requires_grad != p.requires_grad) {
+      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
+                                        it->second->name, "\" but disagrees on requires_grad "
+                                        "(a tensor has one requires_grad)"));
+    }
     if (!inserted && it->second->bytes != p.bytes) {
       return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
                                         it->second->name, "\" but has ", p.bytes,

@@ -121,7 +121,10 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
       const Node& n = g.node(id);
       if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput) continue;
       NodeUses(g, n, o.mode, &uses);
-      for (const Use& u : uses) first_use.emplace(g.params()[u.param].storage_key(), id);
+      for (const Use& u : uses) {
+        const Param& p = g.params()[u.param];
+        if (Counts(p)) first_use.emplace(p.storage_key(), id);
+      }
     }
   }
 
@@ -163,9 +166,17 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
 
   // Forward order: the last bucket of the walk is bucket 0.
   std::reverse(walk.begin(), walk.end());
-  if (walk.size() > 1 && walk[0].size == 0) {  // parameter-free preamble
-    // Its nodes precede bucket 1's in graph order; both lists are still reversed.
-    walk[1].nodes.insert(walk[1].nodes.end(), walk[0].nodes.begin(), walk[0].nodes.end());
+  // Merge bucket 0 forward when it is a parameter-free preamble (both modes), or, in default
+  // mode, when nothing outside reads it (it would become a subgraph without outputs: dead
+  // code at the start of the graph).
+  if (walk.size() > 1 && (walk[0].size == 0 || (!reference && !walk[0].has_external_output))) {
+    // Its nodes precede bucket 1's in graph order, and the walk counted them after bucket
+    // 1's; both node lists are still reversed.
+    WalkBucket& into = walk[1];
+    into.nodes.insert(into.nodes.end(), walk[0].nodes.begin(), walk[0].nodes.end());
+    into.params.insert(into.params.end(), walk[0].params.begin(), walk[0].params.end());
+    into.size += walk[0].size;
+    for (const auto& [dtype, bytes] : walk[0].by_dtype) into.by_dtype[dtype] += bytes;
     walk.erase(walk.begin());
   }
   std::vector<Bucket> out(walk.size());
