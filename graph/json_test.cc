@@ -270,6 +270,9 @@ TEST(GraphJsonErrorTest, TiedParametersWithDifferentSizes) {
   // One tensor has one requires_grad.
   EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 64, \"storage\": \"fc.weight\"")),
               HasSubstr("disagrees on requires_grad"));
+  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16, \"requires_grad\": false",
+                              "\"bytes\": 64, \"storage\": \"fc.weight\", \"ddp_ignored\": true")),
+              HasSubstr("disagrees on ddp_ignored"));
 }
 
 TEST(GraphJsonErrorTest, DuplicateParameterEntry) {

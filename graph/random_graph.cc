@@ -178,8 +178,10 @@ class Generator {
       p.shape = t.shape;
       p.storage = t.storage_key();
       p.has_storage = true;
-      p.requires_grad = t.requires_grad;  // one tensor, one requires_grad
+      p.requires_grad = t.requires_grad;  // one tensor, one requires_grad and ignore flag
       p.has_requires_grad = !t.requires_grad || t.has_requires_grad;
+      p.ddp_ignored = t.ddp_ignored;
+      p.has_ddp_ignored = t.ddp_ignored;
       return p;
     } else if (c_.Chance(1, 8)) {
       p.storage = p.name;  // explicit but equal to the default
@@ -214,6 +216,7 @@ class Generator {
     const std::string storage = p.storage_key();
     const int64_t bytes = p.bytes;
     const bool requires_grad = p.requires_grad;
+    const bool ignored = p.ddp_ignored;
     AddParam(std::move(p));
     if (tie_twice) {  // a second name for the same placeholder (tied weights in AOT graphs)
       Param q;
@@ -224,6 +227,8 @@ class Generator {
       q.has_storage = true;
       q.requires_grad = requires_grad;
       q.has_requires_grad = !requires_grad;
+      q.ddp_ignored = ignored;
+      q.has_ddp_ignored = ignored;
       AddParam(std::move(q));
     }
     values_.push_back(id);

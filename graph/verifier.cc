@@ -153,6 +153,11 @@ absl::Status VerifyParams(const Graph& g) {
                            "placeholder of the graph");
     }
     auto [it, inserted] = storages.emplace(p.storage_key(), &p);
+    if (!inserted && it->second->ddp_ignored != p.ddp_ignored) {
+      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
+                                        it->second->name, "\" but disagrees on ddp_ignored "
+                                        "(DDP ignores a tensor, whichever name it is reached by)"));
+    }
     if (!inserted && it->second->requires_grad != p.requires_grad) {
       return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
                                         it->second->name, "\" but disagrees on requires_grad "
