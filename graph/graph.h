@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -169,35 +170,65 @@ namespace internal {
 
 // Node storage with stable addresses: fixed-size chunks, so appending never moves a node
 // (names are viewed by the name index) and costs one allocation per 1024 nodes, not per
-// node as std::deque does for objects this large.
+// node as std::deque does for objects this large. Chunks are raw memory and nodes are
+// constructed as they are added, so a small graph touches only the pages it uses (a split
+// makes thousands of small graphs).
 class NodeStore {
  public:
   NodeStore() = default;
+  ~NodeStore() { Clear(); }
   NodeStore(const NodeStore& other) { *this = other; }
   NodeStore& operator=(const NodeStore& other) {
     if (this == &other) return *this;
-    chunks_.clear();
-    size_ = 0;
+    Clear();
     for (size_t i = 0; i < other.size_; ++i) emplace_back() = other[i];
     return *this;
   }
-  NodeStore(NodeStore&&) = default;
-  NodeStore& operator=(NodeStore&&) = default;
+  NodeStore(NodeStore&& other) noexcept : chunks_(std::move(other.chunks_)), size_(other.size_) {
+    other.chunks_.clear();
+    other.size_ = 0;
+  }
+  NodeStore& operator=(NodeStore&& other) noexcept {
+    if (this == &other) return *this;
+    Clear();
+    chunks_ = std::move(other.chunks_);
+    size_ = other.size_;
+    other.chunks_.clear();
+    other.size_ = 0;
+    return *this;
+  }
 
   size_t size() const { return size_; }
   Node& operator[](size_t i) { return chunks_[i >> kShift][i & kMask]; }
   const Node& operator[](size_t i) const { return chunks_[i >> kShift][i & kMask]; }
   Node& emplace_back() {
-    if ((size_ & kMask) == 0) chunks_.emplace_back(new Node[kMask + 1]);
-    return (*this)[size_++];
+    if ((size_ & kMask) == 0) {
+      chunks_.push_back(static_cast<Node*>(::operator new(sizeof(Node) * (kMask + 1))));
+    }
+    Node* slot = &(*this)[size_];
+    new (slot) Node();
+    ++size_;
+    return *slot;
   }
-  // Undoes the last emplace_back (resetting the slot for reuse).
-  void pop_back() { (*this)[--size_] = Node(); }
+  // Undoes the last emplace_back.
+  void pop_back() {
+    --size_;
+    (*this)[size_].~Node();
+    if ((size_ & kMask) == 0) {
+      ::operator delete(chunks_.back());
+      chunks_.pop_back();
+    }
+  }
 
  private:
+  void Clear() {
+    while (size_ > 0) pop_back();
+    for (Node* c : chunks_) ::operator delete(c);
+    chunks_.clear();
+  }
   static constexpr size_t kShift = 10;
   static constexpr size_t kMask = (size_t{1} << kShift) - 1;
-  std::vector<std::unique_ptr<Node[]>> chunks_;
+  std::vector<Node*> chunks_;
   size_t size_ = 0;
 };
 

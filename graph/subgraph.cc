@@ -132,11 +132,16 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
     if (n.op() == Op::kCallModule || n.op() == Op::kGetAttr) owners.insert(n.target());
     if (n.op() == Op::kPlaceholder) owners.insert(n.name());
   }
-  for (const Param& p : g.params()) {
-    if (owners.contains(p.owner)) {
-      absl::Status s = sub.AddParam(p);
-      if (!s.ok()) return s;
-    }
+  // Through the owner index, in table order: scanning the whole table per subgraph would
+  // make splitting a graph into many pieces quadratic.
+  std::vector<int> owned;
+  for (absl::string_view owner : owners) {
+    for (int i : g.ParamsOwnedBy(owner)) owned.push_back(i);
+  }
+  std::sort(owned.begin(), owned.end());
+  for (int i : owned) {
+    absl::Status s = sub.AddParam(g.params()[i]);
+    if (!s.ok()) return s;
   }
   sub.set_has_params_key(true);
   return sub;

@@ -1,0 +1,62 @@
+// Scaling of the DDP partitioner on random graphs (module-owned parameters, 25 MiB cap):
+// bucket assignment alone, and assignment + split into verified subgraphs.
+//   bazel run //partition:partition_benchmark
+#include <map>
+
+#include "benchmark/benchmark.h"
+#include "graph/random_graph.h"
+#include "partition/buckets.h"
+#include "partition/ddp_partitioner.h"
+
+namespace overlap {
+namespace {
+
+const Graph& Cached(int64_t nodes) {
+  static auto* cache = new std::map<int64_t, Graph>();
+  auto it = cache->find(nodes);
+  if (it == cache->end()) {
+    RandomGraphOptions o;
+    o.nodes = nodes;
+    it = cache->emplace(nodes, RandomGraph(o)).first;
+  }
+  return it->second;
+}
+
+void BM_AssignBuckets(benchmark::State& state) {
+  const Graph& g = Cached(state.range(0));
+  BucketOptions o;
+  o.mode = state.range(1) ? PartitionMode::kReference : PartitionMode::kDefault;
+  size_t buckets = 0;
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<Bucket>> b = AssignBuckets(g, o);
+    buckets = b->size();
+    benchmark::DoNotOptimize(b);
+  }
+  state.counters["buckets"] = static_cast<double>(buckets);
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_AssignBuckets)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_PartitionAndSplit(benchmark::State& state) {
+  const Graph& g = Cached(state.range(0));
+  PartitionOptions o;
+  o.buckets.mode = state.range(1) ? PartitionMode::kReference : PartitionMode::kDefault;
+  size_t pieces = 0;
+  for (auto _ : state) {
+    absl::StatusOr<PartitionResult> r = DdpPartitioner(o).Run(g);
+    pieces = r->pieces.submodules.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["submodules"] = static_cast<double>(pieces);
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_PartitionAndSplit)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace overlap
+
+BENCHMARK_MAIN();
