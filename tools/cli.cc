@@ -95,8 +95,9 @@ SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).
 constexpr char kDemoUsage[] = R"(usage: overlap demo [MODEL] [--lifted]
 
 Runs what overlap can do today on a built-in model (default gpt2): builds its graph, writes
-it in the interchange format, reads it back (checking the round trip), verifies it, and
-prints its summary.
+it in the interchange format, reads it back (checking the round trip), verifies it, prints
+its summary, then partitions it into DDP buckets in PyTorch's reference mode and in ours,
+and predicts the exposed allreduce time at the default cap and at the best cap.
 )";
 
 // Parsed command line: positional arguments and --flags (with or without values).
@@ -458,8 +459,39 @@ class Cli {
                  *back == *g ? "exact" : "MISMATCH", Verify(*back).ok() ? "ok" : "FAILED");
     std::fputs("[3] summary:\n", out_);
     std::fputs(FormatSummary(*back, Summarize(*back)).c_str(), out_);
+
+    // [4] DDP partitioning: PyTorch's reference next to ours, and the cap the model picks.
+    std::fputs("[4] DDP bucket partitioning (25 MiB cap, first bucket 1 MiB):\n", out_);
+    for (PartitionMode mode : {PartitionMode::kReference, PartitionMode::kDefault}) {
+      PartitionOptions po;
+      po.buckets.mode = mode;
+      auto t3 = Clock::now();
+      absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*back);
+      if (!r.ok()) return BadInput(r.status());
+      int empty = 0;
+      for (const Submodule& s : r->pieces.submodules) empty += s.outputs.empty();
+      int64_t counted = 0;
+      for (const Bucket& b : r->buckets) counted += b.size_bytes;
+      std::fprintf(out_,
+                   "  %-9s: %zu buckets, %s counted, %zu subgraphs (%d without outputs), "
+                   "split in %.1f ms\n",
+                   std::string(PartitionModeName(mode)).c_str(), r->buckets.size(),
+                   FormatBytes(counted).c_str(), r->pieces.submodules.size(), empty,
+                   ms(Clock::now() - t3));
+    }
+    absl::StatusOr<CapChoice> cap = ChooseBucketCap(*back, PartitionMode::kDefault, AllreduceModel());
+    if (!cap.ok()) return BadInput(cap.status());
+    for (const CapCandidate& c : cap->candidates) {
+      if (c.cap_bytes == kDefaultBucketCapBytes || c.cap_bytes == cap->cap_bytes) {
+        std::fprintf(out_, "  cap %-9s -> %2d buckets, predicted exposed allreduce %s%s\n",
+                     FormatBytes(c.cap_bytes).c_str(), c.buckets, FormatSeconds(c.exposed_s).c_str(),
+                     c.cap_bytes == cap->cap_bytes ? "  (best of --bucket-cap auto)" : "");
+      }
+    }
     std::fputs(
-        "next: `overlap gen <model> -o g.json`, `overlap inspect g.json` (see --help)\n", out_);
+        "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, "
+        "`overlap partition g.json --bucket-cap auto` (see --help)\n",
+        out_);
     return *back == *g ? kExitOk : kExitBadInput;
   }
 

@@ -165,3 +165,66 @@ TEST(CliTest, BadInputExitsOneNamingTheFault) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliPartitionTest, EveryBuiltInModelInBothModesPrintsTheBucketTable) {
+  for (const char* model : {"mlp", "gpt2", "llama-7b", "llama-70b", "resnet18", "moe"}) {
+    const std::string path = Tmp(std::string(model) + ".json");
+    ASSERT_EQ(Overlap({"gen", model, "-o", path}).code, kExitOk) << model;
+    for (const char* mode : {"reference", "default"}) {
+      Result r = Overlap({"partition", path, "--mode", mode});
+      EXPECT_EQ(r.code, kExitOk) << model << " " << mode << ": " << r.err;
+      EXPECT_THAT(r.out, HasSubstr("index    size (bytes)")) << model;
+      EXPECT_THAT(r.out, HasSubstr(std::string("DDP buckets (") + mode + " mode")) << model;
+    }
+  }
+}
+
+TEST(CliPartitionTest, WritesResultOuterGraphAndSubgraphs) {
+  const std::string path = Tmp("mlp_p.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
+  const std::string dir = Tmp("pieces");
+  Result r = Overlap({"partition", path, "--mode", "reference", "--bucket-cap", "25MiB",
+                      "--json", Tmp("result.json"), "-o", Tmp("outer.json"), "--subgraphs-dir", dir});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  std::ifstream in(Tmp("result.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"call_order\": [\"submod_0\", \"submod_1\", \"submod_2\"]"));
+  EXPECT_EQ(Overlap({"inspect", Tmp("outer.json")}).code, kExitOk);
+  for (const char* s : {"/submod_0.json", "/submod_1.json", "/submod_2.json"}) {
+    EXPECT_EQ(Overlap({"inspect", dir + s}).code, kExitOk) << s;
+  }
+}
+
+TEST(CliPartitionTest, AutoCapPrintsTheCandidates) {
+  const std::string path = Tmp("gpt2_auto.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--layers", "2", "-o", path}).code, kExitOk);
+  Result r = Overlap({"partition", path, "--bucket-cap", "auto", "--world-size", "8",
+                      "--json", Tmp("auto.json")});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("bucket cap candidates"));
+  EXPECT_THAT(r.out, HasSubstr("<- chosen"));
+  std::ifstream in(Tmp("auto.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"cap_candidates\": [{\"cap_bytes\": 1048576, \"exposed_s\": "));
+}
+
+TEST(CliPartitionTest, UsageErrors) {
+  const std::string path = Tmp("mlp_u.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
+  Result first = Overlap({"partition", path, "--bucket-cap", "1MiB", "--first-bucket-cap", "2MiB"});
+  EXPECT_EQ(first.code, kExitUsage);
+  EXPECT_THAT(first.err, HasSubstr("--first-bucket-cap (2097152 bytes) exceeds --bucket-cap (1048576 bytes)"));
+  EXPECT_EQ(Overlap({"partition", path, "--mode", "fast"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"partition", path, "--bucket-cap", "25 parsecs"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"partition", path, "--world-size", "0"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"partition"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"partition", Tmp("missing.json")}).code, kExitBadInput);
+}
+
+}  // namespace
+}  // namespace overlap
