@@ -169,7 +169,7 @@ struct Param {
 namespace internal {
 
 // Node storage with stable addresses: fixed-size chunks, so appending never moves a node
-// (names are viewed by the name index) and costs one allocation per 1024 nodes, not per
+// (names are viewed by the name index) and costs one allocation per 256 nodes, not per
 // node as std::deque does for objects this large. Chunks are raw memory and nodes are
 // constructed as they are added, so a small graph touches only the pages it uses (a split
 // makes thousands of small graphs).
@@ -226,7 +226,7 @@ class NodeStore {
     for (Node* c : chunks_) ::operator delete(c);
     chunks_.clear();
   }
-  static constexpr size_t kShift = 10;
+  static constexpr size_t kShift = 8;
   static constexpr size_t kMask = (size_t{1} << kShift) - 1;
   std::vector<Node*> chunks_;
   size_t size_ = 0;
