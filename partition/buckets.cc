@@ -27,10 +27,13 @@ bool ParsePartitionMode(absl::string_view s, PartitionMode* m) {
 
 namespace {
 
-// A parameter counted at a node: which table entry, and the name the bucket lists.
+// A parameter a node uses: which table entry, and how the bucket names it (the name is
+// built only when the parameter is counted).
 struct Use {
+  enum class Naming : uint8_t { kModule, kParamName, kTarget };
   int param;
-  std::string name;
+  Naming naming;
+  const std::string* module;  // for kModule and kTarget: the call_module / get_attr target
 };
 
 bool Counts(const Param& p) { return p.requires_grad && !p.ddp_ignored; }
@@ -45,27 +48,50 @@ std::string ModuleParamName(const std::string& module, const std::string& name) 
   return absl::StrCat(module, "_", local);
 }
 
-// The parameters a call_module's module owns, each storage once (named_parameters()).
-void ModuleUses(const Graph& g, const std::string& module, std::vector<Use>* out) {
-  absl::flat_hash_set<absl::string_view> seen;
+std::string UseName(const Graph& g, const Use& u) {
+  switch (u.naming) {
+    case Use::Naming::kModule: return ModuleParamName(*u.module, g.params()[u.param].name);
+    case Use::Naming::kTarget: return *u.module;
+    default: return g.params()[u.param].name;
+  }
+}
+
+// Dense ids for storages, so per-storage state is a vector, not a hash map of strings.
+std::vector<int> StorageIds(const Graph& g, int* count) {
+  absl::flat_hash_map<absl::string_view, int> ids;
+  std::vector<int> out(g.params().size());
+  for (size_t i = 0; i < g.params().size(); ++i) {
+    out[i] = ids.emplace(g.params()[i].storage_key(), static_cast<int>(ids.size())).first->second;
+  }
+  *count = static_cast<int>(ids.size());
+  return out;
+}
+
+// The parameters a module owns, each storage once (named_parameters()).
+void ModuleUses(const Graph& g, const std::string& module, const std::vector<int>& storage,
+                std::vector<Use>* out) {
+  const size_t start = out->size();
   for (int i : g.ParamsOwnedBy(module)) {
-    const Param& p = g.params()[i];
-    if (!seen.insert(p.storage_key()).second) continue;
-    out->push_back({i, ModuleParamName(module, p.name)});
+    bool seen = false;
+    for (size_t k = start; k < out->size() && !seen; ++k) {
+      seen = storage[(*out)[k].param] == storage[i];
+    }
+    if (!seen) out->push_back({i, Use::Naming::kModule, &module});
   }
 }
 
 // Every parameter the node uses, by the rules of `mode` (requires_grad / ignored filtering
 // is the caller's).
-void NodeUses(const Graph& g, const Node& n, PartitionMode mode, std::vector<Use>* out) {
+void NodeUses(const Graph& g, const Node& n, PartitionMode mode, const std::vector<int>& storage,
+              std::vector<Use>* out) {
   out->clear();
   switch (n.op()) {
     case Op::kCallModule:
-      ModuleUses(g, n.target(), out);
+      ModuleUses(g, n.target(), storage, out);
       return;
     case Op::kGetAttr: {
       const int i = g.FindParam(n.target());
-      if (i >= 0) out->push_back({i, n.target()});
+      if (i >= 0) out->push_back({i, Use::Naming::kTarget, &n.target()});
       return;
     }
     case Op::kCallFunction:
@@ -75,14 +101,14 @@ void NodeUses(const Graph& g, const Node& n, PartitionMode mode, std::vector<Use
         const Node& src = g.node(in);
         if (src.op() == Op::kPlaceholder && src.meta().has_param) {
           const int i = g.FindParam(src.meta().param);
-          if (i >= 0) out->push_back({i, g.params()[i].name});
+          if (i >= 0) out->push_back({i, Use::Naming::kParamName, nullptr});
         }
       }
       // A method called on a submodule fetched by get_attr uses that module's parameters.
       if (n.op() == Op::kCallMethod && !n.arg_inputs().empty()) {
         const Node& self = g.node(n.arg_inputs()[0]);
         if (self.op() == Op::kGetAttr && g.FindParam(self.target()) < 0) {
-          ModuleUses(g, self.target(), out);
+          ModuleUses(g, self.target(), storage, out);
         }
       }
       return;
@@ -114,16 +140,18 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
   const bool reference = o.mode == PartitionMode::kReference;
   std::vector<Use> uses;
 
+  int storages = 0;
+  const std::vector<int> storage = StorageIds(g, &storages);
   // Default mode counts each storage once, at its first use in forward order.
-  absl::flat_hash_map<absl::string_view, NodeId> first_use;
+  std::vector<NodeId> first_use(reference ? 0 : storages, kNoNode);
   if (!reference) {
     for (NodeId id : g.order()) {
       const Node& n = g.node(id);
       if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput) continue;
-      NodeUses(g, n, o.mode, &uses);
+      NodeUses(g, n, o.mode, storage, &uses);
       for (const Use& u : uses) {
-        const Param& p = g.params()[u.param];
-        if (Counts(p)) first_use.emplace(p.storage_key(), id);
+        NodeId& first = first_use[storage[u.param]];
+        if (first == kNoNode && Counts(g.params()[u.param])) first = id;
       }
     }
   }
@@ -139,17 +167,17 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
     if (full && (reference || cur.has_external_output)) walk.emplace_back();
     WalkBucket& b = walk.back();
     const int index = static_cast<int>(walk.size()) - 1;
-    NodeUses(g, n, o.mode, &uses);
+    NodeUses(g, n, o.mode, storage, &uses);
     for (const Use& u : uses) {
       const Param& p = g.params()[u.param];
       if (!Counts(p)) continue;
       if (!reference) {
-        auto it = first_use.find(p.storage_key());
-        if (it == first_use.end() || it->second != id) continue;
-        first_use.erase(it);  // once, even if this node reaches the storage twice
+        NodeId& first = first_use[storage[u.param]];
+        if (first != id) continue;
+        first = kNoNode - 1;  // counted: once, even if this node reaches the storage twice
       }
       b.size += p.bytes;
-      b.params.push_back(u.name);
+      b.params.push_back(UseName(g, u));
       b.by_dtype[p.has_dtype ? p.dtype : "unknown"] += p.bytes;
     }
     b.nodes.push_back(id);

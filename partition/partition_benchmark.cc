@@ -4,6 +4,7 @@
 #include <map>
 
 #include "benchmark/benchmark.h"
+#include "graph/models.h"
 #include "graph/random_graph.h"
 #include "partition/buckets.h"
 #include "partition/ddp_partitioner.h"
@@ -54,6 +55,38 @@ void BM_PartitionAndSplit(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
 }
 BENCHMARK(BM_PartitionAndSplit)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+// A realistic shape at the same sizes: GPT-2 blocks stacked until the graph has about
+// 10k / 100k / 1M nodes (24 nodes per block, module-owned parameters).
+const Graph& Transformer(int64_t nodes) {
+  static auto* cache = new std::map<int64_t, Graph>();
+  auto it = cache->find(nodes);
+  if (it == cache->end()) {
+    TransformerConfig c = Gpt2Config();
+    c.layers = nodes / 24;
+    c.batch = 1;
+    c.seq = 128;
+    it = cache->emplace(nodes, *BuildTransformer(c, ModelOptions())).first;
+  }
+  return it->second;
+}
+
+void BM_PartitionAndSplitTransformer(benchmark::State& state) {
+  const Graph& g = Transformer(state.range(0));
+  PartitionOptions o;
+  o.buckets.mode = state.range(1) ? PartitionMode::kReference : PartitionMode::kDefault;
+  size_t pieces = 0;
+  for (auto _ : state) {
+    absl::StatusOr<PartitionResult> r = DdpPartitioner(o).Run(g);
+    pieces = r->pieces.submodules.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["nodes"] = static_cast<double>(g.size());
+  state.counters["submodules"] = static_cast<double>(pieces);
+  state.SetItemsProcessed(state.iterations() * g.size());
+}
+BENCHMARK(BM_PartitionAndSplitTransformer)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
