@@ -7,6 +7,17 @@
 
 namespace overlap {
 
+NodeMeta DescribeValue(const NodeMeta& producer) {
+  NodeMeta m = producer;
+  m.has_device_time = false;
+  m.device_time = 0;
+  m.has_aliases_input = false;
+  m.aliases_input = false;
+  m.has_grad_of = false;
+  m.grad_of.clear();
+  return m;
+}
+
 absl::StatusOr<NodeId> CopyNode(const Graph& src, NodeId id,
                                 const absl::flat_hash_map<NodeId, NodeId>& remap, Graph* dst) {
   const Node& n = src.node(id);
@@ -94,17 +105,7 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
     const Node& src = g.node(in);
     absl::StatusOr<NodeId> ph = sub.AddNode(Op::kPlaceholder, src.name(), src.name());
     if (!ph.ok()) return ph.status();
-    if (!src.meta().empty()) {
-      // The value's description travels with it; its cost stays with its producer.
-      NodeMeta& m = sub.mutable_node(*ph).mutable_meta();
-      m = src.meta();
-      m.has_device_time = false;
-      m.device_time = 0;
-      m.has_aliases_input = false;
-      m.aliases_input = false;
-      m.has_grad_of = false;
-      m.grad_of.clear();
-    }
+    if (!src.meta().empty()) sub.mutable_node(*ph).mutable_meta() = DescribeValue(src.meta());
     remap[in] = *ph;
   }
   for (NodeId id : nodes) {

@@ -20,6 +20,11 @@
 
 namespace overlap {
 
+// The metadata a value carries into another graph, where a placeholder or a getitem stands
+// for it: its shape, dtype, size, parameter and unknown keys, but not its producer's
+// device time, aliasing or gradient role (those belong to the node that computes it).
+NodeMeta DescribeValue(const NodeMeta& producer);
+
 // Appends a copy of `src`'s node `id` to `dst`, with every reference rewritten through
 // `remap` (source id -> destination id). Fails if a reference has no mapping or the name is
 // taken in `dst`. O(size of the node's arguments).

@@ -140,14 +140,7 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
           outer.AddNode(Op::kCallFunction, outer.UniqueName("getitem"), "operator.getitem",
                         {Value::Ref(*call), Value::Int(static_cast<int64_t>(k))});
       if (!item.ok()) return item.status();
-      NodeMeta& m = outer.mutable_node(*item).mutable_meta();
-      m = g.node(sm.outputs[k]).meta();
-      m.has_device_time = false;
-      m.device_time = 0;
-      m.has_aliases_input = false;
-      m.aliases_input = false;
-      m.has_grad_of = false;
-      m.grad_of.clear();
+      outer.mutable_node(*item).mutable_meta() = DescribeValue(g.node(sm.outputs[k]).meta());
       value[sm.outputs[k]] = *item;
     }
   }
