@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
@@ -30,6 +31,11 @@ NodeMeta DescribeValue(const NodeMeta& producer);
 // taken in `dst`. O(size of the node's arguments).
 absl::StatusOr<NodeId> CopyNode(const Graph& src, NodeId id,
                                 const absl::flat_hash_map<NodeId, NodeId>& remap, Graph* dst);
+
+// The same with the mapping as a function returning kNoNode for "no copy" (for callers
+// that keep the mapping in an id-indexed vector).
+absl::StatusOr<NodeId> CopyNode(const Graph& src, NodeId id,
+                                absl::FunctionRef<NodeId(NodeId)> remap, Graph* dst);
 
 // The chosen nodes as a graph of their own, with inputs and outputs as described above.
 // `nodes` must be live, distinct, and not contain the output node. Also reports, through

@@ -142,17 +142,28 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
 
   int storages = 0;
   const std::vector<int> storage = StorageIds(g, &storages);
-  // Default mode counts each storage once, at its first use in forward order.
-  std::vector<NodeId> first_use(reference ? 0 : storages, kNoNode);
+  // Default mode counts each storage once, at its first use in forward order. One forward
+  // pass finds those uses and keeps them per node (a contiguous range of `counted`), so the
+  // reverse walk need not look at parameters again.
+  std::vector<char> seen_storage(reference ? 0 : storages, 0);
+  std::vector<Use> counted;
+  std::vector<uint32_t> counted_begin, counted_end;
   if (!reference) {
+    counted_begin.assign(g.id_bound(), 0);
+    counted_end.assign(g.id_bound(), 0);
     for (NodeId id : g.order()) {
       const Node& n = g.node(id);
       if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput) continue;
       NodeUses(g, n, o.mode, storage, &uses);
+      counted_begin[id] = static_cast<uint32_t>(counted.size());
       for (const Use& u : uses) {
-        NodeId& first = first_use[storage[u.param]];
-        if (first == kNoNode && Counts(g.params()[u.param])) first = id;
+        char& seen = seen_storage[storage[u.param]];
+        if (!seen && Counts(g.params()[u.param])) {
+          seen = 1;
+          counted.push_back(u);
+        }
       }
+      counted_end[id] = static_cast<uint32_t>(counted.size());
     }
   }
 
@@ -167,18 +178,19 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
     if (full && (reference || cur.has_external_output)) walk.emplace_back();
     WalkBucket& b = walk.back();
     const int index = static_cast<int>(walk.size()) - 1;
-    NodeUses(g, n, o.mode, storage, &uses);
-    for (const Use& u : uses) {
+    auto count = [&](const Use& u) {
       const Param& p = g.params()[u.param];
-      if (!Counts(p)) continue;
-      if (!reference) {
-        NodeId& first = first_use[storage[u.param]];
-        if (first != id) continue;
-        first = kNoNode - 1;  // counted: once, even if this node reaches the storage twice
-      }
       b.size += p.bytes;
       b.params.push_back(UseName(g, u));
       b.by_dtype[p.has_dtype ? p.dtype : "unknown"] += p.bytes;
+    };
+    if (reference) {
+      NodeUses(g, n, o.mode, storage, &uses);
+      for (const Use& u : uses) {
+        if (Counts(g.params()[u.param])) count(u);
+      }
+    } else {
+      for (uint32_t k = counted_begin[id]; k < counted_end[id]; ++k) count(counted[k]);
     }
     b.nodes.push_back(id);
     bucket_of[id] = index;

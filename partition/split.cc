@@ -1,7 +1,10 @@
 #include "partition/split.h"
 
+#include <algorithm>
+#include <atomic>
 #include <functional>
 #include <queue>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -74,12 +77,33 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
     s.nodes = std::move(members[p]);
     s.inputs = std::move(inputs[p].items);
     s.outputs = std::move(outputs[p].items);
-    absl::StatusOr<Graph> sub = BuildSubgraph(g, s.nodes, s.inputs, s.outputs);
-    if (!sub.ok()) return sub.status();
-    s.graph = std::move(*sub);
-    s.graph.set_name(s.name);
     sub_of_part[p] = static_cast<int>(out.submodules.size());
     out.submodules.push_back(std::move(s));
+  }
+  // The pieces are independent copies out of a graph nobody writes: build them on every
+  // core (the copies are most of a split's time). Errors are reported in piece order.
+  std::vector<absl::Status> built(out.submodules.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < out.submodules.size(); i = next++) {
+      Submodule& s = out.submodules[i];
+      absl::StatusOr<Graph> sub = BuildSubgraph(g, s.nodes, s.inputs, s.outputs);
+      if (!sub.ok()) {
+        built[i] = sub.status();
+        continue;
+      }
+      s.graph = std::move(*sub);
+      s.graph.set_name(s.name);
+    }
+  };
+  const size_t threads = std::min<size_t>(
+      {std::max(1u, std::thread::hardware_concurrency()), 8, out.submodules.size() / 64 + 1});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const absl::Status& st : built) {
+    if (!st.ok()) return st;
   }
 
   // Call order: Kahn's algorithm, smallest ready partition first (deterministic).
@@ -113,18 +137,20 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
   // The outer graph: placeholders and get_attrs, then the calls, then the output.
   Graph& outer = out.outer;
   if (g.has_name()) outer.set_name(g.name());
-  absl::flat_hash_map<NodeId, NodeId> value;  // source value -> outer value
+  std::vector<NodeId> value(g.id_bound(), kNoNode);  // source value -> outer value
+  auto outer_value = [&](NodeId id) { return value[id]; };
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     if (n.op() != Op::kPlaceholder && n.op() != Op::kGetAttr) continue;
-    absl::StatusOr<NodeId> c = CopyNode(g, id, value, &outer);
+    absl::StatusOr<NodeId> c = CopyNode(g, id, outer_value, &outer);
     if (!c.ok()) return c.status();
     value[id] = *c;
   }
+  int64_t getitems = 0;
   for (int s : out.call_order) {
     const Submodule& sm = out.submodules[s];
     std::vector<Value> args;
-    for (NodeId in : sm.inputs) args.push_back(Value::Ref(value.at(in)));
+    for (NodeId in : sm.inputs) args.push_back(Value::Ref(value[in]));
     absl::StatusOr<NodeId> call = outer.AddNode(Op::kCallModule, outer.UniqueName(sm.name),
                                                 sm.name, std::move(args));
     if (!call.ok()) return call.status();
@@ -136,15 +162,19 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
       continue;
     }
     for (size_t k = 0; k < sm.outputs.size(); ++k) {
+      // FX's names (getitem, getitem_1, ...) from a counter; UniqueName only on a clash.
+      std::string name = getitems == 0 ? "getitem" : absl::StrCat("getitem_", getitems);
+      ++getitems;
+      if (outer.FindNode(name) != kNoNode) name = outer.UniqueName(name);
       absl::StatusOr<NodeId> item =
-          outer.AddNode(Op::kCallFunction, outer.UniqueName("getitem"), "operator.getitem",
+          outer.AddNode(Op::kCallFunction, std::move(name), "operator.getitem",
                         {Value::Ref(*call), Value::Int(static_cast<int64_t>(k))});
       if (!item.ok()) return item.status();
       outer.mutable_node(*item).mutable_meta() = DescribeValue(g.node(sm.outputs[k]).meta());
       value[sm.outputs[k]] = *item;
     }
   }
-  absl::StatusOr<NodeId> o = CopyNode(g, g.last(), value, &outer);
+  absl::StatusOr<NodeId> o = CopyNode(g, g.last(), outer_value, &outer);
   if (!o.ok()) return o.status();
   absl::flat_hash_set<absl::string_view> owners;
   for (NodeId id : outer.order()) {
