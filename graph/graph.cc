@@ -64,11 +64,28 @@ bool operator==(const Param& a, const Param& b) {
          a.storage_key() == b.storage_key() && a.extra == b.extra;
 }
 
+const std::string& Node::EmptyTarget() {
+  static const auto* empty = new std::string();
+  return *empty;
+}
+
+const std::string* Graph::Intern(std::string s) {
+  if (targets_ == nullptr) {  // a moved-from graph being reused
+    targets_ = std::make_unique<absl::node_hash_set<std::string>>();
+  }
+  return &*targets_->insert(std::move(s)).first;
+}
+
 Graph::Graph(const Graph& other) { *this = other; }
 
 Graph& Graph::operator=(const Graph& other) {
   if (this == &other) return *this;
   nodes_ = other.nodes_;
+  // The copied nodes point into other's pool: re-point them into ours.
+  targets_ = std::make_unique<absl::node_hash_set<std::string>>();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i].target_ = Intern(*nodes_[i].target_);
+  }
   head_ = other.head_;
   tail_ = other.tail_;
   live_ = other.live_;
@@ -211,7 +228,7 @@ absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string targe
   }
   n.id_ = id;
   n.op_ = op;
-  n.target_ = std::move(target);
+  n.target_ = Intern(std::move(target));
   n.args_ = std::move(args);
   n.kwargs_ = std::move(kwargs);
   switch (at.where) {

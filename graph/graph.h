@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -96,7 +97,7 @@ class Node {
   NodeId id() const { return id_; }
   const std::string& name() const { return name_; }
   Op op() const { return op_; }
-  const std::string& target() const { return target_; }
+  const std::string& target() const { return *target_; }
   const std::vector<Value>& args() const { return args_; }
   const ValueDict& kwargs() const { return kwargs_; }
   const NodeMeta& meta() const { return meta_; }
@@ -132,7 +133,10 @@ class Node {
   NodeId prev_ = kNoNode;
   NodeId next_ = kNoNode;
   std::string name_;
-  std::string target_;
+  // Interned in the owning graph's pool: a graph has many nodes but few distinct targets,
+  // so a node pays 8 bytes and no allocation for it.
+  const std::string* target_ = &EmptyTarget();
+  static const std::string& EmptyTarget();
   std::vector<Value> args_;
   ValueDict kwargs_;
   NodeMeta meta_;
@@ -266,7 +270,7 @@ class Graph {
   absl::Status SetArgs(NodeId id, std::vector<Value> args, ValueDict kwargs);
   // Renames a node. Fails if the name is malformed or taken by another node.
   absl::Status Rename(NodeId id, std::string name);
-  void set_target(NodeId id, std::string target) { nodes_[id].target_ = std::move(target); }
+  void set_target(NodeId id, std::string target) { nodes_[id].target_ = Intern(std::move(target)); }
 
   // Rewrites every use of `from` to `to` in the args and kwargs of `from`'s users, for those
   // users `keep_user` accepts (all by default) and never in `to` itself (so inserting a node
@@ -388,8 +392,14 @@ class Graph {
   void LinkBefore(NodeId id, NodeId anchor);
   void LinkAfter(NodeId id, NodeId anchor);
   void RebuildIndexes();
+  // The pooled copy of `s` (stable address for the graph's lifetime). O(1) expected.
+  const std::string* Intern(std::string s);
 
   internal::NodeStore nodes_;
+  // Distinct targets; node_hash_set keeps element addresses stable, and the unique_ptr keeps
+  // them stable across moves of the Graph.
+  std::unique_ptr<absl::node_hash_set<std::string>> targets_ =
+      std::make_unique<absl::node_hash_set<std::string>>();
   // UniqueName's per-stem search start (a cache: correctness never depends on it).
   mutable absl::flat_hash_map<std::string, int64_t> name_hints_;
   absl::flat_hash_map<absl::string_view, NodeId> by_name_;  // keys view nodes_' names
