@@ -545,7 +545,14 @@ class Parser {
   // in the (cache-cold) name index.
   NodeId FindRecent(absl::string_view name) {
     for (NodeId id : recent_) {
-      if (id != kNoNode && g_.node(id).name() == name) return id;
+      if (id == kNoNode) continue;
+      const std::string& n = g_.node(id).name();
+      // Generated names share prefixes and lengths ("view_1203", "view_1207"): compare the
+      // last byte before calling memcmp.
+      if (n.size() == name.size() && !n.empty() && n.back() == name.back() &&
+          std::memcmp(n.data(), name.data(), n.size()) == 0) {
+        return id;
+      }
     }
     return g_.FindNode(name);
   }
