@@ -128,3 +128,13 @@ RC_GTEST_PROP(GraphPropertyTest, prop_EraseDeadNodesKeepsTheGraphValid, ()) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+RC_GTEST_PROP(GraphPropertyTest, prop_GeneratedGraphsSpanSizes, ()) {
+  const Graph g = *ArbitraryGraph();
+  RC_TAG(g.size() < 10 ? "<10" : g.size() < 50 ? "10-49" : g.size() < 150 ? "50-149" : "150+");
+  RC_ASSERT(g.size() >= 1);
+}
+}  // namespace
+}  // namespace overlap
