@@ -1,0 +1,183 @@
+#include "schedule/zero3_insertion.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace overlap {
+namespace {
+
+int CountRefs(const Node& n, NodeId v) {
+  int count = 0;
+  auto add = [&](NodeId id) { count += id == v; };
+  for (const Value& a : n.args()) a.ForEachRef(add);
+  for (const auto& [k, a] : n.kwargs()) a.ForEachRef(add);
+  return count;
+}
+
+bool IsAlias(const Node& n, NodeId input) {
+  return n.meta().has_aliases_input && n.meta().aliases_input && !n.inputs().empty() &&
+         n.inputs()[0] == input;
+}
+
+// The real uses of `param`: its readers, through alias ops, without the output node; a
+// reader reading a value k times appears k times. Depth-first in users order, iterative
+// (alias chains can be long in hostile input).
+std::vector<NodeId> RealUses(const Graph& g, NodeId param) {
+  std::vector<NodeId> uses;
+  struct Frame {
+    NodeId value;
+    size_t next_user;
+  };
+  std::vector<Frame> stack = {{param, 0}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const std::vector<NodeId>& users = g.node(f.value).users();
+    if (f.next_user == users.size()) {
+      stack.pop_back();
+      continue;
+    }
+    const NodeId value = f.value;
+    const NodeId u = users[f.next_user++];
+    const Node& user = g.node(u);
+    if (user.op() == Op::kOutput) continue;
+    if (IsAlias(user, value)) {
+      stack.push_back({u, 0});
+      continue;
+    }
+    for (int k = CountRefs(user, value); k > 0; --k) uses.push_back(u);
+  }
+  return uses;
+}
+
+// The node a release follows: the use's first getitem user when the use returns a tuple.
+NodeId Anchor(const Graph& g, NodeId use) {
+  for (NodeId u : g.node(use).users()) {
+    const Node& n = g.node(u);
+    if (n.op() == Op::kCallFunction && n.target() == "operator.getitem" && !n.args().empty() &&
+        n.args()[0].is_ref() && n.args()[0].as_ref() == use) {
+      return u;
+    }
+  }
+  return use;
+}
+
+void SetParamMeta(Graph& g, NodeId id, const Param& p, bool alias) {
+  NodeMeta& m = g.mutable_node(id).mutable_meta();
+  if (p.has_shape) m.set_shape(p.shape);
+  if (p.has_dtype) m.set_dtype(p.dtype);
+  m.set_tensor_size(p.bytes);
+  m.set_device_time(0);
+  if (alias) m.set_aliases_input(true);
+}
+
+}  // namespace
+
+bool HasZero3Ops(const Graph& g) {
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() == Op::kCallFunction && absl::StartsWith(n.target(), "dc.")) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
+  const Graph& in = *graph;
+  for (NodeId id : in.order()) {
+    const Node& n = in.node(id);
+    int owned = -1;
+    if (n.op() == Op::kCallModule && !in.ParamsOwnedBy(n.target()).empty()) {
+      owned = in.ParamsOwnedBy(n.target())[0];
+    } else if (n.op() == Op::kGetAttr) {
+      owned = in.FindParam(n.target());
+    }
+    if (owned >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter \"", in.params()[owned].name, "\" is owned by ", OpName(n.op()), " node \"",
+          n.name(), "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
+          "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
+    }
+  }
+  // Work on a copy, so that a failure leaves the caller's graph as it was.
+  Graph g = in;
+  bool changed = false;
+  std::vector<NodeId> placeholders;
+  for (NodeId id : g.order()) {
+    if (g.node(id).op() == Op::kPlaceholder) placeholders.push_back(id);
+  }
+  for (NodeId p : placeholders) {
+    const Node& ph = g.node(p);
+    if (!ph.meta().has_param) continue;
+    const int ds_id = g.FindParam(ph.meta().param);
+    if (ds_id < 0) continue;  // Verify() rules this out
+    const std::vector<NodeId> uses = RealUses(g, p);
+    if (uses.empty()) continue;
+    const Param param = g.params()[ds_id];
+    const std::string target = ph.target();
+    const std::string suffix = absl::StrCat("_", ds_id);
+    const Value gid = Value::Int(graph_id_);
+    const Value ds = Value::Int(ds_id);
+
+    absl::StatusOr<NodeId> ag =
+        g.AddNode(Op::kCallFunction, g.UniqueName(absl::StrCat("allgather_ds_param_", target, suffix)),
+                  std::string(kAllgatherTarget), {Value::Ref(p), gid, ds}, {}, InsertPoint::After(p));
+    if (!ag.ok()) return ag.status();
+    SetParamMeta(g, *ag, param, false);
+    g.ReplaceAllUsesWith(p, *ag, [](const Node& u) { return u.op() != Op::kOutput; });
+
+    absl::StatusOr<NodeId> wait = g.AddNode(
+        Op::kCallFunction, g.UniqueName(absl::StrCat("wait_allgather_ds_param__", target, suffix)),
+        std::string(kWaitTarget), {Value::Ref(*ag), gid, ds}, {}, InsertPoint::After(*ag));
+    if (!wait.ok()) return wait.status();
+    SetParamMeta(g, *wait, param, true);
+    g.ReplaceAllUsesWith(*ag, *wait);
+
+    const Value n_users = Value::Int(static_cast<int64_t>(uses.size()));
+    for (NodeId use : uses) {
+      const NodeId anchor = Anchor(g, use);
+      absl::StatusOr<NodeId> release = g.AddNode(
+          Op::kCallFunction,
+          g.UniqueName(absl::StrCat("release_ds_param_", target, "_", g.node(anchor).name(), suffix)),
+          std::string(kReleaseTarget), {Value::Ref(anchor), gid, ds, n_users}, {},
+          InsertPoint::After(anchor));
+      if (!release.ok()) return release.status();
+      SetParamMeta(g, *release, param, false);
+      g.ReplaceAllUsesWith(anchor, *release);
+    }
+    changed = true;
+  }
+  if (graph_id_ == 1) {
+    std::vector<NodeId> grads;
+    for (NodeId id : g.order()) {
+      if (g.node(id).meta().has_grad_of) grads.push_back(id);
+    }
+    for (NodeId grad : grads) {
+      const std::string& of = g.node(grad).meta().grad_of;
+      const int ds_id = g.FindParam(of);
+      if (ds_id < 0) continue;  // Verify() rules this out
+      std::string target = of;
+      for (NodeId p : placeholders) {
+        if (g.node(p).meta().has_param && g.node(p).meta().param == of) target = g.node(p).target();
+      }
+      absl::StatusOr<NodeId> reduce = g.AddNode(
+          Op::kCallFunction, g.UniqueName(absl::StrCat("reduce_ds_param_", target)),
+          std::string(kReduceTarget), {Value::Ref(grad), Value::Int(graph_id_), Value::Int(ds_id)},
+          {}, InsertPoint::After(grad));
+      if (!reduce.ok()) return reduce.status();
+      SetParamMeta(g, *reduce, g.params()[ds_id], false);
+      changed = true;
+    }
+  }
+  // Placeholders first, in their original order (as DeepSpeed leaves the graph).
+  std::vector<NodeId> order = placeholders;
+  for (NodeId id : g.order()) {
+    if (g.node(id).op() != Op::kPlaceholder) order.push_back(id);
+  }
+  if (absl::Status s = g.SetOrder(order); !s.ok()) return s;
+  *graph = std::move(g);
+  return changed;
+}
+
+}  // namespace overlap
