@@ -1,0 +1,256 @@
+#include "schedule/fast_free_reference.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+bool IsAllgather(const Node& n) {
+  return n.op() == Op::kCallFunction && n.target() == kAllgatherTarget;
+}
+
+double TimeOf(const Node& n) { return n.meta().has_device_time ? n.meta().device_time : 0.0; }
+int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
+
+// One candidate of a round (AllgatherTask in the reference).
+struct Task {
+  NodeId node;
+  double free_cost = 0;
+  int64_t gather_mem = 0;
+  int64_t free_mem = 0;
+  int64_t n_gathers = 0;
+  std::vector<NodeId> until_g;
+  std::vector<NodeId> until_free;
+};
+
+}  // namespace
+
+std::vector<NodeId> LastUses(const Graph& g) {
+  std::vector<int64_t> position(g.id_bound(), -1);
+  int64_t i = 0;
+  for (NodeId id : g.order()) position[id] = i++;
+  std::vector<NodeId> last(g.id_bound(), kNoNode);
+  for (NodeId id = g.last(); id != kNoNode; id = g.prev(id)) {
+    NodeId best = kNoNode;
+    for (NodeId u : g.node(id).users()) {
+      const Node& user = g.node(u);
+      const bool alias = user.meta().has_aliases_input && user.meta().aliases_input;
+      const NodeId eff = alias && !user.users().empty() ? last[u] : u;
+      if (eff != kNoNode && (best == kNoNode || position[eff] > position[best])) best = eff;
+    }
+    last[id] = best;
+  }
+  return last;
+}
+
+std::vector<NodeId> Requirements(const Graph& g, NodeId target, const std::vector<char>& done) {
+  std::vector<NodeId> out;
+  if (done[target]) return out;
+  absl::flat_hash_set<NodeId> visited;
+  struct Frame {
+    NodeId node;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  visited.insert(target);
+  stack.push_back({target, 0});
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    absl::Span<const NodeId> args = g.node(f.node).arg_inputs();
+    if (f.next == args.size()) {
+      out.push_back(f.node);
+      stack.pop_back();
+      continue;
+    }
+    const NodeId in = args[f.next++];
+    if (done[in] || !visited.insert(in).second) continue;
+    stack.push_back({in, 0});
+  }
+  return out;
+}
+
+absl::Status CheckTopologicalPermutation(const Graph& g, absl::Span<const NodeId> order) {
+  if (static_cast<int64_t>(order.size()) != g.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the order has ", order.size(), " nodes, the graph ", g.size()));
+  }
+  std::vector<char> placed(g.id_bound(), 0);
+  for (NodeId id : order) {
+    if (!g.IsLive(id) || placed[id]) {
+      return absl::InvalidArgumentError("the order is not a permutation of the graph's nodes");
+    }
+    for (NodeId in : g.node(id).inputs()) {
+      if (!placed[in]) {
+        return absl::InvalidArgumentError(absl::StrCat("node \"", g.node(id).name(),
+                                                       "\" comes before its input \"",
+                                                       g.node(in).name(), "\""));
+      }
+    }
+    placed[id] = 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
+  const std::vector<NodeId> last_use = LastUses(g);
+  std::vector<NodeId> scheduled;
+  std::vector<char> done(g.id_bound(), 0);
+  auto schedule = [&](const std::vector<NodeId>& nodes) {
+    for (NodeId n : nodes) {
+      scheduled.push_back(n);
+      done[n] = 1;
+    }
+  };
+  std::vector<NodeId> pending;  // unscheduled_ags, graph order
+  absl::flat_hash_map<int64_t, std::vector<NodeId>> releases;
+  std::vector<NodeId> reduces;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() == Op::kPlaceholder) {
+      scheduled.push_back(id);
+      done[id] = 1;
+      continue;
+    }
+    if (IsAllgather(n)) pending.push_back(id);
+    if (n.op() == Op::kCallFunction && n.target() == kReleaseTarget && n.args().size() > 2 &&
+        n.args()[2].kind() == Value::Kind::kInt) {
+      releases[n.args()[2].as_int()].push_back(id);
+    }
+    if (n.op() == Op::kCallFunction && n.target() == kReduceTarget) reduces.push_back(id);
+  }
+  auto gathers_in = [&](const std::vector<NodeId>& nodes) {
+    absl::flat_hash_set<NodeId> s;
+    for (NodeId n : nodes) {
+      if (IsAllgather(g.node(n))) s.insert(n);
+    }
+    return s;
+  };
+  absl::flat_hash_map<NodeId, absl::flat_hash_set<NodeId>> path;
+  for (NodeId ag : pending) {
+    if (last_use[ag] == kNoNode) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "allgather \"", g.node(ag).name(), "\" has no last use (nobody reads it)"));
+    }
+    path[ag] = gathers_in(Requirements(g, last_use[ag], done));
+  }
+  absl::flat_hash_map<NodeId, absl::flat_hash_set<NodeId>> reduce_path;
+  for (NodeId r : reduces) reduce_path[r] = gathers_in(Requirements(g, r, done));
+  // Top-level items of the output's args[0] that are nodes and not reduce_grad.
+  std::vector<NodeId> outputs;
+  const Node& out = g.node(g.last());
+  if (out.op() == Op::kOutput && !out.args().empty()) {
+    const Value& ret = out.args()[0];
+    std::vector<const Value*> items;
+    if (ret.kind() == Value::Kind::kList) {
+      for (const Value& v : ret.items()) items.push_back(&v);
+    } else {
+      items.push_back(&ret);
+    }
+    for (const Value* v : items) {
+      if (v->is_ref() && g.node(v->as_ref()).target() != kReduceTarget) outputs.push_back(v->as_ref());
+    }
+  }
+  absl::flat_hash_map<NodeId, absl::flat_hash_set<NodeId>> output_path;
+  for (NodeId o : outputs) output_path[o] = gathers_in(Requirements(g, o, done));
+
+  while (!pending.empty()) {
+    std::vector<size_t> counts;
+    for (const auto& [ag, s] : path) counts.push_back(s.size());
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    std::vector<Task> tasks;
+    for (size_t count : counts) {
+      for (NodeId ag : pending) {
+        if (path.at(ag).size() != count) continue;
+        Task t;
+        t.node = ag;
+        t.until_g = Requirements(g, ag, done);
+        std::vector<char> with = done;
+        for (NodeId n : t.until_g) with[n] = 1;
+        const std::vector<NodeId> free_part = Requirements(g, last_use[ag], with);
+        for (NodeId n : free_part) {
+          t.free_cost += TimeOf(g.node(n));
+          if (IsAllgather(g.node(n))) t.free_mem += SizeOf(g.node(n));
+        }
+        for (NodeId n : t.until_g) {
+          if (IsAllgather(g.node(n))) t.gather_mem += SizeOf(g.node(n));
+        }
+        t.until_free = t.until_g;
+        t.until_free.insert(t.until_free.end(), free_part.begin(), free_part.end());
+        const Value& ds = g.node(ag).args().size() > 2 ? g.node(ag).args()[2] : Value();
+        if (ds.kind() == Value::Kind::kInt) {
+          for (NodeId rel : releases[ds.as_int()]) {
+            std::vector<char> upto = done;
+            for (NodeId n : t.until_free) upto[n] = 1;
+            for (NodeId d : Requirements(g, rel, upto)) {
+              if (std::find(t.until_free.begin(), t.until_free.end(), d) == t.until_free.end()) {
+                t.until_free.push_back(d);
+              }
+            }
+          }
+        }
+        for (NodeId n : t.until_free) t.n_gathers += IsAllgather(g.node(n));
+        tasks.push_back(std::move(t));
+      }
+      if (!tasks.empty()) break;
+    }
+    if (tasks.empty()) return absl::InternalError("fast_free: no runnable allgather");
+    const Task* best = nullptr;
+    auto name = [&](const Task& t) -> const std::string& { return g.node(t.node).name(); };
+    bool zero_free = false;
+    for (const Task& t : tasks) zero_free |= t.free_mem == 0;
+    for (const Task& t : tasks) {
+      if (zero_free) {
+        if (t.free_mem != 0) continue;
+        if (best == nullptr ||
+            std::forward_as_tuple(t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                std::forward_as_tuple(best->n_gathers, best->gather_mem, best->free_cost,
+                                      name(*best))) {
+          best = &t;
+        }
+      } else if (best == nullptr ||
+                 std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                     std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
+                                           best->free_cost, name(*best))) {
+        best = &t;
+      }
+    }
+    const NodeId chosen = best->node;
+    schedule(zero_free ? best->until_free : best->until_g);
+    pending.erase(std::find(pending.begin(), pending.end(), chosen));
+    path.erase(chosen);
+    for (auto& [ag, s] : path) s.erase(chosen);
+    for (const auto& [group, list] : {std::pair<decltype(&reduce_path), const std::vector<NodeId>*>{
+                                          &reduce_path, &reduces},
+                                      {&output_path, &outputs}}) {
+      std::vector<NodeId> now;
+      for (NodeId r : *list) {
+        auto& s = group->at(r);
+        if (s.erase(chosen) > 0 && s.empty()) now.push_back(r);
+      }
+      for (NodeId r : now) schedule(Requirements(g, r, done));
+    }
+  }
+  for (NodeId id : g.order()) {
+    if (!done[id]) {
+      scheduled.push_back(id);
+      done[id] = 1;
+    }
+  }
+  if (absl::Status s = CheckTopologicalPermutation(g, scheduled); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fast_free order breaks a dependency (requirements follow args only, so "
+                     "a kwargs dependency can be missed): ",
+                     s.message()));
+  }
+  return scheduled;
+}
+
+}  // namespace overlap
