@@ -228,3 +228,36 @@ TEST(CliPartitionTest, UsageErrors) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliSimulateTest, SimulatesAGraphAndWritesResultAndTrace) {
+  const std::string path = Tmp("mlp_sim.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
+  Result r = Overlap({"simulate", path, "--world-size", "8", "--json", Tmp("sim.json"),
+                      "--trace", Tmp("trace.json")});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("peak memory"));
+  EXPECT_THAT(r.out, HasSubstr("no ZeRO-3 ops"));
+  std::ifstream in(Tmp("sim.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"format\": \"overlap-result\", \"version\": 1, \"peak_memory_bytes\": "));
+  std::ifstream tin(Tmp("trace.json"));
+  std::stringstream trace;
+  trace << tin.rdbuf();
+  EXPECT_THAT(trace.str(), HasSubstr("\"traceEvents\""));
+  EXPECT_EQ(Overlap({"simulate", path, "--world-size", "0"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"simulate"}).code, kExitUsage);
+}
+
+TEST(CliSimulateTest, DemoShowsZero3Step) {
+  Result r = Overlap({"demo", "mlp"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[5] ZeRO-3 on the lifted graph"));
+  EXPECT_THAT(r.out, HasSubstr("fast_free"));
+}
+
+}  // namespace
+}  // namespace overlap

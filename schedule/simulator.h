@@ -1,0 +1,81 @@
+// A two-stream simulator of one training step of a scheduled ZeRO-3 graph: peak memory and
+// step time under an alpha-beta model of the collectives.
+//
+// Streams: compute runs the nodes in schedule order, each for its meta.device_time;
+// collectives run in order on one communication stream. An allgather (and a reduce_grad's
+// reduce-scatter) is issued when compute reaches it and starts when the communication stream
+// is free; a wait blocks compute until its allgather has finished; releases and the output
+// take no time.
+//
+// Collectives (ring, one latency term): allgather and reduce-scatter of a B-byte tensor take
+// latency + (p-1)/p x B / bandwidth, an allreduce latency + 2 (p-1)/p x B / bandwidth.
+// Defaults: p = 32 ranks (4 nodes of 8 GPUs), 20 us, 50 GB/s per rank (400 Gb/s fabric).
+//
+// Memory: a gathered parameter is allocated when its allgather is issued and freed at the
+// release that brings its count to n_users; a computed tensor (meta.tensor_size) is
+// allocated when its node starts and freed when its last use finishes (looking through
+// views and releases, which pass the same tensor on), or, for a gradient that is reduced, when its reduction completes.
+// Views (meta.aliases_input) allocate nothing. Placeholders (inputs, parameter shards) are
+// resident and not counted. Frees at an instant come before allocations at that instant.
+//
+// Reported (the result keys of shared/spec/graph-json.md): peak_memory_bytes,
+// peak_gathered_bytes (walking the order: + at each allgather, - at the release reaching
+// n_users), step_time_s (both streams drained), exposed_comm_s (step time - compute time),
+// lower_bound_s = max(total compute, total communication).
+// Cost: O(N log N) (the memory events are sorted).
+#ifndef OVERLAP_SCHEDULE_SIMULATOR_H_
+#define OVERLAP_SCHEDULE_SIMULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+struct CollectiveModel {
+  int world_size = 32;
+  double latency_s = 20e-6;
+  double bandwidth_bytes_per_s = 50e9;
+  double Allgather(int64_t bytes) const;
+  double ReduceScatter(int64_t bytes) const { return Allgather(bytes); }
+  double Allreduce(int64_t bytes) const;
+};
+
+// One interval on a stream, for the trace.
+struct SimEvent {
+  NodeId node = kNoNode;
+  int stream = 0;  // 0 compute, 1 communication
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct SimulationResult {
+  int64_t peak_memory_bytes = 0;
+  int64_t peak_gathered_bytes = 0;
+  double step_time_s = 0;
+  double compute_s = 0;        // sum of device_time
+  double comm_s = 0;           // sum of collective times
+  double exposed_comm_s = 0;   // step_time_s - compute_s
+  double lower_bound_s = 0;    // max(compute_s, comm_s)
+  std::vector<SimEvent> events;
+  std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
+};
+
+// Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
+absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
+                                          const CollectiveModel& model = {});
+
+// The Chrome / Perfetto trace of a simulation: one track per stream, a memory counter.
+std::string ChromeTraceJson(const Graph& g, const SimulationResult& r);
+
+// The simulation's figures as result JSON keys (without the enclosing braces), e.g.
+// "peak_memory_bytes": 123, "step_time_s": 0.5, ...
+std::string SimulationJsonFields(const SimulationResult& r);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_SCHEDULE_SIMULATOR_H_

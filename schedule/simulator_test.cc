@@ -1,0 +1,160 @@
+// The two-stream simulator on timelines worked out by hand.
+#include "schedule/simulator.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "graph/json_reader.h"
+#include "graph/models.h"
+#include "gtest/gtest.h"
+#include "schedule/fast_free_reference.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+// Two parameters of 1000 bytes, each used by one 1-second matmul, ZeRO-3 ops inserted.
+// With 2 ranks, no latency and 1000 B/s, each allgather takes 0.5 s.
+Graph TwoLayers() {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "p_a", "op": "placeholder", "target": "p_a", "args": [], "meta": {"param": "a"}},
+    {"name": "p_b", "op": "placeholder", "target": "p_b", "args": [], "meta": {"param": "b"}},
+    {"name": "x", "op": "placeholder", "target": "x", "args": []},
+    {"name": "mm1", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%p_a"], "meta": {"tensor_size": 10, "device_time": 1.0}},
+    {"name": "mm2", "op": "call_function", "target": "aten.mm.default", "args": ["%mm1", "%p_b"], "meta": {"tensor_size": 10, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%mm2"]}],
+   "params": [{"name": "a", "owner": "p_a", "bytes": 1000}, {"name": "b", "owner": "p_b", "bytes": 1000}]})");
+  EXPECT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+  return std::move(*g);
+}
+
+CollectiveModel Slow() {
+  CollectiveModel m;
+  m.world_size = 2;
+  m.latency_s = 0;
+  m.bandwidth_bytes_per_s = 1000;
+  return m;
+}
+
+std::vector<NodeId> Ids(const Graph& g, const std::vector<std::string>& names) {
+  std::vector<NodeId> out;
+  for (const std::string& n : names) out.push_back(g.FindNode(n));
+  return out;
+}
+
+const std::vector<std::string> kHead = {"p_a", "p_b", "x"};
+std::vector<std::string> With(std::vector<std::string> tail) {
+  std::vector<std::string> all = kHead;
+  all.insert(all.end(), tail.begin(), tail.end());
+  return all;
+}
+
+TEST(SimulatorTest, GatherThenComputeOneLayerAtATime) {
+  Graph g = TwoLayers();
+  absl::StatusOr<SimulationResult> r = Simulate(
+      g,
+      Ids(g, With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0", "mm1",
+                   "release_ds_param_p_a_mm1_0", "allgather_ds_param_p_b_1",
+                   "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
+      Slow());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // a: comm 0-0.5, mm1 0.5-1.5; b: comm 1.5-2.0, mm2 2.0-3.0.
+  EXPECT_DOUBLE_EQ(r->step_time_s, 3.0);
+  EXPECT_DOUBLE_EQ(r->compute_s, 2.0);
+  EXPECT_DOUBLE_EQ(r->comm_s, 1.0);
+  EXPECT_DOUBLE_EQ(r->exposed_comm_s, 1.0);
+  EXPECT_DOUBLE_EQ(r->lower_bound_s, 2.0);
+  EXPECT_EQ(r->peak_gathered_bytes, 1000);
+  // At 1.5 a's buffer is freed before b is gathered (frees first); mm1's result lives on
+  // through the release until mm2 has read it: b + mm1 + mm2 at 2.0.
+  EXPECT_EQ(r->peak_memory_bytes, 1020);
+}
+
+TEST(SimulatorTest, PrefetchingHidesTheSecondGatherBehindTheFirstMatmul) {
+  Graph g = TwoLayers();
+  absl::StatusOr<SimulationResult> r = Simulate(
+      g,
+      Ids(g, With({"allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
+                   "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
+                   "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
+      Slow());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // a: comm 0-0.5, b: comm 0.5-1.0; mm1 0.5-1.5; mm2 1.5-2.5 (b is already there).
+  EXPECT_DOUBLE_EQ(r->step_time_s, 2.5);
+  EXPECT_DOUBLE_EQ(r->exposed_comm_s, 0.5);
+  EXPECT_EQ(r->peak_gathered_bytes, 2000);
+  EXPECT_EQ(r->peak_memory_bytes, 2010);
+}
+
+TEST(SimulatorTest, WaitingForEverythingFirstCostsMemoryAndTime) {
+  Graph g = TwoLayers();
+  absl::StatusOr<SimulationResult> r = Simulate(g, g.OrderVector(), Slow());  // insertion order
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Both gathers (0-0.5, 0.5-1.0), both waits before mm1: mm1 1.0-2.0, mm2 2.0-3.0.
+  EXPECT_DOUBLE_EQ(r->step_time_s, 3.0);
+  EXPECT_EQ(r->peak_gathered_bytes, 2000);
+}
+
+TEST(SimulatorTest, ReduceScatterFreesTheGradientWhenItCompletes) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "w"}},
+    {"name": "dy", "op": "placeholder", "target": "dy", "args": []},
+    {"name": "gw", "op": "call_function", "target": "aten.mm.default", "args": ["%dy", "%dy"], "meta": {"tensor_size": 1000, "device_time": 1.0, "grad_of": "w"}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%gw"]]}],
+   "params": [{"name": "w", "owner": "p_w", "bytes": 1000}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(Zero3Insertion(1).Run(&*g).ok());
+  absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), Slow());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // gw 0-1; its reduce-scatter 1.0-1.5; the step ends when communication drains.
+  EXPECT_DOUBLE_EQ(r->step_time_s, 1.5);
+  EXPECT_DOUBLE_EQ(r->exposed_comm_s, 0.5);
+  EXPECT_EQ(r->peak_memory_bytes, 1000);
+  ASSERT_FALSE(r->memory.empty());
+  EXPECT_DOUBLE_EQ(r->memory.back().first, 1.5);  // freed at the reduction's end
+  EXPECT_EQ(r->memory.back().second, 0);
+}
+
+TEST(SimulatorTest, RejectsOrdersThatAreNotTopological) {
+  Graph g = TwoLayers();
+  std::vector<NodeId> order = g.OrderVector();
+  std::reverse(order.begin(), order.end());
+  EXPECT_FALSE(Simulate(g, order, Slow()).ok());
+  order.pop_back();
+  EXPECT_FALSE(Simulate(g, order, Slow()).ok());
+}
+
+TEST(SimulatorTest, TraceHasBothStreamsAndAMemoryCounter) {
+  Graph g = TwoLayers();
+  absl::StatusOr<SimulationResult> r = Simulate(g, g.OrderVector(), Slow());
+  ASSERT_TRUE(r.ok());
+  const std::string trace = ChromeTraceJson(g, *r);
+  EXPECT_THAT(trace, ::testing::HasSubstr("\"name\": \"communication\""));
+  EXPECT_THAT(trace, ::testing::HasSubstr("{\"name\": \"mm1\", \"cat\": \"aten.mm.default\", \"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": 1e+06, \"dur\": 1e+06}"));
+  EXPECT_THAT(trace, ::testing::HasSubstr("\"ph\": \"C\""));
+  EXPECT_THAT(SimulationJsonFields(*r), ::testing::HasSubstr("\"step_time_s\": 3.0"));
+}
+
+TEST(SimulatorTest, FastFreeNeverGathersMoreThanGraphOrderOnBuiltInModels) {
+  for (const char* name : {"mlp", "gpt2"}) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> g = BuildModel(name, o);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    absl::StatusOr<std::vector<NodeId>> ff = FastFreeScheduleReference(*g);
+    ASSERT_TRUE(ff.ok());
+    absl::StatusOr<SimulationResult> a = Simulate(*g, g->OrderVector());
+    absl::StatusOr<SimulationResult> b = Simulate(*g, *ff);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_LE(b->peak_gathered_bytes, a->peak_gathered_bytes) << name;
+    EXPECT_GE(b->step_time_s, b->lower_bound_s) << name;
+    EXPECT_GE(a->step_time_s, a->lower_bound_s) << name;
+  }
+}
+
+}  // namespace
+}  // namespace overlap
