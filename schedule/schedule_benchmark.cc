@@ -1,0 +1,68 @@
+// Run time of the ZeRO-3 passes on the built-in models (lifted, forward):
+// insertion, fast_free (reference implementation) and the simulator.
+//   bazel run //schedule:schedule_benchmark
+#include <map>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "graph/models.h"
+#include "schedule/fast_free_reference.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+const char* const kModels[] = {"gpt2", "llama-7b", "llama-70b", "moe"};
+
+const Graph& Lifted(int index, bool inserted) {
+  static auto* cache = new std::map<std::pair<int, bool>, Graph>();
+  auto key = std::make_pair(index, inserted);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    Graph g = *BuildModel(kModels[index], o);
+    if (inserted) (void)Zero3Insertion(0).Run(&g);
+    it = cache->emplace(key, std::move(g)).first;
+  }
+  return it->second;
+}
+
+void Label(benchmark::State& state, const Graph& g) {
+  int64_t gathers = 0;
+  for (NodeId id : g.order()) gathers += g.node(id).target() == kAllgatherTarget;
+  state.SetLabel(kModels[state.range(0)]);
+  state.counters["nodes"] = static_cast<double>(g.size());
+  state.counters["allgathers"] = static_cast<double>(gathers);
+}
+
+void BM_Zero3Insertion(benchmark::State& state) {
+  const Graph& g = Lifted(state.range(0), false);
+  for (auto _ : state) {
+    Graph copy = g;
+    benchmark::DoNotOptimize(Zero3Insertion(0).Run(&copy));
+  }
+  Label(state, Lifted(state.range(0), true));
+}
+BENCHMARK(BM_Zero3Insertion)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+void BM_FastFreeReference(benchmark::State& state) {
+  const Graph& g = Lifted(state.range(0), true);
+  for (auto _ : state) benchmark::DoNotOptimize(FastFreeScheduleReference(g));
+  Label(state, g);
+}
+BENCHMARK(BM_FastFreeReference)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+void BM_Simulate(benchmark::State& state) {
+  const Graph& g = Lifted(state.range(0), true);
+  const std::vector<NodeId> order = g.OrderVector();
+  for (auto _ : state) benchmark::DoNotOptimize(Simulate(g, order));
+  Label(state, g);
+}
+BENCHMARK(BM_Simulate)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace overlap
+
+BENCHMARK_MAIN();
