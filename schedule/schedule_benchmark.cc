@@ -6,6 +6,7 @@
 
 #include "benchmark/benchmark.h"
 #include "graph/models.h"
+#include "schedule/fast_free.h"
 #include "schedule/fast_free_reference.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
@@ -53,6 +54,13 @@ void BM_FastFreeReference(benchmark::State& state) {
   Label(state, g);
 }
 BENCHMARK(BM_FastFreeReference)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+void BM_FastFree(benchmark::State& state) {
+  const Graph& g = Lifted(state.range(0), true);
+  for (auto _ : state) benchmark::DoNotOptimize(FastFreeSchedule(g));
+  Label(state, g);
+}
+BENCHMARK(BM_FastFree)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 
 void BM_Simulate(benchmark::State& state) {
   const Graph& g = Lifted(state.range(0), true);

@@ -23,7 +23,7 @@
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
 #include "partition/report.h"
-#include "schedule/fast_free_reference.h"
+#include "schedule/fast_free.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
 
@@ -574,7 +574,7 @@ class Cli {
       for (NodeId id : z->order()) gathers += z->node(id).target() == kAllgatherTarget;
       std::fprintf(out_, "[5] ZeRO-3 on the lifted graph (32 ranks, 20 us, 50 GB/s): %lld allgathers inserted\n",
                    static_cast<long long>(gathers));
-      absl::StatusOr<std::vector<NodeId>> ff = FastFreeScheduleReference(*z);
+      absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(*z);
       if (!ff.ok()) return BadInput(ff.status());
       for (const auto& [label, order] : {std::pair<const char*, std::vector<NodeId>>{"insertion order", z->OrderVector()},
                                          {"fast_free      ", *ff}}) {

@@ -1,0 +1,290 @@
+#include "schedule/fast_free.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "schedule/fast_free_reference.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+bool IsAllgather(const Node& n) {
+  return n.op() == Op::kCallFunction && n.target() == kAllgatherTarget;
+}
+double TimeOf(const Node& n) { return n.meta().has_device_time ? n.meta().device_time : 0.0; }
+int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
+
+// Fixed-width bitsets over the allgathers, stored contiguously.
+class BitRows {
+ public:
+  BitRows(size_t rows, size_t bits) : words_((bits + 63) / 64), data_(rows * words_, 0) {}
+  uint64_t* row(size_t r) { return data_.data() + r * words_; }
+  size_t words() const { return words_; }
+
+ private:
+  size_t words_;
+  std::vector<uint64_t> data_;
+};
+
+struct Task {
+  NodeId node;
+  double free_cost = 0;
+  int64_t gather_mem = 0;
+  int64_t free_mem = 0;
+  int64_t n_gathers = 0;
+  std::vector<NodeId> until_g;
+  std::vector<NodeId> until_free;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Graph& g)
+      : g_(g), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), visit_(g.id_bound(), 0) {}
+
+  absl::StatusOr<std::vector<NodeId>> Run() {
+    const std::vector<NodeId> last_use = LastUses(g_);
+    std::vector<int> ag_index(g_.id_bound(), -1);
+    std::vector<NodeId> ags;
+    absl::flat_hash_map<int64_t, std::vector<NodeId>> releases;
+    std::vector<NodeId> reduces;
+    for (NodeId id : g_.order()) {
+      const Node& n = g_.node(id);
+      if (n.op() == Op::kPlaceholder) {
+        Schedule(id);
+        continue;
+      }
+      if (IsAllgather(n)) {
+        ag_index[id] = static_cast<int>(ags.size());
+        ags.push_back(id);
+      }
+      if (n.op() == Op::kCallFunction && n.target() == kReleaseTarget && n.args().size() > 2 &&
+          n.args()[2].kind() == Value::Kind::kInt) {
+        releases[n.args()[2].as_int()].push_back(id);
+      }
+      if (n.op() == Op::kCallFunction && n.target() == kReduceTarget) reduces.push_back(id);
+    }
+    for (NodeId ag : ags) {
+      if (last_use[ag] == kNoNode) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "allgather \"", g_.node(ag).name(), "\" has no last use (nobody reads it)"));
+      }
+    }
+    const size_t A = ags.size();
+    // Allgathers among each node's args-ancestors (placeholders, the only scheduled nodes
+    // at the start, have no ancestors, so this is what requirements would collect).
+    BitRows anc(g_.id_bound(), A);
+    const size_t W = anc.words();
+    for (NodeId id : g_.order()) {
+      uint64_t* row = anc.row(id);
+      for (NodeId in : g_.node(id).arg_inputs()) {
+        const uint64_t* from = anc.row(in);
+        for (size_t w = 0; w < W; ++w) row[w] |= from[w];
+      }
+      if (ag_index[id] >= 0) row[ag_index[id] / 64] |= uint64_t{1} << (ag_index[id] % 64);
+    }
+    // Paths: one row per allgather, per reduce, per distinct output item.
+    BitRows path(A, A);
+    for (size_t i = 0; i < A; ++i) std::copy_n(anc.row(last_use[ags[i]]), W, path.row(i));
+    BitRows reduce_path(reduces.size(), A);
+    for (size_t i = 0; i < reduces.size(); ++i) std::copy_n(anc.row(reduces[i]), W, reduce_path.row(i));
+    std::vector<NodeId> outputs;  // with duplicates, as the reference iterates them
+    absl::flat_hash_map<NodeId, size_t> output_row;
+    const Node& out = g_.node(g_.last());
+    if (out.op() == Op::kOutput && !out.args().empty()) {
+      const Value& ret = out.args()[0];
+      std::vector<const Value*> items;
+      if (ret.kind() == Value::Kind::kList) {
+        for (const Value& v : ret.items()) items.push_back(&v);
+      } else {
+        items.push_back(&ret);
+      }
+      for (const Value* v : items) {
+        if (v->is_ref() && g_.node(v->as_ref()).target() != kReduceTarget) {
+          outputs.push_back(v->as_ref());
+          output_row.emplace(v->as_ref(), output_row.size());
+        }
+      }
+    }
+    BitRows output_path(output_row.size(), A);
+    for (const auto& [node, row] : output_row) std::copy_n(anc.row(node), W, output_path.row(row));
+
+    std::vector<int> pending(A);  // allgather indices, graph order
+    for (size_t i = 0; i < A; ++i) pending[i] = static_cast<int>(i);
+    auto popcount = [&](const uint64_t* row) {
+      int64_t c = 0;
+      for (size_t w = 0; w < W; ++w) c += __builtin_popcountll(row[w]);
+      return c;
+    };
+    auto empty = [&](const uint64_t* row) {
+      for (size_t w = 0; w < W; ++w) {
+        if (row[w]) return false;
+      }
+      return true;
+    };
+    std::vector<Task> tasks;
+    while (!pending.empty()) {
+      int64_t min_count = INT64_MAX;
+      std::vector<int64_t> counts(pending.size());
+      for (size_t k = 0; k < pending.size(); ++k) {
+        counts[k] = popcount(path.row(pending[k]));
+        min_count = std::min(min_count, counts[k]);
+      }
+      tasks.clear();
+      for (size_t k = 0; k < pending.size(); ++k) {
+        if (counts[k] == min_count) tasks.push_back(MakeTask(ags[pending[k]], last_use, releases));
+      }
+      const Task* best = nullptr;
+      bool zero_free = false;
+      for (const Task& t : tasks) zero_free |= t.free_mem == 0;
+      auto name = [&](const Task& t) -> const std::string& { return g_.node(t.node).name(); };
+      for (const Task& t : tasks) {
+        if (zero_free) {
+          if (t.free_mem != 0) continue;
+          if (best == nullptr ||
+              std::forward_as_tuple(t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                  std::forward_as_tuple(best->n_gathers, best->gather_mem, best->free_cost,
+                                        name(*best))) {
+            best = &t;
+          }
+        } else if (best == nullptr ||
+                   std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost,
+                                         name(t)) <
+                       std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
+                                             best->free_cost, name(*best))) {
+          best = &t;
+        }
+      }
+      const NodeId chosen = best->node;
+      for (NodeId n : zero_free ? best->until_free : best->until_g) Schedule(n);
+      const int ci = ag_index[chosen];
+      pending.erase(std::find(pending.begin(), pending.end(), ci));
+      const size_t cw = static_cast<size_t>(ci) / 64;
+      const uint64_t cbit = uint64_t{1} << (ci % 64);
+      for (int i : pending) path.row(i)[cw] &= ~cbit;
+      std::vector<NodeId> now;
+      for (size_t r = 0; r < reduces.size(); ++r) {
+        uint64_t* row = reduce_path.row(r);
+        if (row[cw] & cbit) {
+          row[cw] &= ~cbit;
+          if (empty(row)) now.push_back(reduces[r]);
+        }
+      }
+      for (NodeId r : now) ScheduleRequirements(r);
+      now.clear();
+      for (NodeId o : outputs) {
+        uint64_t* row = output_path.row(output_row.at(o));
+        if (row[cw] & cbit) {
+          row[cw] &= ~cbit;
+          if (empty(row)) now.push_back(o);
+        }
+      }
+      for (NodeId o : now) ScheduleRequirements(o);
+    }
+    for (NodeId id : g_.order()) {
+      if (!done_[id]) Schedule(id);
+    }
+    if (absl::Status s = CheckTopologicalPermutation(g_, order_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fast_free order breaks a dependency (requirements follow args only, so "
+                       "a kwargs dependency can be missed): ",
+                       s.message()));
+    }
+    return std::move(order_);
+  }
+
+ private:
+  void Schedule(NodeId n) {
+    order_.push_back(n);
+    done_[n] = 1;
+  }
+
+  // Whether n counts as done in the current requirement search: scheduled, or marked in
+  // the current overlay epoch.
+  bool Done(NodeId n) const { return done_[n] || overlay_[n] == overlay_epoch_; }
+
+  // requirements(target, scheduled + overlay), appended to *out; marks what it adds in the
+  // overlay when `mark` (so later searches of the round treat them as done).
+  void Requirements(NodeId target, bool mark, std::vector<NodeId>* out) {
+    if (Done(target)) return;
+    ++visit_epoch_;
+    stack_.clear();
+    visit_[target] = visit_epoch_;
+    stack_.push_back({target, 0});
+    while (!stack_.empty()) {
+      Frame& f = stack_.back();
+      absl::Span<const NodeId> args = g_.node(f.node).arg_inputs();
+      if (f.next == args.size()) {
+        out->push_back(f.node);
+        if (mark) overlay_[f.node] = overlay_epoch_;
+        stack_.pop_back();
+        continue;
+      }
+      const NodeId in = args[f.next++];
+      if (Done(in) || visit_[in] == visit_epoch_) continue;
+      visit_[in] = visit_epoch_;
+      stack_.push_back({in, 0});
+    }
+  }
+
+  void ScheduleRequirements(NodeId target) {
+    ++overlay_epoch_;  // nothing marked: plain requirements(target, scheduled)
+    std::vector<NodeId> need;
+    Requirements(target, false, &need);
+    for (NodeId n : need) Schedule(n);
+  }
+
+  Task MakeTask(NodeId ag, const std::vector<NodeId>& last_use,
+                const absl::flat_hash_map<int64_t, std::vector<NodeId>>& releases) {
+    Task t;
+    t.node = ag;
+    ++overlay_epoch_;
+    Requirements(ag, true, &t.until_g);
+    std::vector<NodeId> free_part;
+    Requirements(last_use[ag], true, &free_part);
+    for (NodeId n : free_part) {
+      t.free_cost += TimeOf(g_.node(n));
+      if (IsAllgather(g_.node(n))) t.free_mem += SizeOf(g_.node(n));
+    }
+    for (NodeId n : t.until_g) {
+      if (IsAllgather(g_.node(n))) t.gather_mem += SizeOf(g_.node(n));
+    }
+    t.until_free = t.until_g;
+    t.until_free.insert(t.until_free.end(), free_part.begin(), free_part.end());
+    const Node& agn = g_.node(ag);
+    if (agn.args().size() > 2 && agn.args()[2].kind() == Value::Kind::kInt) {
+      auto it = releases.find(agn.args()[2].as_int());
+      if (it != releases.end()) {
+        // Everything in until_free is marked, so each search adds only new nodes, and
+        // marks them for the next release's search: the reference's "not already in".
+        for (NodeId rel : it->second) Requirements(rel, true, &t.until_free);
+      }
+    }
+    for (NodeId n : t.until_free) t.n_gathers += IsAllgather(g_.node(n));
+    return t;
+  }
+
+  const Graph& g_;
+  std::vector<char> done_;
+  std::vector<uint32_t> overlay_;
+  std::vector<uint32_t> visit_;
+  uint32_t overlay_epoch_ = 1;  // overlay_ starts at 0: nothing marked
+  uint32_t visit_epoch_ = 0;
+  std::vector<NodeId> order_;
+  // The requirement search's stack, reused across searches.
+  struct Frame {
+    NodeId node;
+    size_t next;
+  };
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g) { return Scheduler(g).Run(); }
+
+}  // namespace overlap

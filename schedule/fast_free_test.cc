@@ -1,0 +1,61 @@
+// The efficient fast_free against the reference implementation: the same order, always.
+#include "schedule/fast_free.h"
+
+#include "gtest/gtest.h"
+#include "graph/models.h"
+#include "graph/random_graph.h"
+#include "graph/random_graph_rc.h"
+#include "rapidcheck/gtest.h"
+#include "schedule/fast_free_reference.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+void ExpectSameAsReference(const Graph& g, const std::string& what) {
+  absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
+  absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
+  ASSERT_EQ(fast.ok(), ref.ok()) << what << ": " << fast.status() << " vs " << ref.status();
+  if (!fast.ok()) return;
+  ASSERT_EQ(fast->size(), ref->size()) << what;
+  for (size_t i = 0; i < fast->size(); ++i) {
+    ASSERT_EQ((*fast)[i], (*ref)[i]) << what << ": first difference at position " << i << ": "
+                                     << g.node((*fast)[i]).name() << " vs "
+                                     << g.node((*ref)[i]).name();
+  }
+}
+
+TEST(FastFreeTest, SameOrderAsTheReferenceOnEveryBuiltInModel) {
+  for (const std::string& name : ModelNames()) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> g = BuildModel(name, o);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ExpectSameAsReference(*g, name);
+  }
+}
+
+TEST(FastFreeTest, SameOrderAsTheReferenceOnLargerRandomGraphs) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    RandomGraphOptions o;
+    o.nodes = 400;
+    o.seed = seed;
+    o.lifted = true;
+    Graph g = RandomGraph(o);
+    if (!Zero3Insertion(static_cast<int>(seed % 2)).Run(&g).ok()) continue;
+    ExpectSameAsReference(g, "seed " + std::to_string(seed));
+  }
+}
+
+RC_GTEST_PROP(FastFreePropertyTest, prop_SameOrderAsTheReference, ()) {
+  Graph g = *ArbitraryGraph(120);
+  if (!Zero3Insertion(*rc::gen::inRange(0, 2)).Run(&g).ok()) return;
+  absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
+  absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
+  RC_ASSERT(fast.ok() == ref.ok());
+  if (fast.ok()) RC_ASSERT(*fast == *ref);
+}
+
+}  // namespace
+}  // namespace overlap
