@@ -1,0 +1,32 @@
+// The `list` scheduler of DeepSpeed DeepCompile's list_schedule.py, as intended
+// (shared/reference/deepcompile.md, "The other schedulers in that file"; the original
+// unpacks its helper's result wrongly and always raises).
+//
+// Dependencies are the nodes in a node's args (not kwargs); for the four dc.* ops only
+// args[0]. Nodes with no dependencies start out scheduled, in graph order. Then, repeatedly,
+// the ready node (all dependencies scheduled) with the smallest memory delta is scheduled:
+// +tensor_size for an allgather, -tensor_size for a release or a reduce_grad, 0 otherwise;
+// ties go to graph order. A baseline, not used upstream.
+// Cost: O((N + E) log N).
+#ifndef OVERLAP_SCHEDULE_LIST_SCHEDULE_H_
+#define OVERLAP_SCHEDULE_LIST_SCHEDULE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+// The scheduling dependencies of a node as the DeepCompile baselines see them: its args
+// references (each once), or only args[0] for dc.* ops.
+std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id);
+
+// The list order of `g`. Fails if the order breaks a dependency through kwargs (which the
+// baselines do not see).
+absl::StatusOr<std::vector<NodeId>> ListSchedule(const Graph& g);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_SCHEDULE_LIST_SCHEDULE_H_
