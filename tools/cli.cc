@@ -24,6 +24,8 @@
 #include "partition/ddp_partitioner.h"
 #include "partition/report.h"
 #include "schedule/fast_free.h"
+#include "schedule/list_schedule.h"
+#include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
 
@@ -576,7 +578,13 @@ class Cli {
                    static_cast<long long>(gathers));
       absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(*z);
       if (!ff.ok()) return BadInput(ff.status());
+      absl::StatusOr<std::vector<NodeId>> ls = ListSchedule(*z);
+      if (!ls.ok()) return BadInput(ls.status());
+      absl::StatusOr<std::vector<NodeId>> sp = SimplePrefetchSchedule(*z);
+      if (!sp.ok()) return BadInput(sp.status());
       for (const auto& [label, order] : {std::pair<const char*, std::vector<NodeId>>{"insertion order", z->OrderVector()},
+                                         {"list           ", *ls},
+                                         {"simple_prefetch", *sp},
                                          {"fast_free      ", *ff}}) {
         absl::StatusOr<SimulationResult> sim = Simulate(*z, order);
         if (!sim.ok()) return BadInput(sim.status());
