@@ -1,0 +1,108 @@
+#include "schedule/schedule_verifier.h"
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "schedule/fast_free_reference.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+bool Is(const Node& n, absl::string_view target) {
+  return n.op() == Op::kCallFunction && n.target() == target;
+}
+int64_t IntArg(const Node& n, size_t i) {
+  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
+}
+bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
+
+}  // namespace
+
+int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
+  absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> live;  // ds -> (bytes, releases)
+  int64_t now = 0, peak = 0;
+  for (NodeId id : order) {
+    const Node& n = g.node(id);
+    if (Is(n, kAllgatherTarget)) {
+      const int64_t bytes = n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+      live[IntArg(n, 2)] = {bytes, 0};
+      now += bytes;
+      peak = std::max(peak, now);
+    } else if (Is(n, kReleaseTarget)) {
+      auto it = live.find(IntArg(n, 2));
+      if (it != live.end() && ++it->second.second == IntArg(n, 3)) {
+        now -= it->second.first;
+        live.erase(it);
+      }
+    }
+  }
+  return peak;
+}
+
+absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
+                            std::optional<int64_t> gathered_budget) {
+  if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("not a topological order: ", s.message()));
+  }
+  std::vector<int64_t> pos(g.id_bound(), -1);
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int64_t>(i);
+  // The freeing release of each ds_id: the one whose running count reaches n_users.
+  absl::flat_hash_map<int64_t, int64_t> seen;
+  absl::flat_hash_map<int64_t, NodeId> freeing;
+  for (NodeId id : order) {
+    const Node& n = g.node(id);
+    if (Is(n, kAllgatherTarget)) seen[IntArg(n, 2)] = 0;
+    if (Is(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3)) freeing[IntArg(n, 2)] = id;
+  }
+  for (NodeId id : order) {
+    const Node& w = g.node(id);
+    if (!Is(w, kWaitTarget)) continue;
+    const int64_t ds = IntArg(w, 2);
+    auto f = freeing.find(ds);
+    // Every reader of the gathered buffer, through views, before the freeing release.
+    std::vector<NodeId> stack = {id};
+    while (!stack.empty()) {
+      const NodeId v = stack.back();
+      stack.pop_back();
+      for (NodeId u : g.node(v).users()) {
+        const Node& user = g.node(u);
+        if (user.op() == Op::kOutput || Is(user, kReleaseTarget)) continue;
+        // A view of this value reads no data: it is not a use, but its readers are. (A view
+        // of something else that reads this value, say through kwargs, is a use.)
+        if (IsView(user) && !user.inputs().empty() && user.inputs()[0] == v) {
+          stack.push_back(u);
+          continue;
+        }
+        if (pos[u] < pos[id]) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "\"", user.name(), "\" uses the gathered parameter before its wait \"", w.name(), "\""));
+        }
+        if (f != freeing.end() && pos[u] > pos[f->second]) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("\"", user.name(), "\" uses the gathered parameter of ds_id ", ds,
+                           " after the release \"", g.node(f->second).name(), "\" freed it"));
+        }
+      }
+    }
+  }
+  for (NodeId id : order) {
+    const Node& r = g.node(id);
+    if (!Is(r, kReduceTarget) || r.inputs().empty()) continue;
+    if (pos[r.inputs()[0]] > pos[id]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "reduce \"", r.name(), "\" comes before its gradient \"", g.node(r.inputs()[0]).name(), "\""));
+    }
+  }
+  if (gathered_budget) {
+    const int64_t peak = PeakGatheredBytes(g, order);
+    if (peak > *gathered_budget) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "peak gathered bytes ", peak, " exceed the budget of ", *gathered_budget));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace overlap
