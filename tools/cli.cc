@@ -25,6 +25,7 @@
 #include "partition/report.h"
 #include "schedule/fast_free.h"
 #include "schedule/list_schedule.h"
+#include "schedule/schedule_verifier.h"
 #include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
@@ -40,6 +41,7 @@ commands:
   gen <model> [options] [-o FILE]   write a built-in model's graph (JSON) to FILE or stdout
   inspect FILE                      verify a graph file and print its summary
   partition FILE [options]          bucket and split a forward graph as DDP does
+  schedule FILE [options]           insert ZeRO-3 ops if needed, schedule, verify, simulate
   simulate FILE [options]           simulate a (ZeRO-3) graph in its order on two streams
   demo [MODEL]                      run the pipeline on a built-in model (default gpt2)
   help [COMMAND]                    show help for a command
@@ -111,6 +113,24 @@ options:
   --bandwidth X        per-rank bandwidth in GB/s (default 50)
   --json OUT           write the figures (overlap-result JSON)
   --trace OUT          write a Chrome / Perfetto trace (open in ui.perfetto.dev)
+)";
+
+constexpr char kScheduleUsage[] = R"(usage: overlap schedule FILE [options]
+
+Schedules a ZeRO-3 graph. A graph without dc.* ops gets them first (parameters must be
+lifted: `overlap gen <model> --lifted`). The order is checked by the schedule verifier and
+simulated on two streams (schedule/simulator.h). See schedule/README.md.
+
+options:
+  --algorithm A        fast_free (default until our memory-bounded scheduler lands), list,
+                       simple_prefetch: DeepSpeed DeepCompile's schedulers
+  --backward           the graph is a backward graph (graph_id 1: reduce_grad inserted)
+  --world-size N       ranks (default 32)
+  --latency-us X       collective latency in microseconds (default 20)
+  --bandwidth X        per-rank bandwidth in GB/s (default 50)
+  --json OUT           write the schedule result (order, peak_gathered_bytes, simulation)
+  -o OUT               write the scheduled graph (the output node last)
+  --trace OUT          write a Chrome / Perfetto trace of the simulation
 )";
 
 constexpr char kDemoUsage[] = R"(usage: overlap demo [MODEL] [--lifted]
@@ -197,6 +217,7 @@ class Cli {
     if (cmd == "inspect") return Inspect(argv);
     if (cmd == "partition") return PartitionCmd(argv);
     if (cmd == "simulate") return SimulateCmd(argv);
+    if (cmd == "schedule") return ScheduleCmd(argv);
     if (cmd == "demo") return Demo(argv);
     return Usage(absl::StrCat("unknown command \"", cmd, "\""), kMainUsage);
   }
@@ -208,6 +229,7 @@ class Cli {
     else if (cmd == "demo") std::fputs(kDemoUsage, out_);
     else if (cmd == "partition") std::fputs(kPartitionUsage, out_);
     else if (cmd == "simulate") std::fputs(kSimulateUsage, out_);
+    else if (cmd == "schedule") std::fputs(kScheduleUsage, out_);
     else return Usage(absl::StrCat("no help for unknown command \"", cmd, "\""), kMainUsage);
     return kExitOk;
   }
@@ -443,6 +465,101 @@ class Cli {
     return kExitOk;
   }
 
+  // Reads --world-size / --latency-us / --bandwidth into `model`.
+  bool CollectiveFlags(const Args& a, CollectiveModel* model, int* rc, const char* usage) {
+    int64_t world = model->world_size;
+    if (!IntFlag(a, "world-size", 1, &world, rc, usage)) return false;
+    if (world > (int64_t{1} << 24)) {
+      *rc = Usage("--world-size is too large", usage);
+      return false;
+    }
+    model->world_size = static_cast<int>(world);
+    double gbps = 0;
+    if (!DoubleFlag(a, "bandwidth", &gbps, rc, usage)) return false;
+    if (gbps > 0) model->bandwidth_bytes_per_s = gbps * 1e9;
+    if (auto it = a.flags.find("latency-us"); it != a.flags.end()) {
+      double us = 0;
+      if (!absl::SimpleAtod(it->second, &us) || !(us >= 0) || us > 1e9) {
+        *rc = Usage("--latency-us must be a number >= 0", usage);
+        return false;
+      }
+      model->latency_s = us * 1e-6;
+    }
+    return true;
+  }
+
+  int ScheduleCmd(const std::vector<std::string>& argv) {
+    Args a;
+    if (auto e = ParseArgs(argv, 1, {"algorithm", "backward", "world-size", "latency-us",
+                                     "bandwidth", "json", "output", "trace"},
+                           &a)) {
+      return Usage(*e, kScheduleUsage);
+    }
+    if (a.flags.count("help")) return Help("schedule");
+    if (a.positional.size() != 1) return Usage("schedule takes exactly one file", kScheduleUsage);
+    const std::string algorithm = a.flags.count("algorithm") ? a.flags.at("algorithm") : "fast_free";
+    absl::StatusOr<std::vector<NodeId>> (*scheduler)(const Graph&) = nullptr;
+    if (algorithm == "fast_free") scheduler = &FastFreeSchedule;
+    if (algorithm == "list") scheduler = &ListSchedule;
+    if (algorithm == "simple_prefetch") scheduler = &SimplePrefetchSchedule;
+    if (scheduler == nullptr) {
+      return Usage(absl::StrCat("--algorithm must be fast_free, list or simple_prefetch, got \"",
+                                algorithm, "\""),
+                   kScheduleUsage);
+    }
+    CollectiveModel model;
+    int rc = kExitOk;
+    if (!CollectiveFlags(a, &model, &rc, kScheduleUsage)) return rc;
+    absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(a.positional[0]));
+    if (!g.ok()) return BadInput(g.status());
+    if (!HasZero3Ops(*g)) {
+      absl::StatusOr<bool> inserted = Zero3Insertion(a.flags.count("backward") ? 1 : 0).Run(&*g);
+      if (!inserted.ok()) return BadInput(inserted.status());
+    }
+    absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(*g);
+    if (!order.ok()) return BadInput(order.status());
+    if (absl::Status s = VerifySchedule(*g, *order); !s.ok()) return BadInput(s);
+    absl::StatusOr<SimulationResult> r = Simulate(*g, *order, model);
+    if (!r.ok()) return BadInput(r.status());
+    const int64_t peak_gathered = PeakGatheredBytes(*g, *order);
+    std::fprintf(out_,
+                 "%s: %zu nodes; peak gathered %s, peak memory %s, step %s (lower bound %s, "
+                 "exposed communication %s)\n",
+                 algorithm.c_str(), order->size(), FormatBytes(peak_gathered).c_str(),
+                 FormatBytes(r->peak_memory_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
+                 FormatSeconds(r->lower_bound_s).c_str(), FormatSeconds(r->exposed_comm_s).c_str());
+    if (auto it = a.flags.find("json"); it != a.flags.end()) {
+      std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
+      AppendJsonString(&json, algorithm);
+      json.append(", \"order\": [");
+      for (size_t i = 0; i < order->size(); ++i) {
+        if (i) json.append(", ");
+        AppendJsonString(&json, g->node((*order)[i]).name());
+      }
+      // The simulator's peak_gathered_bytes is the same walk over the order.
+      absl::StrAppend(&json, "], ", SimulationJsonFields(*r), "}\n");
+      absl::Status s = WriteTextFile(ResolvePath(it->second), json);
+      if (!s.ok()) return BadInput(s);
+    }
+    if (auto it = a.flags.find("output"); it != a.flags.end()) {
+      // A graph file has its output node last, wherever the schedule put it.
+      std::vector<NodeId> file_order;
+      for (NodeId id : *order) {
+        if (g->node(id).op() != Op::kOutput) file_order.push_back(id);
+      }
+      file_order.push_back(g->last());
+      Graph scheduled = *g;
+      if (absl::Status s = scheduled.SetOrder(file_order); !s.ok()) return BadInput(s);
+      absl::Status s = WriteGraphJsonFile(scheduled, ResolvePath(it->second));
+      if (!s.ok()) return BadInput(s);
+    }
+    if (auto it = a.flags.find("trace"); it != a.flags.end()) {
+      absl::Status s = WriteTextFile(ResolvePath(it->second), ChromeTraceJson(*g, *r));
+      if (!s.ok()) return BadInput(s);
+    }
+    return kExitOk;
+  }
+
   int SimulateCmd(const std::vector<std::string>& argv) {
     Args a;
     if (auto e = ParseArgs(argv, 1, {"world-size", "latency-us", "bandwidth", "json", "trace"}, &a)) {
@@ -452,20 +569,7 @@ class Cli {
     if (a.positional.size() != 1) return Usage("simulate takes exactly one file", kSimulateUsage);
     CollectiveModel model;
     int rc = kExitOk;
-    int64_t world = model.world_size;
-    if (!IntFlag(a, "world-size", 1, &world, &rc, kSimulateUsage)) return rc;
-    if (world > (int64_t{1} << 24)) return Usage("--world-size is too large", kSimulateUsage);
-    model.world_size = static_cast<int>(world);
-    double gbps = 0;
-    if (!DoubleFlag(a, "bandwidth", &gbps, &rc, kSimulateUsage)) return rc;
-    if (gbps > 0) model.bandwidth_bytes_per_s = gbps * 1e9;
-    if (auto it = a.flags.find("latency-us"); it != a.flags.end()) {
-      double us = 0;
-      if (!absl::SimpleAtod(it->second, &us) || !(us >= 0) || us > 1e9) {
-        return Usage("--latency-us must be a number >= 0", kSimulateUsage);
-      }
-      model.latency_s = us * 1e-6;
-    }
+    if (!CollectiveFlags(a, &model, &rc, kSimulateUsage)) return rc;
     absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(a.positional[0]));
     if (!g.ok()) return BadInput(g.status());
     absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);

@@ -261,3 +261,40 @@ TEST(CliSimulateTest, DemoShowsZero3Step) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliScheduleTest, EveryAlgorithmSchedulesVerifiesAndWritesResults) {
+  const std::string path = Tmp("mlp_lifted.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "-o", path}).code, kExitOk);
+  for (const char* algorithm : {"fast_free", "list", "simple_prefetch"}) {
+    const std::string json = Tmp(std::string(algorithm) + "_result.json");
+    const std::string graph = Tmp(std::string(algorithm) + "_graph.json");
+    Result r = Overlap({"schedule", path, "--algorithm", algorithm, "--json", json, "-o", graph,
+                        "--trace", Tmp("trace_s.json")});
+    ASSERT_EQ(r.code, kExitOk) << algorithm << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("peak gathered"));
+    std::ifstream in(json);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr(std::string("\"algorithm\": \"") + algorithm + "\", \"order\": [\"input_ids\""));
+    EXPECT_THAT(text.str(), HasSubstr("\"peak_gathered_bytes\": "));
+    // The scheduled graph is a valid graph file whose ZeRO-3 ops are already in place.
+    Result again = Overlap({"simulate", graph});
+    EXPECT_EQ(again.code, kExitOk) << again.err;
+    EXPECT_THAT(again.out, ::testing::Not(HasSubstr("no ZeRO-3 ops")));
+  }
+}
+
+TEST(CliScheduleTest, ModuleOwnedParametersAndBadAlgorithmsAreRejected) {
+  const std::string path = Tmp("mlp_module.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
+  Result r = Overlap({"schedule", path});
+  EXPECT_EQ(r.code, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("parameter \"net.0.weight\" is owned by call_module node \"net_0\""));
+  EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "magic"}).code, kExitUsage);
+}
+
+}  // namespace
+}  // namespace overlap
