@@ -20,4 +20,20 @@ double CostModel::KernelTime(double flops, double bytes, absl::string_view dtype
   return std::max(flops / peak, bytes / spec_.memory_bandwidth);
 }
 
+double CollectiveModel::Allgather(int64_t bytes) const {
+  if (bytes <= 0 || world_size <= 1) return 0;
+  const double p = world_size;
+  return latency_s + (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}
+
+double CollectiveModel::Allreduce(int64_t bytes) const {
+  if (bytes <= 0 || world_size <= 1) return 0;
+  const double p = world_size;
+  return latency_s + 2 * (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}
+
+bool CollectiveModel::Valid() const {
+  return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0;
+}
+
 }  // namespace overlap

@@ -44,6 +44,22 @@ class CostModel {
   DeviceSpec spec_;
 };
 
+// Alpha-beta model of ring collectives among `world_size` ranks, one latency term each:
+// allgather and reduce-scatter of a B-byte (full) tensor take latency + (p-1)/p x B /
+// bandwidth; an allreduce latency + 2 (p-1)/p x B / bandwidth. Zero bytes or one rank cost
+// nothing. Defaults: 32 ranks (4 nodes of 8 GPUs), 20 us, 50 GB/s per rank (a 400 Gb/s
+// fabric). Shared by the DDP cap model and the ZeRO-3 simulator.
+struct CollectiveModel {
+  int world_size = 32;
+  double latency_s = 20e-6;
+  double bandwidth_bytes_per_s = 50e9;
+  double Allgather(int64_t bytes) const;
+  double ReduceScatter(int64_t bytes) const { return Allgather(bytes); }
+  double Allreduce(int64_t bytes) const;
+  // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0).
+  bool Valid() const;
+};
+
 }  // namespace overlap
 
 #endif  // OVERLAP_GRAPH_COST_MODEL_H_

@@ -6,14 +6,8 @@
 
 namespace overlap {
 
-double AllreduceModel::Time(int64_t bytes) const {
-  if (bytes <= 0 || world_size <= 1) return 0;
-  const double p = world_size;
-  return latency_s + 2.0 * (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
-}
-
 CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
-                            const AllreduceModel& comm, double backward_factor) {
+                            const CollectiveModel& comm, double backward_factor) {
   CapCandidate c;
   c.buckets = static_cast<int>(buckets.size());
   double t = 0, comm_free = 0;
@@ -21,7 +15,7 @@ CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
     double forward = 0;
     for (NodeId id : b->nodes) forward += g.node(id).meta().device_time;
     t += backward_factor * forward;
-    const double ar = comm.Time(b->size_bytes);
+    const double ar = comm.Allreduce(b->size_bytes);
     if (ar > 0) {
       comm_free = std::max(comm_free, t) + ar;
       c.comm_s += ar;
@@ -33,10 +27,9 @@ CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
 }
 
 absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
-                                          const AllreduceModel& comm, int64_t first_bucket_cap,
+                                          const CollectiveModel& comm, int64_t first_bucket_cap,
                                           double backward_factor) {
-  if (comm.world_size < 1 || !(comm.latency_s >= 0) || !(comm.bandwidth_bytes_per_s > 0) ||
-      !(backward_factor > 0)) {
+  if (!comm.Valid() || !(backward_factor > 0)) {
     return absl::InvalidArgumentError(
         "allreduce model needs world size >= 1, latency >= 0, bandwidth > 0");
   }

@@ -25,20 +25,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/cost_model.h"
 #include "graph/graph.h"
 #include "partition/buckets.h"
 
 namespace overlap {
 
-// Alpha-beta model of a ring allreduce. Defaults: 32 ranks (4 nodes of 8 GPUs), 20 us
-// latency, 50 GB/s per rank (a 400 Gb/s fabric).
-struct AllreduceModel {
-  int world_size = 32;
-  double latency_s = 20e-6;
-  double bandwidth_bytes_per_s = 50e9;
-  // Seconds for one allreduce of `bytes`. 0 for 0 bytes or a world of 1.
-  double Time(int64_t bytes) const;
-};
 
 struct CapCandidate {
   int64_t cap_bytes = 0;
@@ -55,12 +47,12 @@ struct CapChoice {
 
 // Predicted exposed communication of one bucketing.
 CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
-                            const AllreduceModel& comm, double backward_factor = 2.0);
+                            const CollectiveModel& comm, double backward_factor = 2.0);
 
 // Evaluates the candidates in `mode` and returns the best. Fails on an invalid model.
 // Each candidate's first-bucket cap is min(first_bucket_cap, candidate).
 absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
-                                          const AllreduceModel& comm,
+                                          const CollectiveModel& comm,
                                           int64_t first_bucket_cap = kDefaultFirstBucketCapBytes,
                                           double backward_factor = 2.0);
 

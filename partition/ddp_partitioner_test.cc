@@ -192,14 +192,14 @@ TEST(DdpPartitionerTest, ResultJsonHasTheSpecShape) {
 }
 
 TEST(BucketCapTest, RingAllreduceCost) {
-  AllreduceModel m;
+  CollectiveModel m;
   m.world_size = 4;
   m.latency_s = 1e-5;
   m.bandwidth_bytes_per_s = 1e9;
-  EXPECT_DOUBLE_EQ(m.Time(0), 0);
-  EXPECT_DOUBLE_EQ(m.Time(1000000), 1e-5 + 2.0 * 3 / 4 * 1e-3);
+  EXPECT_DOUBLE_EQ(m.Allreduce(0), 0);
+  EXPECT_DOUBLE_EQ(m.Allreduce(1000000), 1e-5 + 2.0 * 3 / 4 * 1e-3);
   m.world_size = 1;
-  EXPECT_DOUBLE_EQ(m.Time(1000000), 0);
+  EXPECT_DOUBLE_EQ(m.Allreduce(1000000), 0);
 }
 
 TEST(BucketCapTest, ExposedTimeFollowsTheTwoStreamTimeline) {
@@ -216,7 +216,7 @@ TEST(BucketCapTest, ExposedTimeFollowsTheTwoStreamTimeline) {
   absl::StatusOr<std::vector<Bucket>> b = AssignBuckets(*g, o);
   ASSERT_TRUE(b.ok());
   ASSERT_EQ(b->size(), 2u);
-  AllreduceModel m;
+  CollectiveModel m;
   m.world_size = 2;
   m.latency_s = 0;
   m.bandwidth_bytes_per_s = 1000;  // 1000 bytes: 1 s each
@@ -230,7 +230,7 @@ TEST(BucketCapTest, ExposedTimeFollowsTheTwoStreamTimeline) {
 TEST(BucketCapTest, AutoChoosesTheLeastExposedCandidate) {
   absl::StatusOr<Graph> g = BuildModel("gpt2", {});
   ASSERT_TRUE(g.ok());
-  absl::StatusOr<CapChoice> c = ChooseBucketCap(*g, PartitionMode::kDefault, AllreduceModel());
+  absl::StatusOr<CapChoice> c = ChooseBucketCap(*g, PartitionMode::kDefault, CollectiveModel());
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_GE(c->candidates.size(), 3u);
   double best = 1e300;
@@ -240,7 +240,7 @@ TEST(BucketCapTest, AutoChoosesTheLeastExposedCandidate) {
       EXPECT_DOUBLE_EQ(k.exposed_s, best);
     }
   }
-  EXPECT_FALSE(ChooseBucketCap(*g, PartitionMode::kDefault, AllreduceModel{0, 0, 1}).ok());
+  EXPECT_FALSE(ChooseBucketCap(*g, PartitionMode::kDefault, CollectiveModel{0, 0, 1}).ok());
 }
 
 }  // namespace

@@ -10,18 +10,6 @@
 
 namespace overlap {
 
-double CollectiveModel::Allgather(int64_t bytes) const {
-  if (bytes <= 0 || world_size <= 1) return 0;
-  const double p = world_size;
-  return latency_s + (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
-}
-
-double CollectiveModel::Allreduce(int64_t bytes) const {
-  if (bytes <= 0 || world_size <= 1) return 0;
-  const double p = world_size;
-  return latency_s + 2 * (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
-}
-
 namespace {
 
 bool Is(const Node& n, absl::string_view target) {
@@ -40,7 +28,7 @@ absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeI
   if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));
   }
-  if (model.world_size < 1 || !(model.latency_s >= 0) || !(model.bandwidth_bytes_per_s > 0)) {
+  if (!model.Valid()) {
     return absl::InvalidArgumentError(
         "collective model needs world size >= 1, latency >= 0, bandwidth > 0");
   }

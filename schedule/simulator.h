@@ -7,9 +7,8 @@
 // is free; a wait blocks compute until its allgather has finished; releases and the output
 // take no time.
 //
-// Collectives (ring, one latency term): allgather and reduce-scatter of a B-byte tensor take
-// latency + (p-1)/p x B / bandwidth, an allreduce latency + 2 (p-1)/p x B / bandwidth.
-// Defaults: p = 32 ranks (4 nodes of 8 GPUs), 20 us, 50 GB/s per rank (400 Gb/s fabric).
+// Collectives: the ring alpha-beta CollectiveModel of graph/cost_model.h (32 ranks, 20 us,
+// 50 GB/s per rank by default).
 //
 // Memory: a gathered parameter is allocated when its allgather is issued and freed at the
 // release that brings its count to n_users; a computed tensor (meta.tensor_size) is
@@ -32,18 +31,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "graph/cost_model.h"
 #include "graph/graph.h"
 
 namespace overlap {
 
-struct CollectiveModel {
-  int world_size = 32;
-  double latency_s = 20e-6;
-  double bandwidth_bytes_per_s = 50e9;
-  double Allgather(int64_t bytes) const;
-  double ReduceScatter(int64_t bytes) const { return Allgather(bytes); }
-  double Allreduce(int64_t bytes) const;
-};
 
 // One interval on a stream, for the trace.
 struct SimEvent {

@@ -408,7 +408,7 @@ class Cli {
                      kPartitionUsage);
       }
     }
-    AllreduceModel comm;
+    CollectiveModel comm;
     int rc = kExitOk;
     int64_t world = comm.world_size;
     if (!IntFlag(a, "world-size", 1, &world, &rc, kPartitionUsage)) return rc;
@@ -656,7 +656,7 @@ class Cli {
                    FormatBytes(counted).c_str(), r->pieces.submodules.size(), empty,
                    ms(Clock::now() - t3));
     }
-    absl::StatusOr<CapChoice> cap = ChooseBucketCap(*back, PartitionMode::kDefault, AllreduceModel());
+    absl::StatusOr<CapChoice> cap = ChooseBucketCap(*back, PartitionMode::kDefault, CollectiveModel());
     if (!cap.ok()) return BadInput(cap.status());
     for (const CapCandidate& c : cap->candidates) {
       if (c.cap_bytes == kDefaultBucketCapBytes || c.cap_bytes == cap->cap_bytes) {
