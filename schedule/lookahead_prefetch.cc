@@ -1,0 +1,136 @@
+#include "schedule/lookahead_prefetch.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+bool Is(const Node& n, absl::string_view target) {
+  return n.op() == Op::kCallFunction && n.target() == target;
+}
+
+// One gathered parameter: its allgather, its wait, and the first node that reads the wait
+// (where the just-in-time order needs the parameter).
+struct Gather {
+  NodeId allgather;
+  NodeId wait;
+  NodeId first_use;  // kNoNode: the wait has no reader
+};
+
+// S_k: the graph order without the gathers' allgathers and waits; each wait re-inserted
+// right before its first use, each allgather before the first use of the gather k places
+// earlier (in first-use order), allgathers ahead of waits at the same place. A wait nobody
+// reads stays right after its allgather.
+std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector<Gather>& gathers,
+                              const absl::flat_hash_map<NodeId, char>& moved, int k) {
+  absl::flat_hash_map<NodeId, std::vector<NodeId>> gathers_before, waits_before, after;
+  for (size_t j = 0; j < gathers.size(); ++j) {
+    const Gather& gj = gathers[j];
+    if (gj.first_use == kNoNode) {
+      after[gj.allgather].push_back(gj.wait);
+      continue;
+    }
+    const Gather& early = gathers[j >= static_cast<size_t>(k) ? j - k : 0];
+    gathers_before[early.first_use != kNoNode ? early.first_use : gj.first_use].push_back(
+        gj.allgather);
+    waits_before[gj.first_use].push_back(gj.wait);
+  }
+  std::vector<NodeId> order;
+  order.reserve(base.size());
+  auto emit = [&](NodeId id) {
+    order.push_back(id);
+    auto a = after.find(id);
+    if (a != after.end()) order.insert(order.end(), a->second.begin(), a->second.end());
+  };
+  for (NodeId id : base) {
+    if (moved.contains(id)) continue;  // re-inserted below
+    if (auto it = gathers_before.find(id); it != gathers_before.end()) {
+      for (NodeId ag : it->second) emit(ag);
+    }
+    if (auto it = waits_before.find(id); it != waits_before.end()) {
+      order.insert(order.end(), it->second.begin(), it->second.end());
+    }
+    emit(id);
+  }
+  return order;
+}
+
+}  // namespace
+
+absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
+                                                          std::optional<int64_t> memory_limit,
+                                                          const CollectiveModel& model) {
+  // The gathers, in the order their parameters are first needed.
+  const std::vector<NodeId> base = g.OrderVector();
+  std::vector<int64_t> position(g.id_bound(), 0);
+  for (size_t i = 0; i < base.size(); ++i) position[base[i]] = static_cast<int64_t>(i);
+  std::vector<Gather> gathers;
+  absl::flat_hash_map<NodeId, char> moved;
+  for (NodeId id : base) {
+    const Node& n = g.node(id);
+    if (!Is(n, kWaitTarget) || n.inputs().empty()) continue;
+    const NodeId ag = n.inputs()[0];
+    if (!Is(g.node(ag), kAllgatherTarget) || moved.contains(ag)) continue;
+    NodeId first = kNoNode;
+    for (NodeId u : n.users()) {
+      if (first == kNoNode || position[u] < position[first]) first = u;
+    }
+    gathers.push_back({ag, id, first});
+    moved[ag] = 1;
+    moved[id] = 1;
+  }
+  std::stable_sort(gathers.begin(), gathers.end(), [&](const Gather& a, const Gather& b) {
+    const int64_t pa = a.first_use == kNoNode ? INT64_MAX : position[a.first_use];
+    const int64_t pb = b.first_use == kNoNode ? INT64_MAX : position[b.first_use];
+    return pa < pb;
+  });
+  std::vector<int> ks = {0};
+  for (double k = 1; k <= static_cast<double>(gathers.size()); k *= std::sqrt(2.0)) {
+    const int ki = static_cast<int>(std::lround(k));
+    if (ki != ks.back()) ks.push_back(ki);
+  }
+  LookaheadResult best;
+  bool have_best = false;
+  int64_t smallest_peak = INT64_MAX;
+  std::vector<NodeId> smallest_order;
+  int smallest_k = 0;
+  for (int k : ks) {
+    std::vector<NodeId> order = Candidate(base, gathers, moved, k);
+    absl::StatusOr<SimulationResult> sim = Simulate(g, order, model);
+    if (!sim.ok()) return sim.status();
+    if (sim->peak_memory_bytes < smallest_peak) {
+      smallest_peak = sim->peak_memory_bytes;
+      smallest_order = order;
+      smallest_k = k;
+    }
+    if (memory_limit && sim->peak_memory_bytes > *memory_limit) continue;
+    if (!have_best || sim->step_time_s < best.step_time_s) {
+      have_best = true;
+      best.order = std::move(order);
+      best.lookahead = k;
+      best.peak_memory_bytes = sim->peak_memory_bytes;
+      best.step_time_s = sim->step_time_s;
+    }
+  }
+  if (!have_best) {
+    LookaheadResult r;
+    r.feasible = false;
+    r.min_feasible_bytes = smallest_peak;
+    r.order = std::move(smallest_order);
+    r.lookahead = smallest_k;
+    absl::StatusOr<SimulationResult> sim = Simulate(g, r.order, model);
+    if (!sim.ok()) return sim.status();
+    r.peak_memory_bytes = sim->peak_memory_bytes;
+    r.step_time_s = sim->step_time_s;
+    return r;
+  }
+  return best;
+}
+
+}  // namespace overlap
