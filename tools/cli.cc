@@ -25,6 +25,7 @@
 #include "partition/report.h"
 #include "schedule/fast_free.h"
 #include "schedule/list_schedule.h"
+#include "schedule/lookahead_prefetch.h"
 #include "schedule/schedule_verifier.h"
 #include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
@@ -122,8 +123,11 @@ lifted: `overlap gen <model> --lifted`). The order is checked by the schedule ve
 simulated on two streams (schedule/simulator.h). See schedule/README.md.
 
 options:
-  --algorithm A        fast_free (default until our memory-bounded scheduler lands), list,
-                       simple_prefetch: DeepSpeed DeepCompile's schedulers
+  --algorithm A        lookahead (default): ours, memory-bounded lookahead prefetch;
+                       fast_free, list, simple_prefetch: DeepSpeed DeepCompile's schedulers
+  --memory-limit SIZE  lookahead: the simulated peak-memory budget; when no schedule fits,
+                       exit 1 and report the smallest feasible budget (the result is still
+                       written)
   --backward           the graph is a backward graph (graph_id 1: reduce_grad inserted)
   --world-size N       ranks (default 32)
   --latency-us X       collective latency in microseconds (default 20)
@@ -491,21 +495,31 @@ class Cli {
   int ScheduleCmd(const std::vector<std::string>& argv) {
     Args a;
     if (auto e = ParseArgs(argv, 1, {"algorithm", "backward", "world-size", "latency-us",
-                                     "bandwidth", "json", "output", "trace"},
+                                     "bandwidth", "json", "output", "trace", "memory-limit"},
                            &a)) {
       return Usage(*e, kScheduleUsage);
     }
     if (a.flags.count("help")) return Help("schedule");
     if (a.positional.size() != 1) return Usage("schedule takes exactly one file", kScheduleUsage);
-    const std::string algorithm = a.flags.count("algorithm") ? a.flags.at("algorithm") : "fast_free";
+    const std::string algorithm = a.flags.count("algorithm") ? a.flags.at("algorithm") : "lookahead";
     absl::StatusOr<std::vector<NodeId>> (*scheduler)(const Graph&) = nullptr;
     if (algorithm == "fast_free") scheduler = &FastFreeSchedule;
     if (algorithm == "list") scheduler = &ListSchedule;
     if (algorithm == "simple_prefetch") scheduler = &SimplePrefetchSchedule;
-    if (scheduler == nullptr) {
-      return Usage(absl::StrCat("--algorithm must be fast_free, list or simple_prefetch, got \"",
-                                algorithm, "\""),
+    if (scheduler == nullptr && algorithm != "lookahead") {
+      return Usage(absl::StrCat("--algorithm must be lookahead, fast_free, list or "
+                                "simple_prefetch, got \"", algorithm, "\""),
                    kScheduleUsage);
+    }
+    std::optional<int64_t> limit;
+    if (auto it = a.flags.find("memory-limit"); it != a.flags.end()) {
+      if (algorithm != "lookahead") {
+        return Usage("--memory-limit applies to the lookahead scheduler (the DeepCompile "
+                     "baselines ignore memory)", kScheduleUsage);
+      }
+      absl::StatusOr<int64_t> l = ParseSize(it->second);
+      if (!l.ok()) return Usage(absl::StrCat("--memory-limit: ", l.status().message()), kScheduleUsage);
+      limit = *l;
     }
     CollectiveModel model;
     int rc = kExitOk;
@@ -516,7 +530,16 @@ class Cli {
       absl::StatusOr<bool> inserted = Zero3Insertion(a.flags.count("backward") ? 1 : 0).Run(&*g);
       if (!inserted.ok()) return BadInput(inserted.status());
     }
-    absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(*g);
+    std::optional<LookaheadResult> ours;
+    absl::StatusOr<std::vector<NodeId>> order;
+    if (scheduler != nullptr) {
+      order = (*scheduler)(*g);
+    } else {
+      absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(*g, limit, model);
+      if (!r.ok()) return BadInput(r.status());
+      ours = std::move(*r);
+      order = ours->order;
+    }
     if (!order.ok()) return BadInput(order.status());
     if (absl::Status s = VerifySchedule(*g, *order); !s.ok()) return BadInput(s);
     absl::StatusOr<SimulationResult> r = Simulate(*g, *order, model);
@@ -537,7 +560,16 @@ class Cli {
         AppendJsonString(&json, g->node((*order)[i]).name());
       }
       // The simulator's peak_gathered_bytes is the same walk over the order.
-      absl::StrAppend(&json, "], ", SimulationJsonFields(*r), "}\n");
+      absl::StrAppend(&json, "], ", SimulationJsonFields(*r));
+      if (ours) {
+        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead);
+        if (limit) {
+          absl::StrAppend(&json, ", \"memory_limit_bytes\": ", *limit,
+                          ", \"feasible\": ", ours->feasible ? "true" : "false");
+          if (!ours->feasible) absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours->min_feasible_bytes);
+        }
+      }
+      json.append("}\n");
       absl::Status s = WriteTextFile(ResolvePath(it->second), json);
       if (!s.ok()) return BadInput(s);
     }
@@ -556,6 +588,14 @@ class Cli {
     if (auto it = a.flags.find("trace"); it != a.flags.end()) {
       absl::Status s = WriteTextFile(ResolvePath(it->second), ChromeTraceJson(*g, *r));
       if (!s.ok()) return BadInput(s);
+    }
+    if (ours && !ours->feasible) {
+      std::fprintf(err_,
+                   "overlap: error: no schedule fits the memory limit of %s; the smallest "
+                   "feasible budget found is %s (%lld bytes)\n",
+                   FormatBytes(*limit).c_str(), FormatBytes(ours->min_feasible_bytes).c_str(),
+                   static_cast<long long>(ours->min_feasible_bytes));
+      return kExitBadInput;
     }
     return kExitOk;
   }
@@ -686,10 +726,17 @@ class Cli {
       if (!ls.ok()) return BadInput(ls.status());
       absl::StatusOr<std::vector<NodeId>> sp = SimplePrefetchSchedule(*z);
       if (!sp.ok()) return BadInput(sp.status());
+      absl::StatusOr<SimulationResult> ff_sim = Simulate(*z, *ff);
+      if (!ff_sim.ok()) return BadInput(ff_sim.status());
+      // Ours, with a budget of 1.25x fast_free's simulated peak.
+      absl::StatusOr<LookaheadResult> ours =
+          LookaheadPrefetchSchedule(*z, ff_sim->peak_memory_bytes * 5 / 4);
+      if (!ours.ok()) return BadInput(ours.status());
       for (const auto& [label, order] : {std::pair<const char*, std::vector<NodeId>>{"insertion order", z->OrderVector()},
                                          {"list           ", *ls},
                                          {"simple_prefetch", *sp},
-                                         {"fast_free      ", *ff}}) {
+                                         {"fast_free      ", *ff},
+                                         {"lookahead (ours, budget 1.25x fast_free's peak)", ours->order}}) {
         absl::StatusOr<SimulationResult> sim = Simulate(*z, order);
         if (!sim.ok()) return BadInput(sim.status());
         std::fprintf(out_, "  %s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)\n",

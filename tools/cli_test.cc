@@ -298,3 +298,27 @@ TEST(CliScheduleTest, ModuleOwnedParametersAndBadAlgorithmsAreRejected) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
+  const std::string path = Tmp("gpt2_lookahead.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "-o", path}).code, kExitOk);
+  Result r = Overlap({"schedule", path});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("lookahead: "));
+  const std::string json = Tmp("infeasible.json");
+  Result tight = Overlap({"schedule", path, "--memory-limit", "1KiB", "--json", json});
+  EXPECT_EQ(tight.code, kExitBadInput);
+  EXPECT_THAT(tight.err, HasSubstr("the smallest feasible budget found is"));
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"memory_limit_bytes\": 1024, \"feasible\": false, \"min_feasible_bytes\": "));
+  EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--memory-limit", "1GiB"}).code,
+            kExitUsage);
+}
+
+}  // namespace
+}  // namespace overlap
