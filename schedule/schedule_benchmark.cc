@@ -8,6 +8,7 @@
 #include "graph/models.h"
 #include "schedule/fast_free.h"
 #include "schedule/fast_free_reference.h"
+#include "schedule/lookahead_prefetch.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
 
@@ -61,6 +62,13 @@ void BM_FastFree(benchmark::State& state) {
   Label(state, g);
 }
 BENCHMARK(BM_FastFree)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+void BM_LookaheadPrefetch(benchmark::State& state) {
+  const Graph& g = Lifted(state.range(0), true);
+  for (auto _ : state) benchmark::DoNotOptimize(LookaheadPrefetchSchedule(g, std::nullopt));
+  Label(state, g);
+}
+BENCHMARK(BM_LookaheadPrefetch)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 
 void BM_Simulate(benchmark::State& state) {
   const Graph& g = Lifted(state.range(0), true);
