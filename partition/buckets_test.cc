@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
+#include "graph/test_graphs.h"
 #include "graph/models.h"
 #include "gtest/gtest.h"
 
@@ -19,9 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 Graph Parse(const std::string& nodes, const std::string& params) {
-  absl::StatusOr<Graph> g = ReadGraphJson(absl::StrCat(
-      R"({"format": "overlap-graph", "version": 1, "nodes": [)", nodes, R"(], "params": [)",
-      params, "]}"));
+  absl::StatusOr<Graph> g = GraphFromParts(nodes, params);
   EXPECT_TRUE(g.ok()) << g.status();
   return g.ok() ? std::move(*g) : Graph();
 }

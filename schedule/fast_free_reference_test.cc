@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
+#include "graph/test_graphs.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
 #include "graph/verifier.h"
@@ -22,9 +23,7 @@ using ::testing::ElementsAre;
 
 // Parses a lifted graph and inserts the ZeRO-3 ops.
 Graph Zero3(const std::string& nodes, const std::string& params, int graph_id = 0) {
-  absl::StatusOr<Graph> g = ReadGraphJson(absl::StrCat(
-      R"({"format": "overlap-graph", "version": 1, "nodes": [)", nodes, R"(], "params": [)",
-      params, "]}"));
+  absl::StatusOr<Graph> g = GraphFromParts(nodes, params);
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return Graph();
   absl::StatusOr<bool> r = Zero3Insertion(graph_id).Run(&*g);
