@@ -1,6 +1,7 @@
 #include "schedule/lookahead_prefetch.h"
 
 #include "gtest/gtest.h"
+#include "graph/backward.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
 #include "rapidcheck/gtest.h"
@@ -87,6 +88,38 @@ RC_GTEST_PROP(LookaheadPrefetchPropertyTest, prop_NeverOverBudgetAndMonotoneInIt
     RC_ASSERT(ra->min_feasible_bytes > a);
   }
   if (rb->feasible) RC_ASSERT(rb->peak_memory_bytes <= b);
+}
+
+}  // namespace
+}  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
+  for (const char* name : {"gpt2", "llama-7b"}) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> f = BuildModel(name, o);
+    ASSERT_TRUE(f.ok());
+    absl::StatusOr<Graph> b = BuildBackward(*f);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(Zero3Insertion(1).Run(&*b).ok());
+    int reduces = 0;
+    for (NodeId id : b->order()) reduces += b->node(id).target() == kReduceTarget;
+    EXPECT_GT(reduces, 0) << name;
+    absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(*b);
+    ASSERT_TRUE(ff.ok()) << name << ": " << ff.status();
+    EXPECT_TRUE(VerifySchedule(*b, *ff).ok()) << name << ": " << VerifySchedule(*b, *ff);
+    absl::StatusOr<SimulationResult> ff_sim = Simulate(*b, *ff);
+    ASSERT_TRUE(ff_sim.ok());
+    absl::StatusOr<LookaheadResult> ours =
+        LookaheadPrefetchSchedule(*b, ff_sim->peak_memory_bytes * 5 / 4);
+    ASSERT_TRUE(ours.ok());
+    ASSERT_TRUE(ours->feasible) << name;
+    EXPECT_TRUE(VerifySchedule(*b, ours->order).ok()) << name;
+    EXPECT_LE(ours->step_time_s, ff_sim->step_time_s) << name;
+  }
 }
 
 }  // namespace

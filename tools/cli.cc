@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/backward.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
@@ -61,6 +62,9 @@ options:
   -o, --output FILE        write to FILE (default: stdout)
   --lifted                 parameters as placeholders with meta.param (AOT / ZeRO-3 style);
                            default: owned by call_module / get_attr nodes (torch.fx style)
+  --backward               the model's AOT-style backward graph instead (implies --lifted;
+                           graph/backward.h): saved activations and tangents in, parameter
+                           gradients (meta.grad_of) out
   --batch N, --seq N, --layers N
                            override the preset (transformers; --batch also mlp and resnet18)
   --peak-tflops X          16-bit peak of the roofline cost model (default 989, H100 SXM)
@@ -153,7 +157,7 @@ struct Args {
 
 // Flags that take no value.
 bool IsSwitch(absl::string_view f) {
-  return f == "lifted" || f == "help" || f == "sparse-meta";
+  return f == "lifted" || f == "help" || f == "sparse-meta" || f == "backward";
 }
 
 std::optional<std::string> ParseArgs(const std::vector<std::string>& argv, size_t start,
@@ -346,7 +350,7 @@ class Cli {
 
   int Gen(const std::vector<std::string>& argv) {
     Args a;
-    if (auto e = ParseArgs(argv, 1, {"output", "lifted", "nodes", "seed", "sparse-meta", "batch",
+    if (auto e = ParseArgs(argv, 1, {"output", "lifted", "backward", "nodes", "seed", "sparse-meta", "batch",
                                      "seq", "layers", "peak-tflops", "peak-tflops-fp32",
                                      "mem-bandwidth"},
                            &a)) {
@@ -355,8 +359,14 @@ class Cli {
     if (a.flags.count("help")) return Help("gen");
     if (a.positional.size() != 1) return Usage("gen takes exactly one model name", kGenUsage);
     int rc = kExitOk;
+    if (a.flags.count("backward")) a.flags["lifted"] = "";
     std::optional<Graph> g = BuildRequested(a.positional[0], a, &rc, kGenUsage);
     if (!g) return rc;
+    if (a.flags.count("backward")) {
+      absl::StatusOr<Graph> b = BuildBackward(*g);
+      if (!b.ok()) return BadInput(b.status());
+      g = std::move(*b);
+    }
     auto it = a.flags.find("output");
     const std::string path = it == a.flags.end() ? "-" : ResolvePath(it->second);
     absl::Status s = path == "-" ? WriteGraphJsonStream(*g, out_) : WriteGraphJsonFile(*g, path);
