@@ -146,7 +146,9 @@ constexpr char kDemoUsage[] = R"(usage: overlap demo [MODEL] [--lifted]
 Runs what overlap can do today on a built-in model (default gpt2): builds its graph, writes
 it in the interchange format, reads it back (checking the round trip), verifies it, prints
 its summary, then partitions it into DDP buckets in PyTorch's reference mode and in ours,
-and predicts the exposed allreduce time at the default cap and at the best cap.
+predicts the exposed allreduce time at the default cap and at the best cap, and finally
+inserts the ZeRO-3 ops into the lifted graph and compares DeepSpeed DeepCompile's
+schedulers with ours in the two-stream simulator.
 )";
 
 // Parsed command line: positional arguments and --flags (with or without values).
@@ -757,7 +759,7 @@ class Cli {
     }
     std::fputs(
         "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, "
-        "`overlap partition g.json --bucket-cap auto`, `overlap simulate g.json` (see --help)\n",
+        "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json` (see --help)\n",
         out_);
     return *back == *g ? kExitOk : kExitBadInput;
   }
