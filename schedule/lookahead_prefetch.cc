@@ -117,6 +117,9 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       best.peak_memory_bytes = sim->peak_memory_bytes;
       best.step_time_s = sim->step_time_s;
     }
+    // Nothing beats max(compute, communication): stop at the first candidate that reaches
+    // it. (Still monotone in the budget: a larger budget admits this candidate too.)
+    if (best.step_time_s <= sim->lower_bound_s * (1 + 1e-9)) break;
   }
   if (!have_best) {
     LookaheadResult r;

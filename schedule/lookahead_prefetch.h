@@ -16,7 +16,8 @@
 // feasible budget.
 //
 // Candidates: k = 0, 1, 2, 3, 4, 6, 8, 12, 16, ... (about sqrt(2) apart) up to the number of
-// waits. Cost: O(log A) simulations, O(N log N) each.
+// parameters, stopping early at the first feasible candidate that reaches the lower bound
+// max(compute, communication). Cost: O(log A) simulations, O(N log N) each.
 //
 // Not yet (docs/notes): selective unsharding (keeping parameters resident when memory is
 // left over), bucketing reduce-scatters, an in-flight limit separate from memory.
