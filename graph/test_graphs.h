@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/graph.h"
 #include "graph/json_reader.h"
+#include "gtest/gtest.h"
 
 namespace overlap {
 
@@ -20,6 +21,14 @@ namespace overlap {
 inline absl::StatusOr<Graph> GraphFromParts(const std::string& nodes, const std::string& params) {
   return ReadGraphJson(absl::StrCat(R"({"format": "overlap-graph", "version": 1, "nodes": [)",
                                     nodes, R"(], "params": [)", params, "]}"));
+}
+
+// GraphFromParts for tests that expect the text to be valid: records a failure and returns
+// an empty graph otherwise.
+inline Graph ParseGraphParts(const std::string& nodes, const std::string& params) {
+  absl::StatusOr<Graph> g = GraphFromParts(nodes, params);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? std::move(*g) : Graph();
 }
 
 }  // namespace overlap

@@ -20,9 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 Graph Parse(const std::string& nodes, const std::string& params) {
-  absl::StatusOr<Graph> g = GraphFromParts(nodes, params);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return g.ok() ? std::move(*g) : Graph();
+  return ParseGraphParts(nodes, params);
 }
 
 std::string Node(const std::string& name, const std::string& op, const std::string& target,

@@ -46,10 +46,9 @@ RC_GTEST_PROP(DdpPartitionerPropertyTest, prop_DeterministicAcrossRuns, ()) {
   RC_ASSERT(a->pieces.call_order == b->pieces.call_order);
 }
 
-RC_GTEST_PROP(DdpPartitionerPropertyTest, prop_DefaultNeverExceedsReferenceBucketCount, ()) {
-  // Default mode only ever delays a cut (until the bucket has an outside use) and counts
-  // tied storage once, so with the same caps it never makes more subgraphs with outputs
-  // missing; here: it never leaves a piece without outputs.
+RC_GTEST_PROP(DdpPartitionerPropertyTest, prop_DefaultNeverLeavesAPieceWithoutOutputs, ()) {
+  // Default mode only cuts once the bucket has a value used outside it, and merges an unread
+  // first bucket forward, so every piece returns something.
   const Graph g = *ArbitraryGraph();
   PartitionOptions o = *ArbitraryOptions();
   o.buckets.mode = PartitionMode::kDefault;

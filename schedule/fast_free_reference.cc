@@ -32,7 +32,7 @@ struct Task {
 
 }  // namespace
 
-std::vector<NodeId> LastUses(const Graph& g) {
+std::vector<NodeId> LastUses(const Graph& g, bool releases_pass_through) {
   std::vector<int64_t> position(g.id_bound(), -1);
   int64_t i = 0;
   for (NodeId id : g.order()) position[id] = i++;
@@ -41,8 +41,10 @@ std::vector<NodeId> LastUses(const Graph& g) {
     NodeId best = kNoNode;
     for (NodeId u : g.node(id).users()) {
       const Node& user = g.node(u);
-      const bool alias = user.meta().has_aliases_input && user.meta().aliases_input;
-      const NodeId eff = alias && !user.users().empty() ? last[u] : u;
+      const bool through =
+          (user.meta().has_aliases_input && user.meta().aliases_input) ||
+          (releases_pass_through && user.op() == Op::kCallFunction && user.target() == kReleaseTarget);
+      const NodeId eff = through && !user.users().empty() ? last[u] : u;
       if (eff != kNoNode && (best == kNoNode || position[eff] > position[best])) best = eff;
     }
     last[id] = best;

@@ -23,7 +23,10 @@ namespace overlap {
 // of eff(u) over the readers u of n (through args and kwargs), where eff(u) = u for an
 // ordinary reader and, for a reader with meta.aliases_input, last_use[u] if u has readers
 // and u otherwise. One reverse walk. O(N + E).
-std::vector<NodeId> LastUses(const Graph& g);
+// `releases_pass_through`: also treat dc.release_param readers like views (they hand the
+// same tensor on), which is when a tensor's storage dies (the simulator's view); the
+// DeepSpeed definition, used by fast_free, does not.
+std::vector<NodeId> LastUses(const Graph& g, bool releases_pass_through = false);
 
 // requirements(target, done): the nodes not in `done` that `target` transitively needs,
 // `target` included, in depth-first post-order over args only (not kwargs), each node once.

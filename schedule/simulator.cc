@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/json_writer.h"
-#include "schedule/fast_free_reference.h"  // CheckTopologicalPermutation
+#include "schedule/fast_free_reference.h"  // LastUses, CheckTopologicalPermutation
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -33,24 +33,8 @@ absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeI
         "collective model needs world size >= 1, latency >= 0, bandwidth > 0");
   }
   SimulationResult r;
-  // When a tensor's storage dies: LastUses, except that a release also passes its input
-  // through (the same tensor flows on), so it extends the life like a view does.
-  std::vector<NodeId> last_use(g.id_bound(), kNoNode);
-  {
-    std::vector<int64_t> position(g.id_bound(), -1);
-    int64_t i = 0;
-    for (NodeId id : g.order()) position[id] = i++;
-    for (NodeId id = g.last(); id != kNoNode; id = g.prev(id)) {
-      NodeId best = kNoNode;
-      for (NodeId u : g.node(id).users()) {
-        const Node& user = g.node(u);
-        const bool through = IsView(user) || Is(user, kReleaseTarget);
-        const NodeId eff = through && !user.users().empty() ? last_use[u] : u;
-        if (eff != kNoNode && (best == kNoNode || position[eff] > position[best])) best = eff;
-      }
-      last_use[id] = best;
-    }
-  }
+  // When a tensor's storage dies: a release hands the same tensor on, like a view.
+  const std::vector<NodeId> last_use = LastUses(g, /*releases_pass_through=*/true);
   std::vector<double> start(g.id_bound(), 0), end(g.id_bound(), 0);
   std::vector<NodeId> reduced_by(g.id_bound(), kNoNode);  // gradient -> its reduce node
   for (NodeId id : order) {
