@@ -1,7 +1,8 @@
 // Fuzz target: the DDP partitioner on structure-aware random graphs.
 // The first 4 bytes pick the caps (bucket cap up to 16 MiB, first cap a fraction of it);
 // the rest decode into a graph (GraphFromBytes). Both modes run, and every invariant of
-// partition/invariants.h is checked; any violation aborts with its description.
+// partition/invariants.h is checked; reference mode is also compared with the slow,
+// obviously-correct version of partition/testing/ (differential). Any violation aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "graph/random_graph.h"
 #include "partition/ddp_partitioner.h"
 #include "partition/invariants.h"
+#include "partition/testing/slow_reference.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace overlap;
@@ -31,6 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       std::abort();
+    }
+    if (mode == PartitionMode::kReference) {
+      s = slow::CompareReferenceMode(g, *r);
+      if (!s.ok()) {
+        std::fprintf(stderr, "differs from the slow reference: %s\n",
+                     std::string(s.message()).c_str());
+        std::abort();
+      }
     }
   }
   return 0;

@@ -1,19 +1,65 @@
 #!/usr/bin/env bash
-# The README's second command, and all that .ci/run does: installs what is missing, then
-# runs the whole test suite (`bazel test //...`: unit tests, RapidCheck properties, fuzz
-# corpus replays, the CLI end to end) and closes with one line "overlap: N passed, N failed".
+# The README's second command, and all that .ci/run does: installs what is missing, then runs
+# the hardened suite and closes with one line "overlap: N passed, N failed".
+#
+#   1. bazel test //...                      unit tests, RapidCheck properties (1,000 cases
+#                                            each), fuzz corpus replays, the CLI end to end
+#   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
+#   3. tools/fuzz.sh --seconds 30 --no-merge a 30-second libFuzzer smoke run of every target
+#
+#   tools/test.sh [--quick]    (--quick: stage 1 only, for the edit-compile loop)
+#
+# Any failing test, sanitizer report or fuzzer finding fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
 tools/bootstrap.sh || exit 1
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-start=$(date +%s)
-bazel test --test_summary=short //... 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log" || true)
-echo "suite took $(( $(date +%s) - start )) s"
-if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi  # a build failure fails the run
+passed=0
+failed=0
+rc=0
+timings=()
+t0=$(date +%s)
+
+# Runs `bazel test` with the given flags and adds its targets to the counts.
+suite() {
+  local name="$1" start
+  shift
+  start=$(date +%s)
+  echo "== overlap: $name"
+  bazel test --test_summary=short "$@" //... 2>&1 | tee "$log"
+  local r=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
+  f=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log" || true)
+  if [ "$r" != 0 ] && [ "$f" = 0 ]; then f=1; fi  # a build failure fails the run
+  passed=$((passed + p))
+  failed=$((failed + f))
+  [ "$r" != 0 ] && rc=1
+  timings+=("$(printf '%-28s %5d s  %s passed, %s failed' "$name" $(( $(date +%s) - start )) "$p" "$f")")
+}
+
+suite "unit + property + corpus"
+if ((!quick)); then
+  suite "ASan + UBSan" --config=asan-ubsan
+  start=$(date +%s)
+  echo "== overlap: fuzz smoke (30 s per target)"
+  tools/fuzz.sh --seconds 30 --no-merge 2>&1 | tee "$log"
+  r=${PIPESTATUS[0]}
+  p=$(grep -cE '_fuzzer +[0-9]+ +[0-9]+ +[0-9?]+ +0$' "$log" || true)
+  f=$(grep -cE '_fuzzer +[0-9]+ +[0-9]+ +[0-9?]+ +[1-9][0-9]*$' "$log" || true)
+  if [ "$r" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  [ "$r" != 0 ] && rc=1
+  timings+=("$(printf '%-28s %5d s  %s passed, %s failed' "fuzz smoke" $(( $(date +%s) - start )) "$p" "$f")")
+fi
+
+echo
+printf '%s\n' "${timings[@]}"
+echo "suite took $(( $(date +%s) - t0 )) s"
 echo "overlap: $passed passed, $failed failed"
 exit "$rc"
