@@ -147,7 +147,7 @@ absl::Status Graph::CheckRefs(const std::string& node_name, const std::vector<Va
 }
 
 void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
-                       std::vector<NodeId>* inputs, uint32_t* num_arg_inputs) {
+                       NodeList* inputs, uint32_t* num_arg_inputs) {
   inputs->clear();
   // Short lists (almost every node) dedup by scanning; long ones (an output node returning
   // thousands of gradients) switch to a hash set so the cost stays linear.
@@ -278,7 +278,7 @@ int Graph::ReplaceAllUsesWith(NodeId from, NodeId to) {
 int Graph::ReplaceAllUsesWith(NodeId from, NodeId to,
                               absl::FunctionRef<bool(const Node& user)> keep_user) {
   // Copy: relinking edits the users list.
-  const std::vector<NodeId> users = nodes_[from].users_;
+  const NodeList users = nodes_[from].users_;
   int rewritten = 0;
   for (NodeId u : users) {
     if (u == to || !keep_user(nodes_[u])) continue;

@@ -34,6 +34,7 @@
 #include "absl/container/node_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -90,6 +91,11 @@ struct NodeMeta {
   friend bool operator==(const NodeMeta& a, const NodeMeta& b);
 };
 
+// A node's inputs or users: most nodes have at most four, which then live inside the node
+// (the same 24 bytes a std::vector takes) instead of in two heap blocks per node; a split of
+// a million-node graph makes 3 million fewer allocations.
+using NodeList = absl::InlinedVector<NodeId, 4>;
+
 // One node. Read through Graph::node(); changed only through Graph's mutation methods
 // (which keep inputs and users consistent), except metadata, which is free to edit.
 class Node {
@@ -113,13 +119,13 @@ class Node {
 
   // Data inputs: every node referenced in args (depth-first, left to right), then in kwargs
   // (key order), each node once (FX's all_input_nodes).
-  const std::vector<NodeId>& inputs() const { return inputs_; }
+  const NodeList& inputs() const { return inputs_; }
   // The first part of inputs(): the nodes referenced from args alone.
   absl::Span<const NodeId> arg_inputs() const {
     return absl::MakeConstSpan(inputs_).first(num_arg_inputs_);
   }
   // Nodes whose inputs contain this node, each once, in the order they started using it.
-  const std::vector<NodeId>& users() const { return users_; }
+  const NodeList& users() const { return users_; }
   bool alive() const { return alive_; }
 
  private:
@@ -141,8 +147,8 @@ class Node {
   ValueDict kwargs_;
   NodeMeta meta_;
   Extras extra_;
-  std::vector<NodeId> inputs_;
-  std::vector<NodeId> users_;
+  NodeList inputs_;
+  NodeList users_;
 };
 
 // One entry of the parameter table (see the format doc for the meaning of each field).
@@ -421,7 +427,7 @@ class Graph {
 // left to right, then in `kwargs`, each node once; `*num_arg_inputs` gets how many came from
 // `args`. O(number of references) expected (a hash set dedups long argument lists).
 void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
-                       std::vector<NodeId>* inputs, uint32_t* num_arg_inputs);
+                       NodeList* inputs, uint32_t* num_arg_inputs);
 
 // Whether two argument values are equal, comparing references by the referenced node's name
 // (so values of different graphs compare). NaN equals NaN. O(size of the values).

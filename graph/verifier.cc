@@ -26,7 +26,7 @@ absl::Status VerifyNodes(const Graph& g) {
   int64_t count = 0;
   NodeId prev = kNoNode;
   NodeId output = kNoNode;
-  std::vector<NodeId> expected;
+  NodeList expected;
   // Users must hold exactly the (input, node) pairs the inputs define. Counting them, and
   // checking each user entry against the user's inputs, proves it: by a scan for the usual
   // short input lists, through a hash set for the rare wide ones (an output returning

@@ -28,114 +28,20 @@ struct OrderedSet {
   }
 };
 
-}  // namespace
-
-absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buckets) {
-  const int parts = static_cast<int>(buckets.size());
-  std::vector<int> part(g.id_bound(), -1);
-  std::vector<std::vector<NodeId>> members(parts);
-  for (const Bucket& b : buckets) {
-    for (NodeId id : b.nodes) {
-      if (!g.IsLive(id)) return absl::InvalidArgumentError("a bucket lists a dead node");
-      if (g.node(id).op() == Op::kGetAttr) continue;  // stays in the outer graph
-      if (part[id] != -1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node \"", g.node(id).name(), "\" is in two buckets"));
-      }
-      part[id] = b.index;
-    }
-  }
-  std::vector<OrderedSet> inputs(parts), outputs(parts);
-  for (NodeId id : g.order()) {
-    const Node& n = g.node(id);
-    const bool is_output = n.op() == Op::kOutput;
-    if (!StaysOutside(n)) {
-      if (part[id] < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node \"", n.name(), "\" is in no bucket"));
-      }
-      members[part[id]].push_back(id);
-    } else if (!is_output) {
-      continue;
-    }
-    const int used_in = is_output ? -2 : part[id];
-    for (NodeId d : n.inputs()) {
-      const int defined_in = part[d];
-      if (defined_in == used_in) continue;
-      if (defined_in >= 0) outputs[defined_in].Add(d);
-      if (used_in >= 0) inputs[used_in].Add(d);
-    }
-  }
-
-  SplitGraph out;
-  std::vector<int> sub_of_part(parts, -1);
-  for (int p = 0; p < parts; ++p) {
-    if (members[p].empty()) continue;  // no subgraph; indices keep their gaps
-    Submodule s;
-    s.name = absl::StrCat("submod_", p);
-    s.partition = p;
-    s.nodes = std::move(members[p]);
-    s.inputs = std::move(inputs[p].items);
-    s.outputs = std::move(outputs[p].items);
-    sub_of_part[p] = static_cast<int>(out.submodules.size());
-    out.submodules.push_back(std::move(s));
-  }
-  // The pieces are independent copies out of a graph nobody writes: build them on every
-  // core (the copies are most of a split's time). Errors are reported in piece order.
-  std::vector<absl::Status> built(out.submodules.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&]() {
-    for (size_t i = next++; i < out.submodules.size(); i = next++) {
-      Submodule& s = out.submodules[i];
-      absl::StatusOr<Graph> sub = BuildSubgraph(g, s.nodes, s.inputs, s.outputs);
-      if (!sub.ok()) {
-        built[i] = sub.status();
-        continue;
-      }
-      s.graph = std::move(*sub);
-      s.graph.set_name(s.name);
-    }
-  };
-  const size_t threads = std::min<size_t>(
-      {std::max(1u, std::thread::hardware_concurrency()), 8, out.submodules.size() / 64 + 1});
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const absl::Status& st : built) {
-    if (!st.ok()) return st;
-  }
-
-  // Call order: Kahn's algorithm, smallest ready partition first (deterministic).
-  const int subs = static_cast<int>(out.submodules.size());
-  std::vector<std::vector<int>> consumers(subs);
-  std::vector<int> pending(subs, 0);
-  for (int s = 0; s < subs; ++s) {
-    absl::flat_hash_set<int> deps;
-    for (NodeId in : out.submodules[s].inputs) {
-      if (part[in] >= 0) deps.insert(sub_of_part[part[in]]);
-    }
-    pending[s] = static_cast<int>(deps.size());
-    for (int d : deps) consumers[d].push_back(s);
-  }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int s = 0; s < subs; ++s) {
-    if (pending[s] == 0) ready.push(s);
-  }
-  while (!ready.empty()) {
-    const int s = ready.top();
-    ready.pop();
-    out.call_order.push_back(s);
-    for (int c : consumers[s]) {
-      if (--pending[c] == 0) ready.push(c);
-    }
-  }
-  if (static_cast<int>(out.call_order.size()) != subs) {
-    return absl::InvalidArgumentError("partitions depend on each other in a cycle");
-  }
-
-  // The outer graph: placeholders and get_attrs, then the calls, then the output.
+// The outer graph of `out` (whose submodules and call order are set): placeholders and
+// get_attrs, then the calls with getitems unpacking tuples, then the output. Reads only the
+// submodules' node / input / output lists, so it may run while their graphs are built.
+absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
   Graph& outer = out.outer;
+  int64_t reserve = 1;  // the output
+  for (NodeId id : g.order()) {
+    const Op op = g.node(id).op();
+    reserve += op == Op::kPlaceholder || op == Op::kGetAttr;
+  }
+  for (const Submodule& sm : out.submodules) {
+    reserve += 1 + (sm.outputs.size() > 1 ? static_cast<int64_t>(sm.outputs.size()) : 0);
+  }
+  outer.ReserveNodes(reserve);
   if (g.has_name()) outer.set_name(g.name());
   std::vector<NodeId> value(g.id_bound(), kNoNode);  // source value -> outer value
   auto outer_value = [&](NodeId id) { return value[id]; };
@@ -189,6 +95,117 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
     }
   }
   outer.set_has_params_key(true);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buckets) {
+  const int parts = static_cast<int>(buckets.size());
+  std::vector<int> part(g.id_bound(), -1);
+  std::vector<std::vector<NodeId>> members(parts);
+  for (const Bucket& b : buckets) {
+    for (NodeId id : b.nodes) {
+      if (!g.IsLive(id)) return absl::InvalidArgumentError("a bucket lists a dead node");
+      if (g.node(id).op() == Op::kGetAttr) continue;  // stays in the outer graph
+      if (part[id] != -1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node \"", g.node(id).name(), "\" is in two buckets"));
+      }
+      part[id] = b.index;
+    }
+  }
+  std::vector<OrderedSet> inputs(parts), outputs(parts);
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    const bool is_output = n.op() == Op::kOutput;
+    if (!StaysOutside(n)) {
+      if (part[id] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node \"", n.name(), "\" is in no bucket"));
+      }
+      members[part[id]].push_back(id);
+    } else if (!is_output) {
+      continue;
+    }
+    const int used_in = is_output ? -2 : part[id];
+    for (NodeId d : n.inputs()) {
+      const int defined_in = part[d];
+      if (defined_in == used_in) continue;
+      if (defined_in >= 0) outputs[defined_in].Add(d);
+      if (used_in >= 0) inputs[used_in].Add(d);
+    }
+  }
+
+  SplitGraph out;
+  std::vector<int> sub_of_part(parts, -1);
+  for (int p = 0; p < parts; ++p) {
+    if (members[p].empty()) continue;  // no subgraph; indices keep their gaps
+    Submodule s;
+    s.name = absl::StrCat("submod_", p);
+    s.partition = p;
+    s.nodes = std::move(members[p]);
+    s.inputs = std::move(inputs[p].items);
+    s.outputs = std::move(outputs[p].items);
+    sub_of_part[p] = static_cast<int>(out.submodules.size());
+    out.submodules.push_back(std::move(s));
+  }
+  // Call order: Kahn's algorithm, smallest ready partition first (deterministic).
+  const int subs = static_cast<int>(out.submodules.size());
+  std::vector<std::vector<int>> consumers(subs);
+  std::vector<int> pending(subs, 0);
+  for (int s = 0; s < subs; ++s) {
+    absl::flat_hash_set<int> deps;
+    for (NodeId in : out.submodules[s].inputs) {
+      if (part[in] >= 0) deps.insert(sub_of_part[part[in]]);
+    }
+    pending[s] = static_cast<int>(deps.size());
+    for (int d : deps) consumers[d].push_back(s);
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int s = 0; s < subs; ++s) {
+    if (pending[s] == 0) ready.push(s);
+  }
+  while (!ready.empty()) {
+    const int s = ready.top();
+    ready.pop();
+    out.call_order.push_back(s);
+    for (int c : consumers[s]) {
+      if (--pending[c] == 0) ready.push(c);
+    }
+  }
+  if (static_cast<int>(out.call_order.size()) != subs) {
+    return absl::InvalidArgumentError("partitions depend on each other in a cycle");
+  }
+
+  // The pieces are independent copies out of a graph nobody writes, and so is the outer
+  // graph: build the outer graph on this thread while the other cores build pieces, then
+  // help with the pieces that are left (the copies are most of a split's time).
+  std::vector<absl::Status> built(out.submodules.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < out.submodules.size(); i = next++) {
+      Submodule& s = out.submodules[i];
+      absl::StatusOr<Graph> sub = BuildSubgraph(g, s.nodes, s.inputs, s.outputs);
+      if (!sub.ok()) {
+        built[i] = sub.status();
+        continue;
+      }
+      s.graph = std::move(*sub);
+      s.graph.set_name(s.name);
+    }
+  };
+  const size_t threads = std::min<size_t>(
+      {std::max(1u, std::thread::hardware_concurrency()), 8, out.submodules.size() / 64 + 1});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  absl::Status outer_built = BuildOuter(g, out);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (!outer_built.ok()) return outer_built;
+  for (const absl::Status& st : built) {
+    if (!st.ok()) return st;
+  }
   return out;
 }
 

@@ -34,7 +34,7 @@ std::vector<NodeId> RealUses(const Graph& g, NodeId param) {
   std::vector<Frame> stack = {{param, 0}};
   while (!stack.empty()) {
     Frame& f = stack.back();
-    const std::vector<NodeId>& users = g.node(f.value).users();
+    const NodeList& users = g.node(f.value).users();
     if (f.next_user == users.size()) {
       stack.pop_back();
       continue;
