@@ -60,10 +60,14 @@ bool ParseOp(absl::string_view s, Op* op);
 // order. Kept so that a round trip loses nothing; the raw text is valid JSON.
 using Extras = std::vector<std::pair<std::string, std::string>>;
 
+// A tensor shape. Almost every shape has at most four dimensions, which then live inside
+// the metadata instead of in a heap block per node.
+using Shape = absl::InlinedVector<int64_t, 4>;
+
 // A node's metadata. Every field may be absent; `has_*` says whether it was given (so a
 // round trip writes back exactly what was read).
 struct NodeMeta {
-  std::vector<int64_t> shape;
+  Shape shape;
   std::string dtype;
   int64_t tensor_size = 0;   // bytes of the result
   double device_time = 0;    // seconds on the device
@@ -80,7 +84,7 @@ struct NodeMeta {
   Extras extra;              // unknown meta keys (e.g. `shapes`, `dtypes`, exporter data)
 
   // Setters that also mark the field present.
-  void set_shape(std::vector<int64_t> s) { shape = std::move(s); has_shape = true; }
+  void set_shape(Shape s) { shape = std::move(s); has_shape = true; }
   void set_dtype(std::string d) { dtype = std::move(d); has_dtype = true; }
   void set_tensor_size(int64_t b) { tensor_size = b; has_tensor_size = true; }
   void set_device_time(double t) { device_time = t; has_device_time = true; }
@@ -155,7 +159,7 @@ class Node {
 struct Param {
   std::string name;      // qualified parameter name, e.g. "layer1.0.conv1.weight"
   std::string owner;     // call_module target, get_attr target, or placeholder name
-  std::vector<int64_t> shape;
+  Shape shape;
   std::string dtype;
   int64_t bytes = 0;     // storage size in bytes (what DDP counts)
   bool requires_grad = true;

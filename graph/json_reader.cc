@@ -458,7 +458,7 @@ class Parser {
     return true;
   }
 
-  bool ParseShapeField(absl::string_view field, std::vector<int64_t>* out) {
+  bool ParseShapeField(absl::string_view field, Shape* out) {
     if (!BeginArray(field)) return false;
     out->clear();
     return ParseElements([&]() {

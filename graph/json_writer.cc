@@ -111,7 +111,7 @@ class Writer {
     }
   }
 
-  void WriteInts(const std::vector<int64_t>& v) {
+  void WriteInts(absl::Span<const int64_t> v) {
     out_.push_back('[');
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) out_.append(", ");

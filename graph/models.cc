@@ -14,7 +14,6 @@
 namespace overlap {
 namespace {
 
-using Shape = std::vector<int64_t>;
 
 int64_t Numel(const Shape& s) {
   int64_t n = 1;

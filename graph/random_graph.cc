@@ -88,7 +88,7 @@ class Generator {
     if (!full_meta_ && c_.Chance(1, 2)) return;
     NodeMeta& m = g_.mutable_node(id).mutable_meta();
     const int rank = 1 + static_cast<int>(c_.Below(3));
-    std::vector<int64_t> shape;
+    Shape shape;
     int64_t numel = 1;
     for (int i = 0; i < rank; ++i) {
       int64_t d = 1 + static_cast<int64_t>(c_.Below(1024));
