@@ -100,9 +100,10 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   int64_t smallest_peak = INT64_MAX;
   std::vector<NodeId> smallest_order;
   int smallest_k = 0;
+  const Simulator simulator(g, model);  // the graph's part of every simulation, once
   for (int k : ks) {
     std::vector<NodeId> order = Candidate(base, gathers, moved, k);
-    absl::StatusOr<SimulationResult> sim = Simulate(g, order, model);
+    absl::StatusOr<SimulationResult> sim = simulator.Run(order, /*record=*/false);
     if (!sim.ok()) return sim.status();
     if (sim->peak_memory_bytes < smallest_peak) {
       smallest_peak = sim->peak_memory_bytes;
@@ -127,7 +128,7 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     r.min_feasible_bytes = smallest_peak;
     r.order = std::move(smallest_order);
     r.lookahead = smallest_k;
-    absl::StatusOr<SimulationResult> sim = Simulate(g, r.order, model);
+    absl::StatusOr<SimulationResult> sim = simulator.Run(r.order, /*record=*/false);
     if (!sim.ok()) return sim.status();
     r.peak_memory_bytes = sim->peak_memory_bytes;
     r.step_time_s = sim->step_time_s;

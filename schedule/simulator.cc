@@ -23,24 +23,50 @@ int64_t IntArg(const Node& n, size_t i) {
 
 }  // namespace
 
-absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
-                                          const CollectiveModel& model) {
+Simulator::Simulator(const Graph& g, const CollectiveModel& model)
+    : g_(g),
+      model_(model),
+      // When a tensor's storage dies: a release hands the same tensor on, like a view.
+      last_use_(LastUses(g, /*releases_pass_through=*/true)),
+      reduced_by_(g.id_bound(), kNoNode),
+      kind_(g.id_bound(), kCompute),
+      bytes_(g.id_bound(), 0),
+      time_(g.id_bound(), 0) {
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    bytes_[id] = SizeOf(n);
+    time_[id] = n.meta().has_device_time ? n.meta().device_time : 0;
+    if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
+      kind_[id] = kInstant;
+    } else if (Is(n, kAllgatherTarget)) {
+      kind_[id] = kAllgather;
+      time_[id] = model.Allgather(bytes_[id]);
+    } else if (Is(n, kReduceTarget)) {
+      kind_[id] = kReduce;
+      time_[id] = model.ReduceScatter(bytes_[id]);
+      if (!n.inputs().empty()) reduced_by_[n.inputs()[0]] = id;
+    } else if (Is(n, kWaitTarget)) {
+      kind_[id] = kWait;
+    } else if (Is(n, kReleaseTarget)) {
+      kind_[id] = kRelease;
+    } else if (IsView(n)) {
+      kind_[id] = kView;
+    }
+  }
+}
+
+absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
+                                                bool record) const {
+  const Graph& g = g_;
   if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));
   }
-  if (!model.Valid()) {
+  if (!model_.Valid()) {
     return absl::InvalidArgumentError(
         "collective model needs world size >= 1, latency >= 0, bandwidth > 0");
   }
   SimulationResult r;
-  // When a tensor's storage dies: a release hands the same tensor on, like a view.
-  const std::vector<NodeId> last_use = LastUses(g, /*releases_pass_through=*/true);
   std::vector<double> start(g.id_bound(), 0), end(g.id_bound(), 0);
-  std::vector<NodeId> reduced_by(g.id_bound(), kNoNode);  // gradient -> its reduce node
-  for (NodeId id : order) {
-    const Node& n = g.node(id);
-    if (Is(n, kReduceTarget) && !n.inputs().empty()) reduced_by[n.inputs()[0]] = id;
-  }
   double compute_t = 0, comm_free = 0;
   // Gathered parameters: (ds_id) -> (bytes, releases seen).
   absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> gathered;
@@ -48,80 +74,85 @@ absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeI
   std::vector<std::pair<double, int64_t>> deltas;  // (time, +/- bytes)
   for (NodeId id : order) {
     const Node& n = g.node(id);
-    if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
-      start[id] = end[id] = compute_t;
-      continue;
-    }
-    if (Is(n, kAllgatherTarget) || Is(n, kReduceTarget)) {
-      const int64_t bytes = SizeOf(n);
-      const double t = Is(n, kAllgatherTarget) ? model.Allgather(bytes) : model.ReduceScatter(bytes);
-      start[id] = std::max(compute_t, comm_free);
-      end[id] = start[id] + t;
-      comm_free = end[id];
-      r.comm_s += t;
-      r.events.push_back({id, 1, start[id], end[id]});
-      if (Is(n, kAllgatherTarget)) {
-        deltas.push_back({compute_t, bytes});  // allocated at issue
-        auto& [size, seen] = gathered[IntArg(n, 2)];
-        size = bytes;
-        seen = 0;
-        gathered_now += bytes;
-        r.peak_gathered_bytes = std::max(r.peak_gathered_bytes, gathered_now);
+    switch (kind_[id]) {
+      case kInstant:
+        start[id] = end[id] = compute_t;
+        break;
+      case kAllgather:
+      case kReduce: {
+        const int64_t bytes = bytes_[id];
+        const double t = time_[id];
+        start[id] = std::max(compute_t, comm_free);
+        end[id] = start[id] + t;
+        comm_free = end[id];
+        r.comm_s += t;
+        if (record) r.events.push_back({id, 1, start[id], end[id]});
+        if (kind_[id] == kAllgather) {
+          deltas.push_back({compute_t, bytes});  // allocated at issue
+          auto& [size, seen] = gathered[IntArg(n, 2)];
+          size = bytes;
+          seen = 0;
+          gathered_now += bytes;
+          r.peak_gathered_bytes = std::max(r.peak_gathered_bytes, gathered_now);
+        }
+        break;
       }
-      continue;
-    }
-    if (Is(n, kWaitTarget)) {
-      const NodeId ag = n.inputs().empty() ? kNoNode : n.inputs()[0];
-      if (ag != kNoNode) compute_t = std::max(compute_t, end[ag]);
-      start[id] = end[id] = compute_t;
-      continue;
-    }
-    if (Is(n, kReleaseTarget)) {
-      start[id] = end[id] = compute_t;
-      auto it = gathered.find(IntArg(n, 2));
-      if (it != gathered.end() && ++it->second.second == IntArg(n, 3)) {
-        deltas.push_back({compute_t, -it->second.first});
-        gathered_now -= it->second.first;
-        gathered.erase(it);
+      case kWait: {
+        const NodeId ag = n.inputs().empty() ? kNoNode : n.inputs()[0];
+        if (ag != kNoNode) compute_t = std::max(compute_t, end[ag]);
+        start[id] = end[id] = compute_t;
+        break;
       }
-      continue;
+      case kRelease: {
+        start[id] = end[id] = compute_t;
+        auto it = gathered.find(IntArg(n, 2));
+        if (it != gathered.end() && ++it->second.second == IntArg(n, 3)) {
+          deltas.push_back({compute_t, -it->second.first});
+          gathered_now -= it->second.first;
+          gathered.erase(it);
+        }
+        break;
+      }
+      case kView:
+      case kCompute: {
+        const double t = time_[id];
+        start[id] = compute_t;
+        end[id] = compute_t + t;
+        compute_t = end[id];
+        r.compute_s += t;
+        if (record && t > 0) r.events.push_back({id, 0, start[id], end[id]});
+        break;
+      }
     }
-    const double t = n.meta().has_device_time ? n.meta().device_time : 0;
-    start[id] = compute_t;
-    end[id] = compute_t + t;
-    compute_t = end[id];
-    r.compute_s += t;
-    if (t > 0) r.events.push_back({id, 0, start[id], end[id]});
   }
   // Activations: allocated at start, freed when the last use (or the reduction) finishes.
   for (NodeId id : order) {
-    const Node& n = g.node(id);
-    if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr ||
-        IsView(n) || Is(n, kAllgatherTarget) || Is(n, kWaitTarget) || Is(n, kReleaseTarget) ||
-        Is(n, kReduceTarget)) {
-      continue;
-    }
-    const int64_t bytes = SizeOf(n);
+    if (kind_[id] != kCompute) continue;
+    const int64_t bytes = bytes_[id];
     if (bytes == 0) continue;
-    double free_at = last_use[id] == kNoNode ? end[id] : end[last_use[id]];
-    if (reduced_by[id] != kNoNode) free_at = std::max(free_at, end[reduced_by[id]]);
+    double free_at = last_use_[id] == kNoNode ? end[id] : end[last_use_[id]];
+    if (reduced_by_[id] != kNoNode) free_at = std::max(free_at, end[reduced_by_[id]]);
     deltas.push_back({start[id], bytes});
     deltas.push_back({free_at, -bytes});
   }
-  std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
-    if (a.first != b.first) return a.first < b.first;
-    return a.second < b.second;  // frees first
-  });
+  // Ties: frees first; a strict total order, so an unstable sort gives the same sequence.
+  std::sort(deltas.begin(), deltas.end());
   int64_t in_use = 0;
+  if (record) r.memory.reserve(deltas.size());
   for (const auto& [t, d] : deltas) {
     in_use += d;
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, in_use);
-    r.memory.push_back({t, in_use});
+    if (record) r.memory.push_back({t, in_use});
   }
   r.step_time_s = std::max(compute_t, comm_free);
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_s);
   r.lower_bound_s = std::max(r.compute_s, r.comm_s);
   return r;
+}
+
+absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
+                                          const CollectiveModel& model) {
+  return Simulator(g, model).Run(order);
 }
 
 std::string ChromeTraceJson(const Graph& g, const SimulationResult& r) {

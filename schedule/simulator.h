@@ -57,6 +57,29 @@ struct SimulationResult {
   std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
 };
 
+// A simulator bound to one graph: what depends only on the graph (node kinds, sizes,
+// collective times, last uses, which reduction frees a gradient) is computed once, O(N + E),
+// so a scheduler can simulate many candidate orders of the same graph cheaply. `g` must
+// outlive it and not change.
+class Simulator {
+ public:
+  explicit Simulator(const Graph& g, const CollectiveModel& model = {});
+
+  // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
+  // `record` = false skips the trace (events, memory timeline): the figures are the same.
+  absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order, bool record = true) const;
+
+ private:
+  enum Kind : uint8_t { kInstant, kAllgather, kReduce, kWait, kRelease, kView, kCompute };
+  const Graph& g_;
+  CollectiveModel model_;
+  std::vector<NodeId> last_use_;
+  std::vector<NodeId> reduced_by_;  // gradient -> the reduce_grad that frees it
+  std::vector<uint8_t> kind_;
+  std::vector<int64_t> bytes_;
+  std::vector<double> time_;        // device time, or the collective's time
+};
+
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
 absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
                                           const CollectiveModel& model = {});
