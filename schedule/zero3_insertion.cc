@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace overlap {
 namespace {
@@ -73,6 +74,55 @@ void SetParamMeta(Graph& g, NodeId id, const Param& p, bool alias) {
   if (alias) m.set_aliases_input(true);
 }
 
+// Bytes per element of a floating dtype, "torch." prefix allowed; 0 when not a floating
+// dtype we know (then no cast is fused: "smaller" must be certain).
+int64_t FloatBytes(absl::string_view dtype) {
+  absl::ConsumePrefix(&dtype, "torch.");
+  if (dtype == "float64" || dtype == "double") return 8;
+  if (dtype == "float32" || dtype == "float") return 4;
+  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return 2;
+  if (dtype == "float8_e4m3fn" || dtype == "float8_e5m2") return 1;
+  return 0;
+}
+
+// Rule 4: the dtype a parameter placeholder's only non-output user casts it down to, or ""
+// when that user is not such a cast. The destination is the cast's meta.dtype, else its
+// dtype argument (convert_element_type's args[1], _to_copy's kwargs["dtype"]).
+std::string FusibleCast(const Graph& g, NodeId p, const Param& param, NodeId* cast) {
+  NodeId only = kNoNode;
+  for (NodeId u : g.node(p).users()) {
+    if (g.node(u).op() == Op::kOutput) continue;
+    if (only != kNoNode) return "";
+    only = u;
+  }
+  if (only == kNoNode) return "";
+  const Node& c = g.node(only);
+  if (c.op() != Op::kCallFunction ||
+      (c.target() != "prims.convert_element_type.default" &&
+       c.target() != "aten._to_copy.default") ||
+      c.args().empty() || !c.args()[0].is_ref() || c.args()[0].as_ref() != p ||
+      c.inputs().size() != 1) {
+    return "";
+  }
+  std::string to;
+  if (c.meta().has_dtype) {
+    to = c.meta().dtype;
+  } else if (c.args().size() > 1 && c.args()[1].kind() == Value::Kind::kString) {
+    to = c.args()[1].as_string();
+  } else {
+    for (const auto& [k, v] : c.kwargs()) {
+      if (k == "dtype" && v.kind() == Value::Kind::kString) to = v.as_string();
+    }
+  }
+  if (absl::StartsWith(to, "torch.")) to.erase(0, 6);
+  const absl::string_view from = param.has_dtype ? absl::string_view(param.dtype)
+                                                 : absl::string_view(g.node(p).meta().dtype);
+  const int64_t to_bytes = FloatBytes(to), from_bytes = FloatBytes(from);
+  if (to_bytes == 0 || from_bytes == 0 || to_bytes >= from_bytes) return "";
+  *cast = only;
+  return to;
+}
+
 }  // namespace
 
 bool HasZero3Ops(const Graph& g) {
@@ -112,9 +162,21 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     if (!ph.meta().has_param) continue;
     const int ds_id = g.FindParam(ph.meta().param);
     if (ds_id < 0) continue;  // Verify() rules this out
-    const std::vector<NodeId> uses = RealUses(g, p);
+    std::vector<NodeId> uses = RealUses(g, p);
     if (uses.empty()) continue;
-    const Param param = g.params()[ds_id];
+    Param param = g.params()[ds_id];
+    // Rule 4: a down-cast that is the only user is fused into the allgather, which then
+    // gathers (and holds) the smaller tensor; the cast's users are the real uses.
+    NodeId cast = kNoNode;
+    const std::string cast_to = FusibleCast(g, p, param, &cast);
+    if (cast != kNoNode) {
+      uses = RealUses(g, cast);
+      const int64_t from = FloatBytes(param.has_dtype ? param.dtype : ph.meta().dtype);
+      param.bytes = g.node(cast).meta().has_tensor_size ? g.node(cast).meta().tensor_size
+                                                        : param.bytes / from * FloatBytes(cast_to);
+      param.dtype = cast_to;
+      param.has_dtype = true;
+    }
     const std::string target = ph.target();
     const std::string suffix = absl::StrCat("_", ds_id);
     const Value gid = Value::Int(graph_id_);
@@ -122,7 +184,9 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
 
     absl::StatusOr<NodeId> ag =
         g.AddNode(Op::kCallFunction, g.UniqueName(absl::StrCat("allgather_ds_param_", target, suffix)),
-                  std::string(kAllgatherTarget), {Value::Ref(p), gid, ds}, {}, InsertPoint::After(p));
+                  std::string(kAllgatherTarget), {Value::Ref(p), gid, ds},
+                  cast == kNoNode ? ValueDict{} : ValueDict{{"dtype", Value::String(cast_to)}},
+                  InsertPoint::After(p));
     if (!ag.ok()) return ag.status();
     SetParamMeta(g, *ag, param, false);
     g.ReplaceAllUsesWith(p, *ag, [](const Node& u) { return u.op() != Op::kOutput; });
@@ -133,6 +197,10 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     if (!wait.ok()) return wait.status();
     SetParamMeta(g, *wait, param, true);
     g.ReplaceAllUsesWith(*ag, *wait);
+    if (cast != kNoNode) {
+      g.ReplaceAllUsesWith(cast, *wait);
+      if (absl::Status st = g.Erase(cast); !st.ok()) return st;
+    }
 
     const Value n_users = Value::Int(static_cast<int64_t>(uses.size()));
     for (NodeId use : uses) {

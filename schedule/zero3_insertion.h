@@ -20,8 +20,10 @@
 // ds_id is the parameter's index in the parameter table, so a forward and a backward graph
 // of one model agree. The inserted ops carry the gathered parameter's bytes as tensor_size.
 //
-// Not yet: fusing a down-cast that is the parameter's only user into the allgather's dtype
-// argument (rule 4 of the spec).
+// Rule 4: when the placeholder's only non-output user is a down-cast
+// (prims.convert_element_type / aten._to_copy to a smaller floating dtype), the cast is
+// fused: the allgather gets kwargs {"dtype": <to>} and the smaller size, the cast's users
+// read the wait, the cast is erased, and the releases follow the cast's real uses.
 //
 // Cost: O(N + E) plus O(uses) per parameter.
 #ifndef OVERLAP_SCHEDULE_ZERO3_INSERTION_H_

@@ -72,6 +72,53 @@ TEST(Zero3InsertionTest, AllgatherWaitAndReleaseAroundOneUseThroughAnAlias) {
   EXPECT_TRUE(g.node(g.FindNode("wait_allgather_ds_param__p_w_0")).meta().aliases_input);
 }
 
+// Rule 4: a down-cast that is the parameter's only (non-output) user is fused into the
+// allgather, which gathers the smaller tensor.
+TEST(Zero3InsertionTest, AnOnlyUserDownCastIsFusedIntoTheAllgather) {
+  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
+                                   R"({"name": "cast", "op": "call_function", "target": "prims.convert_element_type.default", "args": ["%p_w", "torch.bfloat16"], "meta": {"dtype": "bfloat16", "tensor_size": 32}},)"
+                                   R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
+                                   R"({"name": "add", "op": "call_function", "target": "aten.add.Tensor", "args": ["%mm", "%cast"]},)"
+                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%add", "%p_w"]})"),
+                      kWParam),
+                0);
+  EXPECT_EQ(g.FindNode("cast"), kNoNode);
+  EXPECT_THAT(Order(g), ElementsAre("p_w", "x", "allgather_ds_param_p_w_0",
+                                    "wait_allgather_ds_param__p_w_0", "mm",
+                                    "release_ds_param_p_w_mm_0", "add",
+                                    "release_ds_param_p_w_add_0", "output"));
+  const Node& ag = g.node(g.FindNode("allgather_ds_param_p_w_0"));
+  ASSERT_EQ(ag.kwargs().size(), 1u);
+  EXPECT_EQ(ag.kwargs()[0].first, "dtype");
+  EXPECT_EQ(ag.kwargs()[0].second.as_string(), "bfloat16");
+  EXPECT_EQ(ag.meta().tensor_size, 32);
+  EXPECT_EQ(ag.meta().dtype, "bfloat16");
+  EXPECT_EQ(ArgsOf(g, "mm"), "[\"%x\", \"%wait_allgather_ds_param__p_w_0\"]");
+  EXPECT_EQ(ArgsOf(g, "release_ds_param_p_w_add_0"), "[\"%add\", 0, 0, 2]");
+  EXPECT_EQ(ArgsOf(g, "output"), "[\"%release_ds_param_p_w_add_0\", \"%p_w\"]");
+}
+
+// Rule 4 applies only to a down-cast that is the only user: an up-cast, or a down-cast
+// next to another user, stays in the graph.
+TEST(Zero3InsertionTest, UpCastsAndSharedCastsAreNotFused) {
+  for (const char* second_user :
+       {"", R"({"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%p_w"]},)"}) {
+    const bool shared = std::string(second_user).size() > 0;
+    const std::string to = shared ? "bfloat16" : "float64";
+    Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
+                                     R"({"name": "cast", "op": "call_function", "target": "aten._to_copy.default", "args": ["%p_w"], "kwargs": {"dtype": "torch.)", to, R"("}},)",
+                                     second_user,
+                                     R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
+                                     R"({"name": "output", "op": "output", "target": "output", "args": ["%mm"]})"),
+                        kWParam),
+                  0);
+    EXPECT_NE(g.FindNode("cast"), kNoNode) << to;
+    const Node& ag = g.node(g.FindNode("allgather_ds_param_p_w_0"));
+    EXPECT_TRUE(ag.kwargs().empty()) << to;
+    EXPECT_EQ(ag.meta().tensor_size, 64) << to;
+  }
+}
+
 TEST(Zero3InsertionTest, EveryRealUseGetsAReleaseWithNUsers) {
   Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
                                    R"({"name": "a", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%p_w"]},)"
