@@ -95,6 +95,42 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     const int ki = static_cast<int>(std::lround(k));
     if (ki != ks.back()) ks.push_back(ki);
   }
+  // Selective unsharding: which parameters to keep resident when a candidate leaves memory
+  // over. Keeping one saves its whole allgather; ranked by time saved per byte held (the
+  // latency term makes small parameters the best buys), ties by ds_id. A candidate with
+  // `left` bytes to spare keeps the longest prefix of this ranking that fits in `left`, then
+  // shrinks the prefix (binary search) while the simulated peak exceeds the budget.
+  struct Keep {
+    int64_t ds;
+    int64_t bytes;
+    double saved;
+  };
+  std::vector<Keep> ranking;
+  for (const Gather& gj : gathers) {
+    const Node& ag = g.node(gj.allgather);
+    if (IsPersistentAllgather(ag) || ag.args().size() < 3 ||
+        ag.args()[2].kind() != Value::Kind::kInt) {
+      continue;
+    }
+    const int64_t bytes = ag.meta().has_tensor_size ? ag.meta().tensor_size : 0;
+    ranking.push_back({ag.args()[2].as_int(), bytes, model.Allgather(bytes)});
+  }
+  std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
+    // saved / bytes, compared without dividing (bytes may be 0: those come first).
+    const double lhs = a.saved * static_cast<double>(b.bytes);
+    const double rhs = b.saved * static_cast<double>(a.bytes);
+    if (lhs != rhs) return lhs > rhs;
+    return a.ds < b.ds;
+  });
+  std::vector<int64_t> ranked_ds;
+  std::vector<int64_t> prefix_bytes = {0};
+  for (const Keep& k : ranking) {
+    ranked_ds.push_back(k.ds);
+    int64_t next = 0;
+    if (__builtin_add_overflow(prefix_bytes.back(), k.bytes, &next)) next = INT64_MAX;
+    prefix_bytes.push_back(next);
+  }
+
   LookaheadResult best;
   bool have_best = false;
   int64_t smallest_peak = INT64_MAX;
@@ -111,16 +147,43 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       smallest_k = k;
     }
     if (memory_limit && sim->peak_memory_bytes > *memory_limit) continue;
-    if (!have_best || sim->step_time_s < best.step_time_s) {
+    // Residents: the longest ranking prefix that fits the memory left over and keeps the
+    // simulated peak within the budget. (A resident parameter adds at most its bytes to any
+    // instant, so the first guess usually fits.)
+    const int64_t left = memory_limit ? *memory_limit - sim->peak_memory_bytes : INT64_MAX;
+    size_t m = std::upper_bound(prefix_bytes.begin(), prefix_bytes.end(), left) -
+               prefix_bytes.begin() - 1;
+    SimulationResult chosen = *sim;  // with `kept` residents
+    size_t kept = 0;
+    // Largest prefix n in [lo, hi] whose simulated peak fits; prefix lo is known to fit.
+    size_t lo = 0, hi = m;
+    bool first_try = true;
+    while (hi > lo) {
+      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
+      first_try = false;
+      absl::StatusOr<SimulationResult> with =
+          simulator.Run(order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n));
+      if (!with.ok()) return with.status();
+      if (!memory_limit || with->peak_memory_bytes <= *memory_limit) {
+        lo = n;
+        kept = n;
+        chosen = *with;
+      } else {
+        hi = n - 1;
+      }
+    }
+    if (!have_best || chosen.step_time_s < best.step_time_s) {
       have_best = true;
       best.order = std::move(order);
       best.lookahead = k;
-      best.peak_memory_bytes = sim->peak_memory_bytes;
-      best.step_time_s = sim->step_time_s;
+      best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + kept);
+      best.peak_memory_bytes = chosen.peak_memory_bytes;
+      best.step_time_s = chosen.step_time_s;
     }
-    // Nothing beats max(compute, communication): stop at the first candidate that reaches
-    // it. (Still monotone in the budget: a larger budget admits this candidate too.)
-    if (best.step_time_s <= sim->lower_bound_s * (1 + 1e-9)) break;
+    // Nothing beats the total compute time (the same for every candidate and every
+    // resident set): stop at the first candidate that reaches it. Still monotone in the
+    // budget: a larger budget admits this candidate with at least these residents.
+    if (best.step_time_s <= chosen.compute_s * (1 + 1e-9)) break;
   }
   if (!have_best) {
     LookaheadResult r;

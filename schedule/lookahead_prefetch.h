@@ -37,6 +37,7 @@ namespace overlap {
 struct LookaheadResult {
   std::vector<NodeId> order;
   int lookahead = 0;               // the chosen k
+  std::vector<int64_t> resident;   // ds_ids kept gathered (apply with MakeResident)
   bool feasible = true;            // false: no candidate fits the budget
   int64_t min_feasible_bytes = 0;  // the smallest candidate peak (set when infeasible)
   int64_t peak_memory_bytes = 0;   // of the chosen order (simulated)

@@ -27,9 +27,17 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     absl::StatusOr<LookaheadResult> free = LookaheadPrefetchSchedule(g, std::nullopt);
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
     EXPECT_TRUE(VerifySchedule(g, free->order).ok()) << name << ": " << VerifySchedule(g, free->order);
-    absl::StatusOr<SimulationResult> sim = Simulate(g, free->order);
+    // Without a limit every parameter stays resident: no communication is left.
+    EXPECT_FALSE(free->resident.empty()) << name;
+    Graph applied = g;
+    std::vector<NodeId> order = free->order;
+    ASSERT_TRUE(MakeResident(&applied, free->resident, &order).ok());
+    EXPECT_TRUE(VerifySchedule(applied, order).ok()) << name << ": " << VerifySchedule(applied, order);
+    absl::StatusOr<SimulationResult> sim = Simulate(applied, order);
     ASSERT_TRUE(sim.ok());
     EXPECT_EQ(sim->peak_memory_bytes, free->peak_memory_bytes);
+    EXPECT_DOUBLE_EQ(sim->step_time_s, free->step_time_s);
+    EXPECT_DOUBLE_EQ(sim->step_time_s, sim->compute_s) << name;
     EXPECT_GE(sim->step_time_s, sim->lower_bound_s);
     // With a budget of the just-in-time order's peak, the result fits it.
     absl::StatusOr<LookaheadResult> tight = LookaheadPrefetchSchedule(g, free->peak_memory_bytes);
@@ -82,6 +90,15 @@ RC_GTEST_PROP(LookaheadPrefetchPropertyTest, prop_NeverOverBudgetAndMonotoneInIt
   RC_ASSERT(ra.ok() && rb.ok());
   if (ra->feasible) {
     RC_ASSERT(ra->peak_memory_bytes <= a);
+    // The residents applied to the graph simulate to the same figures.
+    Graph applied = g;
+    std::vector<NodeId> order = ra->order;
+    RC_ASSERT(MakeResident(&applied, ra->resident, &order).ok());
+    RC_ASSERT(VerifySchedule(applied, order).ok());
+    absl::StatusOr<SimulationResult> sim = Simulate(applied, order);
+    RC_ASSERT(sim.ok());
+    RC_ASSERT(sim->peak_memory_bytes == ra->peak_memory_bytes);
+    RC_ASSERT(sim->step_time_s == ra->step_time_s);
     RC_ASSERT(rb->feasible);
     RC_ASSERT(rb->step_time_s <= ra->step_time_s);
   } else {

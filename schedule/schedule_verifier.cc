@@ -23,8 +23,15 @@ bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().alias
 int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
   absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> live;  // ds -> (bytes, releases)
   int64_t now = 0, peak = 0;
+  // Persistent (resident) parameters are gathered for the whole step.
   for (NodeId id : order) {
     const Node& n = g.node(id);
+    if (IsPersistentAllgather(n)) now += n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+  }
+  peak = now;
+  for (NodeId id : order) {
+    const Node& n = g.node(id);
+    if (IsPersistentAllgather(n)) continue;
     if (Is(n, kAllgatherTarget)) {
       const int64_t bytes = n.meta().has_tensor_size ? n.meta().tensor_size : 0;
       live[IntArg(n, 2)] = {bytes, 0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/json_writer.h"
 #include "schedule/fast_free_reference.h"  // LastUses, CheckTopologicalPermutation
@@ -31,10 +32,14 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       reduced_by_(g.id_bound(), kNoNode),
       kind_(g.id_bound(), kCompute),
       bytes_(g.id_bound(), 0),
-      time_(g.id_bound(), 0) {
+      time_(g.id_bound(), 0),
+      ds_(g.id_bound(), -1),
+      persistent_(g.id_bound(), 0) {
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     bytes_[id] = SizeOf(n);
+    ds_[id] = IntArg(n, 2);
+    persistent_[id] = IsPersistentAllgather(n);
     time_[id] = n.meta().has_device_time ? n.meta().device_time : 0;
     if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
       kind_[id] = kInstant;
@@ -55,8 +60,8 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
   }
 }
 
-absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
-                                                bool record) const {
+absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, bool record,
+                                                absl::Span<const int64_t> resident) const {
   const Graph& g = g_;
   if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));
@@ -72,8 +77,25 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
   absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> gathered;
   int64_t gathered_now = 0;
   std::vector<std::pair<double, int64_t>> deltas;  // (time, +/- bytes)
+  // Resident parameters: gathered for the whole step, before it starts.
+  absl::flat_hash_set<int64_t> resident_ds(resident.begin(), resident.end());
+  for (NodeId id : order) {
+    if (kind_[id] == kAllgather && persistent_[id]) resident_ds.insert(ds_[id]);
+  }
+  auto is_resident = [&](NodeId id) { return !resident_ds.empty() && resident_ds.contains(ds_[id]); };
+  for (NodeId id : order) {
+    if (kind_[id] == kAllgather && is_resident(id)) {
+      deltas.push_back({0.0, bytes_[id]});
+      gathered_now += bytes_[id];
+    }
+  }
+  r.peak_gathered_bytes = gathered_now;
   for (NodeId id : order) {
     const Node& n = g.node(id);
+    if ((kind_[id] == kAllgather || kind_[id] == kRelease) && is_resident(id)) {
+      start[id] = end[id] = compute_t;  // already gathered; nothing to free
+      continue;
+    }
     switch (kind_[id]) {
       case kInstant:
         start[id] = end[id] = compute_t;
@@ -89,7 +111,7 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
         if (record) r.events.push_back({id, 1, start[id], end[id]});
         if (kind_[id] == kAllgather) {
           deltas.push_back({compute_t, bytes});  // allocated at issue
-          auto& [size, seen] = gathered[IntArg(n, 2)];
+          auto& [size, seen] = gathered[ds_[id]];
           size = bytes;
           seen = 0;
           gathered_now += bytes;
@@ -105,7 +127,7 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
       }
       case kRelease: {
         start[id] = end[id] = compute_t;
-        auto it = gathered.find(IntArg(n, 2));
+        auto it = gathered.find(ds_[id]);
         if (it != gathered.end() && ++it->second.second == IntArg(n, 3)) {
           deltas.push_back({compute_t, -it->second.first});
           gathered_now -= it->second.first;

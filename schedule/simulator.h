@@ -17,6 +17,11 @@
 // Views (meta.aliases_input) allocate nothing. Placeholders (inputs, parameter shards) are
 // resident and not counted. Frees at an instant come before allocations at that instant.
 //
+// Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},
+// or one whose ds_id is passed to Simulator::Run as resident, stands for a parameter kept
+// gathered across steps: it takes no communication time, its bytes are allocated for the
+// whole step (from time 0), and its releases free nothing.
+//
 // Reported (the result keys of shared/spec/graph-json.md): peak_memory_bytes,
 // peak_gathered_bytes (walking the order: + at each allgather, - at the release reaching
 // n_users), step_time_s (both streams drained), exposed_comm_s (step time - compute time),
@@ -67,7 +72,9 @@ class Simulator {
 
   // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
   // `record` = false skips the trace (events, memory timeline): the figures are the same.
-  absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order, bool record = true) const;
+  // `resident`: ds_ids to simulate as resident (besides those marked persistent).
+  absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order, bool record = true,
+                                       absl::Span<const int64_t> resident = {}) const;
 
  private:
   enum Kind : uint8_t { kInstant, kAllgather, kReduce, kWait, kRelease, kView, kCompute };
@@ -78,6 +85,8 @@ class Simulator {
   std::vector<uint8_t> kind_;
   std::vector<int64_t> bytes_;
   std::vector<double> time_;        // device time, or the collective's time
+  std::vector<int64_t> ds_;         // ds_id (args[2]) of ZeRO-3 ops, else -1
+  std::vector<char> persistent_;    // allgathers marked {"persistent": true}
 };
 
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).

@@ -1,8 +1,10 @@
 #include "schedule/zero3_insertion.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -131,6 +133,48 @@ bool HasZero3Ops(const Graph& g) {
     if (n.op() == Op::kCallFunction && absl::StartsWith(n.target(), "dc.")) return true;
   }
   return false;
+}
+
+bool IsPersistentAllgather(const Node& n) {
+  if (n.op() != Op::kCallFunction || n.target() != kAllgatherTarget) return false;
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "persistent" && v.kind() == Value::Kind::kBool && v.as_bool()) return true;
+  }
+  return false;
+}
+
+absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
+                          std::vector<NodeId>* order) {
+  if (resident.empty()) return absl::OkStatus();
+  const absl::flat_hash_set<int64_t> ds(resident.begin(), resident.end());
+  auto ds_of = [&](const Node& n) {
+    return n.args().size() > 2 && n.args()[2].kind() == Value::Kind::kInt ? n.args()[2].as_int()
+                                                                           : int64_t{-1};
+  };
+  std::vector<NodeId> releases;
+  for (NodeId id : g->order()) {
+    const Node& n = g->node(id);
+    if (n.op() != Op::kCallFunction || !ds.contains(ds_of(n))) continue;
+    if (n.target() == kAllgatherTarget && !IsPersistentAllgather(n)) {
+      ValueDict kwargs = n.kwargs();
+      kwargs.emplace_back("persistent", Value::Bool(true));
+      if (absl::Status s = g->SetArgs(id, n.args(), std::move(kwargs)); !s.ok()) return s;
+    } else if (n.target() == kReleaseTarget) {
+      releases.push_back(id);
+    }
+  }
+  for (NodeId r : releases) {
+    const Node& n = g->node(r);
+    if (n.args().empty() || !n.args()[0].is_ref()) continue;
+    g->ReplaceAllUsesWith(r, n.args()[0].as_ref());
+    if (absl::Status s = g->Erase(r); !s.ok()) return s;
+  }
+  if (order != nullptr) {
+    order->erase(std::remove_if(order->begin(), order->end(),
+                                [&](NodeId id) { return !g->IsLive(id); }),
+                 order->end());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {

@@ -29,8 +29,11 @@
 #ifndef OVERLAP_SCHEDULE_ZERO3_INSERTION_H_
 #define OVERLAP_SCHEDULE_ZERO3_INSERTION_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "graph/graph.h"
 
 namespace overlap {
@@ -43,6 +46,17 @@ inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
 
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function).
 bool HasZero3Ops(const Graph& g);
+
+// Whether `n` is an allgather marked persistent (kwargs {"persistent": true}): its parameter
+// is kept gathered across steps (selective unsharding), so in steady state the allgather
+// moves nothing and nothing releases it.
+bool IsPersistentAllgather(const Node& n);
+
+// Selective unsharding applied to a graph with ZeRO-3 ops: the allgathers of the `resident`
+// ds_ids are marked persistent and their releases are erased (their users read the
+// release's input again). Erased ids are dropped from `order` when given. O(N + E).
+absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
+                          std::vector<NodeId>* order = nullptr);
 
 class Zero3Insertion {
  public:

@@ -551,6 +551,9 @@ class Cli {
       if (!r.ok()) return BadInput(r.status());
       ours = std::move(*r);
       order = ours->order;
+      // Selective unsharding: the parameters ours keeps gathered become persistent
+      // allgathers without releases, in the graph that is verified, simulated and written.
+      if (absl::Status s = MakeResident(&*g, ours->resident, &*order); !s.ok()) return BadInput(s);
     }
     if (!order.ok()) return BadInput(order.status());
     if (absl::Status s = VerifySchedule(*g, *order); !s.ok()) return BadInput(s);
@@ -563,6 +566,12 @@ class Cli {
                  algorithm.c_str(), order->size(), FormatBytes(peak_gathered).c_str(),
                  FormatBytes(r->peak_memory_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
                  FormatSeconds(r->lower_bound_s).c_str(), FormatSeconds(r->exposed_comm_s).c_str());
+    if (ours && !ours->resident.empty()) {
+      int64_t bytes = 0;
+      for (int64_t ds : ours->resident) bytes += g->params()[ds].bytes;
+      std::fprintf(out_, "lookahead: k = %d; %zu parameters kept resident (%s)\n",
+                   ours->lookahead, ours->resident.size(), FormatBytes(bytes).c_str());
+    }
     if (auto it = a.flags.find("json"); it != a.flags.end()) {
       std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
       AppendJsonString(&json, algorithm);
@@ -574,7 +583,12 @@ class Cli {
       // The simulator's peak_gathered_bytes is the same walk over the order.
       absl::StrAppend(&json, "], ", SimulationJsonFields(*r));
       if (ours) {
-        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead);
+        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead, ", \"resident_params\": [");
+        for (size_t i = 0; i < ours->resident.size(); ++i) {
+          if (i) json.append(", ");
+          AppendJsonString(&json, g->params()[ours->resident[i]].name);
+        }
+        json.append("]");
         if (limit) {
           absl::StrAppend(&json, ", \"memory_limit_bytes\": ", *limit,
                           ", \"feasible\": ", ours->feasible ? "true" : "false");
@@ -749,7 +763,12 @@ class Cli {
                                          {"simple_prefetch", *sp},
                                          {"fast_free      ", *ff},
                                          {"lookahead (ours, budget 1.25x fast_free's peak)", ours->order}}) {
-        absl::StatusOr<SimulationResult> sim = Simulate(*z, order);
+        Graph zr = *z;  // ours' resident parameters applied (the others have none)
+        std::vector<NodeId> applied = order;
+        if (order == ours->order) {
+          if (absl::Status s = MakeResident(&zr, ours->resident, &applied); !s.ok()) return BadInput(s);
+        }
+        absl::StatusOr<SimulationResult> sim = Simulate(zr, applied);
         if (!sim.ok()) return BadInput(sim.status());
         std::fprintf(out_, "  %s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)\n",
                      label, FormatBytes(sim->peak_gathered_bytes).c_str(),
