@@ -136,6 +136,15 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   int64_t smallest_peak = INT64_MAX;
   std::vector<NodeId> smallest_order;
   int smallest_k = 0;
+  // Reduce-scatter bucket caps tried (backward graphs: a bucket is one collective, one
+  // latency, but holds its gradients until the last one is reduced).
+  std::vector<int64_t> caps = {0};
+  for (NodeId id : base) {
+    if (Is(g.node(id), kReduceTarget)) {
+      caps = {0, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20};
+      break;
+    }
+  }
   const Simulator simulator(g, model);  // the graph's part of every simulation, once
   for (int k : ks) {
     std::vector<NodeId> order = Candidate(base, gathers, moved, k);
@@ -147,43 +156,57 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       smallest_k = k;
     }
     if (memory_limit && sim->peak_memory_bytes > *memory_limit) continue;
-    // Residents: the longest ranking prefix that fits the memory left over and keeps the
-    // simulated peak within the budget. (A resident parameter adds at most its bytes to any
-    // instant, so the first guess usually fits.)
-    const int64_t left = memory_limit ? *memory_limit - sim->peak_memory_bytes : INT64_MAX;
-    size_t m = std::upper_bound(prefix_bytes.begin(), prefix_bytes.end(), left) -
-               prefix_bytes.begin() - 1;
-    SimulationResult chosen = *sim;  // with `kept` residents
-    size_t kept = 0;
-    // Largest prefix n in [lo, hi] whose simulated peak fits; prefix lo is known to fit.
-    size_t lo = 0, hi = m;
-    bool first_try = true;
-    while (hi > lo) {
-      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
-      first_try = false;
-      absl::StatusOr<SimulationResult> with =
-          simulator.Run(order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n));
-      if (!with.ok()) return with.status();
-      if (!memory_limit || with->peak_memory_bytes <= *memory_limit) {
-        lo = n;
-        kept = n;
-        chosen = *with;
-      } else {
-        hi = n - 1;
+    bool done = false;
+    for (int64_t cap : caps) {
+      // This candidate with reduce-scatters bucketed at `cap` (0: one per gradient).
+      SimulationResult chosen = *sim;  // with `kept` residents
+      if (cap > 0) {
+        absl::StatusOr<SimulationResult> bucketed = simulator.Run(order, false, {}, cap);
+        if (!bucketed.ok()) return bucketed.status();
+        if (memory_limit && bucketed->peak_memory_bytes > *memory_limit) continue;
+        chosen = *bucketed;
+      }
+      // Residents: the longest ranking prefix that fits the memory left over and keeps the
+      // simulated peak within the budget (a resident parameter adds at most its bytes to
+      // any instant, so the first guess usually fits; else binary search).
+      const int64_t left = memory_limit ? *memory_limit - chosen.peak_memory_bytes : INT64_MAX;
+      const size_t m = std::upper_bound(prefix_bytes.begin(), prefix_bytes.end(), left) -
+                       prefix_bytes.begin() - 1;
+      size_t kept = 0;
+      size_t lo = 0, hi = m;  // prefix lo is known to fit
+      bool first_try = true;
+      while (hi > lo) {
+        const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
+        first_try = false;
+        absl::StatusOr<SimulationResult> with = simulator.Run(
+            order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n), cap);
+        if (!with.ok()) return with.status();
+        if (!memory_limit || with->peak_memory_bytes <= *memory_limit) {
+          lo = n;
+          kept = n;
+          chosen = *with;
+        } else {
+          hi = n - 1;
+        }
+      }
+      if (!have_best || chosen.step_time_s < best.step_time_s) {
+        have_best = true;
+        best.order = order;
+        best.lookahead = k;
+        best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + kept);
+        best.reduce_bucket_bytes = cap;
+        best.peak_memory_bytes = chosen.peak_memory_bytes;
+        best.step_time_s = chosen.step_time_s;
+      }
+      // Nothing beats the total compute time (the same for every candidate, resident set
+      // and bucketing): stop at the first that reaches it. Still monotone in the budget: a
+      // larger budget admits this candidate and cap with at least these residents.
+      if (best.step_time_s <= chosen.compute_s * (1 + 1e-9)) {
+        done = true;
+        break;
       }
     }
-    if (!have_best || chosen.step_time_s < best.step_time_s) {
-      have_best = true;
-      best.order = std::move(order);
-      best.lookahead = k;
-      best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + kept);
-      best.peak_memory_bytes = chosen.peak_memory_bytes;
-      best.step_time_s = chosen.step_time_s;
-    }
-    // Nothing beats the total compute time (the same for every candidate and every
-    // resident set): stop at the first candidate that reaches it. Still monotone in the
-    // budget: a larger budget admits this candidate with at least these residents.
-    if (best.step_time_s <= chosen.compute_s * (1 + 1e-9)) break;
+    if (done) break;
   }
   if (!have_best) {
     LookaheadResult r;

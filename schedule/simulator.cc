@@ -22,6 +22,14 @@ int64_t IntArg(const Node& n, size_t i) {
   return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
 }
 
+// A reduce_grad's bucket (kwargs {"bucket": <int>}), or -1.
+int ReduceBucket(const Node& n) {
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "bucket" && v.kind() == Value::Kind::kInt) return static_cast<int>(v.as_int());
+  }
+  return -1;
+}
+
 }  // namespace
 
 Simulator::Simulator(const Graph& g, const CollectiveModel& model)
@@ -34,7 +42,8 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       bytes_(g.id_bound(), 0),
       time_(g.id_bound(), 0),
       ds_(g.id_bound(), -1),
-      persistent_(g.id_bound(), 0) {
+      persistent_(g.id_bound(), 0),
+      bucket_(g.id_bound(), -1) {
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     bytes_[id] = SizeOf(n);
@@ -48,6 +57,7 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       time_[id] = model.Allgather(bytes_[id]);
     } else if (Is(n, kReduceTarget)) {
       kind_[id] = kReduce;
+      bucket_[id] = ReduceBucket(n);
       time_[id] = model.ReduceScatter(bytes_[id]);
       if (!n.inputs().empty()) reduced_by_[n.inputs()[0]] = id;
     } else if (Is(n, kWaitTarget)) {
@@ -61,7 +71,8 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
 }
 
 absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, bool record,
-                                                absl::Span<const int64_t> resident) const {
+                                                absl::Span<const int64_t> resident,
+                                                int64_t reduce_bucket_bytes) const {
   const Graph& g = g_;
   if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));
@@ -90,6 +101,44 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, 
     }
   }
   r.peak_gathered_bytes = gathered_now;
+  // Reduce-scatter buckets: each reduce_grad's bucket (-1: alone), and how many members
+  // each bucket still waits for. One collective per bucket, issued at its last member.
+  std::vector<int> bucket_of;
+  std::vector<int> waiting;
+  std::vector<std::vector<NodeId>> members;
+  {
+    int open = -1;
+    int64_t open_bytes = 0;
+    absl::flat_hash_map<int, int> dense_of;
+    for (NodeId id : order) {
+      if (kind_[id] != kReduce) continue;
+      int b = bucket_[id];
+      if (reduce_bucket_bytes > 0) {
+        if (open < 0) {
+          open = static_cast<int>(members.size());
+          open_bytes = 0;
+        }
+        b = open;
+        open_bytes += bytes_[id];
+        if (open_bytes >= reduce_bucket_bytes) open = -1;
+      }
+      if (b < 0) continue;
+      if (bucket_of.empty()) bucket_of.assign(g.id_bound(), -1);
+      // Graph-marked ids may be anything: map them to dense indices in first-seen order.
+      const int dense =
+          reduce_bucket_bytes > 0
+              ? b
+              : dense_of.try_emplace(b, static_cast<int>(dense_of.size())).first->second;
+      if (dense >= static_cast<int>(members.size())) {
+        members.resize(dense + 1);
+        waiting.resize(dense + 1, 0);
+      }
+      members[dense].push_back(id);
+      ++waiting[dense];
+      bucket_of[id] = dense;
+    }
+  }
+  std::vector<int64_t> bucket_bytes(members.size(), 0);
   for (NodeId id : order) {
     const Node& n = g.node(id);
     if ((kind_[id] == kAllgather || kind_[id] == kRelease) && is_resident(id)) {
@@ -103,12 +152,24 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, 
       case kAllgather:
       case kReduce: {
         const int64_t bytes = bytes_[id];
-        const double t = time_[id];
+        double t = time_[id];
+        if (kind_[id] == kReduce && !bucket_of.empty() && bucket_of[id] >= 0) {
+          const int b = bucket_of[id];
+          bucket_bytes[b] += bytes;
+          if (--waiting[b] > 0) {  // not the last member: the bucket's collective comes later
+            start[id] = end[id] = compute_t;
+            break;
+          }
+          t = model_.ReduceScatter(bucket_bytes[b]);
+        }
         start[id] = std::max(compute_t, comm_free);
         end[id] = start[id] + t;
         comm_free = end[id];
         r.comm_s += t;
         if (record) r.events.push_back({id, 1, start[id], end[id]});
+        if (kind_[id] == kReduce && !bucket_of.empty() && bucket_of[id] >= 0) {
+          for (NodeId m : members[bucket_of[id]]) end[m] = end[id];  // gradients freed together
+        }
         if (kind_[id] == kAllgather) {
           deltas.push_back({compute_t, bytes});  // allocated at issue
           auto& [size, seen] = gathered[ds_[id]];

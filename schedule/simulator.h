@@ -22,6 +22,10 @@
 // gathered across steps: it takes no communication time, its bytes are allocated for the
 // whole step (from time 0), and its releases free nothing.
 //
+// Reduce-scatter buckets: reduce_grads with the same kwargs {"bucket": b} are one
+// collective of their summed bytes (one latency), issued when compute reaches the last of
+// them in the order; each member's gradient is freed when that collective completes.
+//
 // Reported (the result keys of shared/spec/graph-json.md): peak_memory_bytes,
 // peak_gathered_bytes (walking the order: + at each allgather, - at the release reaching
 // n_users), step_time_s (both streams drained), exposed_comm_s (step time - compute time),
@@ -73,8 +77,11 @@ class Simulator {
   // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
   // `record` = false skips the trace (events, memory timeline): the figures are the same.
   // `resident`: ds_ids to simulate as resident (besides those marked persistent).
+  // `reduce_bucket_bytes` > 0: bucket the reduce_grads as BucketReduces would with that cap
+  // (instead of by their "bucket" kwargs).
   absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order, bool record = true,
-                                       absl::Span<const int64_t> resident = {}) const;
+                                       absl::Span<const int64_t> resident = {},
+                                       int64_t reduce_bucket_bytes = 0) const;
 
  private:
   enum Kind : uint8_t { kInstant, kAllgather, kReduce, kWait, kRelease, kView, kCompute };
@@ -87,6 +94,7 @@ class Simulator {
   std::vector<double> time_;        // device time, or the collective's time
   std::vector<int64_t> ds_;         // ds_id (args[2]) of ZeRO-3 ops, else -1
   std::vector<char> persistent_;    // allgathers marked {"persistent": true}
+  std::vector<int> bucket_;         // reduce_grads' {"bucket": b} kwarg, else -1
 };
 
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).

@@ -118,6 +118,65 @@ TEST(SimulatorTest, ReduceScatterFreesTheGradientWhenItCompletes) {
   EXPECT_EQ(r->memory.back().second, 0);
 }
 
+// Two gradients bucketed into one reduce-scatter: one latency instead of two, and the first
+// gradient lives until the bucket completes.
+TEST(SimulatorTest, ABucketOfReduceScattersIsOneCollectiveIssuedAtItsLastMember) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "p_v", "op": "placeholder", "target": "p_v", "args": [], "meta": {"param": "v"}},
+    {"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "w"}},
+    {"name": "dy", "op": "placeholder", "target": "dy", "args": []},
+    {"name": "gv", "op": "call_function", "target": "aten.mm.default", "args": ["%dy", "%dy"], "meta": {"tensor_size": 1000, "device_time": 1.0, "grad_of": "v"}},
+    {"name": "gw", "op": "call_function", "target": "aten.mm.default", "args": ["%dy", "%dy"], "meta": {"tensor_size": 1000, "device_time": 1.0, "grad_of": "w"}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%gv", "%gw"]]}],
+   "params": [{"name": "v", "owner": "p_v", "bytes": 1000}, {"name": "w", "owner": "p_w", "bytes": 1000}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(Zero3Insertion(1).Run(&*g).ok());
+  CollectiveModel m = Slow();
+  m.latency_s = 0.25;
+  // Alone: gv 0-1, its reduce 1-1.75; gw 1-2, its reduce 2-2.75.
+  absl::StatusOr<SimulationResult> alone = Simulate(*g, g->OrderVector(), m);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_DOUBLE_EQ(alone->step_time_s, 2.75);
+  EXPECT_EQ(alone->peak_memory_bytes, 2000);
+  // Bucketed (cap 2000 bytes): one reduce-scatter of 2000 bytes, 2-3.25, one latency; the
+  // result is the same through Run's cap and through BucketReduces' kwargs.
+  const Simulator sim(*g, m);
+  absl::StatusOr<SimulationResult> by_cap = sim.Run(g->OrderVector(), true, {}, 2000);
+  ASSERT_TRUE(by_cap.ok()) << by_cap.status();
+  EXPECT_DOUBLE_EQ(by_cap->comm_s, 0.25 + 1.0);
+  EXPECT_DOUBLE_EQ(by_cap->step_time_s, 3.25);
+  EXPECT_EQ(by_cap->peak_memory_bytes, 2000);
+  EXPECT_DOUBLE_EQ(by_cap->memory.back().first, 3.25);  // both freed when the bucket is done
+  Graph marked = *g;
+  ASSERT_TRUE(BucketReduces(&marked, marked.OrderVector(), 2000).ok());
+  absl::StatusOr<SimulationResult> by_kwargs = Simulate(marked, marked.OrderVector(), m);
+  ASSERT_TRUE(by_kwargs.ok()) << by_kwargs.status();
+  EXPECT_DOUBLE_EQ(by_kwargs->step_time_s, by_cap->step_time_s);
+  EXPECT_DOUBLE_EQ(by_kwargs->comm_s, by_cap->comm_s);
+}
+
+// A resident parameter's allgather moves nothing and its bytes are held from the start.
+TEST(SimulatorTest, ResidentParametersCostNoCommunicationAndHoldTheirBytes) {
+  Graph g = TwoLayers();
+  const Simulator sim(g, Slow());
+  absl::StatusOr<SimulationResult> sharded = sim.Run(g.OrderVector());
+  absl::StatusOr<SimulationResult> resident = sim.Run(g.OrderVector(), true, {0});
+  ASSERT_TRUE(sharded.ok() && resident.ok());
+  EXPECT_DOUBLE_EQ(resident->comm_s, sharded->comm_s - 0.5);
+  EXPECT_LT(resident->step_time_s, sharded->step_time_s);
+  EXPECT_EQ(resident->memory.front().first, 0.0);
+  EXPECT_EQ(resident->memory.front().second, 1000);
+  // The same through the graph: MakeResident marks the allgather and drops the releases.
+  Graph marked = g;
+  std::vector<NodeId> order = marked.OrderVector();
+  ASSERT_TRUE(MakeResident(&marked, {0}, &order).ok());
+  EXPECT_LT(order.size(), g.OrderVector().size());
+  absl::StatusOr<SimulationResult> applied = Simulate(marked, order, Slow());
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_DOUBLE_EQ(applied->step_time_s, resident->step_time_s);
+  EXPECT_EQ(applied->peak_memory_bytes, resident->peak_memory_bytes);
+}
+
 TEST(SimulatorTest, RejectsOrdersThatAreNotTopological) {
   Graph g = TwoLayers();
   std::vector<NodeId> order = g.OrderVector();

@@ -177,6 +177,27 @@ absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
   return absl::OkStatus();
 }
 
+absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes) {
+  if (cap_bytes <= 0) return absl::OkStatus();
+  int64_t bucket = -1, bytes = 0;
+  for (NodeId id : order) {
+    const Node& n = g->node(id);
+    if (n.op() != Op::kCallFunction || n.target() != kReduceTarget) continue;
+    if (bucket < 0 || bytes >= cap_bytes) {
+      ++bucket;
+      bytes = 0;
+    }
+    bytes += n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+    ValueDict kwargs;
+    for (const auto& kv : n.kwargs()) {
+      if (kv.first != "bucket") kwargs.push_back(kv);
+    }
+    kwargs.emplace_back("bucket", Value::Int(bucket));
+    if (absl::Status s = g->SetArgs(id, n.args(), std::move(kwargs)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
   const Graph& in = *graph;
   for (NodeId id : in.order()) {

@@ -58,6 +58,11 @@ bool IsPersistentAllgather(const Node& n);
 absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
                           std::vector<NodeId>* order = nullptr);
 
+// Reduce-scatter bucketing: walking `order`, consecutive reduce_grads join one bucket until
+// its bytes reach `cap_bytes`, then the next opens; each gets kwargs {"bucket": <index>}
+// (the simulator runs a bucket as one collective). cap_bytes <= 0 does nothing. O(N).
+absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes);
+
 class Zero3Insertion {
  public:
   // graph_id: 0 for a forward graph, 1 for a backward graph (which also gets reduce_grad).

@@ -554,6 +554,9 @@ class Cli {
       // Selective unsharding: the parameters ours keeps gathered become persistent
       // allgathers without releases, in the graph that is verified, simulated and written.
       if (absl::Status s = MakeResident(&*g, ours->resident, &*order); !s.ok()) return BadInput(s);
+      if (absl::Status s = BucketReduces(&*g, *order, ours->reduce_bucket_bytes); !s.ok()) {
+        return BadInput(s);
+      }
     }
     if (!order.ok()) return BadInput(order.status());
     if (absl::Status s = VerifySchedule(*g, *order); !s.ok()) return BadInput(s);
@@ -569,8 +572,10 @@ class Cli {
     if (ours && !ours->resident.empty()) {
       int64_t bytes = 0;
       for (int64_t ds : ours->resident) bytes += g->params()[ds].bytes;
-      std::fprintf(out_, "lookahead: k = %d; %zu parameters kept resident (%s)\n",
-                   ours->lookahead, ours->resident.size(), FormatBytes(bytes).c_str());
+      std::fprintf(out_, "lookahead: k = %d; %zu parameters kept resident (%s)%s%s\n",
+                   ours->lookahead, ours->resident.size(), FormatBytes(bytes).c_str(),
+                   ours->reduce_bucket_bytes > 0 ? "; reduce-scatters bucketed at " : "",
+                   ours->reduce_bucket_bytes > 0 ? FormatBytes(ours->reduce_bucket_bytes).c_str() : "");
     }
     if (auto it = a.flags.find("json"); it != a.flags.end()) {
       std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
@@ -583,7 +588,8 @@ class Cli {
       // The simulator's peak_gathered_bytes is the same walk over the order.
       absl::StrAppend(&json, "], ", SimulationJsonFields(*r));
       if (ours) {
-        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead, ", \"resident_params\": [");
+        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead, ", \"reduce_bucket_bytes\": ",
+                        ours->reduce_bucket_bytes, ", \"resident_params\": [");
         for (size_t i = 0; i < ours->resident.size(); ++i) {
           if (i) json.append(", ");
           AppendJsonString(&json, g->params()[ours->resident[i]].name);
@@ -767,6 +773,9 @@ class Cli {
         std::vector<NodeId> applied = order;
         if (order == ours->order) {
           if (absl::Status s = MakeResident(&zr, ours->resident, &applied); !s.ok()) return BadInput(s);
+          if (absl::Status s = BucketReduces(&zr, applied, ours->reduce_bucket_bytes); !s.ok()) {
+            return BadInput(s);
+          }
         }
         absl::StatusOr<SimulationResult> sim = Simulate(zr, applied);
         if (!sim.ok()) return BadInput(sim.status());
