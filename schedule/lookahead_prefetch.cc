@@ -155,7 +155,10 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       smallest_order = order;
       smallest_k = k;
     }
-    if (memory_limit && sim->peak_memory_bytes > *memory_limit) continue;
+    // Stop at the first candidate that does not fit: the candidates examined are then the
+    // longest fitting prefix of the k sequence, which only grows with the budget (so the
+    // result stays monotone in it), and a tight budget costs a few simulations, not all.
+    if (memory_limit && sim->peak_memory_bytes > *memory_limit) break;
     bool done = false;
     for (int64_t cap : caps) {
       // This candidate with reduce-scatters bucketed at `cap` (0: one per gradient).

@@ -544,6 +544,7 @@ class Cli {
     }
     std::optional<LookaheadResult> ours;
     absl::StatusOr<std::vector<NodeId>> order;
+    const auto scheduler_start = std::chrono::steady_clock::now();
     if (scheduler != nullptr) {
       order = (*scheduler)(*g);
     } else {
@@ -559,6 +560,8 @@ class Cli {
       }
     }
     if (!order.ok()) return BadInput(order.status());
+    const double scheduler_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - scheduler_start).count();
     if (absl::Status s = VerifySchedule(*g, *order); !s.ok()) return BadInput(s);
     absl::StatusOr<SimulationResult> r = Simulate(*g, *order, model);
     if (!r.ok()) return BadInput(r.status());
@@ -586,7 +589,8 @@ class Cli {
         AppendJsonString(&json, g->node((*order)[i]).name());
       }
       // The simulator's peak_gathered_bytes is the same walk over the order.
-      absl::StrAppend(&json, "], ", SimulationJsonFields(*r));
+      absl::StrAppend(&json, "], ", SimulationJsonFields(*r), ", \"scheduler_s\": ");
+      AppendJsonDouble(&json, scheduler_s);
       if (ours) {
         absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead, ", \"reduce_bucket_bytes\": ",
                         ours->reduce_bucket_bytes, ", \"resident_params\": [");
