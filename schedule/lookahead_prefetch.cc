@@ -65,7 +65,11 @@ std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector
 
 absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
                                                           std::optional<int64_t> memory_limit,
-                                                          const CollectiveModel& model) {
+                                                          const CollectiveModel& model,
+                                                          std::optional<int> max_in_flight) {
+  if (max_in_flight && *max_in_flight < 0) {
+    return absl::InvalidArgumentError("the in-flight limit must be >= 0");
+  }
   // The gathers, in the order their parameters are first needed.
   const std::vector<NodeId> base = g.OrderVector();
   std::vector<int64_t> position(g.id_bound(), 0);
@@ -91,9 +95,11 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     return pa < pb;
   });
   std::vector<int> ks = {0};
-  for (double k = 1; k <= static_cast<double>(gathers.size()); k *= std::sqrt(2.0)) {
+  const double top = max_in_flight ? std::min<double>(*max_in_flight, gathers.size())
+                                   : static_cast<double>(gathers.size());
+  for (double k = 1; k <= top; k *= std::sqrt(2.0)) {
     const int ki = static_cast<int>(std::lround(k));
-    if (ki != ks.back()) ks.push_back(ki);
+    if (ki != ks.back() && ki <= top) ks.push_back(ki);
   }
   // Selective unsharding: which parameters to keep resident when a candidate leaves memory
   // over. Keeping one saves its whole allgather; ranked by time saved per byte held (the

@@ -23,7 +23,7 @@
 //
 // Cost: O(log A) candidates x (1 + caps x (1 + log A)) simulations of O(N log N) each in
 // the worst case; a budget that admits the compute bound early, or a tight one, costs a
-// few simulations. Not yet: an in-flight limit separate from memory.
+// few simulations.
 #ifndef OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 #define OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 
@@ -49,9 +49,13 @@ struct LookaheadResult {
 };
 
 // Schedules a graph with ZeRO-3 ops under `memory_limit` bytes of simulated peak memory
-// (none: no limit). When infeasible, `order` is the smallest-memory candidate.
+// (none: no limit). `max_in_flight` caps k, the number of allgathers issued ahead of the
+// compute that needs them (none: up to the number of parameters); it is a separate knob
+// from memory because each in-flight collective also holds communication buffers and
+// stream slots the simulator does not model. When infeasible, `order` is S_0.
 absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(
-    const Graph& g, std::optional<int64_t> memory_limit, const CollectiveModel& model = {});
+    const Graph& g, std::optional<int64_t> memory_limit, const CollectiveModel& model = {},
+    std::optional<int> max_in_flight = std::nullopt);
 
 }  // namespace overlap
 

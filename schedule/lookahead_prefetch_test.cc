@@ -47,6 +47,18 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
   }
 }
 
+TEST(LookaheadPrefetchTest, TheInFlightLimitCapsTheLookahead) {
+  Graph g = Lifted("llama-7b");
+  for (int cap : {0, 1, 3}) {
+    absl::StatusOr<LookaheadResult> r =
+        LookaheadPrefetchSchedule(g, int64_t{1} << 30, CollectiveModel{}, cap);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->lookahead, cap);
+    EXPECT_TRUE(VerifySchedule(g, r->order).ok());
+  }
+  EXPECT_FALSE(LookaheadPrefetchSchedule(g, std::nullopt, CollectiveModel{}, -1).ok());
+}
+
 TEST(LookaheadPrefetchTest, InfeasibleBudgetsReportTheSmallestFeasibleOne) {
   Graph g = Lifted("gpt2");
   absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, 1);

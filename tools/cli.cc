@@ -132,6 +132,8 @@ options:
   --memory-limit SIZE  lookahead: the simulated peak-memory budget; when no schedule fits,
                        exit 1 and report the smallest feasible budget (the result is still
                        written)
+  --max-inflight N     lookahead: at most N allgathers issued ahead of the compute that
+                       needs them (default: no cap besides memory)
   --backward           the graph is a backward graph (graph_id 1: reduce_grad inserted)
   --world-size N       ranks (default 32)
   --latency-us X       collective latency in microseconds (default 20)
@@ -507,7 +509,8 @@ class Cli {
   int ScheduleCmd(const std::vector<std::string>& argv) {
     Args a;
     if (auto e = ParseArgs(argv, 1, {"algorithm", "backward", "world-size", "latency-us",
-                                     "bandwidth", "json", "output", "trace", "memory-limit"},
+                                     "bandwidth", "json", "output", "trace", "memory-limit",
+                                     "max-inflight"},
                            &a)) {
       return Usage(*e, kScheduleUsage);
     }
@@ -533,6 +536,18 @@ class Cli {
       if (!l.ok()) return Usage(absl::StrCat("--memory-limit: ", l.status().message()), kScheduleUsage);
       limit = *l;
     }
+    std::optional<int> max_inflight;
+    if (auto it = a.flags.find("max-inflight"); it != a.flags.end()) {
+      int n = 0;
+      if (algorithm != "lookahead") {
+        return Usage("--max-inflight applies to the lookahead scheduler", kScheduleUsage);
+      }
+      if (!absl::SimpleAtoi(it->second, &n) || n < 0) {
+        return Usage(absl::StrCat("--max-inflight: expected an integer >= 0, got \"",
+                                  it->second, "\""), kScheduleUsage);
+      }
+      max_inflight = n;
+    }
     CollectiveModel model;
     int rc = kExitOk;
     if (!CollectiveFlags(a, &model, &rc, kScheduleUsage)) return rc;
@@ -548,7 +563,7 @@ class Cli {
     if (scheduler != nullptr) {
       order = (*scheduler)(*g);
     } else {
-      absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(*g, limit, model);
+      absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(*g, limit, model, max_inflight);
       if (!r.ok()) return BadInput(r.status());
       ours = std::move(*r);
       order = ours->order;
