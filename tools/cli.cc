@@ -803,6 +803,13 @@ class Cli {
                      FormatBytes(sim->peak_memory_bytes).c_str(), FormatSeconds(sim->step_time_s).c_str(),
                      FormatSeconds(sim->lower_bound_s).c_str(), FormatSeconds(sim->exposed_comm_s).c_str());
       }
+      int64_t resident_bytes = 0;
+      for (int64_t ds : ours->resident) resident_bytes += z->params()[ds].bytes;
+      std::fprintf(out_,
+                   "  ours: k = %d allgathers in flight ahead of compute; %zu of %zu parameters "
+                   "kept resident (%s) with the memory left over (selective unsharding)\n",
+                   ours->lookahead, ours->resident.size(), z->params().size(),
+                   FormatBytes(resident_bytes).c_str());
     }
     std::fputs(
         "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, "
