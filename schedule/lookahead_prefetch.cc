@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -152,70 +153,126 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     }
   }
   const Simulator simulator(g, model);  // the graph's part of every simulation, once
-  for (int k : ks) {
-    std::vector<NodeId> order = Candidate(base, gathers, moved, k);
-    absl::StatusOr<SimulationResult> sim = simulator.Run(order, /*record=*/false);
-    if (!sim.ok()) return sim.status();
-    if (sim->peak_memory_bytes < smallest_peak) {
-      smallest_peak = sim->peak_memory_bytes;
-      smallest_order = order;
-      smallest_k = k;
+
+  // One candidate, evaluated on its own (so candidates can be evaluated in parallel): S_k
+  // simulated, then for each cap that fits, the resident prefix. `choices` lists what the
+  // scan would consider, in order; `reached_compute`: the last choice ties the compute
+  // bound, and the scan stops there.
+  struct Choice {
+    int64_t cap = 0;
+    size_t kept = 0;
+    SimulationResult sim;
+  };
+  struct Evaluation {
+    absl::Status status;
+    std::vector<NodeId> order;
+    int64_t peak = 0;  // S_k's own peak (no residents, no buckets)
+    bool fits = false;
+    std::vector<Choice> choices;
+    bool reached_compute = false;
+  };
+  auto evaluate = [&](int k, Evaluation* e) {
+    e->order = Candidate(base, gathers, moved, k);
+    absl::StatusOr<SimulationResult> sim = simulator.Run(e->order, /*record=*/false);
+    if (!sim.ok()) {
+      e->status = sim.status();
+      return;
     }
-    // Stop at the first candidate that does not fit: the candidates examined are then the
-    // longest fitting prefix of the k sequence, which only grows with the budget (so the
-    // result stays monotone in it), and a tight budget costs a few simulations, not all.
-    if (memory_limit && sim->peak_memory_bytes > *memory_limit) break;
-    bool done = false;
+    e->peak = sim->peak_memory_bytes;
+    e->fits = !memory_limit || sim->peak_memory_bytes <= *memory_limit;
+    if (!e->fits) return;
     for (int64_t cap : caps) {
       // This candidate with reduce-scatters bucketed at `cap` (0: one per gradient).
-      SimulationResult chosen = *sim;  // with `kept` residents
+      Choice c;
+      c.cap = cap;
+      c.sim = *sim;
       if (cap > 0) {
-        absl::StatusOr<SimulationResult> bucketed = simulator.Run(order, false, {}, cap);
-        if (!bucketed.ok()) return bucketed.status();
+        absl::StatusOr<SimulationResult> bucketed = simulator.Run(e->order, false, {}, cap);
+        if (!bucketed.ok()) {
+          e->status = bucketed.status();
+          return;
+        }
         if (memory_limit && bucketed->peak_memory_bytes > *memory_limit) continue;
-        chosen = *bucketed;
+        c.sim = *bucketed;
       }
       // Residents: the longest ranking prefix that fits the memory left over and keeps the
       // simulated peak within the budget (a resident parameter adds at most its bytes to
       // any instant, so the first guess usually fits; else binary search).
-      const int64_t left = memory_limit ? *memory_limit - chosen.peak_memory_bytes : INT64_MAX;
+      const int64_t left = memory_limit ? *memory_limit - c.sim.peak_memory_bytes : INT64_MAX;
       const size_t m = std::upper_bound(prefix_bytes.begin(), prefix_bytes.end(), left) -
                        prefix_bytes.begin() - 1;
-      size_t kept = 0;
       size_t lo = 0, hi = m;  // prefix lo is known to fit
       bool first_try = true;
       while (hi > lo) {
         const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
         first_try = false;
         absl::StatusOr<SimulationResult> with = simulator.Run(
-            order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n), cap);
-        if (!with.ok()) return with.status();
+            e->order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n), cap);
+        if (!with.ok()) {
+          e->status = with.status();
+          return;
+        }
         if (!memory_limit || with->peak_memory_bytes <= *memory_limit) {
           lo = n;
-          kept = n;
-          chosen = *with;
+          c.kept = n;
+          c.sim = *with;
         } else {
           hi = n - 1;
         }
       }
-      if (!have_best || chosen.step_time_s < best.step_time_s) {
-        have_best = true;
-        best.order = order;
-        best.lookahead = k;
-        best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + kept);
-        best.reduce_bucket_bytes = cap;
-        best.peak_memory_bytes = chosen.peak_memory_bytes;
-        best.step_time_s = chosen.step_time_s;
-      }
+      e->choices.push_back(std::move(c));
       // Nothing beats the total compute time (the same for every candidate, resident set
-      // and bucketing): stop at the first that reaches it. Still monotone in the budget: a
-      // larger budget admits this candidate and cap with at least these residents.
-      if (best.step_time_s <= chosen.compute_s * (1 + 1e-9)) {
-        done = true;
-        break;
+      // and bucketing): the scan stops at the first choice that reaches it. Still monotone
+      // in the budget: a larger budget admits this candidate and cap with at least these
+      // residents.
+      if (e->choices.back().sim.step_time_s <= e->choices.back().sim.compute_s * (1 + 1e-9)) {
+        e->reached_compute = true;
+        return;
       }
     }
-    if (done) break;
+  };
+
+  // The scan, in k order, on candidates evaluated a batch at a time on every core (a large
+  // graph's simulations dominate; a batch wastes at most the candidates after a stop).
+  const size_t batch =
+      g.size() < 20000 ? 1 : std::max<size_t>(1, std::min(4u, std::thread::hardware_concurrency()));
+  bool stop = false;
+  for (size_t first = 0; first < ks.size() && !stop; first += batch) {
+    const size_t n = std::min(batch, ks.size() - first);
+    std::vector<Evaluation> evals(n);
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < n; ++i) pool.emplace_back(evaluate, ks[first + i], &evals[i]);
+    evaluate(ks[first], &evals[0]);
+    for (std::thread& t : pool) t.join();
+    for (size_t i = 0; i < n && !stop; ++i) {
+      Evaluation& e = evals[i];
+      const int k = ks[first + i];
+      if (!e.status.ok()) return e.status;
+      if (e.peak < smallest_peak) {
+        smallest_peak = e.peak;
+        smallest_order = e.order;
+        smallest_k = k;
+      }
+      // Stop at the first candidate that does not fit: the candidates examined are then the
+      // longest fitting prefix of the k sequence, which only grows with the budget (so the
+      // result stays monotone in it), and a tight budget costs a few simulations, not all.
+      if (!e.fits) {
+        stop = true;
+        break;
+      }
+      for (const Choice& c : e.choices) {
+        if (!have_best || c.sim.step_time_s < best.step_time_s) {
+          have_best = true;
+          best.order = e.order;
+          best.lookahead = k;
+          best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + c.kept);
+          best.reduce_bucket_bytes = c.cap;
+          best.peak_memory_bytes = c.sim.peak_memory_bytes;
+          best.step_time_s = c.sim.step_time_s;
+        }
+      }
+      if (e.reached_compute) stop = true;
+    }
   }
   if (!have_best) {
     LookaheadResult r;
