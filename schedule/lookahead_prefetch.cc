@@ -27,37 +27,56 @@ struct Gather {
 // S_k: the graph order without the gathers' allgathers and waits; each wait re-inserted
 // right before its first use, each allgather before the first use of the gather k places
 // earlier (in first-use order), allgathers ahead of waits at the same place. A wait nobody
-// reads stays right after its allgather.
-std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector<Gather>& gathers,
-                              const absl::flat_hash_map<NodeId, char>& moved, int k) {
-  absl::flat_hash_map<NodeId, std::vector<NodeId>> gathers_before, waits_before, after;
+// reads stays right after its allgather. `position` is each node's index in `base`.
+// O(N + A log A) with flat arrays (a large graph evaluates several candidates).
+std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector<int64_t>& position,
+                              const std::vector<Gather>& gathers, const std::vector<char>& moved,
+                              int k) {
+  // (base position, 0 allgather / 1 wait, gather index, node): what goes before base[pos].
+  struct Insert {
+    int64_t pos;
+    int kind;
+    size_t j;
+    NodeId node;
+  };
+  std::vector<Insert> inserts;
+  inserts.reserve(2 * gathers.size());
+  std::vector<std::pair<NodeId, NodeId>> after;  // (allgather, its unread wait)
   for (size_t j = 0; j < gathers.size(); ++j) {
     const Gather& gj = gathers[j];
     if (gj.first_use == kNoNode) {
-      after[gj.allgather].push_back(gj.wait);
+      after.push_back({gj.allgather, gj.wait});
       continue;
     }
     const Gather& early = gathers[j >= static_cast<size_t>(k) ? j - k : 0];
-    gathers_before[early.first_use != kNoNode ? early.first_use : gj.first_use].push_back(
-        gj.allgather);
-    waits_before[gj.first_use].push_back(gj.wait);
+    const NodeId anchor = early.first_use != kNoNode ? early.first_use : gj.first_use;
+    inserts.push_back({position[anchor], 0, j, gj.allgather});
+    inserts.push_back({position[gj.first_use], 1, j, gj.wait});
   }
+  std::sort(inserts.begin(), inserts.end(), [](const Insert& x, const Insert& y) {
+    if (x.pos != y.pos) return x.pos < y.pos;
+    if (x.kind != y.kind) return x.kind < y.kind;
+    return x.j < y.j;
+  });
+  std::sort(after.begin(), after.end());
   std::vector<NodeId> order;
   order.reserve(base.size());
   auto emit = [&](NodeId id) {
     order.push_back(id);
-    auto a = after.find(id);
-    if (a != after.end()) order.insert(order.end(), a->second.begin(), a->second.end());
+    auto a = std::lower_bound(after.begin(), after.end(), std::make_pair(id, NodeId{kNoNode}));
+    for (; a != after.end() && a->first == id; ++a) order.push_back(a->second);
   };
-  for (NodeId id : base) {
-    if (moved.contains(id)) continue;  // re-inserted below
-    if (auto it = gathers_before.find(id); it != gathers_before.end()) {
-      for (NodeId ag : it->second) emit(ag);
+  size_t next = 0;
+  for (size_t i = 0; i < base.size(); ++i) {
+    for (; next < inserts.size() && inserts[next].pos == static_cast<int64_t>(i); ++next) {
+      if (inserts[next].kind == 0) {
+        emit(inserts[next].node);
+      } else {
+        order.push_back(inserts[next].node);
+      }
     }
-    if (auto it = waits_before.find(id); it != waits_before.end()) {
-      order.insert(order.end(), it->second.begin(), it->second.end());
-    }
-    emit(id);
+    if (moved[base[i]]) continue;  // re-inserted above
+    emit(base[i]);
   }
   return order;
 }
@@ -76,12 +95,12 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   std::vector<int64_t> position(g.id_bound(), 0);
   for (size_t i = 0; i < base.size(); ++i) position[base[i]] = static_cast<int64_t>(i);
   std::vector<Gather> gathers;
-  absl::flat_hash_map<NodeId, char> moved;
+  std::vector<char> moved(g.id_bound(), 0);
   for (NodeId id : base) {
     const Node& n = g.node(id);
     if (!Is(n, kWaitTarget) || n.inputs().empty()) continue;
     const NodeId ag = n.inputs()[0];
-    if (!Is(g.node(ag), kAllgatherTarget) || moved.contains(ag)) continue;
+    if (!Is(g.node(ag), kAllgatherTarget) || moved[ag]) continue;
     NodeId first = kNoNode;
     for (NodeId u : n.users()) {
       if (first == kNoNode || position[u] < position[first]) first = u;
@@ -89,6 +108,23 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     gathers.push_back({ag, id, first});
     moved[ag] = 1;
     moved[id] = 1;
+  }
+  // Whether every candidate is topological by construction (true for graphs from our
+  // insertion): placeholders first, each wait read by someone, each allgather's only inputs
+  // placeholders and read by its wait alone. Then candidates skip the simulator's O(N)
+  // order check; otherwise (hand-written dc ops) every candidate is checked.
+  bool clean = true;
+  bool seen_other = false;
+  for (NodeId id : base) {
+    const bool ph = g.node(id).op() == Op::kPlaceholder;
+    if (ph && seen_other) clean = false;
+    seen_other = seen_other || !ph;
+  }
+  for (const Gather& gj : gathers) {
+    const Node& ag = g.node(gj.allgather);
+    clean = clean && gj.first_use != kNoNode && ag.users().size() == 1 &&
+            g.node(gj.wait).inputs().size() == 1;
+    for (NodeId in : ag.inputs()) clean = clean && g.node(in).op() == Op::kPlaceholder;
   }
   std::stable_sort(gathers.begin(), gathers.end(), [&](const Gather& a, const Gather& b) {
     const int64_t pa = a.first_use == kNoNode ? INT64_MAX : position[a.first_use];
@@ -98,7 +134,10 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   std::vector<int> ks = {0};
   const double top = max_in_flight ? std::min<double>(*max_in_flight, gathers.size())
                                    : static_cast<double>(gathers.size());
-  for (double k = 1; k <= top; k *= std::sqrt(2.0)) {
+  // About sqrt(2) apart; on very large graphs 2 apart, which halves the simulations at a
+  // small cost in choice (each simulation there takes a fraction of a second).
+  const double step = g.size() > 250000 ? 2.0 : std::sqrt(2.0);
+  for (double k = 1; k <= top; k *= step) {
     const int ki = static_cast<int>(std::lround(k));
     if (ki != ks.back() && ki <= top) ks.push_back(ki);
   }
@@ -153,6 +192,11 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     }
   }
   const Simulator simulator(g, model);  // the graph's part of every simulation, once
+  auto run = [&](absl::Span<const NodeId> order, absl::Span<const int64_t> resident,
+                 int64_t cap) {
+    return clean ? simulator.RunUnchecked(order, /*record=*/false, resident, cap)
+                 : simulator.Run(order, /*record=*/false, resident, cap);
+  };
 
   // One candidate, evaluated on its own (so candidates can be evaluated in parallel): S_k
   // simulated, then for each cap that fits, the resident prefix. `choices` lists what the
@@ -172,8 +216,8 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     bool reached_compute = false;
   };
   auto evaluate = [&](int k, Evaluation* e) {
-    e->order = Candidate(base, gathers, moved, k);
-    absl::StatusOr<SimulationResult> sim = simulator.Run(e->order, /*record=*/false);
+    e->order = Candidate(base, position, gathers, moved, k);
+    absl::StatusOr<SimulationResult> sim = run(e->order, {}, 0);
     if (!sim.ok()) {
       e->status = sim.status();
       return;
@@ -187,7 +231,7 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       c.cap = cap;
       c.sim = *sim;
       if (cap > 0) {
-        absl::StatusOr<SimulationResult> bucketed = simulator.Run(e->order, false, {}, cap);
+        absl::StatusOr<SimulationResult> bucketed = run(e->order, {}, cap);
         if (!bucketed.ok()) {
           e->status = bucketed.status();
           return;
@@ -206,8 +250,8 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
       while (hi > lo) {
         const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
         first_try = false;
-        absl::StatusOr<SimulationResult> with = simulator.Run(
-            e->order, /*record=*/false, absl::MakeConstSpan(ranked_ds.data(), n), cap);
+        absl::StatusOr<SimulationResult> with =
+            run(e->order, absl::MakeConstSpan(ranked_ds.data(), n), cap);
         if (!with.ok()) {
           e->status = with.status();
           return;
@@ -237,8 +281,9 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   const size_t batch =
       g.size() < 20000 ? 1 : std::max<size_t>(1, std::min(4u, std::thread::hardware_concurrency()));
   bool stop = false;
-  for (size_t first = 0; first < ks.size() && !stop; first += batch) {
-    const size_t n = std::min(batch, ks.size() - first);
+  // S_0 alone first: with memory to spare it often ends the scan (all resident).
+  for (size_t first = 0, n = 1; first < ks.size() && !stop; first += n, n = batch) {
+    n = std::min(n, ks.size() - first);
     std::vector<Evaluation> evals(n);
     std::vector<std::thread> pool;
     for (size_t i = 1; i < n; ++i) pool.emplace_back(evaluate, ks[first + i], &evals[i]);

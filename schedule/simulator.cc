@@ -73,10 +73,17 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
 absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, bool record,
                                                 absl::Span<const int64_t> resident,
                                                 int64_t reduce_bucket_bytes) const {
-  const Graph& g = g_;
-  if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
+  if (absl::Status s = CheckTopologicalPermutation(g_, order); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));
   }
+  return RunUnchecked(order, record, resident, reduce_bucket_bytes);
+}
+
+absl::StatusOr<SimulationResult> Simulator::RunUnchecked(absl::Span<const NodeId> order,
+                                                         bool record,
+                                                         absl::Span<const int64_t> resident,
+                                                         int64_t reduce_bucket_bytes) const {
+  const Graph& g = g_;
   if (!model_.Valid()) {
     return absl::InvalidArgumentError(
         "collective model needs world size >= 1, latency >= 0, bandwidth > 0");
@@ -89,11 +96,30 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, 
   int64_t gathered_now = 0;
   std::vector<std::pair<double, int64_t>> deltas;  // (time, +/- bytes)
   // Resident parameters: gathered for the whole step, before it starts.
-  absl::flat_hash_set<int64_t> resident_ds(resident.begin(), resident.end());
+  // ds_ids are parameter-table indices: a flag per parameter (a hash set for any other id a
+  // hand-written graph may carry).
+  const size_t params = g.params().size();
+  std::vector<char> resident_flag(params, 0);
+  absl::flat_hash_set<int64_t> resident_other;
+  bool any_resident = false;
+  auto mark = [&](int64_t ds) {
+    any_resident = true;
+    if (ds >= 0 && static_cast<size_t>(ds) < params) {
+      resident_flag[ds] = 1;
+    } else {
+      resident_other.insert(ds);
+    }
+  };
+  for (int64_t ds : resident) mark(ds);
   for (NodeId id : order) {
-    if (kind_[id] == kAllgather && persistent_[id]) resident_ds.insert(ds_[id]);
+    if (kind_[id] == kAllgather && persistent_[id]) mark(ds_[id]);
   }
-  auto is_resident = [&](NodeId id) { return !resident_ds.empty() && resident_ds.contains(ds_[id]); };
+  auto is_resident = [&](NodeId id) {
+    if (!any_resident) return false;
+    const int64_t ds = ds_[id];
+    return ds >= 0 && static_cast<size_t>(ds) < params ? resident_flag[ds] != 0
+                                                       : resident_other.contains(ds);
+  };
   for (NodeId id : order) {
     if (kind_[id] == kAllgather && is_resident(id)) {
       deltas.push_back({0.0, bytes_[id]});
@@ -209,28 +235,67 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order, 
     }
   }
   // Activations: allocated at start, freed when the last use (or the reduction) finishes.
-  for (NodeId id : order) {
-    if (kind_[id] != kCompute) continue;
-    const int64_t bytes = bytes_[id];
-    if (bytes == 0) continue;
-    double free_at = last_use_[id] == kNoNode ? end[id] : end[last_use_[id]];
-    if (reduced_by_[id] != kNoNode) free_at = std::max(free_at, end[reduced_by_[id]]);
-    deltas.push_back({start[id], bytes});
-    deltas.push_back({free_at, -bytes});
-  }
-  // Ties: frees first; a strict total order, so an unstable sort gives the same sequence.
-  std::sort(deltas.begin(), deltas.end());
-  int64_t in_use = 0;
-  if (record) r.memory.reserve(deltas.size());
-  for (const auto& [t, d] : deltas) {
-    in_use += d;
+  if (record) {
+    for (NodeId id : order) {
+      if (kind_[id] != kCompute || bytes_[id] == 0) continue;
+      deltas.push_back({start[id], bytes_[id]});
+      deltas.push_back({FreeTime(id, end), -bytes_[id]});
+    }
+    // Ties: frees first; a strict total order, so an unstable sort gives the same sequence.
+    std::sort(deltas.begin(), deltas.end());
+    int64_t in_use = 0;
+    r.memory.reserve(deltas.size());
+    for (const auto& [t, d] : deltas) {
+      in_use += d;
+      r.peak_memory_bytes = std::max(r.peak_memory_bytes, in_use);
+      r.memory.push_back({t, in_use});
+    }
+  } else {
+    // The same peak without sorting every event: with frees first at equal times, the
+    // running total peaks at the end of an instant, so the peak is the largest total over
+    // instants. The gather events above and the activations' allocations are already in
+    // time order (both follow compute time along the order); only the activations' frees
+    // need sorting, and a three-way merge by time gives every instant's total.
+    std::vector<std::pair<double, int64_t>> allocs, frees;
+    for (NodeId id : order) {
+      if (kind_[id] != kCompute || bytes_[id] == 0) continue;
+      allocs.push_back({start[id], bytes_[id]});
+      frees.push_back({FreeTime(id, end), -bytes_[id]});
+    }
+    std::sort(frees.begin(), frees.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    const std::vector<std::pair<double, int64_t>>* seqs[3] = {&deltas, &allocs, &frees};
+    size_t at[3] = {0, 0, 0};
+    int64_t in_use = 0;
+    double instant = -1;
+    while (true) {
+      int pick = -1;
+      for (int q = 0; q < 3; ++q) {
+        if (at[q] < seqs[q]->size() &&
+            (pick < 0 || (*seqs[q])[at[q]].first < (*seqs[pick])[at[pick]].first)) {
+          pick = q;
+        }
+      }
+      if (pick < 0) break;
+      const auto& [t, d] = (*seqs[pick])[at[pick]++];
+      if (t > instant) {
+        r.peak_memory_bytes = std::max(r.peak_memory_bytes, in_use);
+        instant = t;
+      }
+      in_use += d;
+    }
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, in_use);
-    if (record) r.memory.push_back({t, in_use});
   }
   r.step_time_s = std::max(compute_t, comm_free);
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_s);
   r.lower_bound_s = std::max(r.compute_s, r.comm_s);
   return r;
+}
+
+double Simulator::FreeTime(NodeId id, const std::vector<double>& end) const {
+  double free_at = last_use_[id] == kNoNode ? end[id] : end[last_use_[id]];
+  if (reduced_by_[id] != kNoNode) free_at = std::max(free_at, end[reduced_by_[id]]);
+  return free_at;
 }
 
 absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
