@@ -146,9 +146,9 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
     int k = 0;
     for (NodeId v : out.inputs()) {
       if (!needs_grad[v] || IsParamPlaceholder(f.node(v))) continue;
-      absl::StatusOr<NodeId> t =
-          b.AddNode(Op::kPlaceholder, b.UniqueName(absl::StrCat("tangents_", ++k)),
-                    absl::StrCat("tangents_", k));
+      // Name and target agree (arguments are evaluated in no fixed order: count first).
+      const std::string tangent = absl::StrCat("tangents_", ++k);
+      absl::StatusOr<NodeId> t = b.AddNode(Op::kPlaceholder, b.UniqueName(tangent), tangent);
       if (!t.ok()) return t.status();
       b.mutable_node(*t).mutable_meta() = Describe(f.node(v).meta());
       grad[v] = *t;
