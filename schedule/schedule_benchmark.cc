@@ -1,11 +1,13 @@
-// Run time of the ZeRO-3 passes on the built-in models (lifted, forward):
-// insertion, fast_free (reference implementation) and the simulator.
+// Run time of the ZeRO-3 passes on the built-in models (lifted, forward): insertion,
+// fast_free and its reference implementation, ours and the simulator; and ours on random
+// graphs of 10k / 100k / 1M nodes.
 //   bazel run //schedule:schedule_benchmark
 #include <map>
 #include <string>
 
 #include "benchmark/benchmark.h"
 #include "graph/models.h"
+#include "graph/random_graph.h"
 #include "schedule/fast_free.h"
 #include "schedule/fast_free_reference.h"
 #include "schedule/lookahead_prefetch.h"
@@ -77,6 +79,42 @@ void BM_Simulate(benchmark::State& state) {
   Label(state, g);
 }
 BENCHMARK(BM_Simulate)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+// Ours on random lifted graphs of 10k / 100k / 1M nodes (forward insertion), with no
+// limit (range 1 = 0) and just above the smallest feasible budget (range 1 = 1: S_0's peak
+// + 0.1%, the slowest band: several candidates fit and none reaches the compute bound).
+const Graph& RandomInserted(int64_t nodes) {
+  static auto* cache = new std::map<int64_t, Graph>();
+  auto it = cache->find(nodes);
+  if (it == cache->end()) {
+    RandomGraphOptions o;
+    o.nodes = nodes;
+    o.lifted = true;
+    Graph g = RandomGraph(o);
+    (void)Zero3Insertion(0).Run(&g);
+    it = cache->emplace(nodes, std::move(g)).first;
+  }
+  return it->second;
+}
+
+void BM_LookaheadRandom(benchmark::State& state) {
+  const Graph& g = RandomInserted(state.range(0));
+  std::optional<int64_t> budget;
+  if (state.range(1) == 1) {
+    const int64_t least = LookaheadPrefetchSchedule(g, 1)->min_feasible_bytes;
+    budget = least + least / 1000;
+  }
+  int lookahead = 0;
+  for (auto _ : state) {
+    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, budget);
+    lookahead = r->lookahead;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["nodes"] = static_cast<double>(g.size());
+  state.counters["k"] = lookahead;
+}
+BENCHMARK(BM_LookaheadRandom)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace overlap
