@@ -17,7 +17,6 @@ bool IsAllgather(const Node& n) {
   return n.op() == Op::kCallFunction && n.target() == kAllgatherTarget;
 }
 double TimeOf(const Node& n) { return n.meta().has_device_time ? n.meta().device_time : 0.0; }
-int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
 
 // Fixed-width bitsets over the allgathers, stored contiguously.
 class BitRows {

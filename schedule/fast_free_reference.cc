@@ -17,7 +17,6 @@ bool IsAllgather(const Node& n) {
 }
 
 double TimeOf(const Node& n) { return n.meta().has_device_time ? n.meta().device_time : 0.0; }
-int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
 
 // One candidate of a round (AllgatherTask in the reference).
 struct Task {

@@ -12,10 +12,6 @@
 namespace overlap {
 namespace {
 
-bool Is(const Node& n, absl::string_view target) {
-  return n.op() == Op::kCallFunction && n.target() == target;
-}
-
 // One gathered parameter: its allgather, its wait, and the first node that reads the wait
 // (where the just-in-time order needs the parameter).
 struct Gather {
@@ -98,9 +94,9 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   std::vector<char> moved(g.id_bound(), 0);
   for (NodeId id : base) {
     const Node& n = g.node(id);
-    if (!Is(n, kWaitTarget) || n.inputs().empty()) continue;
+    if (!IsCallTo(n, kWaitTarget) || n.inputs().empty()) continue;
     const NodeId ag = n.inputs()[0];
-    if (!Is(g.node(ag), kAllgatherTarget) || moved[ag]) continue;
+    if (!IsCallTo(g.node(ag), kAllgatherTarget) || moved[ag]) continue;
     NodeId first = kNoNode;
     for (NodeId u : n.users()) {
       if (first == kNoNode || position[u] < position[first]) first = u;
@@ -154,11 +150,13 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   std::vector<Keep> ranking;
   for (const Gather& gj : gathers) {
     const Node& ag = g.node(gj.allgather);
+    // A ds_id that is not an int names no parameter (a negative one still does, for the
+    // simulator's resident set, so keep the kind check rather than IntArg's -1).
     if (IsPersistentAllgather(ag) || ag.args().size() < 3 ||
         ag.args()[2].kind() != Value::Kind::kInt) {
       continue;
     }
-    const int64_t bytes = ag.meta().has_tensor_size ? ag.meta().tensor_size : 0;
+    const int64_t bytes = SizeOf(ag);
     ranking.push_back({ag.args()[2].as_int(), bytes, model.Allgather(bytes)});
   }
   std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
@@ -186,7 +184,7 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
   // latency, but holds its gradients until the last one is reduced).
   std::vector<int64_t> caps = {0};
   for (NodeId id : base) {
-    if (Is(g.node(id), kReduceTarget)) {
+    if (IsCallTo(g.node(id), kReduceTarget)) {
       caps = {0, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20};
       break;
     }

@@ -10,12 +10,6 @@
 namespace overlap {
 namespace {
 
-bool Is(const Node& n, absl::string_view target) {
-  return n.op() == Op::kCallFunction && n.target() == target;
-}
-int64_t IntArg(const Node& n, size_t i) {
-  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
-}
 bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
 
 }  // namespace
@@ -32,12 +26,12 @@ int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
   for (NodeId id : order) {
     const Node& n = g.node(id);
     if (IsPersistentAllgather(n)) continue;
-    if (Is(n, kAllgatherTarget)) {
+    if (IsCallTo(n, kAllgatherTarget)) {
       const int64_t bytes = n.meta().has_tensor_size ? n.meta().tensor_size : 0;
       live[IntArg(n, 2)] = {bytes, 0};
       now += bytes;
       peak = std::max(peak, now);
-    } else if (Is(n, kReleaseTarget)) {
+    } else if (IsCallTo(n, kReleaseTarget)) {
       auto it = live.find(IntArg(n, 2));
       if (it != live.end() && ++it->second.second == IntArg(n, 3)) {
         now -= it->second.first;
@@ -60,12 +54,12 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
   absl::flat_hash_map<int64_t, NodeId> freeing;
   for (NodeId id : order) {
     const Node& n = g.node(id);
-    if (Is(n, kAllgatherTarget)) seen[IntArg(n, 2)] = 0;
-    if (Is(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3)) freeing[IntArg(n, 2)] = id;
+    if (IsCallTo(n, kAllgatherTarget)) seen[IntArg(n, 2)] = 0;
+    if (IsCallTo(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3)) freeing[IntArg(n, 2)] = id;
   }
   for (NodeId id : order) {
     const Node& w = g.node(id);
-    if (!Is(w, kWaitTarget)) continue;
+    if (!IsCallTo(w, kWaitTarget)) continue;
     const int64_t ds = IntArg(w, 2);
     auto f = freeing.find(ds);
     // Every reader of the gathered buffer, through views, before the freeing release.
@@ -75,7 +69,7 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
       stack.pop_back();
       for (NodeId u : g.node(v).users()) {
         const Node& user = g.node(u);
-        if (user.op() == Op::kOutput || Is(user, kReleaseTarget)) continue;
+        if (user.op() == Op::kOutput || IsCallTo(user, kReleaseTarget)) continue;
         // A view of this value reads no data: it is not a use, but its readers are. (A view
         // of something else that reads this value, say through kwargs, is a use.)
         if (IsView(user) && !user.inputs().empty() && user.inputs()[0] == v) {
@@ -96,7 +90,7 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
   }
   for (NodeId id : order) {
     const Node& r = g.node(id);
-    if (!Is(r, kReduceTarget) || r.inputs().empty()) continue;
+    if (!IsCallTo(r, kReduceTarget) || r.inputs().empty()) continue;
     if (pos[r.inputs()[0]] > pos[id]) {
       return absl::FailedPreconditionError(absl::StrCat(
           "reduce \"", r.name(), "\" comes before its gradient \"", g.node(r.inputs()[0]).name(), "\""));

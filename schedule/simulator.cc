@@ -13,14 +13,7 @@ namespace overlap {
 
 namespace {
 
-bool Is(const Node& n, absl::string_view target) {
-  return n.op() == Op::kCallFunction && n.target() == target;
-}
-int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
 bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
-int64_t IntArg(const Node& n, size_t i) {
-  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
-}
 
 // A reduce_grad's bucket (kwargs {"bucket": <int>}), or -1.
 int ReduceBucket(const Node& n) {
@@ -52,17 +45,17 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
     time_[id] = n.meta().has_device_time ? n.meta().device_time : 0;
     if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
       kind_[id] = kInstant;
-    } else if (Is(n, kAllgatherTarget)) {
+    } else if (IsCallTo(n, kAllgatherTarget)) {
       kind_[id] = kAllgather;
       time_[id] = model.Allgather(bytes_[id]);
-    } else if (Is(n, kReduceTarget)) {
+    } else if (IsCallTo(n, kReduceTarget)) {
       kind_[id] = kReduce;
       bucket_[id] = ReduceBucket(n);
       time_[id] = model.ReduceScatter(bytes_[id]);
       if (!n.inputs().empty()) reduced_by_[n.inputs()[0]] = id;
-    } else if (Is(n, kWaitTarget)) {
+    } else if (IsCallTo(n, kWaitTarget)) {
       kind_[id] = kWait;
-    } else if (Is(n, kReleaseTarget)) {
+    } else if (IsCallTo(n, kReleaseTarget)) {
       kind_[id] = kRelease;
     } else if (IsView(n)) {
       kind_[id] = kView;

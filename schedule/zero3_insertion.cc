@@ -147,14 +147,10 @@ absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
                           std::vector<NodeId>* order) {
   if (resident.empty()) return absl::OkStatus();
   const absl::flat_hash_set<int64_t> ds(resident.begin(), resident.end());
-  auto ds_of = [&](const Node& n) {
-    return n.args().size() > 2 && n.args()[2].kind() == Value::Kind::kInt ? n.args()[2].as_int()
-                                                                           : int64_t{-1};
-  };
   std::vector<NodeId> releases;
   for (NodeId id : g->order()) {
     const Node& n = g->node(id);
-    if (n.op() != Op::kCallFunction || !ds.contains(ds_of(n))) continue;
+    if (n.op() != Op::kCallFunction || !ds.contains(IntArg(n, 2))) continue;
     if (n.target() == kAllgatherTarget && !IsPersistentAllgather(n)) {
       ValueDict kwargs = n.kwargs();
       kwargs.emplace_back("persistent", Value::Bool(true));
@@ -187,7 +183,7 @@ absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap
       ++bucket;
       bytes = 0;
     }
-    bytes += n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+    bytes += SizeOf(n);
     ValueDict kwargs;
     for (const auto& kv : n.kwargs()) {
       if (kv.first != "bucket") kwargs.push_back(kv);

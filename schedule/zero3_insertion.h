@@ -29,6 +29,7 @@
 #ifndef OVERLAP_SCHEDULE_ZERO3_INSERTION_H_
 #define OVERLAP_SCHEDULE_ZERO3_INSERTION_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,20 @@ inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
 inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
 inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
 inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
+
+// Small readers shared by the ZeRO-3 passes. Whether `n` is a call_function of `target`.
+inline bool IsCallTo(const Node& n, absl::string_view target) {
+  return n.op() == Op::kCallFunction && n.target() == target;
+}
+// args[i] when it is an int (ds_id is args[2], n_users args[3]), else -1.
+inline int64_t IntArg(const Node& n, size_t i) {
+  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int()
+                                                                         : -1;
+}
+// meta.tensor_size, 0 when absent.
+inline int64_t SizeOf(const Node& n) {
+  return n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+}
 
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function).
 bool HasZero3Ops(const Graph& g);
