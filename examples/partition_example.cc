@@ -28,8 +28,8 @@ absl::StatusOr<overlap::Graph> BuildMlp() {
         g.AddNode(Op::kCallModule, "layers_" + std::to_string(i), fc, {Value::Ref(h)});
     if (!lin.ok()) return lin.status();
     g.mutable_node(*lin).mutable_meta().set_device_time(100e-6);
-    absl::StatusOr<overlap::NodeId> act = g.AddNode(
-        Op::kCallFunction, "relu_" + std::to_string(i), "aten.relu.default", {Value::Ref(*lin)});
+    absl::StatusOr<overlap::NodeId> act = g.AddNode(Op::kCallFunction, "relu_" + std::to_string(i),
+                                                    "aten.relu.default", {Value::Ref(*lin)});
     if (!act.ok()) return act.status();
     h = *act;
     overlap::Param w;
@@ -54,7 +54,8 @@ absl::StatusOr<overlap::Graph> BuildMlp() {
 int main() {
   absl::StatusOr<overlap::Graph> g = BuildMlp();
   if (!g.ok()) {
-    std::fprintf(stderr, "building the graph failed: %s\n", std::string(g.status().message()).c_str());
+    std::fprintf(stderr, "building the graph failed: %s\n",
+                 std::string(g.status().message()).c_str());
     return 1;
   }
   overlap::PartitionOptions options;

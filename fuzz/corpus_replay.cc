@@ -36,8 +36,7 @@ class CorpusFile : public ::testing::Test {
     std::ifstream in(path_, std::ios::binary);
     ASSERT_TRUE(in) << "cannot open " << path_;
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                     bytes.size()),
+    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
               0);
   }
 

@@ -43,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
   absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
-  if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref)) Fail("fast_free differs from its reference");
+  if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref))
+    Fail("fast_free differs from its reference");
   for (auto* scheduler : {&FastFreeSchedule, &ListSchedule, &SimplePrefetchSchedule}) {
     absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(g);
     if (!order.ok()) {
@@ -60,7 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, static_cast<int64_t>(budget));
   if (!ours.ok()) return 0;  // only a kwargs order problem, shared with the simulator
   if (absl::Status s = VerifySchedule(g, ours->order); !s.ok()) Fail(std::string(s.message()));
-  if (ours->feasible && ours->peak_memory_bytes > static_cast<int64_t>(budget)) Fail("ours exceeded its budget");
+  if (ours->feasible && ours->peak_memory_bytes > static_cast<int64_t>(budget))
+    Fail("ours exceeded its budget");
   if (!ours->feasible && ours->min_feasible_bytes <= static_cast<int64_t>(budget)) {
     Fail("ours reported infeasible below its own smallest feasible budget");
   }

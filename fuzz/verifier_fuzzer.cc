@@ -77,9 +77,11 @@ std::string SlowCheck(const Graph& g) {
     bool owned = false;
     for (NodeId id : order) {
       const Node& n = g.node(id);
-      owned = owned || ((n.op() == Op::kCallModule || n.op() == Op::kGetAttr ||
-                         n.op() == Op::kPlaceholder) && n.target() == p.owner) ||
-              (n.op() == Op::kPlaceholder && n.name() == p.owner);
+      owned =
+          owned ||
+          ((n.op() == Op::kCallModule || n.op() == Op::kGetAttr || n.op() == Op::kPlaceholder) &&
+           n.target() == p.owner) ||
+          (n.op() == Op::kPlaceholder && n.name() == p.owner);
     }
     if (!owned) return "parameter owner missing";
     for (size_t j = 0; j < i; ++j) {
@@ -96,8 +98,8 @@ std::string SlowCheck(const Graph& g) {
   for (NodeId id : order) {
     const NodeMeta& m = g.node(id).meta();
     if (m.has_tensor_size) tensor_total += m.tensor_size;
-    for (const auto& [has, name] : {std::pair{m.has_param, &m.param},
-                                    std::pair{m.has_grad_of, &m.grad_of}}) {
+    for (const auto& [has, name] :
+         {std::pair{m.has_param, &m.param}, std::pair{m.has_grad_of, &m.grad_of}}) {
       if (!has) continue;
       bool found = false;
       for (const Param& p : g.params()) found = found || p.name == *name;
@@ -197,7 +199,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   absl::StatusOr<Graph> back = ReadGraphJson(WriteGraphJson(g));
-  if (!back.ok()) Fail("an accepted graph does not read back: " + std::string(back.status().message()));
+  if (!back.ok())
+    Fail("an accepted graph does not read back: " + std::string(back.status().message()));
   if (!(*back == g)) Fail("an accepted graph does not round-trip exactly");
   return 0;
 }

@@ -19,7 +19,8 @@ bool IsParamPlaceholder(const Node& n) { return n.op() == Op::kPlaceholder && n.
 std::string BackwardTarget(const Node& f) {
   if (f.op() == Op::kCallMethod) return absl::StrCat("aten.", f.target(), "_backward.default");
   std::vector<std::string> parts = absl::StrSplit(f.target(), '.');
-  if (parts.size() >= 3 && parts[0] == "aten") return absl::StrCat("aten.", parts[1], "_backward.default");
+  if (parts.size() >= 3 && parts[0] == "aten")
+    return absl::StrCat("aten.", parts[1], "_backward.default");
   return absl::StrCat(f.target(), "_backward");
 }
 
@@ -62,7 +63,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
   const NodeId none = kNoNode;
   std::vector<NodeId> param_ph(f.id_bound(), none);  // forward placeholder -> backward one
   std::vector<char> needs_grad(f.id_bound(), 0);
-  std::vector<NodeId> root(f.id_bound(), none);       // the parameter a view chain reads
+  std::vector<NodeId> root(f.id_bound(), none);  // the parameter a view chain reads
   for (NodeId id : f.order()) {
     const Node& n = f.node(id);
     if (IsParamPlaceholder(n)) {

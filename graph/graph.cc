@@ -10,8 +10,8 @@
 namespace overlap {
 
 namespace {
-constexpr absl::string_view kOpNames[] = {"placeholder",   "get_attr",    "call_function",
-                                          "call_module",   "call_method", "output"};
+constexpr absl::string_view kOpNames[] = {"placeholder", "get_attr",    "call_function",
+                                          "call_module", "call_method", "output"};
 }  // namespace
 
 absl::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
@@ -37,8 +37,8 @@ bool IsValidNodeName(absl::string_view name) {
 }
 
 bool NodeMeta::empty() const {
-  return !has_shape && !has_dtype && !has_tensor_size && !has_device_time &&
-         !has_aliases_input && !has_param && !has_grad_of && extra.empty();
+  return !has_shape && !has_dtype && !has_tensor_size && !has_device_time && !has_aliases_input &&
+         !has_param && !has_grad_of && extra.empty();
 }
 
 bool operator==(const NodeMeta& a, const NodeMeta& b) {
@@ -55,8 +55,8 @@ bool operator==(const NodeMeta& a, const NodeMeta& b) {
 bool operator==(const Param& a, const Param& b) {
   return a.name == b.name && a.owner == b.owner && a.has_shape == b.has_shape &&
          (!a.has_shape || a.shape == b.shape) && a.has_dtype == b.has_dtype &&
-         (!a.has_dtype || a.dtype == b.dtype) &&
-         a.bytes == b.bytes && a.requires_grad == b.requires_grad &&
+         (!a.has_dtype || a.dtype == b.dtype) && a.bytes == b.bytes &&
+         a.requires_grad == b.requires_grad &&
          (a.has_requires_grad || !a.requires_grad) == (b.has_requires_grad || !b.requires_grad) &&
          a.ddp_ignored == b.ddp_ignored &&
          (a.has_ddp_ignored || a.ddp_ignored) == (b.has_ddp_ignored || b.ddp_ignored) &&
@@ -117,8 +117,8 @@ void Graph::ReserveNodes(int64_t n) { by_name_.reserve(n); }
 
 absl::Status Graph::CheckName(absl::string_view name) const {
   if (!IsValidNodeName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node name \"", name, "\" is malformed (must match [A-Za-z_][A-Za-z0-9_.]*)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node name \"", name, "\" is malformed (must match [A-Za-z_][A-Za-z0-9_.]*)"));
   }
   if (by_name_.contains(name)) {
     return absl::InvalidArgumentError(absl::StrCat("duplicate node name \"", name, "\""));
@@ -139,15 +139,14 @@ absl::Status Graph::CheckRefs(const std::string& node_name, const std::vector<Va
   for (const Value& v : args) v.ForEachRef(check);
   for (const auto& [k, v] : kwargs) v.ForEachRef(check);
   if (found) {
-    return absl::InvalidArgumentError(absl::StrCat("node \"", node_name,
-                                                   "\": argument references a missing node (id ",
-                                                   bad, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node \"", node_name, "\": argument references a missing node (id ", bad, ")"));
   }
   return absl::OkStatus();
 }
 
-void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
-                       NodeList* inputs, uint32_t* num_arg_inputs) {
+void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs, NodeList* inputs,
+                       uint32_t* num_arg_inputs) {
   inputs->clear();
   // Short lists (almost every node) dedup by scanning; long ones (an output node returning
   // thousands of gradients) switch to a hash set so the cost stays linear.
@@ -184,8 +183,14 @@ void Graph::UnlinkInputs(NodeId id) {
 
 void Graph::Unlink(NodeId id) {
   Node& n = nodes_[id];
-  if (n.prev_ != kNoNode) nodes_[n.prev_].next_ = n.next_; else head_ = n.next_;
-  if (n.next_ != kNoNode) nodes_[n.next_].prev_ = n.prev_; else tail_ = n.prev_;
+  if (n.prev_ != kNoNode)
+    nodes_[n.prev_].next_ = n.next_;
+  else
+    head_ = n.next_;
+  if (n.next_ != kNoNode)
+    nodes_[n.next_].prev_ = n.prev_;
+  else
+    tail_ = n.prev_;
   n.prev_ = n.next_ = kNoNode;
 }
 
@@ -194,7 +199,10 @@ void Graph::LinkBefore(NodeId id, NodeId anchor) {
   Node& a = nodes_[anchor];
   n.next_ = anchor;
   n.prev_ = a.prev_;
-  if (a.prev_ != kNoNode) nodes_[a.prev_].next_ = id; else head_ = id;
+  if (a.prev_ != kNoNode)
+    nodes_[a.prev_].next_ = id;
+  else
+    head_ = id;
   a.prev_ = id;
 }
 
@@ -203,13 +211,15 @@ void Graph::LinkAfter(NodeId id, NodeId anchor) {
   Node& a = nodes_[anchor];
   n.prev_ = anchor;
   n.next_ = a.next_;
-  if (a.next_ != kNoNode) nodes_[a.next_].prev_ = id; else tail_ = id;
+  if (a.next_ != kNoNode)
+    nodes_[a.next_].prev_ = id;
+  else
+    tail_ = id;
   a.next_ = id;
 }
 
 absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string target,
-                                      std::vector<Value> args, ValueDict kwargs,
-                                      InsertPoint at) {
+                                      std::vector<Value> args, ValueDict kwargs, InsertPoint at) {
   if (!IsValidNodeName(name)) return CheckName(name);
   if (absl::Status s = CheckRefs(name, args, kwargs); !s.ok()) return s;
   if (at.where != InsertPoint::Where::kEnd && !IsLive(at.anchor)) {
@@ -296,9 +306,9 @@ absl::Status Graph::Erase(NodeId id) {
   if (!IsLive(id)) return absl::InvalidArgumentError("Erase of a dead node");
   Node& n = nodes_[id];
   if (!n.users_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot erase node \"", n.name_, "\": it has ",
-                                                      n.users_.size(), " user(s), first \"",
-                                                      nodes_[n.users_[0]].name_, "\""));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot erase node \"", n.name_, "\": it has ", n.users_.size(),
+                     " user(s), first \"", nodes_[n.users_[0]].name_, "\""));
   }
   UnlinkInputs(id);
   Unlink(id);
@@ -324,12 +334,13 @@ void Graph::MoveAfter(NodeId id, NodeId anchor) {
 
 absl::Status Graph::SetOrder(absl::Span<const NodeId> order) {
   if (static_cast<int64_t>(order.size()) != live_) {
-    return absl::InvalidArgumentError(absl::StrCat("order has ", order.size(),
-                                                   " nodes, graph has ", live_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("order has ", order.size(), " nodes, graph has ", live_));
   }
   std::vector<bool> seen(nodes_.size(), false);
   for (NodeId id : order) {
-    if (!IsLive(id)) return absl::InvalidArgumentError(absl::StrCat("order names dead node id ", id));
+    if (!IsLive(id))
+      return absl::InvalidArgumentError(absl::StrCat("order names dead node id ", id));
     if (seen[id]) {
       return absl::InvalidArgumentError(
           absl::StrCat("order lists node \"", nodes_[id].name_, "\" twice"));
@@ -341,7 +352,10 @@ absl::Status Graph::SetOrder(absl::Span<const NodeId> order) {
     Node& n = nodes_[id];
     n.prev_ = tail_;
     n.next_ = kNoNode;
-    if (tail_ != kNoNode) nodes_[tail_].next_ = id; else head_ = id;
+    if (tail_ != kNoNode)
+      nodes_[tail_].next_ = id;
+    else
+      head_ = id;
     tail_ = id;
   }
   return absl::OkStatus();
@@ -401,8 +415,8 @@ absl::Status Graph::AddParam(Param p) {
   auto& owned = params_by_owner_[p.owner];
   for (int i : owned) {
     if (params_[i].name == p.name) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter \"", p.name, "\" with owner \"",
-                                                     p.owner, "\" is listed twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter \"", p.name, "\" with owner \"", p.owner, "\" is listed twice"));
     }
   }
   const int index = static_cast<int>(params_.size());
@@ -471,7 +485,8 @@ bool operator==(const Graph& a, const Graph& b) {
     const Node& n = b.node(y);
     if (m.name() != n.name() || m.op() != n.op() || m.target() != n.target() ||
         m.args().size() != n.args().size() || m.kwargs().size() != n.kwargs().size() ||
-        (m.has_kwargs_key() || !m.kwargs().empty()) != (n.has_kwargs_key() || !n.kwargs().empty()) ||
+        (m.has_kwargs_key() || !m.kwargs().empty()) !=
+            (n.has_kwargs_key() || !n.kwargs().empty()) ||
         (m.has_meta_key() || !m.meta().empty()) != (n.has_meta_key() || !n.meta().empty()) ||
         !(m.meta() == n.meta()) || m.extra() != n.extra()) {
       return false;

@@ -23,18 +23,18 @@
 #define OVERLAP_GRAPH_GRAPH_H_
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <new>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -69,11 +69,11 @@ using Shape = absl::InlinedVector<int64_t, 4>;
 struct NodeMeta {
   Shape shape;
   std::string dtype;
-  int64_t tensor_size = 0;   // bytes of the result
-  double device_time = 0;    // seconds on the device
+  int64_t tensor_size = 0;  // bytes of the result
+  double device_time = 0;   // seconds on the device
   bool aliases_input = false;
-  std::string param;         // placeholder standing for this parameter (lifted graphs)
-  std::string grad_of;       // backward node computing this parameter's gradient
+  std::string param;    // placeholder standing for this parameter (lifted graphs)
+  std::string grad_of;  // backward node computing this parameter's gradient
   bool has_shape = false;
   bool has_dtype = false;
   bool has_tensor_size = false;
@@ -81,16 +81,37 @@ struct NodeMeta {
   bool has_aliases_input = false;
   bool has_param = false;
   bool has_grad_of = false;
-  Extras extra;              // unknown meta keys (e.g. `shapes`, `dtypes`, exporter data)
+  Extras extra;  // unknown meta keys (e.g. `shapes`, `dtypes`, exporter data)
 
   // Setters that also mark the field present.
-  void set_shape(Shape s) { shape = std::move(s); has_shape = true; }
-  void set_dtype(std::string d) { dtype = std::move(d); has_dtype = true; }
-  void set_tensor_size(int64_t b) { tensor_size = b; has_tensor_size = true; }
-  void set_device_time(double t) { device_time = t; has_device_time = true; }
-  void set_aliases_input(bool a) { aliases_input = a; has_aliases_input = true; }
-  void set_param(std::string p) { param = std::move(p); has_param = true; }
-  void set_grad_of(std::string p) { grad_of = std::move(p); has_grad_of = true; }
+  void set_shape(Shape s) {
+    shape = std::move(s);
+    has_shape = true;
+  }
+  void set_dtype(std::string d) {
+    dtype = std::move(d);
+    has_dtype = true;
+  }
+  void set_tensor_size(int64_t b) {
+    tensor_size = b;
+    has_tensor_size = true;
+  }
+  void set_device_time(double t) {
+    device_time = t;
+    has_device_time = true;
+  }
+  void set_aliases_input(bool a) {
+    aliases_input = a;
+    has_aliases_input = true;
+  }
+  void set_param(std::string p) {
+    param = std::move(p);
+    has_param = true;
+  }
+  void set_grad_of(std::string p) {
+    grad_of = std::move(p);
+    has_grad_of = true;
+  }
   bool empty() const;
   friend bool operator==(const NodeMeta& a, const NodeMeta& b);
 };
@@ -157,14 +178,14 @@ class Node {
 
 // One entry of the parameter table (see the format doc for the meaning of each field).
 struct Param {
-  std::string name;      // qualified parameter name, e.g. "layer1.0.conv1.weight"
-  std::string owner;     // call_module target, get_attr target, or placeholder name
+  std::string name;   // qualified parameter name, e.g. "layer1.0.conv1.weight"
+  std::string owner;  // call_module target, get_attr target, or placeholder name
   Shape shape;
   std::string dtype;
-  int64_t bytes = 0;     // storage size in bytes (what DDP counts)
+  int64_t bytes = 0;  // storage size in bytes (what DDP counts)
   bool requires_grad = true;
   bool ddp_ignored = false;
-  std::string storage;   // tied parameters share one storage value; empty means `name`
+  std::string storage;  // tied parameters share one storage value; empty means `name`
   // Presence of the optional keys, for exact round trips. The writer also writes a key
   // whose value differs from the default (requires_grad false, ddp_ignored true, a
   // storage set), so forgetting a has_* flag never loses information.
@@ -373,9 +394,15 @@ class Graph {
 
   // --- Graph-level fields ----------------------------------------------------------------------
   const std::string& name() const { return name_; }
-  void set_name(std::string n) { name_ = std::move(n); has_name_ = true; }
+  void set_name(std::string n) {
+    name_ = std::move(n);
+    has_name_ = true;
+  }
   bool has_name() const { return has_name_; }
-  void clear_name() { name_.clear(); has_name_ = false; }
+  void clear_name() {
+    name_.clear();
+    has_name_ = false;
+  }
   bool has_params_key() const { return has_params_key_; }
   void set_has_params_key(bool b) { has_params_key_ = b; }
   const Extras& extra() const { return extra_; }
@@ -430,8 +457,8 @@ class Graph {
 // Computes a node's data inputs from its arguments: every reference in `args` depth-first,
 // left to right, then in `kwargs`, each node once; `*num_arg_inputs` gets how many came from
 // `args`. O(number of references) expected (a hash set dedups long argument lists).
-void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs,
-                       NodeList* inputs, uint32_t* num_arg_inputs);
+void CollectDataInputs(const std::vector<Value>& args, const ValueDict& kwargs, NodeList* inputs,
+                       uint32_t* num_arg_inputs);
 
 // Whether two argument values are equal, comparing references by the referenced node's name
 // (so values of different graphs compare). NaN equals NaN. O(size of the values).

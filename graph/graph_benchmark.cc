@@ -66,8 +66,11 @@ void BM_ReadAndVerify(benchmark::State& state) {
   state.counters["peak_rss_mib"] = PeakRssMib();
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_ReadAndVerify)->RangeMultiplier(10)->Range(10000, 1000000)
-    ->Unit(benchmark::kMillisecond)->Complexity();
+BENCHMARK(BM_ReadAndVerify)
+    ->RangeMultiplier(10)
+    ->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
 
 void BM_Generate(benchmark::State& state) {
   RandomGraphOptions o;
@@ -77,8 +80,11 @@ void BM_Generate(benchmark::State& state) {
   state.counters["peak_rss_mib"] = PeakRssMib();
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_Generate)->RangeMultiplier(10)->Range(10000, 1000000)
-    ->Unit(benchmark::kMillisecond)->Complexity();
+BENCHMARK(BM_Generate)
+    ->RangeMultiplier(10)
+    ->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
 
 void BM_Verify(benchmark::State& state) {
   RandomGraphOptions o;
@@ -88,8 +94,11 @@ void BM_Verify(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_Verify)->RangeMultiplier(10)->Range(10000, 1000000)
-    ->Unit(benchmark::kMillisecond)->Complexity();
+BENCHMARK(BM_Verify)
+    ->RangeMultiplier(10)
+    ->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
 
 void BM_WriteJson(benchmark::State& state) {
   RandomGraphOptions o;
@@ -104,8 +113,11 @@ void BM_WriteJson(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes);
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_WriteJson)->RangeMultiplier(10)->Range(10000, 1000000)
-    ->Unit(benchmark::kMillisecond)->Complexity();
+BENCHMARK(BM_WriteJson)
+    ->RangeMultiplier(10)
+    ->Range(10000, 1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
 
 }  // namespace
 }  // namespace overlap

@@ -18,8 +18,8 @@ struct Diamond {
   Diamond() {
     x = *g.AddNode(Op::kPlaceholder, "x", "x");
     relu = *g.AddNode(Op::kCallFunction, "relu", "aten.relu.default", {Value::Ref(x)});
-    add = *g.AddNode(Op::kCallFunction, "add", "aten.add.Tensor",
-                     {Value::Ref(relu), Value::Ref(x)});
+    add =
+        *g.AddNode(Op::kCallFunction, "add", "aten.add.Tensor", {Value::Ref(relu), Value::Ref(x)});
     out = *g.AddNode(Op::kOutput, "output", "output", {Value::Ref(add)});
   }
 };
@@ -39,11 +39,10 @@ TEST(GraphTest, DataInputsAreArgsThenKwargsEachOnce) {
   NodeId a = *g.AddNode(Op::kPlaceholder, "a", "a");
   NodeId b = *g.AddNode(Op::kPlaceholder, "b", "b");
   NodeId c = *g.AddNode(Op::kPlaceholder, "c", "c");
-  NodeId n = *g.AddNode(
-      Op::kCallFunction, "n", "f",
-      {Value::List({Value::Ref(b), Value::Ref(a)}), Value::Ref(b),
-       Value::Slice(Value(), Value::Ref(a), Value::Int(2))},
-      {{"k", Value::Dict({{"x", Value::Ref(c)}, {"y", Value::Ref(a)}})}});
+  NodeId n = *g.AddNode(Op::kCallFunction, "n", "f",
+                        {Value::List({Value::Ref(b), Value::Ref(a)}), Value::Ref(b),
+                         Value::Slice(Value(), Value::Ref(a), Value::Int(2))},
+                        {{"k", Value::Dict({{"x", Value::Ref(c)}, {"y", Value::Ref(a)}})}});
   EXPECT_THAT(g.node(n).inputs(), ElementsAre(b, a, c));
   EXPECT_THAT(g.node(n).arg_inputs(), ElementsAre(b, a));
   EXPECT_THAT(g.node(a).users(), ElementsAre(n));
@@ -66,8 +65,7 @@ TEST(GraphTest, RejectsDuplicateMalformedAndDanglingNames) {
   Diamond d;
   EXPECT_THAT(d.g.AddNode(Op::kPlaceholder, "x", "x").status().message(),
               HasSubstr("duplicate node name \"x\""));
-  EXPECT_THAT(d.g.AddNode(Op::kPlaceholder, "1x", "x").status().message(),
-              HasSubstr("malformed"));
+  EXPECT_THAT(d.g.AddNode(Op::kPlaceholder, "1x", "x").status().message(), HasSubstr("malformed"));
   EXPECT_FALSE(d.g.AddNode(Op::kPlaceholder, "", "x").ok());
   EXPECT_THAT(d.g.AddNode(Op::kCallFunction, "y", "f", {Value::Ref(99)}).status().message(),
               HasSubstr("missing node"));
@@ -79,8 +77,8 @@ TEST(GraphTest, RejectsDuplicateMalformedAndDanglingNames) {
 TEST(GraphTest, InsertAfterAndReplaceAllUsesWith) {
   Diamond d;
   // Insert a cast after x and make every user of x read it instead (FX's pattern).
-  NodeId cast = *d.g.AddNode(Op::kCallFunction, "cast", "aten._to_copy.default",
-                             {Value::Ref(d.x)}, {}, InsertPoint::After(d.x));
+  NodeId cast = *d.g.AddNode(Op::kCallFunction, "cast", "aten._to_copy.default", {Value::Ref(d.x)},
+                             {}, InsertPoint::After(d.x));
   EXPECT_EQ(d.g.ReplaceAllUsesWith(d.x, cast), 2);
   EXPECT_THAT(d.g.node(d.x).users(), ElementsAre(cast));
   EXPECT_THAT(d.g.node(d.add).inputs(), ElementsAre(d.relu, cast));
@@ -91,9 +89,7 @@ TEST(GraphTest, InsertAfterAndReplaceAllUsesWith) {
 TEST(GraphTest, ReplaceAllUsesWithFilter) {
   Diamond d;
   NodeId y = *d.g.AddNode(Op::kPlaceholder, "y", "y", {}, {}, InsertPoint::Before(d.relu));
-  EXPECT_EQ(d.g.ReplaceAllUsesWith(d.x, y,
-                                   [](const Node& u) { return u.name() == "add"; }),
-            1);
+  EXPECT_EQ(d.g.ReplaceAllUsesWith(d.x, y, [](const Node& u) { return u.name() == "add"; }), 1);
   EXPECT_THAT(d.g.node(d.x).users(), ElementsAre(d.relu));
   EXPECT_TRUE(Verify(d.g).ok());
 }

@@ -126,12 +126,19 @@ class Parser {
   std::string Found() {
     int c = src_.Peek();
     switch (c) {
-      case -1: return "the end of the input";
-      case '"': return "a string";
-      case '[': return "an array";
-      case '{': return "an object";
-      case 't': case 'f': return "a boolean";
-      case 'n': return "null";
+      case -1:
+        return "the end of the input";
+      case '"':
+        return "a string";
+      case '[':
+        return "an array";
+      case '{':
+        return "an object";
+      case 't':
+      case 'f':
+        return "a boolean";
+      case 'n':
+        return "null";
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return "a number";
         return absl::StrCat("'", std::string(1, static_cast<char>(c)), "'");
@@ -227,14 +234,30 @@ class Parser {
       int e = src_.Peek();
       src_.Advance();
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = 0;
           if (!ParseHex4(&cp)) return false;
@@ -271,26 +294,32 @@ class Parser {
       src_.Advance();
       return true;
     };
-    auto digit = [&]() { int c = src_.Peek(); return c >= '0' && c <= '9'; };
+    auto digit = [&]() {
+      int c = src_.Peek();
+      return c >= '0' && c <= '9';
+    };
     if (src_.Peek() == '-' && !take()) return false;
     if (!digit()) return Fail(absl::StrCat("expected a number, got ", Found()));
     if (src_.Peek() == '0') {
       if (!take()) return false;
     } else {
-      while (digit()) if (!take()) return false;
+      while (digit())
+        if (!take()) return false;
     }
     if (src_.Peek() == '.') {
       is_int = false;
       if (!take()) return false;
       if (!digit()) return Fail("malformed number: digit expected after '.'");
-      while (digit()) if (!take()) return false;
+      while (digit())
+        if (!take()) return false;
     }
     if (src_.Peek() == 'e' || src_.Peek() == 'E') {
       is_int = false;
       if (!take()) return false;
       if ((src_.Peek() == '+' || src_.Peek() == '-') && !take()) return false;
       if (!digit()) return Fail("malformed number: digit expected in exponent");
-      while (digit()) if (!take()) return false;
+      while (digit())
+        if (!take()) return false;
     }
     buf[n] = '\0';
     *num = Number();
@@ -325,26 +354,34 @@ class Parser {
         out->push_back('{');
         bool first = true;
         return ParseMembers([&](absl::string_view key) {
-          if (!first) out->push_back(',');
-          first = false;
-          AppendJsonString(out, key);
-          out->push_back(':');
-          return ParseRaw(out, depth + 1);
-        }) && (out->push_back('}'), true);
+                 if (!first) out->push_back(',');
+                 first = false;
+                 AppendJsonString(out, key);
+                 out->push_back(':');
+                 return ParseRaw(out, depth + 1);
+               }) &&
+               (out->push_back('}'), true);
       }
       case '[': {
         src_.Advance();
         out->push_back('[');
         bool first = true;
         return ParseElements([&]() {
-          if (!first) out->push_back(',');
-          first = false;
-          return ParseRaw(out, depth + 1);
-        }) && (out->push_back(']'), true);
+                 if (!first) out->push_back(',');
+                 first = false;
+                 return ParseRaw(out, depth + 1);
+               }) &&
+               (out->push_back(']'), true);
       }
-      case 't': out->append("true"); return ParseLiteral("true");
-      case 'f': out->append("false"); return ParseLiteral("false");
-      case 'n': out->append("null"); return ParseLiteral("null");
+      case 't':
+        out->append("true");
+        return ParseLiteral("true");
+      case 'f':
+        out->append("false");
+        return ParseLiteral("false");
+      case 'n':
+        out->append("null");
+        return ParseLiteral("null");
       default: {
         Number num;
         if (!ParseNumber(&num)) return false;
@@ -467,7 +504,8 @@ class Parser {
       if (!(c == '-' || (c >= '0' && c <= '9'))) return TypeError(field, "an array of integers");
       Number num;
       if (!ParseNumber(&num)) return false;
-      if (!num.is_int) return Fail(absl::StrCat("field \"", field, "\": dimensions must be integers"));
+      if (!num.is_int)
+        return Fail(absl::StrCat("field \"", field, "\": dimensions must be integers"));
       out->push_back(num.i);
       return true;
     });
@@ -529,9 +567,15 @@ class Parser {
         *out = Value::Dict(std::move(dict));
         return true;
       }
-      case 't': *out = Value::Bool(true); return ParseLiteral("true");
-      case 'f': *out = Value::Bool(false); return ParseLiteral("false");
-      case 'n': *out = Value(); return ParseLiteral("null");
+      case 't':
+        *out = Value::Bool(true);
+        return ParseLiteral("true");
+      case 'f':
+        *out = Value::Bool(false);
+        return ParseLiteral("false");
+      case 'n':
+        *out = Value();
+        return ParseLiteral("null");
       default: {
         Number num;
         if (!ParseNumber(&num)) return false;
@@ -574,25 +618,32 @@ class Parser {
       bool seen = false;
       bool ok;
       if (key == "shape") {
-        seen = m->has_shape; m->has_shape = true;
+        seen = m->has_shape;
+        m->has_shape = true;
         ok = ParseShapeField("meta.shape", &m->shape);
       } else if (key == "dtype") {
-        seen = m->has_dtype; m->has_dtype = true;
+        seen = m->has_dtype;
+        m->has_dtype = true;
         ok = ParseStringField("meta.dtype", &m->dtype);
       } else if (key == "tensor_size") {
-        seen = m->has_tensor_size; m->has_tensor_size = true;
+        seen = m->has_tensor_size;
+        m->has_tensor_size = true;
         ok = ParseSizeField("meta.tensor_size", &m->tensor_size);
       } else if (key == "device_time") {
-        seen = m->has_device_time; m->has_device_time = true;
+        seen = m->has_device_time;
+        m->has_device_time = true;
         ok = ParseDeviceTime(&m->device_time);
       } else if (key == "aliases_input") {
-        seen = m->has_aliases_input; m->has_aliases_input = true;
+        seen = m->has_aliases_input;
+        m->has_aliases_input = true;
         ok = ParseBoolField("meta.aliases_input", &m->aliases_input);
       } else if (key == "param") {
-        seen = m->has_param; m->has_param = true;
+        seen = m->has_param;
+        m->has_param = true;
         ok = ParseStringField("meta.param", &m->param);
       } else if (key == "grad_of") {
-        seen = m->has_grad_of; m->has_grad_of = true;
+        seen = m->has_grad_of;
+        m->has_grad_of = true;
         ok = ParseStringField("meta.grad_of", &m->grad_of);
       } else {
         return ParseExtra(&m->extra, key, "meta.");
@@ -666,7 +717,9 @@ class Parser {
     });
     if (!ok) return false;
     for (auto [present, field] : {std::pair<bool, const char*>{has_name, "name"},
-                                  {has_op, "op"}, {has_target, "target"}, {has_args, "args"}}) {
+                                  {has_op, "op"},
+                                  {has_target, "target"},
+                                  {has_args, "args"}}) {
       if (!present) return Fail(absl::StrCat("missing required field \"", field, "\""));
     }
     Op op;
@@ -732,7 +785,8 @@ class Parser {
     });
     if (!ok) return false;
     for (auto [present, field] : {std::pair<bool, const char*>{has_name, "name"},
-                                  {has_owner, "owner"}, {has_bytes, "bytes"}}) {
+                                  {has_owner, "owner"},
+                                  {has_bytes, "bytes"}}) {
       if (!present) return Fail(absl::StrCat("missing required field \"", field, "\""));
     }
     if (p.name.empty()) return Fail("field \"name\" must not be empty");
@@ -840,8 +894,7 @@ absl::StatusOr<Graph> ReadGraphJson(absl::string_view text, const ReadOptions& o
 absl::StatusOr<Graph> ReadGraphJsonFile(const std::string& path, const ReadOptions& options) {
   std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open \"", path, "\": ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("cannot open \"", path, "\": ", std::strerror(errno)));
   }
   int64_t size_hint = 0;
   if (f != stdin && std::fseek(f, 0, SEEK_END) == 0) {

@@ -31,8 +31,7 @@ struct ReadOptions {
 absl::StatusOr<Graph> ReadGraphJson(absl::string_view text, const ReadOptions& options = {});
 
 // Reads a file ("-" for stdin) in a streaming fashion. Errors name the path.
-absl::StatusOr<Graph> ReadGraphJsonFile(const std::string& path,
-                                        const ReadOptions& options = {});
+absl::StatusOr<Graph> ReadGraphJsonFile(const std::string& path, const ReadOptions& options = {});
 
 }  // namespace overlap
 

@@ -61,7 +61,7 @@ TEST(GraphJsonTest, ReadsTheSpecShapes) {
   EXPECT_EQ(fc.meta().tensor_size, 32);
   EXPECT_DOUBLE_EQ(fc.meta().device_time, 1e-6);
   EXPECT_FALSE(g->params()[1].requires_grad);
-  EXPECT_TRUE(g->params()[0].requires_grad);  // default
+  EXPECT_TRUE(g->params()[0].requires_grad);             // default
   EXPECT_EQ(g->params()[0].storage_key(), "fc.weight");  // default storage = name
 }
 
@@ -76,15 +76,20 @@ TEST(GraphJsonTest, RoundTripIsExactAndDeterministic) {
 }
 
 TEST(GraphJsonTest, UnknownKeysAtEveryLevelSurvive) {
-  std::string s = absl::StrReplaceAll(kGood, {{"\"name\": \"tiny\"", "\"name\": \"tiny\", \"exporter\": {\"torch\": \"2.5\", \"n\": [1, 2.5e3, null, true, 123456789012345678901234567890]}"},
-                                              {"\"device_time\": 1e-06}", "\"device_time\": 1e-06, \"stack_trace\": \"a\\nb\"}"},
-                                              {"\"bytes\": 64}", "\"bytes\": 64, \"note\": \"\\u00e9\"}"}});
+  std::string s = absl::StrReplaceAll(
+      kGood, {{"\"name\": \"tiny\"",
+               "\"name\": \"tiny\", \"exporter\": {\"torch\": \"2.5\", \"n\": [1, 2.5e3, null, "
+               "true, 123456789012345678901234567890]}"},
+              {"\"device_time\": 1e-06}", "\"device_time\": 1e-06, \"stack_trace\": \"a\\nb\"}"},
+              {"\"bytes\": 64}", "\"bytes\": 64, \"note\": \"\\u00e9\"}"}});
   s = Replace("\"args\": [\"%x\"]", "\"args\": [\"%x\"], \"custom\": [[]]");
   absl::StatusOr<Graph> g = ReadGraphJson(s);
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_EQ(g->extra().size(), 0u);  // Replace() started from kGood: check the node key
   EXPECT_EQ(g->node(g->FindNode("fc")).extra().at(0).first, "custom");
-  std::string all = absl::StrReplaceAll(kGood, {{"\"name\": \"tiny\"", "\"name\": \"tiny\", \"exporter\": {\"n\": [1, 2.5e3, null, 123456789012345678901234567890]}"}});
+  std::string all = absl::StrReplaceAll(kGood, {{"\"name\": \"tiny\"",
+                                                 "\"name\": \"tiny\", \"exporter\": {\"n\": [1, "
+                                                 "2.5e3, null, 123456789012345678901234567890]}"}});
   absl::StatusOr<Graph> h = ReadGraphJson(all);
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->extra().size(), 1u);
@@ -109,10 +114,11 @@ TEST(GraphJsonTest, StringsStartingWithPercentAreEscaped) {
   absl::StatusOr<Graph> back = ReadGraphJson(s);
   // A dict whose first key is "$slice" is not a slice: the reader rejects the ambiguity.
   EXPECT_FALSE(back.ok());
-  ASSERT_TRUE(g.SetArgs(f, {Value::Ref(x), Value::String("%x"), Value::String("%%"),
-                            Value::Slice(Value::Int(0), Value(), Value::Ref(x)),
-                            Value::Double(2)},
-                        {}).ok());
+  ASSERT_TRUE(g.SetArgs(f,
+                        {Value::Ref(x), Value::String("%x"), Value::String("%%"),
+                         Value::Slice(Value::Int(0), Value(), Value::Ref(x)), Value::Double(2)},
+                        {})
+                  .ok());
   back = ReadGraphJson(WriteGraphJson(g));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(*back == g);
@@ -177,8 +183,7 @@ TEST(GraphJsonErrorTest, WrongTypes) {
               HasSubstr("node \"fc\": field \"args\" must be an array"));
   EXPECT_THAT(ErrorOf(Replace("\"requires_grad\": false", "\"requires_grad\": 0")),
               HasSubstr("parameter \"fc.bias\": field \"requires_grad\" must be a boolean"));
-  EXPECT_THAT(ErrorOf(Replace("\"shape\": [2, 4]", "\"shape\": [2.5]")),
-              HasSubstr("integers"));
+  EXPECT_THAT(ErrorOf(Replace("\"shape\": [2, 4]", "\"shape\": [2.5]")), HasSubstr("integers"));
   EXPECT_THAT(ErrorOf(Replace("\"nodes\": [", "\"nodes\": {\"a\": [")),
               HasSubstr("field \"nodes\" must be an array"));
   EXPECT_THAT(ErrorOf(Replace("\"tensor_size\": 32", "\"tensor_size\": 32.0")),
@@ -196,7 +201,8 @@ TEST(GraphJsonErrorTest, DuplicateOrMalformedNames) {
   EXPECT_THAT(ErrorOf(Replace("{\"name\": \"relu\"", "{\"name\": \"re-lu\"")),
               HasSubstr("node name \"re-lu\" is malformed"));
   EXPECT_THAT(ErrorOf(Replace("{\"name\": \"relu\"", "{\"name\": \"\"")), HasSubstr("malformed"));
-  EXPECT_THAT(ErrorOf(Replace("\"op\": \"placeholder\",", "\"op\": \"placeholder\", \"op\": \"placeholder\",")),
+  EXPECT_THAT(ErrorOf(Replace("\"op\": \"placeholder\",",
+                              "\"op\": \"placeholder\", \"op\": \"placeholder\",")),
               HasSubstr("duplicate key \"op\""));
 }
 
@@ -213,12 +219,17 @@ TEST(GraphJsonErrorTest, ReferencesToLaterMissingOrSelfAreCycles) {
 
 TEST(GraphJsonErrorTest, MissingOrExtraOutputNode) {
   std::string no_output = Replace(
-      ",\n    {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[\"%relu\"]]}",
+      ",\n    {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": "
+      "[[\"%relu\"]]}",
       "");
   EXPECT_THAT(ErrorOf(no_output), HasSubstr("no output node"));
-  std::string two = Replace("[[\"%relu\"]]}", "[[\"%relu\"]]},\n {\"name\": \"output2\", \"op\": \"output\", \"target\": \"output\", \"args\": []}");
+  std::string two = Replace("[[\"%relu\"]]}",
+                            "[[\"%relu\"]]},\n {\"name\": \"output2\", \"op\": \"output\", "
+                            "\"target\": \"output\", \"args\": []}");
   EXPECT_THAT(ErrorOf(two), HasSubstr("a second output node follows the output node \"output\""));
-  std::string after = Replace("[[\"%relu\"]]}", "[[\"%relu\"]]},\n {\"name\": \"late\", \"op\": \"placeholder\", \"target\": \"late\", \"args\": []}");
+  std::string after = Replace("[[\"%relu\"]]}",
+                              "[[\"%relu\"]]},\n {\"name\": \"late\", \"op\": \"placeholder\", "
+                              "\"target\": \"late\", \"args\": []}");
   EXPECT_THAT(ErrorOf(after), HasSubstr("node \"late\": a node follows the output node"));
 }
 
@@ -248,16 +259,19 @@ TEST(GraphJsonErrorTest, OverflowingSizes) {
   EXPECT_THAT(ErrorOf(Replace("\"device_time\": 1e-06", "\"device_time\": 1e999")),
               HasSubstr("out of the range"));
   // Each size fits, their sum does not: still an error, never a silent wrap.
-  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 9223372036854775800")),
-              HasSubstr("parameter \"fc.bias\" (owner \"fc\"): the sum of parameter bytes overflows"));
-  std::string two = Replace("\"kwargs\": {\"inplace\": false}",
-                            "\"kwargs\": {\"inplace\": false}, \"meta\": {\"tensor_size\": 9223372036854775800}");
+  EXPECT_THAT(
+      ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 9223372036854775800")),
+      HasSubstr("parameter \"fc.bias\" (owner \"fc\"): the sum of parameter bytes overflows"));
+  std::string two =
+      Replace("\"kwargs\": {\"inplace\": false}",
+              "\"kwargs\": {\"inplace\": false}, \"meta\": {\"tensor_size\": 9223372036854775800}");
   EXPECT_THAT(ErrorOf(two), HasSubstr("node \"relu\": the sum of meta.tensor_size"));
 }
 
 TEST(GraphJsonErrorTest, UnknownParameterOwner) {
-  EXPECT_THAT(ErrorOf(Replace("\"owner\": \"fc\", \"bytes\": 16", "\"owner\": \"fc2\", \"bytes\": 16")),
-              HasSubstr("parameter \"fc.bias\" (owner \"fc2\"): owner is not"));
+  EXPECT_THAT(
+      ErrorOf(Replace("\"owner\": \"fc\", \"bytes\": 16", "\"owner\": \"fc2\", \"bytes\": 16")),
+      HasSubstr("parameter \"fc.bias\" (owner \"fc2\"): owner is not"));
 }
 
 TEST(GraphJsonErrorTest, TiedParametersWithDifferentSizes) {
@@ -266,7 +280,8 @@ TEST(GraphJsonErrorTest, TiedParametersWithDifferentSizes) {
               HasSubstr("parameter \"fc.bias\" (owner \"fc\"): shares storage \"fc.weight\" with "
                         "\"fc.weight\" but has 16 bytes, not 64"));
   EXPECT_TRUE(ReadGraphJson(Replace("\"bytes\": 16, \"requires_grad\": false",
-                                    "\"bytes\": 64, \"storage\": \"fc.weight\"")).ok());
+                                    "\"bytes\": 64, \"storage\": \"fc.weight\""))
+                  .ok());
   // One tensor has one requires_grad.
   EXPECT_THAT(ErrorOf(Replace("\"bytes\": 16", "\"bytes\": 64, \"storage\": \"fc.weight\"")),
               HasSubstr("disagrees on requires_grad"));

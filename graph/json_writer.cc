@@ -14,13 +14,27 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
       default:
         if (c < 0x20) {
           out->append("\\u00");
@@ -122,10 +136,18 @@ class Writer {
 
   void WriteValue(const Value& v) {
     switch (v.kind()) {
-      case Value::Kind::kNone: out_.append("null"); break;
-      case Value::Kind::kBool: out_.append(v.as_bool() ? "true" : "false"); break;
-      case Value::Kind::kInt: absl::StrAppend(&out_, v.as_int()); break;
-      case Value::Kind::kDouble: AppendJsonDouble(&out_, v.as_double()); break;
+      case Value::Kind::kNone:
+        out_.append("null");
+        break;
+      case Value::Kind::kBool:
+        out_.append(v.as_bool() ? "true" : "false");
+        break;
+      case Value::Kind::kInt:
+        absl::StrAppend(&out_, v.as_int());
+        break;
+      case Value::Kind::kDouble:
+        AppendJsonDouble(&out_, v.as_double());
+        break;
       case Value::Kind::kString: {
         const std::string& s = v.as_string();
         if (!s.empty() && s[0] == '%') {
@@ -140,8 +162,12 @@ class Writer {
         out_.append(g_.node(v.as_ref()).name());  // names need no escaping
         out_.push_back('"');
         break;
-      case Value::Kind::kList: WriteList(v.items()); break;
-      case Value::Kind::kDict: WriteDict(v.dict()); break;
+      case Value::Kind::kList:
+        WriteList(v.items());
+        break;
+      case Value::Kind::kDict:
+        WriteDict(v.dict());
+        break;
       case Value::Kind::kSlice:
         out_.append("{\"$slice\": ");
         WriteList(v.items());
@@ -195,13 +221,34 @@ class Writer {
         out_.append("\": ");
         sep = ", ";
       };
-      if (m.has_shape) { key("shape"); WriteInts(m.shape); }
-      if (m.has_dtype) { key("dtype"); AppendJsonString(&out_, m.dtype); }
-      if (m.has_tensor_size) { key("tensor_size"); absl::StrAppend(&out_, m.tensor_size); }
-      if (m.has_device_time) { key("device_time"); AppendJsonDouble(&out_, m.device_time); }
-      if (m.has_aliases_input) { key("aliases_input"); out_.append(m.aliases_input ? "true" : "false"); }
-      if (m.has_param) { key("param"); AppendJsonString(&out_, m.param); }
-      if (m.has_grad_of) { key("grad_of"); AppendJsonString(&out_, m.grad_of); }
+      if (m.has_shape) {
+        key("shape");
+        WriteInts(m.shape);
+      }
+      if (m.has_dtype) {
+        key("dtype");
+        AppendJsonString(&out_, m.dtype);
+      }
+      if (m.has_tensor_size) {
+        key("tensor_size");
+        absl::StrAppend(&out_, m.tensor_size);
+      }
+      if (m.has_device_time) {
+        key("device_time");
+        AppendJsonDouble(&out_, m.device_time);
+      }
+      if (m.has_aliases_input) {
+        key("aliases_input");
+        out_.append(m.aliases_input ? "true" : "false");
+      }
+      if (m.has_param) {
+        key("param");
+        AppendJsonString(&out_, m.param);
+      }
+      if (m.has_grad_of) {
+        key("grad_of");
+        AppendJsonString(&out_, m.grad_of);
+      }
       for (const auto& [k, raw] : m.extra) {
         out_.append(sep.data(), sep.size());
         AppendJsonString(&out_, k);
@@ -269,8 +316,8 @@ absl::Status WriteGraphJsonFile(const Graph& g, const std::string& path) {
   if (path == "-") return WriteGraphJsonStream(g, stdout);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open \"", path, "\" for writing: ",
-                                            std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot open \"", path, "\" for writing: ", std::strerror(errno)));
   }
   absl::Status s = WriteGraphJsonStream(g, f);
   if (std::fclose(f) != 0 && s.ok()) {

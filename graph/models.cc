@@ -5,15 +5,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
-
 
 int64_t Numel(const Shape& s) {
   int64_t n = 1;
@@ -52,10 +51,9 @@ class Builder {
   T Call(const std::string& target, std::vector<Value> args, Shape shape, std::string dtype,
          double flops, double moved, bool alias = false, ValueDict kwargs = {},
          const std::string& name_hint = "") {
-    NodeId id = Must(g_.AddNode(Op::kCallFunction, g_.UniqueName(name_hint.empty()
-                                                                     ? NameFromTarget(target)
-                                                                     : name_hint),
-                                target, std::move(args), std::move(kwargs)));
+    NodeId id = Must(g_.AddNode(
+        Op::kCallFunction, g_.UniqueName(name_hint.empty() ? NameFromTarget(target) : name_hint),
+        target, std::move(args), std::move(kwargs)));
     T t{id, std::move(shape), std::move(dtype)};
     SetMeta(t, alias ? 0.0 : cost_.KernelTime(flops, moved, t.dtype));
     if (alias) g_.mutable_node(id).mutable_meta().set_aliases_input(true);
@@ -74,15 +72,15 @@ class Builder {
   T View(const T& x, Shape shape, const std::string& target = "aten.view.default") {
     std::vector<Value> dims;
     for (int64_t d : shape) dims.push_back(Value::Int(d));
-    return Call(target, {Value::Ref(x.id), Value::List(std::move(dims))}, std::move(shape),
-                x.dtype, 0, 0, true);
+    return Call(target, {Value::Ref(x.id), Value::List(std::move(dims))}, std::move(shape), x.dtype,
+                0, 0, true);
   }
 
   T Transpose(const T& x, int a, int b) {
     Shape s = x.shape;
     std::swap(s[a], s[b]);
-    return Call("aten.transpose.int", {Value::Ref(x.id), Value::Int(a), Value::Int(b)}, s,
-                x.dtype, 0, 0, true);
+    return Call("aten.transpose.int", {Value::Ref(x.id), Value::Int(a), Value::Int(b)}, s, x.dtype,
+                0, 0, true);
   }
 
   T GetItem(const T& tuple, int index, Shape shape, const std::string& dtype) {
@@ -162,10 +160,11 @@ class Builder {
     if (!lifted()) return Module(module, {x}, out_shape, x.dtype, flops, moved);
     T x2 = x.shape.size() == 2 ? x : View(x, {rows, in});
     T wt = Call("aten.t.default", {Value::Ref(w.id)}, {in, out}, w.dtype, 0, 0, true);
-    T y = bias ? Call("aten.addmm.default", {Value::Ref(b.id), Value::Ref(x2.id), Value::Ref(wt.id)},
-                      {rows, out}, x.dtype, flops, moved)
-               : Call("aten.mm.default", {Value::Ref(x2.id), Value::Ref(wt.id)}, {rows, out},
-                      x.dtype, flops, moved);
+    T y = bias
+              ? Call("aten.addmm.default", {Value::Ref(b.id), Value::Ref(x2.id), Value::Ref(wt.id)},
+                     {rows, out}, x.dtype, flops, moved)
+              : Call("aten.mm.default", {Value::Ref(x2.id), Value::Ref(wt.id)}, {rows, out},
+                     x.dtype, flops, moved);
     return x.shape.size() == 2 ? y : View(y, out_shape);
   }
 
@@ -179,8 +178,8 @@ class Builder {
     Shape stats = x.shape;
     stats.back() = 1;
     T t = Tuple("aten.native_layer_norm.default",
-                {Value::Ref(x.id), Value::List({Value::Int(h)}), Value::Ref(w.id),
-                 Value::Ref(b.id), Value::Double(eps)},
+                {Value::Ref(x.id), Value::List({Value::Int(h)}), Value::Ref(w.id), Value::Ref(b.id),
+                 Value::Double(eps)},
                 {x.shape, stats, stats}, x.dtype, flops, moved);
     return GetItem(t, 0, x.shape, x.dtype);
   }
@@ -188,15 +187,17 @@ class Builder {
   T RmsNorm(const std::string& module, const T& x, double eps) {
     const int64_t h = x.shape.back();
     T w = Param(module, "weight", {h}, x.dtype);
-    if (!lifted()) return Module(module, {x}, x.shape, x.dtype, 4.0 * Numel(x.shape), 2.0 * x.bytes());
+    if (!lifted())
+      return Module(module, {x}, x.shape, x.dtype, 4.0 * Numel(x.shape), 2.0 * x.bytes());
     Shape stats = x.shape;
     stats.back() = 1;
     T sq = Elementwise("aten.pow.Tensor_Scalar", {Value::Ref(x.id), Value::Int(2)}, {x}, x.shape,
                        x.dtype);
-    T mean = Call("aten.mean.dim", {Value::Ref(sq.id), Value::List({Value::Int(-1)}), Value::Bool(true)},
-                  stats, x.dtype, Numel(x.shape), sq.bytes());
-    T add = Elementwise("aten.add.Scalar", {Value::Ref(mean.id), Value::Double(eps)}, {mean},
-                        stats, x.dtype);
+    T mean =
+        Call("aten.mean.dim", {Value::Ref(sq.id), Value::List({Value::Int(-1)}), Value::Bool(true)},
+             stats, x.dtype, Numel(x.shape), sq.bytes());
+    T add = Elementwise("aten.add.Scalar", {Value::Ref(mean.id), Value::Double(eps)}, {mean}, stats,
+                        x.dtype);
     T rs = Elementwise("aten.rsqrt.default", {Value::Ref(add.id)}, {add}, stats, x.dtype);
     T mul = Elementwise("aten.mul.Tensor", {Value::Ref(x.id), Value::Ref(rs.id)}, {x, rs}, x.shape,
                         x.dtype);
@@ -222,9 +223,10 @@ class Builder {
     T w = Param(module, "weight", {cout, cin, k, k}, x.dtype);
     Shape out = {n, cout, ho, wo};
     const double flops = 2.0 * n * cout * ho * wo * cin * k * k;
-    const double moved = x.bytes() + Numel(w.shape.empty() ? Shape{cout, cin, k, k} : w.shape) *
-                                         DtypeBytes(x.dtype) +
-                         Numel(out) * DtypeBytes(x.dtype);
+    const double moved =
+        x.bytes() +
+        Numel(w.shape.empty() ? Shape{cout, cin, k, k} : w.shape) * DtypeBytes(x.dtype) +
+        Numel(out) * DtypeBytes(x.dtype);
     if (!lifted()) return Module(module, {x}, out, x.dtype, flops, moved);
     auto pair = [](int64_t v) { return Value::List({Value::Int(v), Value::Int(v)}); };
     return Call("aten.convolution.default",
@@ -308,9 +310,9 @@ class Builder {
            const std::string& dtype, double flops, double moved) {
     std::vector<Value> args;
     for (const T& in : ins) args.push_back(Value::Ref(in.id));
-    NodeId id = Must(g_.AddNode(Op::kCallModule,
-                                g_.UniqueName(absl::StrReplaceAll(module, {{".", "_"}})), module,
-                                std::move(args)));
+    NodeId id =
+        Must(g_.AddNode(Op::kCallModule, g_.UniqueName(absl::StrReplaceAll(module, {{".", "_"}})),
+                        module, std::move(args)));
     T t{id, std::move(out), dtype};
     SetMeta(t, cost_.KernelTime(flops, moved, dtype));
     return t;
@@ -350,8 +352,12 @@ absl::Status Bounded(absl::string_view what, std::initializer_list<int64_t> fact
 
 absl::Status ValidateTransformer(const TransformerConfig& c) {
   for (auto [field, v] : {std::pair<const char*, int64_t>{"layers", c.layers},
-                          {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
-                          {"ffn", c.ffn}, {"vocab", c.vocab}, {"seq", c.seq},
+                          {"hidden", c.hidden},
+                          {"heads", c.heads},
+                          {"kv_heads", c.kv_heads},
+                          {"ffn", c.ffn},
+                          {"vocab", c.vocab},
+                          {"seq", c.seq},
                           {"batch", c.batch}}) {
     OVERLAP_RETURN_IF_ERROR(Positive(field, v));
   }
@@ -365,8 +371,8 @@ absl::Status ValidateTransformer(const TransformerConfig& c) {
   }
   if (c.max_positions < 0) return absl::InvalidArgumentError("max_positions must be >= 0");
   if (c.max_positions > 0 && c.seq > c.max_positions) {
-    return absl::InvalidArgumentError(absl::StrCat("seq (", c.seq, ") exceeds max_positions (",
-                                                   c.max_positions, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq (", c.seq, ") exceeds max_positions (", c.max_positions, ")"));
   }
   if (c.experts < 0) return absl::InvalidArgumentError("experts must be >= 0");
   if (c.experts > 0 && (c.top_k < 1 || c.top_k > c.experts)) {
@@ -375,9 +381,11 @@ absl::Status ValidateTransformer(const TransformerConfig& c) {
   }
   if (c.layers > 100000) return absl::InvalidArgumentError("layers is too large");
   OVERLAP_RETURN_IF_ERROR(Bounded("batch x seq x vocab", {c.batch, c.seq, c.vocab}));
-  OVERLAP_RETURN_IF_ERROR(Bounded("batch x seq x ffn", {c.batch, c.seq, c.ffn, std::max<int64_t>(1, c.top_k)}));
+  OVERLAP_RETURN_IF_ERROR(
+      Bounded("batch x seq x ffn", {c.batch, c.seq, c.ffn, std::max<int64_t>(1, c.top_k)}));
   OVERLAP_RETURN_IF_ERROR(Bounded("batch x heads x seq x seq", {c.batch, c.heads, c.seq, c.seq}));
-  OVERLAP_RETURN_IF_ERROR(Bounded("hidden x ffn", {c.hidden, c.ffn, std::max<int64_t>(1, c.experts), c.layers}));
+  OVERLAP_RETURN_IF_ERROR(
+      Bounded("hidden x ffn", {c.hidden, c.ffn, std::max<int64_t>(1, c.experts), c.layers}));
   OVERLAP_RETURN_IF_ERROR(Bounded("vocab x hidden", {c.vocab, c.hidden}));
   return absl::OkStatus();
 }
@@ -439,7 +447,8 @@ int64_t TransformerParamCount(const TransformerConfig& c) {
   const int64_t b = c.bias ? 1 : 0;
   const int64_t norm = c.layer_norm ? 2 * h : h;
   int64_t attn = h * h + b * h + 2 * (h * kv + b * kv) + h * h + b * h;
-  int64_t mlp_one = c.swiglu ? 3 * h * c.ffn + b * (2 * c.ffn + h) : 2 * h * c.ffn + b * (c.ffn + h);
+  int64_t mlp_one =
+      c.swiglu ? 3 * h * c.ffn + b * (2 * c.ffn + h) : 2 * h * c.ffn + b * (c.ffn + h);
   int64_t mlp = c.experts > 0 ? c.experts * mlp_one + h * c.experts : mlp_one;
   int64_t total = c.layers * (attn + mlp + 2 * norm) + norm + c.vocab * h;
   if (c.max_positions > 0) total += c.max_positions * h;
@@ -461,13 +470,15 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
     T pos = b.Call("aten.arange.default", {Value::Int(S)}, {S}, "int64", 0, S * 8.0, false,
                    {{"device", Value::String("cuda")}}, "position_ids");
     T pe = b.Embedding("transformer.wpe", pos, c.max_positions, H, dt);
-    h = b.Elementwise("aten.add.Tensor", {Value::Ref(h.id), Value::Ref(pe.id)}, {h, pe}, h.shape, dt);
+    h = b.Elementwise("aten.add.Tensor", {Value::Ref(h.id), Value::Ref(pe.id)}, {h, pe}, h.shape,
+                      dt);
   }
   auto norm = [&](const std::string& module, const T& x) {
     return c.layer_norm ? b.LayerNorm(module, x, 1e-5) : b.RmsNorm(module, x, 1e-6);
   };
   auto add = [&](const T& x, const T& y) {
-    return b.Elementwise("aten.add.Tensor", {Value::Ref(x.id), Value::Ref(y.id)}, {x, y}, x.shape, dt);
+    return b.Elementwise("aten.add.Tensor", {Value::Ref(x.id), Value::Ref(y.id)}, {x, y}, x.shape,
+                         dt);
   };
   auto heads_view = [&](const T& x, int64_t n) {  // [B,S,n*hd] -> [B,n,S,hd]
     return b.Transpose(b.View(x, {B, S, n, hd}), 1, 2);
@@ -481,7 +492,8 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
     return b.Linear(p + ".down_proj", mul, c.ffn, H, c.bias);
   };
   for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = gpt ? absl::StrCat("transformer.h.", l) : absl::StrCat("model.layers.", l);
+    const std::string p =
+        gpt ? absl::StrCat("transformer.h.", l) : absl::StrCat("model.layers.", l);
     T a = norm(p + (gpt ? ".ln_1" : ".input_layernorm"), h);
     T q, k, v;
     if (gpt) {
@@ -537,8 +549,9 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
       const int64_t E = c.experts, K = c.top_k, tokens = B * S;
       const int64_t per_expert = tokens * K / E;  // balanced routing
       T logits = b.Linear(p + ".mlp.gate", m, H, E, false);
-      T probs = b.Elementwise("aten._softmax.default", {Value::Ref(logits.id), Value::Int(-1), Value::Bool(false)},
-                              {logits}, logits.shape, dt);
+      T probs = b.Elementwise("aten._softmax.default",
+                              {Value::Ref(logits.id), Value::Int(-1), Value::Bool(false)}, {logits},
+                              logits.shape, dt);
       Shape topk_shape = {B, S, K};
       T topk = b.Tuple("aten.topk.default", {Value::Ref(probs.id), Value::Int(K)},
                        {topk_shape, topk_shape}, dt, tokens * E, probs.bytes());
@@ -556,12 +569,15 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
                        {Value::Ref(order.id), Value::Int(0), Value::Int(e * per_expert),
                         Value::Int((e + 1) * per_expert)},
                        {per_expert}, "int64", 0, 0, true);
-        T xe = b.Call("aten.index_select.default", {Value::Ref(x.id), Value::Int(0), Value::Ref(idx.id)},
-                      {per_expert, H}, dt, 0, 2.0 * per_expert * H * DtypeBytes(dt));
-        T we = b.Call("aten.index_select.default", {Value::Ref(flat_w.id), Value::Int(0), Value::Ref(idx.id)},
-                      {per_expert, 1}, dt, 0, 2.0 * per_expert * DtypeBytes(dt));
+        T xe = b.Call("aten.index_select.default",
+                      {Value::Ref(x.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, H}, dt, 0,
+                      2.0 * per_expert * H * DtypeBytes(dt));
+        T we = b.Call("aten.index_select.default",
+                      {Value::Ref(flat_w.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, 1},
+                      dt, 0, 2.0 * per_expert * DtypeBytes(dt));
         T y = swiglu(ep, xe);
-        T yw = b.Elementwise("aten.mul.Tensor", {Value::Ref(y.id), Value::Ref(we.id)}, {y, we}, y.shape, dt);
+        T yw = b.Elementwise("aten.mul.Tensor", {Value::Ref(y.id), Value::Ref(we.id)}, {y, we},
+                             y.shape, dt);
         acc = b.Call("aten.index_add_.default",
                      {Value::Ref(acc.id), Value::Int(0), Value::Ref(idx.id), Value::Ref(yw.id)},
                      acc.shape, dt, per_expert * H, 3.0 * yw.bytes(), false, {}, "index_add");
@@ -579,8 +595,8 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
     h = add(h, mlp);
   }
   h = norm(gpt ? "transformer.ln_f" : "model.norm", h);
-  T logits = b.Linear("lm_head", h, H, c.vocab, false,
-                      c.tied_embeddings ? "transformer.wte.weight" : "");
+  T logits =
+      b.Linear("lm_head", h, H, c.vocab, false, c.tied_embeddings ? "transformer.wte.weight" : "");
   b.Output({logits});
   return b.Finish();
 }
@@ -623,8 +639,8 @@ absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o) 
     auto pair = [](int64_t v) { return Value::List({Value::Int(v), Value::Int(v)}); };
     if (b.lifted()) {
       T t = b.Tuple("aten.max_pool2d_with_indices.default",
-                    {Value::Ref(x.id), pair(3), pair(2), pair(1)}, {out, out}, dt,
-                    9.0 * Numel(out), x.bytes() + Numel(out) * DtypeBytes(dt));
+                    {Value::Ref(x.id), pair(3), pair(2), pair(1)}, {out, out}, dt, 9.0 * Numel(out),
+                    x.bytes() + Numel(out) * DtypeBytes(dt));
       x = b.GetItem(t, 0, out, dt);
     } else {
       x = b.Stateless("maxpool", "", {}, x, out);
@@ -680,8 +696,8 @@ absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o) 
   if (name == "llama-70b") return BuildTransformer(Llama70bConfig(), o);
   if (name == "resnet18") return BuildResNet(ResNetConfig(), o);
   if (name == "moe") return BuildTransformer(MoeConfig(), o);
-  return absl::NotFoundError(absl::StrCat("unknown model \"", name, "\" (known: ",
-                                          absl::StrJoin(ModelNames(), ", "), ", random)"));
+  return absl::NotFoundError(absl::StrCat(
+      "unknown model \"", name, "\" (known: ", absl::StrJoin(ModelNames(), ", "), ", random)"));
 }
 
 }  // namespace overlap

@@ -42,8 +42,8 @@ struct TransformerConfig {
   int64_t layers = 12;
   int64_t hidden = 768;
   int64_t heads = 12;
-  int64_t kv_heads = 12;      // < heads: grouped-query attention
-  int64_t ffn = 3072;         // feed-forward width (per expert for MoE)
+  int64_t kv_heads = 12;  // < heads: grouped-query attention
+  int64_t ffn = 3072;     // feed-forward width (per expert for MoE)
   int64_t vocab = 50257;
   int64_t seq = 1024;
   int64_t batch = 8;
@@ -52,8 +52,8 @@ struct TransformerConfig {
   bool swiglu = false;        // gated SiLU MLP (LLaMA) instead of GELU
   bool bias = true;           // biases in linear layers
   bool tied_embeddings = false;
-  int64_t experts = 0;        // > 0: every layer's MLP is a mixture of experts
-  int64_t top_k = 0;          // experts per token
+  int64_t experts = 0;  // > 0: every layer's MLP is a mixture of experts
+  int64_t top_k = 0;    // experts per token
   std::string dtype = "float32";
 };
 

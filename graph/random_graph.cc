@@ -37,20 +37,22 @@ struct FunctionOp {
   bool alias;
 };
 constexpr FunctionOp kFunctions[] = {
-    {"aten.add.Tensor", false},       {"aten.mul.Tensor", false},
-    {"aten.mm.default", false},       {"aten.relu.default", false},
-    {"aten.gelu.default", false},     {"aten.cat.default", false},
-    {"aten.sum.dim_IntList", false},  {"aten.view.default", true},
-    {"aten.t.default", true},         {"aten.transpose.int", true},
-    {"aten.clone.default", false},    {"aten.addmm.default", false},
-    {"operator.getitem", false},      {"aten.native_layer_norm.default", false},
+    {"aten.add.Tensor", false},      {"aten.mul.Tensor", false},
+    {"aten.mm.default", false},      {"aten.relu.default", false},
+    {"aten.gelu.default", false},    {"aten.cat.default", false},
+    {"aten.sum.dim_IntList", false}, {"aten.view.default", true},
+    {"aten.t.default", true},        {"aten.transpose.int", true},
+    {"aten.clone.default", false},   {"aten.addmm.default", false},
+    {"operator.getitem", false},     {"aten.native_layer_norm.default", false},
 };
 constexpr const char* kMethods[] = {"view", "transpose", "contiguous", "size", "t"};
 
 class Generator {
  public:
   Generator(ChoiceSource& c, int64_t max_nodes, bool lifted, bool full_meta)
-      : c_(c), max_nodes_(std::max<int64_t>(2, max_nodes)), lifted_(lifted),
+      : c_(c),
+        max_nodes_(std::max<int64_t>(2, max_nodes)),
+        lifted_(lifted),
         full_meta_(full_meta) {}
 
   Graph Run() {
@@ -75,8 +77,8 @@ class Generator {
  private:
   NodeId Add(Op op, const std::string& base, std::string target, std::vector<Value> args,
              ValueDict kwargs, bool alias = false) {
-    absl::StatusOr<NodeId> id = g_.AddNode(op, g_.UniqueName(base), std::move(target),
-                                           std::move(args), std::move(kwargs));
+    absl::StatusOr<NodeId> id =
+        g_.AddNode(op, g_.UniqueName(base), std::move(target), std::move(args), std::move(kwargs));
     // Names come from UniqueName and references from earlier nodes: cannot fail.
     NodeId n = *id;
     ++count_;
@@ -113,8 +115,10 @@ class Generator {
 
   Value MakeArg(int depth) {
     switch (c_.Below(16)) {
-      case 10: return Value::Int(static_cast<int64_t>(c_.Below(2048)) - 1024);
-      case 11: return Value::Double(static_cast<double>(c_.Below(4096)) / 8.0 - 100.0);
+      case 10:
+        return Value::Int(static_cast<int64_t>(c_.Below(2048)) - 1024);
+      case 11:
+        return Value::Double(static_cast<double>(c_.Below(4096)) / 8.0 - 100.0);
       case 12:
         return Value::String(c_.Chance(1, 4) ? "%not_a_ref" : absl::StrCat("s", c_.Below(100)));
       case 13:
@@ -129,9 +133,12 @@ class Generator {
       case 15: {
         auto item = [&]() -> Value {
           switch (c_.Below(3)) {
-            case 0: return Value();
-            case 1: return Value::Int(static_cast<int64_t>(c_.Below(64)));
-            default: return Value::Ref(PickValue());
+            case 0:
+              return Value();
+            case 1:
+              return Value::Int(static_cast<int64_t>(c_.Below(64)));
+            default:
+              return Value::Ref(PickValue());
           }
         };
         Value a = item(), b = item(), s = item();
@@ -155,8 +162,9 @@ class Generator {
     kw.emplace_back("dim", Value::Int(static_cast<int64_t>(c_.Below(4))));
     if (c_.Chance(1, 2)) kw.emplace_back("other", Value::Ref(PickValue()));
     if (c_.Chance(1, 4)) {
-      kw.emplace_back("opts", Value::Dict({{"memory_format", Value::String("torch.contiguous_format")},
-                                           {"src", Value::Ref(PickValue())}}));
+      kw.emplace_back("opts",
+                      Value::Dict({{"memory_format", Value::String("torch.contiguous_format")},
+                                   {"src", Value::Ref(PickValue())}}));
     }
     return kw;
   }

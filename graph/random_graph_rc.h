@@ -12,9 +12,8 @@
 #define OVERLAP_GRAPH_RANDOM_GRAPH_RC_H_
 
 #include <cstdint>
-#include <vector>
-
 #include <ostream>
+#include <vector>
 
 #include "graph/graph.h"
 #include "graph/json_writer.h"
@@ -31,11 +30,9 @@ inline void showValue(const Graph& g, std::ostream& os) { os << WriteGraphJson(g
 // Bytes scale 40x with the size parameter: a node takes about 30 bytes of decisions, so at
 // RapidCheck's default sizes (up to 100) this gives graphs of up to about 200 nodes.
 inline rc::Gen<Graph> ArbitraryGraph(int64_t max_nodes = 200) {
-  return rc::gen::map(rc::gen::scale(40.0, rc::gen::container<std::vector<uint8_t>>(
-                                              rc::gen::arbitrary<uint8_t>())),
-                      [max_nodes](const std::vector<uint8_t>& bytes) {
-                        return GraphFromBytes(bytes, max_nodes);
-                      });
+  return rc::gen::map(
+      rc::gen::scale(40.0, rc::gen::container<std::vector<uint8_t>>(rc::gen::arbitrary<uint8_t>())),
+      [max_nodes](const std::vector<uint8_t>& bytes) { return GraphFromBytes(bytes, max_nodes); });
 }
 
 }  // namespace overlap

@@ -49,8 +49,7 @@ absl::StatusOr<NodeId> CopyNode(const Graph& src, NodeId id,
   for (auto& [k, v] : kwargs) v.MapRefs(map);
   if (missing) {
     return absl::InvalidArgumentError(absl::StrCat("copying node \"", n.name(), "\": input \"",
-                                                   src.node(missing_id).name(),
-                                                   "\" has no copy"));
+                                                   src.node(missing_id).name(), "\" has no copy"));
   }
   absl::StatusOr<NodeId> copy =
       dst->AddNode(n.op(), n.name(), n.target(), std::move(args), std::move(kwargs));
@@ -140,8 +139,8 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
   for (NodeId id : outputs) {
     const NodeId to = lookup(id);
     if (to == kNoNode) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "BuildSubgraph: output \"", g.node(id).name(), "\" is not among the copied nodes"));
+      return absl::InvalidArgumentError(absl::StrCat("BuildSubgraph: output \"", g.node(id).name(),
+                                                     "\" is not among the copied nodes"));
     }
     rets.push_back(Value::Ref(to));
   }

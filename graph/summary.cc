@@ -86,17 +86,17 @@ std::string FormatSummary(const Graph& g, const GraphSummary& s) {
   absl::StrAppend(&out, "nodes: ", FormatCount(s.nodes), "\n");
   for (int op = 0; op < 6; ++op) {
     if (s.nodes_by_op[op] == 0) continue;
-    absl::StrAppend(&out, "  ", OpName(static_cast<Op>(op)), ": ",
-                    FormatCount(s.nodes_by_op[op]), "\n");
+    absl::StrAppend(&out, "  ", OpName(static_cast<Op>(op)), ": ", FormatCount(s.nodes_by_op[op]),
+                    "\n");
   }
   absl::StrAppend(&out, "parameters: ", FormatCount(s.param_elements), " (",
-                  FormatBytes(s.param_bytes), " in ", FormatCount(s.unique_storages),
-                  " storages; ", FormatCount(s.param_entries), " table entries)\n");
+                  FormatBytes(s.param_bytes), " in ", FormatCount(s.unique_storages), " storages; ",
+                  FormatCount(s.param_entries), " table entries)\n");
   for (const auto& [dtype, bytes] : s.param_bytes_by_dtype) {
     absl::StrAppend(&out, "  ", dtype, ": ", FormatBytes(bytes), "\n");
   }
-  absl::StrAppend(&out, "  trainable (requires_grad, not ddp_ignored): ",
-                  FormatBytes(s.trainable_bytes), "\n");
+  absl::StrAppend(
+      &out, "  trainable (requires_grad, not ddp_ignored): ", FormatBytes(s.trainable_bytes), "\n");
   absl::StrAppend(&out, "  frozen entries: ", s.frozen, ", ddp_ignored entries: ", s.ignored, "\n");
   absl::StrAppend(&out, "  tied groups: ", s.tied_groups.size(), "\n");
   for (size_t i = 0; i < s.tied_groups.size() && i < 5; ++i) {

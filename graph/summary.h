@@ -24,14 +24,14 @@ struct GraphSummary {
   int64_t param_bytes = 0;               // bytes over unique storages
   int64_t trainable_bytes = 0;           // requires_grad and not ddp_ignored, unique storages
   std::map<std::string, int64_t> param_bytes_by_dtype;
-  int64_t frozen = 0;                    // rows with requires_grad false
-  int64_t ignored = 0;                   // rows with ddp_ignored
+  int64_t frozen = 0;                                 // rows with requires_grad false
+  int64_t ignored = 0;                                // rows with ddp_ignored
   std::vector<std::vector<std::string>> tied_groups;  // parameter names per shared storage
-  int64_t tensor_bytes = 0;              // sum of meta.tensor_size
-  int64_t nodes_without_time = 0;        // non-placeholder nodes lacking meta.device_time
-  double device_time = 0;                // sum of meta.device_time
+  int64_t tensor_bytes = 0;                           // sum of meta.tensor_size
+  int64_t nodes_without_time = 0;  // non-placeholder nodes lacking meta.device_time
+  double device_time = 0;          // sum of meta.device_time
   double critical_path_time = 0;
-  std::vector<NodeId> critical_path;     // first to last
+  std::vector<NodeId> critical_path;  // first to last
 };
 
 // Summarises a graph that passes Verify(). O(N + E + P).

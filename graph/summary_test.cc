@@ -38,7 +38,8 @@ TEST(SummaryTest, CriticalPathIsTheLongestChainByDeviceTime) {
   ASSERT_EQ(s.tied_groups.size(), 1u);
   EXPECT_THAT(s.tied_groups[0], ::testing::ElementsAre("w", "w2"));
   EXPECT_EQ(CountParameters(*g), 2 + 1);  // 8 bytes of float32, 4 bytes assumed float32
-  EXPECT_THAT(FormatSummary(*g, s), ::testing::HasSubstr("critical path: 7.000 s over 3 nodes (a -> d)"));
+  EXPECT_THAT(FormatSummary(*g, s),
+              ::testing::HasSubstr("critical path: 7.000 s over 3 nodes (a -> d)"));
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ using ValueDict = std::vector<std::pair<std::string, Value>>;
 class Value {
  public:
   enum class Kind : uint8_t {
-    kNone,    // Python None / JSON null
+    kNone,  // Python None / JSON null
     kBool,
     kInt,     // any JSON integer that fits in int64
     kDouble,  // any other JSON number
@@ -103,8 +103,8 @@ class Value {
     friend bool operator==(const SliceBox& a, const SliceBox& b) { return a.items == b.items; }
   };
   // Alternative order must match Kind.
-  using Storage = std::variant<std::monostate, bool, int64_t, double, std::string, RefBox,
-                               ListBox, DictBox, SliceBox>;
+  using Storage = std::variant<std::monostate, bool, int64_t, double, std::string, RefBox, ListBox,
+                               DictBox, SliceBox>;
   explicit Value(Storage v) : v_(std::move(v)) {}
 
   Storage v_;

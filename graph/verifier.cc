@@ -82,16 +82,15 @@ absl::Status VerifyNodes(const Graph& g) {
   }
   if (prev != g.last()) return absl::InternalError("order list tail is inconsistent");
   if (count != g.size()) {
-    return absl::InternalError(
-        absl::StrCat("order lists ", count, " nodes, graph has ", g.size()));
+    return absl::InternalError(absl::StrCat("order lists ", count, " nodes, graph has ", g.size()));
   }
   if (output == kNoNode) return absl::InvalidArgumentError("the graph has no output node");
   // Names: Graph indexes every live node's name on creation and rename, and refuses a name
   // already indexed; so the names are unique exactly when the index holds one entry per
   // live node. (A lookup per node would prove the same at ~100 ns of cache misses each.)
   if (g.name_index_size() != g.size()) {
-    return absl::InternalError(absl::StrCat("name index holds ", g.name_index_size(),
-                                            " names for ", g.size(), " live nodes"));
+    return absl::InternalError(absl::StrCat("name index holds ", g.name_index_size(), " names for ",
+                                            g.size(), " live nodes"));
   }
   // Every user entry must be a distinct node that reads this one.
   std::vector<NodeId> stamp(g.id_bound(), kNoNode);
@@ -106,10 +105,10 @@ absl::Status VerifyNodes(const Graph& g) {
       stamp[u] = id;
       ++user_entries;
       const auto& ins = g.node(u).inputs();
-      const bool reads = ins.size() > kScan
-                             ? wide_edges.contains(static_cast<uint64_t>(id) << 32 |
-                                                   static_cast<uint32_t>(u))
-                             : std::find(ins.begin(), ins.end(), id) != ins.end();
+      const bool reads =
+          ins.size() > kScan
+              ? wide_edges.contains(static_cast<uint64_t>(id) << 32 | static_cast<uint32_t>(u))
+              : std::find(ins.begin(), ins.end(), id) != ins.end();
       if (!reads) {
         return NodeError(n, absl::StrCat("lists \"", g.node(u).name(),
                                          "\" as a user, but that node does not read it"));
@@ -117,8 +116,8 @@ absl::Status VerifyNodes(const Graph& g) {
     }
   }
   if (user_entries != edges) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "users lists hold ", user_entries, " entries but inputs define ", edges, " edges"));
+    return absl::InvalidArgumentError(absl::StrCat("users lists hold ", user_entries,
+                                                   " entries but inputs define ", edges, " edges"));
   }
   return absl::OkStatus();
 }
@@ -149,24 +148,27 @@ absl::Status VerifyParams(const Graph& g) {
     if (p.name.empty()) return absl::InvalidArgumentError("a parameter has an empty name");
     if (p.bytes < 0) return ParamError(p, "bytes < 0");
     if (!owners.contains(p.owner)) {
-      return ParamError(p, "owner is not a call_module target, get_attr target or "
-                           "placeholder of the graph");
+      return ParamError(p,
+                        "owner is not a call_module target, get_attr target or "
+                        "placeholder of the graph");
     }
     auto [it, inserted] = storages.emplace(p.storage_key(), &p);
     if (!inserted && it->second->ddp_ignored != p.ddp_ignored) {
-      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
-                                        it->second->name, "\" but disagrees on ddp_ignored "
-                                        "(DDP ignores a tensor, whichever name it is reached by)"));
+      return ParamError(
+          p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"", it->second->name,
+                          "\" but disagrees on ddp_ignored "
+                          "(DDP ignores a tensor, whichever name it is reached by)"));
     }
     if (!inserted && it->second->requires_grad != p.requires_grad) {
-      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
-                                        it->second->name, "\" but disagrees on requires_grad "
-                                        "(a tensor has one requires_grad)"));
+      return ParamError(
+          p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"", it->second->name,
+                          "\" but disagrees on requires_grad "
+                          "(a tensor has one requires_grad)"));
     }
     if (!inserted && it->second->bytes != p.bytes) {
-      return ParamError(p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"",
-                                        it->second->name, "\" but has ", p.bytes,
-                                        " bytes, not ", it->second->bytes));
+      return ParamError(
+          p, absl::StrCat("shares storage \"", p.storage_key(), "\" with \"", it->second->name,
+                          "\" but has ", p.bytes, " bytes, not ", it->second->bytes));
     }
     if (__builtin_add_overflow(total, p.bytes, &total)) {
       return ParamError(p, "the sum of parameter bytes overflows 64 bits");
@@ -183,8 +185,7 @@ absl::Status VerifyParams(const Graph& g) {
       return NodeError(n, absl::StrCat("meta.param names unknown parameter \"", m.param, "\""));
     }
     if (m.has_grad_of && g.FindParam(m.grad_of) < 0) {
-      return NodeError(n,
-                       absl::StrCat("meta.grad_of names unknown parameter \"", m.grad_of, "\""));
+      return NodeError(n, absl::StrCat("meta.grad_of names unknown parameter \"", m.grad_of, "\""));
     }
   }
   return absl::OkStatus();

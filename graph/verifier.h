@@ -11,8 +11,9 @@
 //   - metadata sizes are >= 0 and times finite and >= 0;
 //   - the parameter table is consistent: each (owner, name) once, bytes >= 0, every owner is
 //     a call_module target, a get_attr target or a placeholder, parameters sharing a storage
-//     have one size, one requires_grad and one ddp_ignored, meta.param / meta.grad_of name listed parameters, and the sums of
-//     parameter bytes and of tensor sizes fit in 64 bits (so passes may add them freely).
+//     have one size, one requires_grad and one ddp_ignored, meta.param / meta.grad_of name listed
+//     parameters, and the sums of parameter bytes and of tensor sizes fit in 64 bits (so passes may
+//     add them freely).
 // The first violation is returned as InvalidArgument naming the node or parameter and field.
 // Cost: O(N + E + P) time, O(N + P) memory.
 #ifndef OVERLAP_GRAPH_VERIFIER_H_

@@ -31,7 +31,6 @@
 
 namespace overlap {
 
-
 struct CapCandidate {
   int64_t cap_bytes = 0;
   int buckets = 0;

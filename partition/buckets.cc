@@ -50,9 +50,12 @@ std::string ModuleParamName(const std::string& module, const std::string& name) 
 
 std::string UseName(const Graph& g, const Use& u) {
   switch (u.naming) {
-    case Use::Naming::kModule: return ModuleParamName(*u.module, g.params()[u.param].name);
-    case Use::Naming::kTarget: return *u.module;
-    default: return g.params()[u.param].name;
+    case Use::Naming::kModule:
+      return ModuleParamName(*u.module, g.params()[u.param].name);
+    case Use::Naming::kTarget:
+      return *u.module;
+    default:
+      return g.params()[u.param].name;
   }
 }
 
@@ -133,9 +136,9 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
     return absl::InvalidArgumentError("bucket caps must be >= 0");
   }
   if (o.first_bucket_cap_bytes > o.bucket_cap_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "first bucket cap (", o.first_bucket_cap_bytes, " bytes) exceeds the bucket cap (",
-        o.bucket_cap_bytes, " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat("first bucket cap (", o.first_bucket_cap_bytes,
+                                                   " bytes) exceeds the bucket cap (",
+                                                   o.bucket_cap_bytes, " bytes)"));
   }
   const bool reference = o.mode == PartitionMode::kReference;
   std::vector<Use> uses;

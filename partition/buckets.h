@@ -39,7 +39,7 @@ enum class PartitionMode { kReference, kDefault };
 absl::string_view PartitionModeName(PartitionMode m);
 bool ParsePartitionMode(absl::string_view s, PartitionMode* m);
 
-inline constexpr int64_t kDefaultBucketCapBytes = 25 * 1024 * 1024;     // DDP's 25 MiB
+inline constexpr int64_t kDefaultBucketCapBytes = 25 * 1024 * 1024;      // DDP's 25 MiB
 inline constexpr int64_t kDefaultFirstBucketCapBytes = 1 * 1024 * 1024;  // DDP's 1 MiB
 
 struct BucketOptions {
@@ -50,10 +50,10 @@ struct BucketOptions {
 };
 
 struct Bucket {
-  int index = 0;            // 0 = nearest the inputs
-  int64_t size_bytes = 0;   // counted parameter bytes
-  std::vector<std::string> params;       // in the order they were counted
-  std::vector<NodeId> nodes;             // graph order
+  int index = 0;                                  // 0 = nearest the inputs
+  int64_t size_bytes = 0;                         // counted parameter bytes
+  std::vector<std::string> params;                // in the order they were counted
+  std::vector<NodeId> nodes;                      // graph order
   std::map<std::string, int64_t> bytes_by_dtype;  // "unknown" when a parameter has no dtype
 };
 

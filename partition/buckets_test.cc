@@ -4,13 +4,13 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
-#include "graph/test_graphs.h"
 #include "graph/models.h"
+#include "graph/test_graphs.h"
 #include "gtest/gtest.h"
 
 namespace overlap {
@@ -151,12 +151,12 @@ TEST(DdpBucketsTest, TrailingEmptyBucketIsKeptWhenFirstCapIsZero) {
 }
 
 TEST(DdpBucketsTest, IgnoredAndFrozenParametersNeverCount) {
-  Graph g = Parse(
-      Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") + "," +
-          Node("output", "output", "output", "\"%m\""),
-      ParamJson("m.weight", "m", 64) + "," +
-          ParamJson("m.bias", "m", 16, R"("requires_grad": false)") + "," +
-          ParamJson("m.scale", "m", 8, R"("ddp_ignored": true)"));
+  Graph g =
+      Parse(Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") +
+                "," + Node("output", "output", "output", "\"%m\""),
+            ParamJson("m.weight", "m", 64) + "," +
+                ParamJson("m.bias", "m", 16, R"("requires_grad": false)") + "," +
+                ParamJson("m.scale", "m", 8, R"("ddp_ignored": true)"));
   for (PartitionMode mode : {kRef, kDef}) {
     std::vector<Bucket> b = Assign(g, mode, 25 * kMiB, kMiB);
     ASSERT_EQ(b.size(), 1u);
@@ -183,11 +183,11 @@ TEST(DdpBucketsTest, GetAttrParameterWithWeightTCallMethod) {
 }
 
 TEST(DdpBucketsTest, GetAttrOfABufferCountsNothing) {
-  Graph g = Parse(Node("x", "placeholder", "x", "") + "," +
-                      Node("buf", "get_attr", "running_mean", "") + "," +
-                      Node("add", "call_function", "aten.add.Tensor", "\"%x\", \"%buf\"") + "," +
-                      Node("output", "output", "output", "\"%add\""),
-                  "");
+  Graph g =
+      Parse(Node("x", "placeholder", "x", "") + "," + Node("buf", "get_attr", "running_mean", "") +
+                "," + Node("add", "call_function", "aten.add.Tensor", "\"%x\", \"%buf\"") + "," +
+                Node("output", "output", "output", "\"%add\""),
+            "");
   EXPECT_EQ(Assign(g, kRef, 25 * kMiB, kMiB)[0].size_bytes, 0);
 }
 
@@ -216,8 +216,9 @@ TEST(DdpBucketsTest, DefaultCountsAModuleCalledTwiceOnceAtItsFirstUse) {
 
 // Two modules whose weights share one storage (tied embeddings).
 Graph Tied() {
-  return Parse(Node("x", "placeholder", "x", "") + "," + Node("emb", "call_module", "emb", "\"%x\"") +
-                   "," + Node("mid", "call_module", "mid", "\"%emb\"") + "," +
+  return Parse(Node("x", "placeholder", "x", "") + "," +
+                   Node("emb", "call_module", "emb", "\"%x\"") + "," +
+                   Node("mid", "call_module", "mid", "\"%emb\"") + "," +
                    Node("head", "call_module", "head", "\"%mid\"") + "," +
                    Node("output", "output", "output", "\"%head\""),
                ParamJson("emb.weight", "emb", 1000) + "," + ParamJson("mid.weight", "mid", 10) +
@@ -249,10 +250,11 @@ TEST(DdpBucketsTest, DefaultCountsEachStorageOnceAtItsFirstForwardUse) {
 
 TEST(DdpBucketsTest, ModuleHoldingOneTensorTwiceCountsItOnce) {
   // named_parameters() lists a tensor held twice inside one module once.
-  Graph g = Parse(Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") +
-                      "," + Node("output", "output", "output", "\"%m\""),
-                  ParamJson("m.a.weight", "m", 40) + "," +
-                      ParamJson("m.b.weight", "m", 40, R"("storage": "m.a.weight")"));
+  Graph g =
+      Parse(Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") +
+                "," + Node("output", "output", "output", "\"%m\""),
+            ParamJson("m.a.weight", "m", 40) + "," +
+                ParamJson("m.b.weight", "m", 40, R"("storage": "m.a.weight")"));
   std::vector<Bucket> b = Assign(g, kRef, 25 * kMiB, kMiB);
   EXPECT_EQ(b[0].size_bytes, 40);
   EXPECT_THAT(b[0].params, ElementsAre("m_a.weight"));
@@ -261,29 +263,31 @@ TEST(DdpBucketsTest, ModuleHoldingOneTensorTwiceCountsItOnce) {
 TEST(DdpBucketsTest, LiftedParametersCountInDefaultModeOnly) {
   Graph g = Parse(
       R"({"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "fc.weight"}},)" +
-          Node("x", "placeholder", "x", "") + "," + Node("t", "call_function", "aten.t.default", "\"%p_w\"") +
-          "," + Node("mm", "call_function", "aten.mm.default", "\"%x\", \"%t\"") + "," +
+          Node("x", "placeholder", "x", "") + "," +
+          Node("t", "call_function", "aten.t.default", "\"%p_w\"") + "," +
+          Node("mm", "call_function", "aten.mm.default", "\"%x\", \"%t\"") + "," +
           Node("output", "output", "output", "\"%mm\""),
       ParamJson("fc.weight", "p_w", 64, R"("dtype": "bfloat16")"));
   EXPECT_EQ(Assign(g, kRef, 25 * kMiB, kMiB)[0].size_bytes, 0);
   std::vector<Bucket> b = Assign(g, kDef, 25 * kMiB, kMiB);
   EXPECT_EQ(b[0].size_bytes, 64);
   EXPECT_THAT(b[0].params, ElementsAre("fc.weight"));  // named by the parameter's name
-  EXPECT_THAT(b[0].bytes_by_dtype, ElementsAre(std::pair<const std::string, int64_t>("bfloat16", 64)));
+  EXPECT_THAT(b[0].bytes_by_dtype,
+              ElementsAre(std::pair<const std::string, int64_t>("bfloat16", 64)));
 }
 
 TEST(DdpBucketsTest, DefaultOpensABucketOnlyAfterAnOutsideUse) {
   // a -> b -> c where b's result is read only by c. Reference would cut between b and c;
   // default may not, because the bucket {c} has no value used outside... c feeds the output,
   // so it may cut there; b's bucket then must include a value read by c.
-  Graph g = Parse(Node("x", "placeholder", "x", "") + "," +
-                      Node("a", "call_module", "a", "\"%x\"") + "," +
-                      Node("side", "call_module", "side", "\"%a\"") + "," +
-                      Node("b", "call_module", "b", "\"%a\"") + "," +
-                      Node("c", "call_function", "f", "\"%b\", \"%side\"") + "," +
-                      Node("output", "output", "output", "\"%c\""),
-                  ParamJson("a.weight", "a", 8) + "," + ParamJson("side.weight", "side", 8) +
-                      "," + ParamJson("b.weight", "b", 8));
+  Graph g =
+      Parse(Node("x", "placeholder", "x", "") + "," + Node("a", "call_module", "a", "\"%x\"") +
+                "," + Node("side", "call_module", "side", "\"%a\"") + "," +
+                Node("b", "call_module", "b", "\"%a\"") + "," +
+                Node("c", "call_function", "f", "\"%b\", \"%side\"") + "," +
+                Node("output", "output", "output", "\"%c\""),
+            ParamJson("a.weight", "a", 8) + "," + ParamJson("side.weight", "side", 8) + "," +
+                ParamJson("b.weight", "b", 8));
   std::vector<Bucket> ref = Assign(g, kRef, 8, 8);
   std::vector<Bucket> def = Assign(g, kDef, 8, 8);
   // Every default bucket but the last has a node whose result is read outside it.
@@ -310,11 +314,11 @@ TEST(DdpBucketsTest, FirstCapAboveCapIsAnError) {
 }
 
 TEST(DdpBucketsTest, BytesPerDtypeInDefaultMode) {
-  Graph g = Parse(Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") +
-                      "," + Node("output", "output", "output", "\"%m\""),
-                  ParamJson("m.w", "m", 64, R"("dtype": "bfloat16")") + "," +
-                      ParamJson("m.b", "m", 16, R"("dtype": "float32")") + "," +
-                      ParamJson("m.c", "m", 4));
+  Graph g = Parse(
+      Node("x", "placeholder", "x", "") + "," + Node("m", "call_module", "m", "\"%x\"") + "," +
+          Node("output", "output", "output", "\"%m\""),
+      ParamJson("m.w", "m", 64, R"("dtype": "bfloat16")") + "," +
+          ParamJson("m.b", "m", 16, R"("dtype": "float32")") + "," + ParamJson("m.c", "m", 4));
   std::vector<Bucket> b = Assign(g, kDef, 25 * kMiB, kMiB);
   EXPECT_EQ(b[0].bytes_by_dtype.at("bfloat16"), 64);
   EXPECT_EQ(b[0].bytes_by_dtype.at("float32"), 16);

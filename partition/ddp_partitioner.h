@@ -41,7 +41,7 @@ struct PartitionOptions {
 struct CompileOutcome {
   bool attempted = false;  // false when there is no hook
   bool compiled = false;
-  std::string error;       // the hook's message when it failed
+  std::string error;  // the hook's message when it failed
 };
 
 struct PartitionResult {

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 constexpr int64_t kMiB = 1 << 20;
 
 PartitionResult PartitionOf(const Graph& g, PartitionMode mode, int64_t cap, int64_t first,
-                    CompileFn compile = nullptr) {
+                            CompileFn compile = nullptr) {
   PartitionOptions o;
   o.buckets.mode = mode;
   o.buckets.bucket_cap_bytes = cap;
@@ -65,7 +65,8 @@ TEST(DdpPartitionerTest, MlpSplitsIntoThreeChainedSubmodules) {
   const Node& out = s1.graph.node(s1.graph.last());
   EXPECT_TRUE(out.args()[0].is_ref());
   std::vector<std::string> outer_targets;
-  for (NodeId id : r.pieces.outer.order()) outer_targets.push_back(r.pieces.outer.node(id).target());
+  for (NodeId id : r.pieces.outer.order())
+    outer_targets.push_back(r.pieces.outer.node(id).target());
   EXPECT_THAT(outer_targets, ElementsAre("x", "submod_0", "submod_1", "submod_2", "output"));
   // Parameters travel with their modules.
   EXPECT_EQ(s1.graph.ParamsOwnedBy("net.2").size(), 2u);
@@ -128,7 +129,8 @@ TEST(DdpPartitionerTest, PieceWithoutOutsideReadersReturnsEmptyTuple) {
 TEST(DdpPartitionerTest, OneBucketIsNotSplit) {
   absl::StatusOr<Graph> g = BuildModel("mlp", {});
   ASSERT_TRUE(g.ok());
-  PartitionResult r = PartitionOf(*g, PartitionMode::kReference, int64_t{1} << 40, int64_t{1} << 40);
+  PartitionResult r =
+      PartitionOf(*g, PartitionMode::kReference, int64_t{1} << 40, int64_t{1} << 40);
   EXPECT_FALSE(r.split);
   EXPECT_EQ(r.buckets.size(), 1u);
   const std::string json = PartitionResultJson(*g, r);
@@ -140,14 +142,14 @@ TEST(DdpPartitionerTest, FailedCompileFallsBackForThatPieceOnly) {
   absl::StatusOr<Graph> g = BuildModel("mlp", {});
   ASSERT_TRUE(g.ok());
   std::vector<std::string> seen;
-  PartitionResult r = PartitionOf(*g, PartitionMode::kReference, 25 * kMiB, kMiB,
-                          [&](const Submodule& s) -> absl::Status {
-                            seen.push_back(s.name);
-                            if (s.name == "submod_1") {
-                              return absl::UnimplementedError("backend has no kernel for relu");
-                            }
-                            return absl::OkStatus();
-                          });
+  PartitionResult r = PartitionOf(
+      *g, PartitionMode::kReference, 25 * kMiB, kMiB, [&](const Submodule& s) -> absl::Status {
+        seen.push_back(s.name);
+        if (s.name == "submod_1") {
+          return absl::UnimplementedError("backend has no kernel for relu");
+        }
+        return absl::OkStatus();
+      });
   EXPECT_THAT(seen, ElementsAre("submod_0", "submod_1", "submod_2"));
   ASSERT_EQ(r.compiled.size(), 3u);
   EXPECT_TRUE(r.compiled[0].compiled);
@@ -155,8 +157,11 @@ TEST(DdpPartitionerTest, FailedCompileFallsBackForThatPieceOnly) {
   EXPECT_EQ(r.compiled[1].error, "backend has no kernel for relu");
   EXPECT_TRUE(r.compiled[2].compiled);
   const std::string json = PartitionResultJson(*g, r);
-  EXPECT_THAT(json, HasSubstr("\"compiled\": false, \"compile_error\": \"backend has no kernel for relu\""));
-  EXPECT_THAT(FormatBucketTable(*g, r), HasSubstr("submod_1: 2 nodes, 1 inputs, 1 outputs, NOT compiled"));
+  EXPECT_THAT(
+      json,
+      HasSubstr("\"compiled\": false, \"compile_error\": \"backend has no kernel for relu\""));
+  EXPECT_THAT(FormatBucketTable(*g, r),
+              HasSubstr("submod_1: 2 nodes, 1 inputs, 1 outputs, NOT compiled"));
 }
 
 TEST(DdpPartitionerTest, EveryBuiltInModelSplitsAndInlinesBack) {
@@ -181,14 +186,17 @@ TEST(DdpPartitionerTest, ResultJsonHasTheSpecShape) {
   const std::string json = PartitionResultJson(*g, r);
   absl::StatusOr<Graph> not_a_graph = ReadGraphJson(json);
   EXPECT_FALSE(not_a_graph.ok());  // it is a result, not a graph
-  EXPECT_THAT(json, HasSubstr("\"format\": \"overlap-result\", \"version\": 1, \"mode\": \"reference\", "
-                              "\"bucket_cap_bytes\": 26214400, \"first_bucket_cap_bytes\": 1048576"));
-  EXPECT_THAT(json, HasSubstr("{\"index\": 0, \"size_bytes\": 220000, \"params\": [\"net.0_weight\", "
-                              "\"net.0_bias\"], \"nodes\": [\"net_0\", \"net_1\"]}"));
+  EXPECT_THAT(json,
+              HasSubstr("\"format\": \"overlap-result\", \"version\": 1, \"mode\": \"reference\", "
+                        "\"bucket_cap_bytes\": 26214400, \"first_bucket_cap_bytes\": 1048576"));
+  EXPECT_THAT(json,
+              HasSubstr("{\"index\": 0, \"size_bytes\": 220000, \"params\": [\"net.0_weight\", "
+                        "\"net.0_bias\"], \"nodes\": [\"net_0\", \"net_1\"]}"));
   EXPECT_THAT(json, HasSubstr("{\"name\": \"submod_0\", \"nodes\": [\"net_0\", \"net_1\"], "
                               "\"inputs\": [\"x\"], \"outputs\": [\"net_1\"]}"));
   EXPECT_THAT(json, HasSubstr("\"call_order\": [\"submod_0\", \"submod_1\", \"submod_2\"]"));
-  EXPECT_EQ(json, PartitionResultJson(*g, PartitionOf(*g, PartitionMode::kReference, 25 * kMiB, kMiB)));
+  EXPECT_EQ(json,
+            PartitionResultJson(*g, PartitionOf(*g, PartitionMode::kReference, 25 * kMiB, kMiB)));
 }
 
 TEST(BucketCapTest, RingAllreduceCost) {

@@ -67,9 +67,8 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
     // A bucket closes after the node that brings it to its cap.
     for (const Bucket& b : r.buckets) {
       const bool first_walked = b.index + 1 == static_cast<int>(r.buckets.size());
-      const int64_t cap = first_walked && r.buckets.size() > 1
-                              ? r.options.first_bucket_cap_bytes
-                              : r.options.bucket_cap_bytes;
+      const int64_t cap = first_walked && r.buckets.size() > 1 ? r.options.first_bucket_cap_bytes
+                                                               : r.options.bucket_cap_bytes;
       if (r.buckets.size() == 1) break;  // one bucket: no cap was ever applied
       std::vector<int64_t> per_node;
       for (NodeId id : b.nodes) per_node.push_back(ReferenceBytes(g, g.node(id)));
@@ -100,7 +99,8 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
       } else {
         for (NodeId in : n.inputs()) {
           const Node& src = g.node(in);
-          if (src.op() == Op::kPlaceholder && src.meta().has_param) use(g.FindParam(src.meta().param));
+          if (src.op() == Op::kPlaceholder && src.meta().has_param)
+            use(g.FindParam(src.meta().param));
         }
         if (n.op() == Op::kCallMethod && !n.arg_inputs().empty()) {
           const Node& self = g.node(n.arg_inputs()[0]);
@@ -143,9 +143,9 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
   for (NodeId id : expected) {
     const bool get_attr = g.node(id).op() == Op::kGetAttr;
     if (get_attr == in_piece.contains(id)) {
-      return Violated(absl::StrCat("node \"", g.node(id).name(),
-                                   get_attr ? "\" (get_attr) is in a subgraph"
-                                            : "\" is in no subgraph"));
+      return Violated(
+          absl::StrCat("node \"", g.node(id).name(),
+                       get_attr ? "\" (get_attr) is in a subgraph" : "\" is in no subgraph"));
     }
   }
   absl::flat_hash_set<NodeId> available;

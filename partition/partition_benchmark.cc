@@ -39,7 +39,8 @@ void BM_AssignBuckets(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_AssignBuckets)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+BENCHMARK(BM_AssignBuckets)
+    ->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // Times the whole pass on `g`, freeing each result outside the timed region.
@@ -62,7 +63,8 @@ void TimeSplit(benchmark::State& state, const Graph& g) {
 }
 
 void BM_PartitionAndSplit(benchmark::State& state) { TimeSplit(state, Cached(state.range(0))); }
-BENCHMARK(BM_PartitionAndSplit)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+BENCHMARK(BM_PartitionAndSplit)
+    ->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // A realistic shape at the same sizes: GPT-2 blocks stacked until the graph has about
@@ -83,7 +85,8 @@ const Graph& Transformer(int64_t nodes) {
 void BM_PartitionAndSplitTransformer(benchmark::State& state) {
   TimeSplit(state, Transformer(state.range(0)));
 }
-BENCHMARK(BM_PartitionAndSplitTransformer)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+BENCHMARK(BM_PartitionAndSplitTransformer)
+    ->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

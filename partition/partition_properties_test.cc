@@ -1,7 +1,7 @@
 // RapidCheck properties of the partitioner on random graphs, both modes, random caps.
-#include "gtest/gtest.h"
 #include "graph/random_graph.h"
 #include "graph/random_graph_rc.h"
+#include "gtest/gtest.h"
 #include "partition/ddp_partitioner.h"
 #include "partition/invariants.h"
 #include "rapidcheck/gtest.h"

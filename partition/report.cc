@@ -30,11 +30,11 @@ void AppendStrings(std::string* out, const std::vector<std::string>& v) {
 }  // namespace
 
 std::string FormatBucketTable(const Graph& g, const PartitionResult& r, int max_names) {
-  std::string out = absl::StrFormat(
-      "DDP buckets (%s mode, cap %s = %d bytes, first cap %s = %d bytes)\n",
-      PartitionModeName(r.options.mode), FormatBytes(r.options.bucket_cap_bytes),
-      r.options.bucket_cap_bytes, FormatBytes(r.options.first_bucket_cap_bytes),
-      r.options.first_bucket_cap_bytes);
+  std::string out =
+      absl::StrFormat("DDP buckets (%s mode, cap %s = %d bytes, first cap %s = %d bytes)\n",
+                      PartitionModeName(r.options.mode), FormatBytes(r.options.bucket_cap_bytes),
+                      r.options.bucket_cap_bytes, FormatBytes(r.options.first_bucket_cap_bytes),
+                      r.options.first_bucket_cap_bytes);
   absl::StrAppendFormat(&out, "%5s  %14s  %10s  %6s  %6s  %s\n", "index", "size (bytes)", "size",
                         "nodes", "params", "param names");
   int64_t total = 0;
@@ -50,7 +50,8 @@ std::string FormatBucketTable(const Graph& g, const PartitionResult& r, int max_
                           FormatBytes(b.size_bytes), b.nodes.size(), b.params.size(), names);
     if (r.options.mode == PartitionMode::kDefault && b.bytes_by_dtype.size() > 1) {
       for (const auto& [dtype, bytes] : b.bytes_by_dtype) {
-        absl::StrAppendFormat(&out, "%5s  %14d  %10s  (%s)\n", "", bytes, FormatBytes(bytes), dtype);
+        absl::StrAppendFormat(&out, "%5s  %14d  %10s  (%s)\n", "", bytes, FormatBytes(bytes),
+                              dtype);
       }
     }
   }
@@ -67,8 +68,8 @@ std::string FormatBucketTable(const Graph& g, const PartitionResult& r, int max_
     absl::StrAppendFormat(&out, "  %s: %d nodes, %d inputs, %d outputs", s.name, s.nodes.size(),
                           s.inputs.size(), s.outputs.size());
     if (i < r.compiled.size() && r.compiled[i].attempted) {
-      absl::StrAppend(&out, r.compiled[i].compiled ? ", compiled"
-                                                   : ", NOT compiled: " + r.compiled[i].error);
+      absl::StrAppend(
+          &out, r.compiled[i].compiled ? ", compiled" : ", NOT compiled: " + r.compiled[i].error);
     }
     absl::StrAppend(&out, "\n");
   }
@@ -83,7 +84,8 @@ std::string FormatCapChoice(const CapChoice& c) {
   for (const CapCandidate& k : c.candidates) {
     absl::StrAppendFormat(&out, "%12s  %8d  %12s  %12s  %12s%s\n", FormatBytes(k.cap_bytes),
                           k.buckets, FormatSeconds(k.backward_s), FormatSeconds(k.comm_s),
-                          FormatSeconds(k.exposed_s), k.cap_bytes == c.cap_bytes ? "  <- chosen" : "");
+                          FormatSeconds(k.exposed_s),
+                          k.cap_bytes == c.cap_bytes ? "  <- chosen" : "");
   }
   return out;
 }

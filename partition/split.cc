@@ -57,8 +57,8 @@ absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
     const Submodule& sm = out.submodules[s];
     std::vector<Value> args;
     for (NodeId in : sm.inputs) args.push_back(Value::Ref(value[in]));
-    absl::StatusOr<NodeId> call = outer.AddNode(Op::kCallModule, outer.UniqueName(sm.name),
-                                                sm.name, std::move(args));
+    absl::StatusOr<NodeId> call =
+        outer.AddNode(Op::kCallModule, outer.UniqueName(sm.name), sm.name, std::move(args));
     if (!call.ok()) return call.status();
     double time = 0;
     for (NodeId id : sm.nodes) time += g.node(id).meta().device_time;
@@ -121,8 +121,7 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
     const bool is_output = n.op() == Op::kOutput;
     if (!StaysOutside(n)) {
       if (part[id] < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node \"", n.name(), "\" is in no bucket"));
+        return absl::InvalidArgumentError(absl::StrCat("node \"", n.name(), "\" is in no bucket"));
       }
       members[part[id]].push_back(id);
     } else if (!is_output) {

@@ -69,8 +69,8 @@ class Scheduler {
     }
     for (NodeId ag : ags) {
       if (last_use[ag] == kNoNode) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "allgather \"", g_.node(ag).name(), "\" has no last use (nobody reads it)"));
+        return absl::InvalidArgumentError(absl::StrCat("allgather \"", g_.node(ag).name(),
+                                                       "\" has no last use (nobody reads it)"));
       }
     }
     const size_t A = ags.size();
@@ -90,7 +90,8 @@ class Scheduler {
     BitRows path(A, A);
     for (size_t i = 0; i < A; ++i) std::copy_n(anc.row(last_use[ags[i]]), W, path.row(i));
     BitRows reduce_path(reduces.size(), A);
-    for (size_t i = 0; i < reduces.size(); ++i) std::copy_n(anc.row(reduces[i]), W, reduce_path.row(i));
+    for (size_t i = 0; i < reduces.size(); ++i)
+      std::copy_n(anc.row(reduces[i]), W, reduce_path.row(i));
     std::vector<NodeId> outputs;  // with duplicates, as the reference iterates them
     absl::flat_hash_map<NodeId, size_t> output_row;
     const Node& out = g_.node(g_.last());

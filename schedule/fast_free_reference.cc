@@ -40,9 +40,9 @@ std::vector<NodeId> LastUses(const Graph& g, bool releases_pass_through) {
     NodeId best = kNoNode;
     for (NodeId u : g.node(id).users()) {
       const Node& user = g.node(u);
-      const bool through =
-          (user.meta().has_aliases_input && user.meta().aliases_input) ||
-          (releases_pass_through && user.op() == Op::kCallFunction && user.target() == kReleaseTarget);
+      const bool through = (user.meta().has_aliases_input && user.meta().aliases_input) ||
+                           (releases_pass_through && user.op() == Op::kCallFunction &&
+                            user.target() == kReleaseTarget);
       const NodeId eff = through && !user.users().empty() ? last[u] : u;
       if (eff != kNoNode && (best == kNoNode || position[eff] > position[best])) best = eff;
     }
@@ -89,9 +89,8 @@ absl::Status CheckTopologicalPermutation(const Graph& g, absl::Span<const NodeId
     }
     for (NodeId in : g.node(id).inputs()) {
       if (!placed[in]) {
-        return absl::InvalidArgumentError(absl::StrCat("node \"", g.node(id).name(),
-                                                       "\" comes before its input \"",
-                                                       g.node(in).name(), "\""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node \"", g.node(id).name(), "\" comes before its input \"", g.node(in).name(), "\""));
       }
     }
     placed[id] = 1;
@@ -136,8 +135,8 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
   absl::flat_hash_map<NodeId, absl::flat_hash_set<NodeId>> path;
   for (NodeId ag : pending) {
     if (last_use[ag] == kNoNode) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "allgather \"", g.node(ag).name(), "\" has no last use (nobody reads it)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("allgather \"", g.node(ag).name(), "\" has no last use (nobody reads it)"));
     }
     path[ag] = gathers_in(Requirements(g, last_use[ag], done));
   }
@@ -155,7 +154,8 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
       items.push_back(&ret);
     }
     for (const Value* v : items) {
-      if (v->is_ref() && g.node(v->as_ref()).target() != kReduceTarget) outputs.push_back(v->as_ref());
+      if (v->is_ref() && g.node(v->as_ref()).target() != kReduceTarget)
+        outputs.push_back(v->as_ref());
     }
   }
   absl::flat_hash_map<NodeId, absl::flat_hash_set<NodeId>> output_path;
@@ -217,7 +217,8 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
           best = &t;
         }
       } else if (best == nullptr ||
-                 std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                 std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost,
+                                       name(t)) <
                      std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
                                            best->free_cost, name(*best))) {
         best = &t;
@@ -228,9 +229,9 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
     pending.erase(std::find(pending.begin(), pending.end(), chosen));
     path.erase(chosen);
     for (auto& [ag, s] : path) s.erase(chosen);
-    for (const auto& [group, list] : {std::pair<decltype(&reduce_path), const std::vector<NodeId>*>{
-                                          &reduce_path, &reduces},
-                                      {&output_path, &outputs}}) {
+    for (const auto& [group, list] :
+         {std::pair<decltype(&reduce_path), const std::vector<NodeId>*>{&reduce_path, &reduces},
+          {&output_path, &outputs}}) {
       std::vector<NodeId> now;
       for (NodeId r : *list) {
         auto& s = group->at(r);

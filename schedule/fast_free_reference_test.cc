@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
-#include "graph/test_graphs.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
+#include "graph/test_graphs.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
@@ -42,13 +42,13 @@ std::vector<std::string> Schedule(const Graph& g) {
 }
 
 std::string Param(const std::string& name, int bytes) {
-  return absl::StrCat(R"({"name": ")", name, R"(", "owner": "p_)", name, R"(", "bytes": )", bytes, "}");
+  return absl::StrCat(R"({"name": ")", name, R"(", "owner": "p_)", name, R"(", "bytes": )", bytes,
+                      "}");
 }
 std::string Placeholder(const std::string& name, const std::string& param = "") {
-  return absl::StrCat(R"({"name": ")", name, R"(", "op": "placeholder", "target": ")", name,
-                      R"(", "args": [])",
-                      param.empty() ? "" : absl::StrCat(R"(, "meta": {"param": ")", param, R"("})"),
-                      "}");
+  return absl::StrCat(
+      R"({"name": ")", name, R"(", "op": "placeholder", "target": ")", name, R"(", "args": [])",
+      param.empty() ? "" : absl::StrCat(R"(, "meta": {"param": ")", param, R"("})"), "}");
 }
 std::string Call(const std::string& name, const std::string& target, const std::string& args,
                  const std::string& meta = "") {
@@ -56,14 +56,16 @@ std::string Call(const std::string& name, const std::string& target, const std::
                       R"(", "args": [)", args, "]", meta.empty() ? "" : ", \"meta\": " + meta, "}");
 }
 std::string Output(const std::string& args) {
-  return absl::StrCat(R"({"name": "output", "op": "output", "target": "output", "args": [)", args, "]}");
+  return absl::StrCat(R"({"name": "output", "op": "output", "target": "output", "args": [)", args,
+                      "]}");
 }
 
 TEST(FastFreeTest, LastUseLooksThroughAliases) {
-  Graph g = Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("x"), ",",
-                               Call("t", "aten.t.default", R"("%p_a")", R"({"aliases_input": true})"), ",",
-                               Call("mm", "aten.mm.default", R"("%x", "%t")"), ",", Output(R"("%mm")")),
-                  Param("a", 16));
+  Graph g = Zero3(
+      absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("x"), ",",
+                   Call("t", "aten.t.default", R"("%p_a")", R"({"aliases_input": true})"), ",",
+                   Call("mm", "aten.mm.default", R"("%x", "%t")"), ",", Output(R"("%mm")")),
+      Param("a", 16));
   std::vector<NodeId> last = LastUses(g);
   EXPECT_EQ(g.node(last[g.FindNode("allgather_ds_param_p_a_0")]).name(), "mm");
   EXPECT_EQ(g.node(last[g.FindNode("t")]).name(), "mm");
@@ -87,11 +89,12 @@ TEST(FastFreeTest, RequirementsArePostOrderOverArgsOnly) {
 }
 
 TEST(FastFreeTest, ZeroFreeFilterSchedulesUntilFreeIncludingTheRelease) {
-  Graph g = Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
-                               Placeholder("x"), ",", Call("a_mm", "aten.mm.default", R"("%x", "%p_a")"), ",",
-                               Call("b_mm", "aten.mm.default", R"("%a_mm", "%p_b")"), ",",
-                               Output(R"("%b_mm")")),
-                  absl::StrCat(Param("a", 100), ",", Param("b", 100)));
+  Graph g =
+      Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
+                         Placeholder("x"), ",", Call("a_mm", "aten.mm.default", R"("%x", "%p_a")"),
+                         ",", Call("b_mm", "aten.mm.default", R"("%a_mm", "%p_b")"), ",",
+                         Output(R"("%b_mm")")),
+            absl::StrCat(Param("a", 100), ",", Param("b", 100)));
   EXPECT_THAT(Schedule(g),
               ElementsAre("p_a", "p_b", "x", "allgather_ds_param_p_a_0",
                           "wait_allgather_ds_param__p_a_0", "a_mm", "release_ds_param_p_a_a_mm_0",
@@ -103,9 +106,10 @@ TEST(FastFreeTest, FallbackTieBreakGathersOnlyUntilTheAllgather) {
   // Both parameters are needed by one node: no candidate frees without another gather, so
   // the fallback key picks the one whose path gathers less (a: 50 more bytes vs b: 100) and
   // schedules only its allgather; then b frees everything.
-  Graph g = Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
-                               Call("c", "aten.add.Tensor", R"("%p_a", "%p_b")"), ",", Output(R"("%c")")),
-                  absl::StrCat(Param("a", 100), ",", Param("b", 50)));
+  Graph g =
+      Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
+                         Call("c", "aten.add.Tensor", R"("%p_a", "%p_b")"), ",", Output(R"("%c")")),
+            absl::StrCat(Param("a", 100), ",", Param("b", 50)));
   EXPECT_THAT(Schedule(g),
               ElementsAre("p_a", "p_b", "allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
                           "wait_allgather_ds_param__p_a_0", "wait_allgather_ds_param__p_b_1", "c",
@@ -116,16 +120,17 @@ TEST(FastFreeTest, ReduceAndOutputPullingScheduleGradientsEarly) {
   // dx uses w; gw (the gradient of w) reads dx; z is unrelated and comes first in graph
   // order. Once w's allgather is scheduled, gw's reduce needs no other allgather and is
   // pulled in ahead of z; z is appended at the tail.
-  Graph g = Zero3(absl::StrCat(Placeholder("p_w", "w"), ",", Placeholder("x"), ",", Placeholder("dy"), ",",
-                               Call("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
-                               Call("z", "aten.relu.default", R"("%dy")"), ",",
-                               Call("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"), ",",
-                               Output(R"(["%gw", "%z"])")),
-                  Param("w", 64), 1);
-  EXPECT_THAT(Schedule(g),
-              ElementsAre("p_w", "x", "dy", "allgather_ds_param_p_w_0",
-                          "wait_allgather_ds_param__p_w_0", "dx", "release_ds_param_p_w_dx_0", "gw",
-                          "reduce_ds_param_p_w", "z", "output"));
+  Graph g =
+      Zero3(absl::StrCat(Placeholder("p_w", "w"), ",", Placeholder("x"), ",", Placeholder("dy"),
+                         ",", Call("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
+                         Call("z", "aten.relu.default", R"("%dy")"), ",",
+                         Call("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"),
+                         ",", Output(R"(["%gw", "%z"])")),
+            Param("w", 64), 1);
+  EXPECT_THAT(
+      Schedule(g),
+      ElementsAre("p_w", "x", "dy", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0",
+                  "dx", "release_ds_param_p_w_dx_0", "gw", "reduce_ds_param_p_w", "z", "output"));
 }
 
 TEST(FastFreeTest, AnAllgatherNobodyReadsIsAnError) {

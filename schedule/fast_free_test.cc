@@ -1,10 +1,10 @@
 // The efficient fast_free against the reference implementation: the same order, always.
 #include "schedule/fast_free.h"
 
-#include "gtest/gtest.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "graph/random_graph_rc.h"
+#include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
 #include "schedule/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
@@ -19,9 +19,9 @@ void ExpectSameAsReference(const Graph& g, const std::string& what) {
   if (!fast.ok()) return;
   ASSERT_EQ(fast->size(), ref->size()) << what;
   for (size_t i = 0; i < fast->size(); ++i) {
-    ASSERT_EQ((*fast)[i], (*ref)[i]) << what << ": first difference at position " << i << ": "
-                                     << g.node((*fast)[i]).name() << " vs "
-                                     << g.node((*ref)[i]).name();
+    ASSERT_EQ((*fast)[i], (*ref)[i])
+        << what << ": first difference at position " << i << ": " << g.node((*fast)[i]).name()
+        << " vs " << g.node((*ref)[i]).name();
   }
 }
 

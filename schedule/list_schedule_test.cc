@@ -37,11 +37,10 @@ TEST(ListScheduleTest, SmallestMemoryDeltaFirstTiesInGraphOrder) {
   // Ready at the start: both allgathers (+100, +50). b's is cheaper: gather b, wait, mb,
   // release b (-50), then a's chain.
   EXPECT_THAT(Names(*g, *order),
-              ::testing::ElementsAre("p_a", "p_b", "x", "allgather_ds_param_p_b_1",
-                                     "wait_allgather_ds_param__p_b_1", "mb",
-                                     "release_ds_param_p_b_mb_1", "allgather_ds_param_p_a_0",
-                                     "wait_allgather_ds_param__p_a_0", "ma",
-                                     "release_ds_param_p_a_ma_0", "output"));
+              ::testing::ElementsAre(
+                  "p_a", "p_b", "x", "allgather_ds_param_p_b_1", "wait_allgather_ds_param__p_b_1",
+                  "mb", "release_ds_param_p_b_mb_1", "allgather_ds_param_p_a_0",
+                  "wait_allgather_ds_param__p_a_0", "ma", "release_ds_param_p_a_ma_0", "output"));
 }
 
 TEST(ListScheduleTest, BuiltInModelsGiveTopologicalPermutations) {

@@ -190,8 +190,7 @@ absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
     }
   }
   const Simulator simulator(g, model);  // the graph's part of every simulation, once
-  auto run = [&](absl::Span<const NodeId> order, absl::Span<const int64_t> resident,
-                 int64_t cap) {
+  auto run = [&](absl::Span<const NodeId> order, absl::Span<const int64_t> resident, int64_t cap) {
     return clean ? simulator.RunUnchecked(order, /*record=*/false, resident, cap)
                  : simulator.Run(order, /*record=*/false, resident, cap);
   };

@@ -39,13 +39,14 @@ namespace overlap {
 
 struct LookaheadResult {
   std::vector<NodeId> order;
-  int lookahead = 0;               // the chosen k
-  std::vector<int64_t> resident;   // ds_ids kept gathered (apply with MakeResident)
-  int64_t reduce_bucket_bytes = 0; // reduce-scatter bucket cap (apply with BucketReduces)
-  bool feasible = true;            // false: no candidate fits the budget
-  int64_t min_feasible_bytes = 0;  // S_0's peak: the smallest budget that succeeds (when infeasible)
-  int64_t peak_memory_bytes = 0;   // of the chosen order (simulated)
-  double step_time_s = 0;          // of the chosen order (simulated)
+  int lookahead = 0;                // the chosen k
+  std::vector<int64_t> resident;    // ds_ids kept gathered (apply with MakeResident)
+  int64_t reduce_bucket_bytes = 0;  // reduce-scatter bucket cap (apply with BucketReduces)
+  bool feasible = true;             // false: no candidate fits the budget
+  int64_t min_feasible_bytes =
+      0;                          // S_0's peak: the smallest budget that succeeds (when infeasible)
+  int64_t peak_memory_bytes = 0;  // of the chosen order (simulated)
+  double step_time_s = 0;         // of the chosen order (simulated)
 };
 
 // Schedules a graph with ZeRO-3 ops under `memory_limit` bytes of simulated peak memory

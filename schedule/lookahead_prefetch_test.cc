@@ -1,10 +1,10 @@
 #include "schedule/lookahead_prefetch.h"
 
-#include "gtest/gtest.h"
 #include "graph/backward.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "graph/random_graph_rc.h"
+#include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
 #include "schedule/fast_free.h"
 #include "schedule/schedule_verifier.h"
@@ -27,13 +27,15 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     Graph g = Lifted(name);
     absl::StatusOr<LookaheadResult> free = LookaheadPrefetchSchedule(g, std::nullopt);
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
-    EXPECT_TRUE(VerifySchedule(g, free->order).ok()) << name << ": " << VerifySchedule(g, free->order);
+    EXPECT_TRUE(VerifySchedule(g, free->order).ok())
+        << name << ": " << VerifySchedule(g, free->order);
     // Without a limit every parameter stays resident: no communication is left.
     EXPECT_FALSE(free->resident.empty()) << name;
     Graph applied = g;
     std::vector<NodeId> order = free->order;
     ASSERT_TRUE(MakeResident(&applied, free->resident, &order).ok());
-    EXPECT_TRUE(VerifySchedule(applied, order).ok()) << name << ": " << VerifySchedule(applied, order);
+    EXPECT_TRUE(VerifySchedule(applied, order).ok())
+        << name << ": " << VerifySchedule(applied, order);
     absl::StatusOr<SimulationResult> sim = Simulate(applied, order);
     ASSERT_TRUE(sim.ok());
     EXPECT_EQ(sim->peak_memory_bytes, free->peak_memory_bytes);

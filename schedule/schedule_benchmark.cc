@@ -113,7 +113,8 @@ void BM_LookaheadRandom(benchmark::State& state) {
   state.counters["nodes"] = static_cast<double>(g.size());
   state.counters["k"] = lookahead;
 }
-BENCHMARK(BM_LookaheadRandom)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+BENCHMARK(BM_LookaheadRandom)
+    ->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -55,7 +55,8 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
   for (NodeId id : order) {
     const Node& n = g.node(id);
     if (IsCallTo(n, kAllgatherTarget)) seen[IntArg(n, 2)] = 0;
-    if (IsCallTo(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3)) freeing[IntArg(n, 2)] = id;
+    if (IsCallTo(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3))
+      freeing[IntArg(n, 2)] = id;
   }
   for (NodeId id : order) {
     const Node& w = g.node(id);
@@ -77,8 +78,9 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
           continue;
         }
         if (pos[u] < pos[id]) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "\"", user.name(), "\" uses the gathered parameter before its wait \"", w.name(), "\""));
+          return absl::FailedPreconditionError(
+              absl::StrCat("\"", user.name(), "\" uses the gathered parameter before its wait \"",
+                           w.name(), "\""));
         }
         if (f != freeing.end() && pos[u] > pos[f->second]) {
           return absl::FailedPreconditionError(
@@ -92,15 +94,16 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
     const Node& r = g.node(id);
     if (!IsCallTo(r, kReduceTarget) || r.inputs().empty()) continue;
     if (pos[r.inputs()[0]] > pos[id]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "reduce \"", r.name(), "\" comes before its gradient \"", g.node(r.inputs()[0]).name(), "\""));
+      return absl::FailedPreconditionError(absl::StrCat("reduce \"", r.name(),
+                                                        "\" comes before its gradient \"",
+                                                        g.node(r.inputs()[0]).name(), "\""));
     }
   }
   if (gathered_budget) {
     const int64_t peak = PeakGatheredBytes(g, order);
     if (peak > *gathered_budget) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "peak gathered bytes ", peak, " exceed the budget of ", *gathered_budget));
+      return absl::FailedPreconditionError(
+          absl::StrCat("peak gathered bytes ", peak, " exceed the budget of ", *gathered_budget));
     }
   }
   return absl::OkStatus();

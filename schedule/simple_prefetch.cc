@@ -3,7 +3,6 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/strings/str_cat.h"
 #include "schedule/fast_free_reference.h"
 #include "schedule/list_schedule.h"
@@ -15,8 +14,11 @@ namespace {
 class Prefetch {
  public:
   explicit Prefetch(const Graph& g)
-      : g_(g), waiting_(g.id_bound(), 0), scheduled_(g.id_bound(), 0),
-        position_(g.id_bound(), 0), dependents_(g.id_bound()) {
+      : g_(g),
+        waiting_(g.id_bound(), 0),
+        scheduled_(g.id_bound(), 0),
+        position_(g.id_bound(), 0),
+        dependents_(g.id_bound()) {
     int64_t i = 0;
     for (NodeId id : g.order()) {
       position_[id] = i++;

@@ -30,11 +30,11 @@ TEST(SimplePrefetchTest, IssuesTheNextAllgatherAheadOfTheTentativeCompute) {
   for (NodeId id : *order) names.push_back(g->node(id).name());
   // Round 1: a unblocks mm1 (1 s), b nothing: gather a. Round 2: gather b, committed ahead
   // of a's tentative wait / mm1 / release: b's gather overlaps mm1.
-  EXPECT_THAT(names, ::testing::ElementsAre(
-                         "p_a", "p_b", "x", "allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
-                         "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
-                         "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1",
-                         "output"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre(
+                  "p_a", "p_b", "x", "allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
+                  "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
+                  "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"));
   CollectiveModel slow;
   slow.world_size = 2;
   slow.latency_s = 0;

@@ -13,9 +13,10 @@
 // Memory: a gathered parameter is allocated when its allgather is issued and freed at the
 // release that brings its count to n_users; a computed tensor (meta.tensor_size) is
 // allocated when its node starts and freed when its last use finishes (looking through
-// views and releases, which pass the same tensor on), or, for a gradient that is reduced, when its reduction completes.
-// Views (meta.aliases_input) allocate nothing. Placeholders (inputs, parameter shards) are
-// resident and not counted. Frees at an instant come before allocations at that instant.
+// views and releases, which pass the same tensor on), or, for a gradient that is reduced, when its
+// reduction completes. Views (meta.aliases_input) allocate nothing. Placeholders (inputs, parameter
+// shards) are resident and not counted. Frees at an instant come before allocations at that
+// instant.
 //
 // Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},
 // or one whose ds_id is passed to Simulator::Run as resident, stands for a parameter kept
@@ -45,7 +46,6 @@
 
 namespace overlap {
 
-
 // One interval on a stream, for the trace.
 struct SimEvent {
   NodeId node = kNoNode;
@@ -58,10 +58,10 @@ struct SimulationResult {
   int64_t peak_memory_bytes = 0;
   int64_t peak_gathered_bytes = 0;
   double step_time_s = 0;
-  double compute_s = 0;        // sum of device_time
-  double comm_s = 0;           // sum of collective times
-  double exposed_comm_s = 0;   // step_time_s - compute_s
-  double lower_bound_s = 0;    // max(compute_s, comm_s)
+  double compute_s = 0;       // sum of device_time
+  double comm_s = 0;          // sum of collective times
+  double exposed_comm_s = 0;  // step_time_s - compute_s
+  double lower_bound_s = 0;   // max(compute_s, comm_s)
   std::vector<SimEvent> events;
   std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
 };
@@ -98,10 +98,10 @@ class Simulator {
   std::vector<NodeId> reduced_by_;  // gradient -> the reduce_grad that frees it
   std::vector<uint8_t> kind_;
   std::vector<int64_t> bytes_;
-  std::vector<double> time_;        // device time, or the collective's time
-  std::vector<int64_t> ds_;         // ds_id (args[2]) of ZeRO-3 ops, else -1
-  std::vector<char> persistent_;    // allgathers marked {"persistent": true}
-  std::vector<int> bucket_;         // reduce_grads' {"bucket": b} kwarg, else -1
+  std::vector<double> time_;      // device time, or the collective's time
+  std::vector<int64_t> ds_;       // ds_id (args[2]) of ZeRO-3 ops, else -1
+  std::vector<char> persistent_;  // allgathers marked {"persistent": true}
+  std::vector<int> bucket_;       // reduce_grads' {"bucket": b} kwarg, else -1
 };
 
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).

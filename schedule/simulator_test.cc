@@ -56,9 +56,10 @@ TEST(SimulatorTest, GatherThenComputeOneLayerAtATime) {
   Graph g = TwoLayers();
   absl::StatusOr<SimulationResult> r = Simulate(
       g,
-      Ids(g, With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0", "mm1",
-                   "release_ds_param_p_a_mm1_0", "allgather_ds_param_p_b_1",
-                   "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
+      Ids(g,
+          With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0", "mm1",
+                "release_ds_param_p_a_mm1_0", "allgather_ds_param_p_b_1",
+                "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
       Slow());
   ASSERT_TRUE(r.ok()) << r.status();
   // a: comm 0-0.5, mm1 0.5-1.5; b: comm 1.5-2.0, mm2 2.0-3.0.
@@ -77,9 +78,10 @@ TEST(SimulatorTest, PrefetchingHidesTheSecondGatherBehindTheFirstMatmul) {
   Graph g = TwoLayers();
   absl::StatusOr<SimulationResult> r = Simulate(
       g,
-      Ids(g, With({"allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
-                   "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
-                   "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
+      Ids(g,
+          With({"allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
+                "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
+                "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
       Slow());
   ASSERT_TRUE(r.ok()) << r.status();
   // a: comm 0-0.5, b: comm 0.5-1.0; mm1 0.5-1.5; mm2 1.5-2.5 (b is already there).
@@ -213,7 +215,9 @@ TEST(SimulatorTest, TraceHasBothStreamsAndAMemoryCounter) {
   ASSERT_TRUE(r.ok());
   const std::string trace = ChromeTraceJson(g, *r);
   EXPECT_THAT(trace, ::testing::HasSubstr("\"name\": \"communication\""));
-  EXPECT_THAT(trace, ::testing::HasSubstr("{\"name\": \"mm1\", \"cat\": \"aten.mm.default\", \"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": 1e+06, \"dur\": 1e+06}"));
+  EXPECT_THAT(
+      trace, ::testing::HasSubstr("{\"name\": \"mm1\", \"cat\": \"aten.mm.default\", \"ph\": "
+                                  "\"X\", \"pid\": 0, \"tid\": 0, \"ts\": 1e+06, \"dur\": 1e+06}"));
   EXPECT_THAT(trace, ::testing::HasSubstr("\"ph\": \"C\""));
   EXPECT_THAT(SimulationJsonFields(*r), ::testing::HasSubstr("\"step_time_s\": 3.0"));
 }

@@ -117,8 +117,8 @@ std::string FusibleCast(const Graph& g, NodeId p, const Param& param, NodeId* ca
     }
   }
   if (absl::StartsWith(to, "torch.")) to.erase(0, 6);
-  const absl::string_view from = param.has_dtype ? absl::string_view(param.dtype)
-                                                 : absl::string_view(g.node(p).meta().dtype);
+  const absl::string_view from =
+      param.has_dtype ? absl::string_view(param.dtype) : absl::string_view(g.node(p).meta().dtype);
   const int64_t to_bytes = FloatBytes(to), from_bytes = FloatBytes(from);
   if (to_bytes == 0 || from_bytes == 0 || to_bytes >= from_bytes) return "";
   *cast = only;
@@ -166,9 +166,9 @@ absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
     if (absl::Status s = g->Erase(r); !s.ok()) return s;
   }
   if (order != nullptr) {
-    order->erase(std::remove_if(order->begin(), order->end(),
-                                [&](NodeId id) { return !g->IsLive(id); }),
-                 order->end());
+    order->erase(
+        std::remove_if(order->begin(), order->end(), [&](NodeId id) { return !g->IsLive(id); }),
+        order->end());
   }
   return absl::OkStatus();
 }
@@ -205,10 +205,11 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
       owned = in.FindParam(n.target());
     }
     if (owned >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter \"", in.params()[owned].name, "\" is owned by ", OpName(n.op()), " node \"",
-          n.name(), "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
-          "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter \"", in.params()[owned].name, "\" is owned by ", OpName(n.op()),
+                       " node \"", n.name(),
+                       "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
+                       "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
     }
   }
   // Work on a copy, so that a failure leaves the caller's graph as it was.
@@ -243,11 +244,11 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     const Value gid = Value::Int(graph_id_);
     const Value ds = Value::Int(ds_id);
 
-    absl::StatusOr<NodeId> ag =
-        g.AddNode(Op::kCallFunction, g.UniqueName(absl::StrCat("allgather_ds_param_", target, suffix)),
-                  std::string(kAllgatherTarget), {Value::Ref(p), gid, ds},
-                  cast == kNoNode ? ValueDict{} : ValueDict{{"dtype", Value::String(cast_to)}},
-                  InsertPoint::After(p));
+    absl::StatusOr<NodeId> ag = g.AddNode(
+        Op::kCallFunction, g.UniqueName(absl::StrCat("allgather_ds_param_", target, suffix)),
+        std::string(kAllgatherTarget), {Value::Ref(p), gid, ds},
+        cast == kNoNode ? ValueDict{} : ValueDict{{"dtype", Value::String(cast_to)}},
+        InsertPoint::After(p));
     if (!ag.ok()) return ag.status();
     SetParamMeta(g, *ag, param, false);
     g.ReplaceAllUsesWith(p, *ag, [](const Node& u) { return u.op() != Op::kOutput; });
@@ -266,11 +267,12 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     const Value n_users = Value::Int(static_cast<int64_t>(uses.size()));
     for (NodeId use : uses) {
       const NodeId anchor = Anchor(g, use);
-      absl::StatusOr<NodeId> release = g.AddNode(
-          Op::kCallFunction,
-          g.UniqueName(absl::StrCat("release_ds_param_", target, "_", g.node(anchor).name(), suffix)),
-          std::string(kReleaseTarget), {Value::Ref(anchor), gid, ds, n_users}, {},
-          InsertPoint::After(anchor));
+      absl::StatusOr<NodeId> release =
+          g.AddNode(Op::kCallFunction,
+                    g.UniqueName(absl::StrCat("release_ds_param_", target, "_",
+                                              g.node(anchor).name(), suffix)),
+                    std::string(kReleaseTarget), {Value::Ref(anchor), gid, ds, n_users}, {},
+                    InsertPoint::After(anchor));
       if (!release.ok()) return release.status();
       SetParamMeta(g, *release, param, false);
       g.ReplaceAllUsesWith(anchor, *release);

@@ -51,13 +51,10 @@ inline bool IsCallTo(const Node& n, absl::string_view target) {
 }
 // args[i] when it is an int (ds_id is args[2], n_users args[3]), else -1.
 inline int64_t IntArg(const Node& n, size_t i) {
-  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int()
-                                                                         : -1;
+  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
 }
 // meta.tensor_size, 0 when absent.
-inline int64_t SizeOf(const Node& n) {
-  return n.meta().has_tensor_size ? n.meta().tensor_size : 0;
-}
+inline int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
 
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function).
 bool HasZero3Ops(const Graph& g);

@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
-#include "graph/test_graphs.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
+#include "graph/test_graphs.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
@@ -47,20 +47,25 @@ Graph Insert(Graph g, int graph_id) {
   return g;
 }
 
-constexpr char kW[] = R"({"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "w"}})";
+constexpr char kW[] =
+    R"({"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "w"}})";
 constexpr char kX[] = R"({"name": "x", "op": "placeholder", "target": "x", "args": []})";
-constexpr char kWParam[] = R"({"name": "w", "owner": "p_w", "bytes": 64, "dtype": "float32", "shape": [4, 4]})";
+constexpr char kWParam[] =
+    R"({"name": "w", "owner": "p_w", "bytes": 64, "dtype": "float32", "shape": [4, 4]})";
 
 TEST(Zero3InsertionTest, AllgatherWaitAndReleaseAroundOneUseThroughAnAlias) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                   R"({"name": "t", "op": "call_function", "target": "aten.t.default", "args": ["%p_w"], "meta": {"aliases_input": true}},)"
-                                   R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%t"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%mm"]})"),
-                      kWParam),
-                0);
-  EXPECT_THAT(Order(g), ElementsAre("p_w", "x", "allgather_ds_param_p_w_0",
-                                    "wait_allgather_ds_param__p_w_0", "t", "mm",
-                                    "release_ds_param_p_w_mm_0", "output"));
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",", kX, ",",
+              R"({"name": "t", "op": "call_function", "target": "aten.t.default", "args": ["%p_w"], "meta": {"aliases_input": true}},)"
+              R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%t"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%mm"]})"),
+          kWParam),
+      0);
+  EXPECT_THAT(Order(g),
+              ElementsAre("p_w", "x", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0",
+                          "t", "mm", "release_ds_param_p_w_mm_0", "output"));
   EXPECT_EQ(ArgsOf(g, "allgather_ds_param_p_w_0"), "[\"%p_w\", 0, 0]");
   EXPECT_EQ(ArgsOf(g, "wait_allgather_ds_param__p_w_0"), "[\"%allgather_ds_param_p_w_0\", 0, 0]");
   EXPECT_EQ(ArgsOf(g, "t"), "[\"%wait_allgather_ds_param__p_w_0\"]");
@@ -75,18 +80,21 @@ TEST(Zero3InsertionTest, AllgatherWaitAndReleaseAroundOneUseThroughAnAlias) {
 // Rule 4: a down-cast that is the parameter's only (non-output) user is fused into the
 // allgather, which gathers the smaller tensor.
 TEST(Zero3InsertionTest, AnOnlyUserDownCastIsFusedIntoTheAllgather) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                   R"({"name": "cast", "op": "call_function", "target": "prims.convert_element_type.default", "args": ["%p_w", "torch.bfloat16"], "meta": {"dtype": "bfloat16", "tensor_size": 32}},)"
-                                   R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
-                                   R"({"name": "add", "op": "call_function", "target": "aten.add.Tensor", "args": ["%mm", "%cast"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%add", "%p_w"]})"),
-                      kWParam),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",", kX, ",",
+              R"({"name": "cast", "op": "call_function", "target": "prims.convert_element_type.default", "args": ["%p_w", "torch.bfloat16"], "meta": {"dtype": "bfloat16", "tensor_size": 32}},)"
+              R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
+              R"({"name": "add", "op": "call_function", "target": "aten.add.Tensor", "args": ["%mm", "%cast"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%add", "%p_w"]})"),
+          kWParam),
+      0);
   EXPECT_EQ(g.FindNode("cast"), kNoNode);
-  EXPECT_THAT(Order(g), ElementsAre("p_w", "x", "allgather_ds_param_p_w_0",
-                                    "wait_allgather_ds_param__p_w_0", "mm",
-                                    "release_ds_param_p_w_mm_0", "add",
-                                    "release_ds_param_p_w_add_0", "output"));
+  EXPECT_THAT(
+      Order(g),
+      ElementsAre("p_w", "x", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0", "mm",
+                  "release_ds_param_p_w_mm_0", "add", "release_ds_param_p_w_add_0", "output"));
   const Node& ag = g.node(g.FindNode("allgather_ds_param_p_w_0"));
   ASSERT_EQ(ag.kwargs().size(), 1u);
   EXPECT_EQ(ag.kwargs()[0].first, "dtype");
@@ -101,17 +109,22 @@ TEST(Zero3InsertionTest, AnOnlyUserDownCastIsFusedIntoTheAllgather) {
 // Rule 4 applies only to a down-cast that is the only user: an up-cast, or a down-cast
 // next to another user, stays in the graph.
 TEST(Zero3InsertionTest, UpCastsAndSharedCastsAreNotFused) {
-  for (const char* second_user :
-       {"", R"({"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%p_w"]},)"}) {
+  for (
+      const char* second_user :
+      {"",
+       R"({"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%p_w"]},)"}) {
     const bool shared = std::string(second_user).size() > 0;
     const std::string to = shared ? "bfloat16" : "float64";
-    Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                     R"({"name": "cast", "op": "call_function", "target": "aten._to_copy.default", "args": ["%p_w"], "kwargs": {"dtype": "torch.)", to, R"("}},)",
-                                     second_user,
-                                     R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
-                                     R"({"name": "output", "op": "output", "target": "output", "args": ["%mm"]})"),
-                        kWParam),
-                  0);
+    Graph g = Insert(
+        Parse(
+            absl::StrCat(
+                kW, ",", kX, ",",
+                R"({"name": "cast", "op": "call_function", "target": "aten._to_copy.default", "args": ["%p_w"], "kwargs": {"dtype": "torch.)",
+                to, R"("}},)", second_user,
+                R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%cast"]},)"
+                R"({"name": "output", "op": "output", "target": "output", "args": ["%mm"]})"),
+            kWParam),
+        0);
     EXPECT_NE(g.FindNode("cast"), kNoNode) << to;
     const Node& ag = g.node(g.FindNode("allgather_ds_param_p_w_0"));
     EXPECT_TRUE(ag.kwargs().empty()) << to;
@@ -120,23 +133,29 @@ TEST(Zero3InsertionTest, UpCastsAndSharedCastsAreNotFused) {
 }
 
 TEST(Zero3InsertionTest, EveryRealUseGetsAReleaseWithNUsers) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                   R"({"name": "a", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%p_w"]},)"
-                                   R"({"name": "b", "op": "call_function", "target": "aten.add.Tensor", "args": ["%a", "%p_w"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%b"]})"),
-                      kWParam),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",", kX, ",",
+              R"({"name": "a", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%p_w"]},)"
+              R"({"name": "b", "op": "call_function", "target": "aten.add.Tensor", "args": ["%a", "%p_w"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%b"]})"),
+          kWParam),
+      0);
   EXPECT_EQ(ArgsOf(g, "release_ds_param_p_w_a_0"), "[\"%a\", 0, 0, 2]");
   EXPECT_EQ(ArgsOf(g, "release_ds_param_p_w_b_0"), "[\"%b\", 0, 0, 2]");
   EXPECT_EQ(ArgsOf(g, "b"), "[\"%release_ds_param_p_w_a_0\", \"%wait_allgather_ds_param__p_w_0\"]");
 }
 
 TEST(Zero3InsertionTest, ANodeReadingTheParameterTwiceCountsTwiceAndNamesClashTheFxWay) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",",
-                                   R"({"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%p_w", "%p_w"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%sq"]})"),
-                      kWParam),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",",
+              R"({"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%p_w", "%p_w"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%sq"]})"),
+          kWParam),
+      0);
   // The second release's name ends in _0 like the first: FX increments the number, so it
   // is _1 although ds_id is 0. Read ds_id from args[2].
   EXPECT_EQ(ArgsOf(g, "release_ds_param_p_w_sq_0"), "[\"%release_ds_param_p_w_sq_1\", 0, 0, 2]");
@@ -144,34 +163,43 @@ TEST(Zero3InsertionTest, ANodeReadingTheParameterTwiceCountsTwiceAndNamesClashTh
 }
 
 TEST(Zero3InsertionTest, TupleResultsAreReleasedAfterTheirFirstGetitem) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                   R"({"name": "ln", "op": "call_function", "target": "aten.native_layer_norm.default", "args": ["%x", [4], "%p_w", null, 1e-05]},)"
-                                   R"({"name": "getitem", "op": "call_function", "target": "operator.getitem", "args": ["%ln", 0]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%getitem"]})"),
-                      kWParam),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",", kX, ",",
+              R"({"name": "ln", "op": "call_function", "target": "aten.native_layer_norm.default", "args": ["%x", [4], "%p_w", null, 1e-05]},)"
+              R"({"name": "getitem", "op": "call_function", "target": "operator.getitem", "args": ["%ln", 0]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%getitem"]})"),
+          kWParam),
+      0);
   EXPECT_EQ(ArgsOf(g, "release_ds_param_p_w_getitem_0"), "[\"%getitem\", 0, 0, 1]");
   EXPECT_EQ(ArgsOf(g, "output"), "[\"%release_ds_param_p_w_getitem_0\"]");
 }
 
 TEST(Zero3InsertionTest, TheOutputKeepsTheRawParameterAndUnusedParametersAreSkipped) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",",
-                                   R"({"name": "p_v", "op": "placeholder", "target": "p_v", "args": [], "meta": {"param": "v"}},)"
-                                   R"({"name": "neg", "op": "call_function", "target": "aten.neg.default", "args": ["%p_w"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": [["%neg", "%p_w", "%p_v"]]})"),
-                      absl::StrCat(kWParam, R"(, {"name": "v", "owner": "p_v", "bytes": 8})")),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",",
+              R"({"name": "p_v", "op": "placeholder", "target": "p_v", "args": [], "meta": {"param": "v"}},)"
+              R"({"name": "neg", "op": "call_function", "target": "aten.neg.default", "args": ["%p_w"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": [["%neg", "%p_w", "%p_v"]]})"),
+          absl::StrCat(kWParam, R"(, {"name": "v", "owner": "p_v", "bytes": 8})")),
+      0);
   EXPECT_EQ(ArgsOf(g, "output"), "[[\"%release_ds_param_p_w_neg_0\", \"%p_w\", \"%p_v\"]");
   EXPECT_EQ(g.FindNode("allgather_ds_param_p_v_1"), kNoNode);  // only the output reads p_v
 }
 
 TEST(Zero3InsertionTest, BackwardGraphsReduceEveryGradient) {
-  Graph g = Insert(Parse(absl::StrCat(kW, ",", kX, ",",
-                                   R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%p_w"]},)"
-                                   R"({"name": "grad_w", "op": "call_function", "target": "aten.mm.default", "args": ["%mm", "%x"], "meta": {"grad_of": "w"}},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": [["%grad_w"]]})"),
-                      kWParam),
-                1);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kW, ",", kX, ",",
+              R"({"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%p_w"]},)"
+              R"({"name": "grad_w", "op": "call_function", "target": "aten.mm.default", "args": ["%mm", "%x"], "meta": {"grad_of": "w"}},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": [["%grad_w"]]})"),
+          kWParam),
+      1);
   EXPECT_EQ(ArgsOf(g, "reduce_ds_param_p_w"), "[\"%grad_w\", 1, 0]");
   EXPECT_EQ(ArgsOf(g, "allgather_ds_param_p_w_0"), "[\"%p_w\", 1, 0]");
   std::vector<std::string> order = Order(g);
@@ -192,13 +220,16 @@ TEST(Zero3InsertionTest, ModuleOwnedParametersAreRejectedNamingTheFirst) {
 }
 
 TEST(Zero3InsertionTest, PlaceholdersMoveToTheHead) {
-  Graph g = Insert(Parse(absl::StrCat(kX, ",",
-                                   R"({"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%x"]},)",
-                                   kW, ",",
-                                   R"({"name": "mul", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%relu", "%p_w"]},)"
-                                   R"({"name": "output", "op": "output", "target": "output", "args": ["%mul"]})"),
-                      kWParam),
-                0);
+  Graph g = Insert(
+      Parse(
+          absl::StrCat(
+              kX, ",",
+              R"({"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%x"]},)",
+              kW, ",",
+              R"({"name": "mul", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%relu", "%p_w"]},)"
+              R"({"name": "output", "op": "output", "target": "output", "args": ["%mul"]})"),
+          kWParam),
+      0);
   EXPECT_THAT(Order(g), ElementsAre("x", "p_w", "relu", "allgather_ds_param_p_w_0",
                                     "wait_allgather_ds_param__p_w_0", "mul",
                                     "release_ds_param_p_w_mul_0", "output"));

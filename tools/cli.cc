@@ -4,8 +4,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -236,13 +236,20 @@ class Cli {
 
  private:
   int Help(const std::string& cmd) {
-    if (cmd == "gen") std::fputs(kGenUsage, out_);
-    else if (cmd == "inspect") std::fputs(kInspectUsage, out_);
-    else if (cmd == "demo") std::fputs(kDemoUsage, out_);
-    else if (cmd == "partition") std::fputs(kPartitionUsage, out_);
-    else if (cmd == "simulate") std::fputs(kSimulateUsage, out_);
-    else if (cmd == "schedule") std::fputs(kScheduleUsage, out_);
-    else return Usage(absl::StrCat("no help for unknown command \"", cmd, "\""), kMainUsage);
+    if (cmd == "gen")
+      std::fputs(kGenUsage, out_);
+    else if (cmd == "inspect")
+      std::fputs(kInspectUsage, out_);
+    else if (cmd == "demo")
+      std::fputs(kDemoUsage, out_);
+    else if (cmd == "partition")
+      std::fputs(kPartitionUsage, out_);
+    else if (cmd == "simulate")
+      std::fputs(kSimulateUsage, out_);
+    else if (cmd == "schedule")
+      std::fputs(kScheduleUsage, out_);
+    else
+      return Usage(absl::StrCat("no help for unknown command \"", cmd, "\""), kMainUsage);
     return kExitOk;
   }
 
@@ -262,8 +269,9 @@ class Cli {
     auto it = a.flags.find(name);
     if (it == a.flags.end()) return true;
     if (!absl::SimpleAtoi(it->second, v) || *v < min) {
-      *rc = Usage(absl::StrCat("--", name, " must be an integer >= ", min, ", got \"",
-                               it->second, "\""), usage);
+      *rc = Usage(
+          absl::StrCat("--", name, " must be an integer >= ", min, ", got \"", it->second, "\""),
+          usage);
       return false;
     }
     return true;
@@ -318,15 +326,15 @@ class Cli {
       return std::nullopt;
     }
     absl::StatusOr<Graph> g;
-    const bool transformer = model == "gpt2" || model == "llama-7b" || model == "llama-70b" ||
-                             model == "moe";
+    const bool transformer =
+        model == "gpt2" || model == "llama-7b" || model == "llama-70b" || model == "moe";
     if ((seq || layers) && !transformer) {
       *rc = Usage("--seq and --layers apply to the transformer models only", usage);
       return std::nullopt;
     }
     if (transformer) {
-      TransformerConfig c = model == "gpt2"       ? Gpt2Config()
-                            : model == "llama-7b" ? Llama7bConfig()
+      TransformerConfig c = model == "gpt2"        ? Gpt2Config()
+                            : model == "llama-7b"  ? Llama7bConfig()
                             : model == "llama-70b" ? Llama70bConfig()
                                                    : MoeConfig();
       if (batch) c.batch = batch;
@@ -345,8 +353,9 @@ class Cli {
       g = BuildModel(model, o);  // reports the unknown name
     }
     if (!g.ok()) {
-      *rc = g.status().code() == absl::StatusCode::kNotFound ? Usage(std::string(g.status().message()), usage)
-                                                             : BadInput(g.status());
+      *rc = g.status().code() == absl::StatusCode::kNotFound
+                ? Usage(std::string(g.status().message()), usage)
+                : BadInput(g.status());
       return std::nullopt;
     }
     return std::move(*g);
@@ -354,9 +363,9 @@ class Cli {
 
   int Gen(const std::vector<std::string>& argv) {
     Args a;
-    if (auto e = ParseArgs(argv, 1, {"output", "lifted", "backward", "nodes", "seed", "sparse-meta", "batch",
-                                     "seq", "layers", "peak-tflops", "peak-tflops-fp32",
-                                     "mem-bandwidth"},
+    if (auto e = ParseArgs(argv, 1,
+                           {"output", "lifted", "backward", "nodes", "seed", "sparse-meta", "batch",
+                            "seq", "layers", "peak-tflops", "peak-tflops-fp32", "mem-bandwidth"},
                            &a)) {
       return Usage(*e, kGenUsage);
     }
@@ -391,17 +400,17 @@ class Cli {
 
   int PartitionCmd(const std::vector<std::string>& argv) {
     Args a;
-    if (auto e = ParseArgs(argv, 1, {"mode", "bucket-cap", "first-bucket-cap", "world-size",
-                                     "latency-us", "bandwidth", "json", "output",
-                                     "subgraphs-dir"},
+    if (auto e = ParseArgs(argv, 1,
+                           {"mode", "bucket-cap", "first-bucket-cap", "world-size", "latency-us",
+                            "bandwidth", "json", "output", "subgraphs-dir"},
                            &a)) {
       return Usage(*e, kPartitionUsage);
     }
     if (a.flags.count("help")) return Help("partition");
     if (a.positional.size() != 1) return Usage("partition takes exactly one file", kPartitionUsage);
     BucketOptions bo;
-    if (auto it = a.flags.find("mode"); it != a.flags.end() &&
-                                        !ParsePartitionMode(it->second, &bo.mode)) {
+    if (auto it = a.flags.find("mode");
+        it != a.flags.end() && !ParsePartitionMode(it->second, &bo.mode)) {
       return Usage(absl::StrCat("--mode must be reference or default, got \"", it->second, "\""),
                    kPartitionUsage);
     }
@@ -411,14 +420,16 @@ class Cli {
         auto_cap = true;
       } else {
         absl::StatusOr<int64_t> cap = ParseSize(it->second);
-        if (!cap.ok()) return Usage(absl::StrCat("--bucket-cap: ", cap.status().message()), kPartitionUsage);
+        if (!cap.ok())
+          return Usage(absl::StrCat("--bucket-cap: ", cap.status().message()), kPartitionUsage);
         bo.bucket_cap_bytes = *cap;
       }
     }
     std::optional<int64_t> first;
     if (auto it = a.flags.find("first-bucket-cap"); it != a.flags.end()) {
       absl::StatusOr<int64_t> f = ParseSize(it->second);
-      if (!f.ok()) return Usage(absl::StrCat("--first-bucket-cap: ", f.status().message()), kPartitionUsage);
+      if (!f.ok())
+        return Usage(absl::StrCat("--first-bucket-cap: ", f.status().message()), kPartitionUsage);
       first = *f;
       if (!auto_cap && *first > bo.bucket_cap_bytes) {
         return Usage(absl::StrCat("--first-bucket-cap (", *first, " bytes) exceeds --bucket-cap (",
@@ -508,32 +519,37 @@ class Cli {
 
   int ScheduleCmd(const std::vector<std::string>& argv) {
     Args a;
-    if (auto e = ParseArgs(argv, 1, {"algorithm", "backward", "world-size", "latency-us",
-                                     "bandwidth", "json", "output", "trace", "memory-limit",
-                                     "max-inflight"},
+    if (auto e = ParseArgs(argv, 1,
+                           {"algorithm", "backward", "world-size", "latency-us", "bandwidth",
+                            "json", "output", "trace", "memory-limit", "max-inflight"},
                            &a)) {
       return Usage(*e, kScheduleUsage);
     }
     if (a.flags.count("help")) return Help("schedule");
     if (a.positional.size() != 1) return Usage("schedule takes exactly one file", kScheduleUsage);
-    const std::string algorithm = a.flags.count("algorithm") ? a.flags.at("algorithm") : "lookahead";
+    const std::string algorithm =
+        a.flags.count("algorithm") ? a.flags.at("algorithm") : "lookahead";
     absl::StatusOr<std::vector<NodeId>> (*scheduler)(const Graph&) = nullptr;
     if (algorithm == "fast_free") scheduler = &FastFreeSchedule;
     if (algorithm == "list") scheduler = &ListSchedule;
     if (algorithm == "simple_prefetch") scheduler = &SimplePrefetchSchedule;
     if (scheduler == nullptr && algorithm != "lookahead") {
       return Usage(absl::StrCat("--algorithm must be lookahead, fast_free, list or "
-                                "simple_prefetch, got \"", algorithm, "\""),
+                                "simple_prefetch, got \"",
+                                algorithm, "\""),
                    kScheduleUsage);
     }
     std::optional<int64_t> limit;
     if (auto it = a.flags.find("memory-limit"); it != a.flags.end()) {
       if (algorithm != "lookahead") {
-        return Usage("--memory-limit applies to the lookahead scheduler (the DeepCompile "
-                     "baselines ignore memory)", kScheduleUsage);
+        return Usage(
+            "--memory-limit applies to the lookahead scheduler (the DeepCompile "
+            "baselines ignore memory)",
+            kScheduleUsage);
       }
       absl::StatusOr<int64_t> l = ParseSize(it->second);
-      if (!l.ok()) return Usage(absl::StrCat("--memory-limit: ", l.status().message()), kScheduleUsage);
+      if (!l.ok())
+        return Usage(absl::StrCat("--memory-limit: ", l.status().message()), kScheduleUsage);
       limit = *l;
     }
     std::optional<int> max_inflight;
@@ -543,8 +559,9 @@ class Cli {
         return Usage("--max-inflight applies to the lookahead scheduler", kScheduleUsage);
       }
       if (!absl::SimpleAtoi(it->second, &n) || n < 0) {
-        return Usage(absl::StrCat("--max-inflight: expected an integer >= 0, got \"",
-                                  it->second, "\""), kScheduleUsage);
+        return Usage(
+            absl::StrCat("--max-inflight: expected an integer >= 0, got \"", it->second, "\""),
+            kScheduleUsage);
       }
       max_inflight = n;
     }
@@ -590,10 +607,11 @@ class Cli {
     if (ours && !ours->resident.empty()) {
       int64_t bytes = 0;
       for (int64_t ds : ours->resident) bytes += g->params()[ds].bytes;
-      std::fprintf(out_, "lookahead: k = %d; %zu parameters kept resident (%s)%s%s\n",
-                   ours->lookahead, ours->resident.size(), FormatBytes(bytes).c_str(),
-                   ours->reduce_bucket_bytes > 0 ? "; reduce-scatters bucketed at " : "",
-                   ours->reduce_bucket_bytes > 0 ? FormatBytes(ours->reduce_bucket_bytes).c_str() : "");
+      std::fprintf(
+          out_, "lookahead: k = %d; %zu parameters kept resident (%s)%s%s\n", ours->lookahead,
+          ours->resident.size(), FormatBytes(bytes).c_str(),
+          ours->reduce_bucket_bytes > 0 ? "; reduce-scatters bucketed at " : "",
+          ours->reduce_bucket_bytes > 0 ? FormatBytes(ours->reduce_bucket_bytes).c_str() : "");
     }
     if (auto it = a.flags.find("json"); it != a.flags.end()) {
       std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
@@ -607,8 +625,9 @@ class Cli {
       absl::StrAppend(&json, "], ", SimulationJsonFields(*r), ", \"scheduler_s\": ");
       AppendJsonDouble(&json, scheduler_s);
       if (ours) {
-        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead, ", \"reduce_bucket_bytes\": ",
-                        ours->reduce_bucket_bytes, ", \"resident_params\": [");
+        absl::StrAppend(&json, ", \"lookahead\": ", ours->lookahead,
+                        ", \"reduce_bucket_bytes\": ", ours->reduce_bucket_bytes,
+                        ", \"resident_params\": [");
         for (size_t i = 0; i < ours->resident.size(); ++i) {
           if (i) json.append(", ");
           AppendJsonString(&json, g->params()[ours->resident[i]].name);
@@ -617,7 +636,8 @@ class Cli {
         if (limit) {
           absl::StrAppend(&json, ", \"memory_limit_bytes\": ", *limit,
                           ", \"feasible\": ", ours->feasible ? "true" : "false");
-          if (!ours->feasible) absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours->min_feasible_bytes);
+          if (!ours->feasible)
+            absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours->min_feasible_bytes);
         }
       }
       json.append("}\n");
@@ -653,7 +673,8 @@ class Cli {
 
   int SimulateCmd(const std::vector<std::string>& argv) {
     Args a;
-    if (auto e = ParseArgs(argv, 1, {"world-size", "latency-us", "bandwidth", "json", "trace"}, &a)) {
+    if (auto e =
+            ParseArgs(argv, 1, {"world-size", "latency-us", "bandwidth", "json", "trace"}, &a)) {
       return Usage(*e, kSimulateUsage);
     }
     if (a.flags.count("help")) return Help("simulate");
@@ -668,17 +689,17 @@ class Cli {
     std::fprintf(out_,
                  "peak memory %s, peak gathered %s, step %s (compute %s, communication %s, "
                  "exposed %s, lower bound %s)\n",
-                 FormatBytes(r->peak_memory_bytes).c_str(), FormatBytes(r->peak_gathered_bytes).c_str(),
-                 FormatSeconds(r->step_time_s).c_str(), FormatSeconds(r->compute_s).c_str(),
-                 FormatSeconds(r->comm_s).c_str(), FormatSeconds(r->exposed_comm_s).c_str(),
-                 FormatSeconds(r->lower_bound_s).c_str());
+                 FormatBytes(r->peak_memory_bytes).c_str(),
+                 FormatBytes(r->peak_gathered_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
+                 FormatSeconds(r->compute_s).c_str(), FormatSeconds(r->comm_s).c_str(),
+                 FormatSeconds(r->exposed_comm_s).c_str(), FormatSeconds(r->lower_bound_s).c_str());
     if (!HasZero3Ops(*g)) {
       std::fputs("(no ZeRO-3 ops in the graph: compute only)\n", out_);
     }
     if (auto it = a.flags.find("json"); it != a.flags.end()) {
       absl::Status s = WriteTextFile(
-          ResolvePath(it->second),
-          absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ", SimulationJsonFields(*r), "}\n"));
+          ResolvePath(it->second), absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ",
+                                                SimulationJsonFields(*r), "}\n"));
       if (!s.ok()) return BadInput(s);
     }
     if (auto it = a.flags.find("trace"); it != a.flags.end()) {
@@ -747,12 +768,14 @@ class Cli {
                    FormatBytes(counted).c_str(), r->pieces.submodules.size(), empty,
                    ms(Clock::now() - t3));
     }
-    absl::StatusOr<CapChoice> cap = ChooseBucketCap(*back, PartitionMode::kDefault, CollectiveModel());
+    absl::StatusOr<CapChoice> cap =
+        ChooseBucketCap(*back, PartitionMode::kDefault, CollectiveModel());
     if (!cap.ok()) return BadInput(cap.status());
     for (const CapCandidate& c : cap->candidates) {
       if (c.cap_bytes == kDefaultBucketCapBytes || c.cap_bytes == cap->cap_bytes) {
         std::fprintf(out_, "  cap %-9s -> %2d buckets, predicted exposed allreduce %s%s\n",
-                     FormatBytes(c.cap_bytes).c_str(), c.buckets, FormatSeconds(c.exposed_s).c_str(),
+                     FormatBytes(c.cap_bytes).c_str(), c.buckets,
+                     FormatSeconds(c.exposed_s).c_str(),
                      c.cap_bytes == cap->cap_bytes ? "  (best of --bucket-cap auto)" : "");
       }
     }
@@ -769,8 +792,10 @@ class Cli {
       if (!inserted.ok()) return BadInput(inserted.status());
       int64_t gathers = 0;
       for (NodeId id : z->order()) gathers += z->node(id).target() == kAllgatherTarget;
-      std::fprintf(out_, "[5] ZeRO-3 on the lifted graph (32 ranks, 20 us, 50 GB/s): %lld allgathers inserted\n",
-                   static_cast<long long>(gathers));
+      std::fprintf(
+          out_,
+          "[5] ZeRO-3 on the lifted graph (32 ranks, 20 us, 50 GB/s): %lld allgathers inserted\n",
+          static_cast<long long>(gathers));
       absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(*z);
       if (!ff.ok()) return BadInput(ff.status());
       absl::StatusOr<std::vector<NodeId>> ls = ListSchedule(*z);
@@ -783,25 +808,28 @@ class Cli {
       absl::StatusOr<LookaheadResult> ours =
           LookaheadPrefetchSchedule(*z, ff_sim->peak_memory_bytes * 5 / 4);
       if (!ours.ok()) return BadInput(ours.status());
-      for (const auto& [label, order] : {std::pair<const char*, std::vector<NodeId>>{"insertion order", z->OrderVector()},
-                                         {"list           ", *ls},
-                                         {"simple_prefetch", *sp},
-                                         {"fast_free      ", *ff},
-                                         {"lookahead (ours, budget 1.25x fast_free's peak)", ours->order}}) {
+      for (const auto& [label, order] :
+           {std::pair<const char*, std::vector<NodeId>>{"insertion order", z->OrderVector()},
+            {"list           ", *ls},
+            {"simple_prefetch", *sp},
+            {"fast_free      ", *ff},
+            {"lookahead (ours, budget 1.25x fast_free's peak)", ours->order}}) {
         Graph zr = *z;  // ours' resident parameters applied (the others have none)
         std::vector<NodeId> applied = order;
         if (order == ours->order) {
-          if (absl::Status s = MakeResident(&zr, ours->resident, &applied); !s.ok()) return BadInput(s);
+          if (absl::Status s = MakeResident(&zr, ours->resident, &applied); !s.ok())
+            return BadInput(s);
           if (absl::Status s = BucketReduces(&zr, applied, ours->reduce_bucket_bytes); !s.ok()) {
             return BadInput(s);
           }
         }
         absl::StatusOr<SimulationResult> sim = Simulate(zr, applied);
         if (!sim.ok()) return BadInput(sim.status());
-        std::fprintf(out_, "  %s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)\n",
-                     label, FormatBytes(sim->peak_gathered_bytes).c_str(),
-                     FormatBytes(sim->peak_memory_bytes).c_str(), FormatSeconds(sim->step_time_s).c_str(),
-                     FormatSeconds(sim->lower_bound_s).c_str(), FormatSeconds(sim->exposed_comm_s).c_str());
+        std::fprintf(
+            out_, "  %s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)\n",
+            label, FormatBytes(sim->peak_gathered_bytes).c_str(),
+            FormatBytes(sim->peak_memory_bytes).c_str(), FormatSeconds(sim->step_time_s).c_str(),
+            FormatSeconds(sim->lower_bound_s).c_str(), FormatSeconds(sim->exposed_comm_s).c_str());
       }
       int64_t resident_bytes = 0;
       for (int64_t ds : ours->resident) resident_bytes += z->params()[ds].bytes;

@@ -40,9 +40,7 @@ Result Overlap(std::vector<std::string> args) {
 
 std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(CliTest, GenLlama70bThenInspectPrintsTheExactParameterCount) {
   const std::string path = Tmp("llama70b.json");
@@ -112,7 +110,8 @@ TEST(CliTest, HelpOnEveryCommand) {
 TEST(CliTest, BadInputExitsOneNamingTheFault) {
   const std::string head = R"({"format": "overlap-graph", "version": 1, "nodes": [)";
   const std::string x = R"({"name": "x", "op": "placeholder", "target": "x", "args": []})";
-  const std::string out = R"({"name": "output", "op": "output", "target": "output", "args": ["%x"]})";
+  const std::string out =
+      R"({"name": "output", "op": "output", "target": "output", "args": ["%x"]})";
   struct Case {
     const char* what;
     std::string text;
@@ -124,28 +123,35 @@ TEST(CliTest, BadInputExitsOneNamingTheFault) {
       {"unknown op", head + R"({"name": "x", "op": "call", "target": "x", "args": []}]})",
        "unknown op \"call\""},
       {"duplicate", head + x + "," + x + "," + out + "]}", "duplicate node name \"x\""},
-      {"malformed name", head + R"({"name": "9x", "op": "placeholder", "target": "x", "args": []}]})",
+      {"malformed name",
+       head + R"({"name": "9x", "op": "placeholder", "target": "x", "args": []}]})",
        "\"9x\" is malformed"},
-      {"later ref", head + R"({"name": "y", "op": "call_function", "target": "f", "args": ["%z"]},)" +
-                        R"({"name": "z", "op": "placeholder", "target": "z", "args": []}]})",
+      {"later ref",
+       head + R"({"name": "y", "op": "call_function", "target": "f", "args": ["%z"]},)" +
+           R"({"name": "z", "op": "placeholder", "target": "z", "args": []}]})",
        "node \"y\": argument \"%z\" is not a node defined earlier"},
       {"no output", head + x + "]}", "no output node"},
-      {"extra output", head + x + "," + out + "," +
-                           R"({"name": "o2", "op": "output", "target": "output", "args": []}]})",
+      {"extra output",
+       head + x + "," + out + "," +
+           R"({"name": "o2", "op": "output", "target": "output", "args": []}]})",
        "second output node"},
-      {"negative", head + R"({"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"tensor_size": -1}},)" +
-                       out + "]}",
+      {"negative",
+       head +
+           R"({"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"tensor_size": -1}},)" +
+           out + "]}",
        "node \"x\": field \"meta.tensor_size\" must be >= 0"},
-      {"overflow", head + x + "," + out +
-                       R"(], "params": [{"name": "a", "owner": "x", "bytes": 9223372036854775807},)"
-                       R"({"name": "b", "owner": "x", "bytes": 1}]})",
+      {"overflow",
+       head + x + "," + out +
+           R"(], "params": [{"name": "a", "owner": "x", "bytes": 9223372036854775807},)"
+           R"({"name": "b", "owner": "x", "bytes": 1}]})",
        "the sum of parameter bytes overflows"},
-      {"unknown owner", head + x + "," + out +
-                            R"(], "params": [{"name": "a", "owner": "nobody", "bytes": 4}]})",
+      {"unknown owner",
+       head + x + "," + out + R"(], "params": [{"name": "a", "owner": "nobody", "bytes": 4}]})",
        "owner is not"},
-      {"tied sizes", head + x + "," + out +
-                         R"(], "params": [{"name": "a", "owner": "x", "bytes": 4},)"
-                         R"({"name": "b", "owner": "x", "bytes": 8, "storage": "a"}]})",
+      {"tied sizes",
+       head + x + "," + out +
+           R"(], "params": [{"name": "a", "owner": "x", "bytes": 4},)"
+           R"({"name": "b", "owner": "x", "bytes": 8, "storage": "a"}]})",
        "shares storage \"a\""},
   };
   for (const Case& c : cases) {
@@ -186,8 +192,8 @@ TEST(CliPartitionTest, WritesResultOuterGraphAndSubgraphs) {
   const std::string path = Tmp("mlp_p.json");
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
   const std::string dir = Tmp("pieces");
-  Result r = Overlap({"partition", path, "--mode", "reference", "--bucket-cap", "25MiB",
-                      "--json", Tmp("result.json"), "-o", Tmp("outer.json"), "--subgraphs-dir", dir});
+  Result r = Overlap({"partition", path, "--mode", "reference", "--bucket-cap", "25MiB", "--json",
+                      Tmp("result.json"), "-o", Tmp("outer.json"), "--subgraphs-dir", dir});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   std::ifstream in(Tmp("result.json"));
   std::stringstream text;
@@ -202,15 +208,16 @@ TEST(CliPartitionTest, WritesResultOuterGraphAndSubgraphs) {
 TEST(CliPartitionTest, AutoCapPrintsTheCandidates) {
   const std::string path = Tmp("gpt2_auto.json");
   ASSERT_EQ(Overlap({"gen", "gpt2", "--layers", "2", "-o", path}).code, kExitOk);
-  Result r = Overlap({"partition", path, "--bucket-cap", "auto", "--world-size", "8",
-                      "--json", Tmp("auto.json")});
+  Result r = Overlap(
+      {"partition", path, "--bucket-cap", "auto", "--world-size", "8", "--json", Tmp("auto.json")});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("bucket cap candidates"));
   EXPECT_THAT(r.out, HasSubstr("<- chosen"));
   std::ifstream in(Tmp("auto.json"));
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("\"cap_candidates\": [{\"cap_bytes\": 1048576, \"exposed_s\": "));
+  EXPECT_THAT(text.str(),
+              HasSubstr("\"cap_candidates\": [{\"cap_bytes\": 1048576, \"exposed_s\": "));
 }
 
 TEST(CliPartitionTest, UsageErrors) {
@@ -218,7 +225,8 @@ TEST(CliPartitionTest, UsageErrors) {
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
   Result first = Overlap({"partition", path, "--bucket-cap", "1MiB", "--first-bucket-cap", "2MiB"});
   EXPECT_EQ(first.code, kExitUsage);
-  EXPECT_THAT(first.err, HasSubstr("--first-bucket-cap (2097152 bytes) exceeds --bucket-cap (1048576 bytes)"));
+  EXPECT_THAT(first.err,
+              HasSubstr("--first-bucket-cap (2097152 bytes) exceeds --bucket-cap (1048576 bytes)"));
   EXPECT_EQ(Overlap({"partition", path, "--mode", "fast"}).code, kExitUsage);
   EXPECT_EQ(Overlap({"partition", path, "--bucket-cap", "25 parsecs"}).code, kExitUsage);
   EXPECT_EQ(Overlap({"partition", path, "--world-size", "0"}).code, kExitUsage);
@@ -235,15 +243,16 @@ namespace {
 TEST(CliSimulateTest, SimulatesAGraphAndWritesResultAndTrace) {
   const std::string path = Tmp("mlp_sim.json");
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
-  Result r = Overlap({"simulate", path, "--world-size", "8", "--json", Tmp("sim.json"),
-                      "--trace", Tmp("trace.json")});
+  Result r = Overlap({"simulate", path, "--world-size", "8", "--json", Tmp("sim.json"), "--trace",
+                      Tmp("trace.json")});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("peak memory"));
   EXPECT_THAT(r.out, HasSubstr("no ZeRO-3 ops"));
   std::ifstream in(Tmp("sim.json"));
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("\"format\": \"overlap-result\", \"version\": 1, \"peak_memory_bytes\": "));
+  EXPECT_THAT(text.str(),
+              HasSubstr("\"format\": \"overlap-result\", \"version\": 1, \"peak_memory_bytes\": "));
   std::ifstream tin(Tmp("trace.json"));
   std::stringstream trace;
   trace << tin.rdbuf();
@@ -278,7 +287,8 @@ TEST(CliScheduleTest, EveryAlgorithmSchedulesVerifiesAndWritesResults) {
     std::ifstream in(json);
     std::stringstream text;
     text << in.rdbuf();
-    EXPECT_THAT(text.str(), HasSubstr(std::string("\"algorithm\": \"") + algorithm + "\", \"order\": [\"input_ids\""));
+    EXPECT_THAT(text.str(), HasSubstr(std::string("\"algorithm\": \"") + algorithm +
+                                      "\", \"order\": [\"input_ids\""));
     EXPECT_THAT(text.str(), HasSubstr("\"peak_gathered_bytes\": "));
     // The scheduled graph is a valid graph file whose ZeRO-3 ops are already in place.
     Result again = Overlap({"simulate", graph});
@@ -292,7 +302,8 @@ TEST(CliScheduleTest, ModuleOwnedParametersAndBadAlgorithmsAreRejected) {
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
   Result r = Overlap({"schedule", path});
   EXPECT_EQ(r.code, kExitBadInput);
-  EXPECT_THAT(r.err, HasSubstr("parameter \"net.0.weight\" is owned by call_module node \"net_0\""));
+  EXPECT_THAT(r.err,
+              HasSubstr("parameter \"net.0.weight\" is owned by call_module node \"net_0\""));
   EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "magic"}).code, kExitUsage);
 }
 
@@ -315,7 +326,9 @@ TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
   std::ifstream in(json);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("\"memory_limit_bytes\": 1024, \"feasible\": false, \"min_feasible_bytes\": "));
+  EXPECT_THAT(
+      text.str(),
+      HasSubstr("\"memory_limit_bytes\": 1024, \"feasible\": false, \"min_feasible_bytes\": "));
   EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--memory-limit", "1GiB"}).code,
             kExitUsage);
 }

@@ -144,7 +144,6 @@ Split SplitByBuckets(const Graph& g, const std::vector<Bucket>& buckets) {
   return s;
 }
 
-
 namespace {
 
 std::string Names(const Graph& g, const std::vector<NodeId>& ids) {
@@ -157,17 +156,18 @@ std::string Names(const Graph& g, const std::vector<NodeId>& ids) {
 
 absl::Status CompareReferenceMode(const Graph& g, const PartitionResult& r) {
   const BucketOptions& o = r.options;
-  const std::vector<Bucket> want = ReferenceBuckets(g, o.bucket_cap_bytes, o.first_bucket_cap_bytes);
+  const std::vector<Bucket> want =
+      ReferenceBuckets(g, o.bucket_cap_bytes, o.first_bucket_cap_bytes);
   if (want.size() != r.buckets.size()) {
-    return absl::InternalError(absl::StrCat("slow reference has ", want.size(),
-                                            " buckets, fast has ", r.buckets.size()));
+    return absl::InternalError(
+        absl::StrCat("slow reference has ", want.size(), " buckets, fast has ", r.buckets.size()));
   }
   for (size_t b = 0; b < want.size(); ++b) {
     const overlap::Bucket& got = r.buckets[b];
     const std::string where = absl::StrCat("bucket ", b, ": ");
     if (got.size_bytes != want[b].size) {
-      return absl::InternalError(absl::StrCat(where, "size ", got.size_bytes, " vs slow ",
-                                              want[b].size));
+      return absl::InternalError(
+          absl::StrCat(where, "size ", got.size_bytes, " vs slow ", want[b].size));
     }
     if (got.params != want[b].params) {
       return absl::InternalError(absl::StrCat(where, "params [", absl::StrJoin(got.params, ","),
@@ -181,8 +181,8 @@ absl::Status CompareReferenceMode(const Graph& g, const PartitionResult& r) {
     }
   }
   if (r.split != (want.size() > 1)) {
-    return absl::InternalError(absl::StrCat("split is ", r.split, " with ", want.size(),
-                                            " buckets"));
+    return absl::InternalError(
+        absl::StrCat("split is ", r.split, " with ", want.size(), " buckets"));
   }
   if (!r.split) return absl::OkStatus();
   const Split s = SplitByBuckets(g, want);
@@ -195,8 +195,8 @@ absl::Status CompareReferenceMode(const Graph& g, const PartitionResult& r) {
     const Submodule& got = r.pieces.submodules[i];
     const std::string where = absl::StrCat("piece ", got.name, ": ");
     if (got.partition != w.partition) {
-      return absl::InternalError(absl::StrCat(where, "partition ", got.partition, " vs slow ",
-                                              w.partition));
+      return absl::InternalError(
+          absl::StrCat(where, "partition ", got.partition, " vs slow ", w.partition));
     }
     const std::pair<const std::vector<NodeId>*, const std::vector<std::string>*> lists[] = {
         {&got.nodes, &w.nodes}, {&got.inputs, &w.inputs}, {&got.outputs, &w.outputs}};
@@ -205,8 +205,8 @@ absl::Status CompareReferenceMode(const Graph& g, const PartitionResult& r) {
       const std::string fast = Names(g, *lists[k].first);
       const std::string slow = absl::StrJoin(*lists[k].second, ",");
       if (fast != slow) {
-        return absl::InternalError(absl::StrCat(where, what[k], " [", fast, "] vs slow [", slow,
-                                                "]"));
+        return absl::InternalError(
+            absl::StrCat(where, what[k], " [", fast, "] vs slow [", slow, "]"));
       }
     }
   }
@@ -214,8 +214,7 @@ absl::Status CompareReferenceMode(const Graph& g, const PartitionResult& r) {
   for (int i : r.pieces.call_order) order.push_back(r.pieces.submodules[i].partition);
   if (order != s.call_order) {
     return absl::InternalError(absl::StrCat("call order [", absl::StrJoin(order, ","),
-                                            "] vs slow [", absl::StrJoin(s.call_order, ","),
-                                            "]"));
+                                            "] vs slow [", absl::StrJoin(s.call_order, ","), "]"));
   }
   return absl::OkStatus();
 }

@@ -32,8 +32,8 @@ struct Piece {
 };
 
 struct Split {
-  std::vector<Piece> pieces;       // ascending partition
-  std::vector<int> call_order;     // partitions, smallest ready first
+  std::vector<Piece> pieces;    // ascending partition
+  std::vector<int> call_order;  // partitions, smallest ready first
 };
 
 // Step 5: split_module semantics over the buckets' node lists.

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "gtest/gtest.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
+#include "gtest/gtest.h"
 #include "partition/ddp_partitioner.h"
 
 namespace overlap {
