@@ -9,6 +9,7 @@ packages=(
   bazel-bootstrap        # Bazel 4.2.3, WORKSPACE mode
   g++                    # the default toolchain
   clang                  # fuzz builds (--config=fuzz)
+  clang-format           # tools/test.sh fails on unformatted C++
   libclang-rt-14-dev     # libFuzzer and sanitizer runtimes for clang 14
   libabsl-dev
   libgtest-dev
