@@ -2,6 +2,7 @@
 # The README's second command, and all that .ci/run does: installs what is missing, then runs
 # the hardened suite and closes with one line "overlap: N passed, N failed".
 #
+#   0. tools/check_format.py                 C++ formatted (clang-format), BUILD deps sorted
 #   1. bazel test //...                      unit tests, RapidCheck properties (1,000 cases
 #                                            each), fuzz corpus replays, the CLI end to end
 #   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
@@ -41,6 +42,11 @@ suite() {
   [ "$r" != 0 ] && rc=1
   timings+=("$(printf '%-28s %5d s  %s passed, %s failed' "$name" $(( $(date +%s) - start )) "$p" "$f")")
 }
+
+start=$(date +%s)
+echo "== overlap: format"
+if tools/check_format.py; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
+timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
 suite "unit + property + corpus"
 if ((!quick)); then
