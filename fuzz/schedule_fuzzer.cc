@@ -1,23 +1,24 @@
 // Fuzz target: every ZeRO-3 pass on structure-aware random graphs.
 // The first byte picks forward / backward insertion, the next four a memory budget; the
-// rest decode into a graph (GraphFromBytes). Graphs whose parameters are module-owned are
-// rejected by insertion (checked to say so). Then: fast_free equals its reference; every
-// scheduler's order passes the schedule verifier or is reported as a kwargs dependency the
-// baselines cannot see; the simulator accepts every valid order; ours never exceeds a
-// feasible budget. Any violation aborts with its description.
+// rest decode into a graph (GraphFromBytes). Insertion may only refuse a graph as
+// unsupported (module-owned parameters). Then: fast_free equals its reference; every
+// scheduler of the registry either leaves a final graph that passes the schedule verifier
+// and simulates to its report's figures, or refuses the graph as unsupported (a kwargs
+// dependency the baselines cannot see); ours never exceeds a feasible budget and explains
+// its choice (one chosen candidate, with the report's figures). Error kinds are told apart
+// by graph/errors.h's predicates, never by message text. Any violation aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "graph/errors.h"
 #include "graph/random_graph.h"
 #include "schedule/fast_free.h"
-#include "schedule/fast_free_reference.h"
-#include "schedule/list_schedule.h"
-#include "schedule/lookahead_prefetch.h"
 #include "schedule/schedule_verifier.h"
-#include "schedule/simple_prefetch.h"
+#include "schedule/scheduler_registry.h"
 #include "schedule/simulator.h"
+#include "schedule/testing/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
 
 namespace {
@@ -34,37 +35,60 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint32_t budget = 0;
   for (size_t i = 1; i < 5; ++i) budget = budget << 8 | data[i];
   Graph g = GraphFromBytes(absl::MakeConstSpan(data + 5, size - 5), 200);
-  absl::StatusOr<bool> inserted = Zero3Insertion(graph_id).Run(&g);
+  absl::StatusOr<bool> inserted = Zero3Insertion(static_cast<GraphKind>(graph_id)).Run(&g);
   if (!inserted.ok()) {
-    if (std::string(inserted.status().message()).find("is owned by") == std::string::npos) {
+    if (!IsUnsupported(inserted.status())) {
       Fail("insertion failed: " + std::string(inserted.status().message()));
     }
     return 0;
   }
   absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
   absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
-  if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref))
+  if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref) ||
+      (!fast.ok() && (!IsUnsupported(fast.status()) || !IsUnsupported(ref.status())))) {
     Fail("fast_free differs from its reference");
-  for (auto* scheduler : {&FastFreeSchedule, &ListSchedule, &SimplePrefetchSchedule}) {
-    absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(g);
-    if (!order.ok()) {
-      const std::string m(order.status().message());
-      if (m.find("kwargs") == std::string::npos && m.find("args only") == std::string::npos &&
-          m.find("no last use") == std::string::npos) {
-        Fail("scheduler failed: " + m);
+  }
+  SchedulerOptions options;
+  options.lookahead.memory_limit_bytes = static_cast<int64_t>(budget);
+  for (const SchedulerEntry& e : Schedulers()) {
+    Graph scheduled = g;
+    absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &scheduled, options);
+    if (!r.ok()) {
+      if (!IsUnsupported(r.status())) {
+        Fail(std::string(e.name) + " failed: " + std::string(r.status().message()));
       }
       continue;
     }
-    if (absl::Status s = VerifySchedule(g, *order); !s.ok()) Fail(std::string(s.message()));
-    if (!Simulate(g, *order).ok()) Fail("simulator rejected a valid order");
-  }
-  absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, static_cast<int64_t>(budget));
-  if (!ours.ok()) return 0;  // only a kwargs order problem, shared with the simulator
-  if (absl::Status s = VerifySchedule(g, ours->order); !s.ok()) Fail(std::string(s.message()));
-  if (ours->feasible && ours->peak_memory_bytes > static_cast<int64_t>(budget))
-    Fail("ours exceeded its budget");
-  if (!ours->feasible && ours->min_feasible_bytes <= static_cast<int64_t>(budget)) {
-    Fail("ours reported infeasible below its own smallest feasible budget");
+    if (absl::Status s = VerifySchedule(scheduled, r->order); !s.ok()) {
+      Fail(std::string(s.message()));
+    }
+    if (scheduled.OrderVector() != r->order) Fail("the final graph's order is not the report's");
+    absl::StatusOr<SimulationResult> again = Simulate(scheduled, r->order);
+    if (!again.ok() || again->peak_memory_bytes != r->simulation.peak_memory_bytes ||
+        again->step_time_s != r->simulation.step_time_s) {
+      Fail(std::string(e.name) + ": the report's figures are not the final graph's");
+    }
+    if (!r->lookahead) continue;
+    const LookaheadResult& ours = *r->lookahead;
+    if (ours.feasible && r->simulation.peak_memory_bytes > static_cast<int64_t>(budget)) {
+      Fail("ours exceeded its budget");
+    }
+    if (!ours.feasible && ours.min_feasible_bytes <= static_cast<int64_t>(budget)) {
+      Fail("ours reported infeasible below its own smallest feasible budget");
+    }
+    int chosen = 0;
+    for (const LookaheadCandidate& c : ours.candidates) {
+      if (c.verdict == CandidateVerdict::kOverBudget && c.peak_memory_bytes <= budget) {
+        Fail("a candidate within the budget is explained as over budget");
+      }
+      if (c.verdict != CandidateVerdict::kChosen) continue;
+      ++chosen;
+      if (c.peak_memory_bytes != r->simulation.peak_memory_bytes ||
+          c.step_time_s != r->simulation.step_time_s) {
+        Fail("the chosen candidate's figures are not the final graph's");
+      }
+    }
+    if (chosen != (ours.feasible ? 1 : 0)) Fail("not exactly one chosen candidate");
   }
   return 0;
 }

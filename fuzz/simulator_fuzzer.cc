@@ -57,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t k = data[1];
   if (size < 2 + k) return 0;
   Graph g = GraphFromBytes(absl::MakeConstSpan(data + 2 + k, size - 2 - k), 160);
-  if (!Zero3Insertion(graph_id).Run(&g).ok()) return 0;  // module-owned: schedule_fuzzer's case
+  if (!Zero3Insertion(static_cast<GraphKind>(graph_id)).Run(&g).ok())
+    return 0;  // module-owned: schedule_fuzzer's case
   std::vector<NodeId> order = SteeredOrder(g, absl::MakeConstSpan(data + 2, k));
   // The output must come last: move it there (it is a sink, so this stays topological).
   auto out = std::find_if(order.begin(), order.end(),
@@ -75,7 +76,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("simulator is not deterministic");
   }
   // The untraced run computes the peak without sorting every event: it must agree.
-  absl::StatusOr<SimulationResult> quick = Simulator(g).Run(order, /*record=*/false);
+  SimulationOptions untraced;
+  untraced.record_trace = false;
+  absl::StatusOr<SimulationResult> quick = Simulator(g).Run(order, untraced);
   if (!quick.ok() || quick->peak_memory_bytes != a->peak_memory_bytes ||
       quick->step_time_s != a->step_time_s) {
     Fail("untraced simulation differs from the traced one");

@@ -12,7 +12,6 @@
 namespace overlap {
 namespace {
 
-bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
 bool IsParamPlaceholder(const Node& n) { return n.op() == Op::kPlaceholder && n.meta().has_param; }
 
 // aten.mm.default -> aten.mm_backward.default; anything else gets "_backward" appended.

@@ -14,7 +14,7 @@
 //   NodeId x = *g.AddNode(Op::kPlaceholder, "x", "x");
 //   NodeId y = *g.AddNode(Op::kCallFunction, "relu", "aten.relu.default", {Value::Ref(x)});
 //   g.AddNode(Op::kOutput, "output", "output", {Value::Ref(y)});
-//   for (NodeId id : g.order()) Print(g.node(id));
+//   for (NodeId id : g.order()) std::cout << g.node(id).name() << "\n";  // or print.h
 //
 // The Graph itself checks what it must to stay consistent (names unique and well formed,
 // references to live nodes); the full structural contract is checked by Verify()
@@ -175,6 +175,11 @@ class Node {
   NodeList inputs_;
   NodeList users_;
 };
+
+// Whether `n` is a view (meta.aliases_input true): its result shares storage with its first
+// input, so it allocates nothing and its readers keep that input's storage alive. Aliasing
+// is a property of the IR; every pass asks this one function.
+inline bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
 
 // One entry of the parameter table (see the format doc for the meaning of each field).
 struct Param {

@@ -31,6 +31,28 @@ inline Graph ParseGraphParts(const std::string& nodes, const std::string& params
   return g.ok() ? std::move(*g) : Graph();
 }
 
+// Items of a graph file, for GraphFromParts: a parameter table entry owned by placeholder
+// "p_<name>"; a placeholder (with meta.param when `param` is given); a call_function with
+// the given argument text and optional meta object text; the output node.
+inline std::string ParamJson(const std::string& name, int64_t bytes) {
+  return absl::StrCat(R"({"name": ")", name, R"(", "owner": "p_)", name, R"(", "bytes": )", bytes,
+                      "}");
+}
+inline std::string PlaceholderJson(const std::string& name, const std::string& param = "") {
+  return absl::StrCat(
+      R"({"name": ")", name, R"(", "op": "placeholder", "target": ")", name, R"(", "args": [])",
+      param.empty() ? "" : absl::StrCat(R"(, "meta": {"param": ")", param, R"("})"), "}");
+}
+inline std::string CallJson(const std::string& name, const std::string& target,
+                            const std::string& args, const std::string& meta = "") {
+  return absl::StrCat(R"({"name": ")", name, R"(", "op": "call_function", "target": ")", target,
+                      R"(", "args": [)", args, "]", meta.empty() ? "" : ", \"meta\": " + meta, "}");
+}
+inline std::string OutputJson(const std::string& args) {
+  return absl::StrCat(R"({"name": "output", "op": "output", "target": "output", "args": [)", args,
+                      "]}");
+}
+
 }  // namespace overlap
 
 #endif  // OVERLAP_GRAPH_TEST_GRAPHS_H_

@@ -7,16 +7,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "schedule/fast_free_reference.h"
-#include "schedule/zero3_insertion.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
+#include "schedule/analysis.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
-
-bool IsAllgather(const Node& n) {
-  return n.op() == Op::kCallFunction && n.target() == kAllgatherTarget;
-}
-double TimeOf(const Node& n) { return n.meta().has_device_time ? n.meta().device_time : 0.0; }
 
 // Fixed-width bitsets over the allgathers, stored contiguously.
 class BitRows {
@@ -43,7 +40,7 @@ struct Task {
 class Scheduler {
  public:
   explicit Scheduler(const Graph& g)
-      : g_(g), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), visit_(g.id_bound(), 0) {}
+      : g_(g), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), search_(g) {}
 
   absl::StatusOr<std::vector<NodeId>> Run() {
     const std::vector<NodeId> last_use = LastUses(g_);
@@ -61,16 +58,13 @@ class Scheduler {
         ag_index[id] = static_cast<int>(ags.size());
         ags.push_back(id);
       }
-      if (n.op() == Op::kCallFunction && n.target() == kReleaseTarget && n.args().size() > 2 &&
-          n.args()[2].kind() == Value::Kind::kInt) {
-        releases[n.args()[2].as_int()].push_back(id);
-      }
-      if (n.op() == Op::kCallFunction && n.target() == kReduceTarget) reduces.push_back(id);
+      if (IsRelease(n) && HasDsId(n)) releases[DsId(n)].push_back(id);
+      if (IsReduce(n)) reduces.push_back(id);
     }
     for (NodeId ag : ags) {
       if (last_use[ag] == kNoNode) {
-        return absl::InvalidArgumentError(absl::StrCat("allgather \"", g_.node(ag).name(),
-                                                       "\" has no last use (nobody reads it)"));
+        return UnsupportedError(absl::StrCat("allgather \"", g_.node(ag).name(),
+                                             "\" has no last use (nobody reads it)"));
       }
     }
     const size_t A = ags.size();
@@ -188,12 +182,7 @@ class Scheduler {
     for (NodeId id : g_.order()) {
       if (!done_[id]) Schedule(id);
     }
-    if (absl::Status s = CheckTopologicalPermutation(g_, order_); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("fast_free order breaks a dependency (requirements follow args only, so "
-                       "a kwargs dependency can be missed): ",
-                       s.message()));
-    }
+    OVERLAP_RETURN_IF_ERROR(CheckBaselineOrder(g_, order_, "fast_free"));
     return std::move(order_);
   }
 
@@ -210,25 +199,12 @@ class Scheduler {
   // requirements(target, scheduled + overlay), appended to *out; marks what it adds in the
   // overlay when `mark` (so later searches of the round treat them as done).
   void Requirements(NodeId target, bool mark, std::vector<NodeId>* out) {
-    if (Done(target)) return;
-    ++visit_epoch_;
-    stack_.clear();
-    visit_[target] = visit_epoch_;
-    stack_.push_back({target, 0});
-    while (!stack_.empty()) {
-      Frame& f = stack_.back();
-      absl::Span<const NodeId> args = g_.node(f.node).arg_inputs();
-      if (f.next == args.size()) {
-        out->push_back(f.node);
-        if (mark) overlay_[f.node] = overlay_epoch_;
-        stack_.pop_back();
-        continue;
-      }
-      const NodeId in = args[f.next++];
-      if (Done(in) || visit_[in] == visit_epoch_) continue;
-      visit_[in] = visit_epoch_;
-      stack_.push_back({in, 0});
-    }
+    search_.Collect(
+        target, [&](NodeId n) { return Done(n); },
+        [&](NodeId n) {
+          if (mark) overlay_[n] = overlay_epoch_;
+        },
+        out);
   }
 
   void ScheduleRequirements(NodeId target) {
@@ -256,8 +232,8 @@ class Scheduler {
     t.until_free = t.until_g;
     t.until_free.insert(t.until_free.end(), free_part.begin(), free_part.end());
     const Node& agn = g_.node(ag);
-    if (agn.args().size() > 2 && agn.args()[2].kind() == Value::Kind::kInt) {
-      auto it = releases.find(agn.args()[2].as_int());
+    if (HasDsId(agn)) {
+      auto it = releases.find(DsId(agn));
       if (it != releases.end()) {
         // Everything in until_free is marked, so each search adds only new nodes, and
         // marks them for the next release's search: the reference's "not already in".
@@ -271,16 +247,9 @@ class Scheduler {
   const Graph& g_;
   std::vector<char> done_;
   std::vector<uint32_t> overlay_;
-  std::vector<uint32_t> visit_;
   uint32_t overlay_epoch_ = 1;  // overlay_ starts at 0: nothing marked
-  uint32_t visit_epoch_ = 0;
+  RequirementSearch search_;
   std::vector<NodeId> order_;
-  // The requirement search's stack, reused across searches.
-  struct Frame {
-    NodeId node;
-    size_t next;
-  };
-  std::vector<Frame> stack_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // DeepSpeed DeepCompile's fast_free_schedule, efficiently: the same order as
-// FastFreeScheduleReference (fast_free_reference.h, written straight from the spec), which
-// tests check differentially on random graphs and on every built-in model.
+// FastFreeScheduleReference (schedule/testing/fast_free_reference.h, written straight from
+// the definition), which tests check differentially on random graphs and on every built-in
+// model.
 //
 // Where the time goes in the reference, and what this version does instead:
 //   - the allgathers on each path (for every allgather, reduce_grad and graph output) come

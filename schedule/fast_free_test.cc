@@ -6,7 +6,7 @@
 #include "graph/random_graph_rc.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
-#include "schedule/fast_free_reference.h"
+#include "schedule/testing/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -31,7 +31,7 @@ TEST(FastFreeTest, SameOrderAsTheReferenceOnEveryBuiltInModel) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     ExpectSameAsReference(*g, name);
   }
 }
@@ -43,14 +43,14 @@ TEST(FastFreeTest, SameOrderAsTheReferenceOnLargerRandomGraphs) {
     o.seed = seed;
     o.lifted = true;
     Graph g = RandomGraph(o);
-    if (!Zero3Insertion(static_cast<int>(seed % 2)).Run(&g).ok()) continue;
+    if (!Zero3Insertion(static_cast<GraphKind>(seed % 2)).Run(&g).ok()) continue;
     ExpectSameAsReference(g, "seed " + std::to_string(seed));
   }
 }
 
 RC_GTEST_PROP(FastFreePropertyTest, prop_SameOrderAsTheReference, ()) {
   Graph g = *ArbitraryGraph(120);
-  if (!Zero3Insertion(*rc::gen::inRange(0, 2)).Run(&g).ok()) return;
+  if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;
   absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
   absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
   RC_ASSERT(fast.ok() == ref.ok());

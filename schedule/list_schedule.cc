@@ -4,28 +4,11 @@
 #include <queue>
 #include <tuple>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "schedule/fast_free_reference.h"
-#include "schedule/zero3_insertion.h"
+#include "graph/status_macros.h"
+#include "schedule/analysis.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
-
-std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  std::vector<NodeId> deps;
-  const bool dc = n.op() == Op::kCallFunction && absl::StartsWith(n.target(), "dc.");
-  if (dc) {
-    if (!n.args().empty()) {
-      n.args()[0].ForEachRef([&](NodeId in) {
-        if (std::find(deps.begin(), deps.end(), in) == deps.end()) deps.push_back(in);
-      });
-    }
-    return deps;
-  }
-  absl::Span<const NodeId> args = n.arg_inputs();
-  return std::vector<NodeId>(args.begin(), args.end());
-}
 
 absl::StatusOr<std::vector<NodeId>> ListSchedule(const Graph& g) {
   std::vector<int64_t> position(g.id_bound(), 0);
@@ -40,11 +23,9 @@ absl::StatusOr<std::vector<NodeId>> ListSchedule(const Graph& g) {
   }
   auto delta = [&](NodeId id) -> int64_t {
     const Node& n = g.node(id);
-    const int64_t size = n.meta().has_tensor_size ? n.meta().tensor_size : 0;
-    if (n.op() != Op::kCallFunction) return 0;
-    if (n.target() == kAllgatherTarget) return size;
-    if (n.target() == kReleaseTarget || n.target() == kReduceTarget) return -size;
-    return 0;
+    if (IsAllgather(n)) return SizeOf(n);
+    if (IsRelease(n) || IsReduce(n)) return -SizeOf(n);
+    return int64_t{0};
   };
   using Entry = std::tuple<int64_t, int64_t, NodeId>;  // (delta, graph position, node)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
@@ -67,10 +48,7 @@ absl::StatusOr<std::vector<NodeId>> ListSchedule(const Graph& g) {
     order.push_back(id);
     release(id);
   }
-  if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "list order breaks a dependency (the baselines follow args only): ", s.message()));
-  }
+  OVERLAP_RETURN_IF_ERROR(CheckBaselineOrder(g, order, "list"));
   return order;
 }
 

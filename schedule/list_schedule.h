@@ -19,12 +19,8 @@
 
 namespace overlap {
 
-// The scheduling dependencies of a node as the DeepCompile baselines see them: its args
-// references (each once), or only args[0] for dc.* ops.
-std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id);
-
-// The list order of `g`. Fails if the order breaks a dependency through kwargs (which the
-// baselines do not see).
+// The list order of `g`. An unsupported-graph error (graph/errors.h) if the order breaks a
+// dependency through kwargs (which the baselines do not see).
 absl::StatusOr<std::vector<NodeId>> ListSchedule(const Graph& g);
 
 }  // namespace overlap

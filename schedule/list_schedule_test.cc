@@ -7,7 +7,7 @@
 #include "graph/random_graph_rc.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
-#include "schedule/fast_free_reference.h"
+#include "schedule/analysis.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -31,7 +31,7 @@ TEST(ListScheduleTest, SmallestMemoryDeltaFirstTiesInGraphOrder) {
     {"name": "output", "op": "output", "target": "output", "args": [["%ma", "%mb"]]}],
    "params": [{"name": "a", "owner": "p_a", "bytes": 100}, {"name": "b", "owner": "p_b", "bytes": 50}]})");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
   absl::StatusOr<std::vector<NodeId>> order = ListSchedule(*g);
   ASSERT_TRUE(order.ok()) << order.status();
   // Ready at the start: both allgathers (+100, +50). b's is cheaper: gather b, wait, mb,
@@ -49,7 +49,7 @@ TEST(ListScheduleTest, BuiltInModelsGiveTopologicalPermutations) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     absl::StatusOr<std::vector<NodeId>> order = ListSchedule(*g);
     ASSERT_TRUE(order.ok()) << name << ": " << order.status();
     EXPECT_TRUE(CheckTopologicalPermutation(*g, *order).ok()) << name;
@@ -58,7 +58,8 @@ TEST(ListScheduleTest, BuiltInModelsGiveTopologicalPermutations) {
 
 RC_GTEST_PROP(ListSchedulePropertyTest, prop_ScheduleIsATopologicalPermutation, ()) {
   Graph g = *ArbitraryGraph();
-  (void)Zero3Insertion(0).Run(&g);  // module-owned graphs are scheduled as they are
+  (void)Zero3Insertion(GraphKind::kForward)
+      .Run(&g);  // module-owned graphs are scheduled as they are
   absl::StatusOr<std::vector<NodeId>> order = ListSchedule(g);
   if (!order.ok()) {
     RC_ASSERT(order.status().message().find("args only") != absl::string_view::npos);

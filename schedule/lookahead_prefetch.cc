@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
 #include "schedule/simulator.h"
-#include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
@@ -77,258 +79,373 @@ std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector
   return order;
 }
 
-}  // namespace
+// One candidate's evaluation: S_k simulated, then for each cap that fits, the resident
+// prefix. `rows` are the choices simulated, in order (the explanation); `choices` index the
+// rows that fit (what the scan compares); `reached_compute`: the last choice ties the
+// compute bound, and the scan stops there.
+struct Evaluation {
+  absl::Status status;
+  std::vector<NodeId> order;
+  int64_t peak = 0;  // S_k's own peak (no residents, no buckets)
+  bool fits = false;
+  std::vector<LookaheadCandidate> rows;
+  std::vector<size_t> choices;
+  bool reached_compute = false;
+};
 
-absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
-                                                          std::optional<int64_t> memory_limit,
-                                                          const CollectiveModel& model,
-                                                          std::optional<int> max_in_flight) {
-  if (max_in_flight && *max_in_flight < 0) {
-    return absl::InvalidArgumentError("the in-flight limit must be >= 0");
+// The search over candidates S_k of one graph: what depends on the graph alone is computed
+// once in the constructor (named steps below); Run() scans the candidates.
+class LookaheadSearch {
+ public:
+  LookaheadSearch(const Graph& g, const LookaheadOptions& options, const CollectiveModel& model)
+      : g_(g), options_(options), model_(model), simulator_(g, model) {}
+
+  absl::StatusOr<LookaheadResult> Run() {
+    FindGathers();
+    ChooseLookaheads();
+    RankResidents();
+    ChooseReduceCaps();
+    return Scan();
   }
-  // The gathers, in the order their parameters are first needed.
-  const std::vector<NodeId> base = g.OrderVector();
-  std::vector<int64_t> position(g.id_bound(), 0);
-  for (size_t i = 0; i < base.size(); ++i) position[base[i]] = static_cast<int64_t>(i);
-  std::vector<Gather> gathers;
-  std::vector<char> moved(g.id_bound(), 0);
-  for (NodeId id : base) {
-    const Node& n = g.node(id);
-    if (!IsCallTo(n, kWaitTarget) || n.inputs().empty()) continue;
-    const NodeId ag = n.inputs()[0];
-    if (!IsCallTo(g.node(ag), kAllgatherTarget) || moved[ag]) continue;
-    NodeId first = kNoNode;
-    for (NodeId u : n.users()) {
-      if (first == kNoNode || position[u] < position[first]) first = u;
+
+ private:
+  // The gathers (allgather, wait, first reader of the wait), in the order their parameters
+  // are first needed, and whether every candidate is topological by construction (true
+  // for graphs from our insertion: placeholders first, each wait read by someone, each
+  // allgather's only inputs placeholders and read by its wait alone). Then candidates skip
+  // the simulator's O(N) order check; otherwise (hand-written dc ops) each is checked.
+  void FindGathers() {
+    base_ = g_.OrderVector();
+    position_.assign(g_.id_bound(), 0);
+    for (size_t i = 0; i < base_.size(); ++i) position_[base_[i]] = static_cast<int64_t>(i);
+    moved_.assign(g_.id_bound(), 0);
+    for (NodeId id : base_) {
+      const Node& n = g_.node(id);
+      if (!IsWait(n) || n.inputs().empty()) continue;
+      const NodeId ag = n.inputs()[0];
+      if (!IsAllgather(g_.node(ag)) || moved_[ag]) continue;
+      NodeId first = kNoNode;
+      for (NodeId u : n.users()) {
+        if (first == kNoNode || position_[u] < position_[first]) first = u;
+      }
+      gathers_.push_back({ag, id, first});
+      moved_[ag] = 1;
+      moved_[id] = 1;
     }
-    gathers.push_back({ag, id, first});
-    moved[ag] = 1;
-    moved[id] = 1;
+    bool seen_other = false;
+    for (NodeId id : base_) {
+      const bool ph = g_.node(id).op() == Op::kPlaceholder;
+      if (ph && seen_other) clean_ = false;
+      seen_other = seen_other || !ph;
+    }
+    for (const Gather& gj : gathers_) {
+      const Node& ag = g_.node(gj.allgather);
+      clean_ = clean_ && gj.first_use != kNoNode && ag.users().size() == 1 &&
+               g_.node(gj.wait).inputs().size() == 1;
+      for (NodeId in : ag.inputs()) clean_ = clean_ && g_.node(in).op() == Op::kPlaceholder;
+    }
+    std::stable_sort(gathers_.begin(), gathers_.end(), [&](const Gather& a, const Gather& b) {
+      const int64_t pa = a.first_use == kNoNode ? INT64_MAX : position_[a.first_use];
+      const int64_t pb = b.first_use == kNoNode ? INT64_MAX : position_[b.first_use];
+      return pa < pb;
+    });
   }
-  // Whether every candidate is topological by construction (true for graphs from our
-  // insertion): placeholders first, each wait read by someone, each allgather's only inputs
-  // placeholders and read by its wait alone. Then candidates skip the simulator's O(N)
-  // order check; otherwise (hand-written dc ops) every candidate is checked.
-  bool clean = true;
-  bool seen_other = false;
-  for (NodeId id : base) {
-    const bool ph = g.node(id).op() == Op::kPlaceholder;
-    if (ph && seen_other) clean = false;
-    seen_other = seen_other || !ph;
+
+  // k = 0, 1, then about options.k_ratio apart, up to the in-flight cap or the number of
+  // gathers.
+  void ChooseLookaheads() {
+    ks_ = {0};
+    const double top = options_.max_in_flight
+                           ? std::min<double>(*options_.max_in_flight, gathers_.size())
+                           : static_cast<double>(gathers_.size());
+    const double ratio =
+        g_.size() > options_.large_graph_nodes ? options_.large_graph_k_ratio : options_.k_ratio;
+    for (double k = 1; k <= top; k *= ratio) {
+      const int ki = static_cast<int>(std::lround(k));
+      if (ki != ks_.back() && ki <= top) ks_.push_back(ki);
+    }
   }
-  for (const Gather& gj : gathers) {
-    const Node& ag = g.node(gj.allgather);
-    clean = clean && gj.first_use != kNoNode && ag.users().size() == 1 &&
-            g.node(gj.wait).inputs().size() == 1;
-    for (NodeId in : ag.inputs()) clean = clean && g.node(in).op() == Op::kPlaceholder;
-  }
-  std::stable_sort(gathers.begin(), gathers.end(), [&](const Gather& a, const Gather& b) {
-    const int64_t pa = a.first_use == kNoNode ? INT64_MAX : position[a.first_use];
-    const int64_t pb = b.first_use == kNoNode ? INT64_MAX : position[b.first_use];
-    return pa < pb;
-  });
-  std::vector<int> ks = {0};
-  const double top = max_in_flight ? std::min<double>(*max_in_flight, gathers.size())
-                                   : static_cast<double>(gathers.size());
-  // About sqrt(2) apart; on very large graphs 2 apart, which halves the simulations at a
-  // small cost in choice (each simulation there takes a fraction of a second).
-  const double step = g.size() > 250000 ? 2.0 : std::sqrt(2.0);
-  for (double k = 1; k <= top; k *= step) {
-    const int ki = static_cast<int>(std::lround(k));
-    if (ki != ks.back() && ki <= top) ks.push_back(ki);
-  }
+
   // Selective unsharding: which parameters to keep resident when a candidate leaves memory
   // over. Keeping one saves its whole allgather; ranked by time saved per byte held (the
-  // latency term makes small parameters the best buys), ties by ds_id. A candidate with
-  // `left` bytes to spare keeps the longest prefix of this ranking that fits in `left`, then
-  // shrinks the prefix (binary search) while the simulated peak exceeds the budget.
-  struct Keep {
-    int64_t ds;
-    int64_t bytes;
-    double saved;
-  };
-  std::vector<Keep> ranking;
-  for (const Gather& gj : gathers) {
-    const Node& ag = g.node(gj.allgather);
-    // A ds_id that is not an int names no parameter (a negative one still does, for the
-    // simulator's resident set, so keep the kind check rather than IntArg's -1).
-    if (IsPersistentAllgather(ag) || ag.args().size() < 3 ||
-        ag.args()[2].kind() != Value::Kind::kInt) {
-      continue;
+  // latency term makes small parameters the best buys), ties by ds_id.
+  void RankResidents() {
+    struct Keep {
+      int64_t ds;
+      int64_t bytes;
+      double saved;
+    };
+    std::vector<Keep> ranking;
+    for (const Gather& gj : gathers_) {
+      const Node& ag = g_.node(gj.allgather);
+      // A ds_id that is not an int names no parameter (a negative one still does, for the
+      // simulator's resident set, so check the kind rather than DsId's -1).
+      if (IsPersistentAllgather(ag) || !HasDsId(ag)) continue;
+      ranking.push_back({DsId(ag), SizeOf(ag), model_.Allgather(SizeOf(ag))});
     }
-    const int64_t bytes = SizeOf(ag);
-    ranking.push_back({ag.args()[2].as_int(), bytes, model.Allgather(bytes)});
-  }
-  std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
-    // saved / bytes, compared without dividing (bytes may be 0: those come first).
-    const double lhs = a.saved * static_cast<double>(b.bytes);
-    const double rhs = b.saved * static_cast<double>(a.bytes);
-    if (lhs != rhs) return lhs > rhs;
-    return a.ds < b.ds;
-  });
-  std::vector<int64_t> ranked_ds;
-  std::vector<int64_t> prefix_bytes = {0};
-  for (const Keep& k : ranking) {
-    ranked_ds.push_back(k.ds);
-    int64_t next = 0;
-    if (__builtin_add_overflow(prefix_bytes.back(), k.bytes, &next)) next = INT64_MAX;
-    prefix_bytes.push_back(next);
+    std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
+      // saved / bytes, compared without dividing (bytes may be 0: those come first).
+      const double lhs = a.saved * static_cast<double>(b.bytes);
+      const double rhs = b.saved * static_cast<double>(a.bytes);
+      if (lhs != rhs) return lhs > rhs;
+      return a.ds < b.ds;
+    });
+    prefix_bytes_ = {0};
+    for (const Keep& k : ranking) {
+      ranked_ds_.push_back(k.ds);
+      int64_t next = 0;
+      if (__builtin_add_overflow(prefix_bytes_.back(), k.bytes, &next)) next = INT64_MAX;
+      prefix_bytes_.push_back(next);
+    }
   }
 
-  LookaheadResult best;
-  bool have_best = false;
-  int64_t smallest_peak = INT64_MAX;
-  std::vector<NodeId> smallest_order;
-  int smallest_k = 0;
-  // Reduce-scatter bucket caps tried (backward graphs: a bucket is one collective, one
-  // latency, but holds its gradients until the last one is reduced).
-  std::vector<int64_t> caps = {0};
-  for (NodeId id : base) {
-    if (IsCallTo(g.node(id), kReduceTarget)) {
-      caps = {0, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20};
-      break;
+  // Reduce-scatter bucket caps tried: a bucket is one collective, one latency, but holds its
+  // gradients until the last one is reduced. Only graphs with reduce_grads have any.
+  void ChooseReduceCaps() {
+    caps_ = {0};
+    for (NodeId id : base_) {
+      if (IsReduce(g_.node(id))) {
+        caps_ = options_.reduce_bucket_caps;
+        if (caps_.empty()) caps_ = {0};
+        return;
+      }
     }
   }
-  const Simulator simulator(g, model);  // the graph's part of every simulation, once
-  auto run = [&](absl::Span<const NodeId> order, absl::Span<const int64_t> resident, int64_t cap) {
-    return clean ? simulator.RunUnchecked(order, /*record=*/false, resident, cap)
-                 : simulator.Run(order, /*record=*/false, resident, cap);
-  };
 
-  // One candidate, evaluated on its own (so candidates can be evaluated in parallel): S_k
-  // simulated, then for each cap that fits, the resident prefix. `choices` lists what the
-  // scan would consider, in order; `reached_compute`: the last choice ties the compute
-  // bound, and the scan stops there.
-  struct Choice {
-    int64_t cap = 0;
-    size_t kept = 0;
-    SimulationResult sim;
-  };
-  struct Evaluation {
-    absl::Status status;
-    std::vector<NodeId> order;
-    int64_t peak = 0;  // S_k's own peak (no residents, no buckets)
-    bool fits = false;
-    std::vector<Choice> choices;
-    bool reached_compute = false;
-  };
-  auto evaluate = [&](int k, Evaluation* e) {
-    e->order = Candidate(base, position, gathers, moved, k);
-    absl::StatusOr<SimulationResult> sim = run(e->order, {}, 0);
-    if (!sim.ok()) {
-      e->status = sim.status();
-      return;
+  absl::StatusOr<SimulationResult> Simulate(absl::Span<const NodeId> order,
+                                            absl::Span<const int64_t> resident, int64_t cap) const {
+    SimulationOptions o;
+    o.record_trace = false;
+    o.resident = resident;
+    o.reduce_bucket_bytes = cap;
+    o.check_order = !clean_;
+    absl::StatusOr<SimulationResult> r = simulator_.Run(order, o);
+    if (!r.ok() && IsBadInput(r.status())) {
+      // A candidate that is not a schedule: hand-written dc ops whose dependencies (say,
+      // through kwargs) the prefetch moves cannot see.
+      return UnsupportedError(absl::StrCat("lookahead: ", r.status().message()));
     }
-    e->peak = sim->peak_memory_bytes;
-    e->fits = !memory_limit || sim->peak_memory_bytes <= *memory_limit;
-    if (!e->fits) return;
-    for (int64_t cap : caps) {
+    return r;
+  }
+
+  bool Fits(int64_t peak) const {
+    return !options_.memory_limit_bytes || peak <= *options_.memory_limit_bytes;
+  }
+
+  static LookaheadCandidate Row(int k, int64_t cap, size_t kept, const SimulationResult& sim) {
+    LookaheadCandidate c;
+    c.k = k;
+    c.reduce_bucket_bytes = cap;
+    c.residents = static_cast<int64_t>(kept);
+    c.peak_memory_bytes = sim.peak_memory_bytes;
+    c.step_time_s = sim.step_time_s;
+    c.verdict = CandidateVerdict::kSlower;  // until the scan picks one
+    return c;
+  }
+
+  // The longest ranking prefix that fits the memory left over after `sim` and keeps the
+  // simulated peak within the budget (a resident parameter adds at most its bytes to any
+  // instant, so the first guess usually fits; else binary search). Every trial is a row.
+  // Returns the row of the best fitting prefix (the one with none when nothing fits).
+  absl::StatusOr<size_t> KeepResidents(int k, int64_t cap, const SimulationResult& sim,
+                                       Evaluation* e) const {
+    e->rows.push_back(Row(k, cap, 0, sim));
+    size_t best_row = e->rows.size() - 1;
+    const int64_t left = options_.memory_limit_bytes
+                             ? *options_.memory_limit_bytes - sim.peak_memory_bytes
+                             : INT64_MAX;
+    const size_t m = std::upper_bound(prefix_bytes_.begin(), prefix_bytes_.end(), left) -
+                     prefix_bytes_.begin() - 1;
+    size_t lo = 0, hi = m;  // prefix lo is known to fit
+    bool first_try = true;
+    while (hi > lo) {
+      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
+      first_try = false;
+      OVERLAP_ASSIGN_OR_RETURN(SimulationResult with,
+                               Simulate(e->order, absl::MakeConstSpan(ranked_ds_.data(), n), cap));
+      e->rows.push_back(Row(k, cap, n, with));
+      if (Fits(with.peak_memory_bytes)) {
+        lo = n;
+        best_row = e->rows.size() - 1;
+      } else {
+        e->rows.back().verdict = CandidateVerdict::kOverBudget;
+        hi = n - 1;
+      }
+    }
+    return best_row;
+  }
+
+  // Evaluates S_k on its own (so candidates can be evaluated in parallel).
+  void Evaluate(int k, Evaluation* e) const { e->status = EvaluateOrError(k, e); }
+
+  absl::Status EvaluateOrError(int k, Evaluation* e) const {
+    e->order = Candidate(base_, position_, gathers_, moved_, k);
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult plain, Simulate(e->order, {}, 0));
+    e->peak = plain.peak_memory_bytes;
+    e->fits = Fits(plain.peak_memory_bytes);
+    if (!e->fits) {
+      e->rows.push_back(Row(k, 0, 0, plain));
+      e->rows.back().verdict = CandidateVerdict::kOverBudget;
+      return absl::OkStatus();
+    }
+    for (int64_t cap : caps_) {
       // This candidate with reduce-scatters bucketed at `cap` (0: one per gradient).
-      Choice c;
-      c.cap = cap;
-      c.sim = *sim;
+      SimulationResult sim = plain;
       if (cap > 0) {
-        absl::StatusOr<SimulationResult> bucketed = run(e->order, {}, cap);
-        if (!bucketed.ok()) {
-          e->status = bucketed.status();
-          return;
-        }
-        if (memory_limit && bucketed->peak_memory_bytes > *memory_limit) continue;
-        c.sim = *bucketed;
-      }
-      // Residents: the longest ranking prefix that fits the memory left over and keeps the
-      // simulated peak within the budget (a resident parameter adds at most its bytes to
-      // any instant, so the first guess usually fits; else binary search).
-      const int64_t left = memory_limit ? *memory_limit - c.sim.peak_memory_bytes : INT64_MAX;
-      const size_t m = std::upper_bound(prefix_bytes.begin(), prefix_bytes.end(), left) -
-                       prefix_bytes.begin() - 1;
-      size_t lo = 0, hi = m;  // prefix lo is known to fit
-      bool first_try = true;
-      while (hi > lo) {
-        const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
-        first_try = false;
-        absl::StatusOr<SimulationResult> with =
-            run(e->order, absl::MakeConstSpan(ranked_ds.data(), n), cap);
-        if (!with.ok()) {
-          e->status = with.status();
-          return;
-        }
-        if (!memory_limit || with->peak_memory_bytes <= *memory_limit) {
-          lo = n;
-          c.kept = n;
-          c.sim = *with;
-        } else {
-          hi = n - 1;
+        OVERLAP_ASSIGN_OR_RETURN(sim, Simulate(e->order, {}, cap));
+        if (!Fits(sim.peak_memory_bytes)) {
+          e->rows.push_back(Row(k, cap, 0, sim));
+          e->rows.back().verdict = CandidateVerdict::kOverBudget;
+          continue;
         }
       }
-      e->choices.push_back(std::move(c));
+      OVERLAP_ASSIGN_OR_RETURN(const size_t row, KeepResidents(k, cap, sim, e));
+      e->choices.push_back(row);
       // Nothing beats the total compute time (the same for every candidate, resident set
       // and bucketing): the scan stops at the first choice that reaches it. Still monotone
       // in the budget: a larger budget admits this candidate and cap with at least these
       // residents.
-      if (e->choices.back().sim.step_time_s <= e->choices.back().sim.compute_s * (1 + 1e-9)) {
+      if (e->rows[row].step_time_s <= plain.compute_s * (1 + 1e-9)) {
         e->reached_compute = true;
-        return;
-      }
-    }
-  };
-
-  // The scan, in k order, on candidates evaluated a batch at a time on every core (a large
-  // graph's simulations dominate; a batch wastes at most the candidates after a stop).
-  const size_t batch =
-      g.size() < 20000 ? 1 : std::max<size_t>(1, std::min(4u, std::thread::hardware_concurrency()));
-  bool stop = false;
-  // S_0 alone first: with memory to spare it often ends the scan (all resident).
-  for (size_t first = 0, n = 1; first < ks.size() && !stop; first += n, n = batch) {
-    n = std::min(n, ks.size() - first);
-    std::vector<Evaluation> evals(n);
-    std::vector<std::thread> pool;
-    for (size_t i = 1; i < n; ++i) pool.emplace_back(evaluate, ks[first + i], &evals[i]);
-    evaluate(ks[first], &evals[0]);
-    for (std::thread& t : pool) t.join();
-    for (size_t i = 0; i < n && !stop; ++i) {
-      Evaluation& e = evals[i];
-      const int k = ks[first + i];
-      if (!e.status.ok()) return e.status;
-      if (e.peak < smallest_peak) {
-        smallest_peak = e.peak;
-        smallest_order = e.order;
-        smallest_k = k;
-      }
-      // Stop at the first candidate that does not fit: the candidates examined are then the
-      // longest fitting prefix of the k sequence, which only grows with the budget (so the
-      // result stays monotone in it), and a tight budget costs a few simulations, not all.
-      if (!e.fits) {
-        stop = true;
         break;
       }
-      for (const Choice& c : e.choices) {
-        if (!have_best || c.sim.step_time_s < best.step_time_s) {
-          have_best = true;
-          best.order = e.order;
-          best.lookahead = k;
-          best.resident.assign(ranked_ds.begin(), ranked_ds.begin() + c.kept);
-          best.reduce_bucket_bytes = c.cap;
-          best.peak_memory_bytes = c.sim.peak_memory_bytes;
-          best.step_time_s = c.sim.step_time_s;
+    }
+    return absl::OkStatus();
+  }
+
+  // The scan, in k order, on candidates evaluated a batch at a time (S_0 alone first: with
+  // memory to spare it often ends the scan, all resident). Stops at the first candidate
+  // that does not fit: the candidates examined are then the longest fitting prefix of the k
+  // sequence, which only grows with the budget (so the result stays monotone in it), and a
+  // tight budget costs a few simulations, not all.
+  absl::StatusOr<LookaheadResult> Scan() {
+    const size_t batch =
+        g_.size() < options_.parallel_min_nodes
+            ? 1
+            : std::max<size_t>(1, std::min<size_t>(std::max(1, options_.max_threads),
+                                                   std::thread::hardware_concurrency()));
+    LookaheadResult best;
+    std::vector<LookaheadCandidate> rows;
+    std::optional<size_t> chosen_row;
+    int64_t smallest_peak = INT64_MAX;
+    std::vector<NodeId> smallest_order;
+    int smallest_k = 0;
+    bool stop = false;
+    size_t next_k = 0;
+    for (size_t first = 0, n = 1; first < ks_.size() && !stop; first += n, n = batch) {
+      n = std::min(n, ks_.size() - first);
+      std::vector<Evaluation> evals(n);
+      std::vector<std::thread> pool;
+      for (size_t i = 1; i < n; ++i) {
+        pool.emplace_back([this, &evals, k = ks_[first + i], i] { Evaluate(k, &evals[i]); });
+      }
+      Evaluate(ks_[first], &evals[0]);
+      for (std::thread& t : pool) t.join();
+      for (size_t i = 0; i < n && !stop; ++i) {
+        Evaluation& e = evals[i];
+        const int k = ks_[first + i];
+        next_k = first + i + 1;
+        OVERLAP_RETURN_IF_ERROR(e.status);
+        if (e.peak < smallest_peak) {
+          smallest_peak = e.peak;
+          smallest_order = e.order;
+          smallest_k = k;
+        }
+        const size_t offset = rows.size();
+        rows.insert(rows.end(), e.rows.begin(), e.rows.end());
+        if (!e.fits) {
+          stop = true;
+          break;
+        }
+        for (size_t c : e.choices) {
+          const LookaheadCandidate& row = rows[offset + c];
+          if (!chosen_row || row.step_time_s < rows[*chosen_row].step_time_s) {
+            chosen_row = offset + c;
+            best.order = e.order;
+          }
+        }
+        if (e.reached_compute) {
+          stop = true;
+          for (size_t j = next_k; j < ks_.size(); ++j) {
+            LookaheadCandidate skipped;
+            skipped.k = ks_[j];
+            skipped.verdict = CandidateVerdict::kStoppedAtComputeBound;
+            rows.push_back(skipped);
+          }
         }
       }
-      if (e.reached_compute) stop = true;
     }
+    if (!chosen_row) {
+      LookaheadResult r;
+      r.feasible = false;
+      r.min_feasible_bytes = smallest_peak;
+      r.order = std::move(smallest_order);
+      r.lookahead = smallest_k;
+      SimulationOptions o;
+      o.record_trace = false;
+      OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, simulator_.Run(r.order, o));
+      r.peak_memory_bytes = sim.peak_memory_bytes;
+      r.step_time_s = sim.step_time_s;
+      r.candidates = std::move(rows);
+      return r;
+    }
+    LookaheadCandidate& chosen = rows[*chosen_row];
+    chosen.verdict = CandidateVerdict::kChosen;
+    best.lookahead = chosen.k;
+    best.resident.assign(ranked_ds_.begin(), ranked_ds_.begin() + chosen.residents);
+    best.reduce_bucket_bytes = chosen.reduce_bucket_bytes;
+    best.peak_memory_bytes = chosen.peak_memory_bytes;
+    best.step_time_s = chosen.step_time_s;
+    best.candidates = std::move(rows);
+    return best;
   }
-  if (!have_best) {
-    LookaheadResult r;
-    r.feasible = false;
-    r.min_feasible_bytes = smallest_peak;
-    r.order = std::move(smallest_order);
-    r.lookahead = smallest_k;
-    absl::StatusOr<SimulationResult> sim = simulator.Run(r.order, /*record=*/false);
-    if (!sim.ok()) return sim.status();
-    r.peak_memory_bytes = sim->peak_memory_bytes;
-    r.step_time_s = sim->step_time_s;
-    return r;
+
+  const Graph& g_;
+  const LookaheadOptions& options_;
+  const CollectiveModel& model_;
+  const Simulator simulator_;  // the graph's part of every simulation, once
+  std::vector<NodeId> base_;
+  std::vector<int64_t> position_;
+  std::vector<Gather> gathers_;
+  std::vector<char> moved_;
+  bool clean_ = true;
+  std::vector<int> ks_;
+  std::vector<int64_t> ranked_ds_;
+  std::vector<int64_t> prefix_bytes_;
+  std::vector<int64_t> caps_;
+};
+
+}  // namespace
+
+absl::string_view CandidateVerdictName(CandidateVerdict v) {
+  switch (v) {
+    case CandidateVerdict::kChosen:
+      return "chosen";
+    case CandidateVerdict::kSlower:
+      return "slower";
+    case CandidateVerdict::kOverBudget:
+      return "over budget";
+    case CandidateVerdict::kStoppedAtComputeBound:
+      return "stopped at the compute bound";
   }
-  return best;
+  return "?";
+}
+
+LookaheadOptions LookaheadBudget(std::optional<int64_t> memory_limit_bytes,
+                                 std::optional<int> max_in_flight) {
+  LookaheadOptions o;
+  o.memory_limit_bytes = memory_limit_bytes;
+  o.max_in_flight = max_in_flight;
+  return o;
+}
+
+absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
+                                                          const LookaheadOptions& options,
+                                                          const CollectiveModel& model) {
+  if (options.max_in_flight && *options.max_in_flight < 0) {
+    return absl::InvalidArgumentError("the in-flight limit must be >= 0");
+  }
+  return LookaheadSearch(g, options, model).Run();
 }
 
 }  // namespace overlap

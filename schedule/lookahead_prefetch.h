@@ -29,13 +29,66 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
 
 namespace overlap {
+
+// Every knob that changes ours' result. The defaults are what the CLI and docs/schedule.md
+// use.
+struct LookaheadOptions {
+  // Budget on the simulated peak memory, in bytes; none: no limit.
+  std::optional<int64_t> memory_limit_bytes;
+  // At most this many allgathers issued ahead of the compute that needs them (caps k); none:
+  // up to the number of parameters. Apart from memory because each in-flight collective also
+  // holds communication buffers and stream slots the simulator does not model. Must be >= 0.
+  std::optional<int> max_in_flight;
+  // Reduce-scatter bucket caps tried on graphs with reduce_grads (0: one collective per
+  // gradient), in order; graphs without reduce_grads try 0 only.
+  std::vector<int64_t> reduce_bucket_caps = {0, int64_t{4} << 20, int64_t{16} << 20,
+                                             int64_t{64} << 20};
+  // Ratio between consecutive lookaheads k (1, 2, 3, 4, 6, 8, ... at sqrt(2)); above
+  // `large_graph_nodes` nodes `large_graph_k_ratio`, which halves the simulations at a small
+  // cost in choice (each simulation there takes a fraction of a second).
+  double k_ratio = 1.4142135623730951;
+  double large_graph_k_ratio = 2.0;
+  int64_t large_graph_nodes = 250000;
+  // Candidates are evaluated a batch at a time on up to `max_threads` threads for graphs of
+  // at least `parallel_min_nodes` nodes (same scan, same result; a batch wastes at most the
+  // candidates after a stop). max_threads = 1: serial.
+  int64_t parallel_min_nodes = 20000;
+  int max_threads = 4;
+};
+
+// LookaheadOptions with the given memory limit (none: no limit) and in-flight cap, the
+// defaults otherwise.
+LookaheadOptions LookaheadBudget(std::optional<int64_t> memory_limit_bytes,
+                                 std::optional<int> max_in_flight = std::nullopt);
+
+// Why a candidate choice was or was not taken.
+enum class CandidateVerdict {
+  kChosen,                 // the fastest choice within the budget (exactly one, when feasible)
+  kSlower,                 // within the budget, but not faster than the chosen one
+  kOverBudget,             // its simulated peak exceeds the memory limit
+  kStoppedAtComputeBound,  // not simulated: an earlier choice reached the total compute time
+};
+absl::string_view CandidateVerdictName(CandidateVerdict v);
+
+// One choice the scan considered: lookahead k, reduce-scatter bucket cap, how many of the
+// ranked parameters it kept resident, and its simulated figures (0 when not simulated).
+struct LookaheadCandidate {
+  int k = 0;
+  int64_t reduce_bucket_bytes = 0;
+  int64_t residents = 0;
+  int64_t peak_memory_bytes = 0;
+  double step_time_s = 0;
+  CandidateVerdict verdict = CandidateVerdict::kSlower;
+};
 
 struct LookaheadResult {
   std::vector<NodeId> order;
@@ -43,20 +96,22 @@ struct LookaheadResult {
   std::vector<int64_t> resident;    // ds_ids kept gathered (apply with MakeResident)
   int64_t reduce_bucket_bytes = 0;  // reduce-scatter bucket cap (apply with BucketReduces)
   bool feasible = true;             // false: no candidate fits the budget
-  int64_t min_feasible_bytes =
-      0;                          // S_0's peak: the smallest budget that succeeds (when infeasible)
+  // S_0's peak: the smallest budget that succeeds (when infeasible).
+  int64_t min_feasible_bytes = 0;
   int64_t peak_memory_bytes = 0;  // of the chosen order (simulated)
   double step_time_s = 0;         // of the chosen order (simulated)
+  // Every choice the scan simulated, in scan order, then the lookaheads it did not reach
+  // because it stopped at the compute bound. Exactly one kChosen row when feasible.
+  std::vector<LookaheadCandidate> candidates;
 };
 
-// Schedules a graph with ZeRO-3 ops under `memory_limit` bytes of simulated peak memory
-// (none: no limit). `max_in_flight` caps k, the number of allgathers issued ahead of the
-// compute that needs them (none: up to the number of parameters); it is a separate knob
-// from memory because each in-flight collective also holds communication buffers and
-// stream slots the simulator does not model. When infeasible, `order` is S_0.
-absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(
-    const Graph& g, std::optional<int64_t> memory_limit, const CollectiveModel& model = {},
-    std::optional<int> max_in_flight = std::nullopt);
+// Schedules a graph with ZeRO-3 ops under `options` (see above). When infeasible, `order`
+// is S_0 and no candidate is kChosen. Does not change the graph: apply the result with
+// MakeResident and BucketReduces, or run the "lookahead" scheduler of
+// scheduler_registry.h, which leaves the graph final.
+absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
+                                                          const LookaheadOptions& options = {},
+                                                          const CollectiveModel& model = {});
 
 }  // namespace overlap
 

@@ -18,14 +18,15 @@ Graph Lifted(const std::string& name) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   Graph g = *BuildModel(name, o);
-  EXPECT_TRUE(Zero3Insertion(0).Run(&g).ok());
+  EXPECT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
   return g;
 }
 
 TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
   for (const std::string& name : ModelNames()) {
     Graph g = Lifted(name);
-    absl::StatusOr<LookaheadResult> free = LookaheadPrefetchSchedule(g, std::nullopt);
+    absl::StatusOr<LookaheadResult> free =
+        LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt));
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
     EXPECT_TRUE(VerifySchedule(g, free->order).ok())
         << name << ": " << VerifySchedule(g, free->order);
@@ -43,7 +44,8 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     EXPECT_DOUBLE_EQ(sim->step_time_s, sim->compute_s) << name;
     EXPECT_GE(sim->step_time_s, sim->lower_bound_s);
     // With a budget of the just-in-time order's peak, the result fits it.
-    absl::StatusOr<LookaheadResult> tight = LookaheadPrefetchSchedule(g, free->peak_memory_bytes);
+    absl::StatusOr<LookaheadResult> tight =
+        LookaheadPrefetchSchedule(g, LookaheadBudget(free->peak_memory_bytes));
     ASSERT_TRUE(tight.ok());
     EXPECT_TRUE(tight->feasible);
     EXPECT_LE(tight->peak_memory_bytes, free->peak_memory_bytes);
@@ -54,12 +56,12 @@ TEST(LookaheadPrefetchTest, TheInFlightLimitCapsTheLookahead) {
   Graph g = Lifted("llama-7b");
   for (int cap : {0, 1, 3}) {
     absl::StatusOr<LookaheadResult> r =
-        LookaheadPrefetchSchedule(g, int64_t{1} << 30, CollectiveModel{}, cap);
+        LookaheadPrefetchSchedule(g, LookaheadBudget(int64_t{1} << 30, cap));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_LE(r->lookahead, cap);
     EXPECT_TRUE(VerifySchedule(g, r->order).ok());
   }
-  EXPECT_FALSE(LookaheadPrefetchSchedule(g, std::nullopt, CollectiveModel{}, -1).ok());
+  EXPECT_FALSE(LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt, -1)).ok());
 }
 
 // Large graphs evaluate candidates two at a time on separate threads (also run under TSan):
@@ -70,14 +72,14 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
   ro.seed = 11;
   ro.lifted = true;
   Graph g = RandomGraph(ro);
-  ASSERT_TRUE(Zero3Insertion(0).Run(&g).ok());
-  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, 1);
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, LookaheadBudget(1));
   ASSERT_TRUE(probe.ok());
   ASSERT_FALSE(probe->feasible);
   // Just above the minimum: several candidates fit, none reaches the compute bound at once.
   const int64_t budget = probe->min_feasible_bytes + probe->min_feasible_bytes / 1000;
-  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, budget);
-  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, budget);
+  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
+  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(a->feasible);
   EXPECT_GT(a->lookahead, 0);  // more than one candidate was evaluated
@@ -90,11 +92,12 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
 
 TEST(LookaheadPrefetchTest, InfeasibleBudgetsReportTheSmallestFeasibleOne) {
   Graph g = Lifted("gpt2");
-  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, 1);
+  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, LookaheadBudget(1));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->feasible);
   EXPECT_GT(r->min_feasible_bytes, 1);
-  absl::StatusOr<LookaheadResult> at_min = LookaheadPrefetchSchedule(g, r->min_feasible_bytes);
+  absl::StatusOr<LookaheadResult> at_min =
+      LookaheadPrefetchSchedule(g, LookaheadBudget(r->min_feasible_bytes));
   ASSERT_TRUE(at_min.ok());
   EXPECT_TRUE(at_min->feasible);
   EXPECT_LE(at_min->peak_memory_bytes, r->min_feasible_bytes);
@@ -108,7 +111,7 @@ TEST(LookaheadPrefetchTest, BeatsFastFreeOnLlamaAtOneAndAQuarterItsPeak) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(g, *ff);
     ASSERT_TRUE(ff_sim.ok());
     const int64_t budget = ff_sim->peak_memory_bytes * 5 / 4;
-    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, budget);
+    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_LE(ours->peak_memory_bytes, budget);
@@ -120,14 +123,15 @@ TEST(LookaheadPrefetchTest, BeatsFastFreeOnLlamaAtOneAndAQuarterItsPeak) {
 
 RC_GTEST_PROP(LookaheadPrefetchPropertyTest, prop_NeverOverBudgetAndMonotoneInIt, ()) {
   Graph g = *ArbitraryGraph(120);
-  if (!Zero3Insertion(0).Run(&g).ok()) return;
-  absl::StatusOr<LookaheadResult> unlimited = LookaheadPrefetchSchedule(g, std::nullopt);
+  if (!Zero3Insertion(GraphKind::kForward).Run(&g).ok()) return;
+  absl::StatusOr<LookaheadResult> unlimited =
+      LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt));
   if (!unlimited.ok()) return;  // an order the graph's kwargs forbid: reported, not scheduled
   const int64_t top = unlimited->peak_memory_bytes;
   const int64_t a = *rc::gen::inRange<int64_t>(0, top + 2);
   const int64_t b = *rc::gen::inRange<int64_t>(a, top + 3);
-  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, a);
-  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, b);
+  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, LookaheadBudget(a));
+  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, LookaheadBudget(b));
   RC_ASSERT(ra.ok() && rb.ok());
   if (ra->feasible) {
     RC_ASSERT(ra->peak_memory_bytes <= a);
@@ -162,7 +166,7 @@ TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
     ASSERT_TRUE(f.ok());
     absl::StatusOr<Graph> b = BuildBackward(*f);
     ASSERT_TRUE(b.ok());
-    ASSERT_TRUE(Zero3Insertion(1).Run(&*b).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*b).ok());
     int reduces = 0;
     for (NodeId id : b->order()) reduces += b->node(id).target() == kReduceTarget;
     EXPECT_GT(reduces, 0) << name;
@@ -172,7 +176,7 @@ TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(*b, *ff);
     ASSERT_TRUE(ff_sim.ok());
     absl::StatusOr<LookaheadResult> ours =
-        LookaheadPrefetchSchedule(*b, ff_sim->peak_memory_bytes * 5 / 4);
+        LookaheadPrefetchSchedule(*b, LookaheadBudget(ff_sim->peak_memory_bytes * 5 / 4));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_TRUE(VerifySchedule(*b, ours->order).ok()) << name;

@@ -9,9 +9,9 @@
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "schedule/fast_free.h"
-#include "schedule/fast_free_reference.h"
 #include "schedule/lookahead_prefetch.h"
 #include "schedule/simulator.h"
+#include "schedule/testing/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -27,7 +27,7 @@ const Graph& Lifted(int index, bool inserted) {
     ModelOptions o;
     o.style = ParamStyle::kLifted;
     Graph g = *BuildModel(kModels[index], o);
-    if (inserted) (void)Zero3Insertion(0).Run(&g);
+    if (inserted) (void)Zero3Insertion(GraphKind::kForward).Run(&g);
     it = cache->emplace(key, std::move(g)).first;
   }
   return it->second;
@@ -45,7 +45,7 @@ void BM_Zero3Insertion(benchmark::State& state) {
   const Graph& g = Lifted(state.range(0), false);
   for (auto _ : state) {
     Graph copy = g;
-    benchmark::DoNotOptimize(Zero3Insertion(0).Run(&copy));
+    benchmark::DoNotOptimize(Zero3Insertion(GraphKind::kForward).Run(&copy));
   }
   Label(state, Lifted(state.range(0), true));
 }
@@ -67,7 +67,8 @@ BENCHMARK(BM_FastFree)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 
 void BM_LookaheadPrefetch(benchmark::State& state) {
   const Graph& g = Lifted(state.range(0), true);
-  for (auto _ : state) benchmark::DoNotOptimize(LookaheadPrefetchSchedule(g, std::nullopt));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt)));
   Label(state, g);
 }
 BENCHMARK(BM_LookaheadPrefetch)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
@@ -91,7 +92,7 @@ const Graph& RandomInserted(int64_t nodes) {
     o.nodes = nodes;
     o.lifted = true;
     Graph g = RandomGraph(o);
-    (void)Zero3Insertion(0).Run(&g);
+    (void)Zero3Insertion(GraphKind::kForward).Run(&g);
     it = cache->emplace(nodes, std::move(g)).first;
   }
   return it->second;
@@ -101,12 +102,12 @@ void BM_LookaheadRandom(benchmark::State& state) {
   const Graph& g = RandomInserted(state.range(0));
   std::optional<int64_t> budget;
   if (state.range(1) == 1) {
-    const int64_t least = LookaheadPrefetchSchedule(g, 1)->min_feasible_bytes;
+    const int64_t least = LookaheadPrefetchSchedule(g, LookaheadBudget(1))->min_feasible_bytes;
     budget = least + least / 1000;
   }
   int lookahead = 0;
   for (auto _ : state) {
-    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, budget);
+    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
     lookahead = r->lookahead;
     benchmark::DoNotOptimize(r);
   }

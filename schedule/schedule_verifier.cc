@@ -4,15 +4,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "schedule/fast_free_reference.h"
-#include "schedule/zero3_insertion.h"
+#include "schedule/analysis.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
-namespace {
-
-bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
-
-}  // namespace
 
 int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
   absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> live;  // ds -> (bytes, releases)
@@ -20,20 +15,20 @@ int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
   // Persistent (resident) parameters are gathered for the whole step.
   for (NodeId id : order) {
     const Node& n = g.node(id);
-    if (IsPersistentAllgather(n)) now += n.meta().has_tensor_size ? n.meta().tensor_size : 0;
+    if (IsPersistentAllgather(n)) now += SizeOf(n);
   }
   peak = now;
   for (NodeId id : order) {
     const Node& n = g.node(id);
     if (IsPersistentAllgather(n)) continue;
-    if (IsCallTo(n, kAllgatherTarget)) {
-      const int64_t bytes = n.meta().has_tensor_size ? n.meta().tensor_size : 0;
-      live[IntArg(n, 2)] = {bytes, 0};
+    if (IsAllgather(n)) {
+      const int64_t bytes = SizeOf(n);
+      live[DsId(n)] = {bytes, 0};
       now += bytes;
       peak = std::max(peak, now);
-    } else if (IsCallTo(n, kReleaseTarget)) {
-      auto it = live.find(IntArg(n, 2));
-      if (it != live.end() && ++it->second.second == IntArg(n, 3)) {
+    } else if (IsRelease(n)) {
+      auto it = live.find(DsId(n));
+      if (it != live.end() && ++it->second.second == NUsers(n)) {
         now -= it->second.first;
         live.erase(it);
       }
@@ -45,7 +40,7 @@ int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order) {
 absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
                             std::optional<int64_t> gathered_budget) {
   if (absl::Status s = CheckTopologicalPermutation(g, order); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("not a topological order: ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat("not a topological order: ", s.message()));
   }
   std::vector<int64_t> pos(g.id_bound(), -1);
   for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int64_t>(i);
@@ -54,14 +49,13 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
   absl::flat_hash_map<int64_t, NodeId> freeing;
   for (NodeId id : order) {
     const Node& n = g.node(id);
-    if (IsCallTo(n, kAllgatherTarget)) seen[IntArg(n, 2)] = 0;
-    if (IsCallTo(n, kReleaseTarget) && ++seen[IntArg(n, 2)] == IntArg(n, 3))
-      freeing[IntArg(n, 2)] = id;
+    if (IsAllgather(n)) seen[DsId(n)] = 0;
+    if (IsRelease(n) && ++seen[DsId(n)] == NUsers(n)) freeing[DsId(n)] = id;
   }
   for (NodeId id : order) {
     const Node& w = g.node(id);
-    if (!IsCallTo(w, kWaitTarget)) continue;
-    const int64_t ds = IntArg(w, 2);
+    if (!IsWait(w)) continue;
+    const int64_t ds = DsId(w);
     auto f = freeing.find(ds);
     // Every reader of the gathered buffer, through views, before the freeing release.
     std::vector<NodeId> stack = {id};
@@ -70,7 +64,7 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
       stack.pop_back();
       for (NodeId u : g.node(v).users()) {
         const Node& user = g.node(u);
-        if (user.op() == Op::kOutput || IsCallTo(user, kReleaseTarget)) continue;
+        if (user.op() == Op::kOutput || IsRelease(user)) continue;
         // A view of this value reads no data: it is not a use, but its readers are. (A view
         // of something else that reads this value, say through kwargs, is a use.)
         if (IsView(user) && !user.inputs().empty() && user.inputs()[0] == v) {
@@ -78,12 +72,12 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
           continue;
         }
         if (pos[u] < pos[id]) {
-          return absl::FailedPreconditionError(
+          return absl::InvalidArgumentError(
               absl::StrCat("\"", user.name(), "\" uses the gathered parameter before its wait \"",
                            w.name(), "\""));
         }
         if (f != freeing.end() && pos[u] > pos[f->second]) {
-          return absl::FailedPreconditionError(
+          return absl::InvalidArgumentError(
               absl::StrCat("\"", user.name(), "\" uses the gathered parameter of ds_id ", ds,
                            " after the release \"", g.node(f->second).name(), "\" freed it"));
         }
@@ -92,17 +86,17 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
   }
   for (NodeId id : order) {
     const Node& r = g.node(id);
-    if (!IsCallTo(r, kReduceTarget) || r.inputs().empty()) continue;
+    if (!IsReduce(r) || r.inputs().empty()) continue;
     if (pos[r.inputs()[0]] > pos[id]) {
-      return absl::FailedPreconditionError(absl::StrCat("reduce \"", r.name(),
-                                                        "\" comes before its gradient \"",
-                                                        g.node(r.inputs()[0]).name(), "\""));
+      return absl::InvalidArgumentError(absl::StrCat("reduce \"", r.name(),
+                                                     "\" comes before its gradient \"",
+                                                     g.node(r.inputs()[0]).name(), "\""));
     }
   }
   if (gathered_budget) {
     const int64_t peak = PeakGatheredBytes(g, order);
     if (peak > *gathered_budget) {
-      return absl::FailedPreconditionError(
+      return absl::InvalidArgumentError(
           absl::StrCat("peak gathered bytes ", peak, " exceed the budget of ", *gathered_budget));
     }
   }

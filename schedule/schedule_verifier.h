@@ -1,5 +1,5 @@
 // Checks a ZeRO-3 schedule (an order of a graph's nodes) against the invariants of
-// shared/reference/deepcompile.md:
+// docs/deepcompile.md ("What a schedule must satisfy"):
 //   - it is a permutation of the graph's nodes and a topological order (args and kwargs);
 //   - every use of a gathered parameter (a reader of its wait, looking through views, which
 //     read no data themselves and are not uses) comes
@@ -7,7 +7,8 @@
 //     count reaches n_users);
 //   - every reduce_grad comes after the gradient it reduces;
 //   - when a budget is given, the peak of gathered bytes stays within it.
-// The first violation is returned as FailedPrecondition naming the nodes. O(N + E).
+// The first violation is returned as InvalidArgument (a bad-input error, graph/errors.h)
+// naming the nodes. O(N + E).
 #ifndef OVERLAP_SCHEDULE_SCHEDULE_VERIFIER_H_
 #define OVERLAP_SCHEDULE_SCHEDULE_VERIFIER_H_
 

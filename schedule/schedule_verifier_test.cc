@@ -26,7 +26,7 @@ Graph OneParam() {
     {"name": "output", "op": "output", "target": "output", "args": [["%mm", "%side"]]}],
    "params": [{"name": "a", "owner": "p_a", "bytes": 100}]})");
   EXPECT_TRUE(g.ok()) << g.status();
-  EXPECT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+  EXPECT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
   return std::move(*g);
 }
 
@@ -63,7 +63,7 @@ TEST(ScheduleVerifierTest, EverySchedulerPassesOnBuiltInModels) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     for (auto* scheduler : {&FastFreeSchedule, &ListSchedule, &SimplePrefetchSchedule}) {
       absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(*g);
       ASSERT_TRUE(order.ok()) << name;
@@ -74,7 +74,7 @@ TEST(ScheduleVerifierTest, EverySchedulerPassesOnBuiltInModels) {
 
 RC_GTEST_PROP(ScheduleVerifierPropertyTest, prop_EverySchedulerProducesAValidSchedule, ()) {
   Graph g = *ArbitraryGraph(120);
-  if (!Zero3Insertion(*rc::gen::inRange(0, 2)).Run(&g).ok()) return;
+  if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;
   for (auto* scheduler : {&FastFreeSchedule, &ListSchedule, &SimplePrefetchSchedule}) {
     absl::StatusOr<std::vector<NodeId>> order = (*scheduler)(g);
     if (!order.ok()) continue;  // a kwargs dependency the baselines cannot see: reported

@@ -3,10 +3,9 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
-#include "schedule/fast_free_reference.h"
-#include "schedule/list_schedule.h"
-#include "schedule/zero3_insertion.h"
+#include "graph/status_macros.h"
+#include "schedule/analysis.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
@@ -68,19 +67,12 @@ class Prefetch {
     }
     std::vector<NodeId> order = committed_;
     order.insert(order.end(), tentative.begin(), tentative.end());
-    if (absl::Status s = CheckTopologicalPermutation(g_, order); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "simple_prefetch order breaks a dependency (the baselines follow args only): ",
-          s.message()));
-    }
+    OVERLAP_RETURN_IF_ERROR(CheckBaselineOrder(g_, order, "simple_prefetch"));
     return order;
   }
 
  private:
-  bool IsAllgather(NodeId id) const {
-    const Node& n = g_.node(id);
-    return n.op() == Op::kCallFunction && n.target() == kAllgatherTarget;
-  }
+  bool IsAllgather(NodeId id) const { return overlap::IsAllgather(g_.node(id)); }
 
   // Schedules `id`: its dependents' counters drop; the newly ready ones are appended to
   // *ready (when given). Real changes also maintain the runnable set; trial changes are

@@ -6,7 +6,7 @@
 #include "graph/random_graph_rc.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
-#include "schedule/fast_free_reference.h"
+#include "schedule/analysis.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_insertion.h"
 
@@ -23,7 +23,7 @@ TEST(SimplePrefetchTest, IssuesTheNextAllgatherAheadOfTheTentativeCompute) {
     {"name": "output", "op": "output", "target": "output", "args": ["%mm2"]}],
    "params": [{"name": "a", "owner": "p_a", "bytes": 1000}, {"name": "b", "owner": "p_b", "bytes": 1000}]})");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
   absl::StatusOr<std::vector<NodeId>> order = SimplePrefetchSchedule(*g);
   ASSERT_TRUE(order.ok()) << order.status();
   std::vector<std::string> names;
@@ -50,7 +50,7 @@ TEST(SimplePrefetchTest, BuiltInModelsGiveTopologicalPermutations) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     absl::StatusOr<std::vector<NodeId>> order = SimplePrefetchSchedule(*g);
     ASSERT_TRUE(order.ok()) << name << ": " << order.status();
     EXPECT_TRUE(CheckTopologicalPermutation(*g, *order).ok()) << name;
@@ -59,7 +59,7 @@ TEST(SimplePrefetchTest, BuiltInModelsGiveTopologicalPermutations) {
 
 RC_GTEST_PROP(SimplePrefetchPropertyTest, prop_ScheduleIsATopologicalPermutation, ()) {
   Graph g = *ArbitraryGraph();
-  (void)Zero3Insertion(0).Run(&g);
+  (void)Zero3Insertion(GraphKind::kForward).Run(&g);
   absl::StatusOr<std::vector<NodeId>> order = SimplePrefetchSchedule(g);
   if (!order.ok()) {
     RC_ASSERT(order.status().message().find("args only") != absl::string_view::npos);

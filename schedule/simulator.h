@@ -27,7 +27,7 @@
 // collective of their summed bytes (one latency), issued when compute reaches the last of
 // them in the order; each member's gradient is freed when that collective completes.
 //
-// Reported (the result keys of shared/spec/graph-json.md): peak_memory_bytes,
+// Reported (the result keys of docs/format.md): peak_memory_bytes,
 // peak_gathered_bytes (walking the order: + at each allgather, - at the release reaching
 // n_users), step_time_s (both streams drained), exposed_comm_s (step time - compute time),
 // lower_bound_s = max(total compute, total communication).
@@ -66,6 +66,22 @@ struct SimulationResult {
   std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
 };
 
+// What a simulation run may vary besides the order.
+struct SimulationOptions {
+  // Record the trace (events, memory timeline). false: the same figures, cheaper (no sort
+  // of every memory event).
+  bool record_trace = true;
+  // ds_ids to simulate as resident, besides the allgathers marked persistent. Not owned:
+  // must outlive the Run call.
+  absl::Span<const int64_t> resident = {};
+  // > 0: bucket the reduce_grads by ReduceBucketer's rule with this cap (zero3_ops.h)
+  // instead of by their "bucket" kwargs.
+  int64_t reduce_bucket_bytes = 0;
+  // Check that the order is a topological permutation of the graph (O(N + E)). false is for
+  // schedulers simulating orders they built from a valid one; anything else is undefined.
+  bool check_order = true;
+};
+
 // A simulator bound to one graph: what depends only on the graph (node kinds, sizes,
 // collective times, last uses, which reduction frees a gradient) is computed once, O(N + E),
 // so a scheduler can simulate many candidate orders of the same graph cheaply. `g` must
@@ -74,24 +90,24 @@ class Simulator {
  public:
   explicit Simulator(const Graph& g, const CollectiveModel& model = {});
 
-  // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
-  // `record` = false skips the trace (events, memory timeline): the figures are the same.
-  // `resident`: ds_ids to simulate as resident (besides those marked persistent).
-  // `reduce_bucket_bytes` > 0: bucket the reduce_grads as BucketReduces would with that cap
-  // (instead of by their "bucket" kwargs).
-  absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order, bool record = true,
-                                       absl::Span<const int64_t> resident = {},
-                                       int64_t reduce_bucket_bytes = 0) const;
-  // Run without checking that `order` is a topological permutation of the graph's nodes
-  // (O(N) saved per run): for schedulers simulating orders they built from a valid one.
-  // Anything else is undefined.
-  absl::StatusOr<SimulationResult> RunUnchecked(absl::Span<const NodeId> order, bool record,
-                                                absl::Span<const int64_t> resident,
-                                                int64_t reduce_bucket_bytes) const;
+  // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise,
+  // when options.check_order). O(N log N).
+  absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order,
+                                       const SimulationOptions& options = {}) const;
 
  private:
-  double FreeTime(NodeId id, const std::vector<double>& end) const;
   enum Kind : uint8_t { kInstant, kAllgather, kReduce, kWait, kRelease, kView, kCompute };
+  class Residents;
+  struct Buckets;
+  struct Timeline;
+  Residents MarkResidents(absl::Span<const NodeId> order, absl::Span<const int64_t> resident) const;
+  Buckets AssignBuckets(absl::Span<const NodeId> order, int64_t reduce_bucket_bytes) const;
+  void RunStreams(absl::Span<const NodeId> order, const Residents& residents, Buckets& buckets,
+                  bool record, Timeline* t, SimulationResult* r) const;
+  void PeakMemory(absl::Span<const NodeId> order, bool record, Timeline* t,
+                  SimulationResult* r) const;
+  double FreeTime(NodeId id, const std::vector<double>& end) const;
+
   const Graph& g_;
   CollectiveModel model_;
   std::vector<NodeId> last_use_;
@@ -101,7 +117,7 @@ class Simulator {
   std::vector<double> time_;      // device time, or the collective's time
   std::vector<int64_t> ds_;       // ds_id (args[2]) of ZeRO-3 ops, else -1
   std::vector<char> persistent_;  // allgathers marked {"persistent": true}
-  std::vector<int> bucket_;       // reduce_grads' {"bucket": b} kwarg, else -1
+  std::vector<int64_t> bucket_;   // reduce_grads' {"bucket": b} kwarg, else -1
 };
 
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).

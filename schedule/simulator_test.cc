@@ -9,11 +9,23 @@
 #include "graph/json_reader.h"
 #include "graph/models.h"
 #include "gtest/gtest.h"
-#include "schedule/fast_free_reference.h"
+#include "schedule/analysis.h"
+#include "schedule/fast_free.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
 namespace {
+
+SimulationOptions BucketedAt(int64_t cap) {
+  SimulationOptions o;
+  o.reduce_bucket_bytes = cap;
+  return o;
+}
+SimulationOptions Untraced() {
+  SimulationOptions o;
+  o.record_trace = false;
+  return o;
+}
 
 // Two parameters of 1000 bytes, each used by one 1-second matmul, ZeRO-3 ops inserted.
 // With 2 ranks, no latency and 1000 B/s, each allgather takes 0.5 s.
@@ -27,7 +39,7 @@ Graph TwoLayers() {
     {"name": "output", "op": "output", "target": "output", "args": ["%mm2"]}],
    "params": [{"name": "a", "owner": "p_a", "bytes": 1000}, {"name": "b", "owner": "p_b", "bytes": 1000}]})");
   EXPECT_TRUE(g.ok()) << g.status();
-  EXPECT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+  EXPECT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
   return std::move(*g);
 }
 
@@ -108,7 +120,7 @@ TEST(SimulatorTest, ReduceScatterFreesTheGradientWhenItCompletes) {
     {"name": "output", "op": "output", "target": "output", "args": [["%gw"]]}],
    "params": [{"name": "w", "owner": "p_w", "bytes": 1000}]})");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(Zero3Insertion(1).Run(&*g).ok());
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*g).ok());
   absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), Slow());
   ASSERT_TRUE(r.ok()) << r.status();
   // gw 0-1; its reduce-scatter 1.0-1.5; the step ends when communication drains.
@@ -132,7 +144,7 @@ TEST(SimulatorTest, ABucketOfReduceScattersIsOneCollectiveIssuedAtItsLastMember)
     {"name": "output", "op": "output", "target": "output", "args": [["%gv", "%gw"]]}],
    "params": [{"name": "v", "owner": "p_v", "bytes": 1000}, {"name": "w", "owner": "p_w", "bytes": 1000}]})");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(Zero3Insertion(1).Run(&*g).ok());
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*g).ok());
   CollectiveModel m = Slow();
   m.latency_s = 0.25;
   // Alone: gv 0-1, its reduce 1-1.75; gw 1-2, its reduce 2-2.75.
@@ -143,7 +155,7 @@ TEST(SimulatorTest, ABucketOfReduceScattersIsOneCollectiveIssuedAtItsLastMember)
   // Bucketed (cap 2000 bytes): one reduce-scatter of 2000 bytes, 2-3.25, one latency; the
   // result is the same through Run's cap and through BucketReduces' kwargs.
   const Simulator sim(*g, m);
-  absl::StatusOr<SimulationResult> by_cap = sim.Run(g->OrderVector(), true, {}, 2000);
+  absl::StatusOr<SimulationResult> by_cap = sim.Run(g->OrderVector(), BucketedAt(2000));
   ASSERT_TRUE(by_cap.ok()) << by_cap.status();
   EXPECT_DOUBLE_EQ(by_cap->comm_s, 0.25 + 1.0);
   EXPECT_DOUBLE_EQ(by_cap->step_time_s, 3.25);
@@ -162,7 +174,10 @@ TEST(SimulatorTest, ResidentParametersCostNoCommunicationAndHoldTheirBytes) {
   Graph g = TwoLayers();
   const Simulator sim(g, Slow());
   absl::StatusOr<SimulationResult> sharded = sim.Run(g.OrderVector());
-  absl::StatusOr<SimulationResult> resident = sim.Run(g.OrderVector(), true, {0});
+  const int64_t first[] = {0};
+  SimulationOptions o;
+  o.resident = first;
+  absl::StatusOr<SimulationResult> resident = sim.Run(g.OrderVector(), o);
   ASSERT_TRUE(sharded.ok() && resident.ok());
   EXPECT_DOUBLE_EQ(resident->comm_s, sharded->comm_s - 0.5);
   EXPECT_LT(resident->step_time_s, sharded->step_time_s);
@@ -187,11 +202,11 @@ TEST(SimulatorTest, UntracedRunsAgreeWithTracedRuns) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    if (!Zero3Insertion(0).Run(&*g).ok()) continue;
+    if (!Zero3Insertion(GraphKind::kForward).Run(&*g).ok()) continue;
     const Simulator sim(*g);
-    for (const std::vector<NodeId>& order : {g->OrderVector(), *FastFreeScheduleReference(*g)}) {
-      absl::StatusOr<SimulationResult> traced = sim.Run(order, true);
-      absl::StatusOr<SimulationResult> quick = sim.Run(order, false);
+    for (const std::vector<NodeId>& order : {g->OrderVector(), *FastFreeSchedule(*g)}) {
+      absl::StatusOr<SimulationResult> traced = sim.Run(order);
+      absl::StatusOr<SimulationResult> quick = sim.Run(order, Untraced());
       ASSERT_TRUE(traced.ok() && quick.ok()) << name;
       EXPECT_EQ(quick->peak_memory_bytes, traced->peak_memory_bytes) << name;
       EXPECT_EQ(quick->step_time_s, traced->step_time_s) << name;
@@ -228,8 +243,8 @@ TEST(SimulatorTest, FastFreeNeverGathersMoreThanGraphOrderOnBuiltInModels) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
-    absl::StatusOr<std::vector<NodeId>> ff = FastFreeScheduleReference(*g);
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
+    absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(*g);
     ASSERT_TRUE(ff.ok());
     absl::StatusOr<SimulationResult> a = Simulate(*g, g->OrderVector());
     absl::StatusOr<SimulationResult> b = Simulate(*g, *ff);

@@ -4,10 +4,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
@@ -20,9 +21,9 @@ int CountRefs(const Node& n, NodeId v) {
   return count;
 }
 
-bool IsAlias(const Node& n, NodeId input) {
-  return n.meta().has_aliases_input && n.meta().aliases_input && !n.inputs().empty() &&
-         n.inputs()[0] == input;
+// Whether `n` is a view of `input` (its first input).
+bool IsViewOf(const Node& n, NodeId input) {
+  return IsView(n) && !n.inputs().empty() && n.inputs()[0] == input;
 }
 
 // The real uses of `param`: its readers, through alias ops, without the output node; a
@@ -46,7 +47,7 @@ std::vector<NodeId> RealUses(const Graph& g, NodeId param) {
     const NodeId u = users[f.next_user++];
     const Node& user = g.node(u);
     if (user.op() == Op::kOutput) continue;
-    if (IsAlias(user, value)) {
+    if (IsViewOf(user, value)) {
       stack.push_back({u, 0});
       continue;
     }
@@ -127,73 +128,6 @@ std::string FusibleCast(const Graph& g, NodeId p, const Param& param, NodeId* ca
 
 }  // namespace
 
-bool HasZero3Ops(const Graph& g) {
-  for (NodeId id : g.order()) {
-    const Node& n = g.node(id);
-    if (n.op() == Op::kCallFunction && absl::StartsWith(n.target(), "dc.")) return true;
-  }
-  return false;
-}
-
-bool IsPersistentAllgather(const Node& n) {
-  if (n.op() != Op::kCallFunction || n.target() != kAllgatherTarget) return false;
-  for (const auto& [k, v] : n.kwargs()) {
-    if (k == "persistent" && v.kind() == Value::Kind::kBool && v.as_bool()) return true;
-  }
-  return false;
-}
-
-absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
-                          std::vector<NodeId>* order) {
-  if (resident.empty()) return absl::OkStatus();
-  const absl::flat_hash_set<int64_t> ds(resident.begin(), resident.end());
-  std::vector<NodeId> releases;
-  for (NodeId id : g->order()) {
-    const Node& n = g->node(id);
-    if (n.op() != Op::kCallFunction || !ds.contains(IntArg(n, 2))) continue;
-    if (n.target() == kAllgatherTarget && !IsPersistentAllgather(n)) {
-      ValueDict kwargs = n.kwargs();
-      kwargs.emplace_back("persistent", Value::Bool(true));
-      if (absl::Status s = g->SetArgs(id, n.args(), std::move(kwargs)); !s.ok()) return s;
-    } else if (n.target() == kReleaseTarget) {
-      releases.push_back(id);
-    }
-  }
-  for (NodeId r : releases) {
-    const Node& n = g->node(r);
-    if (n.args().empty() || !n.args()[0].is_ref()) continue;
-    g->ReplaceAllUsesWith(r, n.args()[0].as_ref());
-    if (absl::Status s = g->Erase(r); !s.ok()) return s;
-  }
-  if (order != nullptr) {
-    order->erase(
-        std::remove_if(order->begin(), order->end(), [&](NodeId id) { return !g->IsLive(id); }),
-        order->end());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes) {
-  if (cap_bytes <= 0) return absl::OkStatus();
-  int64_t bucket = -1, bytes = 0;
-  for (NodeId id : order) {
-    const Node& n = g->node(id);
-    if (n.op() != Op::kCallFunction || n.target() != kReduceTarget) continue;
-    if (bucket < 0 || bytes >= cap_bytes) {
-      ++bucket;
-      bytes = 0;
-    }
-    bytes += SizeOf(n);
-    ValueDict kwargs;
-    for (const auto& kv : n.kwargs()) {
-      if (kv.first != "bucket") kwargs.push_back(kv);
-    }
-    kwargs.emplace_back("bucket", Value::Int(bucket));
-    if (absl::Status s = g->SetArgs(id, n.args(), std::move(kwargs)); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
   const Graph& in = *graph;
   for (NodeId id : in.order()) {
@@ -205,7 +139,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
       owned = in.FindParam(n.target());
     }
     if (owned >= 0) {
-      return absl::InvalidArgumentError(
+      return UnsupportedError(
           absl::StrCat("parameter \"", in.params()[owned].name, "\" is owned by ", OpName(n.op()),
                        " node \"", n.name(),
                        "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
@@ -241,13 +175,14 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     }
     const std::string target = ph.target();
     const std::string suffix = absl::StrCat("_", ds_id);
-    const Value gid = Value::Int(graph_id_);
+    const Value gid = Value::Int(static_cast<int>(kind_));
     const Value ds = Value::Int(ds_id);
 
     absl::StatusOr<NodeId> ag = g.AddNode(
         Op::kCallFunction, g.UniqueName(absl::StrCat("allgather_ds_param_", target, suffix)),
         std::string(kAllgatherTarget), {Value::Ref(p), gid, ds},
-        cast == kNoNode ? ValueDict{} : ValueDict{{"dtype", Value::String(cast_to)}},
+        cast == kNoNode ? ValueDict{}
+                        : ValueDict{{std::string(kDtypeKwarg), Value::String(cast_to)}},
         InsertPoint::After(p));
     if (!ag.ok()) return ag.status();
     SetParamMeta(g, *ag, param, false);
@@ -279,7 +214,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     }
     changed = true;
   }
-  if (graph_id_ == 1) {
+  if (kind_ == GraphKind::kBackward) {
     std::vector<NodeId> grads;
     for (NodeId id : g.order()) {
       if (g.node(id).meta().has_grad_of) grads.push_back(id);
@@ -292,10 +227,11 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
       for (NodeId p : placeholders) {
         if (g.node(p).meta().has_param && g.node(p).meta().param == of) target = g.node(p).target();
       }
-      absl::StatusOr<NodeId> reduce = g.AddNode(
-          Op::kCallFunction, g.UniqueName(absl::StrCat("reduce_ds_param_", target)),
-          std::string(kReduceTarget), {Value::Ref(grad), Value::Int(graph_id_), Value::Int(ds_id)},
-          {}, InsertPoint::After(grad));
+      absl::StatusOr<NodeId> reduce =
+          g.AddNode(Op::kCallFunction, g.UniqueName(absl::StrCat("reduce_ds_param_", target)),
+                    std::string(kReduceTarget),
+                    {Value::Ref(grad), Value::Int(static_cast<int>(kind_)), Value::Int(ds_id)}, {},
+                    InsertPoint::After(grad));
       if (!reduce.ok()) return reduce.status();
       SetParamMeta(g, *reduce, g.params()[ds_id], false);
       changed = true;

@@ -1,6 +1,6 @@
-// ZeRO-3 op insertion: the first pass of DeepSpeed DeepCompile (shared/reference/
-// deepcompile.md, "Ops inserted into the graph"), on graphs whose parameters are lifted to
-// placeholders (meta.param).
+// ZeRO-3 op insertion: the first pass of DeepSpeed DeepCompile (docs/deepcompile.md,
+// "Insertion rules"), on graphs whose parameters are lifted to placeholders (meta.param).
+// The ops themselves are described in zero3_ops.h.
 //
 // For each parameter placeholder with at least one real use:
 //   allgather_ds_param_<target>_<ds_id>   after the placeholder; takes over its users except
@@ -11,7 +11,7 @@
 //                                         takes over the anchor's users; n_users = the number
 //                                         of real uses. Names clash the FX way (a trailing
 //                                         _<n> is incremented), so read ds_id from args[2].
-// In a backward graph (graph_id 1), reduce_ds_param_<target> after each node whose
+// In a backward graph (GraphKind::kBackward), reduce_ds_param_<target> after each node whose
 // meta.grad_of names a parameter. Finally the placeholders move to the head, in order.
 //
 // Real uses are found once, before anything is inserted: the parameter's readers, looking
@@ -34,60 +34,25 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 #include "graph/graph.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 
-// Targets of the ZeRO-3 ops (call_function nodes).
-inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
-inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
-inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
-inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
-
-// Small readers shared by the ZeRO-3 passes. Whether `n` is a call_function of `target`.
-inline bool IsCallTo(const Node& n, absl::string_view target) {
-  return n.op() == Op::kCallFunction && n.target() == target;
-}
-// args[i] when it is an int (ds_id is args[2], n_users args[3]), else -1.
-inline int64_t IntArg(const Node& n, size_t i) {
-  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
-}
-// meta.tensor_size, 0 when absent.
-inline int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
-
-// Whether the graph already has ZeRO-3 ops (any dc.* call_function).
-bool HasZero3Ops(const Graph& g);
-
-// Whether `n` is an allgather marked persistent (kwargs {"persistent": true}): its parameter
-// is kept gathered across steps (selective unsharding), so in steady state the allgather
-// moves nothing and nothing releases it.
-bool IsPersistentAllgather(const Node& n);
-
-// Selective unsharding applied to a graph with ZeRO-3 ops: the allgathers of the `resident`
-// ds_ids are marked persistent and their releases are erased (their users read the
-// release's input again). Erased ids are dropped from `order` when given. O(N + E).
-absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
-                          std::vector<NodeId>* order = nullptr);
-
-// Reduce-scatter bucketing: walking `order`, consecutive reduce_grads join one bucket until
-// its bytes reach `cap_bytes`, then the next opens; each gets kwargs {"bucket": <index>}
-// (the simulator runs a bucket as one collective). cap_bytes <= 0 does nothing. O(N).
-absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes);
-
 class Zero3Insertion {
  public:
-  // graph_id: 0 for a forward graph, 1 for a backward graph (which also gets reduce_grad).
-  explicit Zero3Insertion(int graph_id) : graph_id_(graph_id) {}
+  // A backward graph also gets reduce_grads; the kind is the ops' graph_id argument.
+  explicit Zero3Insertion(GraphKind kind) : kind_(kind) {}
   static constexpr absl::string_view name() { return "zero3-insertion"; }
 
   // Inserts the ops into `g` (which must pass Verify()). Returns whether it changed the
-  // graph. Fails, naming the first one, if a parameter is owned by a module (call_module or
-  // get_attr): ZeRO-3 graphs have their parameters lifted. On failure `g` is unchanged.
+  // graph. An unsupported-graph error (graph/errors.h) naming the first one if a parameter
+  // is owned by a module (call_module or get_attr): ZeRO-3 graphs have their parameters
+  // lifted. On failure `g` is unchanged.
   absl::StatusOr<bool> Run(Graph* g) const;
 
  private:
-  int graph_id_;
+  GraphKind kind_;
 };
 
 }  // namespace overlap

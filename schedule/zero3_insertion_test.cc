@@ -41,7 +41,7 @@ std::string ArgsOf(const Graph& g, const std::string& name) {
 }
 
 Graph Insert(Graph g, int graph_id) {
-  absl::StatusOr<bool> changed = Zero3Insertion(graph_id).Run(&g);
+  absl::StatusOr<bool> changed = Zero3Insertion(static_cast<GraphKind>(graph_id)).Run(&g);
   EXPECT_TRUE(changed.ok()) << changed.status();
   EXPECT_TRUE(Verify(g).ok()) << Verify(g);
   return g;
@@ -212,7 +212,7 @@ TEST(Zero3InsertionTest, ModuleOwnedParametersAreRejectedNamingTheFirst) {
   absl::StatusOr<Graph> g = BuildModel("mlp", {});
   ASSERT_TRUE(g.ok());
   Graph before = *g;
-  absl::StatusOr<bool> r = Zero3Insertion(0).Run(&*g);
+  absl::StatusOr<bool> r = Zero3Insertion(GraphKind::kForward).Run(&*g);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(),
               HasSubstr("parameter \"net.0.weight\" is owned by call_module node \"net_0\""));
@@ -242,7 +242,7 @@ TEST(Zero3InsertionTest, EveryLiftedBuiltInModelStaysValid) {
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
     const int64_t before = g->size();
-    absl::StatusOr<bool> changed = Zero3Insertion(0).Run(&*g);
+    absl::StatusOr<bool> changed = Zero3Insertion(GraphKind::kForward).Run(&*g);
     ASSERT_TRUE(changed.ok()) << name << ": " << changed.status();
     EXPECT_TRUE(*changed);
     EXPECT_TRUE(Verify(*g).ok()) << name << ": " << Verify(*g);
@@ -256,7 +256,7 @@ TEST(Zero3InsertionTest, EveryLiftedBuiltInModelStaysValid) {
 RC_GTEST_PROP(Zero3InsertionPropertyTest, prop_UsesLieBetweenWaitAndRelease, ()) {
   Graph g = *ArbitraryGraph();
   // Lift module-owned graphs is not this pass's job: skip them.
-  absl::StatusOr<bool> changed = Zero3Insertion(0).Run(&g);
+  absl::StatusOr<bool> changed = Zero3Insertion(GraphKind::kForward).Run(&g);
   if (!changed.ok()) {
     RC_ASSERT(changed.status().message().find("is owned by") != absl::string_view::npos);
     return;

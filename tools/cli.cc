@@ -788,7 +788,7 @@ class Cli {
       la.flags["lifted"] = "";
       std::optional<Graph> z = BuildRequested(model, la, &rc, kDemoUsage);
       if (!z) return rc;
-      absl::StatusOr<bool> inserted = Zero3Insertion(0).Run(&*z);
+      absl::StatusOr<bool> inserted = Zero3Insertion(GraphKind::kForward).Run(&*z);
       if (!inserted.ok()) return BadInput(inserted.status());
       int64_t gathers = 0;
       for (NodeId id : z->order()) gathers += z->node(id).target() == kAllgatherTarget;

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OVERLAP = os.path.join(ROOT, "bazel-bin", "tools", "overlap")
+OVERLAP = os.environ.get("OVERLAP") or os.path.join(ROOT, "bazel-bin", "tools", "overlap")
 
 
 def run(args, check=True):

@@ -1,6 +1,6 @@
 // fast_free, rule by rule, on small graphs whose schedule is worked out by hand from the
 // specification; plus properties on random graphs.
-#include "schedule/fast_free_reference.h"
+#include "schedule/testing/fast_free_reference.h"
 
 #include <string>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
+#include "schedule/analysis.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -26,7 +27,7 @@ Graph Zero3(const std::string& nodes, const std::string& params, int graph_id = 
   absl::StatusOr<Graph> g = GraphFromParts(nodes, params);
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return Graph();
-  absl::StatusOr<bool> r = Zero3Insertion(graph_id).Run(&*g);
+  absl::StatusOr<bool> r = Zero3Insertion(static_cast<GraphKind>(graph_id)).Run(&*g);
   EXPECT_TRUE(r.ok()) << r.status();
   return std::move(*g);
 }
@@ -41,60 +42,13 @@ std::vector<std::string> Schedule(const Graph& g) {
   return names;
 }
 
-std::string Param(const std::string& name, int bytes) {
-  return absl::StrCat(R"({"name": ")", name, R"(", "owner": "p_)", name, R"(", "bytes": )", bytes,
-                      "}");
-}
-std::string Placeholder(const std::string& name, const std::string& param = "") {
-  return absl::StrCat(
-      R"({"name": ")", name, R"(", "op": "placeholder", "target": ")", name, R"(", "args": [])",
-      param.empty() ? "" : absl::StrCat(R"(, "meta": {"param": ")", param, R"("})"), "}");
-}
-std::string Call(const std::string& name, const std::string& target, const std::string& args,
-                 const std::string& meta = "") {
-  return absl::StrCat(R"({"name": ")", name, R"(", "op": "call_function", "target": ")", target,
-                      R"(", "args": [)", args, "]", meta.empty() ? "" : ", \"meta\": " + meta, "}");
-}
-std::string Output(const std::string& args) {
-  return absl::StrCat(R"({"name": "output", "op": "output", "target": "output", "args": [)", args,
-                      "]}");
-}
-
-TEST(FastFreeTest, LastUseLooksThroughAliases) {
-  Graph g = Zero3(
-      absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("x"), ",",
-                   Call("t", "aten.t.default", R"("%p_a")", R"({"aliases_input": true})"), ",",
-                   Call("mm", "aten.mm.default", R"("%x", "%t")"), ",", Output(R"("%mm")")),
-      Param("a", 16));
-  std::vector<NodeId> last = LastUses(g);
-  EXPECT_EQ(g.node(last[g.FindNode("allgather_ds_param_p_a_0")]).name(), "mm");
-  EXPECT_EQ(g.node(last[g.FindNode("t")]).name(), "mm");
-  EXPECT_EQ(last[g.FindNode("output")], kNoNode);
-}
-
-TEST(FastFreeTest, RequirementsArePostOrderOverArgsOnly) {
-  absl::StatusOr<Graph> g = ReadGraphJson(absl::StrCat(
-      R"({"format": "overlap-graph", "version": 1, "nodes": [)", Placeholder("x"), ",",
-      Call("a", "f", R"("%x")"), ",", Call("b", "f", R"("%x")"), ",",
-      R"({"name": "c", "op": "call_function", "target": "f", "args": ["%b", "%a"], "kwargs": {"k": "%x"}},)",
-      Output(R"("%c")"), "]}"));
-  ASSERT_TRUE(g.ok());
-  std::vector<char> done(g->id_bound(), 0);
-  std::vector<std::string> names;
-  for (NodeId id : Requirements(*g, g->FindNode("c"), done)) names.push_back(g->node(id).name());
-  EXPECT_THAT(names, ElementsAre("x", "b", "a", "c"));
-  done[g->FindNode("x")] = 1;
-  done[g->FindNode("c")] = 1;
-  EXPECT_TRUE(Requirements(*g, g->FindNode("c"), done).empty());
-}
-
 TEST(FastFreeTest, ZeroFreeFilterSchedulesUntilFreeIncludingTheRelease) {
-  Graph g =
-      Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
-                         Placeholder("x"), ",", Call("a_mm", "aten.mm.default", R"("%x", "%p_a")"),
-                         ",", Call("b_mm", "aten.mm.default", R"("%a_mm", "%p_b")"), ",",
-                         Output(R"("%b_mm")")),
-            absl::StrCat(Param("a", 100), ",", Param("b", 100)));
+  Graph g = Zero3(absl::StrCat(PlaceholderJson("p_a", "a"), ",", PlaceholderJson("p_b", "b"), ",",
+                               PlaceholderJson("x"), ",",
+                               CallJson("a_mm", "aten.mm.default", R"("%x", "%p_a")"), ",",
+                               CallJson("b_mm", "aten.mm.default", R"("%a_mm", "%p_b")"), ",",
+                               OutputJson(R"("%b_mm")")),
+                  absl::StrCat(ParamJson("a", 100), ",", ParamJson("b", 100)));
   EXPECT_THAT(Schedule(g),
               ElementsAre("p_a", "p_b", "x", "allgather_ds_param_p_a_0",
                           "wait_allgather_ds_param__p_a_0", "a_mm", "release_ds_param_p_a_a_mm_0",
@@ -106,10 +60,10 @@ TEST(FastFreeTest, FallbackTieBreakGathersOnlyUntilTheAllgather) {
   // Both parameters are needed by one node: no candidate frees without another gather, so
   // the fallback key picks the one whose path gathers less (a: 50 more bytes vs b: 100) and
   // schedules only its allgather; then b frees everything.
-  Graph g =
-      Zero3(absl::StrCat(Placeholder("p_a", "a"), ",", Placeholder("p_b", "b"), ",",
-                         Call("c", "aten.add.Tensor", R"("%p_a", "%p_b")"), ",", Output(R"("%c")")),
-            absl::StrCat(Param("a", 100), ",", Param("b", 50)));
+  Graph g = Zero3(absl::StrCat(PlaceholderJson("p_a", "a"), ",", PlaceholderJson("p_b", "b"), ",",
+                               CallJson("c", "aten.add.Tensor", R"("%p_a", "%p_b")"), ",",
+                               OutputJson(R"("%c")")),
+                  absl::StrCat(ParamJson("a", 100), ",", ParamJson("b", 50)));
   EXPECT_THAT(Schedule(g),
               ElementsAre("p_a", "p_b", "allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
                           "wait_allgather_ds_param__p_a_0", "wait_allgather_ds_param__p_b_1", "c",
@@ -121,12 +75,13 @@ TEST(FastFreeTest, ReduceAndOutputPullingScheduleGradientsEarly) {
   // order. Once w's allgather is scheduled, gw's reduce needs no other allgather and is
   // pulled in ahead of z; z is appended at the tail.
   Graph g =
-      Zero3(absl::StrCat(Placeholder("p_w", "w"), ",", Placeholder("x"), ",", Placeholder("dy"),
-                         ",", Call("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
-                         Call("z", "aten.relu.default", R"("%dy")"), ",",
-                         Call("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"),
-                         ",", Output(R"(["%gw", "%z"])")),
-            Param("w", 64), 1);
+      Zero3(absl::StrCat(PlaceholderJson("p_w", "w"), ",", PlaceholderJson("x"), ",",
+                         PlaceholderJson("dy"), ",",
+                         CallJson("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
+                         CallJson("z", "aten.relu.default", R"("%dy")"), ",",
+                         CallJson("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"),
+                         ",", OutputJson(R"(["%gw", "%z"])")),
+            ParamJson("w", 64), 1);
   EXPECT_THAT(
       Schedule(g),
       ElementsAre("p_w", "x", "dy", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0",
@@ -135,9 +90,9 @@ TEST(FastFreeTest, ReduceAndOutputPullingScheduleGradientsEarly) {
 
 TEST(FastFreeTest, AnAllgatherNobodyReadsIsAnError) {
   absl::StatusOr<Graph> g = ReadGraphJson(absl::StrCat(
-      R"({"format": "overlap-graph", "version": 1, "nodes": [)", Placeholder("p_a", "a"), ",",
-      Call("ag", "dc.allgather_param", R"("%p_a", 0, 0)"), ",", Output(R"("%p_a")"),
-      R"(], "params": [)", Param("a", 8), "]}"));
+      R"({"format": "overlap-graph", "version": 1, "nodes": [)", PlaceholderJson("p_a", "a"), ",",
+      CallJson("ag", "dc.allgather_param", R"("%p_a", 0, 0)"), ",", OutputJson(R"("%p_a")"),
+      R"(], "params": [)", ParamJson("a", 8), "]}"));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_THAT(FastFreeScheduleReference(*g).status().message(),
               ::testing::HasSubstr("allgather \"ag\" has no last use"));
@@ -149,7 +104,7 @@ TEST(FastFreeTest, EveryLiftedBuiltInModelSchedulesToATopologicalPermutation) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> g = BuildModel(name, o);
     ASSERT_TRUE(g.ok());
-    ASSERT_TRUE(Zero3Insertion(0).Run(&*g).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     absl::StatusOr<std::vector<NodeId>> order = FastFreeScheduleReference(*g);
     ASSERT_TRUE(order.ok()) << name << ": " << order.status();
     EXPECT_TRUE(CheckTopologicalPermutation(*g, *order).ok()) << name;
@@ -158,7 +113,8 @@ TEST(FastFreeTest, EveryLiftedBuiltInModelSchedulesToATopologicalPermutation) {
 
 RC_GTEST_PROP(FastFreePropertyTest, prop_ScheduleIsATopologicalPermutation, ()) {
   Graph g = *ArbitraryGraph(60);
-  if (!Zero3Insertion(0).Run(&g).ok()) return;  // module-owned parameters: not ZeRO-3
+  if (!Zero3Insertion(GraphKind::kForward).Run(&g).ok())
+    return;  // module-owned parameters: not ZeRO-3
   absl::StatusOr<std::vector<NodeId>> order = FastFreeScheduleReference(g);
   if (!order.ok()) {
     // The reference's own failure modes, reported as errors.

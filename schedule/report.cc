@@ -1,0 +1,113 @@
+#include "schedule/report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/json_writer.h"
+#include "graph/size.h"
+#include "schedule/schedule_verifier.h"
+
+namespace overlap {
+
+std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r) {
+  const SimulationResult& s = r.simulation;
+  std::string out = absl::StrFormat(
+      "%s: %d nodes; peak gathered %s, peak memory %s, step %s (lower bound %s, exposed "
+      "communication %s)\n",
+      r.algorithm, r.order.size(), FormatBytes(s.peak_gathered_bytes),
+      FormatBytes(s.peak_memory_bytes), FormatSeconds(s.step_time_s),
+      FormatSeconds(s.lower_bound_s), FormatSeconds(s.exposed_comm_s));
+  if (r.lookahead && !r.lookahead->resident.empty()) {
+    int64_t bytes = 0;
+    for (int64_t ds : r.lookahead->resident) bytes += g.params()[ds].bytes;
+    absl::StrAppendFormat(&out, "%s: k = %d; %d parameters kept resident (%s)", r.algorithm,
+                          r.lookahead->lookahead, r.lookahead->resident.size(), FormatBytes(bytes));
+    if (r.lookahead->reduce_bucket_bytes > 0) {
+      absl::StrAppend(&out, "; reduce-scatters bucketed at ",
+                      FormatBytes(r.lookahead->reduce_bucket_bytes));
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows) {
+  if (!r.lookahead) return "";
+  const std::vector<LookaheadCandidate>& rows = r.lookahead->candidates;
+  size_t chosen = rows.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].verdict == CandidateVerdict::kChosen) chosen = i;
+  }
+  std::string out = absl::StrFormat("%5s  %12s  %9s  %14s  %12s  %s\n", "k", "reduce cap",
+                                    "residents", "peak memory", "step", "verdict");
+  const size_t shown = std::min(rows.size(), std::max<size_t>(max_rows, 1));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    // The first `shown` rows, and the chosen one wherever it is.
+    if (i >= shown && i != chosen) continue;
+    if (i >= shown && i == chosen && shown > 0) out.append("  ...\n");
+    const LookaheadCandidate& c = rows[i];
+    const bool simulated = c.verdict != CandidateVerdict::kStoppedAtComputeBound;
+    absl::StrAppendFormat(
+        &out, "%5d  %12s  %9s  %14s  %12s  %s\n", c.k,
+        simulated ? (c.reduce_bucket_bytes > 0 ? FormatBytes(c.reduce_bucket_bytes) : "none") : "-",
+        simulated ? absl::StrCat(c.residents) : "-",
+        simulated ? FormatBytes(c.peak_memory_bytes) : "-",
+        simulated ? FormatSeconds(c.step_time_s) : "-", CandidateVerdictName(c.verdict));
+  }
+  const size_t left = rows.size() - shown - (chosen >= shown && chosen < rows.size() ? 1 : 0);
+  if (left > 0) absl::StrAppendFormat(&out, "(%d more candidates not shown)\n", left);
+  if (!r.lookahead->feasible) {
+    absl::StrAppend(&out, "no candidate fits the budget; the smallest feasible budget is ",
+                    FormatBytes(r.lookahead->min_feasible_bytes), "\n");
+  }
+  return out;
+}
+
+std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
+                               const SchedulerOptions& options) {
+  std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
+  AppendJsonString(&json, r.algorithm);
+  json.append(", \"order\": [");
+  for (size_t i = 0; i < r.order.size(); ++i) {
+    if (i) json.append(", ");
+    AppendJsonString(&json, g.node(r.order[i]).name());
+  }
+  absl::StrAppend(&json, "], ", SimulationJsonFields(r.simulation), ", \"scheduler_s\": ");
+  AppendJsonDouble(&json, r.scheduler_s);
+  if (r.lookahead) {
+    const LookaheadResult& ours = *r.lookahead;
+    absl::StrAppend(&json, ", \"lookahead\": ", ours.lookahead,
+                    ", \"reduce_bucket_bytes\": ", ours.reduce_bucket_bytes,
+                    ", \"resident_params\": [");
+    for (size_t i = 0; i < ours.resident.size(); ++i) {
+      if (i) json.append(", ");
+      AppendJsonString(&json, g.params()[ours.resident[i]].name);
+    }
+    json.append("], \"candidates\": [");
+    for (size_t i = 0; i < ours.candidates.size(); ++i) {
+      const LookaheadCandidate& c = ours.candidates[i];
+      absl::StrAppend(&json, i ? ", " : "", "{\"k\": ", c.k,
+                      ", \"reduce_bucket_bytes\": ", c.reduce_bucket_bytes,
+                      ", \"residents\": ", c.residents,
+                      ", \"peak_memory_bytes\": ", c.peak_memory_bytes, ", \"step_time_s\": ");
+      AppendJsonDouble(&json, c.step_time_s);
+      json.append(", \"verdict\": ");
+      AppendJsonString(&json, CandidateVerdictName(c.verdict));
+      json.push_back('}');
+    }
+    json.append("]");
+    if (options.lookahead.memory_limit_bytes) {
+      absl::StrAppend(&json, ", \"memory_limit_bytes\": ", *options.lookahead.memory_limit_bytes,
+                      ", \"feasible\": ", ours.feasible ? "true" : "false");
+      if (!ours.feasible) {
+        absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours.min_feasible_bytes);
+      }
+    }
+  }
+  json.append("}\n");
+  return json;
+}
+
+}  // namespace overlap

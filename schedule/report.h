@@ -1,0 +1,35 @@
+// Human and machine reports of a schedule: the summary line, ours' explanation table, and
+// the schedule result JSON (docs/format.md, "Result files"), as partition/report.h does for
+// partitions.
+#ifndef OVERLAP_SCHEDULE_REPORT_H_
+#define OVERLAP_SCHEDULE_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "graph/graph.h"
+#include "schedule/scheduler_registry.h"
+
+namespace overlap {
+
+// "<algorithm>: N nodes; peak gathered X, peak memory Y, step Z (lower bound L, exposed
+// communication E)\n", plus ours' line (k, residents, buckets) when it kept any. `g` is
+// the scheduled graph.
+std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r);
+
+// Ours' candidates as a table (k, reduce cap, residents, peak, step, verdict), one row per
+// candidate; at most `max_rows` rows, then a line counting those left out (the chosen row is
+// always shown). Empty for the baselines.
+std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows = 40);
+
+// The schedule result as deterministic JSON: format, version, algorithm, order (node
+// names), the simulation's figures, scheduler_s; ours adds lookahead, reduce_bucket_bytes,
+// resident_params, candidates, and with a limit memory_limit_bytes, feasible and (when
+// infeasible) min_feasible_bytes.
+std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
+                               const SchedulerOptions& options);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_SCHEDULE_REPORT_H_

@@ -1,0 +1,107 @@
+#include "schedule/scheduler_registry.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/status_macros.h"
+#include "graph/verifier.h"
+#include "schedule/fast_free.h"
+#include "schedule/list_schedule.h"
+#include "schedule/schedule_verifier.h"
+#include "schedule/simple_prefetch.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+absl::StatusOr<std::vector<NodeId>> Lookahead(const Graph& g, const SchedulerOptions& options,
+                                              std::optional<LookaheadResult>* ours) {
+  OVERLAP_ASSIGN_OR_RETURN(LookaheadResult r,
+                           LookaheadPrefetchSchedule(g, options.lookahead, options.collectives));
+  std::vector<NodeId> order = r.order;
+  *ours = std::move(r);
+  return order;
+}
+
+// A baseline: an order from the graph alone.
+template <absl::StatusOr<std::vector<NodeId>> (*Schedule)(const Graph&)>
+absl::StatusOr<std::vector<NodeId>> Baseline(const Graph& g, const SchedulerOptions&,
+                                             std::optional<LookaheadResult>*) {
+  return Schedule(g);
+}
+
+constexpr SchedulerEntry kSchedulers[] = {
+    {"lookahead",
+     "ours: memory-bounded lookahead prefetch with selective unsharding and reduce-scatter "
+     "bucketing",
+     &Lookahead},
+    {"fast_free", "DeepSpeed DeepCompile's fast_free_schedule (exact, efficient)",
+     &Baseline<&FastFreeSchedule>},
+    {"list", "DeepCompile's list scheduler, as intended: smallest memory delta first",
+     &Baseline<&ListSchedule>},
+    {"simple_prefetch",
+     "DeepCompile's simple_prefetch: the allgather that unblocks the most compute, issued early",
+     &Baseline<&SimplePrefetchSchedule>},
+};
+
+// Applies ours' residents and buckets, sets the order with the output node last, and
+// checks the result.
+absl::Status Finish(Graph* g, std::vector<NodeId>* order,
+                    const std::optional<LookaheadResult>& ours) {
+  if (ours) {
+    OVERLAP_RETURN_IF_ERROR(MakeResident(g, ours->resident, order));
+    OVERLAP_RETURN_IF_ERROR(BucketReduces(g, *order, ours->reduce_bucket_bytes));
+  }
+  std::vector<NodeId> final_order;
+  final_order.reserve(order->size());
+  NodeId output = kNoNode;
+  for (NodeId id : *order) {
+    if (g->node(id).op() == Op::kOutput) {
+      output = id;
+    } else {
+      final_order.push_back(id);
+    }
+  }
+  if (output != kNoNode) final_order.push_back(output);
+  OVERLAP_RETURN_IF_ERROR(g->SetOrder(final_order));
+  *order = std::move(final_order);
+  OVERLAP_RETURN_IF_ERROR(Verify(*g));
+  return VerifySchedule(*g, *order);
+}
+
+}  // namespace
+
+absl::Span<const SchedulerEntry> Schedulers() { return kSchedulers; }
+
+absl::string_view DefaultSchedulerName() { return kSchedulers[0].name; }
+
+absl::StatusOr<const SchedulerEntry*> FindScheduler(absl::string_view name) {
+  std::vector<absl::string_view> names;
+  for (const SchedulerEntry& e : kSchedulers) {
+    if (e.name == name) return &e;
+    names.push_back(e.name);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown scheduler \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")"));
+}
+
+absl::StatusOr<ScheduleReport> RunScheduler(absl::string_view name, Graph* g,
+                                            const SchedulerOptions& options) {
+  OVERLAP_ASSIGN_OR_RETURN(const SchedulerEntry* entry, FindScheduler(name));
+  ScheduleReport report;
+  report.algorithm = std::string(entry->name);
+  const auto start = std::chrono::steady_clock::now();
+  OVERLAP_ASSIGN_OR_RETURN(report.order, entry->schedule(*g, options, &report.lookahead));
+  report.scheduler_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Graph scheduled = *g;  // a failure leaves the caller's graph as it was
+  OVERLAP_RETURN_IF_ERROR(Finish(&scheduled, &report.order, report.lookahead));
+  OVERLAP_ASSIGN_OR_RETURN(report.simulation,
+                           Simulator(scheduled, options.collectives).Run(report.order));
+  *g = std::move(scheduled);
+  return report;
+}
+
+}  // namespace overlap

@@ -1,0 +1,140 @@
+#include "schedule/scheduler_registry.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "graph/backward.h"
+#include "graph/errors.h"
+#include "graph/models.h"
+#include "graph/verifier.h"
+#include "gtest/gtest.h"
+#include "schedule/report.h"
+#include "schedule/schedule_verifier.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+Graph Zero3Model(const std::string& name, GraphKind kind) {
+  ModelOptions o;
+  o.style = ParamStyle::kLifted;
+  Graph g = *BuildModel(name, o);
+  if (kind == GraphKind::kBackward) g = *BuildBackward(g);
+  EXPECT_TRUE(Zero3Insertion(kind).Run(&g).ok());
+  return g;
+}
+
+TEST(SchedulerRegistryTest, NamesAreUniqueAndTheDefaultIsFirst) {
+  std::vector<std::string> names;
+  for (const SchedulerEntry& e : Schedulers()) {
+    names.push_back(std::string(e.name));
+    EXPECT_FALSE(e.description.empty()) << e.name;
+    EXPECT_EQ(*FindScheduler(e.name), &e);
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("lookahead", "fast_free", "list", "simple_prefetch"));
+  EXPECT_EQ(DefaultSchedulerName(), "lookahead");
+  absl::StatusOr<const SchedulerEntry*> missing = FindScheduler("greedy");
+  EXPECT_TRUE(IsUnknownName(missing.status()));
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("simple_prefetch"));
+}
+
+// Every scheduler leaves the graph final, and the report's figures are the final graph's.
+TEST(SchedulerRegistryTest, EverySchedulerLeavesTheGraphFinalAndReportsItsFigures) {
+  for (const std::string& model : {"gpt2", "moe", "resnet18"}) {
+    for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
+      const Graph original = Zero3Model(model, kind);
+      for (const SchedulerEntry& e : Schedulers()) {
+        Graph g = original;
+        absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &g);
+        ASSERT_TRUE(r.ok()) << model << " " << e.name << ": " << r.status();
+        EXPECT_EQ(r->order, g.OrderVector()) << e.name;
+        EXPECT_EQ(g.node(g.last()).op(), Op::kOutput) << e.name;
+        EXPECT_TRUE(Verify(g).ok()) << e.name;
+        EXPECT_TRUE(VerifySchedule(g, r->order).ok()) << e.name;
+        absl::StatusOr<SimulationResult> again = Simulate(g, g.OrderVector());
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(again->peak_memory_bytes, r->simulation.peak_memory_bytes) << e.name;
+        EXPECT_DOUBLE_EQ(again->step_time_s, r->simulation.step_time_s) << e.name;
+        EXPECT_EQ(r->lookahead.has_value(), e.name == "lookahead");
+      }
+    }
+  }
+}
+
+// The explanation: exactly one chosen row, whose figures are the report's; every row over
+// budget exceeds the limit; every other simulated row fits and is not faster.
+TEST(SchedulerRegistryTest, OursExplainsItsChoice) {
+  for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
+    const Graph original = Zero3Model("llama-7b", kind);
+    Graph probe_graph = original;
+    absl::StatusOr<ScheduleReport> fast = RunScheduler("fast_free", &probe_graph);
+    ASSERT_TRUE(fast.ok());
+    for (int64_t budget :
+         {fast->simulation.peak_memory_bytes * 5 / 4, fast->simulation.peak_memory_bytes * 2}) {
+      Graph g = original;
+      SchedulerOptions o;
+      o.lookahead.memory_limit_bytes = budget;
+      absl::StatusOr<ScheduleReport> r = RunScheduler("lookahead", &g, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(r->lookahead.has_value());
+      if (!r->lookahead->feasible) continue;  // backward at 1.25x: covered below
+      int chosen = 0;
+      for (const LookaheadCandidate& c : r->lookahead->candidates) {
+        switch (c.verdict) {
+          case CandidateVerdict::kChosen:
+            ++chosen;
+            EXPECT_EQ(c.peak_memory_bytes, r->simulation.peak_memory_bytes);
+            EXPECT_DOUBLE_EQ(c.step_time_s, r->simulation.step_time_s);
+            EXPECT_EQ(c.k, r->lookahead->lookahead);
+            EXPECT_EQ(c.residents, static_cast<int64_t>(r->lookahead->resident.size()));
+            break;
+          case CandidateVerdict::kOverBudget:
+            EXPECT_GT(c.peak_memory_bytes, budget);
+            break;
+          case CandidateVerdict::kSlower:
+            EXPECT_LE(c.peak_memory_bytes, budget);
+            EXPECT_GE(c.step_time_s, r->simulation.step_time_s);
+            break;
+          case CandidateVerdict::kStoppedAtComputeBound:
+            EXPECT_DOUBLE_EQ(r->simulation.step_time_s, r->simulation.compute_s);
+            break;
+        }
+      }
+      EXPECT_EQ(chosen, 1);
+      const std::string table = FormatExplainTable(*r, 3);
+      EXPECT_THAT(table, ::testing::HasSubstr("chosen"));
+      if (r->lookahead->candidates.size() > 4) {
+        EXPECT_THAT(table, ::testing::HasSubstr("more candidates not shown"));
+      }
+    }
+  }
+}
+
+TEST(SchedulerRegistryTest, InfeasibleOursHasNoChosenRowAndSaysTheSmallestBudget) {
+  Graph g = Zero3Model("gpt2", GraphKind::kForward);
+  SchedulerOptions o;
+  o.lookahead.memory_limit_bytes = 1;
+  absl::StatusOr<ScheduleReport> r = RunScheduler("lookahead", &g, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->lookahead->feasible);
+  for (const LookaheadCandidate& c : r->lookahead->candidates) {
+    EXPECT_NE(c.verdict, CandidateVerdict::kChosen);
+  }
+  EXPECT_THAT(FormatExplainTable(*r), ::testing::HasSubstr("smallest feasible budget"));
+  EXPECT_THAT(ScheduleResultJson(g, *r, o), ::testing::HasSubstr("\"feasible\": false"));
+}
+
+TEST(SchedulerRegistryTest, AFailureLeavesTheGraphUnchanged) {
+  Graph g = Zero3Model("mlp", GraphKind::kForward);
+  const Graph before = g;
+  SchedulerOptions o;
+  o.lookahead.max_in_flight = -1;
+  EXPECT_TRUE(IsBadInput(RunScheduler("lookahead", &g, o).status()));
+  EXPECT_TRUE(IsUnknownName(RunScheduler("nope", &g).status()));
+  EXPECT_TRUE(g == before);
+}
+
+}  // namespace
+}  // namespace overlap

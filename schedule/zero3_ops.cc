@@ -1,0 +1,99 @@
+#include "schedule/zero3_ops.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "graph/status_macros.h"
+
+namespace overlap {
+
+bool IsZero3Op(const Node& n) {
+  return n.op() == Op::kCallFunction && absl::StartsWith(n.target(), kZero3Prefix);
+}
+
+bool HasZero3Ops(const Graph& g) {
+  for (NodeId id : g.order()) {
+    if (IsZero3Op(g.node(id))) return true;
+  }
+  return false;
+}
+
+bool IsPersistentAllgather(const Node& n) {
+  if (!IsAllgather(n)) return false;
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == kPersistentKwarg && v.kind() == Value::Kind::kBool && v.as_bool()) return true;
+  }
+  return false;
+}
+
+int64_t ReduceBucket(const Node& n) {
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == kBucketKwarg && v.kind() == Value::Kind::kInt) return v.as_int();
+  }
+  return -1;
+}
+
+int ReduceBucketer::Add(int64_t bytes) {
+  if (open_ < 0) {
+    open_ = next_++;
+    open_bytes_ = 0;
+  }
+  const int b = open_;
+  open_bytes_ += bytes;
+  if (open_bytes_ >= cap_bytes_) open_ = -1;
+  return b;
+}
+
+absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
+                          std::vector<NodeId>* order) {
+  if (resident.empty()) return absl::OkStatus();
+  const absl::flat_hash_set<int64_t> ds(resident.begin(), resident.end());
+  std::vector<NodeId> releases;
+  for (NodeId id : g->order()) {
+    const Node& n = g->node(id);
+    if (!IsZero3Op(n) || !ds.contains(DsId(n))) continue;
+    if (IsAllgather(n) && !IsPersistentAllgather(n)) {
+      ValueDict kwargs;
+      for (const auto& kv : n.kwargs()) {
+        if (kv.first != kPersistentKwarg) kwargs.push_back(kv);
+      }
+      kwargs.emplace_back(std::string(kPersistentKwarg), Value::Bool(true));
+      OVERLAP_RETURN_IF_ERROR(g->SetArgs(id, n.args(), std::move(kwargs)));
+    } else if (IsRelease(n)) {
+      releases.push_back(id);
+    }
+  }
+  for (NodeId r : releases) {
+    const Node& n = g->node(r);
+    if (n.args().empty() || !n.args()[0].is_ref()) continue;
+    g->ReplaceAllUsesWith(r, n.args()[0].as_ref());
+    OVERLAP_RETURN_IF_ERROR(g->Erase(r));
+  }
+  if (order != nullptr) {
+    order->erase(
+        std::remove_if(order->begin(), order->end(), [&](NodeId id) { return !g->IsLive(id); }),
+        order->end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes) {
+  if (cap_bytes <= 0) return absl::OkStatus();
+  ReduceBucketer buckets(cap_bytes);
+  for (NodeId id : order) {
+    const Node& n = g->node(id);
+    if (!IsReduce(n)) continue;
+    const int bucket = buckets.Add(SizeOf(n));
+    ValueDict kwargs;
+    for (const auto& kv : n.kwargs()) {
+      if (kv.first != kBucketKwarg) kwargs.push_back(kv);
+    }
+    kwargs.emplace_back(std::string(kBucketKwarg), Value::Int(bucket));
+    OVERLAP_RETURN_IF_ERROR(g->SetArgs(id, n.args(), std::move(kwargs)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace overlap

@@ -1,0 +1,126 @@
+// The ZeRO-3 vocabulary: what the dc.* ops are, how to read them, and the kwargs the
+// schedulers write on them. Every pass, scheduler, verifier, simulator (and later the
+// executor) reads ZeRO-3 ops through this header only; docs/deepcompile.md states the ops'
+// meaning.
+//
+//   %ag   = dc.allgather_param(%p, graph_id, ds_id)            gathers parameter ds_id
+//   %w    = dc.wait_allgather(%ag, graph_id, ds_id)            blocks compute until %ag is done
+//   %r    = dc.release_param(%use, graph_id, ds_id, n_users)   the n_users-th release frees it
+//   %red  = dc.reduce_grad(%grad, graph_id, ds_id)             reduce-scatters a gradient
+//
+// kwargs written by our passes: {"persistent": true} on an allgather (a resident parameter,
+// kept gathered across steps), {"bucket": b} on a reduce_grad (one collective per bucket),
+// {"dtype": d} on an allgather that fused a down-cast (insertion rule 4).
+//
+// All readers are O(1) except where stated (kwargs lookups scan the node's few kwargs).
+#ifndef OVERLAP_SCHEDULE_ZERO3_OPS_H_
+#define OVERLAP_SCHEDULE_ZERO3_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+// Targets of the ZeRO-3 ops (call_function nodes).
+inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
+inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
+inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
+inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
+// Every ZeRO-3 target starts with this.
+inline constexpr absl::string_view kZero3Prefix = "dc.";
+
+// Positions of the ops' integer arguments.
+inline constexpr size_t kGraphIdArg = 1;
+inline constexpr size_t kDsIdArg = 2;
+inline constexpr size_t kNUsersArg = 3;  // releases only
+
+// kwargs our passes write.
+inline constexpr absl::string_view kPersistentKwarg = "persistent";
+inline constexpr absl::string_view kBucketKwarg = "bucket";
+inline constexpr absl::string_view kDtypeKwarg = "dtype";
+
+// Which graph of a training step a ZeRO-3 graph is: the ops' graph_id argument. Backward
+// graphs also get reduce_grads.
+enum class GraphKind : int { kForward = 0, kBackward = 1 };
+
+// Whether `n` is a call_function of `target`.
+inline bool IsCallTo(const Node& n, absl::string_view target) {
+  return n.op() == Op::kCallFunction && n.target() == target;
+}
+inline bool IsAllgather(const Node& n) { return IsCallTo(n, kAllgatherTarget); }
+inline bool IsWait(const Node& n) { return IsCallTo(n, kWaitTarget); }
+inline bool IsRelease(const Node& n) { return IsCallTo(n, kReleaseTarget); }
+inline bool IsReduce(const Node& n) { return IsCallTo(n, kReduceTarget); }
+// Whether `n` is any dc.* op (including ones this vocabulary does not name).
+bool IsZero3Op(const Node& n);
+
+// args[i] when it is an int, else -1.
+inline int64_t IntArg(const Node& n, size_t i) {
+  return n.args().size() > i && n.args()[i].kind() == Value::Kind::kInt ? n.args()[i].as_int() : -1;
+}
+// Whether args[kDsIdArg] is an int (a ds_id may be negative in hand-written graphs; -1 from
+// DsId alone does not tell "absent" from "-1").
+inline bool HasDsId(const Node& n) {
+  return n.args().size() > kDsIdArg && n.args()[kDsIdArg].kind() == Value::Kind::kInt;
+}
+// The op's ds_id (its parameter's index in the parameter table), -1 when absent.
+inline int64_t DsId(const Node& n) { return IntArg(n, kDsIdArg); }
+// A release's n_users, -1 when absent.
+inline int64_t NUsers(const Node& n) { return IntArg(n, kNUsersArg); }
+
+// meta.tensor_size, 0 when absent.
+inline int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
+// meta.device_time in seconds, 0 when absent.
+inline double TimeOf(const Node& n) {
+  return n.meta().has_device_time ? n.meta().device_time : 0.0;
+}
+
+// Whether the graph already has ZeRO-3 ops (any dc.* call_function). O(N).
+bool HasZero3Ops(const Graph& g);
+
+// Whether `n` is an allgather marked persistent ({"persistent": true}): its parameter is
+// kept gathered across steps (selective unsharding), so in steady state the allgather moves
+// nothing and nothing releases it.
+bool IsPersistentAllgather(const Node& n);
+
+// A reduce_grad's {"bucket": b} kwarg, or -1 when it has none.
+int64_t ReduceBucket(const Node& n);
+
+// The one reduce-scatter bucketing rule: walking reduce_grads in schedule order, each joins
+// the open bucket; a bucket closes once its bytes reach the cap, and the next reduce opens
+// a new one. Used by BucketReduces (which writes the kwargs) and by the simulator (which
+// can bucket without writing them). cap_bytes must be > 0.
+class ReduceBucketer {
+ public:
+  explicit ReduceBucketer(int64_t cap_bytes) : cap_bytes_(cap_bytes) {}
+  // The bucket index (0, 1, ...) of the next reduce_grad, of `bytes` bytes.
+  int Add(int64_t bytes);
+  // How many buckets have been opened.
+  int count() const { return next_; }
+
+ private:
+  int64_t cap_bytes_;
+  int64_t open_bytes_ = 0;
+  int open_ = -1;  // -1: none open
+  int next_ = 0;
+};
+
+// Selective unsharding applied to a graph with ZeRO-3 ops: the allgathers of the `resident`
+// ds_ids are marked persistent and their releases are erased (their users read the
+// release's input again). Erased ids are dropped from `order` when given. O(N + E).
+absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
+                          std::vector<NodeId>* order = nullptr);
+
+// Reduce-scatter bucketing applied to a graph: walking `order`, each reduce_grad gets
+// kwargs {"bucket": b} by ReduceBucketer's rule at `cap_bytes` (replacing any it had).
+// cap_bytes <= 0 does nothing. O(N).
+absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_SCHEDULE_ZERO3_OPS_H_
