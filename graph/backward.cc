@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "graph/cost_model.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
@@ -67,7 +68,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
     const Node& n = f.node(id);
     if (IsParamPlaceholder(n)) {
       absl::StatusOr<NodeId> ph = b.AddNode(Op::kPlaceholder, n.name(), n.target());
-      if (!ph.ok()) return ph.status();
+      OVERLAP_RETURN_IF_ERROR(ph.status());
       NodeMeta m = Describe(n.meta());
       m.set_param(n.meta().param);
       b.mutable_node(*ph).mutable_meta() = m;
@@ -82,7 +83,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
   for (const Param& p : f.params()) {
     const NodeId owner = f.FindNode(p.owner);
     if (owner != kNoNode && param_ph[owner] != none) {
-      if (absl::Status s = b.AddParam(p); !s.ok()) return s;
+      OVERLAP_RETURN_IF_ERROR(b.AddParam(p));
     }
   }
 
@@ -106,7 +107,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
       NodeId total = contribution;
       if (param_grad[x] != none) {
         absl::StatusOr<NodeId> s = add(param_grad[x], contribution, b.node(contribution).meta());
-        if (!s.ok()) return s.status();
+        OVERLAP_RETURN_IF_ERROR(s.status());
         NodeMeta& prev = b.mutable_node(param_grad[x]).mutable_meta();
         prev.has_grad_of = false;
         prev.grad_of.clear();
@@ -121,7 +122,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
       grad[x] = contribution;
     } else {
       absl::StatusOr<NodeId> s = add(grad[x], contribution, b.node(contribution).meta());
-      if (!s.ok()) return s.status();
+      OVERLAP_RETURN_IF_ERROR(s.status());
       grad[x] = *s;
     }
     return absl::OkStatus();
@@ -149,7 +150,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
       // Name and target agree (arguments are evaluated in no fixed order: count first).
       const std::string tangent = absl::StrCat("tangents_", ++k);
       absl::StatusOr<NodeId> t = b.AddNode(Op::kPlaceholder, b.UniqueName(tangent), tangent);
-      if (!t.ok()) return t.status();
+      OVERLAP_RETURN_IF_ERROR(t.status());
       b.mutable_node(*t).mutable_meta() = Describe(f.node(v).meta());
       grad[v] = *t;
     }
@@ -167,12 +168,12 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
       if (!needs_grad[x]) continue;
       absl::StatusOr<NodeId> v = b.AddNode(Op::kCallFunction, b.UniqueName("view_backward"),
                                            "aten.view.default", {Value::Ref(g)});
-      if (!v.ok()) return v.status();
+      OVERLAP_RETURN_IF_ERROR(v.status());
       NodeMeta m = Describe(f.node(x).meta());
       m.set_device_time(0);
       m.set_aliases_input(true);
       b.mutable_node(*v).mutable_meta() = m;
-      if (absl::Status s = accumulate(x, *v); !s.ok()) return s;
+      OVERLAP_RETURN_IF_ERROR(accumulate(x, *v));
       continue;
     }
     const double time = n.meta().has_device_time ? n.meta().device_time : 0;
@@ -182,17 +183,17 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
       for (NodeId y : n.inputs()) {
         if (y == x) continue;
         absl::StatusOr<NodeId> o = operand(y);
-        if (!o.ok()) return o.status();
+        OVERLAP_RETURN_IF_ERROR(o.status());
         args.push_back(Value::Ref(*o));
       }
       const std::string target = BackwardTarget(n);
       absl::StatusOr<NodeId> d = b.AddNode(
           Op::kCallFunction, b.UniqueName(absl::StrCat(BaseName(target))), target, std::move(args));
-      if (!d.ok()) return d.status();
+      OVERLAP_RETURN_IF_ERROR(d.status());
       NodeMeta m = Describe(f.node(x).meta());
       m.set_device_time(time);
       b.mutable_node(*d).mutable_meta() = m;
-      if (absl::Status s = accumulate(x, *d); !s.ok()) return s;
+      OVERLAP_RETURN_IF_ERROR(accumulate(x, *d));
     }
   }
   // Parameter gradients out, in parameter-table order (a shared placeholder once).
@@ -206,14 +207,14 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
   }
   absl::StatusOr<NodeId> o =
       b.AddNode(Op::kOutput, b.UniqueName("output"), "output", {Value::List(std::move(grads))});
-  if (!o.ok()) return o.status();
+  OVERLAP_RETURN_IF_ERROR(o.status());
   // Placeholders first, in creation order.
   std::vector<NodeId> order, rest;
   for (NodeId id : b.order()) {
     (b.node(id).op() == Op::kPlaceholder ? order : rest).push_back(id);
   }
   order.insert(order.end(), rest.begin(), rest.end());
-  if (absl::Status s = b.SetOrder(order); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(b.SetOrder(order));
   return b;
 }
 

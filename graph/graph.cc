@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 
@@ -221,7 +222,7 @@ void Graph::LinkAfter(NodeId id, NodeId anchor) {
 absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string target,
                                       std::vector<Value> args, ValueDict kwargs, InsertPoint at) {
   if (!IsValidNodeName(name)) return CheckName(name);
-  if (absl::Status s = CheckRefs(name, args, kwargs); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(CheckRefs(name, args, kwargs));
   if (at.where != InsertPoint::Where::kEnd && !IsLive(at.anchor)) {
     return absl::InvalidArgumentError(
         absl::StrCat("node \"", name, "\": insertion anchor is not a live node"));
@@ -263,7 +264,7 @@ absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string targe
 
 absl::Status Graph::SetArgs(NodeId id, std::vector<Value> args, ValueDict kwargs) {
   if (!IsLive(id)) return absl::InvalidArgumentError("SetArgs on a dead node");
-  if (absl::Status s = CheckRefs(nodes_[id].name_, args, kwargs); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(CheckRefs(nodes_[id].name_, args, kwargs));
   UnlinkInputs(id);
   nodes_[id].args_ = std::move(args);
   nodes_[id].kwargs_ = std::move(kwargs);
@@ -274,7 +275,7 @@ absl::Status Graph::SetArgs(NodeId id, std::vector<Value> args, ValueDict kwargs
 absl::Status Graph::Rename(NodeId id, std::string name) {
   if (!IsLive(id)) return absl::InvalidArgumentError("Rename of a dead node");
   if (nodes_[id].name_ == name) return absl::OkStatus();
-  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(CheckName(name));
   by_name_.erase(nodes_[id].name_);
   nodes_[id].name_ = std::move(name);
   by_name_.emplace(nodes_[id].name_, id);

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 
@@ -126,13 +127,13 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
   for (NodeId in : inputs) {
     const Node& src = g.node(in);
     absl::StatusOr<NodeId> ph = sub.AddNode(Op::kPlaceholder, src.name(), src.name());
-    if (!ph.ok()) return ph.status();
+    OVERLAP_RETURN_IF_ERROR(ph.status());
     if (!src.meta().empty()) sub.mutable_node(*ph).mutable_meta() = DescribeValue(src.meta());
     remap[in] = *ph;
   }
   for (NodeId id : nodes) {
     absl::StatusOr<NodeId> copy = CopyNode(g, id, lookup, &sub);
-    if (!copy.ok()) return copy.status();
+    OVERLAP_RETURN_IF_ERROR(copy.status());
     remap[id] = *copy;
   }
   std::vector<Value> rets;
@@ -147,7 +148,7 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
   Value ret = rets.size() == 1 ? std::move(rets[0]) : Value::List(std::move(rets));
   absl::StatusOr<NodeId> out =
       sub.AddNode(Op::kOutput, sub.UniqueName("output"), "output", {std::move(ret)});
-  if (!out.ok()) return out.status();
+  OVERLAP_RETURN_IF_ERROR(out.status());
   // Parameters owned by what was copied (a placeholder input may stand for one too).
   absl::flat_hash_set<absl::string_view> owners;
   for (NodeId id : sub.order()) {

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
@@ -194,7 +195,7 @@ absl::Status VerifyParams(const Graph& g) {
 }  // namespace
 
 absl::Status Verify(const Graph& g) {
-  if (absl::Status s = VerifyNodes(g); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(VerifyNodes(g));
   return VerifyParams(g);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 
@@ -39,7 +40,7 @@ absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
   all.bucket_cap_bytes = INT64_MAX;
   all.first_bucket_cap_bytes = INT64_MAX;
   absl::StatusOr<std::vector<Bucket>> one = AssignBuckets(g, all);
-  if (!one.ok()) return one.status();
+  OVERLAP_RETURN_IF_ERROR(one.status());
   int64_t total = 0;
   for (const Bucket& b : *one) total += b.size_bytes;
   std::vector<int64_t> caps = {kDefaultBucketCapBytes};
@@ -56,7 +57,7 @@ absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
     o.bucket_cap_bytes = cap;
     o.first_bucket_cap_bytes = std::min(first_bucket_cap, cap);
     absl::StatusOr<std::vector<Bucket>> buckets = AssignBuckets(g, o);
-    if (!buckets.ok()) return buckets.status();
+    OVERLAP_RETURN_IF_ERROR(buckets.status());
     CapCandidate c = PredictExposed(g, *buckets, comm, backward_factor);
     c.cap_bytes = cap;
     choice.candidates.push_back(c);

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 #include "graph/subgraph.h"
 
 namespace overlap {
@@ -49,7 +50,7 @@ absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
     const Node& n = g.node(id);
     if (n.op() != Op::kPlaceholder && n.op() != Op::kGetAttr) continue;
     absl::StatusOr<NodeId> c = CopyNode(g, id, outer_value, &outer);
-    if (!c.ok()) return c.status();
+    OVERLAP_RETURN_IF_ERROR(c.status());
     value[id] = *c;
   }
   int64_t getitems = 0;
@@ -59,7 +60,7 @@ absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
     for (NodeId in : sm.inputs) args.push_back(Value::Ref(value[in]));
     absl::StatusOr<NodeId> call =
         outer.AddNode(Op::kCallModule, outer.UniqueName(sm.name), sm.name, std::move(args));
-    if (!call.ok()) return call.status();
+    OVERLAP_RETURN_IF_ERROR(call.status());
     double time = 0;
     for (NodeId id : sm.nodes) time += g.node(id).meta().device_time;
     outer.mutable_node(*call).mutable_meta().set_device_time(time);
@@ -75,13 +76,13 @@ absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
       absl::StatusOr<NodeId> item =
           outer.AddNode(Op::kCallFunction, std::move(name), "operator.getitem",
                         {Value::Ref(*call), Value::Int(static_cast<int64_t>(k))});
-      if (!item.ok()) return item.status();
+      OVERLAP_RETURN_IF_ERROR(item.status());
       outer.mutable_node(*item).mutable_meta() = DescribeValue(g.node(sm.outputs[k]).meta());
       value[sm.outputs[k]] = *item;
     }
   }
   absl::StatusOr<NodeId> o = CopyNode(g, g.last(), outer_value, &outer);
-  if (!o.ok()) return o.status();
+  OVERLAP_RETURN_IF_ERROR(o.status());
   absl::flat_hash_set<absl::string_view> owners;
   for (NodeId id : outer.order()) {
     const Node& n = outer.node(id);
@@ -243,7 +244,7 @@ absl::StatusOr<Graph> InlineSubmodules(const SplitGraph& split) {
           }
         } else {
           absl::StatusOr<NodeId> c = CopyNode(sg, sid, inner, &g);
-          if (!c.ok()) return c.status();
+          OVERLAP_RETURN_IF_ERROR(c.status());
           inner[sid] = *c;
         }
       }
@@ -256,18 +257,18 @@ absl::StatusOr<Graph> InlineSubmodules(const SplitGraph& split) {
       continue;
     }
     absl::StatusOr<NodeId> c = CopyNode(outer, id, value, &g);
-    if (!c.ok()) return c.status();
+    OVERLAP_RETURN_IF_ERROR(c.status());
     value[id] = *c;
   }
   for (const Param& p : outer.params()) {
-    if (absl::Status s = g.AddParam(p); !s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(g.AddParam(p));
   }
   for (const Submodule& s : split.submodules) {
     for (const Param& p : s.graph.params()) {
       bool listed = false;
       for (int i : g.ParamsOwnedBy(p.owner)) listed |= g.params()[i].name == p.name;
       if (!listed) {
-        if (absl::Status st = g.AddParam(p); !st.ok()) return st;
+        OVERLAP_RETURN_IF_ERROR(g.AddParam(p));
       }
     }
   }

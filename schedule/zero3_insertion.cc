@@ -184,19 +184,19 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
         cast == kNoNode ? ValueDict{}
                         : ValueDict{{std::string(kDtypeKwarg), Value::String(cast_to)}},
         InsertPoint::After(p));
-    if (!ag.ok()) return ag.status();
+    OVERLAP_RETURN_IF_ERROR(ag.status());
     SetParamMeta(g, *ag, param, false);
     g.ReplaceAllUsesWith(p, *ag, [](const Node& u) { return u.op() != Op::kOutput; });
 
     absl::StatusOr<NodeId> wait = g.AddNode(
         Op::kCallFunction, g.UniqueName(absl::StrCat("wait_allgather_ds_param__", target, suffix)),
         std::string(kWaitTarget), {Value::Ref(*ag), gid, ds}, {}, InsertPoint::After(*ag));
-    if (!wait.ok()) return wait.status();
+    OVERLAP_RETURN_IF_ERROR(wait.status());
     SetParamMeta(g, *wait, param, true);
     g.ReplaceAllUsesWith(*ag, *wait);
     if (cast != kNoNode) {
       g.ReplaceAllUsesWith(cast, *wait);
-      if (absl::Status st = g.Erase(cast); !st.ok()) return st;
+      OVERLAP_RETURN_IF_ERROR(g.Erase(cast));
     }
 
     const Value n_users = Value::Int(static_cast<int64_t>(uses.size()));
@@ -208,7 +208,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
                                               g.node(anchor).name(), suffix)),
                     std::string(kReleaseTarget), {Value::Ref(anchor), gid, ds, n_users}, {},
                     InsertPoint::After(anchor));
-      if (!release.ok()) return release.status();
+      OVERLAP_RETURN_IF_ERROR(release.status());
       SetParamMeta(g, *release, param, false);
       g.ReplaceAllUsesWith(anchor, *release);
     }
@@ -232,7 +232,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
                     std::string(kReduceTarget),
                     {Value::Ref(grad), Value::Int(static_cast<int>(kind_)), Value::Int(ds_id)}, {},
                     InsertPoint::After(grad));
-      if (!reduce.ok()) return reduce.status();
+      OVERLAP_RETURN_IF_ERROR(reduce.status());
       SetParamMeta(g, *reduce, g.params()[ds_id], false);
       changed = true;
     }
@@ -242,7 +242,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
   for (NodeId id : g.order()) {
     if (g.node(id).op() != Op::kPlaceholder) order.push_back(id);
   }
-  if (absl::Status s = g.SetOrder(order); !s.ok()) return s;
+  OVERLAP_RETURN_IF_ERROR(g.SetOrder(order));
   *graph = std::move(g);
   return changed;
 }

@@ -4,7 +4,8 @@
     bazel build //:overlap && python3 tools/schedule_table.py [models...] > /tmp/table.md
 
 For each model (default gpt2, llama-7b, llama-70b, moe), forward (--lifted) and backward
-(--backward) graphs: fast_free, list and simple_prefetch, then ours with budgets of 1x,
+(--backward) graphs: every baseline of the scheduler registry (`overlap schedule
+--list-algorithms`), then ours with budgets of 1x,
 1.25x and 2x fast_free's simulated peak memory and at the smallest budget ours finds
 feasible. Each row is one `overlap schedule --json` run; the scheduler's own run time is
 the CLI's `scheduler_s` (wall time of the scheduling call alone).
@@ -38,6 +39,14 @@ def schedule(graph, backward, algorithm, budget=None):
             return json.load(f)
 
 
+def algorithms():
+    """The registry's schedulers (`overlap schedule --list-algorithms`): ours first, then the
+    baselines."""
+    out = run(["schedule", "--list-algorithms"]).stdout
+    names = [line.split("\t")[0] for line in out.splitlines() if line.strip()]
+    return names[0], names[1:]
+
+
 def mib(b):
     return f"{b / 2**20:,.1f} MiB"
 
@@ -67,6 +76,7 @@ def main():
           "lower bound | step / lower bound | step / sharded lower bound | scheduler run time | "
           "ours chose |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ours, baselines = algorithms()
     with tempfile.TemporaryDirectory() as d:
         for model in models:
             for pas, flag in (("fwd", "--lifted"), ("bwd", "--backward")):
@@ -74,19 +84,20 @@ def main():
                 run(["gen", model, flag, "-o", graph])
                 bwd = pas == "bwd"
                 ff = None
-                for alg in ("fast_free", "list", "simple_prefetch"):
+                for alg in baselines:
                     r = schedule(graph, bwd, alg)
-                    ff = ff or r
-                    row(model, pas, alg, "-", r, ff["lower_bound_s"])
+                    if alg == "fast_free":
+                        ff = r
+                    row(model, pas, alg, "-", r, r["lower_bound_s"])
                 lb = ff["lower_bound_s"]  # every parameter sharded: all collectives count
                 peak = ff["peak_memory_bytes"]
                 for label, budget in (("ours @1x", peak), ("ours @1.25x", peak * 5 // 4),
                                       ("ours @2x", peak * 2)):
-                    row(model, pas, label, mib(budget), schedule(graph, bwd, "lookahead", budget), lb)
-                probe = schedule(graph, bwd, "lookahead", 1)
+                    row(model, pas, label, mib(budget), schedule(graph, bwd, ours, budget), lb)
+                probe = schedule(graph, bwd, ours, 1)
                 least = probe.get("min_feasible_bytes", 1)
                 row(model, pas, "ours min feasible", mib(least),
-                    schedule(graph, bwd, "lookahead", least), lb)
+                    schedule(graph, bwd, ours, least), lb)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+// overlap gen: a built-in model's graph in the interchange format.
+#include "graph/backward.h"
+#include "graph/errors.h"
+#include "graph/json_writer.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"output", 'o', "FILE", "write to FILE (default: stdout)"},
+    {"backward", 0, "",
+     "the model's AOT-style backward graph instead (implies --lifted;\n"
+     "graph/backward.h): saved activations and tangents in, parameter\n"
+     "gradients (meta.grad_of) out"},
+};
+
+int Run(Invocation& in) {
+  const bool backward = in.Switch("backward");
+  absl::StatusOr<Graph> g = BuildModelFromFlags(in, in.positional()[0], backward);
+  if (in.has_usage_error()) return in.UsageError();
+  if (IsUnknownName(g.status())) {
+    in.AddUsageError(std::string(g.status().message()));
+    return in.UsageError();
+  }
+  if (!g.ok()) return in.BadInput(g.status());
+  if (backward) {
+    absl::StatusOr<Graph> b = BuildBackward(*g);
+    if (!b.ok()) return in.BadInput(b.status());
+    if (absl::Status s = CheckAfter(*b, "building the backward graph"); !s.ok()) {
+      return in.BadInput(s);
+    }
+    g = std::move(*b);
+  }
+  const std::string path = in.Path("output").value_or("-");
+  absl::Status s = path == "-" ? WriteGraphJsonStream(*g, in.out()) : WriteGraphJsonFile(*g, path);
+  return s.ok() ? kExitOk : in.BadInput(s);
+}
+
+}  // namespace
+
+const CommandSpec& GenCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "gen";
+    s.synopsis = "<model> [options] [-o FILE]";
+    s.summary = "write a built-in model's graph (JSON) to FILE or stdout";
+    s.description =
+        "Writes the forward graph of a built-in model in the interchange format\n"
+        "(docs/format.md).\n\nmodels: mlp, gpt2, llama-7b, llama-70b, resnet18, "
+        "moe, random\n";
+    s.flags = {kFlags, ModelFlags()};
+    s.min_positional = 1;
+    s.max_positional = 1;
+    s.positional_name = "model name";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap

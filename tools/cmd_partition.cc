@@ -1,0 +1,130 @@
+// overlap partition: DDP buckets and the split into subgraphs.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "partition/bucket_cap.h"
+#include "partition/ddp_partitioner.h"
+#include "partition/report.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"mode", 0, "reference|default",
+     "reference: PyTorch 2.0's DDPOptimizer exactly; default: improved\n"
+     "(no subgraph without outputs, tied storage once, ...)"},
+    {"bucket-cap", 0, "SIZE|auto",
+     "bucket cap (default 25MiB); auto: choose the cap that minimises\n"
+     "predicted exposed allreduce time in backward, and print the\n"
+     "candidates"},
+    {"first-bucket-cap", 0, "SIZE",
+     "cap of the bucket nearest the output (default min(1MiB, cap));\n"
+     "must not exceed --bucket-cap"},
+    {"json", 0, "OUT", "write the partition result (overlap-result JSON)"},
+    {"output", 'o', "OUTER", "write the outer graph (calls submod_0, submod_1, ...)"},
+    {"subgraphs-dir", 0, "DIR", "write each subgraph as DIR/submod_<i>.json"},
+};
+
+// Reads the bucketing flags into `bo`; whether the cap is chosen automatically.
+bool ReadBucketFlags(Invocation& in, BucketOptions* bo, std::optional<int64_t>* first) {
+  if (std::optional<std::string> mode = in.String("mode");
+      mode && !ParsePartitionMode(*mode, &bo->mode)) {
+    in.AddUsageError(absl::StrCat("--mode must be reference or default, got \"", *mode, "\""));
+  }
+  const bool auto_cap = in.String("bucket-cap") == "auto";
+  if (!auto_cap) {
+    if (std::optional<int64_t> cap = in.Size("bucket-cap")) bo->bucket_cap_bytes = *cap;
+  }
+  *first = in.Size("first-bucket-cap");
+  if (*first && !auto_cap && **first > bo->bucket_cap_bytes) {
+    in.AddUsageError(absl::StrCat("--first-bucket-cap (", **first, " bytes) exceeds --bucket-cap (",
+                                  bo->bucket_cap_bytes, " bytes)"));
+  }
+  return auto_cap;
+}
+
+absl::Status WriteSubgraphs(const std::string& dir, const PartitionResult& r) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::NotFoundError(absl::StrCat("cannot create \"", dir, "\": ", std::strerror(errno)));
+  }
+  for (const Submodule& sm : r.pieces.submodules) {
+    absl::Status s = WriteGraphJsonFile(sm.graph, absl::StrCat(dir, "/", sm.name, ".json"));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int Run(Invocation& in) {
+  BucketOptions bo;
+  std::optional<int64_t> first;
+  const bool auto_cap = ReadBucketFlags(in, &bo, &first);
+  const CollectiveModel comm = ReadCollectiveFlags(in);
+  if (in.has_usage_error()) return in.UsageError();
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
+  if (!g.ok()) return in.BadInput(g.status());
+  std::optional<CapChoice> choice;
+  if (auto_cap) {
+    absl::StatusOr<CapChoice> c =
+        ChooseBucketCap(*g, bo.mode, comm, first.value_or(kDefaultFirstBucketCapBytes));
+    if (!c.ok()) return in.BadInput(c.status());
+    choice = std::move(*c);
+    bo.bucket_cap_bytes = choice->cap_bytes;
+    std::fputs(FormatCapChoice(*choice).c_str(), in.out());
+  }
+  bo.first_bucket_cap_bytes =
+      std::min(first.value_or(kDefaultFirstBucketCapBytes), bo.bucket_cap_bytes);
+  PartitionOptions po;
+  po.buckets = bo;
+  absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*g);
+  if (!r.ok()) return in.BadInput(r.status());
+  if (r->split) {
+    if (absl::Status s = CheckAfter(r->pieces.outer, "the split"); !s.ok()) return in.BadInput(s);
+  }
+  std::fputs(FormatBucketTable(*g, *r).c_str(), in.out());
+  if (std::optional<std::string> path = in.Path("json")) {
+    absl::Status s =
+        WriteTextFile(in, *path, PartitionResultJson(*g, *r, choice ? &*choice : nullptr));
+    if (!s.ok()) return in.BadInput(s);
+  }
+  if (std::optional<std::string> path = in.Path("output")) {
+    absl::Status s = WriteGraphJsonFile(r->split ? r->pieces.outer : *g, *path);
+    if (!s.ok()) return in.BadInput(s);
+  }
+  if (std::optional<std::string> dir = in.Path("subgraphs-dir")) {
+    if (absl::Status s = WriteSubgraphs(*dir, *r); !s.ok()) return in.BadInput(s);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const CommandSpec& PartitionCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "partition";
+    s.synopsis = "FILE [options]";
+    s.summary = "bucket and split a forward graph as DDP does";
+    s.description =
+        "Buckets the forward graph's parameters as DDP buckets gradients, prints the bucket\n"
+        "table (index, size in bytes, parameter names), and splits the graph into one\n"
+        "subgraph per bucket (split_module semantics). See docs/partition.md.\n";
+    s.flags = {kFlags, CollectiveFlags()};
+    s.footer =
+        "The collective flags model the allreduce. SIZE: bytes, or with KB/MB/GB (powers of\n"
+        "1000) or KiB/MiB/GiB (powers of 1024).\n";
+    s.min_positional = s.max_positional = 1;
+    s.positional_name = "file";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap

@@ -1,0 +1,140 @@
+// overlap schedule: insert ZeRO-3 ops if needed, schedule, verify, simulate, explain.
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "graph/size.h"
+#include "schedule/report.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"algorithm", 0, "A",
+     "the scheduler (default lookahead, ours); --list-algorithms lists\n"
+     "them all"},
+    {"list-algorithms", 0, "", "print each scheduler's name and description, then exit"},
+    {"memory-limit", 0, "SIZE",
+     "lookahead: the simulated peak-memory budget; when no schedule fits,\n"
+     "exit 1 and report the smallest feasible budget (the result is still\n"
+     "written)"},
+    {"max-inflight", 0, "N",
+     "lookahead: at most N allgathers issued ahead of the compute that\n"
+     "needs them (default: no cap besides memory)"},
+    {"explain", 0, "",
+     "lookahead: print every candidate it considered (k, reduce-scatter\n"
+     "bucket cap, residents, simulated peak and step, verdict)"},
+    {"backward", 0, "", "the graph is a backward graph (reduce_grad inserted)"},
+    {"json", 0, "OUT", "write the schedule result (order, figures, ours' candidates)"},
+    {"output", 'o', "OUT", "write the scheduled graph (its order, the output node last)"},
+    {"trace", 0, "OUT", "write a Chrome / Perfetto trace of the simulation"},
+};
+
+int ListAlgorithms(Invocation& in) {
+  for (const SchedulerEntry& e : Schedulers()) {
+    std::fprintf(in.out(), "%s\t%s\n", std::string(e.name).c_str(),
+                 std::string(e.description).c_str());
+  }
+  return kExitOk;
+}
+
+// Reads the scheduler's name and options; usage errors are recorded in `in`.
+std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
+  const std::string algorithm =
+      in.String("algorithm").value_or(std::string(DefaultSchedulerName()));
+  if (absl::StatusOr<const SchedulerEntry*> e = FindScheduler(algorithm); !e.ok()) {
+    in.AddUsageError(absl::StrCat("--algorithm: ", e.status().message()));
+  }
+  const bool ours = algorithm == DefaultSchedulerName();
+  for (const char* flag : {"memory-limit", "max-inflight", "explain"}) {
+    if (in.Has(flag) && !ours) {
+      in.AddUsageError(absl::StrCat("--", flag,
+                                    " applies to the lookahead scheduler (the DeepCompile "
+                                    "baselines ignore memory and make no choices to explain)"));
+    }
+  }
+  o->lookahead.memory_limit_bytes = in.Size("memory-limit");
+  if (in.Has("max-inflight")) o->lookahead.max_in_flight = in.Int("max-inflight", 0, INT_MAX, 0);
+  o->collectives = ReadCollectiveFlags(in);
+  return algorithm;
+}
+
+absl::Status WriteOutputs(Invocation& in, const Graph& g, const ScheduleReport& r,
+                          const SchedulerOptions& o) {
+  if (std::optional<std::string> path = in.Path("json")) {
+    absl::Status s = WriteTextFile(in, *path, ScheduleResultJson(g, r, o));
+    if (!s.ok()) return s;
+  }
+  if (std::optional<std::string> path = in.Path("output")) {
+    absl::Status s = WriteGraphJsonFile(g, *path);
+    if (!s.ok()) return s;
+  }
+  if (std::optional<std::string> path = in.Path("trace")) {
+    absl::Status s = WriteTextFile(in, *path, ChromeTraceJson(g, r.simulation));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int Run(Invocation& in) {
+  if (in.Switch("list-algorithms")) return ListAlgorithms(in);
+  if (in.positional().size() != 1) in.AddUsageError("schedule takes exactly one file");
+  SchedulerOptions options;
+  const std::string algorithm = ReadSchedulerFlags(in, &options);
+  if (in.has_usage_error()) return in.UsageError();
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
+  if (!g.ok()) return in.BadInput(g.status());
+  if (!HasZero3Ops(*g)) {
+    const GraphKind kind = in.Switch("backward") ? GraphKind::kBackward : GraphKind::kForward;
+    absl::StatusOr<bool> inserted = Zero3Insertion(kind).Run(&*g);
+    if (!inserted.ok()) return in.BadInput(inserted.status());
+    if (absl::Status s = CheckAfter(*g, "ZeRO-3 insertion"); !s.ok()) return in.BadInput(s);
+  }
+  absl::StatusOr<ScheduleReport> r = RunScheduler(algorithm, &*g, options);
+  if (!r.ok()) return in.BadInput(r.status());
+  std::fputs(FormatScheduleSummary(*g, *r).c_str(), in.out());
+  if (in.Switch("explain")) std::fputs(FormatExplainTable(*r).c_str(), in.out());
+  if (absl::Status s = WriteOutputs(in, *g, *r, options); !s.ok()) return in.BadInput(s);
+  if (r->lookahead && !r->lookahead->feasible) {
+    std::fprintf(in.err(),
+                 "overlap: error: no schedule fits the memory limit of %s; the smallest "
+                 "feasible budget found is %s (%lld bytes)\n",
+                 FormatBytes(*options.lookahead.memory_limit_bytes).c_str(),
+                 FormatBytes(r->lookahead->min_feasible_bytes).c_str(),
+                 static_cast<long long>(r->lookahead->min_feasible_bytes));
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const CommandSpec& ScheduleCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "schedule";
+    s.synopsis = "FILE [options]";
+    s.summary = "insert ZeRO-3 ops if needed, schedule, verify, simulate";
+    s.description =
+        "Schedules a ZeRO-3 graph. A graph without dc.* ops gets them first (parameters must\n"
+        "be lifted: `overlap gen <model> --lifted`). The scheduler leaves the graph final\n"
+        "(its order set, ours' residents and buckets applied, verified); the figures are the\n"
+        "two-stream simulation of that graph (schedule/simulator.h). See docs/schedule.md.\n";
+    s.flags = {kFlags, CollectiveFlags()};
+    s.footer = "SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).\n";
+    s.min_positional = 0;
+    s.max_positional = 1;
+    s.positional_name = "file";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap

@@ -1,0 +1,68 @@
+// overlap simulate: one step of a (ZeRO-3) graph in its file order on two streams.
+#include "absl/strings/str_cat.h"
+#include "graph/json_reader.h"
+#include "graph/size.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_ops.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"json", 0, "OUT", "write the figures (overlap-result JSON)"},
+    {"trace", 0, "OUT", "write a Chrome / Perfetto trace (open in ui.perfetto.dev)"},
+};
+
+int Run(Invocation& in) {
+  const CollectiveModel model = ReadCollectiveFlags(in);
+  if (in.has_usage_error()) return in.UsageError();
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
+  if (!g.ok()) return in.BadInput(g.status());
+  absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);
+  if (!r.ok()) return in.BadInput(r.status());
+  std::fprintf(in.out(),
+               "peak memory %s, peak gathered %s, step %s (compute %s, communication %s, "
+               "exposed %s, lower bound %s)\n",
+               FormatBytes(r->peak_memory_bytes).c_str(),
+               FormatBytes(r->peak_gathered_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
+               FormatSeconds(r->compute_s).c_str(), FormatSeconds(r->comm_s).c_str(),
+               FormatSeconds(r->exposed_comm_s).c_str(), FormatSeconds(r->lower_bound_s).c_str());
+  if (!HasZero3Ops(*g)) std::fputs("(no ZeRO-3 ops in the graph: compute only)\n", in.out());
+  if (std::optional<std::string> path = in.Path("json")) {
+    absl::Status s = WriteTextFile(in, *path,
+                                   absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ",
+                                                SimulationJsonFields(*r), "}\n"));
+    if (!s.ok()) return in.BadInput(s);
+  }
+  if (std::optional<std::string> path = in.Path("trace")) {
+    absl::Status s = WriteTextFile(in, *path, ChromeTraceJson(*g, *r));
+    if (!s.ok()) return in.BadInput(s);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const CommandSpec& SimulateCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "simulate";
+    s.synopsis = "FILE [options]";
+    s.summary = "simulate a (ZeRO-3) graph in its order on two streams";
+    s.description =
+        "Simulates one step of the graph in its file order: compute on one stream,\n"
+        "collectives (dc.allgather_param, dc.reduce_grad) on another, waits blocking compute\n"
+        "(schedule/simulator.h). Prints peak memory, peak gathered bytes, step time, exposed\n"
+        "communication and the lower bound max(compute, communication).\n";
+    s.flags = {kFlags, CollectiveFlags()};
+    s.min_positional = s.max_positional = 1;
+    s.positional_name = "file";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap

@@ -1,0 +1,22 @@
+// The CLI's commands, one file each (tools/cmd_<name>.cc); tools/cli.cc dispatches to them.
+#ifndef OVERLAP_TOOLS_COMMANDS_H_
+#define OVERLAP_TOOLS_COMMANDS_H_
+
+#include "tools/command.h"
+
+namespace overlap {
+
+const CommandSpec& GenCommand();
+const CommandSpec& InspectCommand();
+const CommandSpec& PrintCommand();
+const CommandSpec& PartitionCommand();
+const CommandSpec& ScheduleCommand();
+const CommandSpec& SimulateCommand();
+const CommandSpec& DemoCommand();
+
+// The model names `gen` and `demo` accept, for usage texts.
+inline constexpr char kModelList[] = "mlp, gpt2, llama-7b, llama-70b, resnet18, moe, random";
+
+}  // namespace overlap
+
+#endif  // OVERLAP_TOOLS_COMMANDS_H_

@@ -1,0 +1,129 @@
+#include "tools/shared_flags.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "graph/models.h"
+#include "graph/random_graph.h"
+#include "graph/verifier.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kCollectiveFlags[] = {
+    {"world-size", 0, "N", "ranks (default 32)"},
+    {"latency-us", 0, "X", "collective latency in microseconds (default 20)"},
+    {"bandwidth", 0, "X", "per-rank bandwidth in GB/s (default 50)"},
+};
+
+constexpr FlagSpec kModelFlags[] = {
+    {"lifted", 0, "",
+     "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
+     "default: owned by call_module / get_attr nodes (torch.fx style)"},
+    {"batch", 0, "N", "override the preset's batch (transformers, mlp, resnet18)"},
+    {"seq", 0, "N", "override the preset's sequence length (transformers)"},
+    {"layers", 0, "N", "override the preset's layer count (transformers)"},
+    {"peak-tflops", 0, "X", "16-bit peak of the roofline cost model (default 989, H100 SXM)"},
+    {"peak-tflops-fp32", 0, "X", "32-bit (TF32) peak (default 494)"},
+    {"mem-bandwidth", 0, "X", "memory bandwidth in GB/s (default 3350)"},
+    {"nodes", 0, "N", "random only: total nodes (default 100)"},
+    {"seed", 0, "S", "random only: seed (default 1); the same seed gives the same graph"},
+    {"sparse-meta", 0, "", "random only: give metadata to about half of the nodes only"},
+};
+
+constexpr int64_t kMaxInt = int64_t{1} << 30;
+
+}  // namespace
+
+absl::Span<const FlagSpec> CollectiveFlags() { return kCollectiveFlags; }
+
+CollectiveModel ReadCollectiveFlags(Invocation& in) {
+  CollectiveModel model;
+  model.world_size = static_cast<int>(in.Int("world-size", 1, int64_t{1} << 24, model.world_size));
+  // Only a given flag changes a default (a unit round trip could change its last bit).
+  if (in.Has("latency-us")) model.latency_s = in.NonNegative("latency-us", 1e9, 0) * 1e-6;
+  if (in.Has("bandwidth")) model.bandwidth_bytes_per_s = in.Positive("bandwidth", 1e30, 1) * 1e9;
+  return model;
+}
+
+absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
+
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted) {
+  ModelOptions o;
+  o.style = lifted || in.Switch("lifted") ? ParamStyle::kLifted : ParamStyle::kModule;
+  // Only a given flag changes a default (a unit round trip could change its last bit).
+  if (in.Has("peak-tflops")) o.device.peak_flops_16bit = in.Positive("peak-tflops", 1e30, 1) * 1e12;
+  if (in.Has("peak-tflops-fp32")) {
+    o.device.peak_flops_32bit = in.Positive("peak-tflops-fp32", 1e30, 1) * 1e12;
+  }
+  if (in.Has("mem-bandwidth"))
+    o.device.memory_bandwidth = in.Positive("mem-bandwidth", 1e30, 1) * 1e9;
+  const int64_t batch = in.Int("batch", 1, kMaxInt, 0);
+  const int64_t seq = in.Int("seq", 1, kMaxInt, 0);
+  const int64_t layers = in.Int("layers", 1, kMaxInt, 0);
+  if (name == "random") {
+    RandomGraphOptions r;
+    r.nodes = in.Int("nodes", 2, kMaxInt, r.nodes);
+    r.seed = static_cast<uint64_t>(in.Int("seed", 0, INT64_MAX, 1));
+    r.lifted = o.style == ParamStyle::kLifted;
+    r.full_meta = !in.Switch("sparse-meta");
+    if (in.has_usage_error()) return Graph();
+    return RandomGraph(r);
+  }
+  if (in.Has("nodes") || in.Has("seed") || in.Has("sparse-meta")) {
+    in.AddUsageError("--nodes, --seed and --sparse-meta apply to the random model only");
+  }
+  const bool transformer =
+      name == "gpt2" || name == "llama-7b" || name == "llama-70b" || name == "moe";
+  if ((seq || layers) && !transformer) {
+    in.AddUsageError("--seq and --layers apply to the transformer models only");
+  }
+  if (in.has_usage_error()) return Graph();
+  if (transformer) {
+    TransformerConfig c = name == "gpt2"        ? Gpt2Config()
+                          : name == "llama-7b"  ? Llama7bConfig()
+                          : name == "llama-70b" ? Llama70bConfig()
+                                                : MoeConfig();
+    if (batch) c.batch = batch;
+    if (seq) c.seq = seq;
+    if (layers) c.layers = layers;
+    return BuildTransformer(c, o);
+  }
+  if (name == "mlp") {
+    MlpConfig c;
+    if (batch) c.batch = batch;
+    return BuildMlp(c, o);
+  }
+  if (name == "resnet18") {
+    ResNetConfig c;
+    if (batch) c.batch = batch;
+    return BuildResNet(c, o);
+  }
+  return BuildModel(name, o);  // reports the unknown name
+}
+
+absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {
+  const bool to_stdout = path == "-";
+  std::FILE* f = to_stdout ? in.out() : std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open \"", path, "\" for writing: ", std::strerror(errno)));
+  }
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = to_stdout ? std::fflush(f) == 0 : std::fclose(f) == 0;
+  if (!written || !closed) {
+    return absl::InternalError(absl::StrCat(written ? "closing" : "writing", " \"",
+                                            to_stdout ? "stdout" : path,
+                                            "\" failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAfter(const Graph& g, absl::string_view step) {
+  absl::Status s = Verify(g);
+  if (s.ok()) return s;
+  return absl::InternalError(absl::StrCat("the graph is invalid after ", step, ": ", s.message()));
+}
+
+}  // namespace overlap

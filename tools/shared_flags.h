@@ -1,0 +1,40 @@
+// What several CLI commands share: the collective-model flags, the model-building flags of
+// `gen` and `demo`, writing outputs, and the check after every graph mutation.
+#ifndef OVERLAP_TOOLS_SHARED_FLAGS_H_
+#define OVERLAP_TOOLS_SHARED_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/cost_model.h"
+#include "graph/graph.h"
+#include "tools/command.h"
+
+namespace overlap {
+
+// --world-size, --latency-us, --bandwidth (partition, schedule, simulate).
+absl::Span<const FlagSpec> CollectiveFlags();
+// The collective model those flags describe (defaults: graph/cost_model.h).
+CollectiveModel ReadCollectiveFlags(Invocation& in);
+
+// --lifted, --batch, --seq, --layers, the cost-model flags, and random's --nodes, --seed,
+// --sparse-meta (gen, demo).
+absl::Span<const FlagSpec> ModelFlags();
+// Builds built-in model `name` as the flags say; `lifted` overrides --lifted. A flag that
+// does not apply to the model, or a bad value, is a usage error recorded in `in`; an
+// unknown model is an unknown-name error (graph/errors.h).
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted);
+
+// Writes `text` to `path` ("-": the invocation's stdout), checking the write and the close.
+absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text);
+
+// Verify(g) after the CLI changed a graph, naming the step when it fails (an internal error:
+// every pass must leave a valid graph).
+absl::Status CheckAfter(const Graph& g, absl::string_view step);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_TOOLS_SHARED_FLAGS_H_
