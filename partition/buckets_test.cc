@@ -1,4 +1,4 @@
-// One test per rule of shared/reference/ddp_optimizer.md, on small hand-written graphs in
+// One test per rule of docs/ddp-optimizer.md (rules B1-B10), on small hand-written graphs in
 // the interchange format, plus the reference's own test shapes.
 #include "partition/buckets.h"
 

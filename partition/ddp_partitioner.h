@@ -1,7 +1,7 @@
 // The DDP partitioner pass: buckets a forward graph as DDP buckets gradients, splits it at
 // the bucket boundaries, and hands each piece to a backend compiler.
 //
-// This is the C++ counterpart of PyTorch's DDPOptimizer (shared/reference/ddp_optimizer.md;
+// This is the C++ counterpart of PyTorch's DDPOptimizer (docs/ddp-optimizer.md;
 // docs/partition.md). Compiler teams link //partition:ddp_partitioner and call it directly:
 //
 //   PartitionOptions options;

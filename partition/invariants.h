@@ -1,4 +1,4 @@
-// The partitioner's invariants (shared/reference/ddp_optimizer.md), checked from first
+// The partitioner's invariants (docs/ddp-optimizer.md, "Invariants"), checked from first
 // principles: property tests and the fuzzer run this on every partition they make.
 #ifndef OVERLAP_PARTITION_INVARIANTS_H_
 #define OVERLAP_PARTITION_INVARIANTS_H_

@@ -1,6 +1,6 @@
 // Human and machine reports of a partition: the bucket table DDPOptimizer logs (index,
 // size in bytes, parameter names) and the partition result JSON of
-// shared/spec/graph-json.md ("format": "overlap-result").
+// docs/format.md ("Result files": "format": "overlap-result").
 #ifndef OVERLAP_PARTITION_REPORT_H_
 #define OVERLAP_PARTITION_REPORT_H_
 

@@ -1,5 +1,5 @@
 // The `list` scheduler of DeepSpeed DeepCompile's list_schedule.py, as intended
-// (shared/reference/deepcompile.md, "The other schedulers in that file"; the original
+// (docs/deepcompile.md, "The `list` scheduler"; the original
 // unpacks its helper's result wrongly and always raises).
 //
 // Dependencies are the nodes in a node's args (not kwargs); for the four dc.* ops only

@@ -1,5 +1,5 @@
 // The `simple_prefetch` scheduler of DeepSpeed DeepCompile's list_schedule.py
-// (shared/reference/deepcompile.md, "The other schedulers in that file").
+// (docs/deepcompile.md, "The `simple_prefetch` scheduler").
 //
 // Dependencies as in the list scheduler (args only; dc.* ops: args[0]); nodes without any
 // start out scheduled. (1) Schedule every ready non-allgather node, repeatedly, most

@@ -1,4 +1,4 @@
-// One test per insertion rule of shared/reference/deepcompile.md, plus properties.
+// One test per insertion rule of docs/deepcompile.md ("Insertion rules"), plus properties.
 #include "schedule/zero3_insertion.h"
 
 #include <string>

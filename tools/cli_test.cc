@@ -97,7 +97,7 @@ TEST(CliTest, UsageErrorsExitTwo) {
 }
 
 TEST(CliTest, HelpOnEveryCommand) {
-  for (const char* cmd : {"gen", "inspect", "demo"}) {
+  for (const char* cmd : {"gen", "inspect", "print", "partition", "schedule", "simulate", "demo"}) {
     Result r = Overlap({cmd, "--help"});
     EXPECT_EQ(r.code, kExitOk) << cmd;
     EXPECT_THAT(r.out, HasSubstr("usage: overlap")) << cmd;
@@ -331,6 +331,100 @@ TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
       HasSubstr("\"memory_limit_bytes\": 1024, \"feasible\": false, \"min_feasible_bytes\": "));
   EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--memory-limit", "1GiB"}).code,
             kExitUsage);
+}
+
+}  // namespace
+}  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// The lines of `text`.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(CliScheduleTest, ExplainShowsExactlyOneChosenRowWithTheSummaryFigures) {
+  const std::string path = Tmp("gpt2_explain.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "-o", path}).code, kExitOk);
+  Result r = Overlap({"schedule", path, "--memory-limit", "2177MiB", "--explain"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_FALSE(lines.empty());
+  // "lookahead: N nodes; peak gathered G, peak memory P, step S (...)"
+  const std::string& summary = lines[0];
+  const size_t p = summary.find("peak memory ") + 12;
+  const std::string peak = summary.substr(p, summary.find(',', p) - p);
+  const size_t s = summary.find("step ") + 5;
+  const std::string step = summary.substr(s, summary.find(" (", s) - s);
+  int chosen = 0;
+  for (const std::string& line : lines) {
+    if (line.find("  chosen") == std::string::npos) continue;
+    ++chosen;
+    EXPECT_THAT(line, HasSubstr(peak));
+    EXPECT_THAT(line, HasSubstr(step));
+  }
+  EXPECT_EQ(chosen, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("verdict"));
+  // A baseline makes no choices to explain.
+  EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "fast_free", "--explain"}).code, kExitUsage);
+}
+
+TEST(CliScheduleTest, ListAlgorithmsPrintsTheRegistry) {
+  Result r = Overlap({"schedule", "--list-algorithms"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].substr(0, lines[0].find('\t')), "lookahead");
+  EXPECT_THAT(r.out, HasSubstr("fast_free\t"));
+  EXPECT_EQ(Overlap({"schedule"}).code, kExitUsage);  // a file is needed otherwise
+}
+
+TEST(CliScheduleTest, ResultOrderIsTheWrittenGraphsOrderWithTheOutputLast) {
+  const std::string path = Tmp("moe_bwd.json");
+  ASSERT_EQ(Overlap({"gen", "moe", "--backward", "--layers", "2", "-o", path}).code, kExitOk);
+  const std::string json = Tmp("moe_ff.json"), graph = Tmp("moe_ff_graph.json");
+  Result r = Overlap(
+      {"schedule", path, "--backward", "--algorithm", "fast_free", "--json", json, "-o", graph});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"output\"], \"peak_memory_bytes\""));
+  // simulate on the written graph reports the same peak as schedule did.
+  Result sim = Overlap({"simulate", graph});
+  ASSERT_EQ(sim.code, kExitOk);
+  const size_t p = r.out.find("peak memory ") + 12;
+  EXPECT_THAT(sim.out, HasSubstr("peak memory " + r.out.substr(p, r.out.find(',', p) - p)));
+}
+
+TEST(CliTest, PrintWritesOneLinePerNode) {
+  const std::string path = Tmp("mlp_print.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
+  Result r = Overlap({"print", path});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("%net_0 = call_module[net.0](%x) : [20, 5000] float32  # "));
+  EXPECT_THAT(r.out, HasSubstr("\noutput(%net_6)\n"));
+  EXPECT_EQ(Lines(r.out).size(), 8u + 9u);  // 8 parameters, 9 nodes
+  EXPECT_EQ(Overlap({"print"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"print", Tmp("missing.json")}).code, kExitBadInput);
+}
+
+TEST(CliTest, AFlagGivenTwiceIsAUsageError) {
+  Result r = Overlap({"gen", "random", "--nodes", "3", "--nodes", "4"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("--nodes is given twice"));
+  EXPECT_EQ(Overlap({"gen", "mlp", "-o", "a", "-o", "b"}).code, kExitUsage);
+}
+
+TEST(CliTest, DemoExplainsOursChoice) {
+  Result r = Overlap({"demo", "mlp"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[6] why ours chose that"));
+  EXPECT_THAT(r.out, HasSubstr("chosen"));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A slow, obviously-correct DDPOptimizer (reference mode) and split_module, written straight
-// from shared/reference/ddp_optimizer.md for differential testing of the fast ones
+// from docs/ddp-optimizer.md for differential testing of the fast ones
 // (partition/buckets.h, partition/split.h). Everything is by node name and by linear
 // scans; quadratic time is fine here, clarity is the point. Test tree only.
 #ifndef OVERLAP_PARTITION_TESTING_SLOW_REFERENCE_H_
@@ -21,7 +21,7 @@ struct Bucket {
   std::vector<std::string> nodes;   // node names, graph order
 };
 
-// Step 1-3 of the reference algorithm: the buckets in forward order.
+// Bucketing rules B1-B7 of docs/ddp-optimizer.md: the buckets in forward order.
 std::vector<Bucket> ReferenceBuckets(const Graph& g, int64_t bucket_cap, int64_t first_cap);
 
 struct Piece {
@@ -36,7 +36,7 @@ struct Split {
   std::vector<int> call_order;  // partitions, smallest ready first
 };
 
-// Step 5: split_module semantics over the buckets' node lists.
+// Split rules S1-S6 of docs/ddp-optimizer.md: split_module semantics over the buckets' node lists.
 Split SplitByBuckets(const Graph& g, const std::vector<Bucket>& buckets);
 
 // Runs the slow reference on `g` with `r`'s caps and returns the first difference from the

@@ -1,6 +1,6 @@
 // Differential test: the fast reference-mode partitioner (buckets + split) against the slow
-// one written straight from the spec, on every built-in model and on random graphs, over a
-// range of caps. Any difference names the bucket or piece and both answers.
+// one written straight from docs/ddp-optimizer.md, on every built-in model and on random graphs,
+// over a range of caps. Any difference names the bucket or piece and both answers.
 #include "partition/testing/slow_reference.h"
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // fast_free, rule by rule, on small graphs whose schedule is worked out by hand from the
-// specification; plus properties on random graphs.
+// definition in docs/deepcompile.md; plus properties on random graphs.
 #include "schedule/testing/fast_free_reference.h"
 
 #include <string>
