@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,6 +37,14 @@ Result Overlap(std::vector<std::string> args) {
   std::FILE* err = std::tmpfile();
   int code = RunCli(args, out, err);
   return {code, Slurp(out), Slurp(err)};
+}
+
+// The lines of `text`.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
 }
 
 std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
@@ -277,9 +286,15 @@ namespace {
 TEST(CliScheduleTest, EveryAlgorithmSchedulesVerifiesAndWritesResults) {
   const std::string path = Tmp("mlp_lifted.json");
   ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "-o", path}).code, kExitOk);
-  for (const char* algorithm : {"fast_free", "list", "simple_prefetch"}) {
-    const std::string json = Tmp(std::string(algorithm) + "_result.json");
-    const std::string graph = Tmp(std::string(algorithm) + "_graph.json");
+  // Every scheduler the registry lists, baselines first.
+  std::vector<std::string> algorithms;
+  for (const std::string& line : Lines(Overlap({"schedule", "--list-algorithms"}).out)) {
+    algorithms.insert(algorithms.begin(), line.substr(0, line.find('\t')));
+  }
+  ASSERT_EQ(algorithms.size(), 4u);
+  for (const std::string& algorithm : algorithms) {
+    const std::string json = Tmp(algorithm + "_result.json");
+    const std::string graph = Tmp(algorithm + "_graph.json");
     Result r = Overlap({"schedule", path, "--algorithm", algorithm, "--json", json, "-o", graph,
                         "--trace", Tmp("trace_s.json")});
     ASSERT_EQ(r.code, kExitOk) << algorithm << ": " << r.err;
@@ -338,14 +353,6 @@ TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
 
 namespace overlap {
 namespace {
-
-// The lines of `text`.
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
 
 TEST(CliScheduleTest, ExplainShowsExactlyOneChosenRowWithTheSummaryFigures) {
   const std::string path = Tmp("gpt2_explain.json");
