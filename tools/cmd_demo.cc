@@ -133,10 +133,6 @@ int Run(Invocation& in) {
   const auto t0 = Clock::now();
   absl::StatusOr<Graph> g = BuildModelFromFlags(in, model, /*lifted=*/false);
   if (in.has_usage_error()) return in.UsageError();
-  if (IsUnknownName(g.status())) {
-    in.AddUsageError(std::string(g.status().message()));
-    return in.UsageError();
-  }
   if (!g.ok()) return in.BadInput(g.status());
   const auto t1 = Clock::now();
   const std::string json = WriteGraphJson(*g);

@@ -1,6 +1,5 @@
 // overlap gen: a built-in model's graph in the interchange format.
 #include "graph/backward.h"
-#include "graph/errors.h"
 #include "graph/json_writer.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -20,10 +19,6 @@ int Run(Invocation& in) {
   const bool backward = in.Switch("backward");
   absl::StatusOr<Graph> g = BuildModelFromFlags(in, in.positional()[0], backward);
   if (in.has_usage_error()) return in.UsageError();
-  if (IsUnknownName(g.status())) {
-    in.AddUsageError(std::string(g.status().message()));
-    return in.UsageError();
-  }
   if (!g.ok()) return in.BadInput(g.status());
   if (backward) {
     absl::StatusOr<Graph> b = BuildBackward(*g);

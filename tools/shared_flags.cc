@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "graph/errors.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "graph/verifier.h"
@@ -100,7 +101,9 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
     if (batch) c.batch = batch;
     return BuildResNet(c, o);
   }
-  return BuildModel(name, o);  // reports the unknown name
+  absl::StatusOr<Graph> g = BuildModel(name, o);
+  if (IsUnknownName(g.status())) in.AddUsageError(std::string(g.status().message()));
+  return g;
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {

@@ -24,8 +24,8 @@ CollectiveModel ReadCollectiveFlags(Invocation& in);
 // --sparse-meta (gen, demo).
 absl::Span<const FlagSpec> ModelFlags();
 // Builds built-in model `name` as the flags say; `lifted` overrides --lifted. A flag that
-// does not apply to the model, or a bad value, is a usage error recorded in `in`; an
-// unknown model is an unknown-name error (graph/errors.h).
+// does not apply to the model, a bad value, or an unknown model is a usage error recorded
+// in `in` (check in.has_usage_error() first).
 absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted);
 
 // Writes `text` to `path` ("-": the invocation's stdout), checking the write and the close.
