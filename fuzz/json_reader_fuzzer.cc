@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "graph/errors.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/verifier.h"
@@ -24,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<overlap::Graph> g = overlap::ReadGraphJson(text);
   if (!g.ok()) {
     if (g.status().message().empty()) Fail("error without a message");
+    // Malformed text is bad input (graph/errors.h), never an internal error.
+    if (!overlap::IsBadInput(g.status())) Fail("a reader error that is not a bad-input error");
     return 0;
   }
   if (!overlap::Verify(*g).ok()) Fail("accepted graph fails Verify");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "graph/errors.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/random_graph.h"
@@ -196,6 +197,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!s.ok()) {
     if (s.message().empty()) Fail("a rejection without a message");
+    // The public API cannot break the graph's own bookkeeping: every rejection is bad input.
+    if (!IsBadInput(s))
+      Fail("Verify's rejection is not a bad-input error: " + std::string(s.message()));
     return 0;
   }
   absl::StatusOr<Graph> back = ReadGraphJson(WriteGraphJson(g));
