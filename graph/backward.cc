@@ -94,7 +94,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
   auto add = [&](NodeId a, NodeId c, const NodeMeta& like) -> absl::StatusOr<NodeId> {
     absl::StatusOr<NodeId> s = b.AddNode(Op::kCallFunction, b.UniqueName("add"), "aten.add.Tensor",
                                          {Value::Ref(a), Value::Ref(c)});
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(s.status());
     NodeMeta m = Describe(like);
     m.set_device_time(cost.KernelTime(0, 3.0 * (like.has_tensor_size ? like.tensor_size : 0),
                                       like.has_dtype ? like.dtype : "float32"));
@@ -135,7 +135,7 @@ absl::StatusOr<Graph> BuildBackward(const Graph& f) {
     absl::StatusOr<NodeId> s =
         b.AddNode(Op::kPlaceholder, b.UniqueName(absl::StrCat("saved_", yn.name())),
                   absl::StrCat("saved_", yn.name()));
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(s.status());
     b.mutable_node(*s).mutable_meta() = Describe(yn.meta());
     saved[y] = *s;
     return s;

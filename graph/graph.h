@@ -180,6 +180,10 @@ class Node {
 // input, so it allocates nothing and its readers keep that input's storage alive. Aliasing
 // is a property of the IR; every pass asks this one function.
 inline bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
+// Whether `n` is a view of `input` (its first input): a reader of `input` that reads no data.
+inline bool IsViewOf(const Node& n, NodeId input) {
+  return IsView(n) && !n.inputs().empty() && n.inputs()[0] == input;
+}
 
 // One entry of the parameter table (see the format doc for the meaning of each field).
 struct Param {

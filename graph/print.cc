@@ -8,6 +8,21 @@
 namespace overlap {
 namespace {
 
+// Appends a name, target, key or dtype as it is, except that a backslash and anything that
+// is not printable ASCII (newlines, control characters, bytes of multi-byte UTF-8) are
+// escaped, so every node stays on one line whatever the file held.
+void AppendText(std::string* out, absl::string_view s) {
+  for (unsigned char c : s) {
+    if (c == '\\') {
+      out->append("\\\\");
+    } else if (c >= 0x20 && c < 0x7f) {
+      out->push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+}
+
 void AppendValue(const Graph& g, const Value& v, std::string* out) {
   switch (v.kind()) {
     case Value::Kind::kNone:
@@ -64,7 +79,8 @@ void AppendCall(const Graph& g, const Node& n, std::string* out) {
   for (const auto& [k, v] : n.kwargs()) {
     if (!first) out->append(", ");
     first = false;
-    absl::StrAppend(out, k, "=");
+    AppendText(out, k);
+    out->push_back('=');
     AppendValue(g, v, out);
   }
   out->push_back(')');
@@ -74,37 +90,42 @@ void AppendCall(const Graph& g, const Node& n, std::string* out) {
 
 std::string PrintNode(const Graph& g, const Node& n) {
   std::string out;
-  if (n.op() != Op::kOutput) absl::StrAppend(&out, "%", n.name(), " = ");
-  switch (n.op()) {
-    case Op::kCallFunction:
-      out.append(n.target());
-      AppendCall(g, n, &out);
-      break;
-    case Op::kOutput:
-      out.append("output");
-      AppendCall(g, n, &out);
-      break;
-    case Op::kPlaceholder:
-    case Op::kGetAttr:
-      absl::StrAppend(&out, OpName(n.op()), "[", n.target(), "]");
-      break;
-    default:
-      absl::StrAppend(&out, OpName(n.op()), "[", n.target(), "]");
-      AppendCall(g, n, &out);
-      break;
+  if (n.op() != Op::kOutput) {
+    out.push_back('%');
+    AppendText(&out, n.name());
+    out.append(" = ");
   }
+  if (n.op() == Op::kCallFunction) {
+    AppendText(&out, n.target());
+  } else if (n.op() == Op::kOutput) {
+    out.append("output");
+  } else {
+    absl::StrAppend(&out, OpName(n.op()), "[");
+    AppendText(&out, n.target());
+    out.push_back(']');
+  }
+  if (n.op() != Op::kPlaceholder && n.op() != Op::kGetAttr) AppendCall(g, n, &out);
   const NodeMeta& m = n.meta();
   if (m.has_shape || m.has_dtype) {
     out.append(" :");
     if (m.has_shape) absl::StrAppend(&out, " [", absl::StrJoin(m.shape, ", "), "]");
-    if (m.has_dtype) absl::StrAppend(&out, " ", m.dtype);
+    if (m.has_dtype) {
+      out.push_back(' ');
+      AppendText(&out, m.dtype);
+    }
   }
   std::vector<std::string> notes;
   if (m.has_device_time && m.device_time > 0) notes.push_back(FormatSeconds(m.device_time));
   if (m.has_tensor_size) notes.push_back(FormatBytes(m.tensor_size));
   if (IsView(n)) notes.push_back("view");
-  if (m.has_param) notes.push_back(absl::StrCat("param ", m.param));
-  if (m.has_grad_of) notes.push_back(absl::StrCat("grad of ", m.grad_of));
+  if (m.has_param) {
+    notes.push_back("param ");
+    AppendText(&notes.back(), m.param);
+  }
+  if (m.has_grad_of) {
+    notes.push_back("grad of ");
+    AppendText(&notes.back(), m.grad_of);
+  }
   if (!notes.empty()) absl::StrAppend(&out, "  # ", absl::StrJoin(notes, ", "));
   return out;
 }
@@ -113,11 +134,21 @@ std::string PrintGraph(const Graph& g) {
   std::string out;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const Param& p = g.params()[i];
-    absl::StrAppend(&out, "param #", i, " ", p.name, " (owner ", p.owner, ")");
+    absl::StrAppend(&out, "param #", i, " ");
+    AppendText(&out, p.name);
+    out.append(" (owner ");
+    AppendText(&out, p.owner);
+    out.push_back(')');
     if (p.has_shape) absl::StrAppend(&out, " [", absl::StrJoin(p.shape, ", "), "]");
-    if (p.has_dtype) absl::StrAppend(&out, " ", p.dtype);
+    if (p.has_dtype) {
+      out.push_back(' ');
+      AppendText(&out, p.dtype);
+    }
     absl::StrAppend(&out, " ", FormatBytes(p.bytes));
-    if (!p.storage.empty() && p.storage != p.name) absl::StrAppend(&out, ", storage ", p.storage);
+    if (!p.storage.empty() && p.storage != p.name) {
+      out.append(", storage ");
+      AppendText(&out, p.storage);
+    }
     if (!p.requires_grad) out.append(", frozen");
     if (p.ddp_ignored) out.append(", ddp_ignored");
     out.push_back('\n');

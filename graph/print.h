@@ -13,7 +13,9 @@
 // strings, [lists], {"dict": values}, slice(a, b, c)); kwargs as key=value after the args.
 // After the colon: meta shape and dtype when present; after "#": device time, tensor size,
 // and view / param / grad_of marks when present. The parameter table comes first, one
-// "param" line per entry. Cost: O(size of the graph).
+// "param" line per entry. Names, targets, keys and dtypes print as they are, except that a
+// backslash and any byte outside printable ASCII print as \\ and \xNN, so a node is always
+// one line. Cost: O(size of the graph).
 #ifndef OVERLAP_GRAPH_PRINT_H_
 #define OVERLAP_GRAPH_PRINT_H_
 
@@ -23,7 +25,8 @@
 
 namespace overlap {
 
-// One node's line, without the trailing newline.
+// One node's line, without the trailing newline. `n` must belong to `g` (its references
+// are printed by name).
 std::string PrintNode(const Graph& g, const Node& n);
 
 // The whole graph: the parameter table, then one line per node in graph order.

@@ -39,6 +39,17 @@ TEST(PrintTest, EveryValueKindAndMetaField) {
             "output([%mm, %f, %m])\n");
 }
 
+TEST(PrintTest, ANodeIsOneLineWhateverItsStringsHold) {
+  Graph g = ParseGraphParts(
+      absl::StrCat(PlaceholderJson("x"), ",",
+                   R"({"name": "y", "op": "call_function", "target": "odd\ntarget\\",
+                       "args": ["%x"], "kwargs": {"k\u0001": 1}, "meta": {"dtype": "f\t32"}},)",
+                   OutputJson(R"("%y")")),
+      "");
+  EXPECT_EQ(PrintNode(g, g.node(g.FindNode("y"))),
+            "%y = odd\\x0atarget\\\\(%x, k\\x01=1) : f\\x0932");
+}
+
 // A whole built-in model against a checked-in golden file: any change to the printer or to
 // the model shows up as a readable diff. Regenerate with
 //   bazel run //:overlap -- gen mlp | bazel run //:overlap -- print - >

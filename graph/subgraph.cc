@@ -163,10 +163,7 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
     for (int i : g.ParamsOwnedBy(owner)) owned.push_back(i);
   }
   std::sort(owned.begin(), owned.end());
-  for (int i : owned) {
-    absl::Status s = sub.AddParam(g.params()[i]);
-    if (!s.ok()) return s;
-  }
+  for (int i : owned) OVERLAP_RETURN_IF_ERROR(sub.AddParam(g.params()[i]));
   sub.set_has_params_key(true);
   return sub;
 }

@@ -90,10 +90,7 @@ absl::Status BuildOuter(const Graph& g, SplitGraph& out) {
     if (n.op() == Op::kPlaceholder) owners.insert(n.name());
   }
   for (const Param& p : g.params()) {
-    if (owners.contains(p.owner)) {
-      absl::Status st = outer.AddParam(p);
-      if (!st.ok()) return st;
-    }
+    if (owners.contains(p.owner)) OVERLAP_RETURN_IF_ERROR(outer.AddParam(p));
   }
   outer.set_has_params_key(true);
   return absl::OkStatus();
@@ -202,10 +199,8 @@ absl::StatusOr<SplitGraph> Split(const Graph& g, const std::vector<Bucket>& buck
   absl::Status outer_built = BuildOuter(g, out);
   worker();
   for (std::thread& t : pool) t.join();
-  if (!outer_built.ok()) return outer_built;
-  for (const absl::Status& st : built) {
-    if (!st.ok()) return st;
-  }
+  OVERLAP_RETURN_IF_ERROR(outer_built);
+  for (const absl::Status& st : built) OVERLAP_RETURN_IF_ERROR(st);
   return out;
 }
 

@@ -44,6 +44,7 @@ class RequirementSearch {
   // (before later nodes of the same search are considered).
   template <typename Done, typename OnAdd>
   void Collect(NodeId target, const Done& done, const OnAdd& on_add, std::vector<NodeId>* out);
+  // The same without a callback.
   template <typename Done>
   void Collect(NodeId target, const Done& done, std::vector<NodeId>* out) {
     Collect(
@@ -73,7 +74,7 @@ absl::Status CheckBaselineOrder(const Graph& g, absl::Span<const NodeId> order,
                                 absl::string_view scheduler);
 
 // The scheduling dependencies of a node as the DeepCompile baselines see them: its args
-// references (each once), or only args[0] for dc.* ops.
+// references (each once), or only args[0] for dc.* ops. O(args).
 std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id);
 
 template <typename Done, typename OnAdd>

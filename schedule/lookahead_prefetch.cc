@@ -178,9 +178,12 @@ class LookaheadSearch {
     std::vector<Keep> ranking;
     for (const Gather& gj : gathers_) {
       const Node& ag = g_.node(gj.allgather);
-      // A ds_id that is not an int names no parameter (a negative one still does, for the
-      // simulator's resident set, so check the kind rather than DsId's -1).
-      if (IsPersistentAllgather(ag) || !HasDsId(ag)) continue;
+      // Only a ds_id that indexes the parameter table names a parameter to keep.
+      const int64_t ds = DsId(ag);
+      if (IsPersistentAllgather(ag) || !HasDsId(ag) || ds < 0 ||
+          ds >= static_cast<int64_t>(g_.params().size())) {
+        continue;
+      }
       ranking.push_back({DsId(ag), SizeOf(ag), model_.Allgather(SizeOf(ag))});
     }
     std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
@@ -220,9 +223,10 @@ class LookaheadSearch {
     o.reduce_bucket_bytes = cap;
     o.check_order = !clean_;
     absl::StatusOr<SimulationResult> r = simulator_.Run(order, o);
-    if (!r.ok() && IsBadInput(r.status())) {
-      // A candidate that is not a schedule: hand-written dc ops whose dependencies (say,
-      // through kwargs) the prefetch moves cannot see.
+    if (!r.ok() && o.check_order && IsBadInput(r.status())) {
+      // The model was validated up front, so this is the order check: a candidate that is
+      // not a schedule (hand-written dc ops whose dependencies, say through kwargs, the
+      // prefetch moves cannot see).
       return UnsupportedError(absl::StrCat("lookahead: ", r.status().message()));
     }
     return r;
@@ -250,7 +254,7 @@ class LookaheadSearch {
   absl::StatusOr<size_t> KeepResidents(int k, int64_t cap, const SimulationResult& sim,
                                        Evaluation* e) const {
     e->rows.push_back(Row(k, cap, 0, sim));
-    size_t best_row = e->rows.size() - 1;
+    size_t best_row = e->rows.size() - 1;  // the prefix known to fit, until a longer one does
     const int64_t left = options_.memory_limit_bytes
                              ? *options_.memory_limit_bytes - sim.peak_memory_bytes
                              : INT64_MAX;
@@ -266,6 +270,7 @@ class LookaheadSearch {
       e->rows.push_back(Row(k, cap, n, with));
       if (Fits(with.peak_memory_bytes)) {
         lo = n;
+        e->rows[best_row].verdict = CandidateVerdict::kSuperseded;
         best_row = e->rows.size() - 1;
       } else {
         e->rows.back().verdict = CandidateVerdict::kOverBudget;
@@ -305,7 +310,7 @@ class LookaheadSearch {
       // and bucketing): the scan stops at the first choice that reaches it. Still monotone
       // in the budget: a larger budget admits this candidate and cap with at least these
       // residents.
-      if (e->rows[row].step_time_s <= plain.compute_s * (1 + 1e-9)) {
+      if (e->rows[row].step_time_s <= plain.compute_s * (1 + options_.compute_bound_tolerance)) {
         e->reached_compute = true;
         break;
       }
@@ -322,8 +327,8 @@ class LookaheadSearch {
     const size_t batch =
         g_.size() < options_.parallel_min_nodes
             ? 1
-            : std::max<size_t>(1, std::min<size_t>(std::max(1, options_.max_threads),
-                                                   std::thread::hardware_concurrency()));
+            : std::max<size_t>(
+                  1, std::min<size_t>(options_.max_threads, std::thread::hardware_concurrency()));
     LookaheadResult best;
     std::vector<LookaheadCandidate> rows;
     std::optional<size_t> chosen_row;
@@ -423,6 +428,8 @@ absl::string_view CandidateVerdictName(CandidateVerdict v) {
       return "chosen";
     case CandidateVerdict::kSlower:
       return "slower";
+    case CandidateVerdict::kSuperseded:
+      return "superseded";
     case CandidateVerdict::kOverBudget:
       return "over budget";
     case CandidateVerdict::kStoppedAtComputeBound:
@@ -431,19 +438,37 @@ absl::string_view CandidateVerdictName(CandidateVerdict v) {
   return "?";
 }
 
-LookaheadOptions LookaheadBudget(std::optional<int64_t> memory_limit_bytes,
-                                 std::optional<int> max_in_flight) {
+LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes) {
   LookaheadOptions o;
   o.memory_limit_bytes = memory_limit_bytes;
-  o.max_in_flight = max_in_flight;
   return o;
+}
+
+absl::Status ValidateLookaheadOptions(const LookaheadOptions& o) {
+  if (o.max_in_flight && *o.max_in_flight < 0) {
+    return absl::InvalidArgumentError("the in-flight limit must be >= 0");
+  }
+  if (!(o.k_ratio > 1) || !(o.large_graph_k_ratio > 1) || !std::isfinite(o.k_ratio) ||
+      !std::isfinite(o.large_graph_k_ratio)) {
+    return absl::InvalidArgumentError("the lookahead ratios must be finite and > 1");
+  }
+  for (int64_t cap : o.reduce_bucket_caps) {
+    if (cap < 0) return absl::InvalidArgumentError("reduce-scatter bucket caps must be >= 0");
+  }
+  if (!(o.compute_bound_tolerance >= 0)) {
+    return absl::InvalidArgumentError("the compute-bound tolerance must be >= 0");
+  }
+  if (o.max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,
                                                           const LookaheadOptions& options,
                                                           const CollectiveModel& model) {
-  if (options.max_in_flight && *options.max_in_flight < 0) {
-    return absl::InvalidArgumentError("the in-flight limit must be >= 0");
+  OVERLAP_RETURN_IF_ERROR(ValidateLookaheadOptions(options));
+  if (!model.Valid()) {
+    return absl::InvalidArgumentError(
+        "collective model needs world size >= 1, latency >= 0, bandwidth > 0");
   }
   return LookaheadSearch(g, options, model).Run();
 }

@@ -5,9 +5,10 @@
 // node that needs the parameter; releases and compute where the graph has them). Schedule
 // S_k issues each allgather k parameters early (the allgather of the j-th parameter, in
 // order of first use, goes before the first use of the (j-k)-th), so up to k gathered
-// parameters are in flight ahead of compute. For each S_k (k = 0, 1, 2, 3, 4, 6, 8, ...,
-// about sqrt(2) apart, in order) that fits the budget, and each reduce-scatter bucket cap
-// (backward graphs: 0, 4, 16, 64 MiB) that still fits, the memory left over keeps
+// parameters are in flight ahead of compute. For each S_k (by default k = 0, 1, 2, 3, 4, 6,
+// 8, ..., about sqrt(2) apart, in order) that fits the budget, and each reduce-scatter
+// bucket cap (backward graphs; by default 0, 4, 16, 64 MiB) that still fits, the memory
+// left over keeps
 // parameters resident (ranked by allgather time saved per byte; the longest prefix of the
 // ranking that fits, shrunk by binary search while the simulated peak exceeds the budget).
 // Every choice is simulated (simulator.h); the fastest wins (ties: the first found).
@@ -58,6 +59,9 @@ struct LookaheadOptions {
   double k_ratio = 1.4142135623730951;
   double large_graph_k_ratio = 2.0;
   int64_t large_graph_nodes = 250000;
+  // The scan stops at the first choice whose step is within this relative tolerance of the
+  // total compute time (nothing can be faster). Must be >= 0.
+  double compute_bound_tolerance = 1e-9;
   // Candidates are evaluated a batch at a time on up to `max_threads` threads for graphs of
   // at least `parallel_min_nodes` nodes (same scan, same result; a batch wastes at most the
   // candidates after a stop). max_threads = 1: serial.
@@ -65,18 +69,25 @@ struct LookaheadOptions {
   int max_threads = 4;
 };
 
-// LookaheadOptions with the given memory limit (none: no limit) and in-flight cap, the
-// defaults otherwise.
-LookaheadOptions LookaheadBudget(std::optional<int64_t> memory_limit_bytes,
-                                 std::optional<int> max_in_flight = std::nullopt);
+// OK when every field is in its documented range (ratios > 1, caps >= 0, in-flight cap >= 0,
+// tolerance >= 0, max_threads >= 1); InvalidArgument naming the field otherwise.
+absl::Status ValidateLookaheadOptions(const LookaheadOptions& options);
+
+// The default LookaheadOptions with the given memory limit (none: no limit).
+LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes);
 
 // Why a candidate choice was or was not taken.
 enum class CandidateVerdict {
-  kChosen,                 // the fastest choice within the budget (exactly one, when feasible)
-  kSlower,                 // within the budget, but not faster than the chosen one
-  kOverBudget,             // its simulated peak exceeds the memory limit
-  kStoppedAtComputeBound,  // not simulated: an earlier choice reached the total compute time
+  kChosen,      // the fastest choice within the budget (exactly one, when feasible)
+  kSlower,      // a choice within the budget compared with the others: not faster
+  kSuperseded,  // within the budget, but a longer resident prefix of the same k and cap fits
+  kOverBudget,  // its simulated peak exceeds the memory limit
+  // A lookahead the scan did not consider: an earlier choice reached the total compute time
+  // (no figures; on large graphs it may have been evaluated in the same parallel batch).
+  kStoppedAtComputeBound,
 };
+// The verdict as the explanation table and the result JSON print it ("chosen", "slower",
+// "superseded", "over budget", "stopped at the compute bound").
 absl::string_view CandidateVerdictName(CandidateVerdict v);
 
 // One choice the scan considered: lookahead k, reduce-scatter bucket cap, how many of the
@@ -90,10 +101,12 @@ struct LookaheadCandidate {
   CandidateVerdict verdict = CandidateVerdict::kSlower;
 };
 
+// What ours decided. Apply `resident` with MakeResident and `reduce_bucket_bytes` with
+// BucketReduces (zero3_ops.h), or let RunScheduler (scheduler_registry.h) do it.
 struct LookaheadResult {
   std::vector<NodeId> order;
   int lookahead = 0;                // the chosen k
-  std::vector<int64_t> resident;    // ds_ids kept gathered (apply with MakeResident)
+  std::vector<int64_t> resident;    // ds_ids kept gathered, each a parameter-table index
   int64_t reduce_bucket_bytes = 0;  // reduce-scatter bucket cap (apply with BucketReduces)
   bool feasible = true;             // false: no candidate fits the budget
   // S_0's peak: the smallest budget that succeeds (when infeasible).
@@ -106,7 +119,11 @@ struct LookaheadResult {
 };
 
 // Schedules a graph with ZeRO-3 ops under `options` (see above). When infeasible, `order`
-// is S_0 and no candidate is kChosen. Does not change the graph: apply the result with
+// is S_0 and no candidate is kChosen. InvalidArgument for options out of range or an
+// invalid collective model; an unsupported-graph error (graph/errors.h) when a candidate is
+// not a schedule of the graph (hand-written dc ops with dependencies the prefetch cannot
+// see). Only allgathers whose ds_id indexes the parameter table are candidates to keep
+// resident. Does not change the graph: apply the result with
 // MakeResident and BucketReduces, or run the "lookahead" scheduler of
 // scheduler_registry.h, which leaves the graph final.
 absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,

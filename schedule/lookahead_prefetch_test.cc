@@ -1,6 +1,7 @@
 #include "schedule/lookahead_prefetch.h"
 
 #include "graph/backward.h"
+#include "graph/errors.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "graph/random_graph_rc.h"
@@ -26,7 +27,7 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
   for (const std::string& name : ModelNames()) {
     Graph g = Lifted(name);
     absl::StatusOr<LookaheadResult> free =
-        LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt));
+        LookaheadPrefetchSchedule(g, WithMemoryLimit(std::nullopt));
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
     EXPECT_TRUE(VerifySchedule(g, free->order).ok())
         << name << ": " << VerifySchedule(g, free->order);
@@ -45,23 +46,35 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     EXPECT_GE(sim->step_time_s, sim->lower_bound_s);
     // With a budget of the just-in-time order's peak, the result fits it.
     absl::StatusOr<LookaheadResult> tight =
-        LookaheadPrefetchSchedule(g, LookaheadBudget(free->peak_memory_bytes));
+        LookaheadPrefetchSchedule(g, WithMemoryLimit(free->peak_memory_bytes));
     ASSERT_TRUE(tight.ok());
     EXPECT_TRUE(tight->feasible);
     EXPECT_LE(tight->peak_memory_bytes, free->peak_memory_bytes);
   }
 }
 
-TEST(LookaheadPrefetchTest, TheInFlightLimitCapsTheLookahead) {
+TEST(LookaheadPrefetchTest, TheInFlightLimitCapsTheLookaheadAndOptionsAreChecked) {
   Graph g = Lifted("llama-7b");
   for (int cap : {0, 1, 3}) {
-    absl::StatusOr<LookaheadResult> r =
-        LookaheadPrefetchSchedule(g, LookaheadBudget(int64_t{1} << 30, cap));
+    LookaheadOptions o = WithMemoryLimit(int64_t{1} << 30);
+    o.max_in_flight = cap;
+    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, o);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_LE(r->lookahead, cap);
     EXPECT_TRUE(VerifySchedule(g, r->order).ok());
   }
-  EXPECT_FALSE(LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt, -1)).ok());
+  LookaheadOptions negative;
+  negative.max_in_flight = -1;
+  EXPECT_TRUE(IsBadInput(LookaheadPrefetchSchedule(g, negative).status()));
+  LookaheadOptions flat;
+  flat.k_ratio = 1.0;  // would never advance k
+  EXPECT_TRUE(IsBadInput(LookaheadPrefetchSchedule(g, flat).status()));
+  LookaheadOptions no_threads;
+  no_threads.max_threads = 0;
+  EXPECT_TRUE(IsBadInput(LookaheadPrefetchSchedule(g, no_threads).status()));
+  CollectiveModel broken;
+  broken.world_size = 0;
+  EXPECT_TRUE(IsBadInput(LookaheadPrefetchSchedule(g, {}, broken).status()));
 }
 
 // Large graphs evaluate candidates two at a time on separate threads (also run under TSan):
@@ -73,13 +86,13 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
   ro.lifted = true;
   Graph g = RandomGraph(ro);
   ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
-  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, LookaheadBudget(1));
+  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, WithMemoryLimit(1));
   ASSERT_TRUE(probe.ok());
   ASSERT_FALSE(probe->feasible);
   // Just above the minimum: several candidates fit, none reaches the compute bound at once.
   const int64_t budget = probe->min_feasible_bytes + probe->min_feasible_bytes / 1000;
-  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
-  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
+  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
+  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(a->feasible);
   EXPECT_GT(a->lookahead, 0);  // more than one candidate was evaluated
@@ -92,12 +105,12 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
 
 TEST(LookaheadPrefetchTest, InfeasibleBudgetsReportTheSmallestFeasibleOne) {
   Graph g = Lifted("gpt2");
-  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, LookaheadBudget(1));
+  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, WithMemoryLimit(1));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->feasible);
   EXPECT_GT(r->min_feasible_bytes, 1);
   absl::StatusOr<LookaheadResult> at_min =
-      LookaheadPrefetchSchedule(g, LookaheadBudget(r->min_feasible_bytes));
+      LookaheadPrefetchSchedule(g, WithMemoryLimit(r->min_feasible_bytes));
   ASSERT_TRUE(at_min.ok());
   EXPECT_TRUE(at_min->feasible);
   EXPECT_LE(at_min->peak_memory_bytes, r->min_feasible_bytes);
@@ -111,7 +124,7 @@ TEST(LookaheadPrefetchTest, BeatsFastFreeOnLlamaAtOneAndAQuarterItsPeak) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(g, *ff);
     ASSERT_TRUE(ff_sim.ok());
     const int64_t budget = ff_sim->peak_memory_bytes * 5 / 4;
-    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, LookaheadBudget(budget));
+    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_LE(ours->peak_memory_bytes, budget);
@@ -125,13 +138,13 @@ RC_GTEST_PROP(LookaheadPrefetchPropertyTest, prop_NeverOverBudgetAndMonotoneInIt
   Graph g = *ArbitraryGraph(120);
   if (!Zero3Insertion(GraphKind::kForward).Run(&g).ok()) return;
   absl::StatusOr<LookaheadResult> unlimited =
-      LookaheadPrefetchSchedule(g, LookaheadBudget(std::nullopt));
+      LookaheadPrefetchSchedule(g, WithMemoryLimit(std::nullopt));
   if (!unlimited.ok()) return;  // an order the graph's kwargs forbid: reported, not scheduled
   const int64_t top = unlimited->peak_memory_bytes;
   const int64_t a = *rc::gen::inRange<int64_t>(0, top + 2);
   const int64_t b = *rc::gen::inRange<int64_t>(a, top + 3);
-  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, LookaheadBudget(a));
-  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, LookaheadBudget(b));
+  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, WithMemoryLimit(a));
+  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, WithMemoryLimit(b));
   RC_ASSERT(ra.ok() && rb.ok());
   if (ra->feasible) {
     RC_ASSERT(ra->peak_memory_bytes <= a);
@@ -176,7 +189,7 @@ TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(*b, *ff);
     ASSERT_TRUE(ff_sim.ok());
     absl::StatusOr<LookaheadResult> ours =
-        LookaheadPrefetchSchedule(*b, LookaheadBudget(ff_sim->peak_memory_bytes * 5 / 4));
+        LookaheadPrefetchSchedule(*b, WithMemoryLimit(ff_sim->peak_memory_bytes * 5 / 4));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_TRUE(VerifySchedule(*b, ours->order).ok()) << name;

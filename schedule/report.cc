@@ -11,6 +11,14 @@
 
 namespace overlap {
 
+int64_t ResidentBytes(const Graph& g, const LookaheadResult& r) {
+  int64_t bytes = 0;
+  for (int64_t ds : r.resident) {
+    if (ds >= 0 && ds < static_cast<int64_t>(g.params().size())) bytes += g.params()[ds].bytes;
+  }
+  return bytes;
+}
+
 std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r) {
   const SimulationResult& s = r.simulation;
   std::string out = absl::StrFormat(
@@ -83,7 +91,9 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
                     ", \"resident_params\": [");
     for (size_t i = 0; i < ours.resident.size(); ++i) {
       if (i) json.append(", ");
-      AppendJsonString(&json, g.params()[ours.resident[i]].name);
+      const int64_t ds = ours.resident[i];
+      const bool known = ds >= 0 && ds < static_cast<int64_t>(g.params().size());
+      AppendJsonString(&json, known ? g.params()[ds].name : absl::StrCat("ds_id ", ds));
     }
     json.append("], \"candidates\": [");
     for (size_t i = 0; i < ours.candidates.size(); ++i) {

@@ -13,20 +13,23 @@
 
 namespace overlap {
 
+// Bytes of the parameters ours keeps resident (ids outside the table count 0). O(residents).
+int64_t ResidentBytes(const Graph& g, const LookaheadResult& r);
+
 // "<algorithm>: N nodes; peak gathered X, peak memory Y, step Z (lower bound L, exposed
 // communication E)\n", plus ours' line (k, residents, buckets) when it kept any. `g` is
-// the scheduled graph.
+// the scheduled graph. O(residents).
 std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r);
 
 // Ours' candidates as a table (k, reduce cap, residents, peak, step, verdict), one row per
 // candidate; at most `max_rows` rows, then a line counting those left out (the chosen row is
-// always shown). Empty for the baselines.
+// always shown). Empty for the baselines. O(rows).
 std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows = 40);
 
 // The schedule result as deterministic JSON: format, version, algorithm, order (node
 // names), the simulation's figures, scheduler_s; ours adds lookahead, reduce_bucket_bytes,
 // resident_params, candidates, and with a limit memory_limit_bytes, feasible and (when
-// infeasible) min_feasible_bytes.
+// infeasible) min_feasible_bytes. O(N + candidates).
 std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
                                const SchedulerOptions& options);
 

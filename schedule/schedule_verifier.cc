@@ -67,7 +67,7 @@ absl::Status VerifySchedule(const Graph& g, absl::Span<const NodeId> order,
         if (user.op() == Op::kOutput || IsRelease(user)) continue;
         // A view of this value reads no data: it is not a use, but its readers are. (A view
         // of something else that reads this value, say through kwargs, is a use.)
-        if (IsView(user) && !user.inputs().empty() && user.inputs()[0] == v) {
+        if (IsViewOf(user, v)) {
           stack.push_back(u);
           continue;
         }

@@ -65,11 +65,10 @@ TEST(ScheduleVerifierTest, EverySchedulerPassesOnBuiltInModels) {
     ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&*g).ok());
     // Every registered scheduler's own order, before RunScheduler's finishing pass.
     for (const SchedulerEntry& e : Schedulers()) {
-      std::optional<LookaheadResult> ours;
-      absl::StatusOr<std::vector<NodeId>> order = e.schedule(*g, SchedulerOptions(), &ours);
-      ASSERT_TRUE(order.ok()) << name << " " << e.name;
-      EXPECT_TRUE(VerifySchedule(*g, *order).ok())
-          << name << " " << e.name << ": " << VerifySchedule(*g, *order);
+      absl::StatusOr<ScheduleChoice> c = e.schedule(*g, SchedulerOptions());
+      ASSERT_TRUE(c.ok()) << name << " " << e.name;
+      EXPECT_TRUE(VerifySchedule(*g, c->order).ok())
+          << name << " " << e.name << ": " << VerifySchedule(*g, c->order);
     }
   }
 }
@@ -78,13 +77,13 @@ RC_GTEST_PROP(ScheduleVerifierPropertyTest, prop_EverySchedulerProducesAValidSch
   Graph g = *ArbitraryGraph(120);
   if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;
   for (const SchedulerEntry& e : Schedulers()) {
-    std::optional<LookaheadResult> ours;
-    absl::StatusOr<std::vector<NodeId>> order = e.schedule(g, SchedulerOptions(), &ours);
-    if (!order.ok()) {
+    absl::StatusOr<ScheduleChoice> c = e.schedule(g, SchedulerOptions());
+    if (!c.ok()) {
       // A kwargs dependency the baselines cannot see: reported as unsupported, nothing else.
-      if (!IsUnsupported(order.status())) RC_FAIL(std::string(order.status().message()));
+      if (!IsUnsupported(c.status())) RC_FAIL(std::string(c.status().message()));
       continue;
     }
+    const std::vector<NodeId>* order = &c->order;
     const absl::Status s = VerifySchedule(g, *order);
     if (!s.ok()) RC_FAIL(std::string(s.message()));
   }

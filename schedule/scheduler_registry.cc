@@ -16,34 +16,34 @@
 namespace overlap {
 namespace {
 
-absl::StatusOr<std::vector<NodeId>> Lookahead(const Graph& g, const SchedulerOptions& options,
-                                              std::optional<LookaheadResult>* ours) {
-  OVERLAP_ASSIGN_OR_RETURN(LookaheadResult r,
+absl::StatusOr<ScheduleChoice> Lookahead(const Graph& g, const SchedulerOptions& options) {
+  ScheduleChoice choice;
+  OVERLAP_ASSIGN_OR_RETURN(choice.lookahead,
                            LookaheadPrefetchSchedule(g, options.lookahead, options.collectives));
-  std::vector<NodeId> order = r.order;
-  *ours = std::move(r);
-  return order;
+  choice.order = choice.lookahead->order;
+  return choice;
 }
 
 // A baseline: an order from the graph alone.
 template <absl::StatusOr<std::vector<NodeId>> (*Schedule)(const Graph&)>
-absl::StatusOr<std::vector<NodeId>> Baseline(const Graph& g, const SchedulerOptions&,
-                                             std::optional<LookaheadResult>*) {
-  return Schedule(g);
+absl::StatusOr<ScheduleChoice> Baseline(const Graph& g, const SchedulerOptions&) {
+  ScheduleChoice choice;
+  OVERLAP_ASSIGN_OR_RETURN(choice.order, Schedule(g));
+  return choice;
 }
 
 constexpr SchedulerEntry kSchedulers[] = {
     {"lookahead",
      "ours: memory-bounded lookahead prefetch with selective unsharding and reduce-scatter "
      "bucketing",
-     &Lookahead},
-    {"fast_free", "DeepSpeed DeepCompile's fast_free_schedule (exact, efficient)",
+     /*honours_memory_limit=*/true, /*explains=*/true, &Lookahead},
+    {"fast_free", "DeepSpeed DeepCompile's fast_free_schedule (exact, efficient)", false, false,
      &Baseline<&FastFreeSchedule>},
-    {"list", "DeepCompile's list scheduler, as intended: smallest memory delta first",
+    {"list", "DeepCompile's list scheduler, as intended: smallest memory delta first", false, false,
      &Baseline<&ListSchedule>},
     {"simple_prefetch",
      "DeepCompile's simple_prefetch: the allgather that unblocks the most compute, issued early",
-     &Baseline<&SimplePrefetchSchedule>},
+     false, false, &Baseline<&SimplePrefetchSchedule>},
 };
 
 // Applies ours' residents and buckets, sets the order with the output node last, and
@@ -93,7 +93,9 @@ absl::StatusOr<ScheduleReport> RunScheduler(absl::string_view name, Graph* g,
   ScheduleReport report;
   report.algorithm = std::string(entry->name);
   const auto start = std::chrono::steady_clock::now();
-  OVERLAP_ASSIGN_OR_RETURN(report.order, entry->schedule(*g, options, &report.lookahead));
+  OVERLAP_ASSIGN_OR_RETURN(ScheduleChoice choice, entry->schedule(*g, options));
+  report.order = std::move(choice.order);
+  report.lookahead = std::move(choice.lookahead);
   report.scheduler_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Graph scheduled = *g;  // a failure leaves the caller's graph as it was

@@ -47,20 +47,31 @@ struct ScheduleReport {
   std::optional<LookaheadResult> lookahead;
 };
 
+// What a scheduling algorithm decides, before RunScheduler applies it.
+struct ScheduleChoice {
+  std::vector<NodeId> order;  // a topological permutation of the graph's nodes
+  // For schedulers that choose residents and buckets and explain themselves (ours).
+  std::optional<LookaheadResult> lookahead;
+};
+
 // One row of the table.
 struct SchedulerEntry {
   absl::string_view name;
   absl::string_view description;  // one line
-  // Orders `g` (a graph with ZeRO-3 ops). Ours also returns its LookaheadResult.
-  absl::StatusOr<std::vector<NodeId>> (*schedule)(const Graph& g, const SchedulerOptions& options,
-                                                  std::optional<LookaheadResult>* ours);
+  // Whether it reads options.lookahead (memory limit, in-flight cap, ...); the others
+  // ignore memory.
+  bool honours_memory_limit = false;
+  // Whether its choice carries a LookaheadResult with candidates (`--explain`).
+  bool explains = false;
+  // Orders `g` (a graph with ZeRO-3 ops, unchanged). Errors: the scheduler's own.
+  absl::StatusOr<ScheduleChoice> (*schedule)(const Graph& g, const SchedulerOptions& options);
 };
 
-// The table, default scheduler first.
+// The table, default scheduler first. O(1).
 absl::Span<const SchedulerEntry> Schedulers();
 
 // The entry named `name`; NotFound (an unknown-name error, graph/errors.h) listing the
-// names otherwise.
+// names otherwise. O(table size).
 absl::StatusOr<const SchedulerEntry*> FindScheduler(absl::string_view name);
 
 // The default scheduler's name ("lookahead").

@@ -22,7 +22,8 @@
 
 namespace overlap {
 
-// The simple_prefetch order of `g`. Fails if the order breaks a dependency through kwargs.
+// The simple_prefetch order of `g`. An unsupported-graph error (graph/errors.h) if the order
+// breaks a dependency through kwargs (which the baselines do not see).
 absl::StatusOr<std::vector<NodeId>> SimplePrefetchSchedule(const Graph& g);
 
 }  // namespace overlap

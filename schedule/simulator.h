@@ -54,6 +54,8 @@ struct SimEvent {
   double end_s = 0;
 };
 
+// The figures of one simulated step (docs/format.md, "Result files"), and with
+// SimulationOptions::record_trace its trace.
 struct SimulationResult {
   int64_t peak_memory_bytes = 0;
   int64_t peak_gathered_bytes = 0;
@@ -120,15 +122,17 @@ class Simulator {
   std::vector<int64_t> bucket_;   // reduce_grads' {"bucket": b} kwarg, else -1
 };
 
-// Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise).
+// Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise)
+// with the trace. O(N log N + E).
 absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
                                           const CollectiveModel& model = {});
 
 // The Chrome / Perfetto trace of a simulation: one track per stream, a memory counter.
+// O(events + memory changes).
 std::string ChromeTraceJson(const Graph& g, const SimulationResult& r);
 
 // The simulation's figures as result JSON keys (without the enclosing braces), e.g.
-// "peak_memory_bytes": 123, "step_time_s": 0.5, ...
+// "peak_memory_bytes": 123, "step_time_s": 0.5, ... O(1).
 std::string SimulationJsonFields(const SimulationResult& r);
 
 }  // namespace overlap

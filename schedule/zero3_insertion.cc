@@ -21,11 +21,6 @@ int CountRefs(const Node& n, NodeId v) {
   return count;
 }
 
-// Whether `n` is a view of `input` (its first input).
-bool IsViewOf(const Node& n, NodeId input) {
-  return IsView(n) && !n.inputs().empty() && n.inputs()[0] == input;
-}
-
 // The real uses of `param`: its readers, through alias ops, without the output node; a
 // reader reading a value k times appears k times. Depth-first in users order, iterative
 // (alias chains can be long in hostile input).

@@ -7,6 +7,7 @@
 #include "graph/json_writer.h"
 #include "graph/models.h"
 #include "graph/size.h"
+#include "graph/status_macros.h"
 #include "graph/summary.h"
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
@@ -24,6 +25,18 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// One scheduler's line of step [5].
+void PrintRow(Invocation& in, const std::string& label, const SimulationResult& sim,
+              const std::string& note) {
+  std::fprintf(
+      in.out(),
+      "  %-16s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)%s\n",
+      label.c_str(), FormatBytes(sim.peak_gathered_bytes).c_str(),
+      FormatBytes(sim.peak_memory_bytes).c_str(), FormatSeconds(sim.step_time_s).c_str(),
+      FormatSeconds(sim.lower_bound_s).c_str(), FormatSeconds(sim.exposed_comm_s).c_str(),
+      note.c_str());
+}
+
 // [4] DDP partitioning: PyTorch's reference next to ours, and the cap the model picks.
 absl::Status ShowPartitions(Invocation& in, const Graph& g) {
   std::fputs("[4] DDP bucket partitioning (25 MiB cap, first bucket 1 MiB):\n", in.out());
@@ -31,26 +44,25 @@ absl::Status ShowPartitions(Invocation& in, const Graph& g) {
     PartitionOptions po;
     po.buckets.mode = mode;
     const auto start = Clock::now();
-    absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(g);
-    if (!r.ok()) return r.status();
+    OVERLAP_ASSIGN_OR_RETURN(const PartitionResult r, DdpPartitioner(po).Run(g));
     int empty = 0;
-    for (const Submodule& s : r->pieces.submodules) empty += s.outputs.empty();
+    for (const Submodule& s : r.pieces.submodules) empty += s.outputs.empty();
     int64_t counted = 0;
-    for (const Bucket& b : r->buckets) counted += b.size_bytes;
+    for (const Bucket& b : r.buckets) counted += b.size_bytes;
     std::fprintf(in.out(),
                  "  %-9s: %zu buckets, %s counted, %zu subgraphs (%d without outputs), "
                  "split in %.1f ms\n",
-                 std::string(PartitionModeName(mode)).c_str(), r->buckets.size(),
-                 FormatBytes(counted).c_str(), r->pieces.submodules.size(), empty,
+                 std::string(PartitionModeName(mode)).c_str(), r.buckets.size(),
+                 FormatBytes(counted).c_str(), r.pieces.submodules.size(), empty,
                  Ms(Clock::now() - start));
   }
-  absl::StatusOr<CapChoice> cap = ChooseBucketCap(g, PartitionMode::kDefault, CollectiveModel());
-  if (!cap.ok()) return cap.status();
-  for (const CapCandidate& c : cap->candidates) {
-    if (c.cap_bytes == kDefaultBucketCapBytes || c.cap_bytes == cap->cap_bytes) {
+  OVERLAP_ASSIGN_OR_RETURN(const CapChoice cap,
+                           ChooseBucketCap(g, PartitionMode::kDefault, CollectiveModel()));
+  for (const CapCandidate& c : cap.candidates) {
+    if (c.cap_bytes == kDefaultBucketCapBytes || c.cap_bytes == cap.cap_bytes) {
       std::fprintf(in.out(), "  cap %-9s -> %2d buckets, predicted exposed allreduce %s%s\n",
                    FormatBytes(c.cap_bytes).c_str(), c.buckets, FormatSeconds(c.exposed_s).c_str(),
-                   c.cap_bytes == cap->cap_bytes ? "  (best of --bucket-cap auto)" : "");
+                   c.cap_bytes == cap.cap_bytes ? "  (best of --bucket-cap auto)" : "");
     }
   }
   return absl::OkStatus();
@@ -60,25 +72,26 @@ absl::Status ShowPartitions(Invocation& in, const Graph& g) {
 // ours with a budget of 1.25x fast_free's peak (the smallest baseline peak when fast_free
 // cannot schedule the graph), and its explanation.
 absl::Status ShowSchedules(Invocation& in, const std::string& model) {
-  absl::StatusOr<Graph> z = BuildModelFromFlags(in, model, /*lifted=*/true);
-  if (!z.ok()) return z.status();
-  absl::StatusOr<bool> inserted = Zero3Insertion(GraphKind::kForward).Run(&*z);
-  if (!inserted.ok()) return inserted.status();
-  if (absl::Status s = CheckAfter(*z, "ZeRO-3 insertion"); !s.ok()) return s;
+  OVERLAP_ASSIGN_OR_RETURN(Graph zg, BuildModelFromFlags(in, model, /*lifted=*/true));
+  Graph* z = &zg;
+  OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kForward).Run(z).status());
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(*z, "ZeRO-3 insertion"));
   int64_t gathers = 0;
   for (NodeId id : z->order()) gathers += IsAllgather(z->node(id));
   std::fprintf(in.out(),
                "[5] ZeRO-3 on the lifted graph (32 ranks, 20 us, 50 GB/s): %lld allgathers "
                "inserted\n",
                static_cast<long long>(gathers));
+  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult plain, Simulate(*z, z->OrderVector()));
+  PrintRow(in, "insertion order", plain, "");
   std::optional<int64_t> smallest_peak, fast_free_peak;
   for (const SchedulerEntry& e : Schedulers()) {
-    if (e.name == DefaultSchedulerName()) continue;  // ours last, with a budget
+    if (e.honours_memory_limit) continue;  // after the baselines, with a budget
     Graph g = *z;
     absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &g);
     if (!r.ok()) {
       if (!IsUnsupported(r.status())) return r.status();
-      std::fprintf(in.out(), "  %-15s: cannot schedule this graph: %s\n",
+      std::fprintf(in.out(), "  %-16s: cannot schedule this graph: %s\n",
                    std::string(e.name).c_str(), std::string(r.status().message()).c_str());
       continue;
     }
@@ -87,43 +100,29 @@ absl::Status ShowSchedules(Invocation& in, const std::string& model) {
       smallest_peak = sim.peak_memory_bytes;
     }
     if (e.name == "fast_free") fast_free_peak = sim.peak_memory_bytes;
-    std::fprintf(in.out(),
-                 "  %-15s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed "
-                 "%s)\n",
-                 std::string(e.name).c_str(), FormatBytes(sim.peak_gathered_bytes).c_str(),
-                 FormatBytes(sim.peak_memory_bytes).c_str(), FormatSeconds(sim.step_time_s).c_str(),
-                 FormatSeconds(sim.lower_bound_s).c_str(),
-                 FormatSeconds(sim.exposed_comm_s).c_str());
+    PrintRow(in, std::string(e.name), sim, "");
   }
   SchedulerOptions ours_options;
   const std::optional<int64_t> base = fast_free_peak ? fast_free_peak : smallest_peak;
   if (base) ours_options.lookahead.memory_limit_bytes = *base * 5 / 4;
   Graph g = *z;
-  absl::StatusOr<ScheduleReport> ours = RunScheduler(DefaultSchedulerName(), &g, ours_options);
-  if (!ours.ok()) return ours.status();
-  const SimulationResult& sim = ours->simulation;
-  std::fprintf(
-      in.out(),
-      "  %-15s: peak gathered %s, peak memory %s, step %s (lower bound %s, exposed %s)"
-      "  [budget %s]\n",
-      "lookahead (ours)", FormatBytes(sim.peak_gathered_bytes).c_str(),
-      FormatBytes(sim.peak_memory_bytes).c_str(), FormatSeconds(sim.step_time_s).c_str(),
-      FormatSeconds(sim.lower_bound_s).c_str(), FormatSeconds(sim.exposed_comm_s).c_str(),
+  OVERLAP_ASSIGN_OR_RETURN(const ScheduleReport ours,
+                           RunScheduler(DefaultSchedulerName(), &g, ours_options));
+  const std::string budget =
       base ? absl::StrCat("1.25x ", fast_free_peak ? "fast_free's" : "the smallest baseline",
                           " peak, ", FormatBytes(*base * 5 / 4))
-                 .c_str()
-           : "none");
-  int64_t resident_bytes = 0;
-  for (int64_t ds : ours->lookahead->resident) resident_bytes += z->params()[ds].bytes;
+           : "none";
+  PrintRow(in, absl::StrCat(DefaultSchedulerName(), " (ours)"), ours.simulation,
+           absl::StrCat("  [budget ", budget, "]"));
   std::fprintf(in.out(),
                "  ours: k = %d allgathers in flight ahead of compute; %zu of %zu parameters "
                "kept resident (%s) with the memory left over (selective unsharding)\n",
-               ours->lookahead->lookahead, ours->lookahead->resident.size(), z->params().size(),
-               FormatBytes(resident_bytes).c_str());
+               ours.lookahead->lookahead, ours.lookahead->resident.size(), z->params().size(),
+               FormatBytes(ResidentBytes(*z, *ours.lookahead)).c_str());
   std::fputs(
       "[6] why ours chose that (`overlap schedule --explain`): the candidates it simulated\n",
       in.out());
-  std::fputs(FormatExplainTable(*ours, 12).c_str(), in.out());
+  std::fputs(FormatExplainTable(ours, 12).c_str(), in.out());
   return absl::OkStatus();
 }
 

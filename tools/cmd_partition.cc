@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
+#include "graph/status_macros.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
 #include "partition/report.h"
@@ -55,8 +56,17 @@ absl::Status WriteSubgraphs(const std::string& dir, const PartitionResult& r) {
     return absl::NotFoundError(absl::StrCat("cannot create \"", dir, "\": ", std::strerror(errno)));
   }
   for (const Submodule& sm : r.pieces.submodules) {
-    absl::Status s = WriteGraphJsonFile(sm.graph, absl::StrCat(dir, "/", sm.name, ".json"));
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(WriteGraphJsonFile(sm.graph, absl::StrCat(dir, "/", sm.name, ".json")));
+  }
+  return absl::OkStatus();
+}
+
+// Verify on every graph the split made (the outer graph and each subgraph).
+absl::Status CheckPieces(const PartitionResult& r) {
+  if (!r.split) return absl::OkStatus();
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(r.pieces.outer, "the split (outer graph)"));
+  for (const Submodule& sm : r.pieces.submodules) {
+    OVERLAP_RETURN_IF_ERROR(CheckAfter(sm.graph, absl::StrCat("the split (", sm.name, ")")));
   }
   return absl::OkStatus();
 }
@@ -84,9 +94,7 @@ int Run(Invocation& in) {
   po.buckets = bo;
   absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*g);
   if (!r.ok()) return in.BadInput(r.status());
-  if (r->split) {
-    if (absl::Status s = CheckAfter(r->pieces.outer, "the split"); !s.ok()) return in.BadInput(s);
-  }
+  if (absl::Status s = CheckPieces(*r); !s.ok()) return in.BadInput(s);
   std::fputs(FormatBucketTable(*g, *r).c_str(), in.out());
   if (std::optional<std::string> path = in.Path("json")) {
     absl::Status s =

@@ -5,6 +5,7 @@
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/size.h"
+#include "graph/status_macros.h"
 #include "schedule/report.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/simulator.h"
@@ -48,16 +49,19 @@ int ListAlgorithms(Invocation& in) {
 std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
   const std::string algorithm =
       in.String("algorithm").value_or(std::string(DefaultSchedulerName()));
-  if (absl::StatusOr<const SchedulerEntry*> e = FindScheduler(algorithm); !e.ok()) {
+  absl::StatusOr<const SchedulerEntry*> e = FindScheduler(algorithm);
+  if (!e.ok()) {
     in.AddUsageError(absl::StrCat("--algorithm: ", e.status().message()));
+    return algorithm;
   }
-  const bool ours = algorithm == DefaultSchedulerName();
-  for (const char* flag : {"memory-limit", "max-inflight", "explain"}) {
-    if (in.Has(flag) && !ours) {
-      in.AddUsageError(absl::StrCat("--", flag,
-                                    " applies to the lookahead scheduler (the DeepCompile "
-                                    "baselines ignore memory and make no choices to explain)"));
+  for (const char* flag : {"memory-limit", "max-inflight"}) {
+    if (in.Has(flag) && !(*e)->honours_memory_limit) {
+      in.AddUsageError(
+          absl::StrCat("--", flag, " does not apply to ", algorithm, ", which ignores memory"));
     }
+  }
+  if (in.Has("explain") && !(*e)->explains) {
+    in.AddUsageError(absl::StrCat("--explain: ", algorithm, " makes no choices to explain"));
   }
   o->lookahead.memory_limit_bytes = in.Size("memory-limit");
   if (in.Has("max-inflight")) o->lookahead.max_in_flight = in.Int("max-inflight", 0, INT_MAX, 0);
@@ -68,16 +72,13 @@ std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
 absl::Status WriteOutputs(Invocation& in, const Graph& g, const ScheduleReport& r,
                           const SchedulerOptions& o) {
   if (std::optional<std::string> path = in.Path("json")) {
-    absl::Status s = WriteTextFile(in, *path, ScheduleResultJson(g, r, o));
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ScheduleResultJson(g, r, o)));
   }
   if (std::optional<std::string> path = in.Path("output")) {
-    absl::Status s = WriteGraphJsonFile(g, *path);
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(WriteGraphJsonFile(g, *path));
   }
   if (std::optional<std::string> path = in.Path("trace")) {
-    absl::Status s = WriteTextFile(in, *path, ChromeTraceJson(g, r.simulation));
-    if (!s.ok()) return s;
+    OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ChromeTraceJson(g, r.simulation)));
   }
   return absl::OkStatus();
 }

@@ -50,9 +50,12 @@ struct CommandSpec {
   // The accepted flags, in groups (a command's own, then shared ones like the collectives').
   std::vector<absl::Span<const FlagSpec>> flags;
   absl::string_view footer;  // text after the options (e.g. what SIZE means)
+  // How many positional arguments it takes (Parse rejects other counts), and what to call
+  // one in that message ("file", "model name").
   int min_positional = 0;
   int max_positional = 0;
-  absl::string_view positional_name;  // "file", "model name": for "takes exactly one file"
+  absl::string_view positional_name;
+  // Runs the parsed command; returns the exit code (kExitOk, kExitBadInput, kExitUsage).
   int (*run)(Invocation& in) = nullptr;
 };
 

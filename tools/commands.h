@@ -6,6 +6,7 @@
 
 namespace overlap {
 
+// Each command's spec, built once on first use (static storage).
 const CommandSpec& GenCommand();
 const CommandSpec& InspectCommand();
 const CommandSpec& PrintCommand();

@@ -177,9 +177,8 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
         }
         t.until_free = t.until_g;
         t.until_free.insert(t.until_free.end(), free_part.begin(), free_part.end());
-        const Value& ds = g.node(ag).args().size() > 2 ? g.node(ag).args()[2] : Value();
-        if (ds.kind() == Value::Kind::kInt) {
-          for (NodeId rel : releases[ds.as_int()]) {
+        if (HasDsId(g.node(ag))) {
+          for (NodeId rel : releases[DsId(g.node(ag))]) {
             std::vector<char> upto = done;
             for (NodeId n : t.until_free) upto[n] = 1;
             for (NodeId d : RequirementsAsDefined(g, rel, upto)) {
