@@ -108,6 +108,62 @@ std::string SlowCheck(const Graph& g) {
     }
   }
   if (tensor_total > std::numeric_limits<int64_t>::max()) return "tensor sizes overflow";
+  double time_total = 0;  // every term finite and >= 0: the sum only grows
+  for (NodeId id : order) {
+    const NodeMeta& m = g.node(id).meta();
+    if (m.has_device_time) time_total += m.device_time;
+  }
+  if (!std::isfinite(time_total)) return "device times sum to infinity";
+  // meta.param: placeholders only, one placeholder per parameter.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node& n = g.node(order[i]);
+    if (!n.meta().has_param) continue;
+    if (n.op() != Op::kPlaceholder) return "meta.param on a non-placeholder";
+    for (size_t j = 0; j < i; ++j) {
+      const Node& o = g.node(order[j]);
+      if (o.meta().has_param && o.meta().param == n.meta().param) return "meta.param twice";
+    }
+  }
+  // The ZeRO-3 ops, straight from docs/format.md.
+  const int64_t np = static_cast<int64_t>(g.params().size());
+  auto int_at = [](const Node& n, size_t i, int64_t* v) {
+    if (i >= n.args().size() || n.args()[i].kind() != Value::Kind::kInt) return false;
+    *v = n.args()[i].as_int();
+    return true;
+  };
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node& n = g.node(order[i]);
+    if (n.op() != Op::kCallFunction) continue;
+    const std::string& t = n.target();
+    const bool ag = t == "dc.allgather_param", wait = t == "dc.wait_allgather";
+    const bool rel = t == "dc.release_param", red = t == "dc.reduce_grad";
+    if (!ag && !wait && !rel && !red) continue;
+    if (n.args().size() != (rel ? 4u : 3u)) return "dc op arity";
+    if (!n.args()[0].is_ref()) return "dc op args[0] not a reference";
+    int64_t gid = 0, ds = 0, users = 0;
+    if (!int_at(n, 1, &gid) || gid < 0) return "dc op graph_id";
+    if (!int_at(n, 2, &ds) || ds < 0 || ds >= np) return "dc op ds_id";
+    const Node& in = g.node(n.args()[0].as_ref());
+    if (ag && in.op() == Op::kPlaceholder && in.meta().has_param &&
+        in.meta().param != g.params()[ds].name) {
+      return "allgather of another parameter's placeholder";
+    }
+    if (wait) {
+      int64_t in_ds = 0;
+      if (in.op() != Op::kCallFunction || in.target() != "dc.allgather_param") {
+        return "wait on a non-allgather";
+      }
+      if (!int_at(in, 2, &in_ds) || in_ds != ds) return "wait with another ds_id";
+      for (size_t j = 0; j < i; ++j) {
+        const Node& o = g.node(order[j]);
+        if (o.op() == Op::kCallFunction && o.target() == "dc.wait_allgather" && !o.args().empty() &&
+            o.args()[0] == n.args()[0]) {
+          return "two waits on one allgather";
+        }
+      }
+    }
+    if (rel && (!int_at(n, 3, &users) || users < 1)) return "release n_users";
+  }
   return "";
 }
 
@@ -122,7 +178,16 @@ void Corrupt(Graph& g, uint8_t kind, uint8_t a, uint8_t b) {
   const int np = static_cast<int>(g.params().size());
   Param* p = np > 0 ? &g.mutable_param(a % np) : nullptr;
   const Param* q = np > 0 ? &g.params()[b % np] : nullptr;
-  switch (kind % 11) {
+  const NodeId out = g.last();
+  // A ZeRO-3 op with arguments drawn from the bytes, just before the output.
+  auto add_dc = [&](absl::string_view target, std::vector<Value> args) {
+    if (out == kNoNode) return;
+    (void)g.AddNode(Op::kCallFunction, g.UniqueName("dc_op"), std::string(target), std::move(args),
+                    {}, InsertPoint::Before(out));
+  };
+  const Value ref = x != kNoNode ? Value::Ref(x) : Value::Int(0);
+  const Value ds = b % 5 == 0 ? Value::String("zero") : Value::Int(static_cast<int>(b % 7) - 2);
+  switch (kind % 15) {
     case 0:
       if (x != kNoNode && y != kNoNode && x != y) g.MoveBefore(x, y);
       break;
@@ -172,6 +237,19 @@ void Corrupt(Graph& g, uint8_t kind, uint8_t a, uint8_t b) {
       break;
     case 10:
       (void)g.AddNode(Op::kOutput, g.UniqueName("output"), "output", {});
+      break;
+    case 11:
+      add_dc("dc.allgather_param",
+             b % 11 == 0 ? std::vector<Value>{} : std::vector<Value>{ref, Value::Int(b % 3), ds});
+      break;
+    case 12:
+      add_dc("dc.wait_allgather", {ref, Value::Int(0), ds});
+      break;
+    case 13:
+      add_dc("dc.release_param", {ref, Value::Int(0), ds, Value::Int(static_cast<int>(a % 3) - 1)});
+      break;
+    case 14:
+      add_dc("dc.reduce_grad", {ref, Value::Int(1), ds});
       break;
   }
 }

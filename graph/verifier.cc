@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/dc_ops.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
@@ -176,17 +179,95 @@ absl::Status VerifyParams(const Graph& g) {
     }
   }
   int64_t tensor_total = 0;
+  double time_total = 0;
+  absl::flat_hash_map<absl::string_view, const Node*> param_placeholders;
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     const NodeMeta& m = n.meta();
     if (m.has_tensor_size && __builtin_add_overflow(tensor_total, m.tensor_size, &tensor_total)) {
       return NodeError(n, "the sum of meta.tensor_size over the graph overflows 64 bits");
     }
+    // Each time is finite; so must their sum be (every simulated step adds them up).
+    if (m.has_device_time && !std::isfinite(time_total += m.device_time)) {
+      return NodeError(n, "the sum of meta.device_time over the graph is not finite");
+    }
     if (m.has_param && g.FindParam(m.param) < 0) {
       return NodeError(n, absl::StrCat("meta.param names unknown parameter \"", m.param, "\""));
     }
+    if (m.has_param && n.op() != Op::kPlaceholder) {
+      return NodeError(n, "meta.param is only for placeholders (a lifted parameter)");
+    }
+    if (m.has_param) {
+      auto [it, inserted] = param_placeholders.emplace(m.param, &n);
+      if (!inserted) {
+        return NodeError(n,
+                         absl::StrCat("meta.param \"", m.param, "\" is already placeholder \"",
+                                      it->second->name(), "\"'s (one placeholder per parameter)"));
+      }
+    }
     if (m.has_grad_of && g.FindParam(m.grad_of) < 0) {
       return NodeError(n, absl::StrCat("meta.grad_of names unknown parameter \"", m.grad_of, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// args[i] when it exists and is an int.
+std::optional<int64_t> IntArgAt(const Node& n, size_t i) {
+  if (n.args().size() <= i || n.args()[i].kind() != Value::Kind::kInt) return std::nullopt;
+  return n.args()[i].as_int();
+}
+
+// The ZeRO-3 ops (graph/dc_ops.h): arity and argument types, ds_id a parameter-table index,
+// an allgather reading its parameter's placeholder (or another node) with that ds_id, a
+// wait reading an allgather with the same ds_id (one wait per allgather), n_users >= 1.
+absl::Status VerifyZero3Ops(const Graph& g) {
+  const int64_t params = static_cast<int64_t>(g.params().size());
+  absl::flat_hash_set<NodeId> waited;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kCallFunction || !absl::StartsWith(n.target(), kZero3Prefix)) continue;
+    const bool allgather = n.target() == kAllgatherTarget, wait = n.target() == kWaitTarget;
+    const bool release = n.target() == kReleaseTarget, reduce = n.target() == kReduceTarget;
+    if (!allgather && !wait && !release && !reduce) continue;  // other DeepCompile ops
+    const size_t arity = release ? 4 : 3;
+    if (n.args().size() != arity) {
+      return NodeError(
+          n, absl::StrCat(n.target(), " takes ", arity, " arguments (",
+                          release ? "tensor, graph_id, ds_id, n_users" : "tensor, graph_id, ds_id",
+                          "), got ", n.args().size()));
+    }
+    if (!n.args()[0].is_ref()) return NodeError(n, "args[0] must be a node reference");
+    const std::optional<int64_t> graph_id = IntArgAt(n, kGraphIdArg);
+    if (!graph_id || *graph_id < 0) return NodeError(n, "graph_id (args[1]) must be an int >= 0");
+    const std::optional<int64_t> ds = IntArgAt(n, kDsIdArg);
+    if (!ds || *ds < 0 || *ds >= params) {
+      return NodeError(n, absl::StrCat("ds_id (args[2]) must be an index into the parameter table "
+                                       "(0 to ",
+                                       params - 1, ")"));
+    }
+    const Node& in = g.node(n.args()[0].as_ref());
+    const std::string& param = g.params()[*ds].name;
+    if (allgather && in.op() == Op::kPlaceholder && in.meta().has_param &&
+        in.meta().param != param) {
+      return NodeError(n, absl::StrCat("gathers placeholder \"", in.name(), "\" (parameter \"",
+                                       in.meta().param, "\") with the ds_id of \"", param, "\""));
+    }
+    if (wait) {
+      if (in.op() != Op::kCallFunction || in.target() != kAllgatherTarget) {
+        return NodeError(n, "a wait must read a dc.allgather_param");
+      }
+      if (IntArgAt(in, kDsIdArg) != ds) {
+        return NodeError(n, absl::StrCat("waits on \"", in.name(), "\" with a different ds_id"));
+      }
+      if (!waited.insert(in.id()).second) {
+        return NodeError(
+            n, absl::StrCat("a second wait on \"", in.name(), "\" (one wait per allgather)"));
+      }
+    }
+    if (release) {
+      const std::optional<int64_t> users = IntArgAt(n, kNUsersArg);
+      if (!users || *users < 1) return NodeError(n, "n_users (args[3]) must be an int >= 1");
     }
   }
   return absl::OkStatus();
@@ -196,7 +277,8 @@ absl::Status VerifyParams(const Graph& g) {
 
 absl::Status Verify(const Graph& g) {
   OVERLAP_RETURN_IF_ERROR(VerifyNodes(g));
-  return VerifyParams(g);
+  OVERLAP_RETURN_IF_ERROR(VerifyParams(g));
+  return VerifyZero3Ops(g);
 }
 
 }  // namespace overlap

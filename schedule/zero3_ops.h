@@ -22,22 +22,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "graph/dc_ops.h"  // targets and argument positions
 #include "graph/graph.h"
 
 namespace overlap {
-
-// Targets of the ZeRO-3 ops (call_function nodes).
-inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
-inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
-inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
-inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
-// Every ZeRO-3 target starts with this.
-inline constexpr absl::string_view kZero3Prefix = "dc.";
-
-// Positions of the ops' integer arguments.
-inline constexpr size_t kGraphIdArg = 1;
-inline constexpr size_t kDsIdArg = 2;
-inline constexpr size_t kNUsersArg = 3;  // releases only
 
 // kwargs our passes write.
 inline constexpr absl::string_view kPersistentKwarg = "persistent";

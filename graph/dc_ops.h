@@ -1,0 +1,35 @@
+// The ZeRO-3 ops as the interchange format defines them (docs/format.md, "ZeRO-3 ops";
+// docs/deepcompile.md): their targets and argument positions. The IR verifier checks every
+// such op against this; schedule/zero3_ops.h builds the schedulers' vocabulary (readers,
+// the kwargs our passes write) on these definitions.
+//
+//   %ag  = dc.allgather_param(%p, graph_id, ds_id)
+//   %w   = dc.wait_allgather(%ag, graph_id, ds_id)
+//   %r   = dc.release_param(%use, graph_id, ds_id, n_users)
+//   %red = dc.reduce_grad(%grad, graph_id, ds_id)
+#ifndef OVERLAP_GRAPH_DC_OPS_H_
+#define OVERLAP_GRAPH_DC_OPS_H_
+
+#include <cstddef>
+
+#include "absl/strings/string_view.h"
+
+namespace overlap {
+
+// Targets of the ZeRO-3 ops (call_function nodes).
+inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
+inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
+inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
+inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
+// Every ZeRO-3 target starts with this; other dc.* targets (DeepCompile has more) are
+// accepted unchecked.
+inline constexpr absl::string_view kZero3Prefix = "dc.";
+
+// Positions of the ops' arguments: args[0] is the tensor the op acts on.
+inline constexpr size_t kGraphIdArg = 1;
+inline constexpr size_t kDsIdArg = 2;
+inline constexpr size_t kNUsersArg = 3;  // releases only
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_DC_OPS_H_

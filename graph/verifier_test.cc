@@ -1,0 +1,112 @@
+// Verify's rules for the ZeRO-3 ops and lifted parameters (the reproducers of an
+// adversarial campaign: each was accepted before and crashed or misled a later pass).
+#include "graph/verifier.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "graph/errors.h"
+#include "graph/test_graphs.h"
+#include "gtest/gtest.h"
+
+namespace overlap {
+namespace {
+
+using ::testing::HasSubstr;
+
+// x, placeholder p (meta.param "w"), the given dc ops, then mm(x, <last>) and the output.
+absl::Status VerifyWith(const std::string& ops, const std::string& last = "%wt",
+                        const std::string& extra_params = "") {
+  absl::StatusOr<Graph> g = GraphFromParts(
+      absl::StrCat(PlaceholderJson("x"), ",", PlaceholderJson("p", "w"), ",", ops,
+                   CallJson("y", "aten.mm.default", absl::StrCat(R"("%x", ")", last, R"(")")), ",",
+                   OutputJson(R"("%y")")),
+      absl::StrCat(R"({"name": "w", "owner": "p", "bytes": 64})", extra_params));
+  return g.status();
+}
+
+TEST(VerifierTest, WellFormedZero3OpsPass) {
+  EXPECT_TRUE(VerifyWith(absl::StrCat(CallJson("ag", "dc.allgather_param", R"("%p", 0, 0)"), ",",
+                                      CallJson("wt", "dc.wait_allgather", R"("%ag", 0, 0)"), ","))
+                  .ok());
+}
+
+TEST(VerifierTest, ADsIdOutsideTheParameterTableIsRejected) {
+  // The reproducer: ds_id 1 with a one-entry table (scheduling it crashed with SIGSEGV).
+  for (const std::string ds : {"1", "-1", "-5", "9223372036854775807", "\"zero\""}) {
+    absl::Status s =
+        VerifyWith(absl::StrCat(CallJson("ag", "dc.allgather_param", "\"%p\", 0, " + ds), ",",
+                                CallJson("wt", "dc.wait_allgather", "\"%ag\", 0, " + ds), ","));
+    EXPECT_TRUE(IsBadInput(s)) << ds << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("node \"ag\": ds_id (args[2])")) << ds;
+  }
+}
+
+TEST(VerifierTest, ArityTypesAndCountsOfZero3OpsAreChecked) {
+  const std::string ag = CallJson("ag", "dc.allgather_param", R"("%p", 0, 0)") + ",";
+  const std::string wt = CallJson("wt", "dc.wait_allgather", R"("%ag", 0, 0)") + ",";
+  struct Case {
+    std::string ops, last, message;
+  };
+  const Case cases[] = {
+      {CallJson("ag", "dc.allgather_param", "") + ",", "%ag", "dc.allgather_param takes 3"},
+      {ag + CallJson("wt", "dc.wait_allgather", R"("%p", 0, 0)") + ",", "%wt",
+       "a wait must read a dc.allgather_param"},
+      {ag + wt + CallJson("wt2", "dc.wait_allgather", R"("%ag", 0, 0)") + ",", "%wt2",
+       "a second wait on \"ag\""},
+      {ag + CallJson("wt", "dc.wait_allgather", R"("%ag", -1, 0)") + ",", "%wt", "graph_id"},
+      {ag + wt + CallJson("r", "dc.release_param", R"("%wt", 0, 0, 0)") + ",", "%r",
+       "n_users (args[3]) must be an int >= 1"},
+      {ag + wt + CallJson("r", "dc.release_param", R"("%wt", 0, 0, -1)") + ",", "%r", "n_users"},
+      {ag + wt + CallJson("r", "dc.release_param", R"("%wt", 0, 0)") + ",", "%r",
+       "dc.release_param takes 4"},
+      {ag + wt + CallJson("red", "dc.reduce_grad", "") + ",", "%wt", "dc.reduce_grad takes 3"},
+      {ag + wt + CallJson("red", "dc.reduce_grad", R"(1, 1, 0)") + ",", "%wt",
+       "args[0] must be a node reference"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = VerifyWith(c.ops, c.last);
+    EXPECT_TRUE(IsBadInput(s)) << c.message << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+}
+
+TEST(VerifierTest, AnAllgatherOfAnotherParametersPlaceholderIsRejected) {
+  absl::Status s =
+      VerifyWith(absl::StrCat(PlaceholderJson("q", "v"), ",",
+                              CallJson("ag", "dc.allgather_param", R"("%q", 0, 0)"), ",",
+                              CallJson("wt", "dc.wait_allgather", R"("%ag", 0, 0)"), ","),
+                 "%wt", R"(, {"name": "v", "owner": "q", "bytes": 64})");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("with the ds_id of \"w\""));
+}
+
+TEST(VerifierTest, MetaParamIsForOnePlaceholderPerParameter) {
+  // Two placeholders naming one parameter counted it twice.
+  absl::Status twice = VerifyWith(PlaceholderJson("p2", "w") + ",", "%p2");
+  EXPECT_TRUE(IsBadInput(twice));
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("is already placeholder \"p\"'s"));
+  absl::Status on_call = VerifyWith(
+      R"({"name": "c", "op": "call_function", "target": "f", "args": ["%x"],
+          "meta": {"param": "w"}},)",
+      "%c");
+  EXPECT_THAT(std::string(on_call.message()), HasSubstr("meta.param is only for placeholders"));
+}
+
+TEST(VerifierTest, DeviceTimesMustSumToAFiniteTotal) {
+  absl::Status s = VerifyWith(
+      R"({"name": "a", "op": "call_function", "target": "f", "args": ["%x"],
+          "meta": {"device_time": 1e308}},
+         {"name": "b", "op": "call_function", "target": "f", "args": ["%a"],
+          "meta": {"device_time": 1e308}},)",
+      "%b");
+  EXPECT_TRUE(IsBadInput(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sum of meta.device_time"));
+}
+
+TEST(VerifierTest, OtherDeepCompileOpsAreAcceptedUnchecked) {
+  EXPECT_TRUE(VerifyWith(CallJson("e", "dc.end_backward", R"("%p")") + ",", "%p").ok());
+}
+
+}  // namespace
+}  // namespace overlap
