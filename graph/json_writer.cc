@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "graph/output_file.h"
 
 namespace overlap {
 
@@ -313,18 +314,13 @@ absl::Status WriteGraphJsonStream(const Graph& g, std::FILE* out) {
 }
 
 absl::Status WriteGraphJsonFile(const Graph& g, const std::string& path) {
-  if (path == "-") return WriteGraphJsonStream(g, stdout);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open \"", path, "\" for writing: ", std::strerror(errno)));
-  }
-  absl::Status s = WriteGraphJsonStream(g, f);
-  if (std::fclose(f) != 0 && s.ok()) {
-    s = absl::InternalError(absl::StrCat("cannot close \"", path, "\": ", std::strerror(errno)));
-  }
+  // Atomically: a failed write (a full disk, say) never truncates what `path` held, which
+  // may be the very graph being read (`overlap schedule g.json -o g.json`).
+  absl::StatusOr<OutputFile> out = OutputFile::Open(path);
+  if (!out.ok()) return out.status();
+  absl::Status s = WriteGraphJsonStream(g, out->stream());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("\"", path, "\": ", s.message()));
-  return s;
+  return out->Commit();
 }
 
 }  // namespace overlap

@@ -22,7 +22,8 @@ namespace overlap {
 // Returns the graph as JSON text.
 std::string WriteGraphJson(const Graph& g);
 
-// Writes the graph to `path` ("-" for stdout). Fails with the OS error naming the path.
+// Writes the graph to `path` ("-" for stdout) atomically (graph/output_file.h): on any
+// failure `path` keeps what it held. Fails with the OS error naming the path. O(size).
 absl::Status WriteGraphJsonFile(const Graph& g, const std::string& path);
 
 // Writes the graph to an open stream. Fails if a write fails.

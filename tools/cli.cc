@@ -1,5 +1,8 @@
 #include "tools/cli.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "tools/commands.h"
 
@@ -76,7 +79,15 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out, std::FILE* err)
     std::fputs(UsageText(*spec).c_str(), out);
     return kExitOk;
   }
-  return spec->run(in);
+  const int code = spec->run(in);
+  // Summaries go to `out` unchecked as they are printed; a failed write (a full disk, a
+  // closed pipe) must not pass for success.
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    std::fprintf(err, "overlap: error: writing to stdout failed: %s\n",
+                 std::strerror(errno != 0 ? errno : EIO));
+    return code == kExitOk ? kExitBadInput : code;
+  }
+  return code;
 }
 
 }  // namespace overlap

@@ -1,11 +1,9 @@
 #include "tools/shared_flags.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "graph/errors.h"
 #include "graph/models.h"
+#include "graph/output_file.h"
 #include "graph/random_graph.h"
 #include "graph/verifier.h"
 
@@ -107,20 +105,7 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {
-  const bool to_stdout = path == "-";
-  std::FILE* f = to_stdout ? in.out() : std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open \"", path, "\" for writing: ", std::strerror(errno)));
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool closed = to_stdout ? std::fflush(f) == 0 : std::fclose(f) == 0;
-  if (!written || !closed) {
-    return absl::InternalError(absl::StrCat(written ? "closing" : "writing", " \"",
-                                            to_stdout ? "stdout" : path,
-                                            "\" failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text, in.out());
 }
 
 absl::Status CheckAfter(const Graph& g, absl::string_view step) {

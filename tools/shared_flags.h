@@ -28,7 +28,8 @@ absl::Span<const FlagSpec> ModelFlags();
 // in `in` (check in.has_usage_error() first).
 absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted);
 
-// Writes `text` to `path` ("-": the invocation's stdout), checking the write and the close.
+// Writes `text` to `path` ("-": the invocation's stdout) atomically, checking the write and
+// the close (graph/output_file.h).
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text);
 
 // Verify(g) after the CLI changed a graph, naming the step when it fails (an internal error:
