@@ -436,3 +436,77 @@ TEST(CliTest, DemoExplainsOursChoice) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// Regression tests from an adversarial campaign (issue "Hardening II").
+
+TEST(CliHardeningTest, ADsIdOutsideTheParameterTableIsBadInputNotACrash) {
+  const std::string path = Tmp("bad_ds.json");
+  WriteFile(path, R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": []},
+    {"name": "p", "op": "placeholder", "target": "p", "args": [], "meta": {"param": "w"}},
+    {"name": "ag", "op": "call_function", "target": "dc.allgather_param", "args": ["%p", 0, 1]},
+    {"name": "wt", "op": "call_function", "target": "dc.wait_allgather", "args": ["%ag", 0, 1]},
+    {"name": "y", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%wt"]},
+    {"name": "output", "op": "output", "target": "output", "args": ["%y"]}],
+    "params": [{"name": "w", "owner": "p", "bytes": 64}]})");
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"schedule", path, "--json", Tmp("bad_ds_r.json")},
+        {"schedule", path},
+        {"inspect", path},
+        {"simulate", path},
+        {"print", path}}) {
+    Result r = Overlap(cmd);
+    EXPECT_EQ(r.code, kExitBadInput) << cmd[0];
+    EXPECT_THAT(r.err, HasSubstr("node \"ag\": ds_id (args[2])")) << cmd[0];
+  }
+}
+
+TEST(CliHardeningTest, WhenStdoutCarriesDataTheSummaryGoesToStderr) {
+  const std::string path = Tmp("gpt2_pipe.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "1", "-o", path}).code, kExitOk);
+  Result r = Overlap({"schedule", path, "-o", "-"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("lookahead: "));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("lookahead: ")));
+  // What went to stdout is a graph file the CLI reads back.
+  const std::string piped = Tmp("piped.json");
+  WriteFile(piped, r.out);
+  EXPECT_EQ(Overlap({"inspect", piped}).code, kExitOk);
+  Result sim = Overlap({"simulate", path, "--json", "-"});
+  ASSERT_EQ(sim.code, kExitOk);
+  EXPECT_EQ(sim.out.rfind("{\"format\": \"overlap-result\"", 0), 0u);
+  EXPECT_THAT(sim.err, HasSubstr("peak memory"));
+  EXPECT_EQ(Overlap({"schedule", path, "-o", "-", "--json", "-"}).code, kExitUsage);
+}
+
+TEST(CliHardeningTest, WritingOverTheInputIsSafeAndAFullStdoutIsAnError) {
+  const std::string path = Tmp("inplace.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "1", "-o", path}).code, kExitOk);
+  ASSERT_EQ(Overlap({"schedule", path, "-o", path}).code, kExitOk);
+  EXPECT_EQ(Overlap({"inspect", path}).code, kExitOk);
+  std::FILE* full = std::fopen("/dev/full", "w");
+  if (full == nullptr) GTEST_SKIP() << "no /dev/full here";
+  std::FILE* err = std::tmpfile();
+  const int code = RunCli({"inspect", path}, full, err);
+  std::fclose(full);
+  EXPECT_EQ(code, kExitBadInput);
+  EXPECT_THAT(Slurp(err), HasSubstr("writing to stdout failed: No space left on device"));
+}
+
+TEST(CliHardeningTest, DemoSucceedsOnEveryBuiltInModel) {
+  for (const char* model : {"mlp", "gpt2", "llama-7b", "llama-70b", "resnet18", "moe", "random"}) {
+    for (bool lifted : {false, true}) {
+      std::vector<std::string> args = {"demo", model};
+      if (lifted) args.push_back("--lifted");
+      Result r = Overlap(args);
+      EXPECT_EQ(r.code, kExitOk) << model << (lifted ? " --lifted" : "") << ": " << r.err;
+      EXPECT_THAT(r.out, HasSubstr("[6] why ours chose that")) << model;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace overlap

@@ -8,7 +8,7 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"output", 'o', "FILE", "write to FILE (default: stdout)"},
+    {"output", 'o', "FILE", "write to FILE (default: stdout)", true},
     {"backward", 0, "",
      "the model's AOT-style backward graph instead (implies --lifted;\n"
      "graph/backward.h): saved activations and tangents in, parameter\n"
@@ -29,7 +29,7 @@ int Run(Invocation& in) {
     g = std::move(*b);
   }
   const std::string path = in.Path("output").value_or("-");
-  absl::Status s = path == "-" ? WriteGraphJsonStream(*g, in.out()) : WriteGraphJsonFile(*g, path);
+  absl::Status s = WriteGraphFile(in, path, *g);
   return s.ok() ? kExitOk : in.BadInput(s);
 }
 

@@ -28,8 +28,8 @@ constexpr FlagSpec kFlags[] = {
     {"first-bucket-cap", 0, "SIZE",
      "cap of the bucket nearest the output (default min(1MiB, cap));\n"
      "must not exceed --bucket-cap"},
-    {"json", 0, "OUT", "write the partition result (overlap-result JSON)"},
-    {"output", 'o', "OUTER", "write the outer graph (calls submod_0, submod_1, ...)"},
+    {"json", 0, "OUT", "write the partition result (overlap-result JSON)", true},
+    {"output", 'o', "OUTER", "write the outer graph (calls submod_0, submod_1, ...)", true},
     {"subgraphs-dir", 0, "DIR", "write each subgraph as DIR/submod_<i>.json"},
 };
 
@@ -86,7 +86,7 @@ int Run(Invocation& in) {
     if (!c.ok()) return in.BadInput(c.status());
     choice = std::move(*c);
     bo.bucket_cap_bytes = choice->cap_bytes;
-    std::fputs(FormatCapChoice(*choice).c_str(), in.out());
+    std::fputs(FormatCapChoice(*choice).c_str(), in.summary());
   }
   bo.first_bucket_cap_bytes =
       std::min(first.value_or(kDefaultFirstBucketCapBytes), bo.bucket_cap_bytes);
@@ -95,14 +95,14 @@ int Run(Invocation& in) {
   absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*g);
   if (!r.ok()) return in.BadInput(r.status());
   if (absl::Status s = CheckPieces(*r); !s.ok()) return in.BadInput(s);
-  std::fputs(FormatBucketTable(*g, *r).c_str(), in.out());
+  std::fputs(FormatBucketTable(*g, *r).c_str(), in.summary());
   if (std::optional<std::string> path = in.Path("json")) {
     absl::Status s =
         WriteTextFile(in, *path, PartitionResultJson(*g, *r, choice ? &*choice : nullptr));
     if (!s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> path = in.Path("output")) {
-    absl::Status s = WriteGraphJsonFile(r->split ? r->pieces.outer : *g, *path);
+    absl::Status s = WriteGraphFile(in, *path, r->split ? r->pieces.outer : *g);
     if (!s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> dir = in.Path("subgraphs-dir")) {

@@ -8,7 +8,7 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"output", 'o', "FILE", "write to FILE (default: stdout)"},
+    {"output", 'o', "FILE", "write to FILE (default: stdout)", true},
 };
 
 int Run(Invocation& in) {

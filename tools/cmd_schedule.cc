@@ -32,9 +32,9 @@ constexpr FlagSpec kFlags[] = {
      "lookahead: print every candidate it considered (k, reduce-scatter\n"
      "bucket cap, residents, simulated peak and step, verdict)"},
     {"backward", 0, "", "the graph is a backward graph (reduce_grad inserted)"},
-    {"json", 0, "OUT", "write the schedule result (order, figures, ours' candidates)"},
-    {"output", 'o', "OUT", "write the scheduled graph (its order, the output node last)"},
-    {"trace", 0, "OUT", "write a Chrome / Perfetto trace of the simulation"},
+    {"json", 0, "OUT", "write the schedule result (order, figures, ours' candidates)", true},
+    {"output", 'o', "OUT", "write the scheduled graph (its order, the output node last)", true},
+    {"trace", 0, "OUT", "write a Chrome / Perfetto trace of the simulation", true},
 };
 
 int ListAlgorithms(Invocation& in) {
@@ -75,7 +75,7 @@ absl::Status WriteOutputs(Invocation& in, const Graph& g, const ScheduleReport& 
     OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ScheduleResultJson(g, r, o)));
   }
   if (std::optional<std::string> path = in.Path("output")) {
-    OVERLAP_RETURN_IF_ERROR(WriteGraphJsonFile(g, *path));
+    OVERLAP_RETURN_IF_ERROR(WriteGraphFile(in, *path, g));
   }
   if (std::optional<std::string> path = in.Path("trace")) {
     OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ChromeTraceJson(g, r.simulation)));
@@ -99,8 +99,8 @@ int Run(Invocation& in) {
   }
   absl::StatusOr<ScheduleReport> r = RunScheduler(algorithm, &*g, options);
   if (!r.ok()) return in.BadInput(r.status());
-  std::fputs(FormatScheduleSummary(*g, *r).c_str(), in.out());
-  if (in.Switch("explain")) std::fputs(FormatExplainTable(*r).c_str(), in.out());
+  std::fputs(FormatScheduleSummary(*g, *r).c_str(), in.summary());
+  if (in.Switch("explain")) std::fputs(FormatExplainTable(*r).c_str(), in.summary());
   if (absl::Status s = WriteOutputs(in, *g, *r, options); !s.ok()) return in.BadInput(s);
   if (r->lookahead && !r->lookahead->feasible) {
     std::fprintf(in.err(),

@@ -11,8 +11,8 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"json", 0, "OUT", "write the figures (overlap-result JSON)"},
-    {"trace", 0, "OUT", "write a Chrome / Perfetto trace (open in ui.perfetto.dev)"},
+    {"json", 0, "OUT", "write the figures (overlap-result JSON)", true},
+    {"trace", 0, "OUT", "write a Chrome / Perfetto trace (open in ui.perfetto.dev)", true},
 };
 
 int Run(Invocation& in) {
@@ -22,14 +22,14 @@ int Run(Invocation& in) {
   if (!g.ok()) return in.BadInput(g.status());
   absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);
   if (!r.ok()) return in.BadInput(r.status());
-  std::fprintf(in.out(),
+  std::fprintf(in.summary(),
                "peak memory %s, peak gathered %s, step %s (compute %s, communication %s, "
                "exposed %s, lower bound %s)\n",
                FormatBytes(r->peak_memory_bytes).c_str(),
                FormatBytes(r->peak_gathered_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
                FormatSeconds(r->compute_s).c_str(), FormatSeconds(r->comm_s).c_str(),
                FormatSeconds(r->exposed_comm_s).c_str(), FormatSeconds(r->lower_bound_s).c_str());
-  if (!HasZero3Ops(*g)) std::fputs("(no ZeRO-3 ops in the graph: compute only)\n", in.out());
+  if (!HasZero3Ops(*g)) std::fputs("(no ZeRO-3 ops in the graph: compute only)\n", in.summary());
   if (std::optional<std::string> path = in.Path("json")) {
     absl::Status s = WriteTextFile(in, *path,
                                    absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ",

@@ -114,6 +114,13 @@ bool Invocation::Parse(const std::vector<std::string>& argv, size_t start) {
       AddUsageError(absl::StrCat("--", flag->name, " is given twice"));
       return false;
     }
+    if (flag->data_output && *value == "-") {
+      if (data_to_stdout_) {
+        AddUsageError(absl::StrCat("only one output can go to stdout (--", flag->name, " -)"));
+        return false;
+      }
+      data_to_stdout_ = true;
+    }
   }
   if (help_) return true;
   const int n = static_cast<int>(positional_.size());

@@ -31,12 +31,14 @@ inline constexpr int kExitUsage = 2;
 
 // One flag: --name (and -<short_name> when set) with a value named `value` in the usage
 // text, or a switch when `value` is empty. `help` may hold several lines ("\n"); the usage
-// text indents the continuation lines.
+// text indents the continuation lines. `data_output`: the value names a file the command
+// writes data to, where "-" means stdout (then the human summary goes to stderr).
 struct FlagSpec {
   absl::string_view name;
   char short_name = 0;
   absl::string_view value;
   absl::string_view help;
+  bool data_output = false;
 };
 
 class Invocation;
@@ -73,13 +75,17 @@ class Invocation {
       : spec_(spec), out_(out), err_(err) {}
 
   // Parses argv[start...]. Unknown flags, a value given to a switch, a missing value, a flag
-  // given twice and a wrong number of positional arguments are usage errors. Returns false
+  // given twice, two data outputs to stdout and a wrong number of positional arguments are
+  // usage errors. Returns false
   // on one (the error is recorded; UsageError() prints it).
   bool Parse(const std::vector<std::string>& argv, size_t start);
 
   const CommandSpec& spec() const { return spec_; }
   std::FILE* out() const { return out_; }
   std::FILE* err() const { return err_; }
+  // Where human-readable summaries go: stdout, unless a data output flag sends data there
+  // ("-o -", "--json -"), in which case stderr, so `... -o - | overlap inspect -` works.
+  std::FILE* summary() const { return data_to_stdout_ ? err_ : out_; }
   const std::vector<std::string>& positional() const { return positional_; }
   bool help() const { return help_; }
 
@@ -115,6 +121,7 @@ class Invocation {
   std::vector<std::string> positional_;
   std::map<std::string, std::string, std::less<>> flags_;
   bool help_ = false;
+  bool data_to_stdout_ = false;
   std::optional<std::string> usage_error_;
 };
 

@@ -40,7 +40,7 @@ std::string ParseError(const CommandSpec& spec, std::vector<std::string> args) {
     capture.UsageError();
     std::rewind(err);
     char buf[256] = {0};
-    std::fgets(buf, sizeof(buf), err);
+    if (std::fgets(buf, sizeof(buf), err) == nullptr) buf[0] = 0;
     std::fclose(err);
     return buf;
   }
@@ -100,7 +100,7 @@ TEST(CommandTest, ValuesOutOfRangeNameTheRange) {
   EXPECT_EQ(capture.UsageError(), kExitUsage);
   std::rewind(err);
   char buf[256] = {0};
-  std::fgets(buf, sizeof(buf), err);
+  if (std::fgets(buf, sizeof(buf), err) == nullptr) buf[0] = 0;
   std::fclose(err);
   EXPECT_THAT(std::string(buf),
               HasSubstr("--nodes must be an integer from 0 to 2147483647, got \"2147483648\""));

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/errors.h"
+#include "graph/json_writer.h"
 #include "graph/models.h"
 #include "graph/output_file.h"
 #include "graph/random_graph.h"
@@ -106,6 +107,10 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {
   return WriteFileAtomically(path, text, in.out());
+}
+
+absl::Status WriteGraphFile(const Invocation& in, const std::string& path, const Graph& g) {
+  return path == "-" ? WriteGraphJsonStream(g, in.out()) : WriteGraphJsonFile(g, path);
 }
 
 absl::Status CheckAfter(const Graph& g, absl::string_view step) {

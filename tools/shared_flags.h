@@ -32,6 +32,9 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
 // the close (graph/output_file.h).
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text);
 
+// Writes `g` to `path` ("-": the invocation's stdout) atomically (graph/json_writer.h).
+absl::Status WriteGraphFile(const Invocation& in, const std::string& path, const Graph& g);
+
 // Verify(g) after the CLI changed a graph, naming the step when it fails (an internal error:
 // every pass must leave a valid graph).
 absl::Status CheckAfter(const Graph& g, absl::string_view step);
