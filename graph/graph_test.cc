@@ -128,6 +128,17 @@ TEST(GraphTest, UniqueNameFollowsFx) {
   EXPECT_EQ(d.g.UniqueName("0x"), "_0x");
 }
 
+// A name ending in a huge number once overflowed the counter ("..._-9223372036854775808",
+// a malformed name): such a name counts from "_1" instead.
+TEST(GraphTest, UniqueNameNeverOverflows) {
+  Diamond d;
+  *d.g.AddNode(Op::kPlaceholder, "p_9223372036854775807", "p");
+  EXPECT_EQ(d.g.UniqueName("p_9223372036854775807"), "p_9223372036854775807_1");
+  *d.g.AddNode(Op::kPlaceholder, "q_99999999999999999999", "q");  // beyond int64
+  EXPECT_EQ(d.g.UniqueName("q_99999999999999999999"), "q_99999999999999999999_1");
+  EXPECT_TRUE(IsValidNodeName(d.g.UniqueName("p_9223372036854775807")));
+}
+
 TEST(GraphTest, CopyIsDeepAndEqual) {
   Diamond d;
   Graph copy = d.g;

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
+#include "graph/adversarial_graphs.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "schedule/fast_free.h"
+#include "schedule/list_schedule.h"
 #include "schedule/lookahead_prefetch.h"
+#include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
 #include "schedule/testing/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
@@ -116,6 +119,45 @@ void BM_LookaheadRandom(benchmark::State& state) {
 }
 BENCHMARK(BM_LookaheadRandom)
     ->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+// Shapes an adversarial campaign found quadratic (graph/adversarial_graphs.h): insertion
+// with many uses feeding the output, and the baselines on a plain matmul chain.
+void BM_InsertionWideOutput(benchmark::State& state) {
+  const Graph g =
+      state.range(0) == 0 ? WideOutputGraph(1, state.range(1)) : WideOutputGraph(state.range(1), 1);
+  for (auto _ : state) {
+    Graph copy = g;
+    benchmark::DoNotOptimize(Zero3Insertion(GraphKind::kForward).Run(&copy));
+  }
+  state.counters["nodes"] = static_cast<double>(g.size());
+  state.SetComplexityN(state.range(1));
+}
+BENCHMARK(BM_InsertionWideOutput)
+    ->ArgsProduct({{0, 1}, {2500, 10000, 40000, 160000}})
+    ->Unit(benchmark::kMillisecond);
+
+template <absl::StatusOr<std::vector<NodeId>> (*Schedule)(const Graph&)>
+void BM_BaselineOnChain(benchmark::State& state) {
+  Graph g = MatmulChainGraph(state.range(0));
+  (void)Zero3Insertion(GraphKind::kForward).Run(&g);
+  for (auto _ : state) benchmark::DoNotOptimize(Schedule(g));
+  state.counters["nodes"] = static_cast<double>(g.size());
+}
+BENCHMARK(BM_BaselineOnChain<&FastFreeSchedule>)
+    ->Name("BM_FastFreeOnChain")
+    ->RangeMultiplier(4)
+    ->Range(1000, 64000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BaselineOnChain<&SimplePrefetchSchedule>)
+    ->Name("BM_SimplePrefetchOnChain")
+    ->RangeMultiplier(4)
+    ->Range(1000, 64000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BaselineOnChain<&ListSchedule>)
+    ->Name("BM_ListOnChain")
+    ->RangeMultiplier(4)
+    ->Range(1000, 64000)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -121,6 +123,52 @@ std::string FusibleCast(const Graph& g, NodeId p, const Param& param, NodeId* ca
   return to;
 }
 
+// ReplaceAllUsesWith for every user but the output node, whose rewrite is deferred to one
+// SetArgs at the end: the output can read thousands of values, and relinking it once per
+// replacement made insertion quadratic in them. `held` is what the output reads now (as the
+// immediate rewrites would have left it); `moved` where each replaced value went.
+class OutputRewrite {
+ public:
+  explicit OutputRewrite(Graph& g) : g_(g) {
+    const NodeId last = g.last();
+    if (last != kNoNode && g.node(last).op() == Op::kOutput) {
+      output_ = last;
+      held_.insert(g.node(last).inputs().begin(), g.node(last).inputs().end());
+    }
+  }
+
+  // Users of `from` read `to` instead (`to` itself excepted); the output too when
+  // `output_too`.
+  void Replace(NodeId from, NodeId to, bool output_too = true) {
+    g_.ReplaceAllUsesWith(from, to, [](const Node& u) { return u.op() != Op::kOutput; });
+    if (output_too && held_.erase(from) > 0) {
+      held_.insert(to);
+      moved_[from] = to;
+    }
+  }
+
+  // Rewrites the output's references once: each follows its chain of replacements.
+  absl::Status Apply() {
+    if (moved_.empty()) return absl::OkStatus();
+    const Node& out = g_.node(output_);
+    auto resolve = [&](NodeId id) {
+      for (auto it = moved_.find(id); it != moved_.end(); it = moved_.find(id)) id = it->second;
+      return id;
+    };
+    std::vector<Value> args = out.args();
+    ValueDict kwargs = out.kwargs();
+    for (Value& v : args) v.MapRefs(resolve);
+    for (auto& [k, v] : kwargs) v.MapRefs(resolve);
+    return g_.SetArgs(output_, std::move(args), std::move(kwargs));
+  }
+
+ private:
+  Graph& g_;
+  NodeId output_ = kNoNode;
+  absl::flat_hash_set<NodeId> held_;
+  absl::flat_hash_map<NodeId, NodeId> moved_;
+};
+
 }  // namespace
 
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
@@ -148,6 +196,8 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
   for (NodeId id : g.order()) {
     if (g.node(id).op() == Op::kPlaceholder) placeholders.push_back(id);
   }
+  OutputRewrite output(g);
+  std::vector<NodeId> fused_casts;  // erased once the output no longer reads them
   for (NodeId p : placeholders) {
     const Node& ph = g.node(p);
     if (!ph.meta().has_param) continue;
@@ -181,17 +231,17 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
         InsertPoint::After(p));
     OVERLAP_RETURN_IF_ERROR(ag.status());
     SetParamMeta(g, *ag, param, false);
-    g.ReplaceAllUsesWith(p, *ag, [](const Node& u) { return u.op() != Op::kOutput; });
+    output.Replace(p, *ag, /*output_too=*/false);  // the output keeps the raw shard
 
     absl::StatusOr<NodeId> wait = g.AddNode(
         Op::kCallFunction, g.UniqueName(absl::StrCat("wait_allgather_ds_param__", target, suffix)),
         std::string(kWaitTarget), {Value::Ref(*ag), gid, ds}, {}, InsertPoint::After(*ag));
     OVERLAP_RETURN_IF_ERROR(wait.status());
     SetParamMeta(g, *wait, param, true);
-    g.ReplaceAllUsesWith(*ag, *wait);
+    output.Replace(*ag, *wait);
     if (cast != kNoNode) {
-      g.ReplaceAllUsesWith(cast, *wait);
-      OVERLAP_RETURN_IF_ERROR(g.Erase(cast));
+      output.Replace(cast, *wait);
+      fused_casts.push_back(cast);
     }
 
     const Value n_users = Value::Int(static_cast<int64_t>(uses.size()));
@@ -205,11 +255,18 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
                     InsertPoint::After(anchor));
       OVERLAP_RETURN_IF_ERROR(release.status());
       SetParamMeta(g, *release, param, false);
-      g.ReplaceAllUsesWith(anchor, *release);
+      output.Replace(anchor, *release);
     }
     changed = true;
   }
+  OVERLAP_RETURN_IF_ERROR(output.Apply());
+  for (NodeId cast : fused_casts) OVERLAP_RETURN_IF_ERROR(g.Erase(cast));
   if (kind_ == GraphKind::kBackward) {
+    absl::flat_hash_map<std::string, std::string> placeholder_target;  // parameter -> target
+    for (NodeId p : placeholders) {
+      const Node& ph = g.node(p);
+      if (ph.meta().has_param) placeholder_target.emplace(ph.meta().param, ph.target());
+    }
     std::vector<NodeId> grads;
     for (NodeId id : g.order()) {
       if (g.node(id).meta().has_grad_of) grads.push_back(id);
@@ -218,10 +275,8 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
       const std::string& of = g.node(grad).meta().grad_of;
       const int ds_id = g.FindParam(of);
       if (ds_id < 0) continue;  // Verify() rules this out
-      std::string target = of;
-      for (NodeId p : placeholders) {
-        if (g.node(p).meta().has_param && g.node(p).meta().param == of) target = g.node(p).target();
-      }
+      auto it = placeholder_target.find(of);
+      const std::string target = it != placeholder_target.end() ? it->second : of;
       absl::StatusOr<NodeId> reduce =
           g.AddNode(Op::kCallFunction, g.UniqueName(absl::StrCat("reduce_ds_param_", target)),
                     std::string(kReduceTarget),

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "graph/adversarial_graphs.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
@@ -285,6 +286,43 @@ RC_GTEST_PROP(Zero3InsertionPropertyTest, prop_UsesLieBetweenWaitAndRelease, ())
       RC_ASSERT(user.op() == Op::kOutput || user.target() == kAllgatherTarget);
     }
   }
+}
+
+// Many uses feeding the output node once took quadratic time (each release re-linked the
+// output): 30,000 uses of one parameter, and 30,000 parameters each used once and returned.
+// A quadratic pass takes minutes here, past the test's timeout.
+TEST(Zero3InsertionTest, ManyReturnedUsesInsertInLinearTime) {
+  for (const auto& [params, uses] : {std::pair<int64_t, int64_t>{1, 30000}, {30000, 1}}) {
+    Graph g = WideOutputGraph(params, uses);
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+    ASSERT_TRUE(Verify(g).ok()) << Verify(g);
+    int64_t releases = 0;
+    for (NodeId id : g.order()) releases += g.node(id).target() == kReleaseTarget;
+    EXPECT_EQ(releases, params * uses);
+    // The output returns every use through its release, as the immediate rewrite would.
+    const Node& out = g.node(g.last());
+    ASSERT_EQ(out.inputs().size(), static_cast<size_t>(params * uses));
+    for (NodeId in : out.inputs()) EXPECT_EQ(g.node(in).target(), kReleaseTarget);
+  }
+}
+
+// A placeholder named with the largest int64 suffix next to a node whose name FX would
+// number after it: the unique name does not overflow into a malformed one.
+TEST(Zero3InsertionTest, HugeNumericSuffixesMakeValidNames) {
+  Graph g = Parse(
+      R"({"name": "p_9223372036854775807", "op": "placeholder",
+          "target": "p_9223372036854775807", "args": [], "meta": {"param": "w"}},
+         {"name": "x", "op": "placeholder", "target": "x", "args": []},
+         {"name": "reduce_ds_param_p_9223372036854775807", "op": "call_function",
+          "target": "aten.mm.default", "args": ["%x", "%p_9223372036854775807"],
+          "meta": {"grad_of": "w"}},
+         {"name": "output", "op": "output", "target": "output",
+          "args": ["%reduce_ds_param_p_9223372036854775807"]})",
+      R"({"name": "w", "owner": "p_9223372036854775807", "bytes": 64})");
+  absl::StatusOr<bool> r = Zero3Insertion(GraphKind::kBackward).Run(&g);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(Verify(g).ok()) << Verify(g);
+  EXPECT_NE(g.FindNode("reduce_ds_param_p_9223372036854775807_1"), kNoNode);
 }
 
 }  // namespace
