@@ -68,24 +68,6 @@ class Scheduler {
       }
     }
     const size_t A = ags.size();
-    // Allgathers among each node's args-ancestors (placeholders, the only scheduled nodes
-    // at the start, have no ancestors, so this is what requirements would collect).
-    BitRows anc(g_.id_bound(), A);
-    const size_t W = anc.words();
-    for (NodeId id : g_.order()) {
-      uint64_t* row = anc.row(id);
-      for (NodeId in : g_.node(id).arg_inputs()) {
-        const uint64_t* from = anc.row(in);
-        for (size_t w = 0; w < W; ++w) row[w] |= from[w];
-      }
-      if (ag_index[id] >= 0) row[ag_index[id] / 64] |= uint64_t{1} << (ag_index[id] % 64);
-    }
-    // Paths: one row per allgather, per reduce, per distinct output item.
-    BitRows path(A, A);
-    for (size_t i = 0; i < A; ++i) std::copy_n(anc.row(last_use[ags[i]]), W, path.row(i));
-    BitRows reduce_path(reduces.size(), A);
-    for (size_t i = 0; i < reduces.size(); ++i)
-      std::copy_n(anc.row(reduces[i]), W, reduce_path.row(i));
     std::vector<NodeId> outputs;  // with duplicates, as the reference iterates them
     absl::flat_hash_map<NodeId, size_t> output_row;
     const Node& out = g_.node(g_.last());
@@ -104,8 +86,18 @@ class Scheduler {
         }
       }
     }
-    BitRows output_path(output_row.size(), A);
-    for (const auto& [node, row] : output_row) std::copy_n(anc.row(node), W, output_path.row(row));
+    // Paths: one row per allgather (the allgathers its last use needs), per reduce, per
+    // distinct output item; bounded before anything is allocated.
+    const size_t W = (A + 63) / 64;
+    const double path_bytes = 8.0 * W * (A + reduces.size() + output_row.size());
+    if (path_bytes > kMaxRowBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "fast_free: ", A, " allgathers need ", static_cast<int64_t>(path_bytes / (1 << 20)),
+          " MiB of path sets, over the limit of ", kMaxRowBytes >> 20, " MiB"));
+    }
+    BitRows path(A, A), reduce_path(reduces.size(), A), output_path(output_row.size(), A);
+    OVERLAP_RETURN_IF_ERROR(FillPaths(ags, ag_index, last_use, reduces, output_row, W, &path,
+                                      &reduce_path, &output_path));
 
     std::vector<int> pending(A);  // allgather indices, graph order
     for (size_t i = 0; i < A; ++i) pending[i] = static_cast<int>(i);
@@ -187,6 +179,62 @@ class Scheduler {
   }
 
  private:
+  // Bounds the memory of the bitsets (path sets and the frontier of ancestor sets).
+  static constexpr int64_t kMaxRowBytes = int64_t{4} << 30;
+
+  // The allgathers among each target's args-ancestors (placeholders, the only scheduled
+  // nodes at the start, have no ancestors, so this is what requirements would collect),
+  // by one forward pass. A node's ancestor row lives only until its last reader has been
+  // processed (rows are recycled), so memory follows the graph's width, not its size.
+  absl::Status FillPaths(const std::vector<NodeId>& ags, const std::vector<int>& ag_index,
+                         const std::vector<NodeId>& last_use, const std::vector<NodeId>& reduces,
+                         const absl::flat_hash_map<NodeId, size_t>& output_row, size_t W,
+                         BitRows* path, BitRows* reduce_path, BitRows* output_path) {
+    // Where each node's row must be copied once it is complete.
+    absl::flat_hash_map<NodeId, std::vector<uint64_t*>> copy_to;
+    for (size_t i = 0; i < ags.size(); ++i) copy_to[last_use[ags[i]]].push_back(path->row(i));
+    for (size_t i = 0; i < reduces.size(); ++i) copy_to[reduces[i]].push_back(reduce_path->row(i));
+    for (const auto& [node, row] : output_row) copy_to[node].push_back(output_path->row(row));
+    std::vector<int32_t> readers_left(g_.id_bound(), 0);
+    for (NodeId id : g_.order()) {
+      for (NodeId in : g_.node(id).arg_inputs()) ++readers_left[in];
+    }
+    std::vector<uint64_t> pool;
+    std::vector<size_t> free_slots;
+    std::vector<int64_t> slot(g_.id_bound(), -1);
+    for (NodeId id : g_.order()) {
+      size_t s;
+      if (!free_slots.empty()) {
+        s = free_slots.back();
+        free_slots.pop_back();
+        std::fill_n(pool.begin() + s * W, W, 0);
+      } else {
+        s = W == 0 ? 0 : pool.size() / W;
+        if (8.0 * (pool.size() + W) > kMaxRowBytes) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("fast_free: the graph is too wide for its ancestor sets (over ",
+                           kMaxRowBytes >> 20, " MiB for ", ags.size(), " allgathers)"));
+        }
+        pool.resize(pool.size() + W, 0);
+      }
+      slot[id] = static_cast<int64_t>(s);
+      uint64_t* row = pool.data() + s * W;
+      for (NodeId in : g_.node(id).arg_inputs()) {
+        const uint64_t* from = pool.data() + slot[in] * W;
+        for (size_t w = 0; w < W; ++w) row[w] |= from[w];
+      }
+      if (ag_index[id] >= 0) row[ag_index[id] / 64] |= uint64_t{1} << (ag_index[id] % 64);
+      if (auto it = copy_to.find(id); it != copy_to.end()) {
+        for (uint64_t* dst : it->second) std::copy_n(row, W, dst);
+      }
+      for (NodeId in : g_.node(id).arg_inputs()) {
+        if (--readers_left[in] == 0) free_slots.push_back(static_cast<size_t>(slot[in]));
+      }
+      if (readers_left[id] == 0) free_slots.push_back(s);
+    }
+    return absl::OkStatus();
+  }
+
   void Schedule(NodeId n) {
     order_.push_back(n);
     done_[n] = 1;
