@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "tools/commands.h"
@@ -79,7 +80,15 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out, std::FILE* err)
     std::fputs(UsageText(*spec).c_str(), out);
     return kExitOk;
   }
-  const int code = spec->run(in);
+  int code = kExitOk;
+  try {
+    code = spec->run(in);
+  } catch (const std::bad_alloc&) {
+    // The last resort: inputs are bounded (docs/limits.md), but a machine can still run out.
+    std::fprintf(err, "overlap: error: out of memory while running `overlap %s`\n",
+                 std::string(spec->name).c_str());
+    return kExitBadInput;
+  }
   // Summaries go to `out` unchecked as they are printed; a failed write (a full disk, a
   // closed pipe) must not pass for success.
   if (std::fflush(out) != 0 || std::ferror(out)) {

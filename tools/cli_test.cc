@@ -510,3 +510,36 @@ TEST(CliHardeningTest, DemoSucceedsOnEveryBuiltInModel) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliHardeningTest, SizesAndCostFlagsBeyondTheLimitsAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"gen", "random", "--nodes", "1073741824"}, "--nodes must be an integer from 2 to 10000000"},
+      {{"gen", "random", "--nodes", "20000000"}, "--nodes must be an integer from 2 to 10000000"},
+      {{"gen", "moe", "--layers", "100000"}, "--layers must be an integer from 1 to 4096"},
+      {{"gen", "gpt2", "--batch", "1000000000"}, "--batch must be an integer from 1 to 65536"},
+      {{"gen", "gpt2", "--peak-tflops-fp32", "1e-320"}, "--peak-tflops-fp32 must be a number from"},
+      {{"gen", "gpt2", "--mem-bandwidth", "1e-320"}, "--mem-bandwidth must be a number from"},
+      {{"schedule", "x.json", "--max-inflight", "2147483648"},
+       "--max-inflight must be an integer from 0 to 2147483647"},
+  };
+  for (const Case& c : cases) {
+    Result r = Overlap(c.args);
+    EXPECT_EQ(r.code, kExitUsage) << c.args[1];
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+  }
+  // Flags inside the limits that still give a non-finite model are the flags' fault too.
+  Result tiny = Overlap({"gen", "llama-70b", "--peak-tflops", "1e-6", "--peak-tflops-fp32", "1e-6",
+                         "--mem-bandwidth", "1e-6"});
+  EXPECT_TRUE(tiny.code == kExitOk || tiny.code == kExitUsage) << tiny.err;
+  if (tiny.code == kExitOk) EXPECT_THAT(tiny.out, ::testing::Not(HasSubstr("null")));
+}
+
+}  // namespace
+}  // namespace overlap

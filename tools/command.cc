@@ -175,6 +175,18 @@ double Invocation::Positive(absl::string_view name, double max, double fallback)
   return x;
 }
 
+double Invocation::Bounded(absl::string_view name, double min, double max, double fallback) {
+  std::optional<std::string> v = String(name);
+  if (!v) return fallback;
+  double x = 0;
+  if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || !(x >= min) || x > max) {
+    AddUsageError(absl::StrCat("--", name, " must be a number from ", min, " to ", max, ", got \"",
+                               *v, "\""));
+    return fallback;
+  }
+  return x;
+}
+
 double Invocation::NonNegative(absl::string_view name, double max, double fallback) {
   std::optional<std::string> v = String(name);
   if (!v) return fallback;

@@ -101,6 +101,8 @@ class Invocation {
   int64_t Int(absl::string_view name, int64_t min, int64_t max, int64_t fallback);
   // A finite number in (0, max] (fallback when absent).
   double Positive(absl::string_view name, double max, double fallback);
+  // A finite number in [min, max] (fallback when absent).
+  double Bounded(absl::string_view name, double min, double max, double fallback);
   // A finite number in [0, max] (fallback when absent).
   double NonNegative(absl::string_view name, double max, double fallback);
   // A size with an optional unit (graph/size.h), when given.

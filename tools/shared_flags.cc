@@ -32,7 +32,16 @@ constexpr FlagSpec kModelFlags[] = {
     {"sparse-meta", 0, "", "random only: give metadata to about half of the nodes only"},
 };
 
-constexpr int64_t kMaxInt = int64_t{1} << 30;
+// Limits that fit the machine (docs/limits.md): a graph of kMaxNodes nodes takes about
+// 8 GiB in memory; the preset overrides keep every tensor size within int64 (an attention
+// score tensor is batch x heads x seq^2 elements).
+constexpr int64_t kMaxNodes = 10'000'000;
+constexpr int64_t kMaxBatch = int64_t{1} << 16;
+constexpr int64_t kMaxSeq = int64_t{1} << 17;
+constexpr int64_t kMaxLayers = 4096;
+// The cost-model flags: below these a device time can overflow to infinity.
+constexpr double kMinTflops = 1e-6;
+constexpr double kMinBandwidthGbps = 1e-6;
 
 }  // namespace
 
@@ -43,28 +52,35 @@ CollectiveModel ReadCollectiveFlags(Invocation& in) {
   model.world_size = static_cast<int>(in.Int("world-size", 1, int64_t{1} << 24, model.world_size));
   // Only a given flag changes a default (a unit round trip could change its last bit).
   if (in.Has("latency-us")) model.latency_s = in.NonNegative("latency-us", 1e9, 0) * 1e-6;
-  if (in.Has("bandwidth")) model.bandwidth_bytes_per_s = in.Positive("bandwidth", 1e30, 1) * 1e9;
+  if (in.Has("bandwidth")) {
+    model.bandwidth_bytes_per_s = in.Bounded("bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
+  }
   return model;
 }
 
 absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
 
-absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted) {
+namespace {
+
+absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bool lifted) {
   ModelOptions o;
   o.style = lifted || in.Switch("lifted") ? ParamStyle::kLifted : ParamStyle::kModule;
   // Only a given flag changes a default (a unit round trip could change its last bit).
-  if (in.Has("peak-tflops")) o.device.peak_flops_16bit = in.Positive("peak-tflops", 1e30, 1) * 1e12;
-  if (in.Has("peak-tflops-fp32")) {
-    o.device.peak_flops_32bit = in.Positive("peak-tflops-fp32", 1e30, 1) * 1e12;
+  if (in.Has("peak-tflops")) {
+    o.device.peak_flops_16bit = in.Bounded("peak-tflops", kMinTflops, 1e30, 1) * 1e12;
   }
-  if (in.Has("mem-bandwidth"))
-    o.device.memory_bandwidth = in.Positive("mem-bandwidth", 1e30, 1) * 1e9;
-  const int64_t batch = in.Int("batch", 1, kMaxInt, 0);
-  const int64_t seq = in.Int("seq", 1, kMaxInt, 0);
-  const int64_t layers = in.Int("layers", 1, kMaxInt, 0);
+  if (in.Has("peak-tflops-fp32")) {
+    o.device.peak_flops_32bit = in.Bounded("peak-tflops-fp32", kMinTflops, 1e30, 1) * 1e12;
+  }
+  if (in.Has("mem-bandwidth")) {
+    o.device.memory_bandwidth = in.Bounded("mem-bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
+  }
+  const int64_t batch = in.Int("batch", 1, kMaxBatch, 0);
+  const int64_t seq = in.Int("seq", 1, kMaxSeq, 0);
+  const int64_t layers = in.Int("layers", 1, kMaxLayers, 0);
   if (name == "random") {
     RandomGraphOptions r;
-    r.nodes = in.Int("nodes", 2, kMaxInt, r.nodes);
+    r.nodes = in.Int("nodes", 2, kMaxNodes, r.nodes);
     r.seed = static_cast<uint64_t>(in.Int("seed", 0, INT64_MAX, 1));
     r.lifted = o.style == ParamStyle::kLifted;
     r.full_meta = !in.Switch("sparse-meta");
@@ -102,6 +118,19 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
   }
   absl::StatusOr<Graph> g = BuildModel(name, o);
   if (IsUnknownName(g.status())) in.AddUsageError(std::string(g.status().message()));
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted) {
+  absl::StatusOr<Graph> g = BuildUnchecked(in, name, lifted);
+  if (in.has_usage_error() || !g.ok()) return g;
+  // Whatever the flags asked for must be a graph the CLI can read back (finite times, sizes
+  // within int64): otherwise it is the flags' fault.
+  if (absl::Status s = Verify(*g); !s.ok()) {
+    in.AddUsageError(absl::StrCat("the model these flags describe is invalid: ", s.message()));
+  }
   return g;
 }
 
