@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "graph/errors.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
@@ -696,8 +697,8 @@ absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o) 
   if (name == "llama-70b") return BuildTransformer(Llama70bConfig(), o);
   if (name == "resnet18") return BuildResNet(ResNetConfig(), o);
   if (name == "moe") return BuildTransformer(MoeConfig(), o);
-  return absl::NotFoundError(absl::StrCat(
-      "unknown model \"", name, "\" (known: ", absl::StrJoin(ModelNames(), ", "), ", random)"));
+  return absl::NotFoundError(absl::StrCat("unknown model \"", Printable(name), "\" (known: ",
+                                          absl::StrJoin(ModelNames(), ", "), ", random)"));
 }
 
 }  // namespace overlap

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "graph/errors.h"
 
 namespace overlap {
 
@@ -16,7 +17,8 @@ absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
     ++digits;
   }
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid size \"", text, "\": ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid size \"", Printable(text), "\": ", why));
   };
   if (digits == 0) return bad("expected a non-negative integer with an optional unit");
   uint64_t value;

@@ -10,18 +10,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/dc_ops.h"
+#include "graph/errors.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
 
 absl::Status NodeError(const Node& n, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("node \"", n.name(), "\": ", what));
+  return absl::InvalidArgumentError(absl::StrCat("node \"", Printable(n.name()), "\": ", what));
 }
 
 absl::Status ParamError(const Param& p, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("parameter \"", p.name, "\" (owner \"", p.owner, "\"): ", what));
+  return absl::InvalidArgumentError(absl::StrCat("parameter \"", Printable(p.name), "\" (owner \"",
+                                                 Printable(p.owner), "\"): ", what));
 }
 
 absl::Status VerifyNodes(const Graph& g) {

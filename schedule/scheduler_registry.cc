@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/errors.h"
 #include "graph/status_macros.h"
 #include "graph/verifier.h"
 #include "schedule/fast_free.h"
@@ -83,8 +84,8 @@ absl::StatusOr<const SchedulerEntry*> FindScheduler(absl::string_view name) {
     if (e.name == name) return &e;
     names.push_back(e.name);
   }
-  return absl::NotFoundError(
-      absl::StrCat("unknown scheduler \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")"));
+  return absl::NotFoundError(absl::StrCat("unknown scheduler \"", Printable(name),
+                                          "\" (known: ", absl::StrJoin(names, ", "), ")"));
 }
 
 absl::StatusOr<ScheduleReport> RunScheduler(absl::string_view name, Graph* g,

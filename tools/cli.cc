@@ -5,6 +5,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "graph/errors.h"
 #include "tools/commands.h"
 
 namespace overlap {
@@ -62,8 +63,8 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out, std::FILE* err)
     }
     const CommandSpec* spec = FindCommand(args[1]);
     if (spec == nullptr) {
-      std::fprintf(err, "overlap: no help for unknown command \"%s\"\n\n%s", args[1].c_str(),
-                   MainUsage().c_str());
+      std::fprintf(err, "overlap: no help for unknown command \"%s\"\n\n%s",
+                   Printable(args[1]).c_str(), MainUsage().c_str());
       return kExitUsage;
     }
     std::fputs(UsageText(*spec).c_str(), out);
@@ -71,7 +72,8 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out, std::FILE* err)
   }
   const CommandSpec* spec = FindCommand(name);
   if (spec == nullptr) {
-    std::fprintf(err, "overlap: unknown command \"%s\"\n\n%s", name.c_str(), MainUsage().c_str());
+    std::fprintf(err, "overlap: unknown command \"%s\"\n\n%s", Printable(name).c_str(),
+                 MainUsage().c_str());
     return kExitUsage;
   }
   Invocation in(*spec, out, err);

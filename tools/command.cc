@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "graph/errors.h"
 #include "graph/size.h"
 
 namespace overlap {
@@ -87,25 +88,25 @@ bool Invocation::Parse(const std::vector<std::string>& argv, size_t start) {
     } else if (a.size() == 2 && a[0] == '-' && a[1] != '-') {
       flag = FindFlag(spec_, "", a[1]);
     } else if (a.size() > 1 && a[0] == '-') {
-      AddUsageError(absl::StrCat("unknown option ", a));
+      AddUsageError(absl::StrCat("unknown option ", Printable(a)));
       return false;
     } else {
       positional_.push_back(a);
       continue;
     }
     if (flag == nullptr) {
-      AddUsageError(absl::StrCat("unknown option ", shown));
+      AddUsageError(absl::StrCat("unknown option ", Printable(shown)));
       return false;
     }
     if (flag->value.empty()) {
       if (value) {
-        AddUsageError(absl::StrCat(shown, " takes no value"));
+        AddUsageError(absl::StrCat(Printable(shown), " takes no value"));
         return false;
       }
       value = "";
     } else if (!value) {
       if (i + 1 >= argv.size()) {
-        AddUsageError(absl::StrCat(shown, " needs a value (", flag->value, ")"));
+        AddUsageError(absl::StrCat(Printable(shown), " needs a value (", flag->value, ")"));
         return false;
       }
       value = argv[++i];
@@ -157,7 +158,7 @@ int64_t Invocation::Int(absl::string_view name, int64_t min, int64_t max, int64_
   int64_t x = 0;
   if (!absl::SimpleAtoi(*v, &x) || x < min || x > max) {
     AddUsageError(absl::StrCat("--", name, " must be an integer from ", min, " to ", max,
-                               ", got \"", *v, "\""));
+                               ", got \"", Printable(*v), "\""));
     return fallback;
   }
   return x;
@@ -168,8 +169,8 @@ double Invocation::Positive(absl::string_view name, double max, double fallback)
   if (!v) return fallback;
   double x = 0;
   if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || !(x > 0) || x > max) {
-    AddUsageError(
-        absl::StrCat("--", name, " must be a number > 0 and <= ", max, ", got \"", *v, "\""));
+    AddUsageError(absl::StrCat("--", name, " must be a number > 0 and <= ", max, ", got \"",
+                               Printable(*v), "\""));
     return fallback;
   }
   return x;
@@ -181,7 +182,7 @@ double Invocation::Bounded(absl::string_view name, double min, double max, doubl
   double x = 0;
   if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || !(x >= min) || x > max) {
     AddUsageError(absl::StrCat("--", name, " must be a number from ", min, " to ", max, ", got \"",
-                               *v, "\""));
+                               Printable(*v), "\""));
     return fallback;
   }
   return x;
@@ -192,8 +193,8 @@ double Invocation::NonNegative(absl::string_view name, double max, double fallba
   if (!v) return fallback;
   double x = 0;
   if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || !(x >= 0) || x > max) {
-    AddUsageError(
-        absl::StrCat("--", name, " must be a number >= 0 and <= ", max, ", got \"", *v, "\""));
+    AddUsageError(absl::StrCat("--", name, " must be a number >= 0 and <= ", max, ", got \"",
+                               Printable(*v), "\""));
     return fallback;
   }
   return x;
