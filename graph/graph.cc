@@ -109,6 +109,7 @@ void Graph::RebuildIndexes() {
   }
   params_by_owner_.clear();
   params_by_name_.clear();
+  param_names_by_owner_.clear();  // rebuilt on demand by AddParam
   for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
     params_by_owner_[params_[i].owner].push_back(i);
     params_by_name_.emplace(params_[i].name, i);
@@ -428,11 +429,22 @@ absl::Status Graph::AddParam(Param p) {
         absl::StrCat("parameter \"", p.name, "\": bytes is negative (", p.bytes, ")"));
   }
   auto& owned = params_by_owner_[p.owner];
-  for (int i : owned) {
-    if (params_[i].name == p.name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter \"", p.name, "\" with owner \"", p.owner, "\" is listed twice"));
+  // A scan of the owner's few entries; a hash set of its names once it has many (a module may
+  // own 10^5 parameters, and a scan per entry would be quadratic).
+  constexpr size_t kScanParams = 16;
+  bool listed = false;
+  if (owned.size() < kScanParams) {
+    for (int i : owned) listed = listed || params_[i].name == p.name;
+  } else {
+    absl::flat_hash_set<std::string>& names = param_names_by_owner_[p.owner];
+    if (names.empty()) {
+      for (int i : owned) names.insert(params_[i].name);
     }
+    listed = !names.insert(p.name).second;
+  }
+  if (listed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter \"", p.name, "\" with owner \"", p.owner, "\" is listed twice"));
   }
   const int index = static_cast<int>(params_.size());
   owned.push_back(index);

@@ -1,12 +1,17 @@
 #include "graph/json_reader.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/json_writer.h"
 #include "graph/verifier.h"
@@ -18,12 +23,133 @@ namespace {
 // from overflowing the stack of this recursive-descent parser.
 constexpr int kMaxDepth = 200;
 constexpr size_t kChunk = 1 << 20;
+// The input's size only presizes the name index, once a "nodes" array starts, and only up to
+// this many bytes' worth (256 MiB: 2^20 names, a reservation of about 50 MB of address space
+// of which only the 2 MB of control bytes are touched before names arrive); beyond that the
+// index grows as nodes actually arrive. A size is a claim of the file system (a sparse file,
+// or a directory's 2^63-1), not data; without the bound it would size an allocation.
+constexpr int64_t kMaxSizeHintBytes = int64_t{256} << 20;
+// Files that overlap writes with full metadata take about 250 bytes per node.
+constexpr int64_t kBytesPerNodeEstimate = 256;
+
+// Length of the well-formed UTF-8 sequence that starts at p[0] (p[0..n), n >= 1), by Table
+// 3-7 of the Unicode standard: 1 to 4; 0 if it is malformed (a stray continuation byte, an
+// overlong form, a surrogate, a code point above U+10FFFF, a sequence cut short by a byte
+// that is not a continuation); -1 if p[0..n) is a well-formed but incomplete prefix.
+int Utf8SequenceLength(const unsigned char* p, size_t n) {
+  const unsigned char c = p[0];
+  if (c < 0x80) return 1;
+  int len;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c == 0xE0) {
+    len = 3;
+    lo = 0xA0;  // E0 80..9F would be overlong
+  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+    len = 3;
+  } else if (c == 0xED) {
+    len = 3;
+    hi = 0x9F;  // ED A0..BF would be a surrogate (U+D800..U+DFFF)
+  } else if (c == 0xF0) {
+    len = 4;
+    lo = 0x90;  // F0 80..8F would be overlong
+  } else if (c >= 0xF1 && c <= 0xF3) {
+    len = 4;
+  } else if (c == 0xF4) {
+    len = 4;
+    hi = 0x8F;  // F4 90.. would be above U+10FFFF
+  } else {
+    return 0;  // 80..C1 (continuation bytes, overlong 2-byte leads), F5..FF
+  }
+  for (int i = 1; i < len; ++i) {
+    if (static_cast<size_t>(i) >= n) return -1;
+    const unsigned char b = p[i];
+    if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+  }
+  return len;
+}
+
+// `s` made safe to show in a message: every byte below 0x20, DEL, the C1 controls
+// (U+0080..U+009F) and every byte of malformed UTF-8 become \xNN, so that a NUL or an escape
+// sequence in a name can neither cut a message short nor drive the terminal. Other text,
+// including well-formed non-ASCII UTF-8, is kept. Messages are built from the input and then
+// passed through this once, where they leave the reader.
+std::string EscapeForMessage(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    const int len = c < 0x80 ? 0 : Utf8SequenceLength(p + i, s.size() - i);
+    const bool c1_control = len == 2 && c == 0xC2 && p[i + 1] < 0xA0;
+    if (len > 0 && !c1_control) {
+      out.append(s.data() + i, len);
+      i += len;
+      continue;
+    }
+    const int n = c1_control ? 2 : 1;
+    for (int k = 0; k < n; ++k) {
+      absl::StrAppend(&out, "\\x", absl::Hex(p[i + k], absl::kZeroPad2));
+    }
+    i += n;
+  }
+  return out;
+}
+
+// The keys of one JSON object, for duplicate detection in O(1) expected per key: a short
+// list for the usual handful of keys (no hashing, no allocation once warm), a hash set from
+// kSmall keys on, so that an object with 10^6 keys costs 10^6 steps, not 10^12.
+class KeySet {
+ public:
+  void Clear() {
+    small_size_ = 0;
+    if (large_) {
+      set_.clear();
+      large_ = false;
+    }
+  }
+  // Adds `key`; false if it was there already.
+  bool Insert(absl::string_view key) {
+    if (!large_) {
+      for (size_t i = 0; i < small_size_; ++i) {
+        if (small_[i] == key) return false;
+      }
+      if (small_size_ < kSmall) {
+        if (small_.size() == small_size_) small_.emplace_back();
+        small_[small_size_++].assign(key.data(), key.size());
+        return true;
+      }
+      large_ = true;
+      set_.reserve(2 * kSmall);
+      for (size_t i = 0; i < small_size_; ++i) set_.insert(small_[i]);
+    }
+    return set_.insert(std::string(key)).second;
+  }
+
+ private:
+  static constexpr size_t kSmall = 16;
+  std::vector<std::string> small_;  // the first small_size_ entries are live
+  size_t small_size_ = 0;
+  bool large_ = false;  // the keys are in set_ (all of them)
+  absl::flat_hash_set<std::string> set_;
+};
 
 // Bytes from memory or from a FILE* read in chunks; tracks line and column for errors.
 class Source {
  public:
   explicit Source(absl::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
-  explicit Source(std::FILE* f) : file_(f), buf_(new char[kChunk]) { p_ = end_ = buf_.get(); }
+  // Reads at most `max_bytes` from `f`; a longer input ends there, with over_limit() set.
+  Source(std::FILE* f, int64_t max_bytes)
+      : file_(f), buf_(new char[kChunk]), max_bytes_(max_bytes) {
+    p_ = end_ = buf_.get();
+  }
 
   // Next byte, or -1 at the end.
   int Peek() {
@@ -55,15 +181,25 @@ class Source {
   int64_t line() const { return line_; }
   int64_t column() const { return Offset() - line_start_ + 1; }
   bool read_error() const { return read_error_; }
+  int read_errno() const { return read_errno_; }
+  bool over_limit() const { return over_limit_; }
 
  private:
   const char* base_() const { return file_ ? buf_.get() : begin_; }
   bool Refill() {
-    if (file_ == nullptr) return false;
+    if (file_ == nullptr || over_limit_) return false;
     consumed_ += end_ - buf_.get();
+    p_ = end_ = buf_.get();
+    errno = 0;
     size_t n = std::fread(buf_.get(), 1, kChunk, file_);
-    if (n == 0 && std::ferror(file_)) read_error_ = true;
-    p_ = buf_.get();
+    if (n == 0 && std::ferror(file_)) {
+      read_error_ = true;
+      read_errno_ = errno;
+    }
+    if (static_cast<int64_t>(n) > max_bytes_ - consumed_) {
+      over_limit_ = true;  // the parser sees the end of the input; the caller reports why
+      return false;
+    }
     end_ = p_ + n;
     return n > 0;
   }
@@ -76,7 +212,10 @@ class Source {
   int64_t consumed_ = 0;
   int64_t line_ = 1;
   int64_t line_start_ = 0;
+  int64_t max_bytes_ = 0;
   bool read_error_ = false;
+  int read_errno_ = 0;
+  bool over_limit_ = false;
 };
 
 // A parsed JSON number.
@@ -90,11 +229,12 @@ struct Number {
 
 class Parser {
  public:
-  // `size_hint`: the input's size in bytes, if known, to presize the name index.
-  Parser(Source* src, int64_t size_hint) : src_(*src) {
-    // Files that overlap writes with full metadata take about 250 bytes per node.
-    if (size_hint > 0) g_.ReserveNodes(size_hint / 256);
-  }
+  // `size_hint`: the input's size in bytes, if known, to presize the name index (bounded by
+  // kMaxSizeHintBytes, and only once a "nodes" array starts).
+  Parser(Source* src, int64_t size_hint, const ReadOptions& options)
+      : src_(*src),
+        size_hint_(std::min(std::max<int64_t>(size_hint, 0), kMaxSizeHintBytes)),
+        max_string_bytes_(std::max<int64_t>(options.max_string_bytes, 0)) {}
 
   absl::StatusOr<Graph> Run() {
     if (!ParseTop()) return error_;
@@ -117,8 +257,9 @@ class Parser {
                     ? absl::StrCat(node ? "node \"" : "parameter \"", *context_name_, "\": ")
                     : absl::StrCat(node ? "nodes[" : "params[", context_index_, "]: ");
       }
-      error_ = absl::InvalidArgumentError(
-          absl::StrCat("line ", src_.line(), ", column ", src_.column(), ": ", where, msg));
+      // Names, keys and values are quoted from the input: escaped here, once, for all.
+      error_ = absl::InvalidArgumentError(EscapeForMessage(
+          absl::StrCat("line ", src_.line(), ", column ", src_.column(), ": ", where, msg)));
     }
     return false;
   }
@@ -176,11 +317,11 @@ class Parser {
     return -1;
   }
 
-  bool ParseHex4(uint32_t* out) {
+  bool ParseHex4(uint32_t* out, bool is_key) {
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) {
       int h = HexVal(src_.Peek());
-      if (h < 0) return Fail("malformed \\u escape in string");
+      if (h < 0) return StringFail("malformed \\u escape in string", is_key);
       v = v * 16 + h;
       src_.Advance();
     }
@@ -206,30 +347,63 @@ class Parser {
     }
   }
 
-  // Parses a string literal (after whitespace) into `out` (cleared first).
-  bool ParseString(std::string* out) {
+  // Fails with `what` and the string's place: the key whose value it is in, or a key.
+  bool StringFail(absl::string_view what, bool is_key) {
+    if (is_key) return Fail(absl::StrCat(what, ", in an object key"));
+    if (member_key_ == nullptr) return Fail(what);
+    return Fail(absl::StrCat(what, ", in the value of \"", *member_key_, "\""));
+  }
+
+  bool StringTooLong(bool is_key) {
+    return StringFail(absl::StrCat("string longer than the limit of ", max_string_bytes_,
+                                   " bytes (docs/format.md, \"Limits\")"),
+                      is_key);
+  }
+
+  // Parses a string literal (after whitespace) into `out` (cleared first). The bytes must be
+  // well-formed UTF-8, and the result at most max_string_bytes_ long. `is_key`: the string
+  // is an object key (for messages).
+  bool ParseString(std::string* out, bool is_key = false) {
     out->clear();
     src_.SkipWs();
     if (src_.Peek() != '"') return Fail(absl::StrCat("expected a string, got ", Found()));
     src_.Advance();
     while (true) {
+      if (static_cast<int64_t>(out->size()) > max_string_bytes_) return StringTooLong(is_key);
       absl::string_view avail = src_.Available();
-      if (avail.empty()) return Fail("unterminated string");
+      if (avail.empty()) return StringFail("unterminated string", is_key);
+      const auto* bytes = reinterpret_cast<const unsigned char*>(avail.data());
       size_t i = 0;
+      int utf8 = 1;  // the last sequence's Utf8SequenceLength: 0 malformed, -1 cut by the chunk
       while (i < avail.size()) {
-        unsigned char c = avail[i];
+        const unsigned char c = bytes[i];
         if (c == '"' || c == '\\' || c < 0x20) break;
-        ++i;
+        if (c < 0x80) {
+          ++i;
+          continue;
+        }
+        utf8 = Utf8SequenceLength(bytes + i, avail.size() - i);
+        if (utf8 <= 0) break;
+        i += utf8;
+      }
+      // Checked before appending: a 5 GB literal fails at the limit, not in the allocator.
+      if (static_cast<int64_t>(i) > max_string_bytes_ - static_cast<int64_t>(out->size())) {
+        return StringTooLong(is_key);
       }
       out->append(avail.data(), i);
       src_.Skip(i);
+      if (utf8 == 0) return StringFail("invalid UTF-8 in string", is_key);
+      if (utf8 < 0) {
+        if (!ParseSplitUtf8(out, is_key)) return false;
+        continue;
+      }
       if (i == avail.size()) continue;
       unsigned char c = avail[i];
       if (c == '"') {
         src_.Advance();
         return true;
       }
-      if (c < 0x20) return Fail("control character in string (must be escaped)");
+      if (c < 0x20) return StringFail("control character in string (must be escaped)", is_key);
       src_.Advance();  // backslash
       int e = src_.Peek();
       src_.Advance();
@@ -259,25 +433,46 @@ class Parser {
           out->push_back('\t');
           break;
         case 'u': {
+          // A high surrogate must be followed by an escaped low one (the pair is one code
+          // point); any other surrogate escape would decode to malformed UTF-8.
+          constexpr absl::string_view kUnpaired = "unpaired surrogate in \\u escape";
           uint32_t cp = 0;
-          if (!ParseHex4(&cp)) return false;
+          if (!ParseHex4(&cp, is_key)) return false;
           if (cp >= 0xD800 && cp < 0xDC00) {
             uint32_t lo = 0;
-            if (src_.Peek() != '\\') return Fail("unpaired surrogate in \\u escape");
+            if (src_.Peek() != '\\') return StringFail(kUnpaired, is_key);
             src_.Advance();
-            if (src_.Peek() != 'u') return Fail("unpaired surrogate in \\u escape");
+            if (src_.Peek() != 'u') return StringFail(kUnpaired, is_key);
             src_.Advance();
-            if (!ParseHex4(&lo)) return false;
-            if (lo < 0xDC00 || lo > 0xDFFF) return Fail("unpaired surrogate in \\u escape");
+            if (!ParseHex4(&lo, is_key)) return false;
+            if (lo < 0xDC00 || lo > 0xDFFF) return StringFail(kUnpaired, is_key);
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return Fail("unpaired surrogate in \\u escape");
+            return StringFail(kUnpaired, is_key);
           }
           AppendUtf8(out, cp);
           break;
         }
         default:
-          return Fail("invalid escape in string");
+          return StringFail("invalid escape in string", is_key);
+      }
+    }
+  }
+
+  // Reads, byte by byte, a multi-byte UTF-8 sequence that the end of a chunk cuts.
+  bool ParseSplitUtf8(std::string* out, bool is_key) {
+    unsigned char seq[4];
+    size_t n = 0;
+    while (true) {
+      const int c = src_.Peek();
+      if (c == -1) return StringFail("unterminated string", is_key);
+      seq[n++] = static_cast<unsigned char>(c);
+      const int len = Utf8SequenceLength(seq, n);
+      if (len == 0) return StringFail("invalid UTF-8 in string", is_key);
+      src_.Advance();
+      if (len > 0) {
+        out->append(reinterpret_cast<const char*>(seq), len);
+        return true;
       }
     }
   }
@@ -338,28 +533,39 @@ class Parser {
     return true;
   }
 
-  // Parses any JSON value and appends it, minified, to `out` (for unknown keys).
+  // `raw` holds an unknown key's value so far (checked before each item and after each
+  // string it takes in): bounded like a string.
+  bool RawWithinLimit(const std::string& raw) {
+    if (static_cast<int64_t>(raw.size()) <= max_string_bytes_) return true;
+    return Fail(absl::StrCat("an unknown key's value is longer than the limit of ",
+                             max_string_bytes_, " bytes (docs/format.md, \"Limits\")"));
+  }
+
+  // Parses any JSON value and appends it, minified, to `out` (for unknown keys). The same
+  // rules as everywhere hold inside it: no duplicate keys, well-formed UTF-8, the limits.
   bool ParseRaw(std::string* out, int depth) {
     if (depth > kMaxDepth) return Fail("JSON nested too deeply");
+    if (!RawWithinLimit(*out)) return false;
     src_.SkipWs();
     int c = src_.Peek();
     switch (c) {
       case '"': {
         if (!ParseString(&scratch_)) return false;
-        AppendJsonString(out, scratch_);
-        return true;
+        AppendJsonString(out, scratch_);  // escaping may make it longer
+        return RawWithinLimit(*out);
       }
       case '{': {
         src_.Advance();
         out->push_back('{');
         bool first = true;
-        return ParseMembers([&](absl::string_view key) {
-                 if (!first) out->push_back(',');
-                 first = false;
-                 AppendJsonString(out, key);
-                 out->push_back(':');
-                 return ParseRaw(out, depth + 1);
-               }) &&
+        return ParseMembers(ObjectKind::kValue,
+                            [&](absl::string_view key) {
+                              if (!first) out->push_back(',');
+                              first = false;
+                              AppendJsonString(out, key);
+                              out->push_back(':');
+                              return ParseRaw(out, depth + 1);
+                            }) &&
                (out->push_back('}'), true);
       }
       case '[': {
@@ -392,10 +598,64 @@ class Parser {
     }
   }
 
+  // Which object a duplicate key is in, for its message.
+  enum class ObjectKind {
+    kTop,     // the graph object: duplicate top-level key "k"
+    kRecord,  // a node or parameter (named by the context): duplicate key "k"
+    kMeta,    // a node's meta: duplicate key "meta.k"
+    kValue,   // any other: duplicate key "k" in the value of "<the enclosing key>"
+  };
+
+  // The per-object state of ParseMembers, one per level of nesting: the set of keys seen
+  // (reused, so a million small objects allocate nothing) and the enclosing member's key.
+  class ObjectScope {
+   public:
+    explicit ObjectScope(Parser* p) : p_(p), parent_key_(p->member_key_) {
+      if (p->key_sets_.size() <= p->object_depth_) {
+        p->key_sets_.push_back(std::make_unique<KeySet>());
+      }
+      keys_ = p->key_sets_[p->object_depth_++].get();
+      keys_->Clear();
+    }
+    ~ObjectScope() {
+      --p_->object_depth_;
+      p_->member_key_ = parent_key_;
+    }
+    ObjectScope(const ObjectScope&) = delete;
+    ObjectScope& operator=(const ObjectScope&) = delete;
+    KeySet& keys() { return *keys_; }
+    const std::string* parent_key() const { return parent_key_; }
+
+   private:
+    Parser* p_;
+    const std::string* parent_key_;
+    KeySet* keys_;
+  };
+
+  bool DuplicateKey(ObjectKind kind, absl::string_view key, const std::string* parent_key) {
+    switch (kind) {
+      case ObjectKind::kTop:
+        return Fail(absl::StrCat("duplicate top-level key \"", key, "\""));
+      case ObjectKind::kMeta:
+        return Fail(absl::StrCat("duplicate key \"meta.", key, "\""));
+      case ObjectKind::kValue:
+        if (parent_key != nullptr) {
+          return Fail(
+              absl::StrCat("duplicate key \"", key, "\" in the value of \"", *parent_key, "\""));
+        }
+        break;
+      case ObjectKind::kRecord:
+        break;
+    }
+    return Fail(absl::StrCat("duplicate key \"", key, "\""));
+  }
+
   // Iterates the members of an object whose '{' was consumed: on_member(key) must parse the
-  // value. Handles ',' and '}'.
+  // value. Handles ',' and '}', and rejects a duplicate key (O(1) expected per key, so an
+  // object with many keys is read in linear time), whatever the object.
   template <typename F>
-  bool ParseMembers(F&& on_member) {
+  bool ParseMembers(ObjectKind kind, F&& on_member) {
+    ObjectScope scope(this);
     src_.SkipWs();
     if (src_.Peek() == '}') {
       src_.Advance();
@@ -403,8 +663,10 @@ class Parser {
     }
     std::string key;
     while (true) {
-      if (!ParseString(&key)) return false;
+      if (!ParseString(&key, /*is_key=*/true)) return false;
+      if (!scope.keys().Insert(key)) return DuplicateKey(kind, key, scope.parent_key());
       if (!Expect(':')) return false;
+      member_key_ = &key;
       if (!on_member(absl::string_view(key))) return false;
       src_.SkipWs();
       int c = src_.Peek();
@@ -602,10 +864,7 @@ class Parser {
   }
 
   bool ParseDictMembers(ValueDict* dict, int depth) {
-    return ParseMembers([&](absl::string_view key) {
-      for (const auto& [k, v] : *dict) {
-        if (k == key) return Fail(absl::StrCat("duplicate key \"", key, "\" in a dict argument"));
-      }
+    return ParseMembers(ObjectKind::kValue, [&](absl::string_view key) {
       dict->emplace_back(std::string(key), Value());
       return ParseArgValue(&dict->back().second, depth + 1);
     });
@@ -614,42 +873,37 @@ class Parser {
   // ---- graph structure ------------------------------------------------------------------------
   bool ParseMeta(NodeMeta* m) {
     if (!BeginObject("meta")) return false;
-    return ParseMembers([&](absl::string_view key) {
-      bool seen = false;
-      bool ok;
+    // ParseMembers rejects a repeated key, so each field is read at most once.
+    return ParseMembers(ObjectKind::kMeta, [&](absl::string_view key) {
       if (key == "shape") {
-        seen = m->has_shape;
         m->has_shape = true;
-        ok = ParseShapeField("meta.shape", &m->shape);
-      } else if (key == "dtype") {
-        seen = m->has_dtype;
-        m->has_dtype = true;
-        ok = ParseStringField("meta.dtype", &m->dtype);
-      } else if (key == "tensor_size") {
-        seen = m->has_tensor_size;
-        m->has_tensor_size = true;
-        ok = ParseSizeField("meta.tensor_size", &m->tensor_size);
-      } else if (key == "device_time") {
-        seen = m->has_device_time;
-        m->has_device_time = true;
-        ok = ParseDeviceTime(&m->device_time);
-      } else if (key == "aliases_input") {
-        seen = m->has_aliases_input;
-        m->has_aliases_input = true;
-        ok = ParseBoolField("meta.aliases_input", &m->aliases_input);
-      } else if (key == "param") {
-        seen = m->has_param;
-        m->has_param = true;
-        ok = ParseStringField("meta.param", &m->param);
-      } else if (key == "grad_of") {
-        seen = m->has_grad_of;
-        m->has_grad_of = true;
-        ok = ParseStringField("meta.grad_of", &m->grad_of);
-      } else {
-        return ParseExtra(&m->extra, key, "meta.");
+        return ParseShapeField("meta.shape", &m->shape);
       }
-      if (seen) return Fail(absl::StrCat("duplicate key \"meta.", key, "\""));
-      return ok;
+      if (key == "dtype") {
+        m->has_dtype = true;
+        return ParseStringField("meta.dtype", &m->dtype);
+      }
+      if (key == "tensor_size") {
+        m->has_tensor_size = true;
+        return ParseSizeField("meta.tensor_size", &m->tensor_size);
+      }
+      if (key == "device_time") {
+        m->has_device_time = true;
+        return ParseDeviceTime(&m->device_time);
+      }
+      if (key == "aliases_input") {
+        m->has_aliases_input = true;
+        return ParseBoolField("meta.aliases_input", &m->aliases_input);
+      }
+      if (key == "param") {
+        m->has_param = true;
+        return ParseStringField("meta.param", &m->param);
+      }
+      if (key == "grad_of") {
+        m->has_grad_of = true;
+        return ParseStringField("meta.grad_of", &m->grad_of);
+      }
+      return ParseExtra(&m->extra, key);
     });
   }
 
@@ -666,10 +920,8 @@ class Parser {
     return true;
   }
 
-  bool ParseExtra(Extras* extras, absl::string_view key, absl::string_view prefix) {
-    for (const auto& [k, v] : *extras) {
-      if (k == key) return Fail(absl::StrCat("duplicate key \"", prefix, key, "\""));
-    }
+  // An unknown key (its object's ParseMembers has checked that it is new).
+  bool ParseExtra(Extras* extras, absl::string_view key) {
     extras->emplace_back(std::string(key), std::string());
     return ParseRaw(&extras->back().second, 0);
   }
@@ -688,32 +940,40 @@ class Parser {
     Extras extra;
     bool has_name = false, has_op = false, has_target = false, has_args = false;
     bool has_kwargs = false, has_meta = false;
-    auto dup = [&](bool* flag, absl::string_view key) {
-      if (*flag) return Fail(absl::StrCat("duplicate key \"", key, "\""));
-      *flag = true;
-      return true;
-    };
-    bool ok = ParseMembers([&](absl::string_view key) {
+    // ParseMembers rejects a repeated key, so each field is read at most once.
+    bool ok = ParseMembers(ObjectKind::kRecord, [&](absl::string_view key) {
       if (key == "name") {
-        if (!dup(&has_name, key) || !ParseStringField("name", &name)) return false;
+        has_name = true;
+        if (!ParseStringField("name", &name)) return false;
         context_name_ = &name;
         return true;
       }
-      if (key == "op") return dup(&has_op, key) && ParseStringField("op", &op_name);
-      if (key == "target") return dup(&has_target, key) && ParseStringField("target", &target);
+      if (key == "op") {
+        has_op = true;
+        return ParseStringField("op", &op_name);
+      }
+      if (key == "target") {
+        has_target = true;
+        return ParseStringField("target", &target);
+      }
       if (key == "args") {
-        if (!dup(&has_args, key) || !BeginArray("args")) return false;
+        has_args = true;
+        if (!BeginArray("args")) return false;
         return ParseElements([&]() {
           args.emplace_back();
           return ParseArgValue(&args.back(), 1);
         });
       }
       if (key == "kwargs") {
-        if (!dup(&has_kwargs, key) || !BeginObject("kwargs")) return false;
+        has_kwargs = true;
+        if (!BeginObject("kwargs")) return false;
         return ParseDictMembers(&kwargs, 0);
       }
-      if (key == "meta") return dup(&has_meta, key) && ParseMeta(&meta);
-      return ParseExtra(&extra, key, "");
+      if (key == "meta") {
+        has_meta = true;
+        return ParseMeta(&meta);
+      }
+      return ParseExtra(&extra, key);
     });
     if (!ok) return false;
     for (auto [present, field] : {std::pair<bool, const char*>{has_name, "name"},
@@ -757,31 +1017,43 @@ class Parser {
     src_.Advance();
     Param p;
     bool has_name = false, has_owner = false, has_bytes = false;
-    auto dup = [&](bool* flag, absl::string_view key) {
-      if (*flag) return Fail(absl::StrCat("duplicate key \"", key, "\""));
-      *flag = true;
-      return true;
-    };
-    bool ok = ParseMembers([&](absl::string_view key) {
+    // ParseMembers rejects a repeated key, so each field is read at most once.
+    bool ok = ParseMembers(ObjectKind::kRecord, [&](absl::string_view key) {
       if (key == "name") {
-        if (!dup(&has_name, key) || !ParseStringField("name", &p.name)) return false;
+        has_name = true;
+        if (!ParseStringField("name", &p.name)) return false;
         context_name_ = &p.name;
         return true;
       }
-      if (key == "owner") return dup(&has_owner, key) && ParseStringField("owner", &p.owner);
-      if (key == "bytes") return dup(&has_bytes, key) && ParseSizeField("bytes", &p.bytes);
-      if (key == "shape") return dup(&p.has_shape, key) && ParseShapeField("shape", &p.shape);
-      if (key == "dtype") return dup(&p.has_dtype, key) && ParseStringField("dtype", &p.dtype);
+      if (key == "owner") {
+        has_owner = true;
+        return ParseStringField("owner", &p.owner);
+      }
+      if (key == "bytes") {
+        has_bytes = true;
+        return ParseSizeField("bytes", &p.bytes);
+      }
+      if (key == "shape") {
+        p.has_shape = true;
+        return ParseShapeField("shape", &p.shape);
+      }
+      if (key == "dtype") {
+        p.has_dtype = true;
+        return ParseStringField("dtype", &p.dtype);
+      }
       if (key == "requires_grad") {
-        return dup(&p.has_requires_grad, key) && ParseBoolField("requires_grad", &p.requires_grad);
+        p.has_requires_grad = true;
+        return ParseBoolField("requires_grad", &p.requires_grad);
       }
       if (key == "ddp_ignored") {
-        return dup(&p.has_ddp_ignored, key) && ParseBoolField("ddp_ignored", &p.ddp_ignored);
+        p.has_ddp_ignored = true;
+        return ParseBoolField("ddp_ignored", &p.ddp_ignored);
       }
       if (key == "storage") {
-        return dup(&p.has_storage, key) && ParseStringField("storage", &p.storage);
+        p.has_storage = true;
+        return ParseStringField("storage", &p.storage);
       }
-      return ParseExtra(&p.extra, key, "");
+      return ParseExtra(&p.extra, key);
     });
     if (!ok) return false;
     for (auto [present, field] : {std::pair<bool, const char*>{has_name, "name"},
@@ -806,22 +1078,19 @@ class Parser {
     src_.Advance();
     bool has_format = false, has_version = false, has_nodes = false, has_name = false;
     bool has_params = false;
-    auto dup = [&](bool* flag, absl::string_view key) {
-      if (*flag) return Fail(absl::StrCat("duplicate top-level key \"", key, "\""));
-      *flag = true;
-      return true;
-    };
-    bool ok = ParseMembers([&](absl::string_view key) {
+    // ParseMembers rejects a repeated key, so each field is read at most once.
+    bool ok = ParseMembers(ObjectKind::kTop, [&](absl::string_view key) {
       if (key == "format") {
         std::string f;
-        if (!dup(&has_format, key) || !ParseStringField("format", &f)) return false;
+        has_format = true;
+        if (!ParseStringField("format", &f)) return false;
         if (f != "overlap-graph") {
           return Fail(absl::StrCat("field \"format\" must be \"overlap-graph\", got \"", f, "\""));
         }
         return true;
       }
       if (key == "version") {
-        if (!dup(&has_version, key)) return false;
+        has_version = true;
         src_.SkipWs();
         int c = src_.Peek();
         if (!(c == '-' || (c >= '0' && c <= '9'))) return TypeError("version", "the integer 1");
@@ -834,22 +1103,26 @@ class Parser {
       }
       if (key == "name") {
         std::string name;
-        if (!dup(&has_name, key) || !ParseStringField("name", &name)) return false;
+        has_name = true;
+        if (!ParseStringField("name", &name)) return false;
         g_.set_name(std::move(name));
         return true;
       }
       if (key == "nodes") {
-        if (!dup(&has_nodes, key) || !BeginArray("nodes")) return false;
+        has_nodes = true;
+        if (!BeginArray("nodes")) return false;
+        if (size_hint_ > 0) g_.ReserveNodes(size_hint_ / kBytesPerNodeEstimate);
         int64_t i = 0;
         return ParseElements([&]() { return ParseNode(i++); });
       }
       if (key == "params") {
-        if (!dup(&has_params, key) || !BeginArray("params")) return false;
+        has_params = true;
+        if (!BeginArray("params")) return false;
         g_.set_has_params_key(true);
         int64_t i = 0;
         return ParseElements([&]() { return ParseParam(i++); });
       }
-      return ParseExtra(&g_.mutable_extra(), key, "");
+      return ParseExtra(&g_.mutable_extra(), key);
     });
     if (!ok) return false;
     if (!has_format) return Fail("missing required top-level field \"format\"");
@@ -865,6 +1138,8 @@ class Parser {
   unsigned recent_next_ = 0;
 
   Source& src_;
+  const int64_t size_hint_;         // bounded by kMaxSizeHintBytes
+  const int64_t max_string_bytes_;  // ReadOptions::max_string_bytes
   Graph g_;
   NodeId output_ = kNoNode;
   std::string scratch_;
@@ -873,46 +1148,96 @@ class Parser {
   Context context_ = Context::kNone;
   int64_t context_index_ = 0;
   const std::string* context_name_ = nullptr;  // the name once read, else null
+  // The key whose value is being parsed (innermost object), for messages; null at the top.
+  const std::string* member_key_ = nullptr;
+  // ParseMembers' key sets, one per level of object nesting (ObjectScope).
+  std::vector<std::unique_ptr<KeySet>> key_sets_;
+  size_t object_depth_ = 0;
   absl::Status error_;
 };
 
 absl::StatusOr<Graph> Finish(absl::StatusOr<Graph> g, const ReadOptions& options) {
   if (!g.ok() || !options.verify) return g;
   absl::Status s = Verify(*g);
-  if (!s.ok()) return s;
+  // Verify quotes names from the input: escape them as the parser's own messages are.
+  if (!s.ok()) return absl::Status(s.code(), EscapeForMessage(s.message()));
   return g;
 }
+
+std::string TooLarge(int64_t max_bytes) {
+  return absl::StrCat("the input is larger than the limit of ", max_bytes,
+                      " bytes (docs/format.md, \"Limits\")");
+}
+
+// Closes a file opened by ReadGraphJsonFile (never stdin).
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f != stdin) std::fclose(f);
+  }
+};
 
 }  // namespace
 
 absl::StatusOr<Graph> ReadGraphJson(absl::string_view text, const ReadOptions& options) {
+  if (static_cast<int64_t>(text.size()) > options.max_input_bytes) {
+    return absl::InvalidArgumentError(TooLarge(options.max_input_bytes));
+  }
   Source src(text);
-  Parser parser(&src, static_cast<int64_t>(text.size()));
+  Parser parser(&src, static_cast<int64_t>(text.size()), options);
   return Finish(parser.Run(), options);
 }
 
 absl::StatusOr<Graph> ReadGraphJsonFile(const std::string& path, const ReadOptions& options) {
-  std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  const std::string shown = EscapeForMessage(path);
+  std::unique_ptr<std::FILE, FileCloser> f(path == "-" ? stdin : std::fopen(path.c_str(), "rb"));
   if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open \"", path, "\": ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("cannot open \"", shown, "\": ", std::strerror(errno)));
+  }
+  // The file's type first: a directory opens (and reports a size of 2^63-1 on ext4) but holds
+  // no text. Pipes and character devices (a terminal, /dev/stdin) are streams: read them.
+  struct stat st;
+  if (fstat(fileno(f.get()), &st) != 0) {
+    return absl::InternalError(absl::StrCat("cannot stat \"", shown, "\": ", std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", shown, "\" is a directory"));
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", shown, "\" is not a regular file (nor a pipe or a character device)"));
   }
   int64_t size_hint = 0;
-  if (f != stdin && std::fseek(f, 0, SEEK_END) == 0) {
-    size_hint = std::ftell(f);
-    std::rewind(f);
+  if (S_ISREG(st.st_mode)) {
+    // A regular file's size is known: refuse one over the limit before reading a byte. The
+    // size is only a hint otherwise (Parser bounds it): a sparse file claims terabytes.
+    if (st.st_size > options.max_input_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(shown, ": ", st.st_size, " bytes: ", TooLarge(options.max_input_bytes)));
+    }
+    size_hint = st.st_size;
   }
-  Source src(f);
-  Parser parser(&src, size_hint);
+  Source src(f.get(), options.max_input_bytes);
+  Parser parser(&src, size_hint, options);
   absl::StatusOr<Graph> g = parser.Run();
-  bool read_error = src.read_error();
-  if (f != stdin) std::fclose(f);
-  if (read_error) return absl::DataLossError(absl::StrCat("error reading \"", path, "\""));
+  const bool read_error = src.read_error();
+  const int read_errno = src.read_errno();
+  f.reset();
+  if (read_error) {
+    return absl::DataLossError(absl::StrCat("error reading \"", shown, "\"",
+                                            read_errno != 0 ? ": " : "",
+                                            read_errno != 0 ? std::strerror(read_errno) : ""));
+  }
+  // A stream that went on past the limit: whatever the parser made of its first part, the
+  // input is refused for its size (the parser saw an end that the input does not have).
+  if (src.over_limit()) {
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": ", TooLarge(options.max_input_bytes)));
+  }
   if (!g.ok()) {
-    return absl::Status(g.status().code(), absl::StrCat(path, ": ", g.status().message()));
+    return absl::Status(g.status().code(), absl::StrCat(shown, ": ", g.status().message()));
   }
   absl::StatusOr<Graph> v = Finish(std::move(g), options);
   if (!v.ok()) {
-    return absl::Status(v.status().code(), absl::StrCat(path, ": ", v.status().message()));
+    return absl::Status(v.status().code(), absl::StrCat(shown, ": ", v.status().message()));
   }
   return v;
 }

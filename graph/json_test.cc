@@ -1,11 +1,18 @@
 // Reader and writer of the interchange format: exact round trips, and one test per class of
 // bad input, each checking that the message names the fault.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
+#include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
+#include "graph/errors.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
@@ -303,6 +310,328 @@ TEST(GraphJsonErrorTest, MetaParamMustNameAParameter) {
 TEST(GraphJsonErrorTest, MalformedSlice) {
   EXPECT_THAT(ErrorOf(Replace("[\"%fc\"]", "[\"%fc\", {\"$slice\": [1, 2]}]")),
               HasSubstr("malformed slice"));
+}
+
+TEST(GraphJsonErrorTest, DuplicateKeysAtAnyDepth) {
+  // Known keys of a node, meta and the top level.
+  EXPECT_THAT(ErrorOf(Replace("\"dtype\": \"float32\", \"tensor_size\"",
+                              "\"dtype\": \"float32\", \"dtype\": \"f\", \"tensor_size\"")),
+              HasSubstr("node \"fc\": duplicate key \"meta.dtype\""));
+  EXPECT_THAT(ErrorOf(Replace("\"name\": \"tiny\"", "\"name\": \"tiny\", \"name\": \"t\"")),
+              HasSubstr("duplicate top-level key \"name\""));
+  // Unknown keys, and keys inside the values kept verbatim for them, at any depth.
+  EXPECT_THAT(ErrorOf(Replace("\"args\": [\"%x\"]", "\"args\": [\"%x\"], \"c\": 1, \"c\": 2")),
+              HasSubstr("node \"fc\": duplicate key \"c\""));
+  EXPECT_THAT(ErrorOf(Replace("\"device_time\": 1e-06}",
+                              "\"device_time\": 1e-06, \"x\": {\"a\": 1, \"a\": 2}}")),
+              HasSubstr("node \"fc\": duplicate key \"a\" in the value of \"x\""));
+  EXPECT_THAT(ErrorOf(Replace("\"name\": \"tiny\"",
+                              "\"name\": \"tiny\", \"exporter\": {\"n\": [1, [{\"k\": {}, "
+                              "\"j\": 0, \"k\": []}]]}")),
+              HasSubstr("duplicate key \"k\" in the value of \"n\""));
+  EXPECT_THAT(ErrorOf(Replace("\"bytes\": 64}", "\"bytes\": 64, \"note\": {\"q\": 1, \"q\": 1}}")),
+              HasSubstr("parameter \"fc.weight\": duplicate key \"q\" in the value of \"note\""));
+  // Arguments: kwargs and dicts nested in args or kwargs.
+  EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}", "{\"inplace\": false, \"inplace\": true}")),
+              HasSubstr("node \"relu\": duplicate key \"inplace\" in the value of \"kwargs\""));
+  EXPECT_THAT(ErrorOf(Replace("[\"%fc\"]", "[\"%fc\", {\"a\": [{\"b\": 1, \"b\": 2}]}]")),
+              HasSubstr("node \"relu\": duplicate key \"b\" in the value of \"a\""));
+  EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}", "{\"inplace\": {\"d\": 1, \"d\": 2}}")),
+              HasSubstr("duplicate key \"d\" in the value of \"inplace\""));
+  // Keys are compared as unescaped text; keys that differ only after a NUL are different.
+  EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}", "{\"a\": 1, \"\\u0061\": 2}")),
+              HasSubstr("duplicate key \"a\" in the value of \"kwargs\""));
+  EXPECT_TRUE(
+      ReadGraphJson(Replace("{\"inplace\": false}", "{\"a\\u0000b\": false, \"a\\u0000c\": 1}"))
+          .ok());
+}
+
+// A graph whose top level, an unknown key's value, a meta, a dict argument, kwargs and a
+// parameter each have `keys` keys, and whose module "m" owns `params` more parameters.
+std::string ManyKeys(int keys, int params) {
+  auto object = [keys](absl::string_view prefix) {
+    std::string s;
+    for (int i = 0; i < keys; ++i) absl::StrAppend(&s, i ? ", " : "", "\"", prefix, i, "\": ", i);
+    return s;
+  };
+  std::string s = absl::StrCat(
+      R"({"format": "overlap-graph", "version": 1, )", object("top"), R"(, "raw": {)", object("r"),
+      R"(}, "nodes": [{"name": "m", "op": "placeholder", "target": "m", "args": [], "meta": {)",
+      object("meta"), R"(}},
+       {"name": "c", "op": "call_module", "target": "m", "args": ["%m", {)",
+      object("d"), R"(}], "kwargs": {)", object("kw"), R"(}},
+       {"name": "output", "op": "output", "target": "output", "args": [["%c"]]}],
+       "params": [{"name": "big", "owner": "m", "bytes": 1, )",
+      object("p"), "}");
+  for (int i = 0; i < params; ++i) {
+    absl::StrAppend(&s, R"(, {"name": "m.p)", i, R"(", "owner": "m", "bytes": 4})");
+  }
+  return s + "]}";
+}
+
+// 300,000 keys in each object that may have any keys, and 200,000 parameters of one owner.
+// A duplicate check that scans what it has seen makes this take many minutes (the old reader
+// took 19.6 s on one object of 100,000 keys and 34 s on 100,000 parameters: about 10 minutes
+// here), so the test's timeout (medium, 300 s) catches a quadratic reader; the hash sets
+// read it all in a second or two. (No assertion on time: the machine is shared.)
+TEST(GraphJsonTest, ManyKeysAndManyParametersAreReadInLinearTime) {
+  constexpr int kKeys = 300000;
+  constexpr int kParams = 200000;
+  absl::StatusOr<Graph> g = ReadGraphJson(ManyKeys(kKeys, kParams));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->extra().size(), kKeys + 1u);
+  const Node& m = g->node(g->FindNode("m"));
+  EXPECT_EQ(m.meta().extra.size(), static_cast<size_t>(kKeys));
+  const Node& c = g->node(g->FindNode("c"));
+  EXPECT_EQ(c.kwargs().size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(c.args()[1].dict().size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(g->params().size(), kParams + 1u);
+  EXPECT_EQ(g->params()[0].extra.size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(g->ParamsOwnedBy("m").size(), kParams + 1u);
+}
+
+// Duplicates in objects past the handful of keys the reader compares directly (it hashes
+// from 16 on), and a parameter listed twice for an owner with many.
+TEST(GraphJsonErrorTest, DuplicatesInLargeObjects) {
+  constexpr int kKeys = 1000;
+  constexpr int kParams = 100;
+  const std::string s = ManyKeys(kKeys, kParams);
+  ASSERT_TRUE(ReadGraphJson(s).ok());
+  auto repeat_last = [&](absl::string_view prefix, absl::string_view where) {
+    const std::string last = absl::StrCat("\"", prefix, kKeys - 1, "\": ", kKeys - 1);
+    std::string t = s;
+    t.replace(t.find(last), last.size(), absl::StrCat(last, ", \"", prefix, "7\": 0"));
+    EXPECT_THAT(ErrorOf(t), HasSubstr(absl::StrCat("duplicate ", where, prefix, "7\""))) << prefix;
+  };
+  repeat_last("top", "top-level key \"");
+  repeat_last("r", "key \"");
+  repeat_last("meta", "key \"meta.");
+  repeat_last("d", "key \"");
+  repeat_last("kw", "key \"");
+  repeat_last("p", "key \"");
+  std::string t = s;
+  const std::string last = absl::StrCat("\"m.p", kParams - 1, "\"");
+  t.replace(t.find(last), last.size(), "\"m.p17\"");
+  EXPECT_THAT(ErrorOf(t), HasSubstr("parameter \"m.p17\" with owner \"m\" is listed twice"));
+}
+
+TEST(GraphJsonErrorTest, InvalidUtf8IsAnError) {
+  const std::string bad[] = {
+      "\x80",              // a continuation byte alone
+      "\xC3",              // a sequence cut short (by the closing quote)
+      "\xE2\x82",          // the same, 3 bytes
+      "\xC3(",             // a lead byte followed by a non-continuation
+      "\xC0\x80",          // overlong NUL
+      "\xC1\xBF",          // overlong
+      "\xE0\x80\xAF",      // overlong '/'
+      "\xF0\x8F\xBF\xBF",  // overlong U+FFFF
+      "\xED\xA0\x80",      // U+D800, a surrogate
+      "\xED\xBF\xBF",      // U+DFFF
+      "\xF4\x90\x80\x80",  // U+110000
+      "\xF5\x80\x80\x80",  // beyond any code point
+      "\xF8\x88\x80\x80\x80",
+      "\xFE",
+      "\xFF",
+  };
+  for (const std::string& b : bad) {
+    SCOPED_TRACE(absl::CEscape(b));
+    // Names, targets, string arguments, keys, known and unknown values.
+    EXPECT_THAT(
+        ErrorOf(Replace("\"target\": \"aten.relu.default\"", "\"target\": \"aten.relu" + b + "\"")),
+        HasSubstr("node \"relu\": invalid UTF-8 in string, in the value of \"target\""));
+    EXPECT_THAT(ErrorOf(Replace("\"name\": \"tiny\"", "\"name\": \"t" + b + "\"")),
+                HasSubstr("invalid UTF-8 in string"));
+    EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}", "{\"inplace\": \"" + b + "\"}")),
+                HasSubstr("invalid UTF-8 in string, in the value of \"inplace\""));
+    EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}", "{\"in" + b + "\": false}")),
+                HasSubstr("invalid UTF-8 in string, in an object key"));
+    EXPECT_THAT(ErrorOf(Replace("\"dtype\": \"float32\", \"tensor_size\"",
+                                "\"dtype\": \"float32\", \"x\": [\"" + b + "\"], \"tensor_size\"")),
+                HasSubstr("invalid UTF-8 in string, in the value of \"x\""));
+    EXPECT_THAT(ErrorOf(Replace("\"name\": \"tiny\"", "\"name\": \"tiny\", \"" + b + "\": 1")),
+                HasSubstr("invalid UTF-8 in string, in an object key"));
+    EXPECT_THAT(ErrorOf(Replace("{\"name\": \"fc.bias\"", "{\"name\": \"fc." + b + "\"")),
+                HasSubstr("invalid UTF-8 in string"));
+  }
+  // Well-formed UTF-8 of every length, and escapes, read and round trip.
+  const std::string good =
+      "\"\xC3\xA9 \xE2\x82\xAC \xEF\xBF\xBD \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF \\u00e9\"";
+  absl::StatusOr<Graph> g =
+      ReadGraphJson(Replace("{\"inplace\": false}", "{\"inplace\": " + good + "}"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->node(g->FindNode("relu")).kwargs()[0].second.as_string(),
+            "\xC3\xA9 \xE2\x82\xAC \xEF\xBF\xBD \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF \xC3\xA9");
+  absl::StatusOr<Graph> back = ReadGraphJson(WriteGraphJson(*g));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == *g);
+}
+
+TEST(GraphJsonErrorTest, SurrogateEscapesMustPair) {
+  for (const char* bad : {"\\ud800", "\\udbff", "\\udc00", "\\udfff", "\\ud800x", "\\ud800\\n",
+                          "\\ud800\\u0041", "\\ud800\\ud800", "\\udc00\\ud800"}) {
+    EXPECT_THAT(ErrorOf(Replace("\"tiny\"", absl::StrCat("\"", bad, "\""))),
+                HasSubstr("unpaired surrogate in \\u escape, in the value of \"name\""))
+        << bad;
+  }
+  absl::StatusOr<Graph> g = ReadGraphJson(Replace("\"tiny\"", "\"\\ud83d\\ude00\\uDBFF\\uDFFF\""));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->name(), "\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF");  // U+1F600 U+10FFFF
+}
+
+// The file reader takes its input in 1 MiB chunks: a multi-byte character may straddle two.
+TEST(GraphJsonTest, Utf8SplitAcrossChunksInAFile) {
+  const std::string path = absl::StrCat(testing::TempDir(), "/split.json");
+  const std::string head = R"({"format": "overlap-graph", "version": 1, "pad": ")";
+  const std::string tail =
+      R"(", "nodes": [{"name": "x", "op": "placeholder", "target": "x", "args": []},
+      {"name": "output", "op": "output", "target": "output", "args": [["%x"]]}]})";
+  auto write = [&](const std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  };
+  const std::string emoji = "\xF0\x9F\x98\x80";
+  for (int before_boundary = 1; before_boundary <= 3; ++before_boundary) {
+    const std::string pad((1 << 20) - head.size() - before_boundary, 'a');
+    write(head + pad + emoji + tail);
+    absl::StatusOr<Graph> g = ReadGraphJsonFile(path);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->extra().at(0).second, "\"" + pad + emoji + "\"");
+    // The same place, malformed: the sequence is cut by an ASCII byte in the next chunk.
+    write(head + pad + emoji.substr(0, before_boundary) + "b" + tail);
+    EXPECT_THAT(ReadGraphJsonFile(path).status().message(),
+                HasSubstr("invalid UTF-8 in string, in the value of \"pad\""));
+  }
+}
+
+TEST(GraphJsonErrorTest, NonPrintableInputIsEscapedInMessages) {
+  // A NUL in a node name: the name is malformed, and the message shows it escaped, whole.
+  std::string m = ErrorOf(Replace("{\"name\": \"relu\"", "{\"name\": \"a\\u0000b\""));
+  EXPECT_THAT(m, HasSubstr("node name \"a\\x00b\" is malformed"));
+  EXPECT_EQ(m.find('\0'), std::string::npos);
+  m = ErrorOf(Replace("{\"name\": \"relu\"", "{\"name\": \"a\\u0000b\", \"name\": \"c\""));
+  EXPECT_THAT(m, HasSubstr("node \"a\\x00b\": duplicate key \"name\""));
+  m = ErrorOf(Replace("{\"name\": \"relu\", \"op\": \"call_function\"",
+                      "{\"name\": \"a\\u0000b\", \"op\": \"call_functio\""));
+  EXPECT_THAT(m, HasSubstr("node \"a\\x00b\": unknown op"));
+  EXPECT_EQ(m.find('\0'), std::string::npos);
+  // Keys, values, and what Verify quotes.
+  EXPECT_THAT(ErrorOf(Replace("{\"inplace\": false}",
+                              "{\"k\\u0000\\u001b\\u007f\": 1, "
+                              "\"k\\u0000\\u001b\\u007f\": 2}")),
+              HasSubstr("duplicate key \"k\\x00\\x1b\\x7f\" in the value of \"kwargs\""));
+  EXPECT_THAT(ErrorOf(Replace("\"args\": []}",
+                              "\"args\": [], \"meta\": {\"param\": \"n\\u0000\\u0085\"}}")),
+              HasSubstr("meta.param names unknown parameter \"n\\x00\\xc2\\x85\""));
+  EXPECT_THAT(ErrorOf(Replace("\"op\": \"call_module\"", "\"op\": \"\\u0000\"")),
+              HasSubstr("node \"fc\": unknown op \"\\x00\""));
+  // Raw bytes where JSON expects something else; well-formed non-ASCII stays as it is.
+  EXPECT_THAT(ErrorOf("\xFF"), HasSubstr("got '\\xff'"));
+  EXPECT_THAT(ErrorOf(std::string(1, '\0')), HasSubstr("got '\\x00'"));
+  EXPECT_THAT(ErrorOf(Replace("\"op\": \"call_module\"", "\"op\": \"caf\xC3\xA9\"")),
+              HasSubstr("unknown op \"caf\xC3\xA9\""));
+  // Paths are quoted the same way.
+  EXPECT_THAT(ReadGraphJsonFile("/nonexistent/a\nb").status().message(),
+              HasSubstr("cannot open \"/nonexistent/a\\x0ab\""));
+}
+
+TEST(GraphJsonErrorTest, StringAndInputLimits) {
+  ReadOptions o;
+  o.max_string_bytes = 1000;
+  const std::string ok_name(1000, 'n');
+  EXPECT_TRUE(ReadGraphJson(Replace("\"tiny\"", "\"" + ok_name + "\""), o).ok());
+  absl::StatusOr<Graph> g = ReadGraphJson(Replace("\"tiny\"", "\"" + ok_name + "n\""), o);
+  EXPECT_TRUE(IsBadInput(g.status()));
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("string longer than the limit of 1000 bytes (docs/format.md, \"Limits\"), "
+                        "in the value of \"name\""));
+  // Escapes count as what they stand for.
+  std::string escaped;
+  for (int i = 0; i < 1001; ++i) escaped += "\\n";
+  EXPECT_THAT(ReadGraphJson(Replace("\"tiny\"", "\"" + escaped + "\""), o).status().message(),
+              HasSubstr("string longer than the limit"));
+  // An unknown key's value, kept as written, is bounded the same way.
+  std::string items = "1";
+  for (int i = 0; i < 600; ++i) items += ",1";
+  EXPECT_THAT(
+      ReadGraphJson(Replace("\"tiny\"", "\"tiny\", \"x\": [" + items + "]"), o).status().message(),
+      HasSubstr("an unknown key's value is longer than the limit of 1000 bytes"));
+  // ... as kept, escapes included: 200 control characters are 1,200 bytes written back.
+  std::string controls;
+  for (int i = 0; i < 200; ++i) controls += "\\u0001";
+  EXPECT_THAT(ReadGraphJson(Replace("\"tiny\"", "\"tiny\", \"x\": \"" + controls + "\""), o)
+                  .status()
+                  .message(),
+              HasSubstr("an unknown key's value is longer than the limit of 1000 bytes"));
+  // A string longer than a file chunk (1 MiB), read from a file.
+  const std::string path = absl::StrCat(testing::TempDir(), "/long_string.json");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  const std::string text = Replace("\"tiny\"", "\"" + std::string(3 << 20, 'n') + "\"");
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  o.max_string_bytes = 2 << 20;
+  EXPECT_THAT(ReadGraphJsonFile(path, o).status().message(),
+              HasSubstr("string longer than the limit of 2097152 bytes"));
+  o.max_string_bytes = 4 << 20;
+  EXPECT_TRUE(ReadGraphJsonFile(path, o).ok());
+  // The whole input.
+  o.max_input_bytes = 100;
+  EXPECT_THAT(ReadGraphJson(kGood, o).status().message(),
+              HasSubstr("the input is larger than the limit of 100 bytes"));
+  EXPECT_THAT(ReadGraphJsonFile(path, o).status().message(),
+              HasSubstr("bytes: the input is larger than the limit of 100 bytes"));
+  EXPECT_TRUE(IsBadInput(ReadGraphJsonFile(path, o).status()));
+}
+
+// A stream (a pipe here) has no size to check up front: the limit stops the reading.
+TEST(GraphJsonErrorTest, InputLimitOnAStream) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  // Whitespace forever (well, 8 MiB): the parser would wait for the graph until the end.
+  std::thread writer([fd = fds[1]] {
+    const std::string spaces(1 << 16, ' ');
+    for (int i = 0; i < 128; ++i) {
+      if (write(fd, spaces.data(), spaces.size()) < 0) break;
+    }
+    close(fd);
+  });
+  ReadOptions o;
+  o.max_input_bytes = 3 << 20;
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(absl::StrCat("/proc/self/fd/", fds[0]), o);
+  char buf[1 << 16];
+  while (read(fds[0], buf, sizeof buf) > 0) {
+  }  // let the writer finish
+  writer.join();
+  close(fds[0]);
+  EXPECT_TRUE(IsBadInput(g.status())) << g.status();
+  EXPECT_THAT(g.status().message(), HasSubstr("the input is larger than the limit of 3145728"));
+}
+
+TEST(GraphJsonErrorTest, DirectoriesAndHugeSparseFiles) {
+  // A directory opens, and ext4 reports its size as 2^63-1: refused by its type.
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(testing::TempDir());
+  EXPECT_TRUE(IsBadInput(g.status())) << g.status();
+  EXPECT_THAT(g.status().message(), HasSubstr("\" is a directory"));
+  const std::string sparse = absl::StrCat(testing::TempDir(), "/sparse.json");
+  int fd = open(sparse.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  // 1 TB of NUL bytes that take no disk: over the input limit, refused before any reading.
+  ASSERT_EQ(ftruncate(fd, int64_t{1} << 40), 0);
+  g = ReadGraphJsonFile(sparse);
+  EXPECT_TRUE(IsBadInput(g.status())) << g.status();
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("1099511627776 bytes: the input is larger than the limit of"));
+  // 3 GiB, under the limit: the parser stops at the first byte, having reserved nothing for
+  // the size the file claims (the message shows the NUL escaped).
+  ASSERT_EQ(ftruncate(fd, int64_t{3} << 30), 0);
+  close(fd);
+  g = ReadGraphJsonFile(sparse);
+  EXPECT_TRUE(IsBadInput(g.status())) << g.status();
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("line 1, column 1: expected a JSON object (the graph), got '\\x00'"));
+  unlink(sparse.c_str());
 }
 
 }  // namespace
