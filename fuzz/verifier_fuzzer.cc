@@ -65,6 +65,9 @@ std::string SlowCheck(const Graph& g) {
     }
     const NodeMeta& m = n.meta();
     if (m.has_tensor_size && m.tensor_size < 0) return "negative tensor_size";
+    for (int64_t d : m.shape) {
+      if (d < 0) return "negative shape dimension";
+    }
     if (m.has_device_time && !(std::isfinite(m.device_time) && m.device_time >= 0)) {
       return "bad device_time";
     }
@@ -75,6 +78,9 @@ std::string SlowCheck(const Graph& g) {
     const Param& p = g.params()[i];
     if (p.name.empty()) return "empty parameter name";
     if (p.bytes < 0) return "negative parameter bytes";
+    for (int64_t d : p.shape) {
+      if (d < 0) return "negative parameter shape dimension";
+    }
     bool owned = false;
     for (NodeId id : order) {
       const Node& n = g.node(id);
@@ -187,7 +193,7 @@ void Corrupt(Graph& g, uint8_t kind, uint8_t a, uint8_t b) {
   };
   const Value ref = x != kNoNode ? Value::Ref(x) : Value::Int(0);
   const Value ds = b % 5 == 0 ? Value::String("zero") : Value::Int(static_cast<int>(b % 7) - 2);
-  switch (kind % 15) {
+  switch (kind % 16) {
     case 0:
       if (x != kNoNode && y != kNoNode && x != y) g.MoveBefore(x, y);
       break;
@@ -250,6 +256,11 @@ void Corrupt(Graph& g, uint8_t kind, uint8_t a, uint8_t b) {
       break;
     case 14:
       add_dc("dc.reduce_grad", {ref, Value::Int(1), ds});
+      break;
+    case 15:
+      if (x != kNoNode)
+        g.mutable_node(x).mutable_meta().set_shape({2, static_cast<int64_t>(b) - 128});
+      if (p != nullptr) p->shape = {static_cast<int64_t>(a) - 128};
       break;
   }
 }

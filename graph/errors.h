@@ -14,10 +14,7 @@
 #ifndef OVERLAP_GRAPH_ERRORS_H_
 #define OVERLAP_GRAPH_ERRORS_H_
 
-#include <string>
-
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
 namespace overlap {
@@ -37,24 +34,6 @@ inline bool IsBadInput(const absl::Status& s) {
 
 // A name (model, scheduler, file) that does not exist.
 inline bool IsUnknownName(const absl::Status& s) { return s.code() == absl::StatusCode::kNotFound; }
-
-// Input text as a message quotes it: control characters (a NUL would cut the message
-// short, a newline would forge a line) and backslashes are escaped as \xNN and \\.
-// O(size).
-inline std::string Printable(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c == '\\') {
-      out.append("\\\\");
-    } else if (c < 0x20 || c == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
 
 }  // namespace overlap
 

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "graph/errors.h"
 #include "graph/status_macros.h"
+#include "graph/text.h"
 
 namespace overlap {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/dc_ops.h"
-#include "graph/errors.h"
 #include "graph/status_macros.h"
+#include "graph/text.h"
 
 namespace overlap {
 namespace {
@@ -78,6 +78,9 @@ absl::Status VerifyNodes(const Graph& g) {
     }
     const NodeMeta& m = n.meta();
     if (m.has_tensor_size && m.tensor_size < 0) return NodeError(n, "meta.tensor_size < 0");
+    for (int64_t d : m.shape) {
+      if (d < 0) return NodeError(n, absl::StrCat("meta.shape has a negative dimension (", d, ")"));
+    }
     if (m.has_device_time && !(std::isfinite(m.device_time) && m.device_time >= 0)) {
       return NodeError(n, "meta.device_time must be finite and >= 0");
     }
@@ -152,6 +155,9 @@ absl::Status VerifyParams(const Graph& g) {
   for (const Param& p : params) {
     if (p.name.empty()) return absl::InvalidArgumentError("a parameter has an empty name");
     if (p.bytes < 0) return ParamError(p, "bytes < 0");
+    for (int64_t d : p.shape) {
+      if (d < 0) return ParamError(p, absl::StrCat("shape has a negative dimension (", d, ")"));
+    }
     if (!owners.contains(p.owner)) {
       return ParamError(p,
                         "owner is not a call_module target, get_attr target or "

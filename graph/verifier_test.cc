@@ -104,6 +104,18 @@ TEST(VerifierTest, DeviceTimesMustSumToAFiniteTotal) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("sum of meta.device_time"));
 }
 
+TEST(VerifierTest, NegativeShapeDimensionsAreRejected) {
+  absl::Status s = VerifyWith(
+      R"({"name": "a", "op": "call_function", "target": "f", "args": ["%x"],
+          "meta": {"shape": [2, -3]}},)",
+      "%a");
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node \"a\": meta.shape has a negative dimension"));
+  absl::Status p =
+      VerifyWith("", "%p", R"(, {"name": "v", "owner": "p", "bytes": 4, "shape": [-1]})");
+  EXPECT_THAT(std::string(p.message()), HasSubstr("shape has a negative dimension"));
+}
+
 TEST(VerifierTest, OtherDeepCompileOpsAreAcceptedUnchecked) {
   EXPECT_TRUE(VerifyWith(CallJson("e", "dc.end_backward", R"("%p")") + ",", "%p").ok());
 }

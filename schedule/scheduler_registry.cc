@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/errors.h"
 #include "graph/status_macros.h"
+#include "graph/text.h"
 #include "graph/verifier.h"
 #include "schedule/fast_free.h"
 #include "schedule/list_schedule.h"

@@ -5,7 +5,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "graph/errors.h"
+#include "graph/text.h"
 #include "tools/commands.h"
 
 namespace overlap {

@@ -543,3 +543,25 @@ TEST(CliHardeningTest, SizesAndCostFlagsBeyondTheLimitsAreUsageErrors) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+TEST(CliHardeningTest, MessagesEscapeControlCharacters) {
+  Result model = Overlap({"gen", std::string("gpt\0\n2", 6)});
+  EXPECT_EQ(model.code, kExitUsage);
+  EXPECT_THAT(model.err, HasSubstr("unknown model \"gpt\\x00\\x0a2\""));
+  Result flag = Overlap({"gen", "gpt2", std::string("--x\x1b[31m", 8)});
+  EXPECT_THAT(flag.err, HasSubstr("unknown option --x\\x1b[31m"));
+  const std::string path = Tmp("nul_name.json");
+  WriteFile(path, R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a\u0000b", "op": "placeholder", "target": "x", "args": []},
+    {"name": "output", "op": "output", "target": "output", "args": ["%a\u0000b"]}]})");
+  Result r = Overlap({"inspect", path});
+  EXPECT_EQ(r.code, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("a\\x00b"));
+  EXPECT_EQ(r.err.find('\0'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace overlap

@@ -7,8 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "graph/errors.h"
 #include "graph/size.h"
+#include "graph/text.h"
 
 namespace overlap {
 namespace {
