@@ -119,6 +119,37 @@ BENCHMARK(BM_WriteJson)
     ->Unit(benchmark::kMillisecond)
     ->Complexity();
 
+// Objects with many keys, and many parameters of one owner: once quadratic in the reader
+// (duplicate detection by scans), now hash-based. Read + Verify of an in-memory text.
+std::string ManyKeysText(int64_t keys, bool params) {
+  std::string text = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": []},
+    {"name": "f", "op": "call_function", "target": "f", "args": ["%x"], "kwargs": {)";
+  for (int64_t i = 0; !params && i < keys; ++i)
+    absl::StrAppend(&text, i ? ", " : "", "\"k", i, "\": ", i);
+  text.append(R"(}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%f"]}], "params": [)");
+  for (int64_t i = 0; params && i < keys; ++i) {
+    absl::StrAppend(&text, i ? ", " : "", R"({"name": "w)", i, R"(", "owner": "x", "bytes": 4})");
+  }
+  text.append("]}");
+  return text;
+}
+
+void BM_ReadManyKeys(benchmark::State& state) {
+  const std::string text = ManyKeysText(state.range(1), state.range(0) == 1);
+  for (auto _ : state) {
+    absl::StatusOr<Graph> g = ReadGraphJson(text);
+    if (!g.ok()) state.SkipWithError(std::string(g.status().message()).c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  state.SetLabel(state.range(0) == 1 ? "params of one owner" : "kwargs keys");
+  state.SetComplexityN(state.range(1));
+}
+BENCHMARK(BM_ReadManyKeys)
+    ->ArgsProduct({{0, 1}, {10000, 40000, 160000, 640000}})
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace overlap
 
