@@ -30,7 +30,8 @@ def overlap_fuzz_target(name, srcs, deps, corpus):
     )
     native.cc_test(
         name = name + "_corpus_test",
-        size = "small",
+        # medium: a corpus of several hundred CLI round trips replays in ~40 s under ASan.
+        size = "medium",
         deps = [":" + name + "_lib", "//fuzz:corpus_replay"],
         data = native.glob([corpus + "/**"]),
         args = [native.package_name() + "/" + corpus],
