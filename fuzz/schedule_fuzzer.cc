@@ -42,11 +42,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  absl::StatusOr<std::vector<NodeId>> fast = FastFreeSchedule(g);
   absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
-  if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref) ||
-      (!fast.ok() && (!IsUnsupported(fast.status()) || !IsUnsupported(ref.status())))) {
-    Fail("fast_free differs from its reference");
+  for (FastFreeOptions::PathSets p :
+       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts}) {
+    FastFreeOptions o;
+    o.path_sets = p;
+    absl::StatusOr<std::vector<NodeId>> fast = FastFreeScheduleWith(g, o);
+    if (fast.ok() != ref.ok() || (fast.ok() && *fast != *ref) ||
+        (!fast.ok() && (!IsUnsupported(fast.status()) || !IsUnsupported(ref.status())))) {
+      Fail("fast_free differs from its reference");
+    }
   }
   SchedulerOptions options;
   options.lookahead.memory_limit_bytes = static_cast<int64_t>(budget);

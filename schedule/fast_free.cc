@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -37,10 +38,102 @@ struct Task {
   std::vector<NodeId> until_free;
 };
 
+// The path sets as counts, for graphs whose bitsets would not be small next to the graph:
+// how many allgathers each target (an allgather's last use, a reduce, an output item) still
+// needs, kept by walking the args-only descendants of each chosen allgather. O(N + E)
+// memory; O(descendants) time per allgather, at the start and when it is chosen.
+class CountPaths {
+ public:
+  CountPaths(const Graph& g, const std::vector<NodeId>& ags, const std::vector<NodeId>& last_use,
+             const std::vector<NodeId>& reduces,
+             const absl::flat_hash_map<NodeId, size_t>& output_row)
+      : g_(g),
+        first_user_(g.id_bound() + 1, 0),
+        ag_at_(g.id_bound()),
+        reduce_at_(g.id_bound(), -1),
+        output_at_(g.id_bound(), -1),
+        ag_count_(ags.size(), 0),
+        reduce_count_(reduces.size(), 0),
+        output_count_(output_row.size(), 0),
+        reduce_emptied_(reduces.size(), 0),
+        output_emptied_(output_row.size(), 0),
+        visit_(g.id_bound(), 0) {
+    // Args-only users, as compressed rows (the direction the bitsets propagate in).
+    for (NodeId id : g.order()) {
+      for (NodeId in : g.node(id).arg_inputs()) ++first_user_[in + 1];
+    }
+    for (size_t i = 1; i < first_user_.size(); ++i) first_user_[i] += first_user_[i - 1];
+    users_.resize(first_user_.back());
+    std::vector<int64_t> next(first_user_.begin(), first_user_.end() - 1);
+    for (NodeId id : g.order()) {
+      for (NodeId in : g.node(id).arg_inputs()) users_[next[in]++] = id;
+    }
+    for (size_t i = 0; i < ags.size(); ++i) ag_at_[last_use[ags[i]]].push_back(static_cast<int>(i));
+    for (size_t r = 0; r < reduces.size(); ++r) reduce_at_[reduces[r]] = static_cast<int>(r);
+    for (const auto& [node, row] : output_row) output_at_[node] = static_cast<int>(row);
+    for (NodeId ag : ags) Walk(ag, +1);
+  }
+
+  int64_t Count(int ag) const { return ag_count_[ag]; }
+
+  // Takes `chosen` out of every path set; then which reduces / output rows became empty.
+  void Choose(NodeId chosen) {
+    std::fill(reduce_emptied_.begin(), reduce_emptied_.end(), 0);
+    std::fill(output_emptied_.begin(), output_emptied_.end(), 0);
+    Walk(chosen, -1);
+  }
+  bool ReduceEmptied(size_t r) const { return reduce_emptied_[r] != 0; }
+  // Whether output row `row` became empty; true once per round (duplicates of an output item
+  // are pulled once, as the bitsets do).
+  bool TakeOutputEmptied(size_t row) {
+    const bool e = output_emptied_[row] != 0;
+    output_emptied_[row] = 0;
+    return e;
+  }
+
+ private:
+  // Adds `delta` to the count of every target among `from`'s args-descendants, `from`
+  // included (a node is its own ancestor, as in the bitsets).
+  void Walk(NodeId from, int delta) {
+    ++epoch_;
+    stack_.clear();
+    stack_.push_back(from);
+    visit_[from] = epoch_;
+    while (!stack_.empty()) {
+      const NodeId v = stack_.back();
+      stack_.pop_back();
+      for (int i : ag_at_[v]) ag_count_[i] += delta;
+      if (reduce_at_[v] >= 0 && (reduce_count_[reduce_at_[v]] += delta) == 0 && delta < 0) {
+        reduce_emptied_[reduce_at_[v]] = 1;
+      }
+      if (output_at_[v] >= 0 && (output_count_[output_at_[v]] += delta) == 0 && delta < 0) {
+        output_emptied_[output_at_[v]] = 1;
+      }
+      for (int64_t k = first_user_[v]; k < first_user_[v + 1]; ++k) {
+        const NodeId u = users_[k];
+        if (visit_[u] == epoch_) continue;
+        visit_[u] = epoch_;
+        stack_.push_back(u);
+      }
+    }
+  }
+
+  const Graph& g_;
+  std::vector<int64_t> first_user_;
+  std::vector<NodeId> users_;
+  std::vector<std::vector<int>> ag_at_;
+  std::vector<int> reduce_at_, output_at_;
+  std::vector<int64_t> ag_count_, reduce_count_, output_count_;
+  std::vector<char> reduce_emptied_, output_emptied_;
+  std::vector<uint32_t> visit_;
+  uint32_t epoch_ = 0;
+  std::vector<NodeId> stack_;
+};
+
 class Scheduler {
  public:
-  explicit Scheduler(const Graph& g)
-      : g_(g), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), search_(g) {}
+  Scheduler(const Graph& g, const FastFreeOptions& options)
+      : g_(g), options_(options), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), search_(g) {}
 
   absl::StatusOr<std::vector<NodeId>> Run() {
     const std::vector<NodeId> last_use = LastUses(g_);
@@ -88,16 +181,24 @@ class Scheduler {
     }
     // Paths: one row per allgather (the allgathers its last use needs), per reduce, per
     // distinct output item; bounded before anything is allocated.
+    // As bitsets while they are small next to the graph (a fraction of what the graph itself
+    // takes); otherwise as counts, so memory stays linear in the graph.
     const size_t W = (A + 63) / 64;
     const double path_bytes = 8.0 * W * (A + reduces.size() + output_row.size());
-    if (path_bytes > kMaxRowBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "fast_free: ", A, " allgathers need ", static_cast<int64_t>(path_bytes / (1 << 20)),
-          " MiB of path sets, over the limit of ", kMaxRowBytes >> 20, " MiB"));
+    const bool counted =
+        options_.path_sets == FastFreeOptions::PathSets::kCounts ||
+        (options_.path_sets == FastFreeOptions::PathSets::kAuto &&
+         path_bytes > std::max<double>(kBitsetFloorBytes, kBitsetBytesPerNode * g_.id_bound()));
+    const size_t rows = counted ? 0 : A;
+    BitRows path(rows, A), reduce_path(counted ? 0 : reduces.size(), A),
+        output_path(counted ? 0 : output_row.size(), A);
+    std::optional<CountPaths> count_paths;
+    if (counted) {
+      count_paths.emplace(g_, ags, last_use, reduces, output_row);
+    } else {
+      OVERLAP_RETURN_IF_ERROR(FillPaths(ags, ag_index, last_use, reduces, output_row, W, &path,
+                                        &reduce_path, &output_path));
     }
-    BitRows path(A, A), reduce_path(reduces.size(), A), output_path(output_row.size(), A);
-    OVERLAP_RETURN_IF_ERROR(FillPaths(ags, ag_index, last_use, reduces, output_row, W, &path,
-                                      &reduce_path, &output_path));
 
     std::vector<int> pending(A);  // allgather indices, graph order
     for (size_t i = 0; i < A; ++i) pending[i] = static_cast<int>(i);
@@ -117,7 +218,7 @@ class Scheduler {
       int64_t min_count = INT64_MAX;
       std::vector<int64_t> counts(pending.size());
       for (size_t k = 0; k < pending.size(); ++k) {
-        counts[k] = popcount(path.row(pending[k]));
+        counts[k] = counted ? count_paths->Count(pending[k]) : popcount(path.row(pending[k]));
         min_count = std::min(min_count, counts[k]);
       }
       tasks.clear();
@@ -151,22 +252,29 @@ class Scheduler {
       pending.erase(std::find(pending.begin(), pending.end(), ci));
       const size_t cw = static_cast<size_t>(ci) / 64;
       const uint64_t cbit = uint64_t{1} << (ci % 64);
-      for (int i : pending) path.row(i)[cw] &= ~cbit;
+      if (counted) count_paths->Choose(chosen);
+      if (!counted) {
+        for (int i : pending) path.row(i)[cw] &= ~cbit;
+      }
+      // Whether a reduce's / an output row's path held `chosen` and is now empty (each once).
+      auto emptied = [&](BitRows& rows_of, size_t row) {
+        uint64_t* bits = rows_of.row(row);
+        if (!(bits[cw] & cbit)) return false;
+        bits[cw] &= ~cbit;
+        return empty(bits);
+      };
       std::vector<NodeId> now;
       for (size_t r = 0; r < reduces.size(); ++r) {
-        uint64_t* row = reduce_path.row(r);
-        if (row[cw] & cbit) {
-          row[cw] &= ~cbit;
-          if (empty(row)) now.push_back(reduces[r]);
+        if (counted ? count_paths->ReduceEmptied(r) : emptied(reduce_path, r)) {
+          now.push_back(reduces[r]);
         }
       }
       for (NodeId r : now) ScheduleRequirements(r);
       now.clear();
       for (NodeId o : outputs) {
-        uint64_t* row = output_path.row(output_row.at(o));
-        if (row[cw] & cbit) {
-          row[cw] &= ~cbit;
-          if (empty(row)) now.push_back(o);
+        const size_t row = output_row.at(o);
+        if (counted ? count_paths->TakeOutputEmptied(row) : emptied(output_path, row)) {
+          now.push_back(o);
         }
       }
       for (NodeId o : now) ScheduleRequirements(o);
@@ -181,6 +289,10 @@ class Scheduler {
  private:
   // Bounds the memory of the bitsets (path sets and the frontier of ancestor sets).
   static constexpr int64_t kMaxRowBytes = int64_t{4} << 30;
+  // Bitsets are used while they take at most this much: linear in the graph (a node of the
+  // IR itself takes several hundred bytes), with a floor for small graphs.
+  static constexpr double kBitsetBytesPerNode = 64;
+  static constexpr double kBitsetFloorBytes = 16 << 20;
 
   // The allgathers among each target's args-ancestors (placeholders, the only scheduled
   // nodes at the start, have no ancestors, so this is what requirements would collect),
@@ -293,6 +405,7 @@ class Scheduler {
   }
 
   const Graph& g_;
+  const FastFreeOptions& options_;
   std::vector<char> done_;
   std::vector<uint32_t> overlay_;
   uint32_t overlay_epoch_ = 1;  // overlay_ starts at 0: nothing marked
@@ -302,6 +415,13 @@ class Scheduler {
 
 }  // namespace
 
-absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g) { return Scheduler(g).Run(); }
+absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g) {
+  return FastFreeScheduleWith(g, FastFreeOptions());
+}
+
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
+                                                         const FastFreeOptions& options) {
+  return Scheduler(g, options).Run();
+}
 
 }  // namespace overlap

@@ -21,8 +21,26 @@
 
 namespace overlap {
 
+// How fast_free holds its path sets (the allgathers each target still needs).
+struct FastFreeOptions {
+  enum class PathSets {
+    // Bitsets while they are small next to the graph (at most 64 bytes per node, or
+    // 16 MiB), counts otherwise: memory stays linear in the graph.
+    kAuto,
+    // Bitsets always (A^2 bits; bounded at 4 GiB: beyond, ResourceExhausted).
+    kBitsets,
+    // Counts kept by walking each chosen allgather's args-descendants: O(N + E) memory,
+    // O(A x N) time at worst.
+    kCounts,
+  };
+  PathSets path_sets = PathSets::kAuto;
+};
+
 // The fast_free order of `g`; same contract and errors as FastFreeScheduleReference.
 absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g);
+// The same with explicit options (the order does not depend on them).
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
+                                                         const FastFreeOptions& options);
 
 }  // namespace overlap
 
