@@ -1,8 +1,10 @@
 #include "graph/output_file.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -68,6 +70,28 @@ TEST(OutputFileTest, AFullDiskIsAnErrorNamingTheFileAndTheCause) {
   std::fclose(full);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("writing to \"stdout\" failed: No space left"));
+}
+
+// A full disk while writing a file (`overlap schedule g.json -o g.json` once truncated g.json):
+// simulated with a file-size limit, under which a write past the limit fails (EFBIG). The
+// target keeps what it held and no temporary is left.
+TEST(OutputFileTest, AFailedFileWriteLeavesTheTargetIntact) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/full_disk.json";
+  std::ofstream(path) << "the graph being read";
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  struct rlimit small = old;
+  small.rlim_cur = 4096;
+  void (*previous)(int) = std::signal(SIGXFSZ, SIG_IGN);  // fail the write, do not kill us
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s = WriteFileAtomically(path, std::string(1 << 20, 'x'));
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("writing \"" + path + "\" failed: "));
+  EXPECT_EQ(Slurp(path), "the graph being read");
+  EXPECT_EQ(CountFiles(dir, "full_disk.json.tmp"), 0);
 }
 
 TEST(OutputFileTest, AnUnwritableFolderOrADirectoryTargetIsAnError) {
