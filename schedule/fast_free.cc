@@ -47,8 +47,7 @@ class CountPaths {
   CountPaths(const Graph& g, const std::vector<NodeId>& ags, const std::vector<NodeId>& last_use,
              const std::vector<NodeId>& reduces,
              const absl::flat_hash_map<NodeId, size_t>& output_row)
-      : g_(g),
-        first_user_(g.id_bound() + 1, 0),
+      : first_user_(g.id_bound() + 1, 0),
         ag_at_(g.id_bound()),
         reduce_at_(g.id_bound(), -1),
         output_at_(g.id_bound(), -1),
@@ -118,7 +117,6 @@ class CountPaths {
     }
   }
 
-  const Graph& g_;
   std::vector<int64_t> first_user_;
   std::vector<NodeId> users_;
   std::vector<std::vector<int>> ag_at_;
