@@ -187,8 +187,12 @@ class Scheduler {
         options_.path_sets == FastFreeOptions::PathSets::kCounts ||
         (options_.path_sets == FastFreeOptions::PathSets::kAuto &&
          path_bytes > std::max<double>(kBitsetFloorBytes, kBitsetBytesPerNode * g_.id_bound()));
-    const size_t rows = counted ? 0 : A;
-    BitRows path(rows, A), reduce_path(counted ? 0 : reduces.size(), A),
+    if (!counted && path_bytes > kMaxRowBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "fast_free: ", A, " allgathers need ", static_cast<int64_t>(path_bytes / (1 << 20)),
+          " MiB of path-set bitsets, over the limit of ", kMaxRowBytes >> 20, " MiB"));
+    }
+    BitRows path(counted ? 0 : A, A), reduce_path(counted ? 0 : reduces.size(), A),
         output_path(counted ? 0 : output_row.size(), A);
     std::optional<CountPaths> count_paths;
     if (counted) {
