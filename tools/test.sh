@@ -6,7 +6,9 @@
 #   1. bazel test //...                      unit tests, RapidCheck properties (1,000 cases
 #                                            each), fuzz corpus replays, the CLI end to end
 #   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
-#   3. tools/fuzz.sh --seconds 30 --no-merge a 30-second libFuzzer smoke run of every target
+#   3. tools/check_consumer.sh               examples/consumer/, a workspace of its own using
+#                                            overlap as a library, in place and copied outside
+#   4. tools/fuzz.sh --seconds 30 --no-merge a 30-second libFuzzer smoke run of every target
 #
 #   tools/test.sh [--quick]    (--quick: stage 1 only, for the edit-compile loop)
 #
@@ -43,6 +45,19 @@ suite() {
   timings+=("$(printf '%-28s %5d s  %s passed, %s failed' "$name" $(( $(date +%s) - start )) "$p" "$f")")
 }
 
+# Runs "$@" as one stage named $1 that counts as one passed or failed check.
+stage() {
+  local name="$1" start r
+  shift
+  start=$(date +%s)
+  echo "== overlap: $name"
+  "$@"
+  r=$?
+  if [ "$r" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
+  timings+=("$(printf '%-28s %5d s  %s' "$name" $(( $(date +%s) - start )) \
+    "$([ "$r" = 0 ] && echo "1 passed" || echo "1 failed")")")
+}
+
 start=$(date +%s)
 echo "== overlap: format"
 if tools/check_format.py; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
@@ -50,6 +65,7 @@ timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
 suite "unit + property + corpus"
 if ((!quick)); then
+  stage "consumer workspace" tools/check_consumer.sh
   suite "ASan + UBSan" --config=asan-ubsan
   start=$(date +%s)
   echo "== overlap: fuzz smoke (30 s per target)"
