@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   bazel-bootstrap        # Bazel 4.2.3, WORKSPACE mode
   g++                    # the default toolchain
-  clang                  # fuzz builds (--config=fuzz)
+  clang                  # fuzz builds (--config=fuzz, .clusterfuzzlite/build.sh)
   clang-format           # tools/test.sh fails on unformatted C++
   libclang-rt-14-dev     # libFuzzer and sanitizer runtimes for clang 14
   libabsl-dev
@@ -18,6 +18,8 @@ packages=(
   libbenchmark-dev
   nlohmann-json3-dev
   libgloo-dev
+  zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
+  unzip                  # tools/check_oss_fuzz.sh reads them back
 )
 
 missing=()

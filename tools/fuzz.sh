@@ -3,14 +3,17 @@
 # UBSan), runs each for M minutes on a scratch copy of its corpus, merges what found new
 # coverage back into fuzz/corpus/<target>/ (minimised with -merge=1), and prints a table.
 #
-#   tools/fuzz.sh [--minutes M | --seconds S] [--jobs J] [--no-merge] [target ...]
+#   tools/fuzz.sh [--minutes M | --seconds S] [--jobs J] [--no-merge] [--bin DIR] [target ...]
 #
 # Default: every target (one per fuzz/corpus/ folder), 1 minute each, 1 job. --no-merge
-# leaves the corpus as it is (CI's smoke run). Progress lines (libFuzzer's pulses) stream
-# while a target runs. Exit status 1 when anything was found.
+# leaves the corpus as it is (CI's smoke run). --bin DIR runs the fuzzers already in DIR
+# (what .clusterfuzzlite/build.sh wrote, e.g. by tools/check_oss_fuzz.sh --out DIR) instead
+# of building them with Bazel. Progress lines (libFuzzer's pulses) stream while a target
+# runs. Exit status 1 when anything was found.
 #
 # A crash leaves its input as fuzz/findings/<target>/crash-*; reproduce it with
 #   bazel-bin/fuzz/<target>_fuzzer fuzz/findings/<target>/crash-...   (after --config=fuzz)
+#   DIR/<target>_fuzzer fuzz/findings/<target>/crash-...                (with --bin DIR)
 #   bazel run //fuzz:<target>_fuzzer -- $PWD/fuzz/findings/<target>/crash-...   (plain build)
 # fix it, and copy the file into fuzz/corpus/<target>/ so `bazel test` keeps it fixed.
 set -euo pipefail
@@ -19,6 +22,7 @@ cd "$(dirname "$0")/.."
 seconds=60
 jobs=1
 merge=1
+prebuilt=""
 targets=()
 while (($#)); do
   case "$1" in
@@ -29,7 +33,9 @@ while (($#)); do
     --jobs) jobs="$2"; shift 2 ;;
     --jobs=*) jobs="${1#*=}"; shift ;;
     --no-merge) merge=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --bin) prebuilt="$2"; shift 2 ;;
+    --bin=*) prebuilt="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("${1%_fuzzer}_fuzzer"); shift ;;
   esac
@@ -39,10 +45,19 @@ if ((${#targets[@]} == 0)); then
   targets=("${targets[@]/%/_fuzzer}")
 fi
 
-tools/bootstrap.sh >/dev/null
-bazel build --config=fuzz "${targets[@]/#///fuzz:}"
-bin=$(bazel info --config=fuzz bazel-bin 2>/dev/null)
 root=$PWD
+# OSS-Fuzz's builds add unsigned-integer-overflow as a recoverable check, silenced at run time.
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:silence_unsigned_overflow=1}"
+if [ -n "$prebuilt" ]; then
+  bin=$(cd "$prebuilt" && pwd)
+  for t in "${targets[@]}"; do
+    [ -x "$bin/$t" ] || { echo "fuzz.sh: no $t in $prebuilt" >&2; exit 2; }
+  done
+else
+  tools/bootstrap.sh >/dev/null
+  bazel build --config=fuzz "${targets[@]/#///fuzz:}"
+  bin=$(bazel info --config=fuzz bazel-bin 2>/dev/null)/fuzz
+fi
 
 summary=()
 found=0
@@ -55,12 +70,12 @@ for t in "${targets[@]}"; do
   par=()
   if ((jobs > 1)); then par=(-jobs="$jobs" -workers="$jobs"); fi
   dict=()
-  [ "$name" = json_reader ] && dict=(-dict=fuzz/json.dict)
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
   echo "== $t: ${seconds} s, $jobs job(s), corpus $corpus ($(ls "$corpus" | wc -l) files)"
   start=$(date +%s)
   set +e
   # The scratch folder gets the new inputs; the corpus is read only (merged afterwards).
-  (cd "$work" && "$bin/fuzz/$t" "$work" "$root/$corpus" "${dict[@]/=/=$root/}" \
+  (cd "$work" && "$bin/$t" "$work" "$root/$corpus" "${dict[@]/=/=$root/}" \
       -max_total_time="$seconds" "${par[@]}" -print_final_stats=1 \
       -artifact_prefix="$root/$findings/" -print_pcs=0) >"$work.log" 2>&1 &
   pid=$!
@@ -80,7 +95,7 @@ for t in "${targets[@]}"; do
   found=$((found + crashes))
   if ((crashes > 0)); then grep -E "ERROR|SUMMARY|fuzzer: " <<<"$logs" | head -5 || true; fi
   if ((merge)); then
-    "$bin/fuzz/$t" -merge=1 "$corpus" "$work" "${dict[@]}" >/dev/null 2>&1 || true
+    "$bin/$t" -merge=1 "$corpus" "$work" "${dict[@]}" >/dev/null 2>&1 || true
   fi
   elapsed=$(( $(date +%s) - start ))
   summary+=("$(printf '%-22s %8s %14s %10s %8s' "$t" "$elapsed" "${execs:-0}" "${cov:-?}" "$crashes")")

@@ -8,7 +8,11 @@
 #   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
 #   3. tools/check_consumer.sh               examples/consumer/, a workspace of its own using
 #                                            overlap as a library, in place and copied outside
-#   4. tools/fuzz.sh --seconds 30 --no-merge a 30-second libFuzzer smoke run of every target
+#   4. tools/check_oss_fuzz.sh               .clusterfuzzlite/build.sh run as OSS-Fuzz runs it:
+#                                            fuzzers, seed corpora, dictionaries, static
+#                                            Abseil, 1,000 runs each
+#   5. tools/fuzz.sh --seconds 30 --no-merge a 30-second libFuzzer smoke run of every target,
+#      --bin <those fuzzers>                 with the binaries stage 4 built
 #
 #   tools/test.sh [--quick]    (--quick: stage 1 only, for the edit-compile loop)
 #
@@ -65,11 +69,14 @@ timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
 suite "unit + property + corpus"
 if ((!quick)); then
-  stage "consumer workspace" tools/check_consumer.sh
   suite "ASan + UBSan" --config=asan-ubsan
+  stage "consumer workspace" tools/check_consumer.sh
+  fuzzers=$(mktemp -d)
+  trap 'rm -f "$log"; rm -rf "$fuzzers"' EXIT
+  stage "fuzzers, OSS-Fuzz build" tools/check_oss_fuzz.sh --out "$fuzzers"
   start=$(date +%s)
   echo "== overlap: fuzz smoke (30 s per target)"
-  tools/fuzz.sh --seconds 30 --no-merge 2>&1 | tee "$log"
+  tools/fuzz.sh --seconds 30 --no-merge --bin "$fuzzers" 2>&1 | tee "$log"
   r=${PIPESTATUS[0]}
   p=$(grep -cE '_fuzzer +[0-9]+ +[0-9]+ +[0-9?]+ +0$' "$log" || true)
   f=$(grep -cE '_fuzzer +[0-9]+ +[0-9]+ +[0-9?]+ +[1-9][0-9]*$' "$log" || true)
