@@ -531,4 +531,41 @@ bool operator==(const Graph& a, const Graph& b) {
   return x == kNoNode && y == kNoNode;
 }
 
+ParamOwnership ClassifyParams(const Graph& g) {
+  ParamOwnership out;
+  const auto& params = g.params();
+  out.present.assign(params.size(), 0);
+  absl::flat_hash_set<absl::string_view> owners, get_attr_targets;
+  bool has_call_module = false;
+  if (!params.empty()) {
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      switch (n.op()) {
+        case Op::kCallModule:
+          has_call_module = true;
+          owners.insert(n.target());
+          break;
+        case Op::kGetAttr:
+          owners.insert(n.target());
+          get_attr_targets.insert(n.target());
+          break;
+        case Op::kPlaceholder:
+          owners.insert(n.name());
+          owners.insert(n.target());
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  bool owned_by_get_attr = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    out.present[i] = owners.contains(params[i].owner);
+    out.absent += !out.present[i];
+    owned_by_get_attr |= get_attr_targets.contains(params[i].owner);
+  }
+  out.lifted = !has_call_module && !owned_by_get_attr;
+  return out;
+}
+
 }  // namespace overlap

@@ -481,6 +481,26 @@ bool SameValue(const Graph& ga, const Value& a, const Graph& gb, const Value& b)
 // Whether `name` is a legal node name: non-empty, [A-Za-z_][A-Za-z0-9_.]*.
 bool IsValidNodeName(absl::string_view name);
 
+// Parameter ownership: where a graph holds its parameters.
+//
+// A graph is module-style when it has a call_module node or a parameter owned by a get_attr
+// node (torch.fx.symbolic_trace: owners are module paths); otherwise it is lifted
+// (AOTAutograd / ZeRO-3: each parameter an input placeholder, its owner the placeholder's
+// name). A lifted graph's table may be the whole model's: an AOT backward graph takes only
+// the primals its formulas read, yet lists every parameter so that ds_ids (table indices)
+// agree with the forward graph's. A row whose owner names no node of a lifted graph is
+// *absent*: valid, not read by this graph, skipped by every pass. In a module-style graph
+// every owner must exist (a misspelt module path is an error Verify reports).
+struct ParamOwnership {
+  bool lifted = false;
+  // Per table row: whether its owner is a node of the graph (a call_module or get_attr
+  // target, or a placeholder's name or target).
+  std::vector<char> present;
+  int64_t absent = 0;  // rows not present
+};
+// Classifies `g`'s parameters as above. O(N + P) expected time and memory.
+ParamOwnership ClassifyParams(const Graph& g);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_GRAPH_GRAPH_H_

@@ -226,6 +226,11 @@ class Generator {
     const bool requires_grad = p.requires_grad;
     const bool ignored = p.ddp_ignored;
     AddParam(std::move(p));
+    if (c_.Chance(1, 12)) {
+      // A row of the whole model's table that this graph does not read (an AOT backward
+      // lists every parameter; its owner placeholder is absent here: graph.h).
+      AddParam(NewParam(absl::StrCat("w", k, ".absent"), absl::StrCat("absent_w", k)));
+    }
     if (tie_twice) {  // a second name for the same placeholder (tied weights in AOT graphs)
       Param q;
       q.name = tied_name;

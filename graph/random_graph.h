@@ -63,7 +63,8 @@ struct RandomGraphOptions {
   // Total nodes, placeholders and the output node included (at least 2).
   int64_t nodes = 100;
   uint64_t seed = 1;
-  // Parameters as placeholders with meta.param (AOT style) instead of module-owned.
+  // Parameters as placeholders with meta.param (AOT style) instead of module-owned; about one
+  // in twelve also gets an absent row (a whole-model table lists it, no node reads it).
   bool lifted = false;
   // shape, dtype, tensor_size and device_time on every node (else on about half).
   bool full_meta = true;

@@ -59,6 +59,7 @@ GraphSummary Summarize(const Graph& g) {
     std::reverse(s.critical_path.begin(), s.critical_path.end());
   }
   s.param_elements = CountParameters(g);
+  s.absent = ClassifyParams(g).absent;
   absl::flat_hash_map<absl::string_view, int> group_of;
   for (const Param& p : g.params()) {
     ++s.param_entries;
@@ -98,6 +99,10 @@ std::string FormatSummary(const Graph& g, const GraphSummary& s) {
   absl::StrAppend(
       &out, "  trainable (requires_grad, not ddp_ignored): ", FormatBytes(s.trainable_bytes), "\n");
   absl::StrAppend(&out, "  frozen entries: ", s.frozen, ", ddp_ignored entries: ", s.ignored, "\n");
+  if (s.absent > 0) {
+    absl::StrAppend(&out, "  absent from this graph: ", FormatCount(s.absent),
+                    " entries (a lifted graph listing the whole model's table; not read here)\n");
+  }
   absl::StrAppend(&out, "  tied groups: ", s.tied_groups.size(), "\n");
   for (size_t i = 0; i < s.tied_groups.size() && i < 5; ++i) {
     absl::StrAppend(&out, "    ", absl::StrJoin(s.tied_groups[i], " = "), "\n");

@@ -24,8 +24,9 @@ struct GraphSummary {
   int64_t param_bytes = 0;               // bytes over unique storages
   int64_t trainable_bytes = 0;           // requires_grad and not ddp_ignored, unique storages
   std::map<std::string, int64_t> param_bytes_by_dtype;
-  int64_t frozen = 0;                                 // rows with requires_grad false
-  int64_t ignored = 0;                                // rows with ddp_ignored
+  int64_t frozen = 0;   // rows with requires_grad false
+  int64_t absent = 0;   // rows of a lifted graph's whole-model table it does not read (graph.h)
+  int64_t ignored = 0;  // rows with ddp_ignored
   std::vector<std::vector<std::string>> tied_groups;  // parameter names per shared storage
   int64_t tensor_bytes = 0;                           // sum of meta.tensor_size
   int64_t nodes_without_time = 0;  // non-placeholder nodes lacking meta.device_time

@@ -42,5 +42,20 @@ TEST(SummaryTest, CriticalPathIsTheLongestChainByDeviceTime) {
               ::testing::HasSubstr("critical path: 7.000 s over 3 nodes (a -> d)"));
 }
 
+TEST(SummaryTest, AbsentRowsOfAWholeModelTableAreCountedAndShown) {
+  // A lifted graph taking primals_2 only; the table lists primals_1's parameter too.
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "primals_2", "op": "placeholder", "target": "primals_2", "args": [], "meta": {"param": "b"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%primals_2"]}],
+   "params": [{"name": "a", "owner": "primals_1", "bytes": 8},
+              {"name": "b", "owner": "primals_2", "bytes": 4}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const GraphSummary s = Summarize(*g);
+  EXPECT_EQ(s.absent, 1);
+  EXPECT_EQ(s.param_entries, 2);
+  EXPECT_EQ(s.param_bytes, 12);  // the table is the model's: its size counts every row
+  EXPECT_THAT(FormatSummary(*g, s), ::testing::HasSubstr("absent from this graph: 1 entries"));
+}
+
 }  // namespace
 }  // namespace overlap

@@ -132,24 +132,7 @@ absl::Status VerifyNodes(const Graph& g) {
 
 absl::Status VerifyParams(const Graph& g) {
   const auto& params = g.params();
-  absl::flat_hash_set<absl::string_view> owners;
-  if (!params.empty()) {
-    for (NodeId id : g.order()) {
-      const Node& n = g.node(id);
-      switch (n.op()) {
-        case Op::kCallModule:
-        case Op::kGetAttr:
-          owners.insert(n.target());
-          break;
-        case Op::kPlaceholder:
-          owners.insert(n.name());
-          owners.insert(n.target());
-          break;
-        default:
-          break;
-      }
-    }
-  }
+  const ParamOwnership ownership = ClassifyParams(g);
   absl::flat_hash_map<absl::string_view, const Param*> storages;
   int64_t total = 0;
   for (const Param& p : params) {
@@ -158,10 +141,12 @@ absl::Status VerifyParams(const Graph& g) {
     for (int64_t d : p.shape) {
       if (d < 0) return ParamError(p, absl::StrCat("shape has a negative dimension (", d, ")"));
     }
-    if (!owners.contains(p.owner)) {
+    if (!ownership.lifted && !ownership.present[&p - params.data()]) {
+      // Module-style: a misspelt owner. (In a lifted graph the row is absent: graph.h.)
       return ParamError(p,
                         "owner is not a call_module target, get_attr target or "
-                        "placeholder of the graph");
+                        "placeholder of the graph (a graph with call_module nodes or "
+                        "get_attr-owned parameters is module-style: every owner must exist)");
     }
     auto [it, inserted] = storages.emplace(p.storage_key(), &p);
     if (!inserted && it->second->ddp_ignored != p.ddp_ignored) {

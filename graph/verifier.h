@@ -9,8 +9,10 @@
 //   - exactly one output node, and it is last;
 //   - inputs and users agree with the references in args / kwargs;
 //   - metadata sizes are >= 0 and times finite and >= 0;
-//   - the parameter table is consistent: each (owner, name) once, bytes >= 0, every owner is
-//     a call_module target, a get_attr target or a placeholder, parameters sharing a storage
+//   - the parameter table is consistent: each (owner, name) once, bytes >= 0, in a
+//     module-style graph every owner is a call_module target, a get_attr target or a
+//     placeholder (in a lifted graph an owner naming no node is an absent row of a
+//     whole-model table: ClassifyParams, graph.h), parameters sharing a storage
 //     have one size, one requires_grad and one ddp_ignored, meta.param / meta.grad_of name listed
 //     parameters, and the sums of parameter bytes and of tensor sizes fit in 64 bits (so passes may
 //     add them freely).

@@ -120,5 +120,62 @@ TEST(VerifierTest, OtherDeepCompileOpsAreAcceptedUnchecked) {
   EXPECT_TRUE(VerifyWith(CallJson("e", "dc.end_backward", R"("%p")") + ",", "%p").ok());
 }
 
+// Whole-model parameter tables: an AOT backward graph takes only the primals its formulas
+// read, yet lists the model's whole table so that ds_ids agree with the forward graph.
+TEST(VerifierTest, ALiftedGraphMayListParametersItDoesNotRead) {
+  // The reproducer: "pos_emb" is owned by primals_1, which this backward graph does not take.
+  const std::string nodes =
+      absl::StrCat(PlaceholderJson("primals_2", "wte"), ",", PlaceholderJson("tangents_1"), ",",
+                   CallJson("mm", "aten.mm.default", R"("%tangents_1", "%primals_2")"), ",",
+                   OutputJson(R"("%mm")"));
+  absl::StatusOr<Graph> g =
+      GraphFromParts(nodes, R"({"name": "pos_emb", "owner": "primals_1", "bytes": 64},
+                               {"name": "wte", "owner": "primals_2", "bytes": 64})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ParamOwnership o = ClassifyParams(*g);
+  EXPECT_TRUE(o.lifted);
+  EXPECT_EQ(o.absent, 1);
+  EXPECT_EQ(o.present, (std::vector<char>{0, 1}));
+  // ds_ids stay table indices: wte is 1 even though pos_emb is absent.
+  EXPECT_EQ(g->FindParam("wte"), 1);
+}
+
+TEST(VerifierTest, AGraphReadingNoPrimalAtAllIsLiftedToo) {
+  absl::StatusOr<Graph> g = GraphFromParts(
+      absl::StrCat(PlaceholderJson("tangents_1"), ",", OutputJson(R"("%tangents_1")")),
+      R"({"name": "w", "owner": "primals_1", "bytes": 64})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ClassifyParams(*g).absent, 1);
+}
+
+TEST(VerifierTest, AMisspeltModuleOwnerIsStillAnError) {
+  // A call_module node makes the graph module-style: every owner must exist.
+  const std::string nodes =
+      absl::StrCat(PlaceholderJson("x"), ",",
+                   R"({"name": "fc", "op": "call_module", "target": "fc", "args": ["%x"]},)",
+                   OutputJson(R"("%fc")"));
+  EXPECT_TRUE(GraphFromParts(nodes, R"({"name": "fc.weight", "owner": "fc", "bytes": 64})").ok());
+  absl::StatusOr<Graph> bad =
+      GraphFromParts(nodes, R"({"name": "fc.weight", "owner": "fc", "bytes": 64},
+                                                       {"name": "fc.bias", "owner": "fcc", "bytes": 4})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(IsBadInput(bad.status()));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("parameter \"fc.bias\" (owner \"fcc\"): owner is not"));
+  EXPECT_FALSE(
+      ClassifyParams(ParseGraphParts(nodes, R"({"name": "fc.weight", "owner": "fc", "bytes": 64})"))
+          .lifted);
+}
+
+TEST(VerifierTest, AParameterOwnedByGetAttrMakesTheGraphModuleStyle) {
+  const std::string nodes = absl::StrCat(
+      R"({"name": "w", "op": "get_attr", "target": "w", "args": []},)", PlaceholderJson("x"), ",",
+      CallJson("y", "aten.mm.default", R"("%x", "%w")"), ",", OutputJson(R"("%y")"));
+  EXPECT_TRUE(GraphFromParts(nodes, R"({"name": "w", "owner": "w", "bytes": 64})").ok());
+  absl::StatusOr<Graph> bad = GraphFromParts(nodes, R"({"name": "w", "owner": "w", "bytes": 64},
+                                                       {"name": "v", "owner": "vv", "bytes": 4})");
+  EXPECT_TRUE(IsBadInput(bad.status())) << bad.status();
+}
+
 }  // namespace
 }  // namespace overlap

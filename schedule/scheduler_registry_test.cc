@@ -7,6 +7,7 @@
 #include "graph/backward.h"
 #include "graph/errors.h"
 #include "graph/models.h"
+#include "graph/test_graphs.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "schedule/report.h"
@@ -137,6 +138,47 @@ TEST(SchedulerRegistryTest, AFailureLeavesTheGraphUnchanged) {
   EXPECT_TRUE(IsBadInput(RunScheduler("lookahead", &g, o).status()));
   EXPECT_TRUE(IsUnknownName(RunScheduler("nope", &g).status()));
   EXPECT_TRUE(g == before);
+}
+
+// A lifted backward graph whose table is the whole model's: rows 0 and 2 are owned by
+// primals it does not take (absent). Insertion gathers only what it reads, under the table's
+// indices, and every scheduler orders it.
+TEST(SchedulerRegistryTest, ABackwardGraphWithAbsentParametersSchedules) {
+  const std::string nodes = absl::StrCat(
+      PlaceholderJson("primals_2", "h.weight"), ",", PlaceholderJson("saved_x"), ",",
+      PlaceholderJson("tangents_1"), ",",
+      CallJson(
+          "t", "aten.t.default", R"("%primals_2")",
+          R"({"shape": [8, 8], "dtype": "float32", "tensor_size": 256, "aliases_input": true})"),
+      ",",
+      CallJson("dx", "aten.mm.default", R"("%tangents_1", "%t")",
+               R"({"shape": [8, 8], "dtype": "float32", "tensor_size": 256, "device_time": 1e-6})"),
+      ",",
+      CallJson("dw", "aten.mm.default", R"("%tangents_1", "%saved_x")",
+               R"({"shape": [8, 8], "dtype": "float32", "tensor_size": 256, "device_time": 1e-6,
+                  "grad_of": "h.weight"})"),
+      ",", OutputJson(R"([null, "%dw", null, "%dx"])"));
+  absl::StatusOr<Graph> g = GraphFromParts(nodes, R"(
+      {"name": "emb.weight", "owner": "primals_1", "bytes": 1024},
+      {"name": "h.weight", "owner": "primals_2", "shape": [8, 8], "dtype": "float32", "bytes": 256},
+      {"name": "head.weight", "owner": "primals_3", "bytes": 4096})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(ClassifyParams(*g).absent, 2);
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*g).ok());
+  std::vector<int64_t> gathered, reduced;
+  for (NodeId id : g->order()) {
+    if (IsAllgather(g->node(id))) gathered.push_back(DsId(g->node(id)));
+    if (IsReduce(g->node(id))) reduced.push_back(DsId(g->node(id)));
+  }
+  EXPECT_THAT(gathered, ::testing::ElementsAre(1));  // h.weight's table index, not 0
+  EXPECT_THAT(reduced, ::testing::ElementsAre(1));
+  for (const SchedulerEntry& e : Schedulers()) {
+    Graph copy = *g;
+    absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &copy);
+    ASSERT_TRUE(r.ok()) << e.name << ": " << r.status();
+    EXPECT_TRUE(VerifySchedule(copy, r->order).ok()) << e.name;
+    EXPECT_EQ(r->simulation.peak_gathered_bytes, 256) << e.name;  // the absent rows never are
+  }
 }
 
 }  // namespace
