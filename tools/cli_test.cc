@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schedule/scheduler_registry.h"
 
 namespace overlap {
 namespace {
@@ -409,6 +410,32 @@ TEST(CliScheduleTest, ResultOrderIsTheWrittenGraphsOrderWithTheOutputLast) {
   ASSERT_EQ(sim.code, kExitOk);
   const size_t p = r.out.find("peak memory ") + 12;
   EXPECT_THAT(sim.out, HasSubstr("peak memory " + r.out.substr(p, r.out.find(',', p) - p)));
+}
+
+// An AOT backward graph that takes primals_2 only while its table lists primals_1's
+// parameter too (whole-model tables, docs/format.md): it loads, inspects and schedules.
+TEST(CliTest, ABackwardGraphWithAbsentParametersInspectsAndSchedules) {
+  const std::string path = Tmp("absent.json");
+  WriteFile(path, R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "primals_2", "op": "placeholder", "target": "primals_2", "args": [],
+     "meta": {"param": "b", "shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "tangents_1", "op": "placeholder", "target": "tangents_1", "args": [],
+     "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "mul", "op": "call_function", "target": "aten.mul.Tensor",
+     "args": ["%tangents_1", "%primals_2"],
+     "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16, "device_time": 1e-6,
+              "grad_of": "b"}},
+    {"name": "output", "op": "output", "target": "output", "args": [[null, "%mul"]]}],
+   "params": [{"name": "a", "owner": "primals_1", "bytes": 8},
+              {"name": "b", "owner": "primals_2", "bytes": 16}]})");
+  Result inspect = Overlap({"inspect", path});
+  ASSERT_EQ(inspect.code, kExitOk) << inspect.err;
+  EXPECT_THAT(inspect.out, HasSubstr("absent from this graph: 1 entries"));
+  for (const SchedulerEntry& e : Schedulers()) {
+    Result r = Overlap({"schedule", path, "--backward", "--algorithm", std::string(e.name)});
+    EXPECT_EQ(r.code, kExitOk) << e.name << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("peak gathered 16 B")) << e.name;  // b only, never a
+  }
 }
 
 TEST(CliTest, PrintWritesOneLinePerNode) {
