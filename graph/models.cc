@@ -21,6 +21,11 @@ int64_t Numel(const Shape& s) {
   return n;
 }
 
+// The dtype PyTorch keeps normalization statistics in (mean / rstd of layer and batch norm).
+std::string AccDtype(const std::string& dtype) {
+  return dtype == "bfloat16" || dtype == "float16" ? "float32" : dtype;
+}
+
 // A value in the graph under construction, with what the cost model needs.
 struct T {
   NodeId id = kNoNode;
@@ -94,19 +99,23 @@ class Builder {
 
   // A tuple-returning node: meta carries `shapes` and the total bytes.
   T Tuple(const std::string& target, std::vector<Value> args, const std::vector<Shape>& shapes,
-          const std::string& dtype, double flops, double moved, bool alias = false) {
-    T t = Call(target, std::move(args), shapes[0], dtype, flops, moved, alias);
+          const std::vector<std::string>& dtypes, double flops, double moved, bool alias = false) {
+    T t = Call(target, std::move(args), shapes[0], dtypes[0], flops, moved, alias);
     NodeMeta& m = g_.mutable_node(t.id).mutable_meta();
     int64_t total = 0;
-    std::vector<std::string> parts;
-    for (const Shape& s : shapes) {
-      total += Numel(s) * DtypeBytes(dtype);
-      parts.push_back(absl::StrCat("[", absl::StrJoin(s, ","), "]"));
+    std::vector<std::string> parts, names;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      total += Numel(shapes[i]) * DtypeBytes(dtypes[i]);
+      parts.push_back(absl::StrCat("[", absl::StrJoin(shapes[i], ","), "]"));
+      names.push_back(absl::StrCat("\"", dtypes[i], "\""));
     }
     m.has_shape = false;
     m.shape.clear();
+    m.has_dtype = false;
+    m.dtype.clear();
     m.set_tensor_size(total);
     m.extra.emplace_back("shapes", absl::StrCat("[", absl::StrJoin(parts, ","), "]"));
+    m.extra.emplace_back("dtypes", absl::StrCat("[", absl::StrJoin(names, ","), "]"));
     return t;
   }
 
@@ -181,7 +190,8 @@ class Builder {
     T t = Tuple("aten.native_layer_norm.default",
                 {Value::Ref(x.id), Value::List({Value::Int(h)}), Value::Ref(w.id), Value::Ref(b.id),
                  Value::Double(eps)},
-                {x.shape, stats, stats}, x.dtype, flops, moved);
+                {x.shape, stats, stats}, {x.dtype, AccDtype(x.dtype), AccDtype(x.dtype)}, flops,
+                moved);
     return GetItem(t, 0, x.shape, x.dtype);
   }
 
@@ -245,7 +255,7 @@ class Builder {
     T t = Tuple("aten.native_batch_norm.default",
                 {Value::Ref(x.id), Value::Ref(w.id), Value::Ref(b.id), Value(), Value(),
                  Value::Bool(true), Value::Double(0.1), Value::Double(1e-5)},
-                {x.shape, {c}, {c}}, x.dtype, flops, moved);
+                {x.shape, {c}, {c}}, {x.dtype, AccDtype(x.dtype), AccDtype(x.dtype)}, flops, moved);
     return GetItem(t, 0, x.shape, x.dtype);
   }
 
@@ -502,7 +512,7 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
       Shape part = qkv.shape;
       part.back() = H;
       T split = b.Tuple("aten.split.Tensor", {Value::Ref(qkv.id), Value::Int(H), Value::Int(2)},
-                        {part, part, part}, dt, 0, 0, true);
+                        {part, part, part}, {dt, dt, dt}, 0, 0, true);
       q = b.GetItem(split, 0, part, dt);
       k = b.GetItem(split, 1, part, dt);
       v = b.GetItem(split, 2, part, dt);
@@ -536,7 +546,7 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
     T sdpa = b.Tuple("aten._scaled_dot_product_flash_attention.default",
                      {Value::Ref(q.id), Value::Ref(k.id), Value::Ref(v.id), Value::Double(0.0),
                       Value::Bool(true)},
-                     {q.shape, lse}, dt, attn_flops, attn_bytes);
+                     {q.shape, lse}, {dt, "float32"}, attn_flops, attn_bytes);
     T o_heads = b.GetItem(sdpa, 0, q.shape, dt);
     T o_t = b.Transpose(o_heads, 1, 2);
     T o_c = b.Call("aten.clone.default", {Value::Ref(o_t.id)}, o_t.shape, dt, 0, 2.0 * o_t.bytes(),
@@ -555,7 +565,7 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
                               logits.shape, dt);
       Shape topk_shape = {B, S, K};
       T topk = b.Tuple("aten.topk.default", {Value::Ref(probs.id), Value::Int(K)},
-                       {topk_shape, topk_shape}, dt, tokens * E, probs.bytes());
+                       {topk_shape, topk_shape}, {dt, "int64"}, tokens * E, probs.bytes());
       T weights = b.GetItem(topk, 0, topk_shape, dt);
       T experts = b.GetItem(topk, 1, topk_shape, "int64");
       T flat_idx = b.View(experts, {tokens * K});
@@ -640,8 +650,8 @@ absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o) 
     auto pair = [](int64_t v) { return Value::List({Value::Int(v), Value::Int(v)}); };
     if (b.lifted()) {
       T t = b.Tuple("aten.max_pool2d_with_indices.default",
-                    {Value::Ref(x.id), pair(3), pair(2), pair(1)}, {out, out}, dt, 9.0 * Numel(out),
-                    x.bytes() + Numel(out) * DtypeBytes(dt));
+                    {Value::Ref(x.id), pair(3), pair(2), pair(1)}, {out, out}, {dt, "int64"},
+                    9.0 * Numel(out), x.bytes() + Numel(out) * DtypeBytes(dt));
       x = b.GetItem(t, 0, out, dt);
     } else {
       x = b.Stateless("maxpool", "", {}, x, out);

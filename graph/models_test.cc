@@ -1,6 +1,7 @@
 #include "graph/models.h"
 
 #include "gmock/gmock.h"
+#include "graph/shape_rules.h"
 #include "graph/summary.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
@@ -58,7 +59,9 @@ TEST_P(ModelsTest, EveryNodeHasMetadata) {
     for (NodeId id : g->order()) {
       const Node& n = g->node(id);
       if (n.op() == Op::kOutput) continue;
-      EXPECT_TRUE(n.meta().has_tensor_size && n.meta().has_device_time && n.meta().has_dtype)
+      // A tensor states meta.shape and meta.dtype; a tuple the `shapes` and `dtypes` arrays.
+      EXPECT_TRUE(n.meta().has_tensor_size && n.meta().has_device_time && !StatedTypes(n).empty() &&
+                  StatedTypes(n)[0].dtype != "")
           << name << ": " << n.name();
     }
     GraphSummary s = Summarize(*g);

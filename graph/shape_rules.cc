@@ -1,0 +1,1025 @@
+#include "graph/shape_rules.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/status_macros.h"
+#include "graph/text.h"
+
+namespace overlap {
+namespace {
+
+using Types = std::vector<TensorType>;
+using Result = absl::StatusOr<Types>;
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string FormatShape(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+
+bool IsFloating(absl::string_view d) {
+  return d == "float32" || d == "float64" || d == "float16" || d == "bfloat16";
+}
+
+// The floating dtype PyTorch accumulates statistics in (layer / batch norm's mean and rstd).
+std::string AccDtype(const std::string& d) {
+  return d == "float16" || d == "bfloat16" ? "float32" : d;
+}
+
+int FloatRank(absl::string_view d) {
+  if (d == "float64") return 3;
+  if (d == "float32") return 2;
+  return 1;  // float16, bfloat16
+}
+
+// PyTorch's promotion for the dtypes the models use (see the header).
+std::string Promote(const std::string& a, const std::string& b) {
+  if (a == b) return a;
+  const bool fa = IsFloating(a), fb = IsFloating(b);
+  if (fa != fb) return fa ? a : b;
+  if (fa) {
+    if (FloatRank(a) != FloatRank(b)) return FloatRank(a) > FloatRank(b) ? a : b;
+    return "float32";  // bfloat16 with float16
+  }
+  auto width = [](absl::string_view d) {
+    if (d == "bool") return 0;
+    if (d == "uint8" || d == "int8") return 1;
+    if (d == "int16") return 2;
+    if (d == "int32") return 3;
+    return 4;
+  };
+  return width(a) >= width(b) ? a : b;
+}
+
+// A torch dtype written as an argument ("torch.float32", "float32") -> "float32".
+std::string DtypeName(absl::string_view s) {
+  if (absl::StartsWith(s, "torch.")) s.remove_prefix(6);
+  if (s == "float") return "float32";
+  if (s == "half") return "float16";
+  if (s == "double") return "float64";
+  if (s == "long") return "int64";
+  if (s == "int") return "int32";
+  return std::string(s);
+}
+
+// A node's arguments, read by position or by the schema's keyword name.
+class Args {
+ public:
+  Args(const Graph& g, const Node& n) : g_(g), n_(n) {}
+
+  const Node& node() const { return n_; }
+
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node \"", n_.name(), "\" (", Printable(n_.target()), "): ", what));
+  }
+
+  // The argument at position `i`, else the keyword `name`; nullptr when neither is given.
+  const Value* Get(int i, absl::string_view name) const {
+    if (i >= 0 && static_cast<size_t>(i) < n_.args().size()) return &n_.args()[i];
+    for (const auto& [k, v] : n_.kwargs()) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+
+  bool IsNone(int i, absl::string_view name) const {
+    const Value* v = Get(i, name);
+    return v == nullptr || v->is_none();
+  }
+
+  absl::StatusOr<Types> TypesOf(const Value& v, absl::string_view name) const {
+    if (!v.is_ref()) return Error(absl::StrCat("argument ", name, " is not a node"));
+    const Node& in = g_.node(v.as_ref());
+    Types t = StatedTypes(in);
+    if (t.empty()) {
+      return Error(absl::StrCat("argument ", name, " (node \"", in.name(),
+                                "\") has no stated shape and dtype"));
+    }
+    return t;
+  }
+
+  absl::StatusOr<Types> Tuple(int i, absl::string_view name) const {
+    const Value* v = Get(i, name);
+    if (v == nullptr) return Error(absl::StrCat("missing argument ", name));
+    return TypesOf(*v, name);
+  }
+
+  absl::StatusOr<TensorType> Tensor(int i, absl::string_view name) const {
+    OVERLAP_ASSIGN_OR_RETURN(Types t, Tuple(i, name));
+    if (t.size() != 1) {
+      return Error(absl::StrCat("argument ", name, " is a tuple of ", t.size(), ", not a tensor"));
+    }
+    return t[0];
+  }
+
+  // A tensor, or nullopt when the argument is absent or None.
+  absl::StatusOr<std::optional<TensorType>> OptionalTensor(int i, absl::string_view name) const {
+    if (IsNone(i, name)) return std::optional<TensorType>();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType t, Tensor(i, name));
+    return std::optional<TensorType>(std::move(t));
+  }
+
+  absl::StatusOr<Types> TensorList(int i, absl::string_view name) const {
+    const Value* v = Get(i, name);
+    if (v == nullptr || v->kind() != Value::Kind::kList) {
+      return Error(absl::StrCat("argument ", name, " is not a list of nodes"));
+    }
+    Types out;
+    for (const Value& item : v->items()) {
+      OVERLAP_ASSIGN_OR_RETURN(Types t, TypesOf(item, name));
+      if (t.size() != 1) return Error(absl::StrCat("argument ", name, " holds a tuple"));
+      out.push_back(std::move(t[0]));
+    }
+    return out;
+  }
+
+  absl::StatusOr<int64_t> Int(int i, absl::string_view name,
+                              std::optional<int64_t> fallback = std::nullopt) const {
+    const Value* v = Get(i, name);
+    if (v == nullptr || v->is_none()) {
+      if (fallback) return *fallback;
+      return Error(absl::StrCat("missing argument ", name));
+    }
+    if (v->kind() == Value::Kind::kInt) return v->as_int();
+    if (v->kind() == Value::Kind::kBool) return v->as_bool() ? 1 : 0;
+    return Error(absl::StrCat("argument ", name, " is not an integer"));
+  }
+
+  absl::StatusOr<double> Number(int i, absl::string_view name) const {
+    const Value* v = Get(i, name);
+    if (v != nullptr && v->kind() == Value::Kind::kInt) return static_cast<double>(v->as_int());
+    if (v != nullptr && v->kind() == Value::Kind::kDouble) return v->as_double();
+    return Error(absl::StrCat("argument ", name, " is not a number"));
+  }
+
+  absl::StatusOr<bool> Bool(int i, absl::string_view name, bool fallback) const {
+    const Value* v = Get(i, name);
+    if (v == nullptr || v->is_none()) return fallback;
+    if (v->kind() == Value::Kind::kBool) return v->as_bool();
+    if (v->kind() == Value::Kind::kInt) return v->as_int() != 0;
+    return Error(absl::StrCat("argument ", name, " is not a bool"));
+  }
+
+  // A list of ints; a single int stands for a list of `repeat` copies of it (PyTorch's
+  // int[2] arguments accept one int).
+  absl::StatusOr<std::vector<int64_t>> Ints(int i, absl::string_view name,
+                                            std::optional<std::vector<int64_t>> fallback = {},
+                                            int repeat = 1) const {
+    const Value* v = Get(i, name);
+    if (v == nullptr || v->is_none()) {
+      if (fallback) return *fallback;
+      return Error(absl::StrCat("missing argument ", name));
+    }
+    if (v->kind() == Value::Kind::kInt) return std::vector<int64_t>(repeat, v->as_int());
+    if (v->kind() != Value::Kind::kList) {
+      return Error(absl::StrCat("argument ", name, " is not a list of integers"));
+    }
+    std::vector<int64_t> out;
+    for (const Value& item : v->items()) {
+      if (item.kind() != Value::Kind::kInt) {
+        return Error(absl::StrCat("argument ", name, " is not a list of integers"));
+      }
+      out.push_back(item.as_int());
+    }
+    return out;
+  }
+
+  // An optional dtype keyword (`dtype=torch.float32`); empty when absent or None.
+  std::string DtypeKwarg(absl::string_view name = "dtype") const {
+    const Value* v = Get(-1, name);
+    if (v == nullptr || v->kind() != Value::Kind::kString) return "";
+    return DtypeName(v->as_string());
+  }
+
+  // Dimension `d` of a rank-`rank` tensor, negative counting from the end.
+  absl::StatusOr<int64_t> Dim(int64_t d, int64_t rank, absl::string_view name) const {
+    const int64_t r = std::max<int64_t>(rank, 1);
+    if (d < -r || d >= r) {
+      return Error(absl::StrCat(name, " ", d, " is out of range for rank ", rank));
+    }
+    return d < 0 ? d + r : d;
+  }
+
+ private:
+  const Graph& g_;
+  const Node& n_;
+};
+
+// Broadcasts two shapes (numpy rules).
+absl::StatusOr<Shape> Broadcast(const Args& a, const Shape& x, const Shape& y) {
+  Shape out(std::max(x.size(), y.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
+    const int64_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
+    if (dx != dy && dx != 1 && dy != 1) {
+      return a.Error(
+          absl::StrCat("shapes ", FormatShape(x), " and ", FormatShape(y), " do not broadcast"));
+    }
+    out[out.size() - 1 - i] = dx == 1 ? dy : dx;
+  }
+  return out;
+}
+
+Types One(Shape s, std::string dtype) { return {TensorType{std::move(s), std::move(dtype)}}; }
+
+absl::Status SameShape(const Args& a, const TensorType& x, const TensorType& y,
+                       absl::string_view what) {
+  if (x.shape == y.shape) return absl::OkStatus();
+  return a.Error(absl::StrCat(what, ": ", FormatShape(x.shape), " vs ", FormatShape(y.shape)));
+}
+
+// ---- rules ------------------------------------------------------------------------------
+
+Result Identity(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const std::string d = a.DtypeKwarg();
+  if (!d.empty()) x.dtype = d;
+  return Types{x};
+}
+
+// grad_output-shaped results that also read `self` of the same shape (x_backward(grad, x)).
+Result LikeGrad(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_output and self differ"));
+  return Types{g};
+}
+
+Result Binary(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const Value* other = a.Get(1, "other");
+  if (other == nullptr) return a.Error("missing argument other");
+  if (!other->is_ref()) {  // a Python scalar: keeps self's type (a float promotes an int)
+    if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
+    return Types{x};
+  }
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
+  return One(std::move(s), Promote(x.dtype, y.dtype));
+}
+
+Result ScalarOp(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const Value* other = a.Get(1, "other");
+  if (other == nullptr || other->is_ref()) return a.Error("argument other is not a number");
+  if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
+  return Types{x};
+}
+
+Result Mm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "mat2"));
+  if (x.shape.size() != 2 || y.shape.size() != 2 || x.shape[1] != y.shape[0]) {
+    return a.Error(
+        absl::StrCat("cannot multiply ", FormatShape(x.shape), " by ", FormatShape(y.shape)));
+  }
+  return One({x.shape[0], y.shape[1]}, Promote(x.dtype, y.dtype));
+}
+
+Result Addmm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType bias, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "mat1"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(2, "mat2"));
+  if (x.shape.size() != 2 || y.shape.size() != 2 || x.shape[1] != y.shape[0]) {
+    return a.Error(
+        absl::StrCat("cannot multiply ", FormatShape(x.shape), " by ", FormatShape(y.shape)));
+  }
+  Shape out = {x.shape[0], y.shape[1]};
+  OVERLAP_ASSIGN_OR_RETURN(Shape b, Broadcast(a, bias.shape, out));
+  if (b != out) return a.Error(absl::StrCat("bias ", FormatShape(bias.shape), " does not fit"));
+  return One(std::move(out), Promote(x.dtype, y.dtype));
+}
+
+Result TRule(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  if (x.shape.size() > 2) return a.Error("t() takes a tensor of rank <= 2");
+  std::reverse(x.shape.begin(), x.shape.end());
+  return Types{x};
+}
+
+Result View(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (size[i] < 0) {
+      return a.Error(absl::StrCat("size has a bad dimension ", size[i]));
+    } else {
+      known *= size[i];
+    }
+  }
+  const int64_t n = Numel(x.shape);
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) return a.Error("cannot infer the -1 dimension of size");
+    size[infer] = n / known;
+    known = n;
+  }
+  if (known != n) {
+    return a.Error(absl::StrCat("cannot view ", FormatShape(x.shape), " (", n, " elements) as [",
+                                absl::StrJoin(size, ", "), "]"));
+  }
+  return One(Shape(size.begin(), size.end()), x.dtype);
+}
+
+Result Transpose(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const int64_t r = x.shape.size();
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d0, a.Int(1, "dim0"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d1, a.Int(2, "dim1"));
+  OVERLAP_ASSIGN_OR_RETURN(d0, a.Dim(d0, r, "dim0"));
+  OVERLAP_ASSIGN_OR_RETURN(d1, a.Dim(d1, r, "dim1"));
+  if (r > 0) std::swap(x.shape[d0], x.shape[d1]);
+  return Types{x};
+}
+
+Result Unsqueeze(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size() + 1, "dim"));
+  x.shape.insert(x.shape.begin() + d, 1);
+  return Types{x};
+}
+
+Result SqueezeDim(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  if (!x.shape.empty() && x.shape[d] == 1) x.shape.erase(x.shape.begin() + d);
+  return Types{x};
+}
+
+Result Expand(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  if (size.size() < x.shape.size()) return a.Error("size has fewer dimensions than self");
+  const size_t lead = size.size() - x.shape.size();
+  Shape out(size.size());
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      if (size[i] < 0) return a.Error("a new leading dimension cannot be -1");
+      out[i] = size[i];
+      continue;
+    }
+    const int64_t have = x.shape[i - lead];
+    const int64_t want = size[i] == -1 ? have : size[i];
+    if (have != want && have != 1) {
+      return a.Error(absl::StrCat("cannot expand ", FormatShape(x.shape), " to [",
+                                  absl::StrJoin(size, ", "), "]"));
+    }
+    out[i] = want;
+  }
+  return One(std::move(out), x.dtype);
+}
+
+// sum.dim_IntList / mean.dim: self, dim (None or [] = every dimension), keepdim, dtype.
+Result Reduce(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dim", std::vector<int64_t>{}));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool(2, "keepdim", false));
+  const int64_t r = x.shape.size();
+  std::vector<char> reduced(r, dims.empty() ? 1 : 0);
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Dim(d, r, "dim"));
+    if (r > 0) reduced[n] = 1;
+  }
+  Shape out;
+  for (int64_t i = 0; i < r; ++i) {
+    if (!reduced[i]) {
+      out.push_back(x.shape[i]);
+    } else if (keep) {
+      out.push_back(1);
+    }
+  }
+  std::string dtype = a.DtypeKwarg();
+  if (dtype.empty()) dtype = x.dtype;
+  return One(std::move(out), dtype);
+}
+
+Result Softmax(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
+  OVERLAP_ASSIGN_OR_RETURN(bool half_to_float, a.Bool(2, "half_to_float", false));
+  if (half_to_float) x.dtype = "float32";
+  return Types{x};
+}
+
+// _softmax_backward_data / _log_softmax_backward_data(grad_output, output, dim, input_dtype).
+Result SoftmaxBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "output"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, y, "grad_output and output differ"));
+  const Value* d = a.Get(3, "input_dtype");
+  if (d != nullptr && d->kind() == Value::Kind::kString) g.dtype = DtypeName(d->as_string());
+  return Types{g};
+}
+
+Result FlashAttention(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor(0, "query"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor(1, "key"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor(2, "value"));
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4) {
+    return a.Error("query, key and value must be [batch, heads, seq, head_dim]");
+  }
+  if (k.shape[0] != q.shape[0] || v.shape[0] != q.shape[0] || k.shape[1] != q.shape[1] ||
+      v.shape[1] != q.shape[1] || k.shape[3] != q.shape[3] || v.shape[2] != k.shape[2]) {
+    return a.Error(absl::StrCat("query ", FormatShape(q.shape), ", key ", FormatShape(k.shape),
+                                " and value ", FormatShape(v.shape), " do not fit"));
+  }
+  Shape out = q.shape;
+  out[3] = v.shape[3];
+  return Types{{out, q.dtype}, {{q.shape[0], q.shape[1], q.shape[2]}, "float32"}};
+}
+
+Result FlashAttentionBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor(1, "query"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor(2, "key"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor(3, "value"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType out, a.Tensor(4, "out"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, out, "grad_out and out differ"));
+  return Types{q, k, v};
+}
+
+Result GetItem(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types t, a.Tuple(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t i, a.Int(1, "index"));
+  if (i < 0) i += static_cast<int64_t>(t.size());
+  if (i < 0 || i >= static_cast<int64_t>(t.size())) {
+    return a.Error(absl::StrCat("index ", i, " is out of range for a tuple of ", t.size()));
+  }
+  return Types{t[i]};
+}
+
+Result Split(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t size, a.Int(1, "split_size"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(2, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  if (size <= 0 || x.shape.empty()) return a.Error("split_size must be > 0 on a tensor");
+  Types out;
+  for (int64_t at = 0; at < x.shape[d] || (at == 0 && x.shape[d] == 0); at += size) {
+    TensorType piece = x;
+    piece.shape[d] = std::min(size, x.shape[d] - at);
+    out.push_back(std::move(piece));
+    if (x.shape[d] == 0) break;
+  }
+  return out;
+}
+
+Result Cat(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList(0, "tensors"));
+  if (xs.empty()) return a.Error("cat of no tensors");
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size(), "dim"));
+  TensorType out = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) {
+    Shape s = xs[i].shape;
+    if (s.size() != out.shape.size()) return a.Error("cat of tensors of different ranks");
+    for (size_t j = 0; j < s.size(); ++j) {
+      if (static_cast<int64_t>(j) != d && s[j] != out.shape[j]) {
+        return a.Error(
+            absl::StrCat("cat along ", d, " of ", FormatShape(out.shape), " and ", FormatShape(s)));
+      }
+    }
+    out.shape[d] += s[d];
+    out.dtype = Promote(out.dtype, xs[i].dtype);
+  }
+  return Types{out};
+}
+
+Result Embedding(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(0, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor(1, "indices"));
+  if (w.shape.size() != 2) return a.Error("weight must be [num_embeddings, dim]");
+  if (IsFloating(ids.dtype)) return a.Error("indices must be integers");
+  Shape out = ids.shape;
+  out.push_back(w.shape[1]);
+  return One(std::move(out), w.dtype);
+}
+
+Result EmbeddingBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor(1, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int(2, "num_weights"));
+  Shape expect = ids.shape;
+  if (g.shape.empty()) return a.Error("grad_output must end in the embedding dimension");
+  expect.push_back(g.shape.back());
+  if (expect != g.shape) {
+    return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape), " does not fit indices ",
+                                FormatShape(ids.shape)));
+  }
+  return One({n, g.shape.back()}, g.dtype);
+}
+
+Result Arange(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int(0, "end"));
+  if (end < 0) return a.Error("end must be >= 0");
+  std::string d = a.DtypeKwarg();
+  return One({end}, d.empty() ? "int64" : d);
+}
+
+Result LayerNorm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints(1, "normalized_shape"));
+  if (norm.size() > x.shape.size() ||
+      !std::equal(norm.begin(), norm.end(), x.shape.end() - norm.size())) {
+    return a.Error(absl::StrCat("normalized_shape [", absl::StrJoin(norm, ", "),
+                                "] is not a suffix of ", FormatShape(x.shape)));
+  }
+  for (int i : {2, 3}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
+                             a.OptionalTensor(i, i == 2 ? "weight" : "bias"));
+    if (p && !std::equal(p->shape.begin(), p->shape.end(), norm.begin(), norm.end())) {
+      return a.Error(absl::StrCat(i == 2 ? "weight " : "bias ", FormatShape(p->shape),
+                                  " is not normalized_shape"));
+    }
+  }
+  Shape stats = x.shape;
+  for (size_t i = stats.size() - norm.size(); i < stats.size(); ++i) stats[i] = 1;
+  return Types{x, {stats, AccDtype(x.dtype)}, {stats, AccDtype(x.dtype)}};
+}
+
+Result LayerNormBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints(2, "normalized_shape"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_out and input differ"));
+  Types out = {x};
+  for (int i : {5, 6}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
+                             a.OptionalTensor(i, i == 5 ? "weight" : "bias"));
+    out.push_back(p ? *p : TensorType{Shape(norm.begin(), norm.end()), x.dtype});
+  }
+  return out;
+}
+
+Result Topk(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t k, a.Int(1, "k"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(2, "dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  if (x.shape.empty() || k < 0 || k > x.shape[d]) return a.Error("k is out of range");
+  x.shape[d] = k;
+  return Types{x, {x.shape, "int64"}};
+}
+
+Result Argsort(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  return One(x.shape, "int64");
+}
+
+// Python slice bounds: clamped to [0, n], None = the end.
+Result Slice(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  if (x.shape.empty()) return a.Error("slice of a scalar");
+  const int64_t n = x.shape[d];
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, a.Int(2, "start", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int(3, "end", n));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, a.Int(4, "step", 1));
+  if (step <= 0) return a.Error("step must be > 0");
+  auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  start = clamp(start);
+  end = clamp(end);
+  x.shape[d] = end > start ? (end - start + step - 1) / step : 0;
+  return Types{x};
+}
+
+Result SliceBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints(1, "input_sizes"));
+  return One(Shape(sizes.begin(), sizes.end()), g.dtype);
+}
+
+Result IndexSelect(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
+  if (index.shape.size() > 1 || IsFloating(index.dtype)) {
+    return a.Error("index must be a vector of integers");
+  }
+  if (!x.shape.empty()) x.shape[d] = Numel(index.shape);
+  return Types{x};
+}
+
+Result IndexAdd(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor(3, "source"));
+  Shape expect = x.shape;
+  if (!expect.empty()) expect[d] = Numel(index.shape);
+  if (src.shape != expect) {
+    return a.Error(absl::StrCat("source ", FormatShape(src.shape), " does not fit self ",
+                                FormatShape(x.shape), " along ", d));
+  }
+  return Types{x};
+}
+
+Result NewZeros(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  std::string d = a.DtypeKwarg();
+  return One(Shape(size.begin(), size.end()), d.empty() ? x.dtype : d);
+}
+
+// out = floor((in + 2 pad - dilation (k - 1) - 1) / stride) + 1 (ceil with ceil_mode).
+absl::StatusOr<int64_t> PooledSize(const Args& a, int64_t in, int64_t k, int64_t stride,
+                                   int64_t pad, int64_t dilation, bool ceil_mode) {
+  if (stride <= 0 || dilation <= 0 || k <= 0 || pad < 0) {
+    return a.Error("kernel, stride and dilation must be > 0 and padding >= 0");
+  }
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1;
+  if (span < 0) return a.Error("the kernel is larger than the padded input");
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // PyTorch: with ceil_mode the last window must start inside the input or left padding.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Result Convolution(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(1, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> b, a.OptionalTensor(2, "bias"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints(3, "stride", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints(4, "padding", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints(5, "dilation", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool(6, "transposed", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int(8, "groups", 1));
+  if (transposed) return a.Error("transposed convolutions have no rule");
+  if (x.shape.size() != 4 || w.shape.size() != 4) {
+    return a.Error("input and weight must be 4-d (N, C, H, W) and (O, C/groups, kH, kW)");
+  }
+  if (stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
+    return a.Error("stride, padding and dilation must have two values");
+  }
+  if (groups <= 0 || x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0) {
+    return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
+                                FormatShape(w.shape), " disagree on channels"));
+  }
+  if (b && b->shape != Shape{w.shape[0]}) return a.Error("bias must be [out_channels]");
+  Shape out = {x.shape[0], w.shape[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    OVERLAP_ASSIGN_OR_RETURN(out[2 + i], PooledSize(a, x.shape[2 + i], w.shape[2 + i], stride[i],
+                                                    pad[i], dil[i], false));
+  }
+  return One(std::move(out), Promote(x.dtype, w.dtype));
+}
+
+Result ConvolutionBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(2, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bias_sizes,
+                           a.Ints(3, "bias_sizes", std::vector<int64_t>{}));
+  if (g.shape.size() != 4 || g.shape[0] != x.shape[0] || g.shape[1] != w.shape[0]) {
+    return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape), " does not fit input ",
+                                FormatShape(x.shape), " and weight ", FormatShape(w.shape)));
+  }
+  Shape bias = bias_sizes.empty() ? Shape{w.shape[0]} : Shape(bias_sizes.begin(), bias_sizes.end());
+  return Types{x, w, {bias, g.dtype}};
+}
+
+Result BatchNorm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
+  if (x.shape.size() < 2) return a.Error("input must be (N, C, ...)");
+  const int64_t c = x.shape[1];
+  for (int i : {1, 2}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
+                             a.OptionalTensor(i, i == 1 ? "weight" : "bias"));
+    if (p && p->shape != Shape{c}) return a.Error("weight and bias must be [channels]");
+  }
+  return Types{x, {{c}, AccDtype(x.dtype)}, {{c}, AccDtype(x.dtype)}};
+}
+
+Result BatchNormBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_out and input differ"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> w, a.OptionalTensor(2, "weight"));
+  const int64_t c = x.shape.size() >= 2 ? x.shape[1] : 1;
+  const std::string pd = w ? w->dtype : x.dtype;
+  return Types{x, {{c}, pd}, {{c}, pd}};
+}
+
+Result MaxPool(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, a.Ints(1, "kernel_size", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints(2, "stride", k, 2));
+  if (stride.empty()) stride = k;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad,
+                           a.Ints(3, "padding", std::vector<int64_t>{0, 0}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
+                           a.Ints(4, "dilation", std::vector<int64_t>{1, 1}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool(5, "ceil_mode", false));
+  if (x.shape.size() != 4) return a.Error("self must be (N, C, H, W)");
+  if (k.size() != 2 || stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
+    return a.Error("kernel_size, stride, padding and dilation must have two values");
+  }
+  Shape out = x.shape;
+  for (int i = 0; i < 2; ++i) {
+    if (2 * pad[i] > k[i]) return a.Error("padding must be at most half the kernel");
+    OVERLAP_ASSIGN_OR_RETURN(
+        out[2 + i], PooledSize(a, x.shape[2 + i], k[i], stride[i], pad[i], dil[i], ceil_mode));
+  }
+  return Types{{out, x.dtype}, {out, "int64"}};
+}
+
+Result MaxPoolBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType idx, a.Tensor(7, "indices"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, idx, "grad_output and indices differ"));
+  return Types{{x.shape, g.dtype}};
+}
+
+Result Flatten(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const int64_t r = x.shape.size();
+  OVERLAP_ASSIGN_OR_RETURN(int64_t s, a.Int(1, "start_dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t e, a.Int(2, "end_dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(s, a.Dim(s, r, "start_dim"));
+  OVERLAP_ASSIGN_OR_RETURN(e, a.Dim(e, r, "end_dim"));
+  if (r == 0) return One({1}, x.dtype);
+  if (s > e) return a.Error("start_dim is after end_dim");
+  Shape out(x.shape.begin(), x.shape.begin() + s);
+  int64_t n = 1;
+  for (int64_t i = s; i <= e; ++i) n *= x.shape[i];
+  out.push_back(n);
+  out.insert(out.end(), x.shape.begin() + e + 1, x.shape.end());
+  return One(std::move(out), x.dtype);
+}
+
+// reduction: 0 none, 1 mean, 2 sum (torch's Reduction enum).
+Result NllLoss(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(3, "reduction", 1));
+  if (x.shape.size() < 1 || x.shape.size() > 2 || IsFloating(t.dtype) ||
+      t.shape != Shape(x.shape.begin(), x.shape.end() - 1)) {
+    return a.Error(absl::StrCat("self ", FormatShape(x.shape), " (N, C) and target ",
+                                FormatShape(t.shape), " (N, integers) do not fit"));
+  }
+  Shape out = reduction == 0 ? t.shape : Shape{};
+  return Types{{out, x.dtype}, {{}, x.dtype}};
+}
+
+Result NllLossBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
+  OVERLAP_RETURN_IF_ERROR(a.Tensor(0, "grad_output").status());
+  OVERLAP_RETURN_IF_ERROR(a.Tensor(2, "target").status());
+  return Types{x};
+}
+
+Result MseLoss(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(2, "reduction", 1));
+  return One(reduction == 0 ? x.shape : Shape{}, x.dtype);
+}
+
+Result MseLossBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(2, "target"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
+  return Types{x};
+}
+
+using Rule = Result (*)(const Args&);
+
+const absl::flat_hash_map<std::string, Rule>& Rules() {
+  static const auto* rules = new absl::flat_hash_map<std::string, Rule>{
+      {"aten.mm.default", Mm},
+      {"aten.addmm.default", Addmm},
+      {"aten.t.default", TRule},
+      {"aten.view.default", View},
+      {"aten._unsafe_view.default", View},
+      {"aten.reshape.default", View},
+      {"aten.transpose.int", Transpose},
+      {"aten.unsqueeze.default", Unsqueeze},
+      {"aten.squeeze.dim", SqueezeDim},
+      {"aten.expand.default", Expand},
+      {"aten.clone.default", Identity},
+      {"aten._scaled_dot_product_flash_attention.default", FlashAttention},
+      {"aten._scaled_dot_product_flash_attention_backward.default", FlashAttentionBackward},
+      {"operator.getitem", GetItem},
+      {"aten.split.Tensor", Split},
+      {"aten.cat.default", Cat},
+      {"aten.embedding.default", Embedding},
+      {"aten.embedding_dense_backward.default", EmbeddingBackward},
+      {"aten.arange.default", Arange},
+      {"aten.native_layer_norm.default", LayerNorm},
+      {"aten.native_layer_norm_backward.default", LayerNormBackward},
+      {"aten.pow.Tensor_Scalar", Identity},
+      {"aten.rsqrt.default", Identity},
+      {"aten.relu.default", Identity},
+      {"aten.silu.default", Identity},
+      {"aten.gelu.default", Identity},
+      {"aten.neg.default", Identity},
+      {"aten.zeros_like.default", Identity},
+      {"aten.add.Scalar", ScalarOp},
+      {"aten.mul.Scalar", ScalarOp},
+      {"aten.div.Scalar", ScalarOp},
+      {"aten.add.Tensor", Binary},
+      {"aten.sub.Tensor", Binary},
+      {"aten.mul.Tensor", Binary},
+      {"aten.div.Tensor", Binary},
+      {"aten.mean.dim", Reduce},
+      {"aten.sum.dim_IntList", Reduce},
+      {"aten.gelu_backward.default", LikeGrad},
+      {"aten.silu_backward.default", LikeGrad},
+      {"aten.threshold_backward.default", LikeGrad},
+      {"aten._softmax.default", Softmax},
+      {"aten._log_softmax.default", Softmax},
+      {"aten._softmax_backward_data.default", SoftmaxBackward},
+      {"aten._log_softmax_backward_data.default", SoftmaxBackward},
+      {"aten.topk.default", Topk},
+      {"aten.argsort.default", Argsort},
+      {"aten.slice.Tensor", Slice},
+      {"aten.slice_backward.default", SliceBackward},
+      {"aten.index_select.default", IndexSelect},
+      {"aten.index_add.default", IndexAdd},
+      {"aten.index_add_.default", IndexAdd},
+      {"aten.new_zeros.default", NewZeros},
+      {"aten.convolution.default", Convolution},
+      {"aten.convolution_backward.default", ConvolutionBackward},
+      {"aten.native_batch_norm.default", BatchNorm},
+      {"aten.native_batch_norm_backward.default", BatchNormBackward},
+      {"aten.max_pool2d_with_indices.default", MaxPool},
+      {"aten.max_pool2d_with_indices_backward.default", MaxPoolBackward},
+      {"aten.flatten.using_ints", Flatten},
+      {"aten.nll_loss_forward.default", NllLoss},
+      {"aten.nll_loss_backward.default", NllLossBackward},
+      {"aten.mse_loss.default", MseLoss},
+      {"aten.mse_loss_backward.default", MseLossBackward},
+  };
+  return *rules;
+}
+
+// Parses a JSON array of int arrays ("[[2,3],[4]]"); false when malformed.
+bool ParseShapes(absl::string_view s, std::vector<Shape>* out) {
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < s.size() && absl::ascii_isspace(static_cast<unsigned char>(s[i]))) ++i;
+  };
+  auto eat = [&](char c) {
+    skip();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  };
+  if (!eat('[')) return false;
+  if (eat(']')) return true;
+  do {
+    if (!eat('[')) return false;
+    Shape shape;
+    if (!eat(']')) {
+      do {
+        skip();
+        size_t j = i;
+        if (j < s.size() && s[j] == '-') ++j;
+        while (j < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        int64_t v;
+        if (!absl::SimpleAtoi(s.substr(i, j - i), &v)) return false;
+        shape.push_back(v);
+        i = j;
+      } while (eat(','));
+      if (!eat(']')) return false;
+    }
+    out->push_back(std::move(shape));
+  } while (eat(','));
+  return eat(']');
+}
+
+// Parses a JSON array of plain strings ("[\"float32\", \"int64\"]"); false when malformed.
+bool ParseStrings(absl::string_view s, std::vector<std::string>* out) {
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < s.size() && absl::ascii_isspace(static_cast<unsigned char>(s[i]))) ++i;
+  };
+  skip();
+  if (i >= s.size() || s[i++] != '[') return false;
+  skip();
+  if (i < s.size() && s[i] == ']') return true;
+  while (true) {
+    skip();
+    if (i >= s.size() || s[i++] != '"') return false;
+    const size_t end = s.find('"', i);
+    if (end == absl::string_view::npos) return false;
+    out->emplace_back(s.substr(i, end - i));
+    i = end + 1;
+    skip();
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      continue;
+    }
+    return i < s.size() && s[i] == ']';
+  }
+}
+
+}  // namespace
+
+std::string FormatType(const TensorType& t) {
+  return absl::StrCat(FormatShape(t.shape), " ", t.dtype.empty() ? "?" : t.dtype);
+}
+
+std::vector<TensorType> StatedTypes(const Node& n) {
+  const NodeMeta& m = n.meta();
+  if (m.has_shape) return {TensorType{m.shape, m.has_dtype ? m.dtype : ""}};
+  const std::string* shapes = nullptr;
+  const std::string* dtypes = nullptr;
+  for (const auto& [k, v] : m.extra) {
+    if (k == "shapes") shapes = &v;
+    if (k == "dtypes") dtypes = &v;
+  }
+  std::vector<Shape> ss;
+  if (shapes == nullptr || !ParseShapes(*shapes, &ss)) return {};
+  std::vector<std::string> ds;
+  if (dtypes != nullptr && (!ParseStrings(*dtypes, &ds) || ds.size() != ss.size())) return {};
+  std::vector<TensorType> out;
+  for (size_t i = 0; i < ss.size(); ++i) {
+    out.push_back({std::move(ss[i]), dtypes != nullptr ? ds[i] : (m.has_dtype ? m.dtype : "")});
+  }
+  return out;
+}
+
+bool HasShapeRule(absl::string_view target) { return Rules().contains(target); }
+
+absl::StatusOr<std::vector<TensorType>> InferTypes(const Graph& g, const Node& n) {
+  auto it = Rules().find(n.target());
+  if (it == Rules().end()) {
+    return absl::NotFoundError(
+        absl::StrCat("node \"", n.name(), "\": no shape rule for ", Printable(n.target())));
+  }
+  return it->second(Args(g, n));
+}
+
+absl::StatusOr<ShapeCheckReport> CheckShapes(const Graph& g, const ShapeCheckOptions& options) {
+  ShapeCheckReport report;
+  absl::flat_hash_set<std::string> seen;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kCallFunction) continue;
+    auto it = Rules().find(n.target());
+    if (it == Rules().end()) {
+      if (options.require_rules) {
+        return absl::InvalidArgumentError(absl::StrCat("node \"", n.name(),
+                                                       "\": no shape rule for ",
+                                                       Printable(n.target()), " (docs/ops.md)"));
+      }
+      ++report.no_rule;
+      if (seen.insert(n.target()).second) report.targets_without_rule.push_back(n.target());
+      continue;
+    }
+    const std::vector<TensorType> stated = StatedTypes(n);
+    if (stated.empty()) {
+      ++report.unstated;
+      continue;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorType> rule, it->second(Args(g, n)));
+    // A stated dtype may be absent (""): then only shapes are compared.
+    bool same = rule.size() == stated.size();
+    for (size_t i = 0; same && i < rule.size(); ++i) {
+      same = rule[i].shape == stated[i].shape &&
+             (stated[i].dtype.empty() || rule[i].dtype == stated[i].dtype);
+    }
+    if (!same) {
+      std::vector<std::string> ins, says, gives;
+      for (NodeId in : n.inputs()) {
+        for (const TensorType& t : StatedTypes(g.node(in))) ins.push_back(FormatType(t));
+      }
+      for (const TensorType& t : stated) says.push_back(FormatType(t));
+      for (const TensorType& t : rule) gives.push_back(FormatType(t));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node \"", n.name(), "\": its metadata says ", absl::StrJoin(says, ", "),
+                       " but ", Printable(n.target()), " of ", absl::StrJoin(ins, ", "), " gives ",
+                       absl::StrJoin(gives, ", ")));
+    }
+    ++report.checked;
+  }
+  return report;
+}
+
+}  // namespace overlap
