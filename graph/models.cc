@@ -272,6 +272,35 @@ class Builder {
   // Marks a node whose result is its first input's storage (in-place ops).
   void MarkAlias(const T& t) { g_.mutable_node(t.id).mutable_meta().set_aliases_input(true); }
 
+  // Ends the graph: the loss of `out` (LossKind, models.h) against a new targets
+  // placeholder, or `out` itself. `fallback` is the model's default loss.
+  void Finalize(const T& out, LossKind fallback) {
+    LossKind kind = o_.loss == LossKind::kDefault ? fallback : o_.loss;
+    if (kind == LossKind::kNone) return Output({out});
+    if (kind == LossKind::kMse) {
+      T targets = Input("targets", out.shape, out.dtype);
+      T loss = Elementwise("aten.mse_loss.default",
+                           {Value::Ref(out.id), Value::Ref(targets.id), Value::Int(1)},
+                           {out, targets}, {}, out.dtype);
+      return Output({loss});
+    }
+    // Cross-entropy over the last dimension: logits [..., C] as [N, C], labels [...] as [N].
+    const int64_t classes = out.shape.back();
+    const int64_t n = Numel(out.shape) / classes;
+    Shape label_shape(out.shape.begin(), out.shape.end() - 1);
+    T labels = Input("labels", label_shape, "int64");
+    T flat = out.shape.size() == 2 ? out : View(out, {n, classes});
+    T flat_labels = label_shape.size() == 1 ? labels : View(labels, {n});
+    T logp = Elementwise("aten._log_softmax.default",
+                         {Value::Ref(flat.id), Value::Int(1), Value::Bool(false)}, {flat},
+                         flat.shape, out.dtype);
+    T nll = Tuple(
+        "aten.nll_loss_forward.default",
+        {Value::Ref(logp.id), Value::Ref(flat_labels.id), Value(), Value::Int(1), Value::Int(-100)},
+        {{}, {}}, {out.dtype, out.dtype}, 2.0 * n, logp.bytes() / classes + labels.bytes());
+    Output({GetItem(nll, 0, {}, out.dtype)});
+  }
+
   void Output(std::vector<T> outs) {
     std::vector<Value> items;
     for (const T& t : outs) items.push_back(Value::Ref(t.id));
@@ -608,7 +637,7 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
   h = norm(gpt ? "transformer.ln_f" : "model.norm", h);
   T logits =
       b.Linear("lm_head", h, H, c.vocab, false, c.tied_embeddings ? "transformer.wte.weight" : "");
-  b.Output({logits});
+  b.Finalize(logits, LossKind::kCrossEntropy);
   return b.Finish();
 }
 
@@ -628,7 +657,7 @@ absl::StatusOr<Graph> BuildMlp(const MlpConfig& c, const ModelOptions& o) {
       x = b.Stateless(absl::StrCat("net.", index++), "aten.relu.default", {}, x, x.shape);
     }
   }
-  b.Output({x});
+  b.Finalize(x, LossKind::kMse);
   return b.Finish();
 }
 
@@ -690,8 +719,31 @@ absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o) 
                  : b.Call("aten.flatten.using_ints", {Value::Ref(x.id), Value::Int(1)},
                           {pooled[0], pooled[1]}, dt, 0, 0, true, {}, "flatten");
   x = b.Linear("fc", x, channels, c.classes, true);
-  b.Output({x});
+  b.Finalize(x, LossKind::kCrossEntropy);
   return b.Finish();
+}
+
+absl::StatusOr<LossKind> ParseLossKind(absl::string_view name) {
+  if (name == "cross_entropy") return LossKind::kCrossEntropy;
+  if (name == "mse") return LossKind::kMse;
+  if (name == "none") return LossKind::kNone;
+  if (name == "default") return LossKind::kDefault;
+  return absl::InvalidArgumentError(absl::StrCat("unknown loss \"", Printable(name),
+                                                 "\" (known: cross_entropy, mse, none, default)"));
+}
+
+absl::string_view LossKindName(LossKind kind) {
+  switch (kind) {
+    case LossKind::kCrossEntropy:
+      return "cross_entropy";
+    case LossKind::kMse:
+      return "mse";
+    case LossKind::kNone:
+      return "none";
+    case LossKind::kDefault:
+      break;
+  }
+  return "default";
 }
 
 const std::vector<std::string>& ModelNames() {

@@ -31,9 +31,28 @@ namespace overlap {
 
 enum class ParamStyle { kModule, kLifted };
 
+// The loss a model's forward graph ends in. With a loss, the graph takes a targets
+// placeholder (`labels`, int64 class indices, for cross-entropy; `targets`, like the output,
+// for MSE) and returns the scalar loss (mean reduction) alone; without one it returns the
+// model's output. Cross-entropy is written as AOTAutograd decomposes F.cross_entropy:
+// aten._log_softmax over the classes, then aten.nll_loss_forward (ignore_index -100), the
+// logits viewed as [N, classes] first; MSE as aten.mse_loss. Both parameter styles use
+// these ATen ops (docs/ops.md).
+enum class LossKind {
+  kDefault,  // cross-entropy for the language models and resnet18, MSE for mlp
+  kNone,
+  kCrossEntropy,
+  kMse,
+};
+
+// "cross_entropy", "mse", "none" (and "default"); InvalidArgument listing them otherwise.
+absl::StatusOr<LossKind> ParseLossKind(absl::string_view name);
+absl::string_view LossKindName(LossKind kind);
+
 struct ModelOptions {
   ParamStyle style = ParamStyle::kModule;
   DeviceSpec device;
+  LossKind loss = LossKind::kDefault;
 };
 
 // A decoder-only transformer (GPT-2, LLaMA, and a mixture-of-experts variant).

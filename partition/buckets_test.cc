@@ -16,6 +16,13 @@
 namespace overlap {
 namespace {
 
+// DDPOptimizer's test model is the bare MLP: its compiled graph ends at the last layer.
+ModelOptions ReferenceTestModel() {
+  ModelOptions o;
+  o.loss = LossKind::kNone;
+  return o;
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -73,7 +80,7 @@ constexpr PartitionMode kDef = PartitionMode::kDefault;
 constexpr int64_t kMiB = 1 << 20;
 
 TEST(DdpBucketsTest, ReferenceMlp10x5000x5000x5000x5At25MiB) {
-  absl::StatusOr<Graph> g = BuildModel("mlp", {});
+  absl::StatusOr<Graph> g = BuildModel("mlp", ReferenceTestModel());
   ASSERT_TRUE(g.ok());
   std::vector<Bucket> b = Assign(*g, kRef, 25 * kMiB, kMiB);
   ASSERT_EQ(b.size(), 3u);

@@ -14,6 +14,13 @@
 namespace overlap {
 namespace {
 
+// DDPOptimizer's test model is the bare MLP: its compiled graph ends at the last layer.
+ModelOptions ReferenceTestModel() {
+  ModelOptions o;
+  o.loss = LossKind::kNone;
+  return o;
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -51,7 +58,7 @@ void ExpectValidSplit(const Graph& g, const PartitionResult& r) {
 }
 
 TEST(DdpPartitionerTest, MlpSplitsIntoThreeChainedSubmodules) {
-  absl::StatusOr<Graph> g = BuildModel("mlp", {});
+  absl::StatusOr<Graph> g = BuildModel("mlp", ReferenceTestModel());
   ASSERT_TRUE(g.ok());
   PartitionResult r = PartitionOf(*g, PartitionMode::kReference, 25 * kMiB, kMiB);
   ExpectValidSplit(*g, r);
@@ -127,7 +134,7 @@ TEST(DdpPartitionerTest, PieceWithoutOutsideReadersReturnsEmptyTuple) {
 }
 
 TEST(DdpPartitionerTest, OneBucketIsNotSplit) {
-  absl::StatusOr<Graph> g = BuildModel("mlp", {});
+  absl::StatusOr<Graph> g = BuildModel("mlp", ReferenceTestModel());
   ASSERT_TRUE(g.ok());
   PartitionResult r =
       PartitionOf(*g, PartitionMode::kReference, int64_t{1} << 40, int64_t{1} << 40);
@@ -139,7 +146,7 @@ TEST(DdpPartitionerTest, OneBucketIsNotSplit) {
 }
 
 TEST(DdpPartitionerTest, FailedCompileFallsBackForThatPieceOnly) {
-  absl::StatusOr<Graph> g = BuildModel("mlp", {});
+  absl::StatusOr<Graph> g = BuildModel("mlp", ReferenceTestModel());
   ASSERT_TRUE(g.ok());
   std::vector<std::string> seen;
   PartitionResult r = PartitionOf(
@@ -180,7 +187,7 @@ TEST(DdpPartitionerTest, EveryBuiltInModelSplitsAndInlinesBack) {
 }
 
 TEST(DdpPartitionerTest, ResultJsonHasTheSpecShape) {
-  absl::StatusOr<Graph> g = BuildModel("mlp", {});
+  absl::StatusOr<Graph> g = BuildModel("mlp", ReferenceTestModel());
   ASSERT_TRUE(g.ok());
   PartitionResult r = PartitionOf(*g, PartitionMode::kReference, 25 * kMiB, kMiB);
   const std::string json = PartitionResultJson(*g, r);
