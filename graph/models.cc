@@ -618,10 +618,11 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
         T y = swiglu(ep, xe);
         T yw = b.Elementwise("aten.mul.Tensor", {Value::Ref(y.id), Value::Ref(we.id)}, {y, we},
                              y.shape, dt);
-        acc = b.Call("aten.index_add_.default",
+        // torch.fx traces the in-place index_add_; AOT graphs are functional (index_add).
+        acc = b.Call(b.lifted() ? "aten.index_add.default" : "aten.index_add_.default",
                      {Value::Ref(acc.id), Value::Int(0), Value::Ref(idx.id), Value::Ref(yw.id)},
                      acc.shape, dt, per_expert * H, 3.0 * yw.bytes(), false, {}, "index_add");
-        b.MarkAlias(acc);  // in place: the result is the accumulator itself
+        if (!b.lifted()) b.MarkAlias(acc);  // in place: the result is the accumulator itself
       }
       mlp = b.View(acc, {B, S, H});
     } else if (c.swiglu) {

@@ -635,6 +635,19 @@ Result IndexAdd(const Args& a) {
   return Types{x};
 }
 
+Result ScatterSrc(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor(3, "src"));
+  if (index.shape != src.shape || index.shape.size() != x.shape.size() || IsFloating(index.dtype)) {
+    return a.Error(absl::StrCat("index ", FormatShape(index.shape), " and src ",
+                                FormatShape(src.shape), " do not fit self ", FormatShape(x.shape)));
+  }
+  return Types{x};
+}
+
 Result NewZeros(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
@@ -861,6 +874,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.index_add.default", IndexAdd},
       {"aten.index_add_.default", IndexAdd},
       {"aten.new_zeros.default", NewZeros},
+      {"aten.scatter.src", ScatterSrc},
       {"aten.convolution.default", Convolution},
       {"aten.convolution_backward.default", ConvolutionBackward},
       {"aten.native_batch_norm.default", BatchNorm},

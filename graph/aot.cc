@@ -1,0 +1,936 @@
+#include "graph/aot.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/shape_rules.h"
+#include "graph/status_macros.h"
+#include "graph/text.h"
+
+namespace overlap {
+namespace {
+
+using Types = std::vector<TensorType>;
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+int64_t Bytes(const TensorType& t) { return Numel(t.shape) * DtypeBytes(t.dtype); }
+
+Value Ints(absl::Span<const int64_t> v) {
+  std::vector<Value> items;
+  for (int64_t x : v) items.push_back(Value::Int(x));
+  return Value::List(std::move(items));
+}
+
+// Targets whose results carry no gradient (integer results, constants).
+const absl::flat_hash_set<std::string>& NonDifferentiable() {
+  static const auto* s =
+      new absl::flat_hash_set<std::string>{"aten.arange.default", "aten.argsort.default",
+                                           "aten.zeros_like.default", "aten.new_zeros.default"};
+  return *s;
+}
+
+// Every target with a formula below (docs/ops.md lists them with their backward ops).
+const absl::flat_hash_set<std::string>& Formulas() {
+  static const auto* s = new absl::flat_hash_set<std::string>{
+      "aten.t.default",
+      "aten.view.default",
+      "aten._unsafe_view.default",
+      "aten.reshape.default",
+      "aten.transpose.int",
+      "aten.unsqueeze.default",
+      "aten.expand.default",
+      "aten.clone.default",
+      "aten.flatten.using_ints",
+      "operator.getitem",
+      "aten.split.Tensor",
+      "aten.mm.default",
+      "aten.addmm.default",
+      "aten.add.Tensor",
+      "aten.mul.Tensor",
+      "aten.add.Scalar",
+      "aten.pow.Tensor_Scalar",
+      "aten.rsqrt.default",
+      "aten.mean.dim",
+      "aten.relu.default",
+      "aten.silu.default",
+      "aten.gelu.default",
+      "aten._softmax.default",
+      "aten._log_softmax.default",
+      "aten.native_layer_norm.default",
+      "aten.native_batch_norm.default",
+      "aten._scaled_dot_product_flash_attention.default",
+      "aten.topk.default",
+      "aten.max_pool2d_with_indices.default",
+      "aten.nll_loss_forward.default",
+      "aten.mse_loss.default",
+      "aten.embedding.default",
+      "aten.convolution.default",
+      "aten.index_select.default",
+      "aten.index_add.default",
+      "aten.index_add_.default",
+      "aten.slice.Tensor",
+  };
+  return *s;
+}
+
+// How a backward node's device_time is estimated.
+struct Cost {
+  enum class Kind { kAlias, kMemory, kMatmul, kScaled };
+  Kind kind = Kind::kMemory;
+  double factor = 1;  // kScaled: times the forward node's device_time
+  static Cost Alias() { return {Kind::kAlias}; }
+  static Cost Memory() { return {Kind::kMemory}; }
+  static Cost Matmul() { return {Kind::kMatmul}; }
+  static Cost Scaled(double f) { return {Kind::kScaled, f}; }
+};
+
+class AotBuilder {
+ public:
+  AotBuilder(const Graph& f, const AotOptions& o) : f_(f), fwd_(f), cost_(o.device) {}
+
+  absl::StatusOr<AotPair> Run() {
+    OVERLAP_RETURN_IF_ERROR(CheckLifted());
+    for (NodeId id : f_.order()) taken_.insert(f_.node(id).name());
+    b_.set_has_params_key(true);
+    if (f_.has_name()) b_.set_name(absl::StrCat(f_.name(), "_backward"));
+    OVERLAP_RETURN_IF_ERROR(MarkNeedsGrad());
+    OVERLAP_RETURN_IF_ERROR(SeedTangents());
+    for (NodeId id = f_.last(); id != kNoNode; id = f_.prev(id)) {
+      const Node& n = f_.node(id);
+      if (n.op() != Op::kCallFunction || !needs_[id]) continue;
+      if (!HasGrad(id)) continue;
+      OVERLAP_RETURN_IF_ERROR(Differentiate(id));
+    }
+    return Finish();
+  }
+
+ private:
+  // ---- the forward ---------------------------------------------------------------------
+
+  absl::Status Error(const Node& n, const std::string& what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node \"", n.name(), "\" (", Printable(n.target()), "): ", what));
+  }
+
+  absl::Status CheckLifted() const {
+    for (NodeId id : f_.order()) {
+      const Node& n = f_.node(id);
+      int owned = -1;
+      if (n.op() == Op::kCallModule && !f_.ParamsOwnedBy(n.target()).empty()) {
+        owned = f_.ParamsOwnedBy(n.target())[0];
+      } else if (n.op() == Op::kGetAttr) {
+        owned = f_.FindParam(n.target());
+      }
+      if (owned >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter \"", f_.params()[owned].name, "\" is owned by ", OpName(n.op()), " node \"",
+            n.name(), "\": AOT pairs are built from lifted forward graphs (--lifted)"));
+      }
+    }
+    if (f_.last() == kNoNode || f_.node(f_.last()).op() != Op::kOutput) {
+      return absl::InvalidArgumentError("the forward graph has no output node");
+    }
+    return absl::OkStatus();
+  }
+
+  bool IsTrainableParam(const Node& n) const {
+    if (n.op() != Op::kPlaceholder || !n.meta().has_param) return false;
+    const int i = f_.FindParam(n.meta().param);
+    return i >= 0 && f_.params()[i].requires_grad;
+  }
+
+  absl::Status MarkNeedsGrad() {
+    needs_.assign(f_.id_bound(), 0);
+    for (NodeId id : f_.order()) {
+      const Node& n = f_.node(id);
+      if (n.op() == Op::kPlaceholder) {
+        needs_[id] = IsTrainableParam(n);
+        continue;
+      }
+      if (n.op() != Op::kCallFunction || NonDifferentiable().contains(n.target())) continue;
+      bool any = false;
+      for (NodeId in : n.inputs()) any |= needs_[in] != 0;
+      if (!any) continue;
+      bool floating = false;
+      for (const TensorType& t : StatedTypes(n)) floating |= IsFloatingDtype(t.dtype);
+      needs_[id] = floating;
+    }
+    return absl::OkStatus();
+  }
+
+  static bool IsFloatingDtype(absl::string_view d) {
+    return d == "float32" || d == "float64" || d == "float16" || d == "bfloat16";
+  }
+
+  absl::StatusOr<TensorType> TypeOf(NodeId fwd_id) const {
+    Types t = StatedTypes(fwd_.node(fwd_id));
+    if (t.size() != 1) {
+      return Error(fwd_.node(fwd_id), "has no single stated shape and dtype");
+    }
+    return t[0];
+  }
+
+  // The forward's operator.getitem of element `i` of tuple node `t`, made when missing.
+  absl::StatusOr<NodeId> Elem(NodeId t, int i) {
+    for (NodeId u : fwd_.node(t).users()) {
+      const Node& un = fwd_.node(u);
+      if (un.target() == "operator.getitem" && un.args().size() == 2 && un.args()[0].is_ref() &&
+          un.args()[0].as_ref() == t && un.args()[1].kind() == Value::Kind::kInt &&
+          un.args()[1].as_int() == i) {
+        return u;
+      }
+    }
+    Types types = StatedTypes(fwd_.node(t));
+    if (i < 0 || i >= static_cast<int>(types.size())) {
+      return Error(fwd_.node(t), absl::StrCat("has no element ", i, " to save"));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, fwd_.AddNode(Op::kCallFunction, Fresh("getitem"), "operator.getitem",
+                               {Value::Ref(t), Value::Int(i)}, {}, InsertPoint::After(t)));
+    SetTypes(&fwd_, g, {types[i]});
+    fwd_.mutable_node(g).mutable_meta().set_device_time(0);
+    return g;
+  }
+
+  // ---- names and emission --------------------------------------------------------------
+
+  // A name free in both graphs (backward names never shadow forward values).
+  std::string Fresh(const std::string& base) {
+    int64_t& k = next_[base];
+    while (true) {
+      std::string name = k == 0 ? base : absl::StrCat(base, "_", k);
+      ++k;
+      if (taken_.insert(name).second) return name;
+    }
+  }
+
+  static std::string BaseName(absl::string_view target) {
+    absl::string_view t = target;
+    if (absl::StartsWith(t, "aten.")) t.remove_prefix(5);
+    if (absl::StartsWith(t, "operator.")) t.remove_prefix(9);
+    t = t.substr(0, t.find('.'));
+    std::string s(t);
+    while (!s.empty() && s[0] == '_') s.erase(0, 1);
+    return s.empty() ? "op" : s;
+  }
+
+  static void SetTypes(Graph* g, NodeId id, const Types& types) {
+    NodeMeta& m = g->mutable_node(id).mutable_meta();
+    int64_t total = 0;
+    for (const TensorType& t : types) total += Bytes(t);
+    m.set_tensor_size(total);
+    if (types.size() == 1) {
+      m.set_shape(types[0].shape);
+      m.set_dtype(types[0].dtype);
+      return;
+    }
+    std::vector<std::string> shapes, dtypes;
+    for (const TensorType& t : types) {
+      shapes.push_back(absl::StrCat("[", absl::StrJoin(t.shape, ","), "]"));
+      dtypes.push_back(absl::StrCat("\"", t.dtype, "\""));
+    }
+    m.extra.emplace_back("shapes", absl::StrCat("[", absl::StrJoin(shapes, ","), "]"));
+    m.extra.emplace_back("dtypes", absl::StrCat("[", absl::StrJoin(dtypes, ","), "]"));
+  }
+
+  // A backward node; its types come from the shape rules, its time from `cost` (`fwd` is
+  // the forward node a kScaled cost refers to).
+  absl::StatusOr<NodeId> Emit(const std::string& target, std::vector<Value> args,
+                              ValueDict kwargs = {}, Cost cost = Cost::Memory(),
+                              NodeId fwd = kNoNode) {
+    OVERLAP_ASSIGN_OR_RETURN(NodeId id, b_.AddNode(Op::kCallFunction, Fresh(BaseName(target)),
+                                                   target, std::move(args), std::move(kwargs)));
+    absl::StatusOr<Types> types = InferTypes(b_, b_.node(id));
+    if (!types.ok()) {
+      return absl::InternalError(absl::StrCat("backward formula: ", types.status().message()));
+    }
+    SetTypes(&b_, id, *types);
+    NodeMeta& m = b_.mutable_node(id).mutable_meta();
+    const std::string dtype = (*types)[0].dtype;
+    double time = 0;
+    switch (cost.kind) {
+      case Cost::Kind::kAlias:
+        m.set_aliases_input(true);
+        break;
+      case Cost::Kind::kMemory: {
+        double moved = m.tensor_size, elements = 0;
+        for (NodeId in : b_.node(id).inputs()) {
+          for (const TensorType& t : StatedTypes(b_.node(in))) {
+            moved += Bytes(t);
+            elements += Numel(t.shape);
+          }
+        }
+        time = cost_.KernelTime(elements, moved, dtype);
+        break;
+      }
+      case Cost::Kind::kMatmul: {
+        const Node& n = b_.node(id);
+        const TensorType a = StatedTypes(b_.node(n.inputs()[0]))[0];
+        const TensorType& out = (*types)[0];
+        const double flops = 2.0 * Numel(out.shape) * (a.shape.empty() ? 1 : a.shape.back());
+        double moved = m.tensor_size;
+        for (NodeId in : n.inputs()) moved += Bytes(StatedTypes(b_.node(in))[0]);
+        time = cost_.KernelTime(flops, moved, dtype);
+        break;
+      }
+      case Cost::Kind::kScaled: {
+        const NodeMeta& fm = f_.node(fwd).meta();
+        time = cost.factor * (fm.has_device_time ? fm.device_time : 0);
+        break;
+      }
+    }
+    m.set_device_time(time);
+    return id;
+  }
+
+  absl::StatusOr<NodeId> Item(NodeId tuple, int i) {
+    return Emit("operator.getitem", {Value::Ref(tuple), Value::Int(i)}, {}, Cost::Alias());
+  }
+
+  // What the backward reads in place of forward value `y`: the primal of a parameter, a
+  // recomputed view of one, or a saved tensor.
+  absl::StatusOr<NodeId> Use(NodeId y) {
+    auto it = in_b_.find(y);
+    if (it != in_b_.end()) return it->second;
+    const Node& n = fwd_.node(y);
+    NodeId out;
+    if (n.op() == Op::kPlaceholder && n.meta().has_param) {
+      OVERLAP_ASSIGN_OR_RETURN(out, b_.AddNode(Op::kPlaceholder, n.name(), n.target()));
+      NodeMeta& m = b_.mutable_node(out).mutable_meta();
+      m = n.meta();
+      m.extra.clear();
+      primals_.push_back(y);
+    } else if (IsView(n) && RootsAtParam(y)) {
+      std::vector<Value> args = n.args();
+      for (Value& a : args) {
+        if (!a.is_ref()) continue;
+        OVERLAP_ASSIGN_OR_RETURN(NodeId r, Use(a.as_ref()));
+        a = Value::Ref(r);
+      }
+      OVERLAP_ASSIGN_OR_RETURN(out, Emit(n.target(), std::move(args), n.kwargs(), Cost::Alias()));
+    } else {
+      if (StatedTypes(n).size() != 1) return Error(n, "a tuple cannot be saved whole");
+      OVERLAP_ASSIGN_OR_RETURN(out, b_.AddNode(Op::kPlaceholder, n.name(), n.name()));
+      SetTypes(&b_, out, StatedTypes(n));
+      b_.mutable_node(out).mutable_meta().set_device_time(0);
+      saved_.push_back(y);
+    }
+    in_b_[y] = out;
+    return out;
+  }
+
+  bool RootsAtParam(NodeId y) const {
+    while (true) {
+      const Node& n = fwd_.node(y);
+      if (n.op() == Op::kPlaceholder) return n.meta().has_param;
+      if (!IsView(n) || n.inputs().empty()) return false;
+      y = n.inputs()[0];
+    }
+  }
+
+  // ---- gradients -----------------------------------------------------------------------
+
+  bool HasGrad(NodeId id) const { return grad_.contains(id) || tuples_with_grad_.contains(id); }
+
+  // Adds contribution `g` (a backward node) to forward value x's gradient, checking that it
+  // has x's shape and dtype: the independent check of every formula.
+  absl::Status Accumulate(NodeId x, NodeId g) {
+    if (x >= static_cast<NodeId>(needs_.size()) || !needs_[x]) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType want, TypeOf(x));
+    const Types got = StatedTypes(b_.node(g));
+    if (got.size() != 1 || got[0].shape != want.shape) {
+      return absl::InternalError(absl::StrCat("backward formula: the gradient of \"",
+                                              fwd_.node(x).name(), "\" (", FormatType(want),
+                                              ") would be \"", b_.node(g).name(), "\" (",
+                                              got.empty() ? "no type" : FormatType(got[0]), ")"));
+    }
+    auto it = grad_.find(x);
+    if (it == grad_.end()) {
+      grad_[x] = g;
+      return absl::OkStatus();
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId sum,
+                             Emit("aten.add.Tensor", {Value::Ref(it->second), Value::Ref(g)}));
+    it->second = sum;
+    return absl::OkStatus();
+  }
+
+  absl::Status AccumulateElem(NodeId tuple, int i, NodeId g) {
+    auto key = std::make_pair(tuple, i);
+    auto it = elem_grad_.find(key);
+    if (it == elem_grad_.end()) {
+      elem_grad_[key] = g;
+      tuples_with_grad_.insert(tuple);
+      return absl::OkStatus();
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId sum,
+                             Emit("aten.add.Tensor", {Value::Ref(it->second), Value::Ref(g)}));
+    it->second = sum;
+    return absl::OkStatus();
+  }
+
+  std::optional<NodeId> ElemGrad(NodeId tuple, int i) const {
+    auto it = elem_grad_.find(std::make_pair(tuple, i));
+    if (it == elem_grad_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  bool Needs(NodeId x) const { return x < static_cast<NodeId>(needs_.size()) && needs_[x]; }
+
+  // `g` summed down to `shape` (the inverse of broadcasting), viewed to it.
+  absl::StatusOr<NodeId> SumTo(NodeId g, const Shape& shape) {
+    const Shape gs = StatedTypes(b_.node(g))[0].shape;
+    if (gs == shape) return g;
+    const size_t lead = gs.size() - shape.size();
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < gs.size(); ++i) {
+      if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) dims.push_back(i);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId s, Emit("aten.sum.dim_IntList", {Value::Ref(g), Ints(dims), Value::Bool(true)}));
+    if (StatedTypes(b_.node(s))[0].shape == shape) return s;
+    return Emit("aten.view.default", {Value::Ref(s), Ints(shape)}, {}, Cost::Alias());
+  }
+
+  absl::StatusOr<NodeId> Mul(NodeId a, NodeId b) {
+    return Emit("aten.mul.Tensor", {Value::Ref(a), Value::Ref(b)});
+  }
+
+  absl::StatusOr<NodeId> T(NodeId a) {
+    return Emit("aten.t.default", {Value::Ref(a)}, {}, Cost::Alias());
+  }
+
+  // The gradient flowing into forward node `id` (a tensor result).
+  NodeId G(NodeId id) const { return grad_.at(id); }
+
+  // ---- the formulas (docs/ops.md) ------------------------------------------------------
+
+  absl::Status Differentiate(NodeId id) {
+    const Node& n = f_.node(id);
+    const std::string& t = n.target();
+    auto ref = [&](int i) -> NodeId {
+      return i < static_cast<int>(n.args().size()) && n.args()[i].is_ref() ? n.args()[i].as_ref()
+                                                                           : kNoNode;
+    };
+    auto int_arg = [&](int i, int64_t fallback) -> int64_t {
+      return i < static_cast<int>(n.args().size()) && n.args()[i].kind() == Value::Kind::kInt
+                 ? n.args()[i].as_int()
+                 : fallback;
+    };
+    auto arg = [&](int i) -> Value {
+      return i < static_cast<int>(n.args().size()) ? n.args()[i] : Value();
+    };
+    if (!Formulas().contains(t)) {
+      return Error(n, "has no backward formula (docs/ops.md) but lies on a gradient path");
+    }
+    const NodeId x = ref(0);
+    if (t == "operator.getitem") {
+      return AccumulateElem(x, static_cast<int>(int_arg(1, 0)), G(id));
+    }
+    if (t == "aten.t.default") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, T(G(id)));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.view.default" || t == "aten._unsafe_view.default" ||
+        t == "aten.reshape.default" || t == "aten.flatten.using_ints") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g,
+          Emit("aten.view.default", {Value::Ref(G(id)), Ints(xt.shape)}, {}, Cost::Alias()));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.transpose.int") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                               Emit(t, {Value::Ref(G(id)), arg(1), arg(2)}, {}, Cost::Alias()));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.unsqueeze.default") {
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.squeeze.dim", {Value::Ref(G(id)), arg(1)}, {}, Cost::Alias()));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.expand.default") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, SumTo(G(id), xt.shape));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.clone.default" || t == "aten.add.Scalar") return Accumulate(x, G(id));
+    if (t == "aten.split.Tensor") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      const Types parts = StatedTypes(n);
+      const int64_t dim = int_arg(2, 0) < 0 ? int_arg(2, 0) + xt.shape.size() : int_arg(2, 0);
+      std::vector<Value> pieces;
+      for (int i = 0; i < static_cast<int>(parts.size()); ++i) {
+        std::optional<NodeId> gi = ElemGrad(id, i);
+        if (!gi) {
+          OVERLAP_ASSIGN_OR_RETURN(
+              NodeId z,
+              Emit("aten.new_zeros.default", {Value::Ref(x_first_grad(id)), Ints(parts[i].shape)}));
+          gi = z;
+        }
+        pieces.push_back(Value::Ref(*gi));
+      }
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.cat.default", {Value::List(std::move(pieces)), Value::Int(dim)}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.mm.default" || t == "aten.addmm.default") {
+      const bool add = t == "aten.addmm.default";
+      const NodeId a = ref(add ? 1 : 0), b = ref(add ? 2 : 1);
+      if (add && Needs(ref(0))) {
+        OVERLAP_ASSIGN_OR_RETURN(TensorType bt, TypeOf(ref(0)));
+        OVERLAP_ASSIGN_OR_RETURN(NodeId gb, SumTo(G(id), bt.shape));
+        OVERLAP_RETURN_IF_ERROR(Accumulate(ref(0), gb));
+      }
+      if (Needs(a)) {  // dA = dY B^T
+        OVERLAP_ASSIGN_OR_RETURN(NodeId bb, Use(b));
+        OVERLAP_ASSIGN_OR_RETURN(NodeId bt, T(bb));
+        OVERLAP_ASSIGN_OR_RETURN(
+            NodeId ga,
+            Emit("aten.mm.default", {Value::Ref(G(id)), Value::Ref(bt)}, {}, Cost::Matmul()));
+        OVERLAP_RETURN_IF_ERROR(Accumulate(a, ga));
+      }
+      if (Needs(b)) {  // dB = A^T dY
+        OVERLAP_ASSIGN_OR_RETURN(NodeId ab, Use(a));
+        OVERLAP_ASSIGN_OR_RETURN(NodeId at, T(ab));
+        OVERLAP_ASSIGN_OR_RETURN(
+            NodeId gb,
+            Emit("aten.mm.default", {Value::Ref(at), Value::Ref(G(id))}, {}, Cost::Matmul()));
+        OVERLAP_RETURN_IF_ERROR(Accumulate(b, gb));
+      }
+      return absl::OkStatus();
+    }
+    if (t == "aten.add.Tensor" || t == "aten.mul.Tensor") {
+      const bool mul = t == "aten.mul.Tensor";
+      const NodeId a = ref(0), b = ref(1);
+      if (b == kNoNode) {
+        return Error(n, "a scalar operand has no formula here (docs/ops.md)");
+      }
+      for (auto [self, other] : {std::pair{a, b}, std::pair{b, a}}) {
+        if (!Needs(self)) continue;
+        NodeId g = G(id);
+        if (mul) {
+          OVERLAP_ASSIGN_OR_RETURN(NodeId o, Use(other));
+          OVERLAP_ASSIGN_OR_RETURN(g, Mul(g, o));
+        }
+        OVERLAP_ASSIGN_OR_RETURN(TensorType st, TypeOf(self));
+        OVERLAP_ASSIGN_OR_RETURN(g, SumTo(g, st.shape));
+        OVERLAP_RETURN_IF_ERROR(Accumulate(self, g));  // x * x: two contributions, 2 x g
+      }
+      return absl::OkStatus();
+    }
+    if (t == "aten.pow.Tensor_Scalar") {  // d/dx x^e = e x^(e-1)
+      const Value e = arg(1);
+      const double exponent = e.kind() == Value::Kind::kInt      ? static_cast<double>(e.as_int())
+                              : e.kind() == Value::Kind::kDouble ? e.as_double()
+                                                                 : 0.0;
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      NodeId base = xb;
+      if (exponent != 2.0) {
+        OVERLAP_ASSIGN_OR_RETURN(
+            base, Emit("aten.pow.Tensor_Scalar", {Value::Ref(xb), Value::Double(exponent - 1)}));
+      }
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId d, Emit("aten.mul.Scalar", {Value::Ref(base), Value::Double(exponent)}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(id), d));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.rsqrt.default") {  // d/dx x^-1/2 = -1/2 y^3 with y = rsqrt(x)
+      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId p,
+                               Emit("aten.pow.Tensor_Scalar", {Value::Ref(y), Value::Int(3)}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId d,
+                               Emit("aten.mul.Scalar", {Value::Ref(p), Value::Double(-0.5)}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(id), d));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.mean.dim") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      const Value dims_v = arg(1);
+      const Value keep_v = arg(2);
+      const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
+      std::vector<int64_t> dims;
+      if (dims_v.kind() == Value::Kind::kList) {
+        for (const Value& d : dims_v.items()) {
+          dims.push_back(d.as_int() < 0 ? d.as_int() + xt.shape.size() : d.as_int());
+        }
+      }
+      if (dims.empty()) {
+        for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
+      }
+      std::sort(dims.begin(), dims.end());
+      int64_t count = 1;
+      for (int64_t d : dims) count *= xt.shape[d];
+      NodeId g = G(id);
+      if (!keep) {
+        for (int64_t d : dims) {
+          OVERLAP_ASSIGN_OR_RETURN(
+              g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
+        }
+      }
+      OVERLAP_ASSIGN_OR_RETURN(
+          g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
+      OVERLAP_ASSIGN_OR_RETURN(
+          g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.relu.default") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.threshold_backward.default",
+                                              {Value::Ref(G(id)), Value::Ref(y), Value::Int(0)}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.silu.default" || t == "aten.gelu.default") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      ValueDict kw;
+      for (const auto& [k, v] : n.kwargs()) {
+        if (k == "approximate") kw.emplace_back(k, v);
+      }
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                               Emit(t == "aten.silu.default" ? "aten.silu_backward.default"
+                                                             : "aten.gelu_backward.default",
+                                    {Value::Ref(G(id)), Value::Ref(xb)}, std::move(kw)));
+      return Accumulate(x, g);
+    }
+    if (t == "aten._softmax.default" || t == "aten._log_softmax.default") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g,
+          Emit(t == "aten._softmax.default" ? "aten._softmax_backward_data.default"
+                                            : "aten._log_softmax_backward_data.default",
+               {Value::Ref(G(id)), Value::Ref(y), arg(1), Value::String("torch." + xt.dtype)}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.native_layer_norm.default") {
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      const NodeId w = ref(2), b = ref(3);
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId rstd, ElemUse(id, 2));
+      Value wv, bv;
+      if (w != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
+        wv = Value::Ref(wb);
+      }
+      if (b != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId bb, Use(b));
+        bv = Value::Ref(bb);
+      }
+      const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
+      OVERLAP_ASSIGN_OR_RETURN(NodeId r,
+                               Emit("aten.native_layer_norm_backward.default",
+                                    {Value::Ref(*g0), Value::Ref(xb), arg(1), Value::Ref(mean),
+                                     Value::Ref(rstd), wv, bv, Mask(mask)},
+                                    {}, Cost::Scaled(2.0), id));
+      return Spread(r, mask, {x, w, b});
+    }
+    if (t == "aten.native_batch_norm.default") {
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      const NodeId w = ref(1), b = ref(2);
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId invstd, ElemUse(id, 2));
+      Value wv;
+      if (w != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
+        wv = Value::Ref(wb);
+      }
+      const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId r, Emit("aten.native_batch_norm_backward.default",
+                         {Value::Ref(*g0), Value::Ref(xb), wv, Value(), Value(), Value::Ref(mean),
+                          Value::Ref(invstd), arg(5), arg(7), Mask(mask)},
+                         {}, Cost::Scaled(2.0), id));
+      return Spread(r, mask, {x, w, b});
+    }
+    if (t == "aten._scaled_dot_product_flash_attention.default") {
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      const NodeId q = ref(0), k = ref(1), v = ref(2);
+      OVERLAP_ASSIGN_OR_RETURN(NodeId qb, Use(q));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId kb, Use(k));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId vb, Use(v));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId out, ElemUse(id, 0));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId lse, ElemUse(id, 1));
+      OVERLAP_ASSIGN_OR_RETURN(TensorType qt, TypeOf(q));
+      OVERLAP_ASSIGN_OR_RETURN(TensorType kt, TypeOf(k));
+      const Value dropout = arg(3).kind() == Value::Kind::kNone ? Value::Double(0.0) : arg(3);
+      const Value causal = arg(4).kind() == Value::Kind::kNone ? Value::Bool(false) : arg(4);
+      ValueDict kw;
+      for (const auto& [key, val] : n.kwargs()) {
+        if (key == "scale") kw.emplace_back(key, val);
+      }
+      // cum_seq_q / cum_seq_k / philox_seed / philox_offset: None (dense batches, no dropout);
+      // max_q / max_k: the sequence lengths.
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId r,
+          Emit("aten._scaled_dot_product_flash_attention_backward.default",
+               {Value::Ref(*g0), Value::Ref(qb), Value::Ref(kb), Value::Ref(vb), Value::Ref(out),
+                Value::Ref(lse), Value(), Value(), Value::Int(qt.shape[2]), Value::Int(kt.shape[2]),
+                dropout, causal, Value(), Value()},
+               std::move(kw), Cost::Scaled(2.5), id));
+      const bool mask[3] = {Needs(q), Needs(k), Needs(v)};
+      return Spread(r, mask, {q, k, v});
+    }
+    if (t == "aten.topk.default") {  // values scatter back to where they came from
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(id, 1));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                               Emit("aten.new_zeros.default", {Value::Ref(*g0), Ints(xt.shape)}));
+      const int64_t dim = int_arg(2, -1) < 0 ? int_arg(2, -1) + xt.shape.size() : int_arg(2, -1);
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.scatter.src",
+                         {Value::Ref(z), Value::Int(dim), Value::Ref(idx), Value::Ref(*g0)}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.max_pool2d_with_indices.default") {
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(id, 1));
+      std::vector<Value> args = {Value::Ref(*g0), Value::Ref(xb)};
+      const Value defaults[5] = {Value::List({}), Value::List({}), Ints({0, 0}), Ints({1, 1}),
+                                 Value::Bool(false)};
+      for (int i = 1; i <= 5; ++i) {
+        args.push_back(i < static_cast<int>(n.args().size()) ? n.args()[i] : defaults[i - 1]);
+      }
+      args.push_back(Value::Ref(idx));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.max_pool2d_with_indices_backward.default",
+                                              std::move(args), {}, Cost::Scaled(1.0), id));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.nll_loss_forward.default") {
+      std::optional<NodeId> g0 = ElemGrad(id, 0);
+      if (!g0) return absl::OkStatus();
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId total, ElemUse(id, 1));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.nll_loss_backward.default",
+                                              {Value::Ref(*g0), Value::Ref(xb), Value::Ref(target),
+                                               arg(2), arg(3), arg(4), Value::Ref(total)}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.mse_loss.default") {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
+      const Value reduction = arg(2).kind() == Value::Kind::kNone ? Value::Int(1) : arg(2);
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.mse_loss_backward.default",
+                         {Value::Ref(G(id)), Value::Ref(xb), Value::Ref(target), reduction}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.embedding.default") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId ids, Use(ref(1)));
+      const Value pad = arg(2).kind() == Value::Kind::kInt ? arg(2) : Value::Int(-1);
+      const Value freq = arg(3).kind() == Value::Kind::kBool ? arg(3) : Value::Bool(false);
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.embedding_dense_backward.default",
+                         {Value::Ref(G(id)), Value::Ref(ids), Value::Int(wt.shape[0]), pad, freq}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.convolution.default") {
+      const NodeId w = ref(1), b = ref(2);
+      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
+      OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
+      const bool mask[3] = {Needs(x), Needs(w), b != kNoNode && Needs(b)};
+      std::vector<Value> args = {Value::Ref(G(id)), Value::Ref(xb), Value::Ref(wb),
+                                 b != kNoNode ? Ints({wt.shape[0]}) : Value()};
+      for (int i = 3; i <= 8; ++i) args.push_back(arg(i));
+      args.push_back(Mask(mask));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId r, Emit("aten.convolution_backward.default", std::move(args),
+                                              {}, Cost::Scaled(2.0), id));
+      return Spread(r, mask, {x, w, b});
+    }
+    if (t == "aten.index_select.default") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(ref(2)));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                               Emit("aten.new_zeros.default", {Value::Ref(G(id)), Ints(xt.shape)}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                               Emit("aten.index_add.default",
+                                    {Value::Ref(z), arg(1), Value::Ref(idx), Value::Ref(G(id))}));
+      return Accumulate(x, g);
+    }
+    if (t == "aten.index_add.default" || t == "aten.index_add_.default") {
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, G(id)));
+      const NodeId src = ref(3);
+      if (!Needs(src)) return absl::OkStatus();
+      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(ref(2)));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.index_select.default",
+                                              {Value::Ref(G(id)), arg(1), Value::Ref(idx)}));
+      return Accumulate(src, g);
+    }
+    if (t == "aten.slice.Tensor") {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      std::vector<Value> args = {Value::Ref(G(id)),
+                                 Ints(xt.shape),
+                                 arg(1),
+                                 arg(2),
+                                 arg(3),
+                                 arg(4).kind() == Value::Kind::kNone ? Value::Int(1) : arg(4)};
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_backward.default", std::move(args)));
+      return Accumulate(x, g);
+    }
+    return Error(n, "has no backward formula (docs/ops.md) but lies on a gradient path");
+  }
+
+  // split's missing pieces borrow any existing element gradient for new_zeros' dtype.
+  NodeId x_first_grad(NodeId tuple) const {
+    for (const auto& [key, g] : elem_grad_) {
+      if (key.first == tuple) return g;
+    }
+    return kNoNode;
+  }
+
+  static Value Mask(const bool (&mask)[3]) {
+    return Value::List({Value::Bool(mask[0]), Value::Bool(mask[1]), Value::Bool(mask[2])});
+  }
+
+  // The forward tuple element `i` of node `t`, as the backward reads it (saved).
+  absl::StatusOr<NodeId> ElemUse(NodeId t, int i) {
+    OVERLAP_ASSIGN_OR_RETURN(NodeId e, Elem(t, i));
+    return Use(e);
+  }
+
+  // Hands element i of backward tuple `r` to forward input ins[i] where mask[i].
+  absl::Status Spread(NodeId r, const bool (&mask)[3], std::initializer_list<NodeId> ins) {
+    int i = 0;
+    for (NodeId in : ins) {
+      if (mask[i] && in != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId gi, Item(r, i));
+        OVERLAP_RETURN_IF_ERROR(Accumulate(in, gi));
+      }
+      ++i;
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- tangents and the two outputs ----------------------------------------------------
+
+  absl::Status SeedTangents() {
+    const Node& out = f_.node(f_.last());
+    if (!out.args().empty()) {
+      const Value& ret = out.args()[0];
+      if (ret.kind() == Value::Kind::kList) {
+        for (const Value& v : ret.items()) outputs_.push_back(v.is_ref() ? v.as_ref() : kNoNode);
+      } else {
+        outputs_.push_back(ret.is_ref() ? ret.as_ref() : kNoNode);
+      }
+    }
+    int k = 0;
+    for (NodeId v : outputs_) {
+      if (v == kNoNode || !Needs(v) || grad_.contains(v)) continue;
+      const Types types = StatedTypes(f_.node(v));
+      if (types.size() != 1) return Error(f_.node(v), "a tuple output has no tangent rule");
+      const std::string name = Fresh(absl::StrCat("tangents_", ++k));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId tp, b_.AddNode(Op::kPlaceholder, name, name));
+      SetTypes(&b_, tp, types);
+      b_.mutable_node(tp).mutable_meta().set_device_time(0);
+      tangents_.push_back(tp);
+      grad_[v] = tp;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<AotPair> Finish() {
+    AotPair pair;
+    // Backward output: per forward placeholder, its gradient or null.
+    std::vector<Value> grads;
+    for (NodeId id : f_.order()) {
+      const Node& n = f_.node(id);
+      if (n.op() != Op::kPlaceholder) continue;
+      auto it = grad_.find(id);
+      if (!n.meta().has_param || it == grad_.end()) {
+        grads.push_back(Value());
+        continue;
+      }
+      NodeId g = it->second;
+      const Node& gn = b_.node(g);
+      if (gn.op() == Op::kPlaceholder || gn.meta().has_grad_of || gn.users().size() > 0) {
+        // The gradient must be a node of its own (meta.grad_of marks where it is final).
+        OVERLAP_ASSIGN_OR_RETURN(g, Emit("aten.clone.default", {Value::Ref(g)}));
+      }
+      b_.mutable_node(g).mutable_meta().set_grad_of(n.meta().param);
+      grads.push_back(Value::Ref(g));
+    }
+    OVERLAP_RETURN_IF_ERROR(
+        b_.AddNode(Op::kOutput, Fresh("output"), "output", {Value::List(std::move(grads))})
+            .status());
+    // The whole parameter table (rows whose primal the backward does not read are absent).
+    for (const Param& p : f_.params()) OVERLAP_RETURN_IF_ERROR(b_.AddParam(p));
+    // Placeholders first: primals, saved (both in forward order), tangents.
+    auto by_forward_position = [&](std::vector<NodeId>* v) {
+      absl::flat_hash_map<NodeId, int64_t> pos;
+      int64_t i = 0;
+      for (NodeId id : fwd_.order()) pos[id] = i++;
+      std::sort(v->begin(), v->end(), [&](NodeId a, NodeId b) { return pos[a] < pos[b]; });
+    };
+    by_forward_position(&primals_);
+    by_forward_position(&saved_);
+    std::vector<NodeId> order;
+    for (NodeId p : primals_) order.push_back(in_b_.at(p));
+    for (NodeId s : saved_) order.push_back(in_b_.at(s));
+    order.insert(order.end(), tangents_.begin(), tangents_.end());
+    for (NodeId id : b_.order()) {
+      if (b_.node(id).op() != Op::kPlaceholder) order.push_back(id);
+    }
+    OVERLAP_RETURN_IF_ERROR(b_.SetOrder(order));
+    // Forward output: its own outputs, then the saved tensors.
+    std::vector<Value> rets;
+    for (NodeId v : outputs_) rets.push_back(v == kNoNode ? Value() : Value::Ref(v));
+    for (NodeId s : saved_) {
+      rets.push_back(Value::Ref(s));
+      pair.saved_bytes += fwd_.node(s).meta().tensor_size;
+    }
+    OVERLAP_RETURN_IF_ERROR(fwd_.SetArgs(fwd_.last(), {Value::List(std::move(rets))}, {}));
+    pair.num_outputs = static_cast<int64_t>(outputs_.size());
+    pair.num_saved = static_cast<int64_t>(saved_.size());
+    pair.num_primals = static_cast<int64_t>(primals_.size());
+    pair.forward = std::move(fwd_);
+    pair.backward = std::move(b_);
+    return pair;
+  }
+
+  const Graph& f_;
+  Graph fwd_;
+  Graph b_;
+  CostModel cost_;
+  std::vector<char> needs_;  // per forward id (of f_)
+  absl::flat_hash_map<NodeId, NodeId> grad_;
+  absl::flat_hash_map<std::pair<NodeId, int>, NodeId> elem_grad_;
+  absl::flat_hash_set<NodeId> tuples_with_grad_;
+  absl::flat_hash_map<NodeId, NodeId> in_b_;  // forward value -> backward node
+  std::vector<NodeId> primals_, saved_, tangents_, outputs_;
+  absl::flat_hash_set<std::string> taken_;
+  absl::flat_hash_map<std::string, int64_t> next_;
+};
+
+}  // namespace
+
+bool HasBackwardFormula(absl::string_view target) {
+  return Formulas().contains(target) || NonDifferentiable().contains(target);
+}
+
+absl::StatusOr<AotPair> BuildAotPair(const Graph& forward, const AotOptions& options) {
+  return AotBuilder(forward, options).Run();
+}
+
+}  // namespace overlap

@@ -1,0 +1,63 @@
+// AOT forward / backward pairs: the two graphs AOTAutograd hands a compiler for one model,
+// derived from a lifted forward graph by the per-op formulas of docs/ops.md.
+//
+//   absl::StatusOr<AotPair> pair = BuildAotPair(*BuildModel("gpt2", lifted));
+//
+// The calling convention (AOTAutograd's, with the choices docs/ops.md records):
+//   - forward: the input graph, returning its own outputs (the loss first when the model has
+//     one) followed by the saved tensors. A tuple element a formula saves (layer norm's mean
+//     and rstd, flash attention's logsumexp, pooling indices, ...) gets an operator.getitem
+//     in the forward if it had none.
+//   - backward: placeholders are the primals its formulas read (named and marked as in the
+//     forward: meta.param, so ZeRO-3 gathers them again), then the saved tensors (named as
+//     the forward values they are), then one tangent per differentiable forward output
+//     (`tangents_1`, ...; the loss's is a scalar). It returns, in forward placeholder order,
+//     one value per forward placeholder: its gradient (a node with meta.grad_of), or null.
+//   - a primal appears in the backward only if a formula reads it; its parameter table is the
+//     forward's whole table (rows of primals it does not read are absent, graph.h), so ds_ids
+//     agree between the two graphs.
+//   - saved tensors never alias a parameter: a view of a parameter (t(W) before a matmul) is
+//     recomputed in the backward from the primal, so ZeRO-3 may release gathered parameters
+//     after their last forward use. Tied weights have one placeholder per storage; their
+//     gradients are summed into one.
+//   - every backward node carries shape, dtype, tensor_size and device_time (the roofline
+//     cost model, or a multiple of the forward op's time for fused backward kernels); views
+//     carry aliases_input and no time. CheckShapes (shape_rules.h) accepts both graphs.
+// Fails (InvalidArgument naming the node) on module-owned parameters, on a target without a
+// formula that lies on a gradient path, and on values without stated types. Cost: O(N + E)
+// plus name lookups.
+#ifndef OVERLAP_GRAPH_AOT_H_
+#define OVERLAP_GRAPH_AOT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/cost_model.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+struct AotOptions {
+  DeviceSpec device;  // for the backward nodes' device_time
+};
+
+struct AotPair {
+  Graph forward;
+  Graph backward;
+  int64_t num_outputs = 0;  // the forward's own outputs, before the saved tensors
+  int64_t num_saved = 0;    // saved tensors (forward outputs after num_outputs)
+  int64_t saved_bytes = 0;  // their tensor_size, summed: the activations kept for the backward
+  int64_t num_primals = 0;  // parameter placeholders the backward reads
+};
+
+absl::StatusOr<AotPair> BuildAotPair(const Graph& forward, const AotOptions& options = {});
+
+// Whether BuildAotPair has a formula for `target` (docs/ops.md). O(1) expected.
+bool HasBackwardFormula(absl::string_view target);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_AOT_H_
