@@ -102,6 +102,7 @@ class AotBuilder {
   absl::StatusOr<AotPair> Run() {
     OVERLAP_RETURN_IF_ERROR(CheckLifted());
     for (NodeId id : f_.order()) taken_.insert(f_.node(id).name());
+    taken_.insert("output");  // the backward's output node is "output" too
     b_.set_has_params_key(true);
     if (f_.has_name()) b_.set_name(absl::StrCat(f_.name(), "_backward"));
     OVERLAP_RETURN_IF_ERROR(MarkNeedsGrad());
@@ -872,8 +873,7 @@ class AotBuilder {
       grads.push_back(Value::Ref(g));
     }
     OVERLAP_RETURN_IF_ERROR(
-        b_.AddNode(Op::kOutput, Fresh("output"), "output", {Value::List(std::move(grads))})
-            .status());
+        b_.AddNode(Op::kOutput, "output", "output", {Value::List(std::move(grads))}).status());
     // The whole parameter table (rows whose primal the backward does not read are absent).
     for (const Param& p : f_.params()) OVERLAP_RETURN_IF_ERROR(b_.AddParam(p));
     // Placeholders first: primals, saved (both in forward order), tangents.

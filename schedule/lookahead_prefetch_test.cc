@@ -1,6 +1,6 @@
 #include "schedule/lookahead_prefetch.h"
 
-#include "graph/backward.h"
+#include "graph/aot.h"
 #include "graph/errors.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
@@ -14,6 +14,13 @@
 
 namespace overlap {
 namespace {
+
+// The model's real backward graph (graph/aot.h).
+absl::StatusOr<Graph> AotBackward(const Graph& forward) {
+  absl::StatusOr<AotPair> pair = BuildAotPair(forward);
+  if (!pair.ok()) return pair.status();
+  return std::move(pair->backward);
+}
 
 Graph Lifted(const std::string& name) {
   ModelOptions o;
@@ -177,7 +184,7 @@ TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> f = BuildModel(name, o);
     ASSERT_TRUE(f.ok());
-    absl::StatusOr<Graph> b = BuildBackward(*f);
+    absl::StatusOr<Graph> b = AotBackward(*f);
     ASSERT_TRUE(b.ok());
     ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*b).ok());
     int reduces = 0;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "graph/backward.h"
+#include "graph/aot.h"
 #include "graph/errors.h"
 #include "graph/models.h"
 #include "graph/test_graphs.h"
@@ -18,11 +18,18 @@
 namespace overlap {
 namespace {
 
+// The model's real backward graph (graph/aot.h).
+absl::StatusOr<Graph> AotBackward(const Graph& forward) {
+  absl::StatusOr<AotPair> pair = BuildAotPair(forward);
+  if (!pair.ok()) return pair.status();
+  return std::move(pair->backward);
+}
+
 Graph Zero3Model(const std::string& name, GraphKind kind) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   Graph g = *BuildModel(name, o);
-  if (kind == GraphKind::kBackward) g = *BuildBackward(g);
+  if (kind == GraphKind::kBackward) g = *AotBackward(g);
   EXPECT_TRUE(Zero3Insertion(kind).Run(&g).ok());
   return g;
 }

@@ -361,8 +361,8 @@ namespace {
 TEST(CliScheduleTest, ExplainShowsExactlyOneChosenRowWithTheSummaryFigures) {
   const std::string path = Tmp("gpt2_explain.json");
   ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "-o", path}).code, kExitOk);
-  // Between the smallest feasible budget (3.07 GiB) and the unbounded peak (3.53 GiB).
-  Result r = Overlap({"schedule", path, "--memory-limit", "3300MiB", "--explain"});
+  // Between the smallest feasible budget (7.90 GiB) and the unbounded peak (8.37 GiB).
+  Result r = Overlap({"schedule", path, "--memory-limit", "8300MiB", "--explain"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const std::vector<std::string> lines = Lines(r.out);
   ASSERT_FALSE(lines.empty());

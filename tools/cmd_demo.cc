@@ -72,7 +72,7 @@ absl::Status ShowPartitions(Invocation& in, const Graph& g) {
 // ours with a budget of 1.25x fast_free's peak (the smallest baseline peak when fast_free
 // cannot schedule the graph), and its explanation.
 absl::Status ShowSchedules(Invocation& in, const std::string& model) {
-  OVERLAP_ASSIGN_OR_RETURN(Graph zg, BuildModelFromFlags(in, model, /*lifted=*/true));
+  OVERLAP_ASSIGN_OR_RETURN(Graph zg, BuildModelFromFlags(in, model, ModelGraph::kForward));
   Graph* z = &zg;
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kForward).Run(z).status());
   OVERLAP_RETURN_IF_ERROR(CheckAfter(*z, "ZeRO-3 insertion"));
@@ -130,7 +130,7 @@ int Run(Invocation& in) {
   const std::string model =
       in.positional().empty() ? std::string(kDefaultModel) : in.positional()[0];
   const auto t0 = Clock::now();
-  absl::StatusOr<Graph> g = BuildModelFromFlags(in, model, /*lifted=*/false);
+  absl::StatusOr<Graph> g = BuildModelFromFlags(in, model, ModelGraph::kAsFlagged);
   if (in.has_usage_error()) return in.UsageError();
   if (!g.ok()) return in.BadInput(g.status());
   const auto t1 = Clock::now();

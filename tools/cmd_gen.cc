@@ -1,5 +1,4 @@
 // overlap gen: a built-in model's graph in the interchange format.
-#include "graph/backward.h"
 #include "graph/json_writer.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -10,24 +9,18 @@ namespace {
 constexpr FlagSpec kFlags[] = {
     {"output", 'o', "FILE", "write to FILE (default: stdout)", true},
     {"backward", 0, "",
-     "the model's AOT-style backward graph instead (implies --lifted;\n"
-     "graph/backward.h): saved activations and tangents in, parameter\n"
-     "gradients (meta.grad_of) out"},
+     "the model's AOT backward graph instead (implies --lifted; graph/aot.h):\n"
+     "primals it reads, saved activations and tangents in, one gradient\n"
+     "(meta.grad_of) or null per forward placeholder out; random graphs get\n"
+     "a structural backward (graph/structural_backward.h)"},
 };
 
 int Run(Invocation& in) {
-  const bool backward = in.Switch("backward");
-  absl::StatusOr<Graph> g = BuildModelFromFlags(in, in.positional()[0], backward);
+  absl::StatusOr<Graph> g =
+      BuildModelFromFlags(in, in.positional()[0],
+                          in.Switch("backward") ? ModelGraph::kBackward : ModelGraph::kAsFlagged);
   if (in.has_usage_error()) return in.UsageError();
   if (!g.ok()) return in.BadInput(g.status());
-  if (backward) {
-    absl::StatusOr<Graph> b = BuildBackward(*g);
-    if (!b.ok()) return in.BadInput(b.status());
-    if (absl::Status s = CheckAfter(*b, "building the backward graph"); !s.ok()) {
-      return in.BadInput(s);
-    }
-    g = std::move(*b);
-  }
   const std::string path = in.Path("output").value_or("-");
   absl::Status s = WriteGraphFile(in, path, *g);
   return s.ok() ? kExitOk : in.BadInput(s);

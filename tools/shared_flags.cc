@@ -1,11 +1,14 @@
 #include "tools/shared_flags.h"
 
 #include "absl/strings/str_cat.h"
+#include "graph/aot.h"
 #include "graph/errors.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
 #include "graph/output_file.h"
 #include "graph/random_graph.h"
+#include "graph/status_macros.h"
+#include "graph/structural_backward.h"
 #include "graph/verifier.h"
 
 namespace overlap {
@@ -21,6 +24,9 @@ constexpr FlagSpec kModelFlags[] = {
     {"lifted", 0, "",
      "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
      "default: owned by call_module / get_attr nodes (torch.fx style)"},
+    {"loss", 0, "KIND",
+     "cross_entropy, mse or none: the loss the forward ends in (default: cross_entropy\n"
+     "for the language models and resnet18, mse for mlp)"},
     {"batch", 0, "N", "override the preset's batch (transformers, mlp, resnet18)"},
     {"seq", 0, "N", "override the preset's sequence length (transformers)"},
     {"layers", 0, "N", "override the preset's layer count (transformers)"},
@@ -62,19 +68,34 @@ absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
 
 namespace {
 
-absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bool lifted) {
-  ModelOptions o;
-  o.style = lifted || in.Switch("lifted") ? ParamStyle::kLifted : ParamStyle::kModule;
+// The roofline cost model's flags.
+DeviceSpec ReadDeviceFlags(Invocation& in) {
+  DeviceSpec d;
   // Only a given flag changes a default (a unit round trip could change its last bit).
   if (in.Has("peak-tflops")) {
-    o.device.peak_flops_16bit = in.Bounded("peak-tflops", kMinTflops, 1e30, 1) * 1e12;
+    d.peak_flops_16bit = in.Bounded("peak-tflops", kMinTflops, 1e30, 1) * 1e12;
   }
   if (in.Has("peak-tflops-fp32")) {
-    o.device.peak_flops_32bit = in.Bounded("peak-tflops-fp32", kMinTflops, 1e30, 1) * 1e12;
+    d.peak_flops_32bit = in.Bounded("peak-tflops-fp32", kMinTflops, 1e30, 1) * 1e12;
   }
   if (in.Has("mem-bandwidth")) {
-    o.device.memory_bandwidth = in.Bounded("mem-bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
+    d.memory_bandwidth = in.Bounded("mem-bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
   }
+  return d;
+}
+
+absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bool lifted) {
+  ModelOptions o;
+  o.style = lifted ? ParamStyle::kLifted : ParamStyle::kModule;
+  if (in.Has("loss")) {
+    absl::StatusOr<LossKind> loss = ParseLossKind(in.String("loss").value_or(""));
+    if (!loss.ok()) {
+      in.AddUsageError(absl::StrCat("--loss: ", loss.status().message()));
+    } else {
+      o.loss = *loss;
+    }
+  }
+  o.device = ReadDeviceFlags(in);
   const int64_t batch = in.Int("batch", 1, kMaxBatch, 0);
   const int64_t seq = in.Int("seq", 1, kMaxSeq, 0);
   const int64_t layers = in.Int("layers", 1, kMaxLayers, 0);
@@ -84,6 +105,7 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
     r.seed = static_cast<uint64_t>(in.Int("seed", 0, INT64_MAX, 1));
     r.lifted = o.style == ParamStyle::kLifted;
     r.full_meta = !in.Switch("sparse-meta");
+    if (in.Has("loss")) in.AddUsageError("--loss applies to the built-in models only");
     if (in.has_usage_error()) return Graph();
     return RandomGraph(r);
   }
@@ -123,15 +145,35 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
 
 }  // namespace
 
-absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted) {
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name,
+                                          ModelGraph which) {
+  if (which == ModelGraph::kAsFlagged) {
+    which = in.Switch("lifted") ? ModelGraph::kForward : ModelGraph::kModule;
+  }
+  const bool lifted = which != ModelGraph::kModule;
   absl::StatusOr<Graph> g = BuildUnchecked(in, name, lifted);
   if (in.has_usage_error() || !g.ok()) return g;
   // Whatever the flags asked for must be a graph the CLI can read back (finite times, sizes
   // within int64): otherwise it is the flags' fault.
   if (absl::Status s = Verify(*g); !s.ok()) {
     in.AddUsageError(absl::StrCat("the model these flags describe is invalid: ", s.message()));
+    return g;
   }
-  return g;
+  if (!lifted) return g;
+  if (name == "random") {
+    if (which == ModelGraph::kForward) return g;
+    absl::StatusOr<Graph> b = BuildStructuralBackward(*g);
+    if (!b.ok()) return b.status();
+    OVERLAP_RETURN_IF_ERROR(CheckAfter(*b, "building the structural backward graph"));
+    return b;
+  }
+  AotOptions aot;
+  aot.device = ReadDeviceFlags(in);
+  absl::StatusOr<AotPair> pair = BuildAotPair(*g, aot);
+  if (!pair.ok()) return pair.status();
+  Graph& out = which == ModelGraph::kForward ? pair->forward : pair->backward;
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(out, "building the AOT pair"));
+  return std::move(out);
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {

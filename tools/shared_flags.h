@@ -20,13 +20,24 @@ absl::Span<const FlagSpec> CollectiveFlags();
 // The collective model those flags describe (defaults: graph/cost_model.h).
 CollectiveModel ReadCollectiveFlags(Invocation& in);
 
-// --lifted, --batch, --seq, --layers, the cost-model flags, and random's --nodes, --seed,
-// --sparse-meta (gen, demo).
+// --lifted, --loss, --batch, --seq, --layers, the cost-model flags, and random's --nodes,
+// --seed, --sparse-meta (gen, demo).
 absl::Span<const FlagSpec> ModelFlags();
-// Builds built-in model `name` as the flags say; `lifted` overrides --lifted. A flag that
-// does not apply to the model, a bad value, or an unknown model is a usage error recorded
-// in `in` (check in.has_usage_error() first).
-absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name, bool lifted);
+
+// Which graph of a model BuildModelFromFlags returns.
+enum class ModelGraph {
+  kAsFlagged,  // --lifted: the AOT forward (below); otherwise the torch.fx (module) forward
+  kModule,     // the torch.fx forward, parameters owned by modules, whatever --lifted says
+  kForward,    // lifted: the AOT pair's forward (graph/aot.h): loss, then saved tensors
+  kBackward,   // lifted: the AOT pair's backward
+};
+
+// Builds built-in model `name` as the flags say. For the random model, kForward is its lifted
+// graph and kBackward its structural backward (graph/structural_backward.h). A flag that does
+// not apply to the model, a bad value, or an unknown model is a usage error recorded in `in`
+// (check in.has_usage_error() first).
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name,
+                                          ModelGraph which = ModelGraph::kAsFlagged);
 
 // Writes `text` to `path` ("-": the invocation's stdout) atomically, checking the write and
 // the close (graph/output_file.h).

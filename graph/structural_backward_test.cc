@@ -1,4 +1,4 @@
-#include "graph/backward.h"
+#include "graph/structural_backward.h"
 
 #include "gmock/gmock.h"
 #include "graph/models.h"
@@ -21,7 +21,7 @@ TEST(BackwardTest, LinearLayerGetsInputAndWeightGradients) {
          {"name": "output", "op": "output", "target": "output", "args": ["%mm"]})",
       R"({"name": "w", "owner": "p_w", "bytes": 64})");
   ASSERT_TRUE(f.ok()) << f.status();
-  absl::StatusOr<Graph> b = BuildBackward(*f);
+  absl::StatusOr<Graph> b = BuildStructuralBackward(*f);
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_TRUE(Verify(*b).ok()) << Verify(*b);
   // mm's two gradients (2 s each; x needs none: h does not lead to a parameter).
@@ -56,7 +56,7 @@ TEST(BackwardTest, EveryLiftedModelHasAValidBackwardWithOneGradientPerParameter)
     o.style = ParamStyle::kLifted;
     absl::StatusOr<Graph> f = BuildModel(name, o);
     ASSERT_TRUE(f.ok());
-    absl::StatusOr<Graph> b = BuildBackward(*f);
+    absl::StatusOr<Graph> b = BuildStructuralBackward(*f);
     ASSERT_TRUE(b.ok()) << name << ": " << b.status();
     EXPECT_TRUE(Verify(*b).ok()) << name << ": " << Verify(*b);
     int placeholders_with_param = 0, grads = 0;
@@ -73,7 +73,7 @@ TEST(BackwardTest, EveryLiftedModelHasAValidBackwardWithOneGradientPerParameter)
 TEST(BackwardTest, ModuleOwnedGraphsAreRejected) {
   absl::StatusOr<Graph> f = BuildModel("mlp", {});
   ASSERT_TRUE(f.ok());
-  EXPECT_THAT(BuildBackward(*f).status().message(), ::testing::HasSubstr("--lifted"));
+  EXPECT_THAT(BuildStructuralBackward(*f).status().message(), ::testing::HasSubstr("--lifted"));
 }
 
 }  // namespace

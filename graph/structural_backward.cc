@@ -1,4 +1,4 @@
-#include "graph/backward.h"
+#include "graph/structural_backward.h"
 
 #include <string>
 #include <vector>
@@ -42,7 +42,7 @@ NodeMeta Describe(const NodeMeta& m) {
 
 }  // namespace
 
-absl::StatusOr<Graph> BuildBackward(const Graph& f) {
+absl::StatusOr<Graph> BuildStructuralBackward(const Graph& f) {
   for (NodeId id : f.order()) {
     const Node& n = f.node(id);
     int owned = -1;
