@@ -125,19 +125,11 @@ class AotBuilder {
   }
 
   absl::Status CheckLifted() const {
-    for (NodeId id : f_.order()) {
-      const Node& n = f_.node(id);
-      int owned = -1;
-      if (n.op() == Op::kCallModule && !f_.ParamsOwnedBy(n.target()).empty()) {
-        owned = f_.ParamsOwnedBy(n.target())[0];
-      } else if (n.op() == Op::kGetAttr) {
-        owned = f_.FindParam(n.target());
-      }
-      if (owned >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameter \"", f_.params()[owned].name, "\" is owned by ", OpName(n.op()), " node \"",
-            n.name(), "\": AOT pairs are built from lifted forward graphs (--lifted)"));
-      }
+    if (std::optional<ModuleOwnedParam> m = FirstModuleOwnedParam(f_)) {
+      const Node& n = f_.node(m->node);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter \"", f_.params()[m->param].name, "\" is owned by ", OpName(n.op()), " node \"",
+          n.name(), "\": AOT pairs are built from lifted forward graphs (--lifted)"));
     }
     if (f_.last() == kNoNode || f_.node(f_.last()).op() != Op::kOutput) {
       return absl::InvalidArgumentError("the forward graph has no output node");

@@ -568,4 +568,18 @@ ParamOwnership ClassifyParams(const Graph& g) {
   return out;
 }
 
+std::optional<ModuleOwnedParam> FirstModuleOwnedParam(const Graph& g) {
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    int owned = -1;
+    if (n.op() == Op::kCallModule && !g.ParamsOwnedBy(n.target()).empty()) {
+      owned = g.ParamsOwnedBy(n.target())[0];
+    } else if (n.op() == Op::kGetAttr) {
+      owned = g.FindParam(n.target());
+    }
+    if (owned >= 0) return ModuleOwnedParam{owned, id};
+  }
+  return std::nullopt;
+}
+
 }  // namespace overlap

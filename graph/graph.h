@@ -26,6 +26,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -500,6 +501,15 @@ struct ParamOwnership {
 };
 // Classifies `g`'s parameters as above. O(N + P) expected time and memory.
 ParamOwnership ClassifyParams(const Graph& g);
+
+// The first parameter (in graph order) owned by a module: by a call_module node or named by a
+// get_attr node, with that node; nullopt when every parameter is lifted. Passes that need
+// lifted parameters (ZeRO-3, backward graphs) name it in their errors. O(N) expected.
+struct ModuleOwnedParam {
+  int param = -1;
+  NodeId node = kNoNode;
+};
+std::optional<ModuleOwnedParam> FirstModuleOwnedParam(const Graph& g);
 
 }  // namespace overlap
 

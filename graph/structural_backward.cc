@@ -43,19 +43,11 @@ NodeMeta Describe(const NodeMeta& m) {
 }  // namespace
 
 absl::StatusOr<Graph> BuildStructuralBackward(const Graph& f) {
-  for (NodeId id : f.order()) {
-    const Node& n = f.node(id);
-    int owned = -1;
-    if (n.op() == Op::kCallModule && !f.ParamsOwnedBy(n.target()).empty()) {
-      owned = f.ParamsOwnedBy(n.target())[0];
-    } else if (n.op() == Op::kGetAttr) {
-      owned = f.FindParam(n.target());
-    }
-    if (owned >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter \"", f.params()[owned].name, "\" is owned by ", OpName(n.op()), " node \"",
-          n.name(), "\": backward graphs are built from lifted forward graphs (--lifted)"));
-    }
+  if (std::optional<ModuleOwnedParam> m = FirstModuleOwnedParam(f)) {
+    const Node& n = f.node(m->node);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter \"", f.params()[m->param].name, "\" is owned by ", OpName(n.op()), " node \"",
+        n.name(), "\": backward graphs are built from lifted forward graphs (--lifted)"));
   }
   Graph b;
   if (f.has_name()) b.set_name(absl::StrCat(f.name(), "_backward"));

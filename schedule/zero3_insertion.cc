@@ -173,21 +173,13 @@ class OutputRewrite {
 
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
   const Graph& in = *graph;
-  for (NodeId id : in.order()) {
-    const Node& n = in.node(id);
-    int owned = -1;
-    if (n.op() == Op::kCallModule && !in.ParamsOwnedBy(n.target()).empty()) {
-      owned = in.ParamsOwnedBy(n.target())[0];
-    } else if (n.op() == Op::kGetAttr) {
-      owned = in.FindParam(n.target());
-    }
-    if (owned >= 0) {
-      return UnsupportedError(
-          absl::StrCat("parameter \"", in.params()[owned].name, "\" is owned by ", OpName(n.op()),
-                       " node \"", n.name(),
-                       "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
-                       "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
-    }
+  if (std::optional<ModuleOwnedParam> m = FirstModuleOwnedParam(in)) {
+    const Node& n = in.node(m->node);
+    return UnsupportedError(
+        absl::StrCat("parameter \"", in.params()[m->param].name, "\" is owned by ", OpName(n.op()),
+                     " node \"", n.name(),
+                     "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
+                     "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
   }
   // Work on a copy, so that a failure leaves the caller's graph as it was.
   Graph g = in;
