@@ -14,11 +14,12 @@ namespace {
 
 using ::testing::ElementsAre;
 
-Graph Lifted(const std::string& name, LossKind loss = LossKind::kDefault) {
+Graph Lifted(const std::string& name, LossKind loss = LossKind::kDefault,
+             Preset preset = Preset::kDefault) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   o.loss = loss;
-  absl::StatusOr<Graph> g = BuildModel(name, o);
+  absl::StatusOr<Graph> g = BuildModel(name, o, preset);
   EXPECT_TRUE(g.ok()) << name;
   return g.ok() ? std::move(*g) : Graph();
 }
@@ -47,11 +48,19 @@ bool AliasesAParameter(const Graph& g, NodeId id) {
   }
 }
 
-// The calling convention of graph/aot.h, on every built-in model.
-TEST(AotTest, EveryBuiltInModelsPairFollowsTheConvention) {
+std::vector<std::pair<std::string, Preset>> AllModels() {
+  std::vector<std::pair<std::string, Preset>> out;
   for (const std::string& name : ModelNames()) {
-    SCOPED_TRACE(name);
-    const Graph f = Lifted(name);
+    for (Preset p : {Preset::kDefault, Preset::kTiny}) out.emplace_back(name, p);
+  }
+  return out;
+}
+
+// The calling convention of graph/aot.h, on every built-in model at both sizes.
+TEST(AotTest, EveryBuiltInModelsPairFollowsTheConvention) {
+  for (const auto& [name, preset] : AllModels()) {
+    SCOPED_TRACE(name + (preset == Preset::kTiny ? " (tiny)" : ""));
+    const Graph f = Lifted(name, LossKind::kDefault, preset);
     absl::StatusOr<AotPair> pair = BuildAotPair(f);
     ASSERT_TRUE(pair.ok()) << pair.status();
     const Graph& fw = pair->forward;

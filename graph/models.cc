@@ -432,15 +432,40 @@ absl::Status ValidateTransformer(const TransformerConfig& c) {
 
 }  // namespace
 
-TransformerConfig Gpt2Config() {
+TransformerConfig Gpt2Config(Preset preset) {
   TransformerConfig c;
   c.name = "gpt2";
   c.max_positions = 1024;
   c.tied_embeddings = true;
+  if (preset == Preset::kTiny) {
+    c.layers = 2;
+    c.hidden = 32;
+    c.heads = c.kv_heads = 4;
+    c.ffn = 128;
+    c.vocab = 97;
+    c.seq = c.max_positions = 16;
+    c.batch = 2;
+  }
   return c;
 }
 
-TransformerConfig Llama7bConfig() {
+namespace {
+
+// The tiny sizes every tiny transformer shares.
+void MakeTiny(TransformerConfig* c) {
+  c->layers = 2;
+  c->hidden = 32;
+  c->heads = c->kv_heads = 4;
+  c->ffn = 88;
+  c->vocab = 101;
+  c->seq = 16;
+  c->batch = 2;
+  c->dtype = "float32";
+}
+
+}  // namespace
+
+TransformerConfig Llama7bConfig(Preset preset) {
   TransformerConfig c;
   c.name = "llama-7b";
   c.layers = 32;
@@ -454,10 +479,11 @@ TransformerConfig Llama7bConfig() {
   c.swiglu = true;
   c.bias = false;
   c.dtype = "bfloat16";
+  if (preset == Preset::kTiny) MakeTiny(&c);
   return c;
 }
 
-TransformerConfig Llama70bConfig() {
+TransformerConfig Llama70bConfig(Preset preset) {
   TransformerConfig c = Llama7bConfig();
   c.name = "llama-70b";
   c.layers = 80;
@@ -465,10 +491,14 @@ TransformerConfig Llama70bConfig() {
   c.heads = 64;
   c.kv_heads = 8;
   c.ffn = 28672;
+  if (preset == Preset::kTiny) {
+    MakeTiny(&c);
+    c.kv_heads = 2;  // grouped-query attention: two query heads per KV head
+  }
   return c;
 }
 
-TransformerConfig MoeConfig() {
+TransformerConfig MoeConfig(Preset preset) {
   TransformerConfig c = Llama7bConfig();
   c.name = "moe";
   c.layers = 8;
@@ -479,7 +509,40 @@ TransformerConfig MoeConfig() {
   c.top_k = 2;
   c.seq = 2048;
   c.batch = 4;
+  if (preset == Preset::kTiny) {
+    MakeTiny(&c);
+    c.experts = 4;
+    c.ffn = 24;
+    c.seq = 8;
+  }
   return c;
+}
+
+MlpConfig MlpPreset(Preset preset) {
+  MlpConfig c;
+  if (preset == Preset::kTiny) {
+    c.widths = {8, 16, 16, 4};
+    c.batch = 4;
+  }
+  return c;
+}
+
+ResNetConfig ResNetPreset(Preset preset) {
+  ResNetConfig c;
+  if (preset == Preset::kTiny) {
+    c.width = 8;
+    c.image = 32;
+    c.classes = 10;
+    c.batch = 2;
+  }
+  return c;
+}
+
+absl::StatusOr<Preset> ParsePreset(absl::string_view name) {
+  if (name == "default") return Preset::kDefault;
+  if (name == "tiny") return Preset::kTiny;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown preset \"", Printable(name), "\" (known: default, tiny)"));
 }
 
 int64_t TransformerParamCount(const TransformerConfig& c) {
@@ -667,12 +730,13 @@ absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o) 
   for (int64_t n : c.blocks) OVERLAP_RETURN_IF_ERROR(Positive("blocks", n));
   OVERLAP_RETURN_IF_ERROR(Positive("batch", c.batch));
   OVERLAP_RETURN_IF_ERROR(Positive("classes", c.classes));
+  OVERLAP_RETURN_IF_ERROR(Positive("width", c.width));
   if (c.image < 32) return absl::InvalidArgumentError("image must be >= 32");
   OVERLAP_RETURN_IF_ERROR(Bounded("batch x image^2", {c.batch, c.image, c.image, 64}));
   Builder b("resnet18", o);
   const std::string& dt = c.dtype;
   T x = b.Input("x", {c.batch, 3, c.image, c.image}, dt);
-  x = b.Conv2d("conv1", x, 64, 7, 2, 3);
+  x = b.Conv2d("conv1", x, c.width, 7, 2, 3);
   x = b.BatchNorm2d("bn1", x);
   x = b.Stateless("relu", "aten.relu.default", {}, x, x.shape);
   {
@@ -687,9 +751,9 @@ absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o) 
       x = b.Stateless("maxpool", "", {}, x, out);
     }
   }
-  int64_t channels = 64;
+  int64_t channels = c.width;
   for (int stage = 0; stage < 4; ++stage) {
-    const int64_t width = 64 << stage;
+    const int64_t width = c.width << stage;
     for (int64_t blk = 0; blk < c.blocks[stage]; ++blk) {
       const std::string p = absl::StrCat("layer", stage + 1, ".", blk);
       const int64_t stride = (stage > 0 && blk == 0) ? 2 : 1;
@@ -753,13 +817,13 @@ const std::vector<std::string>& ModelNames() {
   return *names;
 }
 
-absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o) {
-  if (name == "mlp") return BuildMlp(MlpConfig(), o);
-  if (name == "gpt2") return BuildTransformer(Gpt2Config(), o);
-  if (name == "llama-7b") return BuildTransformer(Llama7bConfig(), o);
-  if (name == "llama-70b") return BuildTransformer(Llama70bConfig(), o);
-  if (name == "resnet18") return BuildResNet(ResNetConfig(), o);
-  if (name == "moe") return BuildTransformer(MoeConfig(), o);
+absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o, Preset preset) {
+  if (name == "mlp") return BuildMlp(MlpPreset(preset), o);
+  if (name == "gpt2") return BuildTransformer(Gpt2Config(preset), o);
+  if (name == "llama-7b") return BuildTransformer(Llama7bConfig(preset), o);
+  if (name == "llama-70b") return BuildTransformer(Llama70bConfig(preset), o);
+  if (name == "resnet18") return BuildResNet(ResNetPreset(preset), o);
+  if (name == "moe") return BuildTransformer(MoeConfig(preset), o);
   return absl::NotFoundError(absl::StrCat("unknown model \"", Printable(name), "\" (known: ",
                                           absl::StrJoin(ModelNames(), ", "), ", random)"));
 }

@@ -76,14 +76,24 @@ struct TransformerConfig {
   std::string dtype = "float32";
 };
 
+// Preset sizes. kDefault is the real model; kTiny keeps its structure (norms, activations,
+// attention with grouped KV heads where the model has them, experts, tied weights) at sizes
+// whose forward and backward run in milliseconds on a CPU, all in float32: what the executor
+// and the PyTorch comparisons run.
+enum class Preset { kDefault, kTiny };
+// "default" or "tiny"; InvalidArgument listing them otherwise.
+absl::StatusOr<Preset> ParsePreset(absl::string_view name);
+
 // Presets. gpt2: 12 x 768, 12 heads, vocab 50257, fp32, tied lm_head, batch 8 x 1024.
 // llama-7b: 32 x 4096, 32 heads, ffn 11008, bf16, batch 1 x 4096. llama-70b: 80 x 8192,
 // 64 heads with 8 KV heads, ffn 28672, bf16, batch 1 x 4096. moe: 8 x 2048, 16 heads,
 // 16 experts (ffn 1408) with top-2 routing, bf16, batch 4 x 2048.
-TransformerConfig Gpt2Config();
-TransformerConfig Llama7bConfig();
-TransformerConfig Llama70bConfig();
-TransformerConfig MoeConfig();
+// Tiny: 2 layers x 32 hidden, 4 heads (llama-70b: 2 KV heads), seq 16, batch 2, vocab 101
+// (gpt2: 97, 16 positions); moe: 4 experts of ffn 24, top-2, seq 8.
+TransformerConfig Gpt2Config(Preset preset = Preset::kDefault);
+TransformerConfig Llama7bConfig(Preset preset = Preset::kDefault);
+TransformerConfig Llama70bConfig(Preset preset = Preset::kDefault);
+TransformerConfig MoeConfig(Preset preset = Preset::kDefault);
 
 // The parameter count (elements, tied storage once) a config implies; for tests and docs.
 int64_t TransformerParamCount(const TransformerConfig& c);
@@ -99,6 +109,8 @@ struct MlpConfig {
   int64_t batch = 20;
   std::string dtype = "float32";
 };
+// Tiny: 8 -> 16 -> 16 -> 4, batch 4.
+MlpConfig MlpPreset(Preset preset);
 absl::StatusOr<Graph> BuildMlp(const MlpConfig& c, const ModelOptions& o);
 
 // torchvision's ResNet with BasicBlocks; blocks {2,2,2,2} is ResNet-18.
@@ -107,16 +119,21 @@ struct ResNetConfig {
   int64_t batch = 32;
   int64_t image = 224;
   int64_t classes = 1000;
+  int64_t width = 64;  // the stem's channels; stage s has width << s
   std::string dtype = "float32";
 };
+// Tiny: ResNet-18's blocks at width 8, 32 x 32 images, 10 classes, batch 2.
+ResNetConfig ResNetPreset(Preset preset);
 absl::StatusOr<Graph> BuildResNet(const ResNetConfig& c, const ModelOptions& o);
 
 // The CLI's model names: mlp, gpt2, llama-7b, llama-70b, resnet18, moe.
 const std::vector<std::string>& ModelNames();
 inline constexpr absl::string_view kDefaultModel = "gpt2";
 
-// Builds a model by name with its preset. NotFound for an unknown name (listing the names).
-absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o);
+// Builds a model by name at a preset's sizes. NotFound for an unknown name (listing the
+// names).
+absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o,
+                                 Preset preset = Preset::kDefault);
 
 }  // namespace overlap
 

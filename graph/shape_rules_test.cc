@@ -15,19 +15,27 @@ namespace {
 
 using ::testing::HasSubstr;
 
+ShapeCheckOptions Strict() {
+  ShapeCheckOptions o;
+  o.require_rules = true;
+  return o;
+}
+
 // Every built-in model's forward graph, both parameter styles, states what the rules give.
 TEST(ShapeRulesTest, EveryBuiltInModelStatesWhatTheRulesGive) {
   for (const std::string& name : ModelNames()) {
     for (ParamStyle style : {ParamStyle::kModule, ParamStyle::kLifted}) {
-      ModelOptions o;
-      o.style = style;
-      absl::StatusOr<Graph> g = BuildModel(name, o);
-      ASSERT_TRUE(g.ok()) << name;
-      absl::StatusOr<ShapeCheckReport> r = CheckShapes(*g, {.require_rules = true});
-      ASSERT_TRUE(r.ok()) << name << ": " << r.status();
-      // Module-style mlp is call_modules only; lifted graphs are all call_functions.
-      if (style == ParamStyle::kLifted) EXPECT_GT(r->checked, 0) << name;
-      EXPECT_EQ(r->unstated, 0) << name;
+      for (Preset preset : {Preset::kDefault, Preset::kTiny}) {
+        ModelOptions o;
+        o.style = style;
+        absl::StatusOr<Graph> g = BuildModel(name, o, preset);
+        ASSERT_TRUE(g.ok()) << name;
+        absl::StatusOr<ShapeCheckReport> r = CheckShapes(*g, Strict());
+        ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+        // Module-style mlp is call_modules only; lifted graphs are all call_functions.
+        if (style == ParamStyle::kLifted) EXPECT_GT(r->checked, 0) << name;
+        EXPECT_EQ(r->unstated, 0) << name;
+      }
     }
   }
 }
@@ -87,7 +95,7 @@ TEST(ShapeRulesTest, TargetsWithoutARuleAreCountedOrRefused) {
                    OutputJson(R"("%y")")),
       "");
   ASSERT_TRUE(g.ok());
-  EXPECT_FALSE(CheckShapes(*g, {.require_rules = true}).ok());
+  EXPECT_FALSE(CheckShapes(*g, Strict()).ok());
 }
 
 // The rules one by one, on the cases the models do not reach.

@@ -35,9 +35,13 @@ const CommandSpec& GenCommand() {
     s.synopsis = "<model> [options] [-o FILE]";
     s.summary = "write a built-in model's graph (JSON) to FILE or stdout";
     s.description =
-        "Writes the forward graph of a built-in model in the interchange format\n"
-        "(docs/format.md).\n\nmodels: mlp, gpt2, llama-7b, llama-70b, resnet18, "
-        "moe, random\n";
+        "Writes a graph of a built-in model in the interchange format (docs/format.md):\n"
+        "the forward as torch.fx traces it (parameters owned by modules, for DDP), or\n"
+        "with --lifted / --backward the forward / backward of its AOT pair\n"
+        "(graph/aot.h: the forward returns the loss, then the tensors the backward\n"
+        "saves; the backward takes the primals it reads, the saved tensors and the\n"
+        "tangents, and returns one gradient or null per forward placeholder).\n\n"
+        "models: mlp, gpt2, llama-7b, llama-70b, resnet18, moe, random\n";
     s.flags = {kFlags, ModelFlags()};
     s.min_positional = 1;
     s.max_positional = 1;

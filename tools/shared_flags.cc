@@ -25,8 +25,10 @@ constexpr FlagSpec kModelFlags[] = {
      "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
      "default: owned by call_module / get_attr nodes (torch.fx style)"},
     {"loss", 0, "KIND",
-     "cross_entropy, mse or none: the loss the forward ends in (default: cross_entropy\n"
-     "for the language models and resnet18, mse for mlp)"},
+     "cross_entropy, mse or none: the loss the forward ends in\n"
+     "(default: cross_entropy for the language models and resnet18, mse for mlp)"},
+    {"preset", 0, "NAME",
+     "default or tiny: the model's sizes (tiny: float32, milliseconds on a CPU)"},
     {"batch", 0, "N", "override the preset's batch (transformers, mlp, resnet18)"},
     {"seq", 0, "N", "override the preset's sequence length (transformers)"},
     {"layers", 0, "N", "override the preset's layer count (transformers)"},
@@ -96,6 +98,15 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
     }
   }
   o.device = ReadDeviceFlags(in);
+  Preset preset = Preset::kDefault;
+  if (in.Has("preset")) {
+    absl::StatusOr<Preset> p = ParsePreset(in.String("preset").value_or(""));
+    if (!p.ok()) {
+      in.AddUsageError(absl::StrCat("--preset: ", p.status().message()));
+    } else {
+      preset = *p;
+    }
+  }
   const int64_t batch = in.Int("batch", 1, kMaxBatch, 0);
   const int64_t seq = in.Int("seq", 1, kMaxSeq, 0);
   const int64_t layers = in.Int("layers", 1, kMaxLayers, 0);
@@ -105,7 +116,9 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
     r.seed = static_cast<uint64_t>(in.Int("seed", 0, INT64_MAX, 1));
     r.lifted = o.style == ParamStyle::kLifted;
     r.full_meta = !in.Switch("sparse-meta");
-    if (in.Has("loss")) in.AddUsageError("--loss applies to the built-in models only");
+    if (in.Has("loss") || in.Has("preset")) {
+      in.AddUsageError("--loss and --preset apply to the built-in models only");
+    }
     if (in.has_usage_error()) return Graph();
     return RandomGraph(r);
   }
@@ -119,26 +132,26 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
   }
   if (in.has_usage_error()) return Graph();
   if (transformer) {
-    TransformerConfig c = name == "gpt2"        ? Gpt2Config()
-                          : name == "llama-7b"  ? Llama7bConfig()
-                          : name == "llama-70b" ? Llama70bConfig()
-                                                : MoeConfig();
+    TransformerConfig c = name == "gpt2"        ? Gpt2Config(preset)
+                          : name == "llama-7b"  ? Llama7bConfig(preset)
+                          : name == "llama-70b" ? Llama70bConfig(preset)
+                                                : MoeConfig(preset);
     if (batch) c.batch = batch;
     if (seq) c.seq = seq;
     if (layers) c.layers = layers;
     return BuildTransformer(c, o);
   }
   if (name == "mlp") {
-    MlpConfig c;
+    MlpConfig c = MlpPreset(preset);
     if (batch) c.batch = batch;
     return BuildMlp(c, o);
   }
   if (name == "resnet18") {
-    ResNetConfig c;
+    ResNetConfig c = ResNetPreset(preset);
     if (batch) c.batch = batch;
     return BuildResNet(c, o);
   }
-  absl::StatusOr<Graph> g = BuildModel(name, o);
+  absl::StatusOr<Graph> g = BuildModel(name, o, preset);
   if (IsUnknownName(g.status())) in.AddUsageError(std::string(g.status().message()));
   return g;
 }
