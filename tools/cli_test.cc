@@ -277,7 +277,7 @@ TEST(CliSimulateTest, SimulatesAGraphAndWritesResultAndTrace) {
 TEST(CliSimulateTest, DemoShowsZero3Step) {
   Result r = Overlap({"demo", "mlp"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[5] ZeRO-3 on the lifted graph"));
+  EXPECT_THAT(r.out, HasSubstr("[6] ZeRO-3 on the AOT forward"));
   EXPECT_THAT(r.out, HasSubstr("fast_free"));
 }
 
@@ -439,6 +439,36 @@ TEST(CliTest, ABackwardGraphWithAbsentParametersInspectsAndSchedules) {
   }
 }
 
+// `gen --preset tiny --backward` and `--loss`, as docs/ops.md describes them.
+TEST(CliTest, GenWritesTinyAotPairsWithTheChosenLoss) {
+  const std::string fwd = Tmp("tiny_fwd.json"), bwd = Tmp("tiny_bwd.json");
+  ASSERT_EQ(Overlap({"gen", "llama-7b", "--preset", "tiny", "--lifted", "-o", fwd}).code, kExitOk);
+  ASSERT_EQ(Overlap({"gen", "llama-7b", "--preset", "tiny", "--backward", "-o", bwd}).code,
+            kExitOk);
+  Result p = Overlap({"print", fwd});
+  ASSERT_EQ(p.code, kExitOk) << p.err;
+  EXPECT_THAT(p.out, HasSubstr("%labels = placeholder[labels] : [2, 16] int64"));
+  EXPECT_THAT(p.out, HasSubstr("aten.nll_loss_forward.default("));
+  Result b = Overlap({"print", bwd});
+  ASSERT_EQ(b.code, kExitOk) << b.err;
+  EXPECT_THAT(b.out, HasSubstr("%tangents_1 = placeholder[tangents_1] : [] float32"));
+  EXPECT_THAT(b.out, HasSubstr("aten.embedding_dense_backward.default("));
+  EXPECT_THAT(b.out, HasSubstr("aten._scaled_dot_product_flash_attention_backward.default("));
+  Result mse = Overlap({"gen", "gpt2", "--preset", "tiny", "--lifted", "--loss", "mse"});
+  ASSERT_EQ(mse.code, kExitOk) << mse.err;
+  EXPECT_THAT(mse.out, HasSubstr("\"aten.mse_loss.default\""));
+  Result none = Overlap({"gen", "gpt2", "--preset", "tiny", "--backward", "--loss", "none"});
+  ASSERT_EQ(none.code, kExitOk) << none.err;
+  EXPECT_THAT(none.out, ::testing::Not(HasSubstr("nll_loss")));
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--loss", "hinge"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--preset", "huge"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "random", "--preset", "tiny"}).code, kExitUsage);
+  // Random graphs keep their structural backward.
+  Result rb = Overlap({"gen", "random", "--backward", "--nodes", "50"});
+  ASSERT_EQ(rb.code, kExitOk) << rb.err;
+  EXPECT_THAT(rb.out, HasSubstr("_backward.default"));
+}
+
 TEST(CliTest, PrintWritesOneLinePerNode) {
   const std::string path = Tmp("mlp_print.json");
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);
@@ -462,7 +492,12 @@ TEST(CliTest, AFlagGivenTwiceIsAUsageError) {
 TEST(CliTest, DemoExplainsOursChoice) {
   Result r = Overlap({"demo", "mlp"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[6] why ours chose that"));
+  // The AOT pair: the loss, the saved activations, the primals the backward reads.
+  EXPECT_THAT(r.out, HasSubstr("[5] AOT pair (graph/aot.h"));
+  EXPECT_THAT(r.out, HasSubstr("loss: aten.mse_loss.default, a scalar"));
+  EXPECT_THAT(r.out, HasSubstr("returns the loss and 6 saved tensors"));
+  EXPECT_THAT(r.out, HasSubstr("reads 3 of 8 parameters (5 absent from it), returns 8 gradients"));
+  EXPECT_THAT(r.out, HasSubstr("[7] why ours chose that"));
   EXPECT_THAT(r.out, HasSubstr("chosen"));
 }
 
@@ -535,7 +570,7 @@ TEST(CliHardeningTest, DemoSucceedsOnEveryBuiltInModel) {
       if (lifted) args.push_back("--lifted");
       Result r = Overlap(args);
       EXPECT_EQ(r.code, kExitOk) << model << (lifted ? " --lifted" : "") << ": " << r.err;
-      EXPECT_THAT(r.out, HasSubstr("[6] why ours chose that")) << model;
+      EXPECT_THAT(r.out, HasSubstr("[7] why ours chose that")) << model;
     }
   }
 }

@@ -68,19 +68,54 @@ absl::Status ShowPartitions(Invocation& in, const Graph& g) {
   return absl::OkStatus();
 }
 
-// [5] ZeRO-3: every scheduler of the registry on the lifted graph with the ops inserted;
+// [5] The AOT pair: forward and backward sizes, the loss, what the forward saves.
+void ShowAotPair(Invocation& in, const AotPair& pair, double build_ms) {
+  const Graph& f = pair.forward;
+  const Graph& b = pair.backward;
+  std::string loss = "none (the model's output)";
+  const Node& out = f.node(f.last());
+  if (!out.args().empty() && out.args()[0].kind() == Value::Kind::kList &&
+      !out.args()[0].items().empty() && out.args()[0].items()[0].is_ref()) {
+    const Node& first = f.node(out.args()[0].items()[0].as_ref());
+    // The loss is a scalar; its producer says which (docs/ops.md).
+    if (first.meta().has_shape && first.meta().shape.empty()) {
+      const NodeId src = first.target() == "operator.getitem" ? first.inputs()[0] : first.id();
+      loss = f.node(src).target() == "aten.nll_loss_forward.default"
+                 ? "cross-entropy (aten._log_softmax + aten.nll_loss_forward), a scalar"
+                 : absl::StrCat(f.node(src).target(), ", a scalar");
+    }
+  }
+  int64_t gradients = 0;
+  const Node& bout = b.node(b.last());
+  if (!bout.args().empty() && bout.args()[0].kind() == Value::Kind::kList) {
+    for (const Value& v : bout.args()[0].items()) gradients += v.is_ref();
+  }
+  std::fprintf(in.out(), "[5] AOT pair (graph/aot.h, built in %.1f ms); loss: %s\n", build_ms,
+               loss.c_str());
+  std::fprintf(in.out(),
+               "  forward : %s nodes; returns the loss and %lld saved tensors (%s of activations "
+               "kept for the backward)\n",
+               FormatCount(f.size()).c_str(), static_cast<long long>(pair.num_saved),
+               FormatBytes(pair.saved_bytes).c_str());
+  std::fprintf(in.out(),
+               "  backward: %s nodes; reads %lld of %zu parameters (%lld absent from it), "
+               "returns %lld gradients\n",
+               FormatCount(b.size()).c_str(), static_cast<long long>(pair.num_primals),
+               f.params().size(), static_cast<long long>(ClassifyParams(b).absent),
+               static_cast<long long>(gradients));
+}
+
+// [6] ZeRO-3: every scheduler of the registry on the AOT forward with the ops inserted;
 // ours with a budget of 1.25x fast_free's peak (the smallest baseline peak when fast_free
 // cannot schedule the graph), and its explanation.
-absl::Status ShowSchedules(Invocation& in, const std::string& model) {
-  OVERLAP_ASSIGN_OR_RETURN(Graph zg, BuildModelFromFlags(in, model, ModelGraph::kForward));
+absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
   Graph* z = &zg;
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kForward).Run(z).status());
   OVERLAP_RETURN_IF_ERROR(CheckAfter(*z, "ZeRO-3 insertion"));
   int64_t gathers = 0;
   for (NodeId id : z->order()) gathers += IsAllgather(z->node(id));
   std::fprintf(in.out(),
-               "[5] ZeRO-3 on the lifted graph (32 ranks, 20 us, 50 GB/s): %lld allgathers "
-               "inserted\n",
+               "[6] ZeRO-3 on the %s (32 ranks, 20 us, 50 GB/s): %lld allgathers inserted\n", what,
                static_cast<long long>(gathers));
   OVERLAP_ASSIGN_OR_RETURN(const SimulationResult plain, Simulate(*z, z->OrderVector()));
   PrintRow(in, "insertion order", plain, "");
@@ -120,7 +155,7 @@ absl::Status ShowSchedules(Invocation& in, const std::string& model) {
                ours.lookahead->lookahead, ours.lookahead->resident.size(), z->params().size(),
                FormatBytes(ResidentBytes(*z, *ours.lookahead)).c_str());
   std::fputs(
-      "[6] why ours chose that (`overlap schedule --explain`): the candidates it simulated\n",
+      "[7] why ours chose that (`overlap schedule --explain`): the candidates it simulated\n",
       in.out());
   std::fputs(FormatExplainTable(ours, 12).c_str(), in.out());
   return absl::OkStatus();
@@ -149,7 +184,25 @@ int Run(Invocation& in) {
   std::fputs("[3] summary:\n", in.out());
   std::fputs(FormatSummary(*back, Summarize(*back)).c_str(), in.out());
   if (absl::Status s = ShowPartitions(in, *back); !s.ok()) return in.BadInput(s);
-  if (absl::Status s = ShowSchedules(in, model); !s.ok()) return in.BadInput(s);
+  Graph zero3;
+  if (model == "random") {  // no AOT pair: its lifted graph as generated
+    std::fputs("[5] AOT pair: none for random graphs (their backward is structural)\n", in.out());
+    absl::StatusOr<Graph> z = BuildModelFromFlags(in, model, ModelGraph::kForward);
+    if (!z.ok()) return in.BadInput(z.status());
+    zero3 = std::move(*z);
+  } else {
+    const auto t3 = Clock::now();
+    absl::StatusOr<AotPair> pair = BuildAotPairFromFlags(in, model);
+    if (in.has_usage_error()) return in.UsageError();
+    if (!pair.ok()) return in.BadInput(pair.status());
+    ShowAotPair(in, *pair, Ms(Clock::now() - t3));
+    zero3 = std::move(pair->forward);
+  }
+  if (absl::Status s =
+          ShowSchedules(in, std::move(zero3), model == "random" ? "lifted graph" : "AOT forward");
+      !s.ok()) {
+    return in.BadInput(s);
+  }
   std::fputs(
       "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, `overlap print g.json`, "
       "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json --explain` (see "
@@ -171,8 +224,10 @@ const CommandSpec& DemoCommand() {
         "writes it in the interchange format, reads it back (checking the round trip),\n"
         "verifies it, prints its summary, then partitions it into DDP buckets in PyTorch's\n"
         "reference mode and in ours, predicts the exposed allreduce time at the default cap\n"
-        "and at the best cap, inserts the ZeRO-3 ops into the lifted graph, compares every\n"
-        "scheduler in the two-stream simulator, and shows why ours chose its schedule.\n";
+        "and at the best cap, builds the model's AOT forward / backward pair (the loss,\n"
+        "the saved activations, the primals the backward reads), inserts the ZeRO-3 ops\n"
+        "into the AOT forward, compares every scheduler in the two-stream simulator, and\n"
+        "shows why ours chose its schedule.\n";
     s.flags = {ModelFlags()};
     s.min_positional = 0;
     s.max_positional = 1;

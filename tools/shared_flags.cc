@@ -158,35 +158,57 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
 
 }  // namespace
 
-absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name,
-                                          ModelGraph which) {
-  if (which == ModelGraph::kAsFlagged) {
-    which = in.Switch("lifted") ? ModelGraph::kForward : ModelGraph::kModule;
-  }
-  const bool lifted = which != ModelGraph::kModule;
+namespace {
+
+// The graph the flags describe, verified (a failure is the flags' fault: a usage error).
+absl::StatusOr<Graph> BuildVerified(Invocation& in, const std::string& name, bool lifted) {
   absl::StatusOr<Graph> g = BuildUnchecked(in, name, lifted);
   if (in.has_usage_error() || !g.ok()) return g;
   // Whatever the flags asked for must be a graph the CLI can read back (finite times, sizes
   // within int64): otherwise it is the flags' fault.
   if (absl::Status s = Verify(*g); !s.ok()) {
     in.AddUsageError(absl::StrCat("the model these flags describe is invalid: ", s.message()));
-    return g;
   }
-  if (!lifted) return g;
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<AotPair> BuildAotPairFromFlags(Invocation& in, const std::string& name) {
   if (name == "random") {
-    if (which == ModelGraph::kForward) return g;
+    in.AddUsageError("the random model has no AOT pair (its backward is structural)");
+    return absl::InvalidArgumentError("usage");
+  }
+  absl::StatusOr<Graph> g = BuildVerified(in, name, /*lifted=*/true);
+  if (in.has_usage_error()) return absl::InvalidArgumentError("usage");
+  if (!g.ok()) return g.status();
+  AotOptions aot;
+  aot.device = ReadDeviceFlags(in);
+  absl::StatusOr<AotPair> pair = BuildAotPair(*g, aot);
+  if (!pair.ok()) return pair.status();
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(pair->forward, "building the AOT forward"));
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(pair->backward, "building the AOT backward"));
+  return pair;
+}
+
+absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name,
+                                          ModelGraph which) {
+  if (which == ModelGraph::kAsFlagged) {
+    which = in.Switch("lifted") ? ModelGraph::kForward : ModelGraph::kModule;
+  }
+  if (which == ModelGraph::kModule) return BuildVerified(in, name, /*lifted=*/false);
+  if (name == "random") {
+    absl::StatusOr<Graph> g = BuildVerified(in, name, /*lifted=*/true);
+    if (in.has_usage_error() || !g.ok() || which == ModelGraph::kForward) return g;
     absl::StatusOr<Graph> b = BuildStructuralBackward(*g);
     if (!b.ok()) return b.status();
     OVERLAP_RETURN_IF_ERROR(CheckAfter(*b, "building the structural backward graph"));
     return b;
   }
-  AotOptions aot;
-  aot.device = ReadDeviceFlags(in);
-  absl::StatusOr<AotPair> pair = BuildAotPair(*g, aot);
+  absl::StatusOr<AotPair> pair = BuildAotPairFromFlags(in, name);
+  if (in.has_usage_error()) return Graph();
   if (!pair.ok()) return pair.status();
-  Graph& out = which == ModelGraph::kForward ? pair->forward : pair->backward;
-  OVERLAP_RETURN_IF_ERROR(CheckAfter(out, "building the AOT pair"));
-  return std::move(out);
+  return std::move(which == ModelGraph::kForward ? pair->forward : pair->backward);
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {

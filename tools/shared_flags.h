@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
 #include "tools/command.h"
@@ -38,6 +39,10 @@ enum class ModelGraph {
 // (check in.has_usage_error() first).
 absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& name,
                                           ModelGraph which = ModelGraph::kAsFlagged);
+
+// The AOT pair (graph/aot.h) of built-in model `name` (not random) as the flags say, its
+// backward's device times from the flags' cost model. Usage errors as above.
+absl::StatusOr<AotPair> BuildAotPairFromFlags(Invocation& in, const std::string& name);
 
 // Writes `text` to `path` ("-": the invocation's stdout) atomically, checking the write and
 // the close (graph/output_file.h).
