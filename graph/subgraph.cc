@@ -162,7 +162,19 @@ absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nod
   for (absl::string_view owner : owners) {
     for (int i : g.ParamsOwnedBy(owner)) owned.push_back(i);
   }
+  // And the rows its nodes name (a backward piece's gradients, meta.grad_of): a row whose
+  // owner is not in the piece is an absent row of a lifted graph (graph.h, ClassifyParams).
+  for (NodeId id : sub.order()) {
+    const NodeMeta& m = sub.node(id).meta();
+    for (const auto& [has, name] :
+         {std::pair{m.has_grad_of, &m.grad_of}, std::pair{m.has_param, &m.param}}) {
+      if (!has) continue;
+      const int i = g.FindParam(*name);
+      if (i >= 0) owned.push_back(i);
+    }
+  }
   std::sort(owned.begin(), owned.end());
+  owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
   for (int i : owned) OVERLAP_RETURN_IF_ERROR(sub.AddParam(g.params()[i]));
   sub.set_has_params_key(true);
   return sub;

@@ -7,7 +7,9 @@
 // source node, in order of first use; each copied value read outside the set (or by the
 // source graph's output) is returned by a new output node: bare when there is one, as a
 // list (tuple) when several, as an empty list when none. Parameters owned by copied nodes
-// (call_module / get_attr targets, placeholders) are copied into the new table.
+// (call_module / get_attr targets, placeholders), and those the copied nodes name in
+// meta.grad_of / meta.param, are copied into the new table, in table order (a row whose owner
+// is not copied is absent there: a piece of a backward graph keeps its gradients' rows).
 #ifndef OVERLAP_GRAPH_SUBGRAPH_H_
 #define OVERLAP_GRAPH_SUBGRAPH_H_
 
@@ -48,8 +50,9 @@ absl::StatusOr<Graph> ExtractSubgraph(const Graph& g, absl::Span<const NodeId> n
 // The general form: copies `nodes` (graph order) with a placeholder for each of `inputs`
 // (in that order, named like the source nodes) and an output node returning `outputs` (bare
 // when one, a list when several, an empty list when none). Every value a copied node reads
-// must be copied or an input. Parameters owned by copied nodes or by input placeholders are
-// copied. This is what split_module builds for one partition.
+// must be copied or an input. Parameters owned by copied nodes or by input placeholders, and
+// those named by copied nodes' meta.grad_of / meta.param, are copied. This is what
+// split_module builds for one partition.
 absl::StatusOr<Graph> BuildSubgraph(const Graph& g, absl::Span<const NodeId> nodes,
                                     absl::Span<const NodeId> inputs,
                                     absl::Span<const NodeId> outputs);

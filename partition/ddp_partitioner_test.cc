@@ -4,11 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "partition/bucket_cap.h"
+#include "partition/invariants.h"
 #include "partition/report.h"
 
 namespace overlap {
@@ -256,6 +258,29 @@ TEST(BucketCapTest, AutoChoosesTheLeastExposedCandidate) {
     }
   }
   EXPECT_FALSE(ChooseBucketCap(*g, PartitionMode::kDefault, CollectiveModel{0, 0, 1}).ok());
+}
+
+// The partitioner on AOT graphs (lifted parameters, loss, saved outputs; the backward with
+// absent rows): both modes satisfy every invariant, at both sizes.
+TEST(DdpPartitionerTest, AotPairsPartitionInBothModes) {
+  for (const std::string& name : ModelNames()) {
+    for (Preset preset : {Preset::kDefault, Preset::kTiny}) {
+      ModelOptions o;
+      o.style = ParamStyle::kLifted;
+      absl::StatusOr<AotPair> pair = BuildAotPair(*BuildModel(name, o, preset));
+      ASSERT_TRUE(pair.ok()) << name << ": " << pair.status();
+      for (const Graph* g : {&pair->forward, &pair->backward}) {
+        for (PartitionMode mode : {PartitionMode::kReference, PartitionMode::kDefault}) {
+          PartitionOptions po;
+          po.buckets.mode = mode;
+          absl::StatusOr<PartitionResult> r = DdpPartitioner(po).Run(*g);
+          ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+          absl::Status inv = CheckPartitionInvariants(*g, *r);
+          EXPECT_TRUE(inv.ok()) << name << " " << g->name() << ": " << inv;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

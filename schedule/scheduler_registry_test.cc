@@ -18,18 +18,14 @@
 namespace overlap {
 namespace {
 
-// The model's real backward graph (graph/aot.h).
-absl::StatusOr<Graph> AotBackward(const Graph& forward) {
-  absl::StatusOr<AotPair> pair = BuildAotPair(forward);
-  if (!pair.ok()) return pair.status();
-  return std::move(pair->backward);
-}
-
-Graph Zero3Model(const std::string& name, GraphKind kind) {
+// The forward or backward graph of the model's AOT pair, with the ZeRO-3 ops inserted.
+Graph Zero3Model(const std::string& name, GraphKind kind, Preset preset = Preset::kDefault) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;
-  Graph g = *BuildModel(name, o);
-  if (kind == GraphKind::kBackward) g = *AotBackward(g);
+  absl::StatusOr<AotPair> pair = BuildAotPair(*BuildModel(name, o, preset));
+  EXPECT_TRUE(pair.ok()) << name << ": " << pair.status();
+  if (!pair.ok()) return Graph();
+  Graph g = kind == GraphKind::kBackward ? std::move(pair->backward) : std::move(pair->forward);
   EXPECT_TRUE(Zero3Insertion(kind).Run(&g).ok());
   return g;
 }
@@ -66,6 +62,29 @@ TEST(SchedulerRegistryTest, EverySchedulerLeavesTheGraphFinalAndReportsItsFigure
         EXPECT_EQ(again->peak_memory_bytes, r->simulation.peak_memory_bytes) << e.name;
         EXPECT_DOUBLE_EQ(again->step_time_s, r->simulation.step_time_s) << e.name;
         EXPECT_EQ(r->lookahead.has_value(), e.explains);
+      }
+    }
+  }
+}
+
+// Every model's AOT pair at the tiny preset (the executor's graphs): every scheduler, both
+// graphs, verified and simulated; the backward reduces every gradient it returns.
+TEST(SchedulerRegistryTest, EveryTinyAotPairSchedulesWithEveryAlgorithm) {
+  for (const std::string& model : ModelNames()) {
+    for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
+      const Graph original = Zero3Model(model, kind, Preset::kTiny);
+      int reduces = 0;
+      for (NodeId id : original.order()) reduces += IsReduce(original.node(id));
+      if (kind == GraphKind::kBackward) {
+        EXPECT_GT(reduces, 0) << model;
+      }
+      for (const SchedulerEntry& e : Schedulers()) {
+        Graph g = original;
+        absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &g);
+        ASSERT_TRUE(r.ok()) << model << " " << e.name << ": " << r.status();
+        EXPECT_TRUE(Verify(g).ok()) << model << " " << e.name;
+        EXPECT_TRUE(VerifySchedule(g, r->order).ok()) << model << " " << e.name;
+        EXPECT_GT(r->simulation.step_time_s, 0) << model << " " << e.name;
       }
     }
   }
