@@ -888,9 +888,14 @@ class AotBuilder {
     // Forward output: its own outputs, then the saved tensors.
     std::vector<Value> rets;
     for (NodeId v : outputs_) rets.push_back(v == kNoNode ? Value() : Value::Ref(v));
+    absl::flat_hash_set<NodeId> storages;  // a saved view and its base are one storage
     for (NodeId s : saved_) {
       rets.push_back(Value::Ref(s));
-      pair.saved_bytes += fwd_.node(s).meta().tensor_size;
+      NodeId root = s;
+      while (IsView(fwd_.node(root)) && !fwd_.node(root).inputs().empty()) {
+        root = fwd_.node(root).inputs()[0];
+      }
+      if (storages.insert(root).second) pair.saved_bytes += fwd_.node(root).meta().tensor_size;
     }
     OVERLAP_RETURN_IF_ERROR(fwd_.SetArgs(fwd_.last(), {Value::List(std::move(rets))}, {}));
     pair.num_outputs = static_cast<int64_t>(outputs_.size());

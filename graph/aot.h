@@ -49,7 +49,9 @@ struct AotPair {
   Graph backward;
   int64_t num_outputs = 0;  // the forward's own outputs, before the saved tensors
   int64_t num_saved = 0;    // saved tensors (forward outputs after num_outputs)
-  int64_t saved_bytes = 0;  // their tensor_size, summed: the activations kept for the backward
+  // The activations kept for the backward: the tensor_size of the saved tensors' distinct
+  // storages (a saved view counts as its base, once).
+  int64_t saved_bytes = 0;
   int64_t num_primals = 0;  // parameter placeholders the backward reads
 };
 
