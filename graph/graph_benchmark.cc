@@ -16,9 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
+#include "graph/models.h"
 #include "graph/random_graph.h"
+#include "graph/shape_rules.h"
 #include "graph/verifier.h"
 
 namespace overlap {
@@ -149,6 +152,44 @@ void BM_ReadManyKeys(benchmark::State& state) {
 BENCHMARK(BM_ReadManyKeys)
     ->ArgsProduct({{0, 1}, {10000, 40000, 160000, 640000}})
     ->Unit(benchmark::kMillisecond);
+
+// The AOT pair of a llama-style transformer of N layers (llama-7b's sizes otherwise), and the
+// strict shape check of both graphs: both O(N).
+void BM_AotPair(benchmark::State& state) {
+  TransformerConfig c = Llama7bConfig();
+  c.layers = state.range(0);
+  ModelOptions o;
+  o.style = ParamStyle::kLifted;
+  const Graph f = *BuildTransformer(c, o);
+  int64_t nodes = 0;
+  for (auto _ : state) {
+    absl::StatusOr<AotPair> pair = BuildAotPair(f);
+    if (!pair.ok()) state.SkipWithError(std::string(pair.status().message()).c_str());
+    nodes = pair->forward.size() + pair->backward.size();
+    benchmark::DoNotOptimize(pair);
+  }
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_AotPair)->Arg(8)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
+
+void BM_CheckShapes(benchmark::State& state) {
+  TransformerConfig c = Llama7bConfig();
+  c.layers = state.range(0);
+  ModelOptions o;
+  o.style = ParamStyle::kLifted;
+  const AotPair pair = *BuildAotPair(*BuildTransformer(c, o));
+  ShapeCheckOptions strict;
+  strict.require_rules = true;
+  for (auto _ : state) {
+    absl::StatusOr<ShapeCheckReport> f = CheckShapes(pair.forward, strict);
+    absl::StatusOr<ShapeCheckReport> b = CheckShapes(pair.backward, strict);
+    if (!f.ok() || !b.ok()) state.SkipWithError("shape check failed");
+    benchmark::DoNotOptimize(b);
+  }
+  state.counters["nodes"] = static_cast<double>(pair.forward.size() + pair.backward.size());
+}
+BENCHMARK(BM_CheckShapes)->Arg(8)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace overlap

@@ -410,6 +410,12 @@ absl::Status ValidateTransformer(const TransformerConfig& c) {
         absl::StrCat("kv_heads (", c.kv_heads, ") must divide heads (", c.heads, ")"));
   }
   if (c.max_positions < 0) return absl::InvalidArgumentError("max_positions must be >= 0");
+  if (c.max_positions > 0 && c.kv_heads != c.heads) {
+    // GPT-2's fused c_attn splits into three equal parts: no grouped KV heads.
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_heads (", c.kv_heads, ") must equal heads (", c.heads,
+                     ") with learned positions (max_positions > 0: GPT-2's fused QKV)"));
+  }
   if (c.max_positions > 0 && c.seq > c.max_positions) {
     return absl::InvalidArgumentError(
         absl::StrCat("seq (", c.seq, ") exceeds max_positions (", c.max_positions, ")"));

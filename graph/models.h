@@ -99,7 +99,8 @@ TransformerConfig MoeConfig(Preset preset = Preset::kDefault);
 int64_t TransformerParamCount(const TransformerConfig& c);
 
 // Fails (InvalidArgument, naming the field) on sizes <= 0, heads not dividing hidden, kv
-// heads not dividing heads, top_k outside [1, experts], or sizes whose products overflow.
+// heads not dividing heads (or differing from them in GPT-2 style, max_positions > 0, whose
+// QKV projection is fused), top_k outside [1, experts], or sizes whose products overflow.
 absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOptions& o);
 
 // A multilayer perceptron with ReLUs, modules named net.0, net.2, ... as nn.Sequential names

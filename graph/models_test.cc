@@ -143,6 +143,15 @@ TEST(ModelsTest, InvalidConfigsAreErrors) {
   c = MoeConfig();
   c.top_k = 17;
   EXPECT_THAT(BuildTransformer(c, {}).status().message(), HasSubstr("top_k"));
+  // Found by //fuzz:aot_fuzzer: GPT-2's fused QKV cannot have grouped KV heads (the builder
+  // viewed a [B, S, hidden] key as kv_heads heads).
+  c = Gpt2Config(Preset::kTiny);
+  c.kv_heads = 2;
+  EXPECT_THAT(BuildTransformer(c, {}).status().message(),
+              HasSubstr("kv_heads (2) must equal heads (4) with learned positions"));
+  ResNetConfig r;
+  r.width = 0;
+  EXPECT_THAT(BuildResNet(r, {}).status().message(), HasSubstr("width must be > 0"));
   EXPECT_EQ(BuildModel("gpt5", {}).status().code(), absl::StatusCode::kNotFound);
   MlpConfig m;
   m.widths = {10};
