@@ -2,20 +2,18 @@
 // choose: transformers (GPT-2 / LLaMA style, grouped KV heads, experts, tied embeddings,
 // biases or not), MLPs and ResNets, with every loss and both dtypes. Input: byte 0 picks
 // the family, byte 1 the loss, the rest the sizes (read cyclically; an empty rest gives the
-// smallest model). Every model the builders accept must give a pair that verifies, passes
-// the strict shape check (every op has a rule and every node states what it gives), and
-// follows the calling convention: the forward returns its outputs then the saved tensors,
-// none of which aliases a parameter; the backward returns one value per forward placeholder,
-// a gradient shaped like the parameter for every trainable one; both list the same table.
-// Any violation aborts.
+// smallest model). Every model the builders accept must give a pair that satisfies
+// graph/aot_invariants.h (verifies, passes the strict shape check, follows the calling
+// convention). Any violation aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "graph/aot.h"
+#include "graph/aot_invariants.h"
 #include "graph/models.h"
-#include "graph/shape_rules.h"
 #include "graph/verifier.h"
 
 namespace overlap {
@@ -86,22 +84,6 @@ absl::StatusOr<Graph> Model(int family, Knobs& k, const ModelOptions& o) {
   return BuildResNet(c, o);
 }
 
-bool AliasesAParameter(const Graph& g, NodeId id) {
-  while (true) {
-    const Node& n = g.node(id);
-    if (n.op() == Op::kPlaceholder) return n.meta().has_param;
-    if (!IsView(n) || n.inputs().empty()) return false;
-    id = n.inputs()[0];
-  }
-}
-
-const std::vector<Value>& Returned(const Graph& g) {
-  static const std::vector<Value> kNone;
-  const Node& out = g.node(g.last());
-  if (out.args().empty() || out.args()[0].kind() != Value::Kind::kList) return kNone;
-  return out.args()[0].items();
-}
-
 }  // namespace
 }  // namespace overlap
 
@@ -120,42 +102,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!Verify(*f).ok()) Fail("the model does not verify: " + std::string(Verify(*f).message()));
   absl::StatusOr<AotPair> pair = BuildAotPair(*f);
   if (!pair.ok()) Fail("no AOT pair: " + std::string(pair.status().message()));
-  ShapeCheckOptions strict;
-  strict.require_rules = true;
-  for (const Graph* g : {&pair->forward, &pair->backward}) {
-    if (absl::Status s = Verify(*g); !s.ok()) Fail("does not verify: " + std::string(s.message()));
-    absl::StatusOr<ShapeCheckReport> r = CheckShapes(*g, strict);
-    if (!r.ok()) Fail("shape check: " + std::string(r.status().message()));
-    if (r->unstated != 0) Fail("a node states no type");
-  }
-  const std::vector<Value>& rets = Returned(pair->forward);
-  if (static_cast<int64_t>(rets.size()) != pair->num_outputs + pair->num_saved) {
-    Fail("the forward returns the wrong count");
-  }
-  for (size_t i = pair->num_outputs; i < rets.size(); ++i) {
-    if (!rets[i].is_ref() || AliasesAParameter(pair->forward, rets[i].as_ref())) {
-      Fail("a saved tensor aliases a parameter");
-    }
-  }
-  std::vector<NodeId> placeholders;
-  for (NodeId id : pair->forward.order()) {
-    if (pair->forward.node(id).op() == Op::kPlaceholder) placeholders.push_back(id);
-  }
-  const std::vector<Value>& grads = Returned(pair->backward);
-  if (grads.size() != placeholders.size()) Fail("one backward output per forward placeholder");
-  for (size_t i = 0; i < placeholders.size(); ++i) {
-    const Node& p = pair->forward.node(placeholders[i]);
-    const bool trainable =
-        p.meta().has_param &&
-        pair->forward.params()[pair->forward.FindParam(p.meta().param)].requires_grad;
-    if (trainable != grads[i].is_ref()) Fail("gradient presence wrong for " + p.name());
-    if (trainable) {
-      const Node& g = pair->backward.node(grads[i].as_ref());
-      if (g.meta().shape != p.meta().shape || g.meta().grad_of != p.meta().param) {
-        Fail("the gradient of " + p.name() + " is not shaped like it or not marked grad_of");
-      }
-    }
-  }
-  if (pair->backward.params() != pair->forward.params()) Fail("the tables differ");
+  if (absl::Status s = CheckAotPair(*f, *pair); !s.ok()) Fail(std::string(s.message()));
   return 0;
 }

@@ -1,10 +1,10 @@
 #include "graph/aot.h"
 
-#include <set>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "graph/aot_invariants.h"
 #include "graph/models.h"
 #include "graph/shape_rules.h"
 #include "graph/verifier.h"
@@ -33,22 +33,6 @@ std::vector<NodeId> Placeholders(const Graph& g) {
   return out;
 }
 
-std::vector<Value> OutputValues(const Graph& g) {
-  const Node& out = g.node(g.last());
-  return out.args().empty() || out.args()[0].kind() != Value::Kind::kList ? std::vector<Value>{}
-                                                                          : out.args()[0].items();
-}
-
-// Whether `id` is a parameter placeholder or a view chain of one.
-bool AliasesAParameter(const Graph& g, NodeId id) {
-  while (true) {
-    const Node& n = g.node(id);
-    if (n.op() == Op::kPlaceholder) return n.meta().has_param;
-    if (!IsView(n) || n.inputs().empty()) return false;
-    id = n.inputs()[0];
-  }
-}
-
 std::vector<std::pair<std::string, Preset>> AllModels() {
   std::vector<std::pair<std::string, Preset>> out;
   for (const std::string& name : ModelNames()) {
@@ -64,66 +48,51 @@ TEST(AotTest, EveryBuiltInModelsPairFollowsTheConvention) {
     const Graph f = Lifted(name, LossKind::kDefault, preset);
     absl::StatusOr<AotPair> pair = BuildAotPair(f);
     ASSERT_TRUE(pair.ok()) << pair.status();
-    const Graph& fw = pair->forward;
-    const Graph& bw = pair->backward;
-    ASSERT_TRUE(Verify(fw).ok()) << Verify(fw);
-    ASSERT_TRUE(Verify(bw).ok()) << Verify(bw);
-    ShapeCheckOptions strict;
-    strict.require_rules = true;
-    ASSERT_TRUE(CheckShapes(fw, strict).ok()) << CheckShapes(fw, strict).status();
-    ASSERT_TRUE(CheckShapes(bw, strict).ok()) << CheckShapes(bw, strict).status();
-
-    // Forward: its own output (the loss, a scalar), then the saved tensors, none of which
-    // is a parameter or a view of one.
-    const std::vector<Value> rets = OutputValues(fw);
-    ASSERT_EQ(static_cast<int64_t>(rets.size()), pair->num_outputs + pair->num_saved);
-    EXPECT_EQ(pair->num_outputs, 1);
-    EXPECT_TRUE(fw.node(rets[0].as_ref()).meta().shape.empty());  // the scalar loss
-    int64_t saved_bytes = 0;
-    std::set<NodeId> bases;
-    for (size_t i = 1; i < rets.size(); ++i) {
-      ASSERT_TRUE(rets[i].is_ref());
-      EXPECT_FALSE(AliasesAParameter(fw, rets[i].as_ref())) << fw.node(rets[i].as_ref()).name();
-      NodeId base = rets[i].as_ref();
-      while (IsView(fw.node(base))) base = fw.node(base).inputs()[0];
-      if (bases.insert(base).second) saved_bytes += fw.node(base).meta().tensor_size;
-    }
-    EXPECT_EQ(saved_bytes, pair->saved_bytes);
+    absl::Status s = CheckAotPair(f, *pair);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(pair->num_outputs, 1);  // the loss
     EXPECT_GT(pair->saved_bytes, 0);
+    const std::vector<NodeId> bph = Placeholders(pair->backward);
+    EXPECT_EQ(pair->backward.node(bph.back()).name(), "tangents_1");
+    EXPECT_TRUE(pair->backward.node(bph.back()).meta().shape.empty());  // a scalar tangent
+  }
+}
 
-    // Backward placeholders: primals, then the saved tensors under their forward names, in
-    // the forward's output order, then one scalar tangent.
-    const std::vector<NodeId> bph = Placeholders(bw);
-    ASSERT_EQ(static_cast<int64_t>(bph.size()), pair->num_primals + pair->num_saved + 1);
-    for (int64_t i = 0; i < pair->num_primals; ++i) {
-      EXPECT_TRUE(bw.node(bph[i]).meta().has_param) << bw.node(bph[i]).name();
-      EXPECT_FALSE(bw.node(bph[i]).users().empty()) << "an unread primal";
+// The checker catches what it must: a pair tampered with in each way fails.
+TEST(AotTest, TheConventionCheckCatchesTampering) {
+  const Graph f = Lifted("gpt2", LossKind::kDefault, Preset::kTiny);
+  absl::StatusOr<AotPair> pair = BuildAotPair(f);
+  ASSERT_TRUE(pair.ok());
+  ASSERT_TRUE(CheckAotPair(f, *pair).ok());
+  {
+    AotPair bad = *pair;
+    bad.saved_bytes += 1;
+    EXPECT_FALSE(CheckAotPair(f, bad).ok());
+  }
+  {
+    AotPair bad = *pair;  // a gradient no longer marked
+    const Node& out = bad.backward.node(bad.backward.last());
+    for (const Value& v : out.args()[0].items()) {
+      if (!v.is_ref()) continue;
+      bad.backward.mutable_node(v.as_ref()).mutable_meta().has_grad_of = false;
+      break;
     }
-    for (int64_t i = 0; i < pair->num_saved; ++i) {
-      EXPECT_EQ(bw.node(bph[pair->num_primals + i]).name(), fw.node(rets[1 + i].as_ref()).name());
-    }
-    EXPECT_EQ(bw.node(bph.back()).name(), "tangents_1");
-    EXPECT_TRUE(bw.node(bph.back()).meta().shape.empty());
-
-    // Backward output: one value per forward placeholder; every trainable parameter's is its
-    // gradient, shaped like it and marked grad_of; the others are null.
-    const std::vector<NodeId> fph = Placeholders(fw);
-    const std::vector<Value> grads = OutputValues(bw);
-    ASSERT_EQ(grads.size(), fph.size());
-    for (size_t i = 0; i < fph.size(); ++i) {
-      const Node& p = fw.node(fph[i]);
-      if (!p.meta().has_param) {
-        EXPECT_TRUE(grads[i].is_none()) << p.name();
-        continue;
+    EXPECT_FALSE(CheckAotPair(f, bad).ok());
+  }
+  {
+    AotPair bad = *pair;  // a wrong stated shape
+    for (NodeId id : bad.backward.order()) {
+      if (bad.backward.node(id).target() == "aten.mm.default") {
+        bad.backward.mutable_node(id).mutable_meta().shape.push_back(1);
+        break;
       }
-      ASSERT_TRUE(grads[i].is_ref()) << p.name() << " has no gradient";
-      const Node& g = bw.node(grads[i].as_ref());
-      EXPECT_EQ(g.meta().grad_of, p.meta().param);
-      EXPECT_EQ(g.meta().shape, p.meta().shape) << p.name();
     }
-    // The whole table, so ds_ids agree.
-    ASSERT_EQ(bw.params().size(), f.params().size());
-    for (size_t i = 0; i < f.params().size(); ++i) EXPECT_EQ(bw.params()[i], f.params()[i]);
+    EXPECT_FALSE(CheckAotPair(f, bad).ok());
+  }
+  {
+    AotPair bad = *pair;  // a table row missing
+    Graph other = Lifted("mlp", LossKind::kDefault, Preset::kTiny);
+    EXPECT_FALSE(CheckAotPair(other, bad).ok());
   }
 }
 
