@@ -469,6 +469,22 @@ TEST(CliTest, GenWritesTinyAotPairsWithTheChosenLoss) {
   EXPECT_THAT(rb.out, HasSubstr("_backward.default"));
 }
 
+// A deep chain for scaling measurements: `gen mlp --layers L --width W` (L linear layers,
+// the preset's input and output widths around W-wide hidden layers).
+TEST(CliTest, MlpTakesLayersAndWidth) {
+  Result r = Overlap({"gen", "mlp", "--layers", "6", "--width", "32", "--lifted"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"net.10.weight\""));  // the 6th linear layer (net.0 ... net.10)
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("\"net.12.weight\"")));
+  EXPECT_THAT(r.out, HasSubstr("\"shape\": [32, 32]"));
+  Result tiny = Overlap({"gen", "mlp", "--preset", "tiny", "--layers", "1"});
+  ASSERT_EQ(tiny.code, kExitOk) << tiny.err;
+  EXPECT_THAT(tiny.out, HasSubstr("\"shape\": [4, 8]"));  // 8 -> 4 directly
+  EXPECT_EQ(Overlap({"gen", "gpt2", "--width", "64"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "resnet18", "--layers", "2"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"gen", "mlp", "--seq", "2"}).code, kExitUsage);
+}
+
 TEST(CliTest, PrintWritesOneLinePerNode) {
   const std::string path = Tmp("mlp_print.json");
   ASSERT_EQ(Overlap({"gen", "mlp", "-o", path}).code, kExitOk);

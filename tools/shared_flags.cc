@@ -1,5 +1,7 @@
 #include "tools/shared_flags.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
 #include "graph/errors.h"
@@ -31,7 +33,8 @@ constexpr FlagSpec kModelFlags[] = {
      "default or tiny: the model's sizes (tiny: float32, milliseconds on a CPU)"},
     {"batch", 0, "N", "override the preset's batch (transformers, mlp, resnet18)"},
     {"seq", 0, "N", "override the preset's sequence length (transformers)"},
-    {"layers", 0, "N", "override the preset's layer count (transformers)"},
+    {"layers", 0, "N", "override the preset's layer count (transformers; mlp: N linear layers)"},
+    {"width", 0, "W", "mlp only: the hidden layers' width (default: the preset's)"},
     {"peak-tflops", 0, "X", "16-bit peak of the roofline cost model (default 989, H100 SXM)"},
     {"peak-tflops-fp32", 0, "X", "32-bit (TF32) peak (default 494)"},
     {"mem-bandwidth", 0, "X", "memory bandwidth in GB/s (default 3350)"},
@@ -47,6 +50,7 @@ constexpr int64_t kMaxNodes = 10'000'000;
 constexpr int64_t kMaxBatch = int64_t{1} << 16;
 constexpr int64_t kMaxSeq = int64_t{1} << 17;
 constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
 // The cost-model flags: below these a device time can overflow to infinity.
 constexpr double kMinTflops = 1e-6;
 constexpr double kMinBandwidthGbps = 1e-6;
@@ -127,9 +131,12 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
   }
   const bool transformer =
       name == "gpt2" || name == "llama-7b" || name == "llama-70b" || name == "moe";
-  if ((seq || layers) && !transformer) {
-    in.AddUsageError("--seq and --layers apply to the transformer models only");
+  const int64_t width = in.Int("width", 1, kMaxWidth, 0);
+  if (seq && !transformer) in.AddUsageError("--seq applies to the transformer models only");
+  if (layers && !transformer && name != "mlp") {
+    in.AddUsageError("--layers applies to the transformer models and mlp only");
   }
+  if (width && name != "mlp") in.AddUsageError("--width applies to mlp only");
   if (in.has_usage_error()) return Graph();
   if (transformer) {
     TransformerConfig c = name == "gpt2"        ? Gpt2Config(preset)
@@ -144,6 +151,14 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
   if (name == "mlp") {
     MlpConfig c = MlpPreset(preset);
     if (batch) c.batch = batch;
+    if (layers || width) {  // keep the preset's input and output widths
+      const int64_t hidden = width ? width : c.widths[c.widths.size() / 2];
+      const int64_t n = layers ? layers : static_cast<int64_t>(c.widths.size()) - 1;
+      std::vector<int64_t> widths = {c.widths.front()};
+      for (int64_t i = 1; i < n; ++i) widths.push_back(hidden);
+      widths.push_back(c.widths.back());
+      c.widths = std::move(widths);
+    }
     return BuildMlp(c, o);
   }
   if (name == "resnet18") {
