@@ -504,6 +504,11 @@ class AotBuilder {
       }
       return absl::OkStatus();
     }
+    for (const auto& [key, val] : n.kwargs()) {
+      if (key == "alpha" && !(val.kind() == Value::Kind::kInt && val.as_int() == 1)) {
+        return Error(n, "alpha other than 1 has no formula here (docs/ops.md)");
+      }
+    }
     if (t == "aten.add.Tensor" || t == "aten.mul.Tensor") {
       const bool mul = t == "aten.mul.Tensor";
       const NodeId a = ref(0), b = ref(1);
@@ -642,11 +647,21 @@ class AotBuilder {
         OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
         wv = Value::Ref(wb);
       }
+      // Evaluation mode normalizes with the running statistics: the backward reads them.
+      Value running_mean, running_var;
+      if (ref(3) != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId rm, Use(ref(3)));
+        running_mean = Value::Ref(rm);
+      }
+      if (ref(4) != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId rv, Use(ref(4)));
+        running_var = Value::Ref(rv);
+      }
       const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
       OVERLAP_ASSIGN_OR_RETURN(
           NodeId r, Emit("aten.native_batch_norm_backward.default",
-                         {Value::Ref(*g0), Value::Ref(xb), wv, Value(), Value(), Value::Ref(mean),
-                          Value::Ref(invstd), arg(5), arg(7), Mask(mask)},
+                         {Value::Ref(*g0), Value::Ref(xb), wv, running_mean, running_var,
+                          Value::Ref(mean), Value::Ref(invstd), arg(5), arg(7), Mask(mask)},
                          {}, Cost::Scaled(2.0), id));
       return Spread(r, mask, {x, w, b});
     }
@@ -714,9 +729,14 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
       OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
       OVERLAP_ASSIGN_OR_RETURN(NodeId total, ElemUse(id, 1));
+      Value weight;  // class weights, when given, are read again
+      if (ref(2) != kNoNode) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(ref(2)));
+        weight = Value::Ref(wb);
+      }
       OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.nll_loss_backward.default",
                                               {Value::Ref(*g0), Value::Ref(xb), Value::Ref(target),
-                                               arg(2), arg(3), arg(4), Value::Ref(total)}));
+                                               weight, arg(3), arg(4), Value::Ref(total)}));
       return Accumulate(x, g);
     }
     if (t == "aten.mse_loss.default") {
@@ -744,8 +764,9 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
       OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
       const bool mask[3] = {Needs(x), Needs(w), b != kNoNode && Needs(b)};
-      std::vector<Value> args = {Value::Ref(G(id)), Value::Ref(xb), Value::Ref(wb),
-                                 b != kNoNode ? Ints({wt.shape[0]}) : Value()};
+      std::vector<Value> args = {
+          Value::Ref(G(id)), Value::Ref(xb), Value::Ref(wb),
+          b != kNoNode ? Ints({wt.shape[0]}) : Ints({0})};  // PyTorch's AOT graphs: [0]
       for (int i = 3; i <= 8; ++i) args.push_back(arg(i));
       args.push_back(Mask(mask));
       OVERLAP_ASSIGN_OR_RETURN(NodeId r, Emit("aten.convolution_backward.default", std::move(args),
@@ -773,12 +794,17 @@ class AotBuilder {
     }
     if (t == "aten.slice.Tensor") {
       OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      // slice_backward takes no None: the defaults slice.Tensor's None stands for.
+      const int64_t dim = int_arg(1, 0);
+      const int64_t d = dim < 0 ? dim + static_cast<int64_t>(xt.shape.size()) : dim;
+      const int64_t end =
+          d >= 0 && d < static_cast<int64_t>(xt.shape.size()) ? xt.shape[d] : int64_t{0};
       std::vector<Value> args = {Value::Ref(G(id)),
                                  Ints(xt.shape),
-                                 arg(1),
-                                 arg(2),
-                                 arg(3),
-                                 arg(4).kind() == Value::Kind::kNone ? Value::Int(1) : arg(4)};
+                                 Value::Int(dim),
+                                 Value::Int(int_arg(2, 0)),
+                                 Value::Int(int_arg(3, end)),
+                                 Value::Int(int_arg(4, 1))};
       OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_backward.default", std::move(args)));
       return Accumulate(x, g);
     }
