@@ -323,6 +323,13 @@ class AotBuilder {
     return out;
   }
 
+  // Use(y) as an argument, or None when there is no such input (an optional tensor).
+  absl::StatusOr<Value> OptionalUse(NodeId y) {
+    if (y == kNoNode) return Value();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId b, Use(y));
+    return Value::Ref(b);
+  }
+
   bool RootsAtParam(NodeId y) const {
     while (true) {
       const Node& n = fwd_.node(y);
@@ -618,15 +625,8 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
       OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
       OVERLAP_ASSIGN_OR_RETURN(NodeId rstd, ElemUse(id, 2));
-      Value wv, bv;
-      if (w != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
-        wv = Value::Ref(wb);
-      }
-      if (b != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId bb, Use(b));
-        bv = Value::Ref(bb);
-      }
+      OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
+      OVERLAP_ASSIGN_OR_RETURN(Value bv, OptionalUse(b));
       const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
       OVERLAP_ASSIGN_OR_RETURN(NodeId r,
                                Emit("aten.native_layer_norm_backward.default",
@@ -642,21 +642,10 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
       OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
       OVERLAP_ASSIGN_OR_RETURN(NodeId invstd, ElemUse(id, 2));
-      Value wv;
-      if (w != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
-        wv = Value::Ref(wb);
-      }
+      OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
       // Evaluation mode normalizes with the running statistics: the backward reads them.
-      Value running_mean, running_var;
-      if (ref(3) != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId rm, Use(ref(3)));
-        running_mean = Value::Ref(rm);
-      }
-      if (ref(4) != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId rv, Use(ref(4)));
-        running_var = Value::Ref(rv);
-      }
+      OVERLAP_ASSIGN_OR_RETURN(Value running_mean, OptionalUse(ref(3)));
+      OVERLAP_ASSIGN_OR_RETURN(Value running_var, OptionalUse(ref(4)));
       const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
       OVERLAP_ASSIGN_OR_RETURN(
           NodeId r, Emit("aten.native_batch_norm_backward.default",
@@ -729,11 +718,8 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
       OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
       OVERLAP_ASSIGN_OR_RETURN(NodeId total, ElemUse(id, 1));
-      Value weight;  // class weights, when given, are read again
-      if (ref(2) != kNoNode) {
-        OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(ref(2)));
-        weight = Value::Ref(wb);
-      }
+      // Class weights, when given, are read again.
+      OVERLAP_ASSIGN_OR_RETURN(Value weight, OptionalUse(ref(2)));
       OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.nll_loss_backward.default",
                                               {Value::Ref(*g0), Value::Ref(xb), Value::Ref(target),
                                                weight, arg(3), arg(4), Value::Ref(total)}));
