@@ -1,12 +1,14 @@
 // Fuzz target: the two-stream simulator and the schedule verifier on arbitrary valid orders
-// (not only the schedulers' orders). Input: byte 0 = forward / backward insertion, byte 1 =
+// (not only the schedulers' orders). Input: byte 0 = forward / backward insertion (bit 0),
+// even ds_ids resident (bit 1), reduce-scatter bucket cap 2^(bits 3..6) bytes (bit 2); byte 1 =
 // k, then k bytes steering a random topological order (which ready node runs next), then a
 // graph decoded by the shared generator; ZeRO-3 insertion runs first.
 // Invariants: the simulator accepts every topological order and is deterministic;
 // lower_bound = max(compute, comm) <= step time <= compute + comm (at every instant one
 // stream is busy until both drain); exposed comm = step - compute; stream intervals never
 // overlap on a stream; peak_gathered_bytes equals the verifier's walk; the schedule
-// verifier answers OK or names a violation, never crashes.
+// verifier answers OK or names a violation, never crashes; the second, simple simulator of
+// schedule/testing/reference_simulator.h gives the same figures, with residents and buckets.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,7 +20,9 @@
 #include "graph/random_graph.h"
 #include "schedule/schedule_verifier.h"
 #include "schedule/simulator.h"
+#include "schedule/testing/reference_simulator.h"
 #include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
 
 namespace {
 [[noreturn]] void Fail(const std::string& what) {
@@ -100,5 +104,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stream_end[e.stream] = std::max(stream_end[e.stream], e.end_s);
   }
   if (std::max(stream_end[0], stream_end[1]) > r.step_time_s + eps) Fail("event after the step");
+
+  // The second simulator, written from the contract alone, with residents and buckets.
+  std::vector<int64_t> resident;
+  if (data[0] & 2) {
+    for (NodeId id : order) {
+      const Node& n = g.node(id);
+      if (IsAllgather(n) && DsId(n) >= 0 && DsId(n) % 2 == 0) resident.push_back(DsId(n));
+    }
+  }
+  SimulationOptions options;
+  options.resident = resident;
+  options.reduce_bucket_bytes = (data[0] & 4) ? int64_t{1} << ((data[0] >> 3) & 15) : 0;
+  absl::StatusOr<SimulationResult> fast = Simulator(g).Run(order, options);
+  if (!fast.ok()) Fail("simulator rejected residents or buckets");
+  const ReferenceSimulation ref =
+      ReferenceSimulate(g, order, CollectiveModel{}, resident, options.reduce_bucket_bytes);
+  auto near = [&](double x, double y) { return std::abs(x - y) <= 1e-9 * (1 + std::abs(y)); };
+  if (fast->peak_memory_bytes != ref.peak_memory_bytes) Fail("peak memory differs from reference");
+  if (fast->peak_gathered_bytes != ref.peak_gathered_bytes) Fail("peak gathered differs");
+  if (!near(fast->step_time_s, ref.step_time_s)) Fail("step time differs from reference");
+  if (!near(fast->compute_s, ref.compute_s) || !near(fast->comm_s, ref.comm_s)) {
+    Fail("compute or communication time differs from reference");
+  }
   return 0;
 }

@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "graph/errors.h"
 #include "graph/status_macros.h"
+#include "schedule/fast_free.h"
+#include "schedule/list_schedule.h"
+#include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
 
@@ -85,6 +88,7 @@ std::vector<NodeId> Candidate(const std::vector<NodeId>& base, const std::vector
 // compute bound, and the scan stops there.
 struct Evaluation {
   absl::Status status;
+  absl::string_view base = kPrefetchBase;  // where the order came from
   std::vector<NodeId> order;
   int64_t peak = 0;  // S_k's own peak (no residents, no buckets)
   bool fits = false;
@@ -105,6 +109,7 @@ class LookaheadSearch {
     ChooseLookaheads();
     RankResidents();
     ChooseReduceCaps();
+    ChooseResidentCounts();
     return Scan();
   }
 
@@ -236,8 +241,10 @@ class LookaheadSearch {
     return !options_.memory_limit_bytes || peak <= *options_.memory_limit_bytes;
   }
 
-  static LookaheadCandidate Row(int k, int64_t cap, size_t kept, const SimulationResult& sim) {
+  static LookaheadCandidate Row(absl::string_view base, int k, int64_t cap, size_t kept,
+                                const SimulationResult& sim) {
     LookaheadCandidate c;
+    c.base = base;
     c.k = k;
     c.reduce_bucket_bytes = cap;
     c.residents = static_cast<int64_t>(kept);
@@ -247,49 +254,73 @@ class LookaheadSearch {
     return c;
   }
 
-  // The longest ranking prefix that fits the memory left over after `sim` and keeps the
-  // simulated peak within the budget (a resident parameter adds at most its bytes to any
-  // instant, so the first guess usually fits; else binary search). Every trial is a row.
-  // Returns the row of the best fitting prefix (the one with none when nothing fits).
-  absl::StatusOr<size_t> KeepResidents(int k, int64_t cap, const SimulationResult& sim,
-                                       Evaluation* e) const {
-    e->rows.push_back(Row(k, cap, 0, sim));
-    size_t best_row = e->rows.size() - 1;  // the prefix known to fit, until a longer one does
+  // Resident prefixes tried: 0 and then counts about options.resident_ratio apart, up to
+  // the whole ranking. A fixed family, not a search for the longest prefix that fits: in a
+  // forward graph a resident's refresh occupies the communication stream at the start, so a
+  // longer prefix can be slower, and only a family that does not depend on the budget keeps
+  // the result monotone in it.
+  void ChooseResidentCounts() {
+    counts_ = {0};
+    const double top = static_cast<double>(ranked_ds_.size());
+    for (double n = 1; n <= top; n *= options_.resident_ratio) {
+      const size_t ni = static_cast<size_t>(std::lround(n));
+      if (ni != counts_.back() && ni <= ranked_ds_.size()) counts_.push_back(ni);
+    }
+    if (counts_.back() != ranked_ds_.size()) counts_.push_back(ranked_ds_.size());
+  }
+
+  // Every resident prefix of the family whose bytes fit the memory left over after `sim` (a
+  // bound that only grows with the budget), simulated; those within the budget are choices.
+  // Stops at the first choice that reaches the compute bound.
+  absl::Status KeepResidents(int k, int64_t cap, const SimulationResult& sim, Evaluation* e) const {
+    e->rows.push_back(Row(e->base, k, cap, 0, sim));
+    e->choices.push_back(e->rows.size() - 1);
+    if (AtComputeBound(sim)) {
+      e->reached_compute = true;
+      return absl::OkStatus();
+    }
     const int64_t left = options_.memory_limit_bytes
                              ? *options_.memory_limit_bytes - sim.peak_memory_bytes
                              : INT64_MAX;
-    const size_t m = std::upper_bound(prefix_bytes_.begin(), prefix_bytes_.end(), left) -
-                     prefix_bytes_.begin() - 1;
-    size_t lo = 0, hi = m;  // prefix lo is known to fit
-    bool first_try = true;
-    while (hi > lo) {
-      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
-      first_try = false;
+    for (size_t i = 1; i < counts_.size() && prefix_bytes_[counts_[i]] <= left; ++i) {
+      const size_t n = counts_[i];
       OVERLAP_ASSIGN_OR_RETURN(SimulationResult with,
                                Simulate(e->order, absl::MakeConstSpan(ranked_ds_.data(), n), cap));
-      e->rows.push_back(Row(k, cap, n, with));
-      if (Fits(with.peak_memory_bytes)) {
-        lo = n;
-        e->rows[best_row].verdict = CandidateVerdict::kSuperseded;
-        best_row = e->rows.size() - 1;
-      } else {
+      e->rows.push_back(Row(e->base, k, cap, n, with));
+      if (!Fits(with.peak_memory_bytes)) {
         e->rows.back().verdict = CandidateVerdict::kOverBudget;
-        hi = n - 1;
+        continue;
+      }
+      e->choices.push_back(e->rows.size() - 1);
+      if (AtComputeBound(with)) {
+        e->reached_compute = true;
+        break;
       }
     }
-    return best_row;
+    return absl::OkStatus();
+  }
+
+  // Nothing beats the total compute time (the same for every candidate, resident set and
+  // bucketing): the scan stops at the first choice that reaches it. Still monotone in the
+  // budget: a larger budget admits this choice too.
+  bool AtComputeBound(const SimulationResult& sim) const {
+    return sim.step_time_s <= sim.compute_s * (1 + options_.compute_bound_tolerance);
   }
 
   // Evaluates S_k on its own (so candidates can be evaluated in parallel).
-  void Evaluate(int k, Evaluation* e) const { e->status = EvaluateOrError(k, e); }
-
-  absl::Status EvaluateOrError(int k, Evaluation* e) const {
+  void Evaluate(int k, Evaluation* e) const {
     e->order = Candidate(base_, position_, gathers_, moved_, k);
+    e->status = EvaluateOrder(k, e);
+  }
+
+  // Evaluates e->order (S_k, or a baseline's order): plain, then each reduce-scatter cap
+  // that fits, each with the resident prefixes.
+  absl::Status EvaluateOrder(int k, Evaluation* e) const {
     OVERLAP_ASSIGN_OR_RETURN(const SimulationResult plain, Simulate(e->order, {}, 0));
     e->peak = plain.peak_memory_bytes;
     e->fits = Fits(plain.peak_memory_bytes);
     if (!e->fits) {
-      e->rows.push_back(Row(k, 0, 0, plain));
+      e->rows.push_back(Row(e->base, k, 0, 0, plain));
       e->rows.back().verdict = CandidateVerdict::kOverBudget;
       return absl::OkStatus();
     }
@@ -299,44 +330,54 @@ class LookaheadSearch {
       if (cap > 0) {
         OVERLAP_ASSIGN_OR_RETURN(sim, Simulate(e->order, {}, cap));
         if (!Fits(sim.peak_memory_bytes)) {
-          e->rows.push_back(Row(k, cap, 0, sim));
+          e->rows.push_back(Row(e->base, k, cap, 0, sim));
           e->rows.back().verdict = CandidateVerdict::kOverBudget;
           continue;
         }
       }
-      OVERLAP_ASSIGN_OR_RETURN(const size_t row, KeepResidents(k, cap, sim, e));
-      e->choices.push_back(row);
-      // Nothing beats the total compute time (the same for every candidate, resident set
-      // and bucketing): the scan stops at the first choice that reaches it. Still monotone
-      // in the budget: a larger budget admits this candidate and cap with at least these
-      // residents.
-      if (e->rows[row].step_time_s <= plain.compute_s * (1 + options_.compute_bound_tolerance)) {
-        e->reached_compute = true;
-        break;
-      }
+      OVERLAP_RETURN_IF_ERROR(KeepResidents(k, cap, sim, e));
+      if (e->reached_compute) break;
     }
     return absl::OkStatus();
   }
 
+  // The DeepCompile baselines' orders (output node last, as RunScheduler leaves them), each
+  // a candidate like S_k: ours then fits every budget some baseline fits, no slower than it.
+  // A baseline that cannot order the graph contributes nothing.
+  std::vector<Evaluation> BaselineOrders() const {
+    std::vector<Evaluation> out;
+    if (!options_.baseline_orders) return out;
+    struct Named {
+      absl::string_view name;
+      absl::StatusOr<std::vector<NodeId>> (*schedule)(const Graph&);
+    };
+    for (const Named& b : {Named{"fast_free", &FastFreeSchedule}, Named{"list", &ListSchedule},
+                           Named{"simple_prefetch", &SimplePrefetchSchedule}}) {
+      absl::StatusOr<std::vector<NodeId>> order = b.schedule(g_);
+      if (!order.ok()) continue;
+      Evaluation e;
+      e.base = b.name;
+      std::stable_partition(order->begin(), order->end(),
+                            [&](NodeId id) { return g_.node(id).op() != Op::kOutput; });
+      e.order = *std::move(order);
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
   // The scan, in k order, on candidates evaluated a batch at a time (S_0 alone first: with
-  // memory to spare it often ends the scan, all resident). Stops at the first candidate
-  // that does not fit: the candidates examined are then the longest fitting prefix of the k
-  // sequence, which only grows with the budget (so the result stays monotone in it), and a
-  // tight budget costs a few simulations, not all.
+  // memory to spare it often ends the scan). Stops at the first candidate that does not fit:
+  // the candidates examined are then the longest fitting prefix of the k sequence, which
+  // only grows with the budget (so the result stays monotone in it), and a tight budget
+  // costs a few simulations, not all. Then the baselines' orders, unless the compute bound
+  // was reached.
   absl::StatusOr<LookaheadResult> Scan() {
     const size_t batch =
         g_.size() < options_.parallel_min_nodes
             ? 1
             : std::max<size_t>(
                   1, std::min<size_t>(options_.max_threads, std::thread::hardware_concurrency()));
-    LookaheadResult best;
-    std::vector<LookaheadCandidate> rows;
-    std::optional<size_t> chosen_row;
-    int64_t smallest_peak = INT64_MAX;
-    std::vector<NodeId> smallest_order;
-    int smallest_k = 0;
     bool stop = false;
-    size_t next_k = 0;
     for (size_t first = 0, n = 1; first < ks_.size() && !stop; first += n, n = batch) {
       n = std::min(n, ks_.size() - first);
       std::vector<Evaluation> evals(n);
@@ -347,62 +388,77 @@ class LookaheadSearch {
       Evaluate(ks_[first], &evals[0]);
       for (std::thread& t : pool) t.join();
       for (size_t i = 0; i < n && !stop; ++i) {
-        Evaluation& e = evals[i];
-        const int k = ks_[first + i];
-        next_k = first + i + 1;
-        OVERLAP_RETURN_IF_ERROR(e.status);
-        if (e.peak < smallest_peak) {
-          smallest_peak = e.peak;
-          smallest_order = e.order;
-          smallest_k = k;
-        }
-        const size_t offset = rows.size();
-        rows.insert(rows.end(), e.rows.begin(), e.rows.end());
-        if (!e.fits) {
-          stop = true;
-          break;
-        }
-        for (size_t c : e.choices) {
-          const LookaheadCandidate& row = rows[offset + c];
-          if (!chosen_row || row.step_time_s < rows[*chosen_row].step_time_s) {
-            chosen_row = offset + c;
-            best.order = e.order;
-          }
-        }
-        if (e.reached_compute) {
-          stop = true;
-          for (size_t j = next_k; j < ks_.size(); ++j) {
+        OVERLAP_RETURN_IF_ERROR(evals[i].status);
+        stop = Take(ks_[first + i], std::move(evals[i]));
+        if (stop && reached_compute_) {
+          for (size_t j = first + i + 1; j < ks_.size(); ++j) {
             LookaheadCandidate skipped;
             skipped.k = ks_[j];
             skipped.verdict = CandidateVerdict::kStoppedAtComputeBound;
-            rows.push_back(skipped);
+            rows_.push_back(skipped);
           }
         }
       }
     }
-    if (!chosen_row) {
-      LookaheadResult r;
+    if (!reached_compute_) {
+      for (Evaluation& e : BaselineOrders()) {
+        OVERLAP_RETURN_IF_ERROR(EvaluateOrder(0, &e));
+        if (Take(0, std::move(e)) && reached_compute_) break;
+      }
+    }
+    return Result();
+  }
+
+  // Folds one evaluated order into the scan; whether the S_k scan stops here (it does not
+  // fit, or it reached the compute bound).
+  bool Take(int k, Evaluation e) {
+    if (e.peak < smallest_peak_) {
+      smallest_peak_ = e.peak;
+      smallest_order_ = e.order;
+      smallest_k_ = k;
+      smallest_base_ = e.base;
+    }
+    const size_t offset = rows_.size();
+    rows_.insert(rows_.end(), e.rows.begin(), e.rows.end());
+    if (!e.fits) return true;
+    for (size_t c : e.choices) {
+      const LookaheadCandidate& row = rows_[offset + c];
+      if (!chosen_row_ || row.step_time_s < rows_[*chosen_row_].step_time_s) {
+        chosen_row_ = offset + c;
+        chosen_order_ = e.order;
+      }
+    }
+    reached_compute_ = e.reached_compute;
+    return e.reached_compute;
+  }
+
+  absl::StatusOr<LookaheadResult> Result() {
+    LookaheadResult r;
+    if (!chosen_row_) {
       r.feasible = false;
-      r.min_feasible_bytes = smallest_peak;
-      r.order = std::move(smallest_order);
-      r.lookahead = smallest_k;
+      r.min_feasible_bytes = smallest_peak_;
+      r.order = std::move(smallest_order_);
+      r.lookahead = smallest_k_;
+      r.base = smallest_base_;
       SimulationOptions o;
       o.record_trace = false;
       OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, simulator_.Run(r.order, o));
       r.peak_memory_bytes = sim.peak_memory_bytes;
       r.step_time_s = sim.step_time_s;
-      r.candidates = std::move(rows);
+      r.candidates = std::move(rows_);
       return r;
     }
-    LookaheadCandidate& chosen = rows[*chosen_row];
+    LookaheadCandidate& chosen = rows_[*chosen_row_];
     chosen.verdict = CandidateVerdict::kChosen;
-    best.lookahead = chosen.k;
-    best.resident.assign(ranked_ds_.begin(), ranked_ds_.begin() + chosen.residents);
-    best.reduce_bucket_bytes = chosen.reduce_bucket_bytes;
-    best.peak_memory_bytes = chosen.peak_memory_bytes;
-    best.step_time_s = chosen.step_time_s;
-    best.candidates = std::move(rows);
-    return best;
+    r.order = std::move(chosen_order_);
+    r.lookahead = chosen.k;
+    r.base = chosen.base;
+    r.resident.assign(ranked_ds_.begin(), ranked_ds_.begin() + chosen.residents);
+    r.reduce_bucket_bytes = chosen.reduce_bucket_bytes;
+    r.peak_memory_bytes = chosen.peak_memory_bytes;
+    r.step_time_s = chosen.step_time_s;
+    r.candidates = std::move(rows_);
+    return r;
   }
 
   const Graph& g_;
@@ -418,6 +474,16 @@ class LookaheadSearch {
   std::vector<int64_t> ranked_ds_;
   std::vector<int64_t> prefix_bytes_;
   std::vector<int64_t> caps_;
+  std::vector<size_t> counts_;  // resident prefix lengths tried
+  // The scan's state.
+  std::vector<LookaheadCandidate> rows_;
+  std::optional<size_t> chosen_row_;
+  std::vector<NodeId> chosen_order_;
+  bool reached_compute_ = false;
+  int64_t smallest_peak_ = INT64_MAX;
+  std::vector<NodeId> smallest_order_;
+  int smallest_k_ = 0;
+  absl::string_view smallest_base_ = kPrefetchBase;
 };
 
 }  // namespace
@@ -428,8 +494,6 @@ absl::string_view CandidateVerdictName(CandidateVerdict v) {
       return "chosen";
     case CandidateVerdict::kSlower:
       return "slower";
-    case CandidateVerdict::kSuperseded:
-      return "superseded";
     case CandidateVerdict::kOverBudget:
       return "over budget";
     case CandidateVerdict::kStoppedAtComputeBound:
@@ -457,6 +521,9 @@ absl::Status ValidateLookaheadOptions(const LookaheadOptions& o) {
   }
   if (!(o.compute_bound_tolerance >= 0)) {
     return absl::InvalidArgumentError("the compute-bound tolerance must be >= 0");
+  }
+  if (!(o.resident_ratio > 1) || !std::isfinite(o.resident_ratio)) {
+    return absl::InvalidArgumentError("the resident ratio must be finite and > 1");
   }
   if (o.max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
   return absl::OkStatus();

@@ -1,30 +1,32 @@
 // Our ZeRO-3 scheduler: memory-bounded lookahead prefetch, with selective unsharding and
-// reduce-scatter bucketing.
+// reduce-scatter bucketing, over its own orders and the DeepCompile baselines' orders.
 //
 // Start from the just-in-time order (every allgather and its wait right before the first
 // node that needs the parameter; releases and compute where the graph has them). Schedule
 // S_k issues each allgather k parameters early (the allgather of the j-th parameter, in
 // order of first use, goes before the first use of the (j-k)-th), so up to k gathered
-// parameters are in flight ahead of compute. For each S_k (by default k = 0, 1, 2, 3, 4, 6,
-// 8, ..., about sqrt(2) apart, in order) that fits the budget, and each reduce-scatter
-// bucket cap (backward graphs; by default 0, 4, 16, 64 MiB) that still fits, the memory
-// left over keeps
-// parameters resident (ranked by allgather time saved per byte; the longest prefix of the
-// ranking that fits, shrunk by binary search while the simulated peak exceeds the budget).
-// Every choice is simulated (simulator.h); the fastest wins (ties: the first found).
+// parameters are in flight ahead of compute. The candidate orders are S_k for k = 0, 1, 2,
+// 3, 4, 6, 8, ... (about sqrt(2) apart, in order, while S_k fits the budget), then the
+// orders of fast_free, list and simple_prefetch (which also reorder compute). For each order
+// that fits, each reduce-scatter bucket cap (backward graphs; by default 0, 4, 16, 64 MiB)
+// that still fits, and each resident prefix of a fixed family (0, 1, 2, 3, 4, 6, ... of the
+// parameters ranked by allgather time saved per byte, up to all of them) whose bytes fit the
+// memory left over, the choice is simulated (simulator.h); the fastest within the budget
+// wins (ties: the first found).
 //
-// Why this shape: the scan stops at the first S_k that does not fit, so the candidates
-// examined are the longest fitting prefix of the k sequence, which only grows with the
-// budget, and each gets a resident prefix at least as long; neither makes a step longer, so
-// a larger budget never gives a longer step (monotone by construction; a property checks
-// it). The budget is never exceeded (each choice is simulated, not estimated). When even S_0
-// does not fit, the result is infeasible and reports S_0's peak, the smallest budget at
-// which this scheduler succeeds. The scan also stops at the first choice whose step equals
-// the total compute time, which nothing beats.
+// Why this shape: every set the scan draws from (the fitting prefix of the k sequence, the
+// caps and resident prefixes that fit) only grows with the budget, so a larger budget never
+// gives a longer step (monotone by construction; a property checks it). The budget is never
+// exceeded (each choice is simulated, not estimated). Each baseline's own order, with no
+// residents and no buckets, is a candidate, so wherever a baseline fits the budget ours
+// fits it and is no slower (a property checks this too). When nothing fits, the result is
+// infeasible and reports the smallest peak of the orders tried, the smallest budget at which
+// this scheduler succeeds. The scan stops at the first choice whose step equals the total
+// compute time, which nothing beats.
 //
-// Cost: O(log A) candidates x (1 + caps x (1 + log A)) simulations of O(N log N) each in
-// the worst case; a budget that admits the compute bound early, or a tight one, costs a
-// few simulations.
+// Cost: the three baselines once, then O(log A) orders x caps x O(log A) resident prefixes
+// simulations of O(N log N + E) each in the worst case; a budget that admits the compute
+// bound early, or a tight one, costs a few simulations.
 #ifndef OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 #define OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 
@@ -53,6 +55,12 @@ struct LookaheadOptions {
   // gradient), in order; graphs without reduce_grads try 0 only.
   std::vector<int64_t> reduce_bucket_caps = {0, int64_t{4} << 20, int64_t{16} << 20,
                                              int64_t{64} << 20};
+  // Ratio between consecutive resident-prefix lengths tried (1, 2, 3, 4, 6, 8, ... at
+  // sqrt(2)); the whole ranking is always tried last.
+  double resident_ratio = 1.4142135623730951;
+  // Also try the DeepCompile baselines' orders as candidates (what makes ours dominate
+  // them); false: only S_k (cheaper: the baselines cost up to seconds on huge graphs).
+  bool baseline_orders = true;
   // Ratio between consecutive lookaheads k (1, 2, 3, 4, 6, 8, ... at sqrt(2)); above
   // `large_graph_nodes` nodes `large_graph_k_ratio`, which halves the simulations at a small
   // cost in choice (each simulation there takes a fraction of a second).
@@ -80,19 +88,24 @@ LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes);
 enum class CandidateVerdict {
   kChosen,      // the fastest choice within the budget (exactly one, when feasible)
   kSlower,      // a choice within the budget compared with the others: not faster
-  kSuperseded,  // within the budget, but a longer resident prefix of the same k and cap fits
   kOverBudget,  // its simulated peak exceeds the memory limit
   // A lookahead the scan did not consider: an earlier choice reached the total compute time
   // (no figures; on large graphs it may have been evaluated in the same parallel batch).
   kStoppedAtComputeBound,
 };
 // The verdict as the explanation table and the result JSON print it ("chosen", "slower",
-// "superseded", "over budget", "stopped at the compute bound").
+// "over budget", "stopped at the compute bound").
 absl::string_view CandidateVerdictName(CandidateVerdict v);
 
-// One choice the scan considered: lookahead k, reduce-scatter bucket cap, how many of the
+// The base of ours' own orders S_k in LookaheadCandidate::base; the baselines' orders are
+// named by their scheduler ("fast_free", "list", "simple_prefetch").
+inline constexpr absl::string_view kPrefetchBase = "prefetch";
+
+// One choice the scan considered: the order it started from (`base`), lookahead k (0 for a
+// baseline's order), reduce-scatter bucket cap, how many of the
 // ranked parameters it kept resident, and its simulated figures (0 when not simulated).
 struct LookaheadCandidate {
+  absl::string_view base = kPrefetchBase;  // static storage
   int k = 0;
   int64_t reduce_bucket_bytes = 0;
   int64_t residents = 0;
@@ -105,11 +118,13 @@ struct LookaheadCandidate {
 // BucketReduces (zero3_ops.h), or let RunScheduler (scheduler_registry.h) do it.
 struct LookaheadResult {
   std::vector<NodeId> order;
-  int lookahead = 0;                // the chosen k
-  std::vector<int64_t> resident;    // ds_ids kept gathered, each a parameter-table index
-  int64_t reduce_bucket_bytes = 0;  // reduce-scatter bucket cap (apply with BucketReduces)
-  bool feasible = true;             // false: no candidate fits the budget
-  // S_0's peak: the smallest budget that succeeds (when infeasible).
+  absl::string_view base = kPrefetchBase;  // the chosen order's base (static storage)
+  int lookahead = 0;                       // the chosen k
+  std::vector<int64_t> resident;           // ds_ids kept gathered, each a parameter-table index
+  int64_t reduce_bucket_bytes = 0;         // reduce-scatter bucket cap (apply with BucketReduces)
+  bool feasible = true;                    // false: no candidate fits the budget
+  // The smallest peak of the orders tried: the smallest budget that succeeds (when
+  // infeasible).
   int64_t min_feasible_bytes = 0;
   int64_t peak_memory_bytes = 0;  // of the chosen order (simulated)
   double step_time_s = 0;         // of the chosen order (simulated)

@@ -38,8 +38,6 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
     EXPECT_TRUE(VerifySchedule(g, free->order).ok())
         << name << ": " << VerifySchedule(g, free->order);
-    // Without a limit every parameter stays resident: no communication is left.
-    EXPECT_FALSE(free->resident.empty()) << name;
     Graph applied = g;
     std::vector<NodeId> order = free->order;
     ASSERT_TRUE(MakeResident(&applied, free->resident, &order).ok());
@@ -49,7 +47,12 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     ASSERT_TRUE(sim.ok());
     EXPECT_EQ(sim->peak_memory_bytes, free->peak_memory_bytes);
     EXPECT_DOUBLE_EQ(sim->step_time_s, free->step_time_s);
-    EXPECT_DOUBLE_EQ(sim->step_time_s, sim->compute_s) << name;
+    // A forward graph keeps its communication (residents are refreshed every step), but no
+    // baseline's order is faster.
+    EXPECT_GE(sim->step_time_s, sim->comm_s) << name;
+    absl::StatusOr<std::vector<NodeId>> ff = FastFreeSchedule(g);
+    ASSERT_TRUE(ff.ok());
+    EXPECT_LE(free->step_time_s, Simulate(g, *ff)->step_time_s) << name;
     EXPECT_GE(sim->step_time_s, sim->lower_bound_s);
     // With a budget of the just-in-time order's peak, the result fits it.
     absl::StatusOr<LookaheadResult> tight =

@@ -27,14 +27,20 @@ std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r) {
       r.algorithm, r.order.size(), FormatBytes(s.peak_gathered_bytes),
       FormatBytes(s.peak_memory_bytes), FormatSeconds(s.step_time_s),
       FormatSeconds(s.lower_bound_s), FormatSeconds(s.exposed_comm_s));
-  if (r.lookahead && !r.lookahead->resident.empty()) {
-    int64_t bytes = 0;
-    for (int64_t ds : r.lookahead->resident) bytes += g.params()[ds].bytes;
-    absl::StrAppendFormat(&out, "%s: k = %d; %d parameters kept resident (%s)", r.algorithm,
-                          r.lookahead->lookahead, r.lookahead->resident.size(), FormatBytes(bytes));
-    if (r.lookahead->reduce_bucket_bytes > 0) {
+  if (r.lookahead && r.lookahead->feasible) {
+    const LookaheadResult& ours = *r.lookahead;
+    if (ours.base == kPrefetchBase) {
+      absl::StrAppendFormat(&out, "%s: prefetch k = %d", r.algorithm, ours.lookahead);
+    } else {
+      absl::StrAppendFormat(&out, "%s: %s's order", r.algorithm, ours.base);
+    }
+    if (!ours.resident.empty()) {
+      absl::StrAppendFormat(&out, "; %d parameters kept resident (%s)", ours.resident.size(),
+                            FormatBytes(ResidentBytes(g, ours)));
+    }
+    if (ours.reduce_bucket_bytes > 0) {
       absl::StrAppend(&out, "; reduce-scatters bucketed at ",
-                      FormatBytes(r.lookahead->reduce_bucket_bytes));
+                      FormatBytes(ours.reduce_bucket_bytes));
     }
     out.push_back('\n');
   }
@@ -48,8 +54,8 @@ std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].verdict == CandidateVerdict::kChosen) chosen = i;
   }
-  std::string out = absl::StrFormat("%5s  %12s  %9s  %14s  %12s  %s\n", "k", "reduce cap",
-                                    "residents", "peak memory", "step", "verdict");
+  std::string out = absl::StrFormat("%-15s  %5s  %12s  %9s  %14s  %12s  %s\n", "order", "k",
+                                    "reduce cap", "residents", "peak memory", "step", "verdict");
   const size_t shown = std::min(rows.size(), std::max<size_t>(max_rows, 1));
   for (size_t i = 0; i < rows.size(); ++i) {
     // The first `shown` rows, and the chosen one wherever it is.
@@ -58,7 +64,8 @@ std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows) {
     const LookaheadCandidate& c = rows[i];
     const bool simulated = c.verdict != CandidateVerdict::kStoppedAtComputeBound;
     absl::StrAppendFormat(
-        &out, "%5d  %12s  %9s  %14s  %12s  %s\n", c.k,
+        &out, "%-15s  %5s  %12s  %9s  %14s  %12s  %s\n", c.base,
+        c.base == kPrefetchBase ? absl::StrCat(c.k) : "-",
         simulated ? (c.reduce_bucket_bytes > 0 ? FormatBytes(c.reduce_bucket_bytes) : "none") : "-",
         simulated ? absl::StrCat(c.residents) : "-",
         simulated ? FormatBytes(c.peak_memory_bytes) : "-",
@@ -86,6 +93,8 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
   AppendJsonDouble(&json, r.scheduler_s);
   if (r.lookahead) {
     const LookaheadResult& ours = *r.lookahead;
+    json.append(", \"base\": ");
+    AppendJsonString(&json, ours.base);
     absl::StrAppend(&json, ", \"lookahead\": ", ours.lookahead,
                     ", \"reduce_bucket_bytes\": ", ours.reduce_bucket_bytes,
                     ", \"resident_params\": [");
@@ -98,8 +107,9 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
     json.append("], \"candidates\": [");
     for (size_t i = 0; i < ours.candidates.size(); ++i) {
       const LookaheadCandidate& c = ours.candidates[i];
-      absl::StrAppend(&json, i ? ", " : "", "{\"k\": ", c.k,
-                      ", \"reduce_bucket_bytes\": ", c.reduce_bucket_bytes,
+      json.append(i ? ", {\"base\": " : "{\"base\": ");
+      AppendJsonString(&json, c.base);
+      absl::StrAppend(&json, ", \"k\": ", c.k, ", \"reduce_bucket_bytes\": ", c.reduce_bucket_bytes,
                       ", \"residents\": ", c.residents,
                       ", \"peak_memory_bytes\": ", c.peak_memory_bytes, ", \"step_time_s\": ");
       AppendJsonDouble(&json, c.step_time_s);

@@ -16,23 +16,36 @@ namespace overlap {
 Simulator::Simulator(const Graph& g, const CollectiveModel& model)
     : g_(g),
       model_(model),
-      // When a tensor's storage dies: a release hands the same tensor on, like a view.
-      last_use_(LastUses(g, LastUseRule::kViewsAndReleases)),
-      reduced_by_(g.id_bound(), kNoNode),
       kind_(g.id_bound(), kCompute),
       bytes_(g.id_bound(), 0),
       time_(g.id_bound(), 0),
       ds_(g.id_bound(), -1),
       persistent_(g.id_bound(), 0),
-      bucket_(g.id_bound(), -1) {
+      backward_(g.id_bound(), 0),
+      bucket_(g.id_bound(), -1),
+      slot_(g.id_bound(), -1),
+      at_start_(g.id_bound(), 0),
+      held_(g.id_bound(), 0) {
+  // Each node's storage: its own, or the one it hands on (inputs come first in graph order).
+  std::vector<NodeId> root(g.id_bound(), kNoNode);
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     bytes_[id] = SizeOf(n);
     ds_[id] = DsId(n);
     persistent_[id] = IsPersistentAllgather(n);
+    backward_[id] = InBackwardGraph(n);
     time_[id] = TimeOf(n);
-    if (n.op() == Op::kPlaceholder || n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
+    root[id] = id;
+    if (HandsOnStorage(n) && HandedOnFrom(n) != kNoNode) root[id] = root[HandedOnFrom(n)];
+    bool counted = false;
+    if (n.op() == Op::kPlaceholder) {
       kind_[id] = kInstant;
+      counted = !IsParameterShard(g, id);
+      at_start_[id] = counted;
+      time_[id] = 0;
+    } else if (n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
+      kind_[id] = kInstant;
+      time_[id] = 0;
     } else if (IsAllgather(n)) {
       kind_[id] = kAllgather;
       time_[id] = model.Allgather(bytes_[id]);
@@ -40,15 +53,60 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       kind_[id] = kReduce;
       bucket_[id] = ReduceBucket(n);
       time_[id] = model.ReduceScatter(bytes_[id]);
-      if (!n.inputs().empty()) reduced_by_[n.inputs()[0]] = id;
     } else if (IsWait(n)) {
       kind_[id] = kWait;
+      time_[id] = 0;
     } else if (IsRelease(n)) {
       kind_[id] = kRelease;
+      time_[id] = 0;
     } else if (IsView(n)) {
       kind_[id] = kView;
+    } else {
+      counted = true;
+    }
+    if (counted && bytes_[id] > 0) {
+      slot_[id] = static_cast<int32_t>(storages_.size());
+      storages_.push_back(id);
     }
   }
+  // Readers per storage, as compressed rows: count, then fill.
+  const size_t S = storages_.size();
+  first_reader_.assign(S + 1, 0);
+  first_reduce_.assign(S + 1, 0);
+  auto for_each_read = [&](auto&& f) {
+    for (NodeId u : g.order()) {
+      const Node& user = g.node(u);
+      for (NodeId in : user.inputs()) {
+        const int32_t s = slot_[root[in]];
+        if (s >= 0) f(u, user, s);
+      }
+    }
+  };
+  for_each_read([&](NodeId, const Node& user, int32_t s) {
+    if (user.op() == Op::kOutput) {
+      held_[storages_[s]] = 1;
+    } else if (IsReduce(user)) {
+      ++first_reduce_[s + 1];
+    } else {
+      ++first_reader_[s + 1];
+    }
+  });
+  for (size_t s = 0; s < S; ++s) {
+    first_reader_[s + 1] += first_reader_[s];
+    first_reduce_[s + 1] += first_reduce_[s];
+  }
+  readers_.resize(first_reader_[S]);
+  reduces_.resize(first_reduce_[S]);
+  std::vector<int64_t> next_reader(first_reader_.begin(), first_reader_.end() - 1);
+  std::vector<int64_t> next_reduce(first_reduce_.begin(), first_reduce_.end() - 1);
+  for_each_read([&](NodeId u, const Node& user, int32_t s) {
+    if (user.op() == Op::kOutput) return;
+    if (IsReduce(user)) {
+      reduces_[next_reduce[s]++] = u;
+    } else {
+      readers_[next_reader[s]++] = u;
+    }
+  });
 }
 
 // The resident parameters of one run: a flag per parameter-table index (ds_ids are those
@@ -86,13 +144,27 @@ struct Simulator::Buckets {
   int of(NodeId id) const { return bucket_of.empty() ? -1 : bucket_of[id]; }
 };
 
+// One memory change: at `time`, at position `pos` of the order (-1: placed by no compute
+// node; N: after everything), +bytes or -bytes. Sorted by (time, pos, allocation first).
+struct MemEvent {
+  double time;
+  int64_t pos;
+  int64_t delta;
+  bool operator<(const MemEvent& o) const {
+    if (time != o.time) return time < o.time;
+    if (pos != o.pos) return pos < o.pos;
+    return (delta < 0) < (o.delta < 0);
+  }
+};
+
 // The streams' state while walking an order.
 struct Simulator::Timeline {
   std::vector<double> start, end;
-  double compute_t = 0;  // when compute is free
-  double comm_free = 0;  // when the communication stream is free
-  // Gathered-parameter memory events (time, +/- bytes), in time order.
-  std::vector<std::pair<double, int64_t>> gather_deltas;
+  std::vector<int64_t> pos;  // position in the order
+  double compute_t = 0;      // when compute is free
+  double comm_free = 0;      // when the communication stream is free
+  // Gathered-parameter memory changes, in (time, pos) order.
+  std::vector<MemEvent> gather_deltas;
 };
 
 Simulator::Residents Simulator::MarkResidents(absl::Span<const NodeId> order,
@@ -137,21 +209,38 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
                            Buckets& buckets, bool record, Timeline* t, SimulationResult* r) const {
   std::vector<double>& start = t->start;
   std::vector<double>& end = t->end;
-  // Gathered parameters: ds_id -> (bytes, releases seen).
-  absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> gathered;
+  // Gathered parameters per ds_id: the copies held (bytes, oldest first) and the releases
+  // counted since the last free.
+  struct Held {
+    std::vector<int64_t> copies;
+    size_t oldest = 0;
+    int64_t releases = 0;
+  };
+  absl::flat_hash_map<int64_t, Held> gathered;
   int64_t gathered_now = 0;
-  // Resident parameters are gathered for the whole step, before it starts.
+  // Resident parameters are held for the whole step, from time 0; in a forward graph each
+  // is refreshed at time 0, ahead of every other collective.
+  std::vector<char> refresh(g_.id_bound(), 0);
   for (NodeId id : order) {
-    if (kind_[id] == kAllgather && residents.Contains(ds_[id])) {
-      t->gather_deltas.push_back({0.0, bytes_[id]});
-      gathered_now += bytes_[id];
-    }
+    if (kind_[id] != kAllgather || !residents.Contains(ds_[id])) continue;
+    t->gather_deltas.push_back({0.0, -1, bytes_[id]});
+    gathered_now += bytes_[id];
+    if (backward_[id]) continue;
+    refresh[id] = 1;
+    start[id] = t->comm_free;
+    end[id] = start[id] + time_[id];
+    t->comm_free = end[id];
+    r->comm_s += time_[id];
+    if (record) r->events.push_back({id, 1, start[id], end[id]});
   }
   r->peak_gathered_bytes = gathered_now;
+  int64_t i = 0;
   for (NodeId id : order) {
+    t->pos[id] = i++;
     const double now = t->compute_t;
     if ((kind_[id] == kAllgather || kind_[id] == kRelease) && residents.Contains(ds_[id])) {
-      start[id] = end[id] = now;  // already gathered; nothing to free
+      // Already gathered (a refresh keeps the times set above); nothing to free.
+      if (!refresh[id]) start[id] = end[id] = now;
       continue;
     }
     switch (kind_[id]) {
@@ -179,8 +268,8 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
           for (NodeId m : buckets.members[b]) end[m] = end[id];  // gradients freed together
         }
         if (kind_[id] == kAllgather) {
-          t->gather_deltas.push_back({now, bytes_[id]});  // allocated at issue
-          gathered[ds_[id]] = {bytes_[id], 0};
+          t->gather_deltas.push_back({now, t->pos[id], bytes_[id]});  // allocated at issue
+          gathered[ds_[id]].copies.push_back(bytes_[id]);
           gathered_now += bytes_[id];
           r->peak_gathered_bytes = std::max(r->peak_gathered_bytes, gathered_now);
         }
@@ -195,11 +284,13 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
       case kRelease: {
         start[id] = end[id] = now;
         auto it = gathered.find(ds_[id]);
-        if (it != gathered.end() && ++it->second.second == NUsers(g_.node(id))) {
-          t->gather_deltas.push_back({now, -it->second.first});
-          gathered_now -= it->second.first;
-          gathered.erase(it);
-        }
+        if (it == gathered.end() || ++it->second.releases != NUsers(g_.node(id))) break;
+        Held& h = it->second;
+        h.releases = 0;
+        if (h.oldest == h.copies.size()) break;  // nothing gathered to free
+        const int64_t bytes = h.copies[h.oldest++];
+        t->gather_deltas.push_back({now, t->pos[id], -bytes});
+        gathered_now -= bytes;
         break;
       }
       case kView:
@@ -215,61 +306,45 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
   }
 }
 
-void Simulator::PeakMemory(absl::Span<const NodeId> order, bool record, Timeline* t,
-                           SimulationResult* r) const {
-  std::vector<std::pair<double, int64_t>>& deltas = t->gather_deltas;
-  // Activations: allocated at start, freed when the last use (or the reduction) finishes.
-  if (record) {
-    for (NodeId id : order) {
-      if (kind_[id] != kCompute || bytes_[id] == 0) continue;
-      deltas.push_back({t->start[id], bytes_[id]});
-      deltas.push_back({FreeTime(id, t->end), -bytes_[id]});
-    }
-    // Ties: frees first; a strict total order, so an unstable sort gives the same sequence.
-    std::sort(deltas.begin(), deltas.end());
-    int64_t in_use = 0;
-    r->memory.reserve(deltas.size());
-    for (const auto& [time, d] : deltas) {
-      in_use += d;
-      r->peak_memory_bytes = std::max(r->peak_memory_bytes, in_use);
-      r->memory.push_back({time, in_use});
-    }
-    return;
+void Simulator::PeakMemory(absl::Span<const NodeId> order, bool record, double step_end,
+                           Timeline* t, SimulationResult* r) const {
+  std::vector<MemEvent>& gathers = t->gather_deltas;
+  // Storages: allocated when their node starts (placeholders at 0), freed by FreeAt.
+  std::vector<MemEvent> allocs, frees;
+  allocs.reserve(storages_.size());
+  frees.reserve(storages_.size());
+  for (NodeId id : storages_) {
+    if (at_start_[id]) allocs.push_back({0.0, -1, bytes_[id]});
   }
-  // The same peak without sorting every event: with frees first at equal times, the running
-  // total peaks at the end of an instant, so the peak is the largest total over instants.
-  // The gather events and the activations' allocations are already in time order (both
-  // follow compute time along the order); only the activations' frees need sorting, and a
-  // three-way merge by time gives every instant's total.
-  std::vector<std::pair<double, int64_t>> allocs, frees;
   for (NodeId id : order) {
-    if (kind_[id] != kCompute || bytes_[id] == 0) continue;
-    allocs.push_back({t->start[id], bytes_[id]});
-    frees.push_back({FreeTime(id, t->end), -bytes_[id]});
+    if (slot_[id] < 0 || at_start_[id]) continue;
+    allocs.push_back({t->start[id], t->pos[id], bytes_[id]});
   }
-  std::sort(frees.begin(), frees.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  const std::vector<std::pair<double, int64_t>>* seqs[3] = {&deltas, &allocs, &frees};
+  const int64_t n = static_cast<int64_t>(order.size());
+  for (NodeId id : storages_) {
+    const auto [time, pos] = FreeAt(id, *t, step_end, n);
+    frees.push_back({time, pos, -bytes_[id]});
+  }
+  // The gather changes and the allocations are already in order (both follow the walk);
+  // only the frees need sorting, then a three-way merge visits every change in order.
+  std::sort(frees.begin(), frees.end());
+  const std::vector<MemEvent>* seqs[3] = {&gathers, &allocs, &frees};
   size_t at[3] = {0, 0, 0};
   int64_t in_use = 0;
-  double instant = -1;
+  if (record) r->memory.reserve(gathers.size() + allocs.size() + frees.size());
   while (true) {
     int pick = -1;
     for (int q = 0; q < 3; ++q) {
-      if (at[q] < seqs[q]->size() &&
-          (pick < 0 || (*seqs[q])[at[q]].first < (*seqs[pick])[at[pick]].first)) {
+      if (at[q] < seqs[q]->size() && (pick < 0 || (*seqs[q])[at[q]] < (*seqs[pick])[at[pick]])) {
         pick = q;
       }
     }
     if (pick < 0) break;
-    const auto& [time, d] = (*seqs[pick])[at[pick]++];
-    if (time > instant) {
-      r->peak_memory_bytes = std::max(r->peak_memory_bytes, in_use);
-      instant = time;
-    }
-    in_use += d;
+    const MemEvent& e = (*seqs[pick])[at[pick]++];
+    in_use += e.delta;
+    r->peak_memory_bytes = std::max(r->peak_memory_bytes, in_use);
+    if (record) r->memory.push_back({e.time, in_use});
   }
-  r->peak_memory_bytes = std::max(r->peak_memory_bytes, in_use);
 }
 
 absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
@@ -287,19 +362,36 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
   Timeline t;
   t.start.assign(g_.id_bound(), 0);
   t.end.assign(g_.id_bound(), 0);
+  t.pos.assign(g_.id_bound(), -1);
   const Residents residents = MarkResidents(order, options.resident);
   Buckets buckets = AssignBuckets(order, options.reduce_bucket_bytes);
   RunStreams(order, residents, buckets, options.record_trace, &t, &r);
-  PeakMemory(order, options.record_trace, &t, &r);
   r.step_time_s = std::max(t.compute_t, t.comm_free);
+  PeakMemory(order, options.record_trace, r.step_time_s, &t, &r);
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_s);
   r.lower_bound_s = std::max(r.compute_s, r.comm_s);
   return r;
 }
 
-double Simulator::FreeTime(NodeId id, const std::vector<double>& end) const {
-  double free_at = last_use_[id] == kNoNode ? end[id] : end[last_use_[id]];
-  if (reduced_by_[id] != kNoNode) free_at = std::max(free_at, end[reduced_by_[id]]);
+std::pair<double, int64_t> Simulator::FreeAt(NodeId id, const Timeline& t, double step_end,
+                                             int64_t n) const {
+  // A reader on the communication stream frees at its collective's completion (position -1).
+  auto at = [&](NodeId u) -> std::pair<double, int64_t> {
+    const bool comm = kind_[u] == kAllgather || kind_[u] == kReduce;
+    return {t.end[u], comm ? -1 : t.pos[u]};
+  };
+  const int32_t s = slot_[id];
+  std::pair<double, int64_t> free_at = at(id);
+  for (int64_t k = first_reader_[s]; k < first_reader_[s + 1]; ++k) {
+    free_at = std::max(free_at, at(readers_[k]));
+  }
+  if (first_reduce_[s] < first_reduce_[s + 1]) {  // reduced: dies with the reduction
+    for (int64_t k = first_reduce_[s]; k < first_reduce_[s + 1]; ++k) {
+      free_at = std::max(free_at, at(reduces_[k]));
+    }
+  } else if (held_[id]) {
+    free_at = {step_end, n};
+  }
   return free_at;
 }
 

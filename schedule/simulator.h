@@ -1,42 +1,86 @@
 // A two-stream simulator of one training step of a scheduled ZeRO-3 graph: peak memory and
-// step time under an alpha-beta model of the collectives.
+// step time under an alpha-beta model of the collectives. docs/schedule.md, "The
+// simulator", states the same contract with pictures; schedule/testing/reference_simulator.h
+// is a second, deliberately simple implementation of it that tests compare with this one.
 //
-// Streams: compute runs the nodes in schedule order, each for its meta.device_time;
-// collectives run in order on one communication stream. An allgather (and a reduce_grad's
-// reduce-scatter) is issued when compute reaches it and starts when the communication stream
-// is free; a wait blocks compute until its allgather has finished; releases and the output
-// take no time.
+// Time. Compute runs the nodes in schedule order on one stream, each for its
+// meta.device_time (0 when absent; placeholders, get_attr, the output node, waits, releases,
+// allgathers and reduce_grads take no compute time, whatever their device_time says).
+// Collectives run in issue order on one communication stream: an allgather (or a
+// reduce_grad's reduce-scatter) is issued when compute reaches it and starts when the
+// communication stream is free; it moves its node's meta.tensor_size bytes. A wait blocks
+// compute until its allgather (args[0]) has finished. The step ends when both streams have
+// drained.
 //
 // Collectives: the ring alpha-beta CollectiveModel of graph/cost_model.h (32 ranks, 20 us,
 // 50 GB/s per rank by default).
 //
-// Memory: a gathered parameter is allocated when its allgather is issued and freed at the
-// release that brings its count to n_users; a computed tensor (meta.tensor_size) is
-// allocated when its node starts and freed when its last use finishes (looking through
-// views and releases, which pass the same tensor on), or, for a gradient that is reduced, when its
-// reduction completes. Views (meta.aliases_input) allocate nothing. Placeholders (inputs, parameter
-// shards) are resident and not counted. Frees at an instant come before allocations at that
-// instant.
-//
 // Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},
-// or one whose ds_id is passed to Simulator::Run as resident, stands for a parameter kept
-// gathered across steps: it takes no communication time, its bytes are allocated for the
-// whole step (from time 0), and its releases free nothing.
+// or one whose ds_id is in SimulationOptions::resident, stands for a parameter kept gathered
+// across steps. The optimizer updates its shard every step, so the full copy is refreshed
+// once per step, as DeepSpeed does for persistent parameters: in a forward graph (the
+// allgather's graph_id is not 1) each resident allgather is a refresh issued at time 0, in
+// schedule order, on the communication stream before any other collective, and its wait
+// blocks until that refresh has finished; in a backward graph (graph_id 1) the parameter is
+// already there: no communication, its wait does not block. Either way its bytes are held
+// for the whole step (from time 0) and its releases free nothing.
 //
-// Reduce-scatter buckets: reduce_grads with the same kwargs {"bucket": b} are one
-// collective of their summed bytes (one latency), issued when compute reaches the last of
-// them in the order; each member's gradient is freed when that collective completes.
+// Reduce-scatter buckets: reduce_grads with the same kwargs {"bucket": b} (or, with
+// SimulationOptions::reduce_bucket_bytes, ReduceBucketer's buckets in schedule order) are one
+// collective of their summed bytes (one latency), issued when compute reaches the last of them
+// in the order; every member completes when that collective does.
 //
-// Reported (the result keys of docs/format.md): peak_memory_bytes,
-// peak_gathered_bytes (walking the order: + at each allgather, - at the release reaching
-// n_users), step_time_s (both streams drained), exposed_comm_s (step time - compute time),
-// lower_bound_s = max(total compute, total communication).
-// Cost: O(N log N) (the memory events are sorted).
+// Memory (peak_memory_bytes) counts the step's transient tensors; the per-rank state
+// (parameter and gradient shards, optimizer state: budget.h) is not in it. A tensor's bytes
+// are held by its storage:
+//   - Storages. A view (meta.aliases_input), a release and a wait hand their args[0]'s storage on
+//     and allocate nothing. A gathered parameter's storage belongs to its allgather (below).
+//     Every other call node (call_function / call_method / call_module) owns meta.tensor_size
+//     bytes (0 when absent), allocated when it starts. A placeholder that is not a parameter
+//     shard (inputs, saved activations and tangents of a backward graph) owns its bytes from
+//     time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the owner of
+//     a parameter-table row) and get_attr nodes are state: not counted.
+//   - Readers of a storage: every user of the owning node or of any node that hands the
+//     storage on (transitively); a node that hands it on is itself a reader.
+//   - Frees. A storage is freed at the latest end time of its readers other than the output
+//     node (its own end when it has none), except that:
+//       * a storage the output node reads (directly or handed on) is held until the step ends
+//         (forward outputs are the saved activations; the backward graph returns its
+//         gradients), unless it is reduced;
+//       * a reduced storage (one some reduce_grad reads) is freed at the later of its
+//         reduce-scatter's completion (its bucket's collective) and the end of its last reader
+//         other than the output node and the reduce_grads: the gradient's shard is state, its
+//         full copy dies with the reduction.
+//     A reduce_grad allocates nothing.
+//   - Gathered parameters: allocated when the allgather is issued, freed at the release that
+//     brings the count of releases of that ds_id to the release's n_users (residents: held
+//     for the whole step, never freed).
+//   - Order of changes. Each allocation and free happens at a time and at a position: the
+//     position in the order of the node it belongs to (an allocation: the owning node, or
+//     the allgather; a free: the last reader, or the release). Changes are ordered by
+//     time, then position, then allocations before frees, so a node's output is allocated
+//     before the frees its reading causes, and zero-time nodes still hold memory. Changes
+//     that no compute node places (time 0 for placeholders and residents, a collective's
+//     completion, including a reader on the communication stream) take position -1; frees
+//     at the step's end take position N (after everything). With positive device times
+//     this is simply "at one instant, frees come before allocations".
+//   - peak_memory_bytes is the largest total of held bytes after any change.
+//   - Corner cases: a tensor nobody reads is freed at its node's end; a gathered parameter
+//     that no release frees is held to the end; with two allgathers of one ds_id, a release
+//     count reaching n_users frees the older copy and restarts the count.
+//
+// Reported (the result keys of docs/format.md): peak_memory_bytes; peak_gathered_bytes (the
+// largest total of gathered parameters held walking the schedule order, residents included
+// from the start: + at each allgather, - at the release reaching n_users); step_time_s;
+// exposed_comm_s (step time - total compute time); lower_bound_s = max(total compute, total
+// communication). Cost: O(N log N + E) per run (the memory events are sorted); the graph's part is
+// computed once per Simulator.
 #ifndef OVERLAP_SCHEDULE_SIMULATOR_H_
 #define OVERLAP_SCHEDULE_SIMULATOR_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,8 +114,7 @@ struct SimulationResult {
 
 // What a simulation run may vary besides the order.
 struct SimulationOptions {
-  // Record the trace (events, memory timeline). false: the same figures, cheaper (no sort
-  // of every memory event).
+  // Record the trace (events, memory timeline). false: the same figures without it.
   bool record_trace = true;
   // ds_ids to simulate as resident, besides the allgathers marked persistent. Not owned:
   // must outlive the Run call.
@@ -93,7 +136,7 @@ class Simulator {
   explicit Simulator(const Graph& g, const CollectiveModel& model = {});
 
   // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise,
-  // when options.check_order). O(N log N).
+  // when options.check_order). O(N log N + E).
   absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order,
                                        const SimulationOptions& options = {}) const;
 
@@ -106,20 +149,29 @@ class Simulator {
   Buckets AssignBuckets(absl::Span<const NodeId> order, int64_t reduce_bucket_bytes) const;
   void RunStreams(absl::Span<const NodeId> order, const Residents& residents, Buckets& buckets,
                   bool record, Timeline* t, SimulationResult* r) const;
-  void PeakMemory(absl::Span<const NodeId> order, bool record, Timeline* t,
+  void PeakMemory(absl::Span<const NodeId> order, bool record, double step_end, Timeline* t,
                   SimulationResult* r) const;
-  double FreeTime(NodeId id, const std::vector<double>& end) const;
+  // When storage `id` is freed: (time, position in the order), per the memory model.
+  std::pair<double, int64_t> FreeAt(NodeId id, const Timeline& t, double step_end, int64_t n) const;
 
   const Graph& g_;
   CollectiveModel model_;
-  std::vector<NodeId> last_use_;
-  std::vector<NodeId> reduced_by_;  // gradient -> the reduce_grad that frees it
   std::vector<uint8_t> kind_;
   std::vector<int64_t> bytes_;
   std::vector<double> time_;      // device time, or the collective's time
   std::vector<int64_t> ds_;       // ds_id (args[2]) of ZeRO-3 ops, else -1
   std::vector<char> persistent_;  // allgathers marked {"persistent": true}
+  std::vector<char> backward_;    // ZeRO-3 ops of a backward graph (graph_id 1)
   std::vector<int64_t> bucket_;   // reduce_grads' {"bucket": b} kwarg, else -1
+  // Counted storages (memory model in the comment above): the owners, in graph order, and
+  // for each its readers (except the output node and reduce_grads) and reduce_grads, as
+  // compressed rows; whether the output node holds it.
+  std::vector<NodeId> storages_;
+  std::vector<int32_t> slot_;   // per node: its index in storages_ when it owns one, else -1
+  std::vector<char> at_start_;  // per node: a placeholder allocated at time 0
+  std::vector<char> held_;      // per node: held to the end of the step by the output
+  std::vector<int64_t> first_reader_, first_reduce_;  // per storage index, +1 sentinel
+  std::vector<NodeId> readers_, reduces_;
 };
 
 // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise)

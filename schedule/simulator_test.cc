@@ -169,29 +169,120 @@ TEST(SimulatorTest, ABucketOfReduceScattersIsOneCollectiveIssuedAtItsLastMember)
   EXPECT_DOUBLE_EQ(by_kwargs->comm_s, by_cap->comm_s);
 }
 
-// A resident parameter's allgather moves nothing and its bytes are held from the start.
-TEST(SimulatorTest, ResidentParametersCostNoCommunicationAndHoldTheirBytes) {
+// A resident parameter of a forward graph is refreshed once per step: its allgather runs
+// first on the communication stream, its wait blocks until then, and its bytes are held for
+// the whole step.
+TEST(SimulatorTest, ResidentParametersAreRefreshedAtTheStartOfTheForwardStep) {
   Graph g = TwoLayers();
   const Simulator sim(g, Slow());
-  absl::StatusOr<SimulationResult> sharded = sim.Run(g.OrderVector());
+  const std::vector<NodeId> order = Ids(
+      g, With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0", "mm1",
+               "release_ds_param_p_a_mm1_0", "allgather_ds_param_p_b_1",
+               "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"}));
+  absl::StatusOr<SimulationResult> sharded = sim.Run(order);
   const int64_t first[] = {0};
   SimulationOptions o;
   o.resident = first;
-  absl::StatusOr<SimulationResult> resident = sim.Run(g.OrderVector(), o);
+  absl::StatusOr<SimulationResult> resident = sim.Run(order, o);
   ASSERT_TRUE(sharded.ok() && resident.ok());
-  EXPECT_DOUBLE_EQ(resident->comm_s, sharded->comm_s - 0.5);
-  EXPECT_LT(resident->step_time_s, sharded->step_time_s);
+  // The refresh of a (0-0.5) is still communication; mm1 0.5-1.5, b 1.5-2.0, mm2 2.0-3.0.
+  EXPECT_DOUBLE_EQ(resident->comm_s, sharded->comm_s);
+  EXPECT_DOUBLE_EQ(resident->step_time_s, 3.0);
   EXPECT_EQ(resident->memory.front().first, 0.0);
   EXPECT_EQ(resident->memory.front().second, 1000);
+  // a is never released: a + b + mm1 + mm2 at 2.0.
+  EXPECT_EQ(resident->peak_memory_bytes, 2020);
+  EXPECT_EQ(resident->peak_gathered_bytes, 2000);
   // The same through the graph: MakeResident marks the allgather and drops the releases.
   Graph marked = g;
-  std::vector<NodeId> order = marked.OrderVector();
-  ASSERT_TRUE(MakeResident(&marked, {0}, &order).ok());
-  EXPECT_LT(order.size(), g.OrderVector().size());
-  absl::StatusOr<SimulationResult> applied = Simulate(marked, order, Slow());
+  std::vector<NodeId> marked_order = order;
+  ASSERT_TRUE(MakeResident(&marked, {0}, &marked_order).ok());
+  EXPECT_LT(marked_order.size(), order.size());
+  absl::StatusOr<SimulationResult> applied = Simulate(marked, marked_order, Slow());
   ASSERT_TRUE(applied.ok()) << applied.status();
   EXPECT_DOUBLE_EQ(applied->step_time_s, resident->step_time_s);
   EXPECT_EQ(applied->peak_memory_bytes, resident->peak_memory_bytes);
+}
+
+// In a backward graph the resident parameter is already gathered (the forward step
+// refreshed it): no communication, no wait.
+TEST(SimulatorTest, ResidentParametersCostNothingInTheBackwardStep) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "p_a", "op": "placeholder", "target": "p_a", "args": [], "meta": {"param": "a"}},
+    {"name": "x", "op": "placeholder", "target": "x", "args": []},
+    {"name": "mm1", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%p_a"], "meta": {"tensor_size": 10, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%mm1"]}],
+   "params": [{"name": "a", "owner": "p_a", "bytes": 1000}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*g).ok());
+  const Simulator sim(*g, Slow());
+  absl::StatusOr<SimulationResult> sharded = sim.Run(g->OrderVector());
+  const int64_t first[] = {0};
+  SimulationOptions o;
+  o.resident = first;
+  absl::StatusOr<SimulationResult> resident = sim.Run(g->OrderVector(), o);
+  ASSERT_TRUE(sharded.ok() && resident.ok());
+  EXPECT_DOUBLE_EQ(sharded->step_time_s, 1.5);
+  EXPECT_DOUBLE_EQ(resident->comm_s, 0.0);
+  EXPECT_DOUBLE_EQ(resident->step_time_s, 1.0);
+  EXPECT_EQ(resident->peak_memory_bytes, 1010);
+}
+
+// A gradient that reaches its reduce_grad through a view dies with the reduction, although
+// the output node returns it; a saved activation (a placeholder of the backward graph) is
+// held from the start until its last reader.
+TEST(SimulatorTest, ReducedGradientsDieWithTheirReductionThroughViews) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "w"}},
+    {"name": "saved", "op": "placeholder", "target": "saved", "args": [], "meta": {"tensor_size": 500}},
+    {"name": "gw", "op": "call_function", "target": "aten.mm.default", "args": ["%saved", "%saved"], "meta": {"tensor_size": 1000, "device_time": 1.0}},
+    {"name": "gw_t", "op": "call_function", "target": "aten.t.default", "args": ["%gw"], "meta": {"aliases_input": true, "grad_of": "w"}},
+    {"name": "late", "op": "call_function", "target": "aten.relu.default", "args": ["%saved"], "meta": {"tensor_size": 100, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%gw_t", "%late"]]}],
+   "params": [{"name": "w", "owner": "p_w", "bytes": 1000}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&*g).ok());
+  absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), Slow());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // saved 500 from 0; gw 0-1 (1500); its reduce-scatter 1.0-1.5 frees it at 1.5; late
+  // 1-2 (saved + gw + late = 1600), then saved is freed at 2, late held to the end.
+  EXPECT_EQ(r->peak_memory_bytes, 1600);
+  ASSERT_FALSE(r->memory.empty());
+  EXPECT_EQ(r->memory.back().second, 0);
+  std::vector<std::pair<double, int64_t>> expect = {{0.0, 500}, {0.0, 1500}, {1.0, 1600},
+                                                    {1.5, 600}, {2.0, 100},  {2.0, 0}};
+  EXPECT_EQ(r->memory, expect);
+}
+
+// Last uses follow the simulated order, not the graph's: moving a reader later keeps its
+// input alive longer.
+TEST(SimulatorTest, LastUsesFollowTheSimulatedOrder) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a", "op": "call_function", "target": "aten.ones.default", "args": [], "meta": {"tensor_size": 100, "device_time": 1.0}},
+    {"name": "r1", "op": "call_function", "target": "aten.relu.default", "args": ["%a"], "meta": {"tensor_size": 1, "device_time": 1.0}},
+    {"name": "b", "op": "call_function", "target": "aten.ones.default", "args": [], "meta": {"tensor_size": 1000, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%r1", "%b"]]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<SimulationResult> early = Simulate(*g, Ids(*g, {"a", "r1", "b", "output"}));
+  absl::StatusOr<SimulationResult> late = Simulate(*g, Ids(*g, {"a", "b", "r1", "output"}));
+  ASSERT_TRUE(early.ok() && late.ok());
+  EXPECT_EQ(early->peak_memory_bytes, 1001);  // a freed when r1 ends, before b
+  EXPECT_EQ(late->peak_memory_bytes, 1101);   // a read after b: a + b + r1
+}
+
+// Without device times every node is instantaneous; positions in the order still separate
+// allocations from frees, so memory is not lost in ties.
+TEST(SimulatorTest, ZeroTimeNodesStillHoldMemory) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a", "op": "call_function", "target": "aten.ones.default", "args": [], "meta": {"tensor_size": 100}},
+    {"name": "r1", "op": "call_function", "target": "aten.relu.default", "args": ["%a"], "meta": {"tensor_size": 10}},
+    {"name": "r2", "op": "call_function", "target": "aten.relu.default", "args": ["%r1"], "meta": {"tensor_size": 1}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%r2"]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->peak_memory_bytes, 110);  // r1 allocated before its input a is freed
+  EXPECT_DOUBLE_EQ(r->step_time_s, 0.0);
 }
 
 // The untraced run computes the peak by merging instead of sorting every event; it must give

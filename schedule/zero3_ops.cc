@@ -13,6 +13,17 @@ bool IsZero3Op(const Node& n) {
   return n.op() == Op::kCallFunction && absl::StartsWith(n.target(), kZero3Prefix);
 }
 
+bool IsParameterShard(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op() != Op::kPlaceholder) return false;
+  if (!g.ParamsOwnedBy(n.name()).empty()) return true;
+  for (NodeId u : n.users()) {
+    const Node& user = g.node(u);
+    if (IsAllgather(user) && !user.inputs().empty() && user.inputs()[0] == id) return true;
+  }
+  return false;
+}
+
 bool HasZero3Ops(const Graph& g) {
   for (NodeId id : g.order()) {
     if (IsZero3Op(g.node(id))) return true;

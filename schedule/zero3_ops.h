@@ -68,6 +68,24 @@ inline double TimeOf(const Node& n) {
   return n.meta().has_device_time ? n.meta().device_time : 0.0;
 }
 
+// Whether `n` belongs to a backward graph: its graph_id argument is 1 (GraphKind). Ops
+// without one count as forward.
+inline bool InBackwardGraph(const Node& n) {
+  return IntArg(n, kGraphIdArg) == static_cast<int64_t>(GraphKind::kBackward);
+}
+
+// Whether `n` hands its args[0]'s storage on instead of owning one (the simulator's memory
+// model): a view (meta.aliases_input), a release (returns the tensor it follows) or a wait
+// (returns the gathered parameter).
+inline bool HandsOnStorage(const Node& n) { return IsView(n) || IsRelease(n) || IsWait(n); }
+// The node whose storage `n` hands on (its first input), kNoNode when it has none.
+inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode : n.inputs()[0]; }
+
+// Whether node `id` is a parameter shard: a placeholder that owns a parameter-table row or
+// that an allgather reads as args[0]. Shards are per-rank state, not step memory.
+// O(users + 1) expected.
+bool IsParameterShard(const Graph& g, NodeId id);
+
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function). O(N).
 bool HasZero3Ops(const Graph& g);
 
