@@ -81,7 +81,7 @@ std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows) {
 }
 
 std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
-                               const SchedulerOptions& options) {
+                               const SchedulerOptions& options, const MemoryBudget& budget) {
   std::string json = "{\"format\": \"overlap-result\", \"version\": 1, \"algorithm\": ";
   AppendJsonString(&json, r.algorithm);
   json.append(", \"order\": [");
@@ -91,6 +91,9 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
   }
   absl::StrAppend(&json, "], ", SimulationJsonFields(r.simulation), ", \"scheduler_s\": ");
   AppendJsonDouble(&json, r.scheduler_s);
+  MemoryBudget b = budget;
+  if (!b.budget_bytes) b.budget_bytes = options.lookahead.memory_limit_bytes;
+  json.append(MemoryBudgetJsonFields(b, r.simulation.peak_memory_bytes));
   if (r.lookahead) {
     const LookaheadResult& ours = *r.lookahead;
     json.append(", \"base\": ");
@@ -118,12 +121,8 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
       json.push_back('}');
     }
     json.append("]");
-    if (options.lookahead.memory_limit_bytes) {
-      absl::StrAppend(&json, ", \"memory_limit_bytes\": ", *options.lookahead.memory_limit_bytes,
-                      ", \"feasible\": ", ours.feasible ? "true" : "false");
-      if (!ours.feasible) {
-        absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours.min_feasible_bytes);
-      }
+    if (!ours.feasible) {
+      absl::StrAppend(&json, ", \"min_feasible_bytes\": ", ours.min_feasible_bytes);
     }
   }
   json.append("}\n");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "schedule/budget.h"
 #include "schedule/scheduler_registry.h"
 
 namespace overlap {
@@ -27,11 +28,12 @@ std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r);
 std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows = 40);
 
 // The schedule result as deterministic JSON: format, version, algorithm, order (node
-// names), the simulation's figures, scheduler_s; ours adds lookahead, reduce_bucket_bytes,
-// resident_params, candidates, and with a limit memory_limit_bytes, feasible and (when
-// infeasible) min_feasible_bytes. O(N + candidates).
+// names), the simulation's figures, scheduler_s, the budget's keys (MemoryBudgetJsonFields:
+// state_bytes, and with a budget budget_bytes and feasible, for every scheduler); ours adds
+// base, lookahead, reduce_bucket_bytes, resident_params, candidates, and when infeasible
+// min_feasible_bytes. O(N + candidates).
 std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
-                               const SchedulerOptions& options);
+                               const SchedulerOptions& options, const MemoryBudget& budget = {});
 
 }  // namespace overlap
 

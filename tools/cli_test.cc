@@ -345,11 +345,92 @@ TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
   std::ifstream in(json);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_THAT(
-      text.str(),
-      HasSubstr("\"memory_limit_bytes\": 1024, \"feasible\": false, \"min_feasible_bytes\": "));
-  EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--memory-limit", "1GiB"}).code,
+  EXPECT_THAT(text.str(), HasSubstr("\"budget_bytes\": 1024, \"memory_limit_bytes\": 1024, "
+                                    "\"feasible\": false"));
+  EXPECT_THAT(text.str(), HasSubstr("\"min_feasible_bytes\": "));
+  // A baseline ignores the budget but reports whether it fits, and exits 0.
+  Result list = Overlap({"schedule", path, "--algorithm", "list", "--memory-limit", "1KiB"});
+  EXPECT_EQ(list.code, kExitOk) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("budget 1.00 KiB: the peak does NOT fit"));
+  EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--max-inflight", "2"}).code,
             kExitUsage);
+}
+
+// --device-memory: the budget is the device less the per-rank state and the reserve; every
+// scheduler takes it, and simulate too.
+TEST(CliScheduleTest, DeviceMemorySetsTheBudgetFromStateAndReserve) {
+  const std::string path = Tmp("gpt2_device.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "-o", path}).code, kExitOk);
+  for (const char* algorithm : {"lookahead", "fast_free", "list", "simple_prefetch"}) {
+    const std::string json = Tmp(std::string(algorithm) + "_device.json");
+    Result r = Overlap({"schedule", path, "--algorithm", algorithm, "--device-memory", "80GB",
+                        "--optimizer", "sgd", "--json", json});
+    ASSERT_EQ(r.code, kExitOk) << algorithm << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("(device 74.51 GiB - per-rank state "));
+    std::ifstream in(json);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr("\"device_memory_bytes\": 80000000000, \"reserve_bytes\": "
+                                      "4536870912, \"budget_bytes\": "));
+    EXPECT_THAT(text.str(), HasSubstr("\"feasible\": true"));
+  }
+  Result sim = Overlap({"simulate", path, "--device-memory", "80GB", "--reserve", "1GiB"});
+  EXPECT_EQ(sim.code, kExitOk) << sim.err;
+  EXPECT_THAT(sim.out, HasSubstr("reserve 1.00 GiB): the peak fits"));
+  // Too small a device, both budgets, a reserve alone, an unknown optimizer.
+  Result small = Overlap({"schedule", path, "--device-memory", "100MB"});
+  EXPECT_EQ(small.code, kExitBadInput);
+  EXPECT_THAT(small.err, HasSubstr("leaves nothing for the step"));
+  EXPECT_EQ(Overlap({"schedule", path, "--device-memory", "80GB", "--memory-limit", "1GB"}).code,
+            kExitUsage);
+  EXPECT_EQ(Overlap({"simulate", path, "--reserve", "1GB"}).code, kExitUsage);
+  Result bad = Overlap({"schedule", path, "--device-memory", "80GB", "--optimizer", "lamb"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("sgd, momentum, adam"));
+}
+
+// The number after "key": in a result JSON.
+std::string JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return "(missing " + key + ")";
+  const size_t from = at + key.size() + 4;
+  return json.substr(from, json.find_first_of(",}", from) - from);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// What schedule reports is what simulate finds on the graph it wrote, for every scheduler
+// and every built-in model's forward and backward graph, with the same flags.
+TEST(CliScheduleTest, ScheduleFiguresAreSimulateFiguresOfTheWrittenGraph) {
+  for (const char* model : {"mlp", "gpt2", "llama-7b", "llama-70b", "resnet18", "moe"}) {
+    for (const bool backward : {false, true}) {
+      const std::string path = Tmp(std::string(model) + (backward ? "_b.json" : "_f.json"));
+      ASSERT_EQ(Overlap({"gen", model, backward ? "--backward" : "--lifted", "-o", path}).code,
+                kExitOk);
+      for (const char* algorithm : {"lookahead", "fast_free", "list", "simple_prefetch"}) {
+        const std::string what =
+            std::string(model) + (backward ? " backward " : " forward ") + algorithm;
+        const std::string json = Tmp("same_result.json"), graph = Tmp("same_graph.json"),
+                          sim_json = Tmp("same_sim.json");
+        std::vector<std::string> args = {"schedule", path, "--algorithm", algorithm,      "--json",
+                                         json,       "-o", graph,         "--world-size", "8"};
+        if (backward) args.push_back("--backward");
+        Result r = Overlap(args);
+        ASSERT_EQ(r.code, kExitOk) << what << ": " << r.err;
+        Result sim = Overlap({"simulate", graph, "--json", sim_json, "--world-size", "8"});
+        ASSERT_EQ(sim.code, kExitOk) << what << ": " << sim.err;
+        const std::string a = ReadAll(json), b = ReadAll(sim_json);
+        for (const char* key : {"peak_memory_bytes", "peak_gathered_bytes", "step_time_s"}) {
+          EXPECT_EQ(JsonNumber(a, key), JsonNumber(b, key)) << what << " " << key;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -21,10 +21,6 @@ constexpr FlagSpec kFlags[] = {
      "the scheduler (default lookahead, ours); --list-algorithms lists\n"
      "them all"},
     {"list-algorithms", 0, "", "print each scheduler's name and description, then exit"},
-    {"memory-limit", 0, "SIZE",
-     "lookahead: the simulated peak-memory budget; when no schedule fits,\n"
-     "exit 1 and report the smallest feasible budget (the result is still\n"
-     "written)"},
     {"max-inflight", 0, "N",
      "lookahead: at most N allgathers issued ahead of the compute that\n"
      "needs them (default: no cap besides memory)"},
@@ -54,25 +50,22 @@ std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
     in.AddUsageError(absl::StrCat("--algorithm: ", e.status().message()));
     return algorithm;
   }
-  for (const char* flag : {"memory-limit", "max-inflight"}) {
-    if (in.Has(flag) && !(*e)->honours_memory_limit) {
-      in.AddUsageError(
-          absl::StrCat("--", flag, " does not apply to ", algorithm, ", which ignores memory"));
-    }
+  if (in.Has("max-inflight") && !(*e)->honours_memory_limit) {
+    in.AddUsageError(
+        absl::StrCat("--max-inflight does not apply to ", algorithm, ", which ignores memory"));
   }
   if (in.Has("explain") && !(*e)->explains) {
     in.AddUsageError(absl::StrCat("--explain: ", algorithm, " makes no choices to explain"));
   }
-  o->lookahead.memory_limit_bytes = in.Size("memory-limit");
   if (in.Has("max-inflight")) o->lookahead.max_in_flight = in.Int("max-inflight", 0, INT_MAX, 0);
   o->collectives = ReadCollectiveFlags(in);
   return algorithm;
 }
 
 absl::Status WriteOutputs(Invocation& in, const Graph& g, const ScheduleReport& r,
-                          const SchedulerOptions& o) {
+                          const SchedulerOptions& o, const MemoryBudget& budget) {
   if (std::optional<std::string> path = in.Path("json")) {
-    OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ScheduleResultJson(g, r, o)));
+    OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ScheduleResultJson(g, r, o, budget)));
   }
   if (std::optional<std::string> path = in.Path("output")) {
     OVERLAP_RETURN_IF_ERROR(WriteGraphFile(in, *path, g));
@@ -88,6 +81,7 @@ int Run(Invocation& in) {
   if (in.positional().size() != 1) in.AddUsageError("schedule takes exactly one file");
   SchedulerOptions options;
   const std::string algorithm = ReadSchedulerFlags(in, &options);
+  const BudgetRequest budget_request = ReadBudgetFlags(in, options.collectives.world_size);
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
@@ -97,16 +91,20 @@ int Run(Invocation& in) {
     if (!inserted.ok()) return in.BadInput(inserted.status());
     if (absl::Status s = CheckAfter(*g, "ZeRO-3 insertion"); !s.ok()) return in.BadInput(s);
   }
+  absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
+  if (!budget.ok()) return in.BadInput(budget.status());
+  options.lookahead.memory_limit_bytes = budget->budget_bytes;
   absl::StatusOr<ScheduleReport> r = RunScheduler(algorithm, &*g, options);
   if (!r.ok()) return in.BadInput(r.status());
   std::fputs(FormatScheduleSummary(*g, *r).c_str(), in.summary());
+  std::fputs(FormatBudget(*budget, r->simulation.peak_memory_bytes).c_str(), in.summary());
   if (in.Switch("explain")) std::fputs(FormatExplainTable(*r).c_str(), in.summary());
-  if (absl::Status s = WriteOutputs(in, *g, *r, options); !s.ok()) return in.BadInput(s);
+  if (absl::Status s = WriteOutputs(in, *g, *r, options, *budget); !s.ok()) return in.BadInput(s);
   if (r->lookahead && !r->lookahead->feasible) {
     std::fprintf(in.err(),
-                 "overlap: error: no schedule fits the memory limit of %s; the smallest "
+                 "overlap: error: no schedule fits the memory budget of %s; the smallest "
                  "feasible budget found is %s (%lld bytes)\n",
-                 FormatBytes(*options.lookahead.memory_limit_bytes).c_str(),
+                 FormatBytes(*budget->budget_bytes).c_str(),
                  FormatBytes(r->lookahead->min_feasible_bytes).c_str(),
                  static_cast<long long>(r->lookahead->min_feasible_bytes));
     return kExitBadInput;
@@ -127,7 +125,7 @@ const CommandSpec& ScheduleCommand() {
         "be lifted: `overlap gen <model> --lifted`). The scheduler leaves the graph final\n"
         "(its order set, ours' residents and buckets applied, verified); the figures are the\n"
         "two-stream simulation of that graph (schedule/simulator.h). See docs/schedule.md.\n";
-    s.flags = {kFlags, CollectiveFlags()};
+    s.flags = {kFlags, BudgetFlags(), CollectiveFlags()};
     s.footer = "SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).\n";
     s.min_positional = 0;
     s.max_positional = 1;

@@ -17,9 +17,12 @@ constexpr FlagSpec kFlags[] = {
 
 int Run(Invocation& in) {
   const CollectiveModel model = ReadCollectiveFlags(in);
+  const BudgetRequest budget_request = ReadBudgetFlags(in, model.world_size);
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
+  absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
+  if (!budget.ok()) return in.BadInput(budget.status());
   absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);
   if (!r.ok()) return in.BadInput(r.status());
   std::fprintf(in.summary(),
@@ -29,11 +32,13 @@ int Run(Invocation& in) {
                FormatBytes(r->peak_gathered_bytes).c_str(), FormatSeconds(r->step_time_s).c_str(),
                FormatSeconds(r->compute_s).c_str(), FormatSeconds(r->comm_s).c_str(),
                FormatSeconds(r->exposed_comm_s).c_str(), FormatSeconds(r->lower_bound_s).c_str());
+  std::fputs(FormatBudget(*budget, r->peak_memory_bytes).c_str(), in.summary());
   if (!HasZero3Ops(*g)) std::fputs("(no ZeRO-3 ops in the graph: compute only)\n", in.summary());
   if (std::optional<std::string> path = in.Path("json")) {
-    absl::Status s = WriteTextFile(in, *path,
-                                   absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ",
-                                                SimulationJsonFields(*r), "}\n"));
+    absl::Status s = WriteTextFile(
+        in, *path,
+        absl::StrCat("{\"format\": \"overlap-result\", \"version\": 1, ", SimulationJsonFields(*r),
+                     MemoryBudgetJsonFields(*budget, r->peak_memory_bytes), "}\n"));
     if (!s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> path = in.Path("trace")) {
@@ -56,7 +61,7 @@ const CommandSpec& SimulateCommand() {
         "collectives (dc.allgather_param, dc.reduce_grad) on another, waits blocking compute\n"
         "(schedule/simulator.h). Prints peak memory, peak gathered bytes, step time, exposed\n"
         "communication and the lower bound max(compute, communication).\n";
-    s.flags = {kFlags, CollectiveFlags()};
+    s.flags = {kFlags, BudgetFlags(), CollectiveFlags()};
     s.min_positional = s.max_positional = 1;
     s.positional_name = "file";
     s.run = &Run;

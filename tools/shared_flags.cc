@@ -9,6 +9,7 @@
 #include "graph/models.h"
 #include "graph/output_file.h"
 #include "graph/random_graph.h"
+#include "graph/size.h"
 #include "graph/status_macros.h"
 #include "graph/structural_backward.h"
 #include "graph/verifier.h"
@@ -20,6 +21,17 @@ constexpr FlagSpec kCollectiveFlags[] = {
     {"world-size", 0, "N", "ranks (default 32)"},
     {"latency-us", 0, "X", "collective latency in microseconds (default 20)"},
     {"bandwidth", 0, "X", "per-rank bandwidth in GB/s (default 50)"},
+};
+
+constexpr FlagSpec kBudgetFlags[] = {
+    {"memory-limit", 0, "SIZE",
+     "the budget on the simulated peak memory (transient tensors; the\n"
+     "per-rank state is not in it)"},
+    {"device-memory", 0, "SIZE",
+     "the device's memory: the budget is SIZE minus the per-rank state\n"
+     "(parameter, gradient and optimizer shards) minus --reserve"},
+    {"optimizer", 0, "NAME", "sgd, momentum or adam (default adam): its per-rank state"},
+    {"reserve", 0, "SIZE", "with --device-memory: what tensors cannot use (default 512 MiB + 5%)"},
 };
 
 constexpr FlagSpec kModelFlags[] = {
@@ -68,6 +80,50 @@ CollectiveModel ReadCollectiveFlags(Invocation& in) {
     model.bandwidth_bytes_per_s = in.Bounded("bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
   }
   return model;
+}
+
+absl::Span<const FlagSpec> BudgetFlags() { return kBudgetFlags; }
+
+BudgetRequest ReadBudgetFlags(Invocation& in, int world_size) {
+  BudgetRequest r;
+  r.state.world_size = world_size;
+  if (std::optional<std::string> name = in.String("optimizer")) {
+    absl::StatusOr<Optimizer> o = ParseOptimizer(*name);
+    if (!o.ok()) {
+      in.AddUsageError(absl::StrCat("--optimizer: ", o.status().message()));
+    } else {
+      r.state.optimizer = *o;
+    }
+  }
+  if (in.Has("memory-limit") && in.Has("device-memory")) {
+    in.AddUsageError("--memory-limit and --device-memory both set the budget: give one");
+  }
+  if (in.Has("reserve") && !in.Has("device-memory")) {
+    in.AddUsageError("--reserve applies only with --device-memory");
+  }
+  r.device_memory = in.Size("device-memory");
+  r.reserve = in.Size("reserve");
+  r.memory_limit = in.Size("memory-limit");
+  return r;
+}
+
+absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g) {
+  if (request.device_memory) {
+    return DeviceMemoryBudget(g, *request.device_memory, request.state, request.reserve);
+  }
+  return DirectMemoryBudget(g, request.memory_limit, request.state);
+}
+
+std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes) {
+  if (!b.budget_bytes) return "";
+  std::string out = absl::StrCat("budget ", FormatBytes(*b.budget_bytes));
+  if (b.device_bytes) {
+    absl::StrAppend(&out, " (device ", FormatBytes(*b.device_bytes), " - per-rank state ",
+                    FormatBytes(b.state_bytes), " - reserve ", FormatBytes(b.reserve_bytes), ")");
+  }
+  absl::StrAppend(&out, peak_memory_bytes <= *b.budget_bytes ? ": the peak fits\n"
+                                                             : ": the peak does NOT fit\n");
+  return out;
 }
 
 absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }

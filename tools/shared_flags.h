@@ -3,6 +3,8 @@
 #ifndef OVERLAP_TOOLS_SHARED_FLAGS_H_
 #define OVERLAP_TOOLS_SHARED_FLAGS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,6 +14,7 @@
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
+#include "schedule/budget.h"
 #include "tools/command.h"
 
 namespace overlap {
@@ -20,6 +23,25 @@ namespace overlap {
 absl::Span<const FlagSpec> CollectiveFlags();
 // The collective model those flags describe (defaults: graph/cost_model.h).
 CollectiveModel ReadCollectiveFlags(Invocation& in);
+
+// --memory-limit, --device-memory, --optimizer, --reserve (schedule, simulate).
+absl::Span<const FlagSpec> BudgetFlags();
+// What those flags ask for, read before the graph: --memory-limit with --device-memory,
+// --reserve without --device-memory, or an unknown optimizer is a usage error recorded in
+// `in` (check in.has_usage_error()).
+struct BudgetRequest {
+  std::optional<int64_t> memory_limit;
+  std::optional<int64_t> device_memory;
+  std::optional<int64_t> reserve;
+  StateOptions state;
+};
+BudgetRequest ReadBudgetFlags(Invocation& in, int world_size);
+// The budget for `g` (schedule/budget.h): none without a limit, the state always computed;
+// InvalidArgument when the device is too small for the state. O(parameters).
+absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g);
+// The budget as one summary line ("budget 12.0 GiB (device 80 GB - state ... - reserve ...):
+// the peak fits"), empty without a budget. O(1).
+std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes);
 
 // --lifted, --loss, --batch, --seq, --layers, the cost-model flags, and random's --nodes,
 // --seed, --sparse-meta (gen, demo).
