@@ -50,29 +50,58 @@ std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r) {
 std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows) {
   if (!r.lookahead) return "";
   const std::vector<LookaheadCandidate>& rows = r.lookahead->candidates;
-  size_t chosen = rows.size();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].verdict == CandidateVerdict::kChosen) chosen = i;
-  }
-  std::string out = absl::StrFormat("%-15s  %5s  %12s  %9s  %14s  %12s  %s\n", "order", "k",
-                                    "reduce cap", "residents", "peak memory", "step", "verdict");
-  const size_t shown = std::min(rows.size(), std::max<size_t>(max_rows, 1));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    // The first `shown` rows, and the chosen one wherever it is.
-    if (i >= shown && i != chosen) continue;
-    if (i >= shown && i == chosen && shown > 0) out.append("  ...\n");
+  // One line per (order, k, reduce cap): its chosen row, else its fastest row within the
+  // budget, else its first row; "tried" counts the resident prefixes simulated.
+  struct Group {
+    size_t best;
+    size_t tried;
+  };
+  std::vector<Group> groups;
+  auto same = [&](size_t a, size_t b) {
+    return rows[a].base == rows[b].base && rows[a].k == rows[b].k &&
+           rows[a].reduce_bucket_bytes == rows[b].reduce_bucket_bytes &&
+           rows[a].verdict != CandidateVerdict::kStoppedAtComputeBound &&
+           rows[b].verdict != CandidateVerdict::kStoppedAtComputeBound;
+  };
+  auto rank = [&](size_t i) {  // lower is better
     const LookaheadCandidate& c = rows[i];
+    if (c.verdict == CandidateVerdict::kChosen) return std::make_pair(0, 0.0);
+    if (c.verdict == CandidateVerdict::kSlower) return std::make_pair(1, c.step_time_s);
+    return std::make_pair(2, 0.0);
+  };
+  size_t chosen_group = SIZE_MAX;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!groups.empty() && same(groups.back().best, i)) {
+      ++groups.back().tried;
+      if (rank(i) < rank(groups.back().best)) groups.back().best = i;
+    } else {
+      groups.push_back({i, 1});
+    }
+    if (rows[i].verdict == CandidateVerdict::kChosen) chosen_group = groups.size() - 1;
+  }
+  std::string out =
+      absl::StrFormat("%-15s  %5s  %12s  %9s  %5s  %14s  %12s  %s\n", "order", "k", "reduce cap",
+                      "residents", "tried", "peak memory", "step", "verdict");
+  const size_t shown = std::min(groups.size(), std::max<size_t>(max_rows, 1));
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    // The first `shown` lines, and the chosen one wherever it is.
+    if (gi >= shown && gi != chosen_group) continue;
+    if (gi >= shown && gi == chosen_group && shown > 0) out.append("  ...\n");
+    const LookaheadCandidate& c = rows[groups[gi].best];
     const bool simulated = c.verdict != CandidateVerdict::kStoppedAtComputeBound;
     absl::StrAppendFormat(
-        &out, "%-15s  %5s  %12s  %9s  %14s  %12s  %s\n", c.base,
+        &out, "%-15s  %5s  %12s  %9s  %5s  %14s  %12s  %s\n", c.base,
         c.base == kPrefetchBase ? absl::StrCat(c.k) : "-",
         simulated ? (c.reduce_bucket_bytes > 0 ? FormatBytes(c.reduce_bucket_bytes) : "none") : "-",
         simulated ? absl::StrCat(c.residents) : "-",
+        simulated ? absl::StrCat(groups[gi].tried) : "-",
         simulated ? FormatBytes(c.peak_memory_bytes) : "-",
         simulated ? FormatSeconds(c.step_time_s) : "-", CandidateVerdictName(c.verdict));
   }
-  const size_t left = rows.size() - shown - (chosen >= shown && chosen < rows.size() ? 1 : 0);
-  if (left > 0) absl::StrAppendFormat(&out, "(%d more candidates not shown)\n", left);
+  const size_t left =
+      groups.size() - shown - (chosen_group >= shown && chosen_group < groups.size() ? 1 : 0);
+  if (left > 0) absl::StrAppendFormat(&out, "(%d more lines not shown)\n", left);
+  absl::StrAppendFormat(&out, "%d choices simulated; `--json` lists each\n", rows.size());
   if (!r.lookahead->feasible) {
     absl::StrAppend(&out, "no candidate fits the budget; the smallest feasible budget is ",
                     FormatBytes(r.lookahead->min_feasible_bytes), "\n");

@@ -22,9 +22,10 @@ int64_t ResidentBytes(const Graph& g, const LookaheadResult& r);
 // the scheduled graph. O(residents).
 std::string FormatScheduleSummary(const Graph& g, const ScheduleReport& r);
 
-// Ours' candidates as a table (k, reduce cap, residents, peak, step, verdict), one row per
-// candidate; at most `max_rows` rows, then a line counting those left out (the chosen row is
-// always shown). Empty for the baselines. O(rows).
+// Ours' candidates as a table, one line per (order, k, reduce cap) showing its best choice
+// (the chosen one, else the fastest within the budget, else the first) and how many
+// resident prefixes were tried; at most `max_rows` lines, then a line counting those left
+// out (the chosen line is always shown). Empty for the baselines. O(rows).
 std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows = 40);
 
 // The schedule result as deterministic JSON: format, version, algorithm, order (node

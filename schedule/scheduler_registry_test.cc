@@ -122,9 +122,7 @@ TEST(SchedulerRegistryTest, OursExplainsItsChoice) {
       EXPECT_EQ(chosen, 1);
       const std::string table = FormatExplainTable(*r, 3);
       EXPECT_THAT(table, ::testing::HasSubstr("chosen"));
-      if (r->lookahead->candidates.size() > 4) {
-        EXPECT_THAT(table, ::testing::HasSubstr("more candidates not shown"));
-      }
+      EXPECT_THAT(table, ::testing::HasSubstr("choices simulated"));
     }
   }
 }

@@ -20,6 +20,7 @@ packages=(
   libgloo-dev
   zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
   unzip                  # tools/check_oss_fuzz.sh reads them back
+  graphviz               # tools/pictures_test.sh renders the partition DOT files
 )
 
 missing=()

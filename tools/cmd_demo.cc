@@ -12,8 +12,10 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "schedule/budget.h"
 #include "schedule/report.h"
 #include "schedule/scheduler_registry.h"
+#include "schedule/timeline_svg.h"
 #include "schedule/zero3_insertion.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -22,6 +24,11 @@ namespace overlap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr FlagSpec kDemoFlags[] = {
+    {"svg", 0, "OUT", "where step [8] draws its picture (default /tmp/overlap_demo_MODEL.svg)",
+     true},
+};
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -161,6 +168,47 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
   return absl::OkStatus();
 }
 
+// [8] A budget from the device: 80 GB less the per-rank state (adam) and the reserve; ours
+// schedules the AOT backward (or the random graph) under it, and the step is drawn as SVG.
+absl::Status ShowDeviceBudget(Invocation& in, Graph g, GraphKind kind, const std::string& model) {
+  OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(&g).status());
+  OVERLAP_RETURN_IF_ERROR(CheckAfter(g, "ZeRO-3 insertion"));
+  StateOptions state;  // adam, 32 ranks
+  OVERLAP_ASSIGN_OR_RETURN(const RankState parts, PerRankState(g, state));
+  OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget budget,
+                           DeviceMemoryBudget(g, int64_t{80} * 1000 * 1000 * 1000, state));
+  std::fprintf(in.out(),
+               "[8] a budget from the device (`--device-memory 80GB --optimizer adam`): per-rank "
+               "state %s (parameter shards %s, gradient shards %s, adam %s, fp32 master %s), "
+               "reserve %s: %s for the step\n",
+               FormatBytes(parts.total()).c_str(), FormatBytes(parts.params).c_str(),
+               FormatBytes(parts.grads).c_str(), FormatBytes(parts.optimizer).c_str(),
+               FormatBytes(parts.master).c_str(), FormatBytes(budget.reserve_bytes).c_str(),
+               FormatBytes(*budget.budget_bytes).c_str());
+  SchedulerOptions options;
+  options.lookahead.memory_limit_bytes = budget.budget_bytes;
+  OVERLAP_ASSIGN_OR_RETURN(const ScheduleReport ours,
+                           RunScheduler(DefaultSchedulerName(), &g, options));
+  const char* what = kind == GraphKind::kBackward ? "AOT backward" : "graph";
+  PrintRow(in, absl::StrCat(DefaultSchedulerName(), " (ours)"), ours.simulation,
+           absl::StrCat("  [", what, "]"));
+  std::fputs(absl::StrCat("  ", FormatScheduleSummary(g, ours).substr(
+                                    FormatScheduleSummary(g, ours).find('\n') + 1))
+                 .c_str(),
+             in.out());
+  const std::string path =
+      in.Path("svg").value_or(absl::StrCat("/tmp/overlap_demo_", model, ".svg"));
+  TimelineSvgOptions svg;
+  svg.title = absl::StrCat(model, " ", what, ", lookahead under an 80 GB device");
+  svg.budget_bytes = budget.budget_bytes;
+  OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, path, TimelineSvg(g, ours.simulation, svg)));
+  std::fprintf(in.out(),
+               "  the step as a picture (both streams above the memory curve): %s "
+               "(`overlap schedule --svg`)\n",
+               path.c_str());
+  return absl::OkStatus();
+}
+
 int Run(Invocation& in) {
   const std::string model =
       in.positional().empty() ? std::string(kDefaultModel) : in.positional()[0];
@@ -184,12 +232,15 @@ int Run(Invocation& in) {
   std::fputs("[3] summary:\n", in.out());
   std::fputs(FormatSummary(*back, Summarize(*back)).c_str(), in.out());
   if (absl::Status s = ShowPartitions(in, *back); !s.ok()) return in.BadInput(s);
-  Graph zero3;
+  Graph zero3, last;
+  GraphKind last_kind = GraphKind::kBackward;
   if (model == "random") {  // no AOT pair: its lifted graph as generated
     std::fputs("[5] AOT pair: none for random graphs (their backward is structural)\n", in.out());
     absl::StatusOr<Graph> z = BuildModelFromFlags(in, model, ModelGraph::kForward);
     if (!z.ok()) return in.BadInput(z.status());
     zero3 = std::move(*z);
+    last = zero3;
+    last_kind = GraphKind::kForward;
   } else {
     const auto t3 = Clock::now();
     absl::StatusOr<AotPair> pair = BuildAotPairFromFlags(in, model);
@@ -197,10 +248,14 @@ int Run(Invocation& in) {
     if (!pair.ok()) return in.BadInput(pair.status());
     ShowAotPair(in, *pair, Ms(Clock::now() - t3));
     zero3 = std::move(pair->forward);
+    last = std::move(pair->backward);
   }
   if (absl::Status s =
           ShowSchedules(in, std::move(zero3), model == "random" ? "lifted graph" : "AOT forward");
       !s.ok()) {
+    return in.BadInput(s);
+  }
+  if (absl::Status s = ShowDeviceBudget(in, std::move(last), last_kind, model); !s.ok()) {
     return in.BadInput(s);
   }
   std::fputs(
@@ -227,8 +282,9 @@ const CommandSpec& DemoCommand() {
         "and at the best cap, builds the model's AOT forward / backward pair (the loss,\n"
         "the saved activations, the primals the backward reads), inserts the ZeRO-3 ops\n"
         "into the AOT forward, compares every scheduler in the two-stream simulator, and\n"
-        "shows why ours chose its schedule.\n";
-    s.flags = {ModelFlags()};
+        "shows why ours chose its schedule; then schedules the AOT backward under the\n"
+        "budget an 80 GB device leaves after the per-rank state and draws that step as SVG.\n";
+    s.flags = {kDemoFlags, ModelFlags()};
     s.min_positional = 0;
     s.max_positional = 1;
     s.positional_name = "model name";

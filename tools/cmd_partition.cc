@@ -10,6 +10,7 @@
 #include "graph/status_macros.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "partition/dot.h"
 #include "partition/report.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -31,6 +32,10 @@ constexpr FlagSpec kFlags[] = {
     {"json", 0, "OUT", "write the partition result (overlap-result JSON)", true},
     {"output", 'o', "OUTER", "write the outer graph (calls submod_0, submod_1, ...)", true},
     {"subgraphs-dir", 0, "DIR", "write each subgraph as DIR/submod_<i>.json"},
+    {"dot", 0, "OUT",
+     "write the partition as Graphviz DOT, one cluster per subgraph (graphs\n"
+     "of at most 2000 nodes; render with `dot -Tsvg OUT -o picture.svg`)",
+     true},
 };
 
 // Reads the bucketing flags into `bo`; whether the cap is chosen automatically.
@@ -104,6 +109,11 @@ int Run(Invocation& in) {
   if (std::optional<std::string> path = in.Path("output")) {
     absl::Status s = WriteGraphFile(in, *path, r->split ? r->pieces.outer : *g);
     if (!s.ok()) return in.BadInput(s);
+  }
+  if (std::optional<std::string> path = in.Path("dot")) {
+    absl::StatusOr<std::string> dot = PartitionDot(*g, *r);
+    if (!dot.ok()) return in.BadInput(dot.status());
+    if (absl::Status s = WriteTextFile(in, *path, *dot); !s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> dir = in.Path("subgraphs-dir")) {
     if (absl::Status s = WriteSubgraphs(*dir, *r); !s.ok()) return in.BadInput(s);

@@ -9,6 +9,7 @@
 #include "schedule/report.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/simulator.h"
+#include "schedule/timeline_svg.h"
 #include "schedule/zero3_insertion.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -31,6 +32,10 @@ constexpr FlagSpec kFlags[] = {
     {"json", 0, "OUT", "write the schedule result (order, figures, ours' candidates)", true},
     {"output", 'o', "OUT", "write the scheduled graph (its order, the output node last)", true},
     {"trace", 0, "OUT", "write a Chrome / Perfetto trace of the simulation", true},
+    {"svg", 0, "OUT",
+     "draw the simulated step as SVG: both streams above the memory curve,\n"
+     "the peak marked, the budget as a line",
+     true},
 };
 
 int ListAlgorithms(Invocation& in) {
@@ -72,6 +77,12 @@ absl::Status WriteOutputs(Invocation& in, const Graph& g, const ScheduleReport& 
   }
   if (std::optional<std::string> path = in.Path("trace")) {
     OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, ChromeTraceJson(g, r.simulation)));
+  }
+  if (std::optional<std::string> path = in.Path("svg")) {
+    TimelineSvgOptions svg;
+    svg.title = absl::StrCat(g.name().empty() ? "graph" : g.name(), ", ", r.algorithm);
+    svg.budget_bytes = budget.budget_bytes;
+    OVERLAP_RETURN_IF_ERROR(WriteTextFile(in, *path, TimelineSvg(g, r.simulation, svg)));
   }
   return absl::OkStatus();
 }

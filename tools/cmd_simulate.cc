@@ -3,6 +3,7 @@
 #include "graph/json_reader.h"
 #include "graph/size.h"
 #include "schedule/simulator.h"
+#include "schedule/timeline_svg.h"
 #include "schedule/zero3_ops.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
@@ -13,6 +14,10 @@ namespace {
 constexpr FlagSpec kFlags[] = {
     {"json", 0, "OUT", "write the figures (overlap-result JSON)", true},
     {"trace", 0, "OUT", "write a Chrome / Perfetto trace (open in ui.perfetto.dev)", true},
+    {"svg", 0, "OUT",
+     "draw the step as SVG: both streams above the memory curve, the peak\n"
+     "marked, the budget as a line",
+     true},
 };
 
 int Run(Invocation& in) {
@@ -43,6 +48,13 @@ int Run(Invocation& in) {
   }
   if (std::optional<std::string> path = in.Path("trace")) {
     absl::Status s = WriteTextFile(in, *path, ChromeTraceJson(*g, *r));
+    if (!s.ok()) return in.BadInput(s);
+  }
+  if (std::optional<std::string> path = in.Path("svg")) {
+    TimelineSvgOptions svg;
+    svg.title = g->name().empty() ? "graph" : g->name();
+    svg.budget_bytes = budget->budget_bytes;
+    absl::Status s = WriteTextFile(in, *path, TimelineSvg(*g, *r, svg));
     if (!s.ok()) return in.BadInput(s);
   }
   return kExitOk;

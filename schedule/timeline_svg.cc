@@ -1,0 +1,231 @@
+#include "schedule/timeline_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/size.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+// Geometry (pixels).
+constexpr double kLeft = 115, kRight = 30, kTop = 40;
+constexpr double kLaneHeight = 26, kLaneGap = 8;
+constexpr double kMemoryTop = kTop + 2 * (kLaneHeight + kLaneGap) + 30;
+constexpr double kMemoryHeight = 220;
+constexpr double kBottom = 50;
+
+void AppendXmlText(std::string* out, absl::string_view s) {
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out->append("&amp;");
+        break;
+      case '<':
+        out->append("&lt;");
+        break;
+      case '>':
+        out->append("&gt;");
+        break;
+      case '"':
+        out->append("&quot;");
+        break;
+      default:
+        // XML 1.0 forbids most control characters, even escaped.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+          out->push_back('?');
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+}
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks over `span`.
+double TickStep(double span, int ticks) {
+  if (!(span > 0)) return 1;
+  const double raw = span / ticks;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+enum BarKind { kComputeBar, kAllgatherBar, kReduceBar };
+constexpr const char* kBarColor[] = {"#4e79a7", "#59a14f", "#f28e2b"};
+
+struct Bar {
+  double x0, x1;
+  BarKind kind;
+  int members;
+  NodeId node;
+};
+
+}  // namespace
+
+std::string TimelineSvg(const Graph& g, const SimulationResult& r,
+                        const TimelineSvgOptions& options) {
+  const double width = std::max(100, options.width_px);
+  const double total_w = kLeft + width + kRight;
+  const double total_h = kMemoryTop + kMemoryHeight + kBottom;
+  const double t_end = r.step_time_s > 0 ? r.step_time_s : 1e-9;
+  auto x_of = [&](double t) { return kLeft + width * std::clamp(t / t_end, 0.0, 1.0); };
+  int64_t top_bytes = std::max<int64_t>(r.peak_memory_bytes, 1);
+  if (options.budget_bytes) top_bytes = std::max(top_bytes, *options.budget_bytes);
+  const double y_scale = kMemoryHeight / (1.05 * static_cast<double>(top_bytes));
+  auto y_of = [&](int64_t bytes) {
+    return kMemoryTop + kMemoryHeight - y_scale * static_cast<double>(bytes);
+  };
+
+  std::string out = absl::StrFormat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      total_w, total_h, total_w, total_h);
+  if (!options.title.empty()) {
+    out.append("<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">");
+    AppendXmlText(&out, options.title);
+    out.append("</text>\n");
+  }
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.0f\" y=\"20\" text-anchor=\"end\">step %s, peak memory %s, "
+                        "exposed communication %s</text>\n",
+                        total_w - kRight, FormatSeconds(r.step_time_s),
+                        FormatBytes(r.peak_memory_bytes), FormatSeconds(r.exposed_comm_s));
+
+  // The two lanes: bars merged per kind while less than half a pixel apart.
+  const char* lane_name[2] = {"compute", "communication"};
+  for (int lane = 0; lane < 2; ++lane) {
+    const double y = kTop + lane * (kLaneHeight + kLaneGap);
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n"
+                          "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" "
+                          "fill=\"#f4f4f4\"/>\n",
+                          kLeft - 8, y + kLaneHeight / 2 + 4, lane_name[lane], kLeft, y, width,
+                          kLaneHeight);
+    std::vector<Bar> bars;
+    for (const SimEvent& e : r.events) {
+      if (e.stream != lane) continue;
+      const Node& n = g.node(e.node);
+      const BarKind kind = lane == 0 ? kComputeBar : IsReduce(n) ? kReduceBar : kAllgatherBar;
+      const double x0 = x_of(e.start_s), x1 = x_of(e.end_s);
+      if (!bars.empty() && bars.back().kind == kind && x0 - bars.back().x1 < 0.5) {
+        bars.back().x1 = std::max(bars.back().x1, x1);
+        ++bars.back().members;
+        continue;
+      }
+      bars.push_back({x0, x1, kind, 1, e.node});
+    }
+    for (const Bar& b : bars) {
+      absl::StrAppendFormat(&out,
+                            "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+                            "fill=\"%s\"><title>",
+                            b.x0, y + 2, std::max(b.x1 - b.x0, 0.5), kLaneHeight - 4,
+                            kBarColor[b.kind]);
+      if (b.members == 1) {
+        AppendXmlText(&out, g.node(b.node).name());
+      } else {
+        absl::StrAppend(&out, b.members, " nodes from ");
+        AppendXmlText(&out, g.node(b.node).name());
+      }
+      out.append("</title></rect>\n");
+    }
+  }
+  // Legend.
+  const char* legend[] = {"compute", "allgather", "reduce-scatter"};
+  for (int i = 0; i < 3; ++i) {
+    const double x = kLeft + i * 130;
+    const double y = kTop + 2 * (kLaneHeight + kLaneGap) + 4;
+    absl::StrAppendFormat(&out,
+                          "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                          "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                          x, y, kBarColor[i], x + 16, y + 10, legend[i]);
+  }
+
+  // Memory axis and curve.
+  absl::StrAppendFormat(
+      &out,
+      "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">memory</text>\n"
+      "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
+      kLeft - 8, kMemoryTop - 8, kLeft, kMemoryTop, kLeft, kMemoryTop + kMemoryHeight);
+  // Ticks at round multiples of the largest binary unit (B, KiB, MiB, GiB, ...) below the top.
+  double unit = 1;
+  while (unit * 1024 <= static_cast<double>(top_bytes)) unit *= 1024;
+  const double byte_step = unit * TickStep(1.05 * static_cast<double>(top_bytes) / unit, 5);
+  for (double b = 0; b <= 1.05 * static_cast<double>(top_bytes); b += byte_step) {
+    const double y = y_of(static_cast<int64_t>(b));
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
+                          "stroke=\"#dddddd\"/><text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" "
+                          "font-size=\"10\">%s</text>\n",
+                          kLeft, y, kLeft + width, y, kLeft - 4, y + 3,
+                          FormatBytes(static_cast<int64_t>(b)));
+  }
+  // Time axis.
+  const double t_step = TickStep(t_end, 8);
+  const double axis_y = kMemoryTop + kMemoryHeight;
+  absl::StrAppendFormat(
+      &out, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", kLeft,
+      axis_y, kLeft + width, axis_y);
+  for (double t = 0; t <= t_end * (1 + 1e-9); t += t_step) {
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"black\"/>"
+                          "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" font-size=\"10\">%s"
+                          "</text>\n",
+                          x_of(t), axis_y, x_of(t), axis_y + 4, x_of(t), axis_y + 16,
+                          FormatSeconds(t));
+  }
+  absl::StrAppendFormat(&out, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">time</text>\n",
+                        kLeft + width / 2, axis_y + 34);
+  // The curve as a step line, each pixel column reduced to first / min / max / last.
+  std::string points = absl::StrFormat("%.2f,%.2f", x_of(0), y_of(0));
+  int64_t held = 0;
+  size_t i = 0;
+  while (i < r.memory.size()) {
+    const double column = std::floor(x_of(r.memory[i].first));
+    int64_t lo = r.memory[i].second, hi = lo;
+    size_t j = i;
+    for (; j < r.memory.size() && std::floor(x_of(r.memory[j].first)) == column; ++j) {
+      lo = std::min(lo, r.memory[j].second);
+      hi = std::max(hi, r.memory[j].second);
+    }
+    const double x = x_of(r.memory[i].first);
+    const int64_t last = r.memory[j - 1].second;
+    absl::StrAppendFormat(&points, " %.2f,%.2f %.2f,%.2f %.2f,%.2f %.2f,%.2f", x, y_of(held), x,
+                          y_of(lo), x, y_of(hi), x, y_of(last));
+    held = last;
+    i = j;
+  }
+  absl::StrAppendFormat(&points, " %.2f,%.2f", x_of(t_end), y_of(held));
+  absl::StrAppendFormat(&out,
+                        "<polyline fill=\"none\" stroke=\"#e15759\" stroke-width=\"1.5\" "
+                        "points=\"%s\"/>\n",
+                        points);
+  // The peak: its first instant.
+  for (const auto& [t, bytes] : r.memory) {
+    if (bytes != r.peak_memory_bytes) continue;
+    absl::StrAppendFormat(&out,
+                          "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"4\" fill=\"#e15759\"/>"
+                          "<text x=\"%.2f\" y=\"%.2f\" font-size=\"11\">peak %s</text>\n",
+                          x_of(t), y_of(bytes), x_of(t) + 6, y_of(bytes) - 6, FormatBytes(bytes));
+    break;
+  }
+  if (options.budget_bytes) {
+    const double y = y_of(*options.budget_bytes);
+    absl::StrAppendFormat(
+        &out,
+        "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#333333\" "
+        "stroke-dasharray=\"6,4\"/><text x=\"%.0f\" y=\"%.2f\" "
+        "text-anchor=\"end\" font-size=\"11\">budget %s</text>\n",
+        kLeft, y, kLeft + width, y, kLeft + width, y - 4, FormatBytes(*options.budget_bytes));
+  }
+  out.append("</svg>\n");
+  return out;
+}
+
+}  // namespace overlap
