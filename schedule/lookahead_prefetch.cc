@@ -369,8 +369,7 @@ class LookaheadSearch {
   // memory to spare it often ends the scan). Stops at the first candidate that does not fit:
   // the candidates examined are then the longest fitting prefix of the k sequence, which
   // only grows with the budget (so the result stays monotone in it), and a tight budget
-  // costs a few simulations, not all. Then the baselines' orders, unless the compute bound
-  // was reached.
+  // costs a few simulations, not all. Then the baselines' orders.
   absl::StatusOr<LookaheadResult> Scan() {
     const size_t batch =
         g_.size() < options_.parallel_min_nodes
@@ -400,11 +399,26 @@ class LookaheadSearch {
         }
       }
     }
-    if (!reached_compute_) {
-      for (Evaluation& e : BaselineOrders()) {
-        OVERLAP_RETURN_IF_ERROR(EvaluateOrder(0, &e));
-        if (Take(0, std::move(e)) && reached_compute_) break;
+    // The baselines' orders. After the compute bound was reached, only each order as it is
+    // (one simulation): a sum of the same times in another order can still be an ulp
+    // shorter, and ours must never be slower than a baseline that fits.
+    for (Evaluation& e : BaselineOrders()) {
+      if (reached_compute_) {
+        OVERLAP_ASSIGN_OR_RETURN(const SimulationResult plain, Simulate(e.order, {}, 0));
+        e.peak = plain.peak_memory_bytes;
+        e.fits = Fits(plain.peak_memory_bytes);
+        e.rows.push_back(Row(e.base, 0, 0, 0, plain));
+        if (e.fits) {
+          e.choices.push_back(0);
+        } else {
+          e.rows.back().verdict = CandidateVerdict::kOverBudget;
+        }
+        e.reached_compute = true;
+        Take(0, std::move(e));
+        continue;
       }
+      OVERLAP_RETURN_IF_ERROR(EvaluateOrder(0, &e));
+      Take(0, std::move(e));
     }
     return Result();
   }
@@ -428,7 +442,7 @@ class LookaheadSearch {
         chosen_order_ = e.order;
       }
     }
-    reached_compute_ = e.reached_compute;
+    reached_compute_ = reached_compute_ || e.reached_compute;
     return e.reached_compute;
   }
 

@@ -1,5 +1,6 @@
 #include "schedule/scheduler_registry.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -7,9 +8,13 @@
 #include "graph/aot.h"
 #include "graph/errors.h"
 #include "graph/models.h"
+#include "graph/random_graph_rc.h"
+#include "graph/structural_backward.h"
 #include "graph/test_graphs.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
+#include "rapidcheck.h"
+#include "rapidcheck/gtest.h"
 #include "schedule/report.h"
 #include "schedule/schedule_verifier.h"
 #include "schedule/simulator.h"
@@ -190,6 +195,65 @@ TEST(SchedulerRegistryTest, ABackwardGraphWithAbsentParametersSchedules) {
     EXPECT_TRUE(VerifySchedule(copy, r->order).ok()) << e.name;
     EXPECT_EQ(r->simulation.peak_gathered_bytes, 256) << e.name;  // the absent rows never are
   }
+}
+
+}  // namespace
+}  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// Ours dominates the baselines: at every budget where some baseline's order fits (each
+// baseline's peak, and 1.1x, 1.25x, 2x of it), ours fits and is no slower than the fastest
+// baseline that fits; ours' smallest feasible budget is at most the smallest baseline peak.
+RC_GTEST_PROP(SchedulerRegistryPropertyTest, prop_OursDominatesEveryBaselineAtEveryBudget, ()) {
+  Graph g = *ArbitraryGraph(100);
+  const bool backward = *rc::gen::arbitrary<bool>();
+  if (backward) {
+    absl::StatusOr<Graph> b = BuildStructuralBackward(g);
+    if (!b.ok()) return;
+    g = *std::move(b);
+  }
+  if (!Zero3Insertion(backward ? GraphKind::kBackward : GraphKind::kForward).Run(&g).ok()) return;
+  struct Fit {
+    int64_t peak;
+    double step;
+  };
+  std::vector<Fit> baselines;
+  for (const SchedulerEntry& e : Schedulers()) {
+    if (e.honours_memory_limit) continue;
+    Graph copy = g;
+    absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &copy);
+    if (!r.ok()) continue;  // an order the graph's kwargs forbid
+    baselines.push_back({r->simulation.peak_memory_bytes, r->simulation.step_time_s});
+  }
+  RC_PRE(!baselines.empty());
+  RC_TAG(backward ? "backward" : "forward");
+  int64_t smallest = INT64_MAX;
+  for (const Fit& b : baselines) smallest = std::min(smallest, b.peak);
+  for (const Fit& b : baselines) {
+    for (double factor : {1.0, 1.1, 1.25, 2.0}) {
+      const int64_t budget = static_cast<int64_t>(static_cast<double>(b.peak) * factor);
+      double best = std::numeric_limits<double>::infinity();
+      for (const Fit& other : baselines) {
+        if (other.peak <= budget) best = std::min(best, other.step);
+      }
+      Graph copy = g;
+      SchedulerOptions o;
+      o.lookahead.memory_limit_bytes = budget;
+      absl::StatusOr<ScheduleReport> ours = RunScheduler(DefaultSchedulerName(), &copy, o);
+      RC_ASSERT(ours.ok());
+      RC_ASSERT(ours->lookahead->feasible);
+      RC_ASSERT(ours->simulation.peak_memory_bytes <= budget);
+      RC_ASSERT(ours->simulation.step_time_s <= best);
+    }
+  }
+  Graph copy = g;
+  SchedulerOptions o;
+  o.lookahead.memory_limit_bytes = 0;
+  absl::StatusOr<ScheduleReport> none = RunScheduler(DefaultSchedulerName(), &copy, o);
+  RC_ASSERT(none.ok());
+  if (!none->lookahead->feasible) RC_ASSERT(none->lookahead->min_feasible_bytes <= smallest);
 }
 
 }  // namespace
