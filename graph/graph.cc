@@ -90,6 +90,8 @@ Graph& Graph::operator=(const Graph& other) {
   }
   head_ = other.head_;
   tail_ = other.tail_;
+  next_ = other.next_;
+  prev_ = other.prev_;
   live_ = other.live_;
   params_ = other.params_;
   name_ = other.name_;
@@ -116,7 +118,11 @@ void Graph::RebuildIndexes() {
   }
 }
 
-void Graph::ReserveNodes(int64_t n) { by_name_.reserve(n); }
+void Graph::ReserveNodes(int64_t n) {
+  by_name_.reserve(n);
+  next_.reserve(n);
+  prev_.reserve(n);
+}
 
 absl::Status Graph::CheckName(absl::string_view name) const {
   if (!IsValidNodeName(name)) {
@@ -185,40 +191,35 @@ void Graph::UnlinkInputs(NodeId id) {
 }
 
 void Graph::Unlink(NodeId id) {
-  Node& n = nodes_[id];
-  if (n.prev_ != kNoNode)
-    nodes_[n.prev_].next_ = n.next_;
+  if (prev_[id] != kNoNode)
+    next_[prev_[id]] = next_[id];
   else
-    head_ = n.next_;
-  if (n.next_ != kNoNode)
-    nodes_[n.next_].prev_ = n.prev_;
+    head_ = next_[id];
+  if (next_[id] != kNoNode)
+    prev_[next_[id]] = prev_[id];
   else
-    tail_ = n.prev_;
-  n.prev_ = n.next_ = kNoNode;
+    tail_ = prev_[id];
+  prev_[id] = next_[id] = kNoNode;
 }
 
 void Graph::LinkBefore(NodeId id, NodeId anchor) {
-  Node& n = nodes_[id];
-  Node& a = nodes_[anchor];
-  n.next_ = anchor;
-  n.prev_ = a.prev_;
-  if (a.prev_ != kNoNode)
-    nodes_[a.prev_].next_ = id;
+  next_[id] = anchor;
+  prev_[id] = prev_[anchor];
+  if (prev_[anchor] != kNoNode)
+    next_[prev_[anchor]] = id;
   else
     head_ = id;
-  a.prev_ = id;
+  prev_[anchor] = id;
 }
 
 void Graph::LinkAfter(NodeId id, NodeId anchor) {
-  Node& n = nodes_[id];
-  Node& a = nodes_[anchor];
-  n.prev_ = anchor;
-  n.next_ = a.next_;
-  if (a.next_ != kNoNode)
-    nodes_[a.next_].prev_ = id;
+  prev_[id] = anchor;
+  next_[id] = next_[anchor];
+  if (next_[anchor] != kNoNode)
+    prev_[next_[anchor]] = id;
   else
     tail_ = id;
-  a.next_ = id;
+  next_[anchor] = id;
 }
 
 absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string target,
@@ -239,6 +240,8 @@ absl::StatusOr<NodeId> Graph::AddNode(Op op, std::string name, std::string targe
     nodes_.pop_back();
     return dup;
   }
+  next_.push_back(kNoNode);
+  prev_.push_back(kNoNode);
   n.id_ = id;
   n.op_ = op;
   n.target_ = Intern(std::move(target));
@@ -362,11 +365,10 @@ absl::Status Graph::SetOrder(absl::Span<const NodeId> order) {
   }
   head_ = tail_ = kNoNode;
   for (NodeId id : order) {
-    Node& n = nodes_[id];
-    n.prev_ = tail_;
-    n.next_ = kNoNode;
+    prev_[id] = tail_;
+    next_[id] = kNoNode;
     if (tail_ != kNoNode)
-      nodes_[tail_].next_ = id;
+      next_[tail_] = id;
     else
       head_ = id;
     tail_ = id;

@@ -533,6 +533,16 @@ MlpConfig MlpPreset(Preset preset) {
   return c;
 }
 
+MlpConfig ResizeMlp(const MlpConfig& c, int64_t layers, int64_t width) {
+  MlpConfig out = c;
+  const int64_t hidden = width ? width : c.widths[c.widths.size() / 2];
+  const int64_t n = layers ? layers : static_cast<int64_t>(c.widths.size()) - 1;
+  out.widths = {c.widths.front()};
+  for (int64_t i = 1; i < n; ++i) out.widths.push_back(hidden);
+  out.widths.push_back(c.widths.back());
+  return out;
+}
+
 ResNetConfig ResNetPreset(Preset preset) {
   ResNetConfig c;
   if (preset == Preset::kTiny) {

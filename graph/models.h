@@ -112,6 +112,10 @@ struct MlpConfig {
 };
 // Tiny: 8 -> 16 -> 16 -> 4, batch 4.
 MlpConfig MlpPreset(Preset preset);
+// `c` with `layers` linear layers (0: as many as it has) whose hidden widths are `width`
+// (0: its middle width), its input and output widths kept: the deep chains of
+// `gen mlp --layers L --width W`. O(layers).
+MlpConfig ResizeMlp(const MlpConfig& c, int64_t layers, int64_t width);
 absl::StatusOr<Graph> BuildMlp(const MlpConfig& c, const ModelOptions& o);
 
 // torchvision's ResNet with BasicBlocks; blocks {2,2,2,2} is ResNet-18.

@@ -11,6 +11,7 @@
 #include "graph/errors.h"
 #include "graph/status_macros.h"
 #include "schedule/analysis.h"
+#include "schedule/fast_free_intervals.h"
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
@@ -423,6 +424,15 @@ absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g) {
 
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
                                                          const FastFreeOptions& options) {
+  using PathSets = FastFreeOptions::PathSets;
+  if (options.path_sets == PathSets::kAuto || options.path_sets == PathSets::kIntervals) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<std::vector<NodeId>> order,
+                             internal::FastFreeByIntervals(g));
+    if (order) return *std::move(order);
+    FastFreeOptions fallback = options;
+    fallback.path_sets = PathSets::kAuto;  // the bitsets or the counts, by size
+    return Scheduler(g, fallback).Run();
+  }
   return Scheduler(g, options).Run();
 }
 

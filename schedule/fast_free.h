@@ -1,16 +1,19 @@
 // DeepSpeed DeepCompile's fast_free_schedule, efficiently: the same order as
 // FastFreeScheduleReference (schedule/testing/fast_free_reference.h, written straight from
 // the definition), which tests check differentially on random graphs and on every built-in
-// model.
+// model, in every PathSets mode.
 //
-// Where the time goes in the reference, and what this version does instead:
-//   - the allgathers on each path (for every allgather, reduce_grad and graph output) come
-//     from one forward pass of bitsets (the allgathers among a node's args-ancestors),
-//     not one depth-first search each; choosing an allgather clears its bit everywhere;
-//   - "done" sets during a round are an epoch-stamped overlay on the scheduled flags, not
-//     copies of them; visited sets in requirement searches are stamped arrays too.
-// Cost: O(N x A / 64) for the bitsets, then per round O(A x A / 64) for the counts plus the
-// requirement searches of the round's candidates (local to the unscheduled frontier).
+// The reference recomputes, every round, each pending allgather's path set and each
+// candidate's requirement lists. Here (PathSets::kIntervals, the default) a round costs
+// what changed: the allgathers among each node's args-ancestors are interval lists over a
+// ranking of the allgathers (contiguous on chains, transformer stacks and trees); a lazy
+// min-heap keyed by count + chosen finds the candidates (a count only falls when an
+// allgather is chosen); Fenwick trees give each candidate's fields; a reduce or output row
+// is pulled when its last unchosen ancestor allgather is chosen, found by a propagation
+// that visits each node once. Cost: O((N + E) + A log A) on chains and transformer stacks
+// (docs/benchmarks.md records the growth); graphs with many ties in every round (A
+// independent parameters) stay O(A^2) as in the reference; graphs whose ancestor sets no
+// ranking keeps contiguous fall back to the bitsets or counts below.
 #ifndef OVERLAP_SCHEDULE_FAST_FREE_H_
 #define OVERLAP_SCHEDULE_FAST_FREE_H_
 
@@ -24,14 +27,19 @@ namespace overlap {
 // How fast_free holds its path sets (the allgathers each target still needs).
 struct FastFreeOptions {
   enum class PathSets {
-    // Bitsets while they are small next to the graph (at most 64 bytes per node, or
-    // 16 MiB), counts otherwise: memory stays linear in the graph.
+    // Interval lists (above), falling back to kBitsets / kCounts by kAuto's rule when the
+    // lists would exceed about 8 entries per node and edge.
     kAuto,
-    // Bitsets always (A^2 bits; bounded at 4 GiB: beyond, ResourceExhausted).
+    // The previous implementations, kept as differential oracles and fallbacks: bitsets
+    // over the allgathers (A^2 bits; bounded at 4 GiB: beyond, ResourceExhausted),
+    // recounted every round, O(A^3 / 64) in all ...
     kBitsets,
-    // Counts kept by walking each chosen allgather's args-descendants: O(N + E) memory,
-    // O(A x N) time at worst.
+    // ... or counts kept by walking each chosen allgather's args-descendants: O(N + E)
+    // memory, O(A x N) time at worst. kAuto picks bitsets while they take at most 64 bytes
+    // per node (or 16 MiB), counts otherwise.
     kCounts,
+    // Interval lists only; when they would exceed their budget, kAuto's fallback anyway.
+    kIntervals,
   };
   PathSets path_sets = PathSets::kAuto;
 };

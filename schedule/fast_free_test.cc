@@ -2,6 +2,7 @@
 #include "schedule/fast_free.h"
 
 #include "graph/adversarial_graphs.h"
+#include "graph/aot.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "graph/random_graph_rc.h"
@@ -22,9 +23,11 @@ FastFreeOptions With(FastFreeOptions::PathSets p) {
 // Both ways of holding the path sets give the reference's order.
 void ExpectSameAsReference(const Graph& g, const std::string& what) {
   for (FastFreeOptions::PathSets p :
-       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts}) {
-    const std::string how =
-        what + (p == FastFreeOptions::PathSets::kCounts ? " (counts)" : " (bitsets)");
+       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts,
+        FastFreeOptions::PathSets::kIntervals}) {
+    const std::string how = what + (p == FastFreeOptions::PathSets::kCounts    ? " (counts)"
+                                    : p == FastFreeOptions::PathSets::kBitsets ? " (bitsets)"
+                                                                               : " (intervals)");
     absl::StatusOr<std::vector<NodeId>> fast = FastFreeScheduleWith(g, With(p));
     absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
     ASSERT_EQ(fast.ok(), ref.ok()) << how << ": " << fast.status() << " vs " << ref.status();
@@ -66,7 +69,8 @@ RC_GTEST_PROP(FastFreePropertyTest, prop_SameOrderAsTheReference, ()) {
   if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;
   absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g);
   for (FastFreeOptions::PathSets p :
-       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts}) {
+       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts,
+        FastFreeOptions::PathSets::kIntervals}) {
     absl::StatusOr<std::vector<NodeId>> fast = FastFreeScheduleWith(g, With(p));
     RC_ASSERT(fast.ok() == ref.ok());
     if (fast.ok()) RC_ASSERT(*fast == *ref);
@@ -84,6 +88,55 @@ TEST(FastFreeTest, LongChainsUseCountsWithTheSameOrder) {
   absl::StatusOr<std::vector<NodeId>> counts = FastFreeSchedule(g);
   ASSERT_TRUE(bits.ok() && counts.ok());
   EXPECT_EQ(*bits, *counts);
+}
+
+// Ties on every earlier field force the free_cost comparison: random graphs whose device
+// times and sizes take a few values only (zero times included), forward and backward.
+TEST(FastFreeTest, SameOrderAsTheReferenceWhenFieldsTie) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    RandomGraphOptions o;
+    o.nodes = 200;
+    o.seed = seed;
+    o.lifted = true;
+    Graph g = RandomGraph(o);
+    const double times[] = {0.0, 1e-3, 2e-3};
+    int k = 0;
+    for (NodeId id : g.OrderVector()) {
+      NodeMeta& m = g.mutable_node(id).mutable_meta();
+      if (m.has_device_time) m.set_device_time(times[(k++ + seed) % (1 + seed % 3)]);
+      if (m.has_tensor_size) m.tensor_size = 64 * (1 + (m.tensor_size % 2));
+    }
+    if (!Zero3Insertion(static_cast<GraphKind>(seed % 2)).Run(&g).ok()) continue;
+    ExpectSameAsReference(g, "quantised seed " + std::to_string(seed));
+  }
+}
+
+// Families the interval lists must handle: independent parameters (every allgather ties
+// every round), a long chain, deep transformer stacks forward and backward.
+TEST(FastFreeTest, SameOrderAsTheReferenceOnStructuredFamilies) {
+  {
+    Graph g = WideOutputGraph(60, 2);
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+    ExpectSameAsReference(g, "wide output");
+  }
+  {
+    Graph g = MatmulChainGraph(300);
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+    ExpectSameAsReference(g, "chain");
+  }
+  for (const char* name : {"gpt2", "llama-7b", "moe"}) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> f = BuildModel(name, o, Preset::kTiny);
+    ASSERT_TRUE(f.ok());
+    Graph g = *f;
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+    ExpectSameAsReference(g, std::string(name) + " tiny forward");
+    absl::StatusOr<AotPair> pair = BuildAotPair(*f);
+    ASSERT_TRUE(pair.ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&pair->backward).ok());
+    ExpectSameAsReference(pair->backward, std::string(name) + " tiny backward");
+  }
 }
 
 }  // namespace

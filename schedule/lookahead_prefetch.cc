@@ -109,7 +109,6 @@ class LookaheadSearch {
     ChooseLookaheads();
     RankResidents();
     ChooseReduceCaps();
-    ChooseResidentCounts();
     return Scan();
   }
 
@@ -189,6 +188,10 @@ class LookaheadSearch {
           ds >= static_cast<int64_t>(g_.params().size())) {
         continue;
       }
+      // In the forward step a resident is refreshed every step (simulator.h): its
+      // allgather still runs, only at the start, while its bytes are held throughout. That
+      // is a prefetch S_k already offers without the memory, so forward graphs keep none.
+      if (!InBackwardGraph(ag)) continue;
       ranking.push_back({DsId(ag), SizeOf(ag), model_.Allgather(SizeOf(ag))});
     }
     std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
@@ -254,57 +257,47 @@ class LookaheadSearch {
     return c;
   }
 
-  // Resident prefixes tried: 0 and then counts about options.resident_ratio apart, up to
-  // the whole ranking. A fixed family, not a search for the longest prefix that fits: in a
-  // forward graph a resident's refresh occupies the communication stream at the start, so a
-  // longer prefix can be slower, and only a family that does not depend on the budget keeps
-  // the result monotone in it.
-  void ChooseResidentCounts() {
-    counts_ = {0};
-    const double top = static_cast<double>(ranked_ds_.size());
-    for (double n = 1; n <= top; n *= options_.resident_ratio) {
-      const size_t ni = static_cast<size_t>(std::lround(n));
-      if (ni != counts_.back() && ni <= ranked_ds_.size()) counts_.push_back(ni);
-    }
-    if (counts_.back() != ranked_ds_.size()) counts_.push_back(ranked_ds_.size());
-  }
-
-  // Every resident prefix of the family whose bytes fit the memory left over after `sim` (a
-  // bound that only grows with the budget), simulated; those within the budget are choices.
-  // Stops at the first choice that reaches the compute bound.
+  // The longest ranking prefix that fits the memory left over after `sim` and keeps the
+  // simulated peak within the budget (a resident parameter adds at most its bytes to any
+  // instant, so the first guess usually fits; else binary search). Every trial is a row;
+  // the best fitting prefix is the choice (the one with none when nothing fits). In a
+  // backward graph a resident moves nothing, so a longer prefix is never slower; forward
+  // graphs rank no residents (RankResidents).
   absl::Status KeepResidents(int k, int64_t cap, const SimulationResult& sim, Evaluation* e) const {
     e->rows.push_back(Row(e->base, k, cap, 0, sim));
-    e->choices.push_back(e->rows.size() - 1);
-    if (AtComputeBound(sim)) {
-      e->reached_compute = true;
-      return absl::OkStatus();
-    }
+    size_t best_row = e->rows.size() - 1;  // the prefix known to fit, until a longer one does
     const int64_t left = options_.memory_limit_bytes
                              ? *options_.memory_limit_bytes - sim.peak_memory_bytes
                              : INT64_MAX;
-    for (size_t i = 1; i < counts_.size() && prefix_bytes_[counts_[i]] <= left; ++i) {
-      const size_t n = counts_[i];
+    const size_t m = std::upper_bound(prefix_bytes_.begin(), prefix_bytes_.end(), left) -
+                     prefix_bytes_.begin() - 1;
+    size_t lo = 0, hi = m;  // prefix lo is known to fit
+    bool first_try = true;
+    while (hi > lo) {
+      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
+      first_try = false;
       OVERLAP_ASSIGN_OR_RETURN(SimulationResult with,
                                Simulate(e->order, absl::MakeConstSpan(ranked_ds_.data(), n), cap));
       e->rows.push_back(Row(e->base, k, cap, n, with));
-      if (!Fits(with.peak_memory_bytes)) {
+      if (Fits(with.peak_memory_bytes)) {
+        lo = n;
+        e->rows[best_row].verdict = CandidateVerdict::kSuperseded;
+        best_row = e->rows.size() - 1;
+      } else {
         e->rows.back().verdict = CandidateVerdict::kOverBudget;
-        continue;
-      }
-      e->choices.push_back(e->rows.size() - 1);
-      if (AtComputeBound(with)) {
-        e->reached_compute = true;
-        break;
+        hi = n - 1;
       }
     }
+    e->choices.push_back(best_row);
+    if (AtComputeBound(e->rows[best_row].step_time_s, sim.compute_s)) e->reached_compute = true;
     return absl::OkStatus();
   }
 
   // Nothing beats the total compute time (the same for every candidate, resident set and
   // bucketing): the scan stops at the first choice that reaches it. Still monotone in the
   // budget: a larger budget admits this choice too.
-  bool AtComputeBound(const SimulationResult& sim) const {
-    return sim.step_time_s <= sim.compute_s * (1 + options_.compute_bound_tolerance);
+  bool AtComputeBound(double step_s, double compute_s) const {
+    return step_s <= compute_s * (1 + options_.compute_bound_tolerance);
   }
 
   // Evaluates S_k on its own (so candidates can be evaluated in parallel).
@@ -353,6 +346,7 @@ class LookaheadSearch {
     };
     for (const Named& b : {Named{"fast_free", &FastFreeSchedule}, Named{"list", &ListSchedule},
                            Named{"simple_prefetch", &SimplePrefetchSchedule}}) {
+      if (b.name == "simple_prefetch" && g_.size() > options_.baseline_max_nodes) continue;
       absl::StatusOr<std::vector<NodeId>> order = b.schedule(g_);
       if (!order.ok()) continue;
       Evaluation e;
@@ -488,7 +482,6 @@ class LookaheadSearch {
   std::vector<int64_t> ranked_ds_;
   std::vector<int64_t> prefix_bytes_;
   std::vector<int64_t> caps_;
-  std::vector<size_t> counts_;  // resident prefix lengths tried
   // The scan's state.
   std::vector<LookaheadCandidate> rows_;
   std::optional<size_t> chosen_row_;
@@ -508,6 +501,8 @@ absl::string_view CandidateVerdictName(CandidateVerdict v) {
       return "chosen";
     case CandidateVerdict::kSlower:
       return "slower";
+    case CandidateVerdict::kSuperseded:
+      return "superseded";
     case CandidateVerdict::kOverBudget:
       return "over budget";
     case CandidateVerdict::kStoppedAtComputeBound:
@@ -535,9 +530,6 @@ absl::Status ValidateLookaheadOptions(const LookaheadOptions& o) {
   }
   if (!(o.compute_bound_tolerance >= 0)) {
     return absl::InvalidArgumentError("the compute-bound tolerance must be >= 0");
-  }
-  if (!(o.resident_ratio > 1) || !std::isfinite(o.resident_ratio)) {
-    return absl::InvalidArgumentError("the resident ratio must be finite and > 1");
   }
   if (o.max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
   return absl::OkStatus();

@@ -7,26 +7,31 @@
 // order of first use, goes before the first use of the (j-k)-th), so up to k gathered
 // parameters are in flight ahead of compute. The candidate orders are S_k for k = 0, 1, 2,
 // 3, 4, 6, 8, ... (about sqrt(2) apart, in order, while S_k fits the budget), then the
-// orders of fast_free, list and simple_prefetch (which also reorder compute). For each order
-// that fits, each reduce-scatter bucket cap (backward graphs; by default 0, 4, 16, 64 MiB)
-// that still fits, and each resident prefix of a fixed family (0, 1, 2, 3, 4, 6, ... of the
-// parameters ranked by allgather time saved per byte, up to all of them) whose bytes fit the
-// memory left over, the choice is simulated (simulator.h); the fastest within the budget
-// wins (ties: the first found).
+// orders of fast_free, list and simple_prefetch as they are (which also reorder compute).
+// For each order that fits and each reduce-scatter bucket cap (backward graphs; by default
+// 0, 4, 16, 64 MiB) that still fits, backward graphs keep parameters resident with the
+// memory left over: ranked by allgather time saved per byte, the longest prefix of the
+// ranking that fits (shrunk by binary search while the simulated peak exceeds the budget).
+// Forward graphs keep none: a resident is refreshed every forward step (simulator.h), so
+// it saves no communication there. Every choice is simulated (simulator.h); the fastest
+// within the budget wins (ties: the first found).
 //
-// Why this shape: every set the scan draws from (the fitting prefix of the k sequence, the
-// caps and resident prefixes that fit) only grows with the budget, so a larger budget never
-// gives a longer step (monotone by construction; a property checks it). The budget is never
-// exceeded (each choice is simulated, not estimated). Each baseline's own order, with no
-// residents and no buckets, is a candidate, so wherever a baseline fits the budget ours
-// fits it and is no slower (a property checks this too). When nothing fits, the result is
-// infeasible and reports the smallest peak of the orders tried, the smallest budget at which
-// this scheduler succeeds. The scan stops at the first choice whose step equals the total
-// compute time, which nothing beats.
+// Why this shape: the orders examined (the fitting prefix of the k sequence, then the
+// baselines' orders) and the caps that fit only grow with the budget, and each gets a
+// resident prefix at least as long, which in a backward graph is never slower (a resident
+// moves nothing); so a larger budget never gives a longer step (a property checks it). The
+// budget is never exceeded (each choice is simulated, not estimated). Each baseline's own
+// order, with no residents and no buckets, is a candidate, so wherever a baseline fits the
+// budget ours fits it and is no slower (a property checks this too). When nothing fits,
+// the result is infeasible and reports the smallest peak of the orders tried, the smallest
+// budget at which this scheduler succeeds. The scan of S_k stops at the first choice whose
+// step equals the total compute time, which nothing beats (the baselines' orders are still
+// simulated, as they are: a sum of the same times in another order can be an ulp shorter).
 //
-// Cost: the three baselines once, then O(log A) orders x caps x O(log A) resident prefixes
-// simulations of O(N log N + E) each in the worst case; a budget that admits the compute
-// bound early, or a tight one, costs a few simulations.
+// Cost: the three baselines once, then O(log A) orders x caps x (1 + log A) simulations of
+// O(N log N + E) each in the worst case; a budget that admits the compute bound early, or
+// a tight one, costs a few simulations. On graphs above LookaheadOptions::
+// baseline_max_nodes the simple_prefetch order is not tried (it grows ~N^2.6).
 #ifndef OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 #define OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 
@@ -55,12 +60,13 @@ struct LookaheadOptions {
   // gradient), in order; graphs without reduce_grads try 0 only.
   std::vector<int64_t> reduce_bucket_caps = {0, int64_t{4} << 20, int64_t{16} << 20,
                                              int64_t{64} << 20};
-  // Ratio between consecutive resident-prefix lengths tried (1, 2, 3, 4, 6, 8, ... at
-  // sqrt(2)); the whole ranking is always tried last.
-  double resident_ratio = 1.4142135623730951;
   // Also try the DeepCompile baselines' orders as candidates (what makes ours dominate
-  // them); false: only S_k (cheaper: the baselines cost up to seconds on huge graphs).
+  // them); false: only S_k.
   bool baseline_orders = true;
+  // simple_prefetch's order is tried only on graphs of at most this many nodes: it costs
+  // ~N^2.6 (5 s at 47k nodes, docs/benchmarks.md); fast_free and list are near-linear and
+  // always tried. Above it, ours is not guaranteed to beat simple_prefetch.
+  int64_t baseline_max_nodes = 30000;
   // Ratio between consecutive lookaheads k (1, 2, 3, 4, 6, 8, ... at sqrt(2)); above
   // `large_graph_nodes` nodes `large_graph_k_ratio`, which halves the simulations at a small
   // cost in choice (each simulation there takes a fraction of a second).
@@ -88,13 +94,14 @@ LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes);
 enum class CandidateVerdict {
   kChosen,      // the fastest choice within the budget (exactly one, when feasible)
   kSlower,      // a choice within the budget compared with the others: not faster
+  kSuperseded,  // within the budget, but a longer resident prefix of the same k and cap fits
   kOverBudget,  // its simulated peak exceeds the memory limit
   // A lookahead the scan did not consider: an earlier choice reached the total compute time
   // (no figures; on large graphs it may have been evaluated in the same parallel batch).
   kStoppedAtComputeBound,
 };
 // The verdict as the explanation table and the result JSON print it ("chosen", "slower",
-// "over budget", "stopped at the compute bound").
+// "superseded", "over budget", "stopped at the compute bound").
 absl::string_view CandidateVerdictName(CandidateVerdict v);
 
 // The base of ours' own orders S_k in LookaheadCandidate::base; the baselines' orders are

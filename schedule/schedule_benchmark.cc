@@ -7,6 +7,7 @@
 
 #include "benchmark/benchmark.h"
 #include "graph/adversarial_graphs.h"
+#include "graph/aot.h"
 #include "graph/models.h"
 #include "graph/random_graph.h"
 #include "schedule/fast_free.h"
@@ -159,6 +160,59 @@ BENCHMARK(BM_BaselineOnChain<&ListSchedule>)
     ->RangeMultiplier(4)
     ->Range(1000, 64000)
     ->Unit(benchmark::kMillisecond);
+
+// The growth families of docs/benchmarks.md, "Scheduler growth": `gen mlp --layers L --width
+// 64 --lifted` (range 0 = 0) and `gen gpt2 --layers L --lifted` (range 0 = 1), each the AOT
+// forward with ZeRO-3 ops, L = range 1. Cached: each family is built once per L.
+const Graph& Family(int64_t family, int64_t layers) {
+  static auto* cache = new std::map<std::pair<int64_t, int64_t>, Graph>();
+  auto key = std::make_pair(family, layers);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> model;
+    if (family == 0) {
+      model = BuildMlp(ResizeMlp(MlpConfig(), layers, 64), o);
+    } else {
+      TransformerConfig c = Gpt2Config();
+      c.layers = layers;
+      model = BuildTransformer(c, o);
+    }
+    Graph g = std::move(BuildAotPair(*model)->forward);
+    (void)Zero3Insertion(GraphKind::kForward).Run(&g);
+    it = cache->emplace(key, std::move(g)).first;
+  }
+  return it->second;
+}
+
+template <absl::StatusOr<std::vector<NodeId>> (*Schedule)(const Graph&)>
+void BM_OnFamily(benchmark::State& state) {
+  const Graph& g = Family(state.range(0), state.range(1));
+  for (auto _ : state) benchmark::DoNotOptimize(Schedule(g));
+  state.SetLabel(state.range(0) == 0 ? "mlp" : "gpt2");
+  state.counters["nodes"] = static_cast<double>(g.size());
+}
+constexpr int64_t kLayers[] = {128, 256, 512, 1024, 2048};
+void FamilyArgs(benchmark::internal::Benchmark* b, int64_t max_mlp, int64_t max_gpt2) {
+  for (int64_t l : kLayers) {
+    if (l <= max_mlp) b->Args({0, l});
+  }
+  for (int64_t l : kLayers) {
+    if (l <= max_gpt2) b->Args({1, l});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_OnFamily<&FastFreeSchedule>)->Name("BM_FastFreeFamily")->Apply([](auto* b) {
+  FamilyArgs(b, 2048, 2048);
+});
+BENCHMARK(BM_OnFamily<&ListSchedule>)->Name("BM_ListFamily")->Apply([](auto* b) {
+  FamilyArgs(b, 2048, 2048);
+});
+// simple_prefetch grows about K^2.6 (docs/benchmarks.md): the largest sizes take minutes.
+BENCHMARK(BM_OnFamily<&SimplePrefetchSchedule>)
+    ->Name("BM_SimplePrefetchFamily")
+    ->Apply([](auto* b) { FamilyArgs(b, 2048, 512); });
 
 }  // namespace
 }  // namespace overlap

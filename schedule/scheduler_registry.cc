@@ -72,6 +72,12 @@ absl::Status Finish(Graph* g, std::vector<NodeId>* order,
   return VerifySchedule(*g, *order);
 }
 
+SimulationOptions Traced(const SchedulerOptions& options) {
+  SimulationOptions o;
+  o.record_trace = options.record_trace;
+  return o;
+}
+
 }  // namespace
 
 absl::Span<const SchedulerEntry> Schedulers() { return kSchedulers; }
@@ -99,11 +105,29 @@ absl::StatusOr<ScheduleReport> RunScheduler(absl::string_view name, Graph* g,
   report.lookahead = std::move(choice.lookahead);
   report.scheduler_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  Graph scheduled = *g;  // a failure leaves the caller's graph as it was
-  OVERLAP_RETURN_IF_ERROR(Finish(&scheduled, &report.order, report.lookahead));
+  const bool rewrites = report.lookahead && (!report.lookahead->resident.empty() ||
+                                             report.lookahead->reduce_bucket_bytes > 0);
+  if (rewrites) {  // residents and buckets rewrite the graph: a failure must not show
+    Graph scheduled = *g;
+    OVERLAP_RETURN_IF_ERROR(Finish(&scheduled, &report.order, report.lookahead));
+    *g = std::move(scheduled);
+  } else {  // only the order changes, and can be put back (large graphs: no copy)
+    const std::vector<NodeId> before = g->OrderVector();
+    absl::Status s = Finish(g, &report.order, report.lookahead);
+    if (s.ok()) {
+      absl::StatusOr<SimulationResult> sim =
+          Simulator(*g, options.collectives).Run(report.order, Traced(options));
+      if (sim.ok()) {
+        report.simulation = *std::move(sim);
+        return report;
+      }
+      s = sim.status();
+    }
+    if (!g->SetOrder(before).ok()) return absl::InternalError("cannot restore the order");
+    return s;
+  }
   OVERLAP_ASSIGN_OR_RETURN(report.simulation,
-                           Simulator(scheduled, options.collectives).Run(report.order));
-  *g = std::move(scheduled);
+                           Simulator(*g, options.collectives).Run(report.order, Traced(options)));
   return report;
 }
 

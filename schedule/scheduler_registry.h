@@ -32,6 +32,9 @@ namespace overlap {
 struct SchedulerOptions {
   // The collectives' cost model, for ours' search and for the report's simulation.
   CollectiveModel collectives;
+  // Whether the report's simulation records its trace (events, memory timeline: what
+  // --trace and --svg draw). false: the same figures, less memory on large graphs.
+  bool record_trace = true;
   // Ours' knobs (memory limit, in-flight cap, bucket caps, parallelism); the DeepCompile
   // baselines ignore them.
   LookaheadOptions lookahead;

@@ -119,6 +119,9 @@ TEST(SchedulerRegistryTest, OursExplainsItsChoice) {
             EXPECT_LE(c.peak_memory_bytes, budget);
             EXPECT_GE(c.step_time_s, r->simulation.step_time_s);
             break;
+          case CandidateVerdict::kSuperseded:
+            EXPECT_LE(c.peak_memory_bytes, budget);
+            break;
           case CandidateVerdict::kStoppedAtComputeBound:
             EXPECT_DOUBLE_EQ(r->simulation.step_time_s, r->simulation.compute_s);
             break;

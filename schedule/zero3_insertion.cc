@@ -172,6 +172,14 @@ class OutputRewrite {
 }  // namespace
 
 absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
+  // Work on a copy, so that a failure leaves the caller's graph as it was.
+  Graph g = *graph;
+  OVERLAP_ASSIGN_OR_RETURN(const bool changed, RunInPlace(&g));
+  *graph = std::move(g);
+  return changed;
+}
+
+absl::StatusOr<bool> Zero3Insertion::RunInPlace(Graph* graph) const {
   const Graph& in = *graph;
   if (std::optional<ModuleOwnedParam> m = FirstModuleOwnedParam(in)) {
     const Node& n = in.node(m->node);
@@ -181,8 +189,7 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
                      "\": ZeRO-3 insertion needs parameters lifted to placeholders with "
                      "meta.param (`overlap gen <model> --lifted`, or an AOT-exported graph)"));
   }
-  // Work on a copy, so that a failure leaves the caller's graph as it was.
-  Graph g = in;
+  Graph& g = *graph;
   bool changed = false;
   std::vector<NodeId> placeholders;
   for (NodeId id : g.order()) {
@@ -285,7 +292,6 @@ absl::StatusOr<bool> Zero3Insertion::Run(Graph* graph) const {
     if (g.node(id).op() != Op::kPlaceholder) order.push_back(id);
   }
   OVERLAP_RETURN_IF_ERROR(g.SetOrder(order));
-  *graph = std::move(g);
   return changed;
 }
 

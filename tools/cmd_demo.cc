@@ -157,10 +157,13 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
   PrintRow(in, absl::StrCat(DefaultSchedulerName(), " (ours)"), ours.simulation,
            absl::StrCat("  [budget ", budget, "]"));
   std::fprintf(in.out(),
-               "  ours: k = %d allgathers in flight ahead of compute; %zu of %zu parameters "
-               "kept resident (%s) with the memory left over (selective unsharding)\n",
-               ours.lookahead->lookahead, ours.lookahead->resident.size(), z->params().size(),
-               FormatBytes(ResidentBytes(*z, *ours.lookahead)).c_str());
+               "  ours: %s; no parameter kept resident (in the forward step each would be "
+               "refreshed every step: no communication saved)\n",
+               ours.lookahead->base == kPrefetchBase
+                   ? absl::StrCat("k = ", ours.lookahead->lookahead,
+                                  " allgathers in flight ahead of compute")
+                         .c_str()
+                   : absl::StrCat(ours.lookahead->base, "'s order").c_str());
   std::fputs(
       "[7] why ours chose that (`overlap schedule --explain`): the candidates it simulated\n",
       in.out());

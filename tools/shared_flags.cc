@@ -207,14 +207,7 @@ absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bo
   if (name == "mlp") {
     MlpConfig c = MlpPreset(preset);
     if (batch) c.batch = batch;
-    if (layers || width) {  // keep the preset's input and output widths
-      const int64_t hidden = width ? width : c.widths[c.widths.size() / 2];
-      const int64_t n = layers ? layers : static_cast<int64_t>(c.widths.size()) - 1;
-      std::vector<int64_t> widths = {c.widths.front()};
-      for (int64_t i = 1; i < n; ++i) widths.push_back(hidden);
-      widths.push_back(c.widths.back());
-      c.widths = std::move(widths);
-    }
+    if (layers || width) c = ResizeMlp(c, layers, width);
     return BuildMlp(c, o);
   }
   if (name == "resnet18") {
