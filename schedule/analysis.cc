@@ -65,6 +65,23 @@ absl::Status CheckBaselineOrder(const Graph& g, absl::Span<const NodeId> order,
                                        s.message()));
 }
 
+std::vector<NodeId> FastFreeOutputItems(const Graph& g) {
+  std::vector<NodeId> out;
+  if (g.size() == 0) return out;
+  const Node& node = g.node(g.last());
+  if (node.op() != Op::kOutput || node.args().empty()) return out;
+  const Value& ret = node.args()[0];
+  auto take = [&](const Value& v) {
+    if (v.is_ref() && !IsReduce(g.node(v.as_ref()))) out.push_back(v.as_ref());
+  };
+  if (ret.kind() == Value::Kind::kList) {
+    for (const Value& v : ret.items()) take(v);
+  } else {
+    take(ret);
+  }
+  return out;
+}
+
 std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   std::vector<NodeId> deps;

@@ -73,6 +73,11 @@ absl::Status CheckTopologicalPermutation(const Graph& g, absl::Span<const NodeId
 absl::Status CheckBaselineOrder(const Graph& g, absl::Span<const NodeId> order,
                                 absl::string_view scheduler);
 
+// fast_free's output rows: the top-level references of the output node's value (its
+// args[0], a list or a single value) that are not reduce_grads, in order, duplicates kept;
+// empty when the last node is not the output. O(outputs).
+std::vector<NodeId> FastFreeOutputItems(const Graph& g);
+
 // The scheduling dependencies of a node as the DeepCompile baselines see them: its args
 // references (each once), or only args[0] for dc.* ops. O(args).
 std::vector<NodeId> BaselineDependencies(const Graph& g, NodeId id);

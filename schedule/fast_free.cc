@@ -162,21 +162,9 @@ class Scheduler {
     const size_t A = ags.size();
     std::vector<NodeId> outputs;  // with duplicates, as the reference iterates them
     absl::flat_hash_map<NodeId, size_t> output_row;
-    const Node& out = g_.node(g_.last());
-    if (out.op() == Op::kOutput && !out.args().empty()) {
-      const Value& ret = out.args()[0];
-      std::vector<const Value*> items;
-      if (ret.kind() == Value::Kind::kList) {
-        for (const Value& v : ret.items()) items.push_back(&v);
-      } else {
-        items.push_back(&ret);
-      }
-      for (const Value* v : items) {
-        if (v->is_ref() && g_.node(v->as_ref()).target() != kReduceTarget) {
-          outputs.push_back(v->as_ref());
-          output_row.emplace(v->as_ref(), output_row.size());
-        }
-      }
+    for (NodeId o : FastFreeOutputItems(g_)) {
+      outputs.push_back(o);
+      output_row.emplace(o, output_row.size());
     }
     // Paths: one row per allgather (the allgathers its last use needs), per reduce, per
     // distinct output item; bounded before anything is allocated.

@@ -34,7 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/errors.h"
 #include "graph/status_macros.h"
-#include "schedule/analysis.h"  // CheckBaselineOrder
+#include "schedule/analysis.h"
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
@@ -195,22 +195,11 @@ class IntervalScheduler {
     A_ = static_cast<int>(ag_pos_.size());
     // Output rows: the top-level refs of the output's value that are not reduce_grads, each
     // distinct node once (a duplicate is pulled at its first occurrence, as the reference).
-    const Node& out = g_.node(g_.last());
-    if (out.op() == Op::kOutput && !out.args().empty()) {
-      const Value& ret = out.args()[0];
-      std::vector<const Value*> items;
-      if (ret.kind() == Value::Kind::kList) {
-        for (const Value& v : ret.items()) items.push_back(&v);
-      } else {
-        items.push_back(&ret);
-      }
-      for (const Value* v : items) {
-        if (!v->is_ref() || g_.node(v->as_ref()).target() == kReduceTarget) continue;
-        const int q = pos_[v->as_ref()];
-        if (output_row_[q] < 0) {
-          output_row_[q] = static_cast<int>(outputs_.size());
-          outputs_.push_back(q);
-        }
+    for (NodeId o : FastFreeOutputItems(g_)) {
+      const int q = pos_[o];
+      if (output_row_[q] < 0) {
+        output_row_[q] = static_cast<int>(outputs_.size());
+        outputs_.push_back(q);
       }
     }
     // Args-only users, for the clean propagation.

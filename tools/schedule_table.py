@@ -100,14 +100,19 @@ def main():
                         ratio = f"{o['step_time_s'] / step:.3f}"
                     else:
                         base, ratio = "none fits | - | - | ", "-"
-                    verdict = chose(o) if o.get("feasible", True) else "**infeasible**"
+                    verdict = chose(o) if o.get("feasible", True) else (
+                        f"**infeasible**: the smallest feasible budget is "
+                        f"{mib(o['min_feasible_bytes'])}")
                     print(f"| {model} | {pas} | {label}: {mib(budget)} | {base}"
                           f"{mib(o['peak_memory_bytes'])} | {ms(o['step_time_s'])} | {ratio} | "
                           f"{verdict} |")
                 dev = schedule(graph, bwd, ours, device="80GB")
+                verdict = chose(dev) if dev.get("feasible", True) else (
+                    f"**infeasible**: the smallest feasible budget is "
+                    f"{mib(dev['min_feasible_bytes'])}")
                 print(f"| {model} | {pas} | 80 GB device: {mib(dev['budget_bytes'])} | - | - | - | "
                       f"{mib(dev['peak_memory_bytes'])} | {ms(dev['step_time_s'])} | - | "
-                      f"{chose(dev)} |")
+                      f"{verdict} |")
     print()
     print("| model | pass | baseline | peak memory | step | exposed comm | lower bound | "
           "scheduler run time |")
