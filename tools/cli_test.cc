@@ -407,11 +407,13 @@ std::string ReadAll(const std::string& path) {
 // What schedule reports is what simulate finds on the graph it wrote, for every scheduler
 // and every built-in model's forward and backward graph, with the same flags.
 TEST(CliScheduleTest, ScheduleFiguresAreSimulateFiguresOfTheWrittenGraph) {
-  for (const char* model : {"mlp", "gpt2", "llama-7b", "llama-70b", "resnet18", "moe"}) {
+  for (const char* model : {"mlp", "gpt2", "llama-7b", "llama-70b", "resnet18", "moe", "random"}) {
     for (const bool backward : {false, true}) {
       const std::string path = Tmp(std::string(model) + (backward ? "_b.json" : "_f.json"));
-      ASSERT_EQ(Overlap({"gen", model, backward ? "--backward" : "--lifted", "-o", path}).code,
-                kExitOk);
+      std::vector<std::string> gen = {"gen", model, backward ? "--backward" : "--lifted", "-o",
+                                      path};
+      if (std::string(model) == "random") gen.insert(gen.end(), {"--nodes", "300"});
+      ASSERT_EQ(Overlap(gen).code, kExitOk);
       for (const char* algorithm : {"lookahead", "fast_free", "list", "simple_prefetch"}) {
         const std::string what =
             std::string(model) + (backward ? " backward " : " forward ") + algorithm;
@@ -421,6 +423,11 @@ TEST(CliScheduleTest, ScheduleFiguresAreSimulateFiguresOfTheWrittenGraph) {
                                          json,       "-o", graph,         "--world-size", "8"};
         if (backward) args.push_back("--backward");
         Result r = Overlap(args);
+        // A baseline may be unable to order a random graph (a kwargs dependency it cannot
+        // see): exit 1 saying so, nothing to compare.
+        if (r.code == kExitBadInput && r.err.find("breaks a dependency") != std::string::npos) {
+          continue;
+        }
         ASSERT_EQ(r.code, kExitOk) << what << ": " << r.err;
         Result sim = Overlap({"simulate", graph, "--json", sim_json, "--world-size", "8"});
         ASSERT_EQ(sim.code, kExitOk) << what << ": " << sim.err;
