@@ -1,0 +1,164 @@
+// Tensors for the executor: a dtype, a shape and strides over a shared storage (views share
+// it), allocated through an Allocator that counts the bytes live and their peak, with graph
+// values and kernel scratch in separate pools, so that the interpreter's measured peak of
+// graph values can be compared with the simulator's peak_memory_bytes.
+//
+//   Allocator alloc;
+//   absl::StatusOr<Tensor> t = Tensor::Empty(alloc, DType::kFloat32, {2, 3});
+//   Tensor row = t->Select(0, 1);  // a view: no allocation
+//   alloc.live(Pool::kValues) == 24; alloc.peak(Pool::kValues) == 24
+//
+// Not thread-safe: one allocator per interpreter (per rank); kernels that use threads (BLAS)
+// allocate before and after, not inside. Storages must not outlive their allocator.
+#ifndef OVERLAP_RUNTIME_TENSOR_H_
+#define OVERLAP_RUNTIME_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace overlap {
+
+// Element types. 16-bit floats are stored as such and computed in float32 by the kernels.
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt64,
+  kInt32,
+  kUInt8,
+  kBool
+};
+
+// The graph's dtype names ("float32", "bfloat16", "int64", ... as graph/cost_model.h's
+// DtypeBytes reads them, with their aliases "float", "half", "double", "long"); InvalidArgument
+// naming the dtype otherwise. O(1).
+absl::StatusOr<DType> ParseDType(absl::string_view name);
+// The canonical graph name ("float32", ...). O(1).
+absl::string_view DTypeName(DType d);
+// Bytes per element. O(1).
+int64_t DTypeSize(DType d);
+
+// Which count an allocation goes to.
+enum class Pool : uint8_t {
+  kValues,   // graph values (what the simulator's peak_memory_bytes models)
+  kScratch,  // a kernel's temporaries (im2col buffers, reductions)
+};
+
+class Allocator;
+
+// Bytes owned by an allocator; freed (and uncounted) when the last tensor viewing it goes.
+class Storage {
+ public:
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  friend class Allocator;
+  Storage(Allocator* owner, Pool pool, int64_t bytes);
+  Allocator* owner_;
+  Pool pool_;
+  int64_t bytes_;
+  std::unique_ptr<std::byte[]> data_;
+};
+
+// Allocates zeroed storages and counts, per pool, the bytes live and the peak since the last
+// ResetPeak. Allocation is O(bytes) (zeroing); counting is O(1).
+class Allocator {
+ public:
+  Allocator() = default;
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  // `bytes` zeroed bytes in `pool`; InvalidArgument when bytes < 0, ResourceExhausted when
+  // the system has not got them (never an abort).
+  absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues);
+
+  int64_t live(Pool pool) const { return live_[static_cast<int>(pool)]; }
+  int64_t peak(Pool pool) const { return peak_[static_cast<int>(pool)]; }
+  // Starts a new peak measurement at the bytes live now.
+  void ResetPeak();
+
+ private:
+  friend class Storage;
+  void Release(Pool pool, int64_t bytes) { live_[static_cast<int>(pool)] -= bytes; }
+  int64_t live_[2] = {0, 0};
+  int64_t peak_[2] = {0, 0};
+};
+
+// A strided view of a storage. Shapes and strides are in elements; `offset` is the first
+// element's index in the storage. A default-constructed tensor has no storage (numel 0).
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // A new contiguous (row-major), zeroed tensor. Errors: negative dimensions, an element
+  // count that overflows, and the allocator's. O(numel).
+  static absl::StatusOr<Tensor> Empty(Allocator& alloc, DType dtype,
+                                      absl::Span<const int64_t> shape, Pool pool = Pool::kValues);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  int64_t offset() const { return offset_; }
+  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  // The product of the shape (1 for a scalar). O(dim).
+  int64_t numel() const;
+  // numel() * DTypeSize. O(dim).
+  int64_t nbytes() const { return numel() * DTypeSize(dtype_); }
+  // Whether the elements are laid out row-major without gaps. O(dim).
+  bool IsContiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Whether two tensors view the same storage.
+  bool SharesStorageWith(const Tensor& other) const {
+    return storage_ != nullptr && storage_ == other.storage_;
+  }
+
+  // Views (no allocation). InvalidArgument for out-of-range dimensions or indices, or a
+  // reshape of a non-contiguous tensor or to a different element count. O(dim).
+  absl::StatusOr<Tensor> View(absl::Span<const int64_t> shape) const;  // contiguous reshape
+  absl::StatusOr<Tensor> Transpose(int64_t a, int64_t b) const;
+  absl::StatusOr<Tensor> Select(int64_t dim, int64_t index) const;  // drops `dim`
+  absl::StatusOr<Tensor> Slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+
+  // A typed pointer to the first element (storage index `offset`); index it with
+  // IndexOf - offset. No checks: T must match the dtype (float for kFloat32, uint16_t for
+  // the 16-bit floats, ...).
+  template <typename T>
+  T* data() {
+    return reinterpret_cast<T*>(storage_->data()) + offset_;
+  }
+  template <typename T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(storage_->data()) + offset_;
+  }
+  // The storage index of a multi-index (one entry per dimension). O(dim).
+  int64_t IndexOf(absl::Span<const int64_t> index) const;
+
+  // "float32[2, 3]" (strides when not contiguous). O(dim).
+  std::string DebugString() const;
+
+ private:
+  DType dtype_ = DType::kFloat32;
+  std::vector<int64_t> shape_, strides_;
+  int64_t offset_ = 0;
+  std::shared_ptr<Storage> storage_;
+};
+
+// Row-major strides for `shape`. O(dim).
+std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_TENSOR_H_
