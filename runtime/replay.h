@@ -1,0 +1,57 @@
+// Timed replay: a graph executed without kernels. Every compute node waits its
+// meta.device_time (times a scale) instead of running, and real buffers of each value's
+// meta.tensor_size are allocated (or only counted) and freed by the executor's rules, so
+// any graph runs, random and exported ones included, and its measured memory can be
+// compared with the simulator's (schedule/simulator.h).
+//
+// The executor's memory rules, walking the order one node at a time (the interpreter with
+// kernels follows the same ones):
+//   - inputs that are not parameter shards (placeholders) are live from the start, and so
+//     are resident (persistent) parameters' gathered copies;
+//   - a node that owns a value (every call node but views, releases, waits, allgathers and
+//     reduce_grads) allocates its tensor_size before it runs; views, releases and waits
+//     hand their input's buffer on; an allgather allocates the gathered parameter;
+//   - after a node runs, each buffer whose last reader (through hand-ons; the output node
+//     aside) it was is freed, except buffers the output returns (held to the end) and
+//     reduced gradients, freed once their reduction (their bucket's last reduce_grad, in
+//     one process immediate) has run and their other readers have;
+//   - a release frees the oldest gathered copy of its parameter when its count reaches
+//     n_users.
+// At world size 1 (collectives take no time) and with every compute node's device_time > 0
+// these are the simulator's rules, so the measured peak equals peak_memory_bytes; the
+// tests check it on every tiny model under every scheduler and on random graphs.
+#ifndef OVERLAP_RUNTIME_REPLAY_H_
+#define OVERLAP_RUNTIME_REPLAY_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "runtime/tensor.h"
+
+namespace overlap {
+
+struct ReplayOptions {
+  // Each compute node waits device_time * time_scale seconds (0: no waiting). Must be >= 0.
+  double time_scale = 0;
+  // Count the bytes without allocating them (any size runs); false: real, zeroed buffers
+  // from the allocator, refused up front when the graph's peak exceeds `memory_limit_bytes`.
+  bool count_only = false;
+  // With real buffers: the most the replay may hold (0: the machine's available memory).
+  int64_t memory_limit_bytes = 0;
+};
+
+struct ReplayResult {
+  int64_t peak_bytes = 0;   // measured peak of live values
+  int64_t final_bytes = 0;  // live at the end (what the output holds, residents)
+  int64_t nodes_run = 0;
+  double wall_s = 0;
+};
+
+// Replays `g` in its node order. Errors: a graph whose peak (simulated, up front) exceeds
+// the memory limit, with both figures; the allocator's. O(N + E) plus the waits.
+absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options = {});
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_REPLAY_H_
