@@ -45,10 +45,10 @@ fi
 
 # The library's sources.
 sources=()
-for f in $(find graph partition schedule tools -name '*.cc' ! -name '*_test.cc' \
+for f in $(find graph partition runtime schedule tools -name '*.cc' ! -name '*_test.cc' \
              ! -name '*_benchmark.cc' | sort); do
   if grep -qE '^int main\(' "$f" ||
-     grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl)' "$f"; then
+     grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl|cblas)' "$f"; then
     continue
   fi
   sources+=("$f")

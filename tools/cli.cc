@@ -15,7 +15,7 @@ namespace {
 const CommandSpec* const* Commands(size_t* n) {
   static const CommandSpec* const kCommands[] = {
       &GenCommand(),      &InspectCommand(),  &PrintCommand(), &PartitionCommand(),
-      &ScheduleCommand(), &SimulateCommand(), &DemoCommand(),
+      &ScheduleCommand(), &SimulateCommand(), &ExecCommand(),  &DemoCommand(),
   };
   *n = sizeof(kCommands) / sizeof(kCommands[0]);
   return kCommands;

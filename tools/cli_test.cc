@@ -739,3 +739,33 @@ TEST(CliHardeningTest, MessagesEscapeControlCharacters) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// exec --replay: the measured peak equals the simulated one; without --replay a usage error
+// (no kernels yet); a graph too large for the machine's memory is refused up front.
+TEST(CliExecTest, ReplayMeasuresThePeakTheSimulatorPredicts) {
+  const std::string path = Tmp("exec_tiny.json"), scheduled = Tmp("exec_tiny_s.json");
+  ASSERT_EQ(Overlap({"gen", "llama-7b", "--preset", "tiny", "--backward", "-o", path}).code,
+            kExitOk);
+  ASSERT_EQ(Overlap({"schedule", path, "--backward", "-o", scheduled}).code, kExitOk);
+  for (bool count_only : {false, true}) {
+    std::vector<std::string> args = {"exec", scheduled, "--replay"};
+    if (count_only) args.push_back("--count-only");
+    Result r = Overlap(args);
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("(world size 1): equal"));
+  }
+  Result no_kernels = Overlap({"exec", scheduled});
+  EXPECT_EQ(no_kernels.code, kExitUsage);
+  EXPECT_THAT(no_kernels.err, HasSubstr("use --replay"));
+  Result refused = Overlap({"exec", scheduled, "--replay", "--memory-limit", "10KB"});
+  EXPECT_EQ(refused.code, kExitBadInput);
+  EXPECT_THAT(refused.err, HasSubstr("more than the 9.77 KiB limit"));
+  EXPECT_EQ(Overlap({"exec", scheduled, "--replay", "--count-only", "--memory-limit", "10KB"}).code,
+            kExitOk);
+}
+
+}  // namespace
+}  // namespace overlap

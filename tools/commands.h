@@ -13,6 +13,7 @@ const CommandSpec& PrintCommand();
 const CommandSpec& PartitionCommand();
 const CommandSpec& ScheduleCommand();
 const CommandSpec& SimulateCommand();
+const CommandSpec& ExecCommand();
 const CommandSpec& DemoCommand();
 
 // The model names `gen` and `demo` accept, for usage texts.
