@@ -120,12 +120,14 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
     }
   }
 
-  if (!options.count_only) {  // refuse up front what cannot fit
-    CollectiveModel one;
-    one.world_size = 1;
-    SimulationOptions so;
-    so.record_trace = false;
-    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(order, so));
+  // The simulator's peak: reported beside the measured one, and with real buffers the
+  // test that refuses up front what cannot fit.
+  CollectiveModel one;
+  one.world_size = 1;
+  SimulationOptions so;
+  so.record_trace = false;
+  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(order, so));
+  if (!options.count_only) {
     const int64_t limit =
         options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableBytes();
     if (sim.peak_memory_bytes > limit) {
@@ -155,6 +157,7 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
     }
   }
   ReplayResult r;
+  r.simulated_peak_bytes = sim.peak_memory_bytes;
   for (int64_t i = 0; i < n; ++i) {
     const NodeId id = order[i];
     const Node& node = g.node(id);

@@ -44,12 +44,15 @@ struct ReplayOptions {
 struct ReplayResult {
   int64_t peak_bytes = 0;   // measured peak of live values
   int64_t final_bytes = 0;  // live at the end (what the output holds, residents)
+  // The simulator's peak_memory_bytes for the same graph and order at world size 1, which
+  // peak_bytes equals when every compute node has a device time.
+  int64_t simulated_peak_bytes = 0;
   int64_t nodes_run = 0;
   double wall_s = 0;
 };
 
 // Replays `g` in its node order. Errors: a graph whose peak (simulated, up front) exceeds
-// the memory limit, with both figures; the allocator's. O(N + E) plus the waits.
+// the memory limit, with both figures; the allocator's. O(N log N + E) plus the waits.
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options = {});
 
 }  // namespace overlap

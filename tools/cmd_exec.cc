@@ -4,7 +4,6 @@
 #include "graph/json_reader.h"
 #include "graph/size.h"
 #include "runtime/replay.h"
-#include "schedule/simulator.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -38,19 +37,13 @@ int Run(Invocation& in) {
   if (!g.ok()) return in.BadInput(g.status());
   absl::StatusOr<ReplayResult> r = Replay(*g, o);
   if (!r.ok()) return in.BadInput(r.status());
-  CollectiveModel one;
-  one.world_size = 1;
-  SimulationOptions so;
-  so.record_trace = false;
-  absl::StatusOr<SimulationResult> sim = Simulator(*g, one).Run(g->OrderVector(), so);
-  if (!sim.ok()) return in.BadInput(sim.status());
   std::fprintf(in.summary(),
                "replayed %lld nodes in %s (%s); measured peak %s, simulated peak %s (world "
                "size 1): %s; %s live at the end\n",
                static_cast<long long>(r->nodes_run), FormatSeconds(r->wall_s).c_str(),
                o.count_only ? "buffers counted" : "buffers allocated",
-               FormatBytes(r->peak_bytes).c_str(), FormatBytes(sim->peak_memory_bytes).c_str(),
-               r->peak_bytes == sim->peak_memory_bytes ? "equal" : "DIFFERENT",
+               FormatBytes(r->peak_bytes).c_str(), FormatBytes(r->simulated_peak_bytes).c_str(),
+               r->peak_bytes == r->simulated_peak_bytes ? "equal" : "DIFFERENT",
                FormatBytes(r->final_bytes).c_str());
   return kExitOk;
 }
