@@ -34,9 +34,9 @@ Value Ints(absl::Span<const int64_t> v) {
 
 // Targets whose results carry no gradient (integer results, constants).
 const absl::flat_hash_set<std::string>& NonDifferentiable() {
-  static const auto* s =
-      new absl::flat_hash_set<std::string>{"aten.arange.default", "aten.argsort.default",
-                                           "aten.zeros_like.default", "aten.new_zeros.default"};
+  static const auto* s = new absl::flat_hash_set<std::string>{
+      "aten.arange.default", "aten.argsort.default", "aten.div.Tensor_mode",
+      "aten.zeros_like.default", "aten.new_zeros.default"};
   return *s;
 }
 
@@ -250,6 +250,18 @@ class AotBuilder {
     }
     SetTypes(&b_, id, *types);
     NodeMeta& m = b_.mutable_node(id).mutable_meta();
+    // A fused backward's output mask (its last argument): a gradient it does not ask for is
+    // None and takes no memory.
+    const std::vector<Value>& a = b_.node(id).args();
+    if (types->size() == 3 && !a.empty() && a.back().kind() == Value::Kind::kList &&
+        a.back().items().size() == 3) {
+      int64_t produced = 0;
+      for (size_t i = 0; i < 3; ++i) {
+        const Value& bit = a.back().items()[i];
+        if (bit.kind() != Value::Kind::kBool || bit.as_bool()) produced += Bytes((*types)[i]);
+      }
+      m.set_tensor_size(produced);
+    }
     const std::string dtype = (*types)[0].dtype;
     double time = 0;
     switch (cost.kind) {
@@ -403,6 +415,32 @@ class AotBuilder {
     return Emit("aten.view.default", {Value::Ref(s), Ints(shape)}, {}, Cost::Alias());
   }
 
+  // Whether backward value `g` may be laid out non-contiguously: a transpose, expand or
+  // slice (or a view of one). Values kernels compute are contiguous.
+  bool MaybeNonContiguous(NodeId g, int depth = 0) const {
+    if (depth > 64) return true;
+    const Node& n = b_.node(g);
+    if (n.op() != Op::kCallFunction || !IsView(n)) return false;
+    const std::string& t = n.target();
+    if (t == "aten.transpose.int" || t == "aten.t.default" || t == "aten.expand.default" ||
+        t == "aten.permute.default" || t == "aten.slice.Tensor" || t == "aten.select.int" ||
+        t == "aten.split.Tensor") {
+      return true;
+    }
+    return !n.inputs().empty() && MaybeNonContiguous(n.inputs()[0], depth + 1);
+  }
+
+  // `g` viewed as `shape`: PyTorch's view backward is reshape, a view when the layout
+  // allows one and a contiguous copy (clone, then view) when it does not.
+  absl::StatusOr<NodeId> Reshape(NodeId g, const Shape& shape) {
+    if (MaybeNonContiguous(g)) {
+      OVERLAP_ASSIGN_OR_RETURN(g,
+                               Emit("aten.clone.default", {Value::Ref(g)},
+                                    {{"memory_format", Value::String("torch.contiguous_format")}}));
+    }
+    return Emit("aten.view.default", {Value::Ref(g), Ints(shape)}, {}, Cost::Alias());
+  }
+
   absl::StatusOr<NodeId> Mul(NodeId a, NodeId b) {
     return Emit("aten.mul.Tensor", {Value::Ref(a), Value::Ref(b)});
   }
@@ -445,9 +483,7 @@ class AotBuilder {
     if (t == "aten.view.default" || t == "aten._unsafe_view.default" ||
         t == "aten.reshape.default" || t == "aten.flatten.using_ints") {
       OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g,
-          Emit("aten.view.default", {Value::Ref(G(id)), Ints(xt.shape)}, {}, Cost::Alias()));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Reshape(G(id), xt.shape));
       return Accumulate(x, g);
     }
     if (t == "aten.transpose.int") {

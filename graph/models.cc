@@ -688,8 +688,12 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
                        {Value::Ref(order.id), Value::Int(0), Value::Int(e * per_expert),
                         Value::Int((e + 1) * per_expert)},
                        {per_expert}, "int64", 0, 0, true);
+        // Sorted slots index the routing weights; their tokens are slot // K.
+        T tok = b.Call("aten.div.Tensor_mode", {Value::Ref(idx.id), Value::Int(K)}, {per_expert},
+                       "int64", per_expert, 2.0 * idx.bytes(), false,
+                       {{"rounding_mode", Value::String("floor")}});
         T xe = b.Call("aten.index_select.default",
-                      {Value::Ref(x.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, H}, dt, 0,
+                      {Value::Ref(x.id), Value::Int(0), Value::Ref(tok.id)}, {per_expert, H}, dt, 0,
                       2.0 * per_expert * H * DtypeBytes(dt));
         T we = b.Call("aten.index_select.default",
                       {Value::Ref(flat_w.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, 1},
@@ -699,7 +703,7 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
                              y.shape, dt);
         // torch.fx traces the in-place index_add_; AOT graphs are functional (index_add).
         acc = b.Call(b.lifted() ? "aten.index_add.default" : "aten.index_add_.default",
-                     {Value::Ref(acc.id), Value::Int(0), Value::Ref(idx.id), Value::Ref(yw.id)},
+                     {Value::Ref(acc.id), Value::Int(0), Value::Ref(tok.id), Value::Ref(yw.id)},
                      acc.shape, dt, per_expert * H, 3.0 * yw.bytes(), false, {}, "index_add");
         if (!b.lifted()) b.MarkAlias(acc);  // in place: the result is the accumulator itself
       }

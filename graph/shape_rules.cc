@@ -868,6 +868,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten._log_softmax_backward_data.default", SoftmaxBackward},
       {"aten.topk.default", Topk},
       {"aten.argsort.default", Argsort},
+      {"aten.div.Tensor_mode", Identity},
       {"aten.slice.Tensor", Slice},
       {"aten.slice_backward.default", SliceBackward},
       {"aten.index_select.default", IndexSelect},

@@ -12,15 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "runtime/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
-
-bool IsCall(const Node& n) {
-  return n.op() == Op::kCallFunction || n.op() == Op::kCallMethod || n.op() == Op::kCallModule;
-}
 
 // What the machine can give now (physical pages available).
 int64_t AvailableBytes() {
@@ -68,57 +65,11 @@ class Buffers {
 
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options) {
   if (!(options.time_scale >= 0)) return absl::InvalidArgumentError("time scale must be >= 0");
-  const std::vector<NodeId> order = g.OrderVector();
+  const MemoryPlan plan = BuildMemoryPlan(g);
+  const std::vector<NodeId>& order = plan.order;
   const int64_t n = static_cast<int64_t>(order.size());
-  std::vector<int64_t> pos(g.id_bound(), -1);
-  for (int64_t i = 0; i < n; ++i) pos[order[i]] = i;
-
-  // Who owns a buffer, and where each buffer dies.
-  std::vector<NodeId> root(g.id_bound(), kNoNode);
-  std::vector<char> owns(g.id_bound(), 0), held(g.id_bound(), 0);
-  std::vector<int64_t> last(g.id_bound(), -1), reduced_at(g.id_bound(), -1);
-  absl::flat_hash_set<int64_t> resident;
-  for (NodeId id : order) {
-    const Node& node = g.node(id);
-    root[id] = id;
-    if (HandsOnStorage(node) && HandedOnFrom(node) != kNoNode) root[id] = root[HandedOnFrom(node)];
-    const bool value = node.op() == Op::kPlaceholder ? !IsParameterShard(g, id)
-                                                     : IsCall(node) && !HandsOnStorage(node) &&
-                                                           !IsAllgather(node) && !IsReduce(node);
-    owns[id] = value && SizeOf(node) > 0;
-    last[id] = pos[id];
-    if (IsPersistentAllgather(node)) resident.insert(DsId(node));
-  }
-  // A bucket's reduction runs at its last member (in one process: at once).
-  absl::flat_hash_map<int64_t, int64_t> bucket_end;
-  for (NodeId id : order) {
-    const Node& node = g.node(id);
-    if (IsReduce(node) && ReduceBucket(node) >= 0) bucket_end[ReduceBucket(node)] = pos[id];
-  }
-  for (NodeId u : order) {
-    const Node& user = g.node(u);
-    for (NodeId in : user.inputs()) {
-      const NodeId s = root[in];
-      if (!owns[s]) continue;
-      if (user.op() == Op::kOutput) {
-        held[s] = 1;
-      } else if (IsReduce(user)) {
-        const int64_t b = ReduceBucket(user);
-        reduced_at[s] = std::max(reduced_at[s], b >= 0 ? bucket_end[b] : pos[u]);
-      } else {
-        last[s] = std::max(last[s], pos[u]);
-      }
-    }
-  }
-  std::vector<std::vector<NodeId>> frees_at(n);
-  for (NodeId id : order) {
-    if (!owns[id]) continue;
-    if (reduced_at[id] >= 0) {
-      frees_at[std::max(last[id], reduced_at[id])].push_back(id);
-    } else if (!held[id]) {
-      frees_at[last[id]].push_back(id);
-    }
-  }
+  const std::vector<char>& owns = plan.owns;
+  const absl::flat_hash_set<int64_t>& resident = plan.resident;
 
   // The simulator's peak: reported beside the measured one, and with real buffers the
   // test that refuses up front what cannot fit.
@@ -168,7 +119,7 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
       OVERLAP_RETURN_IF_ERROR(buffers.Take(id, SizeOf(node)));
       gathered[DsId(node)].copies.push_back(id);
     }
-    if (options.time_scale > 0 && IsCall(node) && !IsZero3Op(node) && TimeOf(node) > 0) {
+    if (options.time_scale > 0 && IsCallNode(node) && !IsZero3Op(node) && TimeOf(node) > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(TimeOf(node) * options.time_scale));
     }
     if (IsRelease(node) && !resident.contains(DsId(node))) {
@@ -181,7 +132,7 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
         }
       }
     }
-    for (NodeId s : frees_at[i]) buffers.Give(s);
+    for (NodeId s : plan.frees_at[i]) buffers.Give(s);
     ++r.nodes_run;
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,9 @@
 #include "runtime/tensor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -60,14 +63,14 @@ int64_t DTypeSize(DType d) {
   return 1;
 }
 
-Storage::Storage(Allocator* owner, Pool pool, int64_t bytes)
-    : owner_(owner), pool_(pool), bytes_(bytes) {}
+Storage::Storage(std::shared_ptr<Counters> owner, Pool pool, int64_t bytes)
+    : owner_(std::move(owner)), pool_(pool), bytes_(bytes) {}
 
-Storage::~Storage() { owner_->Release(pool_, bytes_); }
+Storage::~Storage() { owner_->live[static_cast<int>(pool_)] -= bytes_; }
 
 absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");
-  std::shared_ptr<Storage> s(new Storage(this, pool, bytes));
+  std::shared_ptr<Storage> s(new Storage(counters_, pool, bytes));
   // Zeroed, and never an abort: an allocation the system refuses is an error value.
   s->data_.reset(new (std::nothrow) std::byte[std::max<int64_t>(bytes, 1)]());
   if (s->data_ == nullptr) {
@@ -75,14 +78,14 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
   }
   const int p = static_cast<int>(pool);
-  live_[p] += bytes;
-  peak_[p] = std::max(peak_[p], live_[p]);
+  counters_->live[p] += bytes;
+  counters_->peak[p] = std::max(counters_->peak[p], counters_->live[p]);
   return s;
 }
 
 void Allocator::ResetPeak() {
-  peak_[0] = live_[0];
-  peak_[1] = live_[1];
+  counters_->peak[0] = counters_->live[0];
+  counters_->peak[1] = counters_->live[1];
 }
 
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape) {
@@ -204,6 +207,205 @@ absl::StatusOr<Tensor> Tensor::Slice(int64_t d, int64_t start, int64_t end, int6
   t.shape_[d] = (end - start + step - 1) / step;
   t.strides_[d] *= step;
   return t;
+}
+
+absl::StatusOr<Tensor> Tensor::AsStrided(absl::Span<const int64_t> shape,
+                                         absl::Span<const int64_t> strides, int64_t offset) const {
+  if (shape.size() != strides.size() || offset < 0) {
+    return absl::InvalidArgumentError("as_strided: shape and strides differ in length");
+  }
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0 || strides[i] < 0) {
+      return absl::InvalidArgumentError("as_strided: negative size or stride");
+    }
+    if (shape[i] == 0) empty = true;
+    last += (shape[i] - 1) * strides[i];
+  }
+  const int64_t capacity = storage_ == nullptr ? 0 : storage_->bytes() / DTypeSize(dtype_);
+  if (!empty && last >= capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("as_strided: view past the end of the storage of ", DebugString()));
+  }
+  Tensor t = *this;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.strides_.assign(strides.begin(), strides.end());
+  t.offset_ = offset;
+  return t;
+}
+
+namespace {
+int64_t StorageIndex(const Tensor& t, int64_t i) {
+  int64_t at = t.offset();
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    const int64_t size = t.shape()[d];
+    at += (i % size) * t.strides()[d];
+    i /= size;
+  }
+  return at;
+}
+}  // namespace
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float BFloat16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (u >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (u < 0x38800000u) {  // subnormal half (or zero): round the shifted mantissa
+    if (u < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t mant = (u & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(u >> 23);  // to units of 2^-24
+    uint32_t half = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((u >> 13) - (112u << 10));
+  const uint32_t rem = u & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    f = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    f = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u |= sign;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+double GetElement(const Tensor& t, int64_t i) {
+  const int64_t at = StorageIndex(t, i) - t.offset();
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return t.data<float>()[at];
+    case DType::kFloat64:
+      return t.data<double>()[at];
+    case DType::kFloat16:
+      return HalfToFloat(t.data<uint16_t>()[at]);
+    case DType::kBFloat16:
+      return BFloat16ToFloat(t.data<uint16_t>()[at]);
+    case DType::kInt64:
+      return static_cast<double>(t.data<int64_t>()[at]);
+    case DType::kInt32:
+      return t.data<int32_t>()[at];
+    case DType::kUInt8:
+      return t.data<uint8_t>()[at];
+    case DType::kBool:
+      return t.data<uint8_t>()[at] != 0;
+  }
+  return 0;
+}
+
+void SetElement(Tensor& t, int64_t i, double v) {
+  const int64_t at = StorageIndex(t, i) - t.offset();
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      t.data<float>()[at] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      t.data<double>()[at] = v;
+      break;
+    case DType::kFloat16:
+      t.data<uint16_t>()[at] = FloatToHalf(static_cast<float>(v));
+      break;
+    case DType::kBFloat16:
+      t.data<uint16_t>()[at] = FloatToBFloat16(static_cast<float>(v));
+      break;
+    case DType::kInt64:
+      t.data<int64_t>()[at] = static_cast<int64_t>(v);
+      break;
+    case DType::kInt32:
+      t.data<int32_t>()[at] = static_cast<int32_t>(v);
+      break;
+    case DType::kUInt8:
+      t.data<uint8_t>()[at] = static_cast<uint8_t>(v);
+      break;
+    case DType::kBool:
+      t.data<uint8_t>()[at] = v != 0;
+      break;
+  }
+}
+
+absl::Status CopyConvert(const Tensor& src, Tensor& dst) {
+  if (src.shape() != dst.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot copy ", src.DebugString(), " into ", dst.DebugString()));
+  }
+  const int64_t n = src.numel();
+  if (n == 0) return absl::OkStatus();
+  const bool contiguous = src.IsContiguous() && dst.IsContiguous();
+  if (contiguous && src.dtype() == dst.dtype()) {
+    std::memcpy(dst.storage()->data() + dst.offset() * DTypeSize(dst.dtype()),
+                src.storage()->data() + src.offset() * DTypeSize(src.dtype()), src.nbytes());
+    return absl::OkStatus();
+  }
+  if (contiguous) {
+    auto read = [&](int64_t i) -> double {
+      switch (src.dtype()) {
+        case DType::kFloat32:
+          return src.data<float>()[i];
+        case DType::kFloat64:
+          return src.data<double>()[i];
+        case DType::kFloat16:
+          return HalfToFloat(src.data<uint16_t>()[i]);
+        case DType::kBFloat16:
+          return BFloat16ToFloat(src.data<uint16_t>()[i]);
+        default:
+          return GetElement(src, i);
+      }
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = read(i);
+      switch (dst.dtype()) {
+        case DType::kFloat32:
+          dst.data<float>()[i] = static_cast<float>(v);
+          break;
+        case DType::kFloat64:
+          dst.data<double>()[i] = v;
+          break;
+        case DType::kFloat16:
+          dst.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v));
+          break;
+        case DType::kBFloat16:
+          dst.data<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(v));
+          break;
+        default:
+          SetElement(dst, i, v);
+      }
+    }
+    return absl::OkStatus();
+  }
+  for (int64_t i = 0; i < n; ++i) SetElement(dst, i, GetElement(src, i));
+  return absl::OkStatus();
 }
 
 int64_t Tensor::IndexOf(absl::Span<const int64_t> index) const {

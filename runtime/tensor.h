@@ -9,7 +9,8 @@
 //   alloc.live(Pool::kValues) == 24; alloc.peak(Pool::kValues) == 24
 //
 // Not thread-safe: one allocator per interpreter (per rank); kernels that use threads (BLAS)
-// allocate before and after, not inside. Storages must not outlive their allocator.
+// allocate before and after, not inside. Storages may outlive their allocator (they share
+// its counters).
 #ifndef OVERLAP_RUNTIME_TENSOR_H_
 #define OVERLAP_RUNTIME_TENSOR_H_
 
@@ -66,8 +67,12 @@ class Storage {
 
  private:
   friend class Allocator;
-  Storage(Allocator* owner, Pool pool, int64_t bytes);
-  Allocator* owner_;
+  struct Counters {
+    int64_t live[2] = {0, 0};
+    int64_t peak[2] = {0, 0};
+  };
+  Storage(std::shared_ptr<Counters> owner, Pool pool, int64_t bytes);
+  std::shared_ptr<Counters> owner_;
   Pool pool_;
   int64_t bytes_;
   std::unique_ptr<std::byte[]> data_;
@@ -77,7 +82,7 @@ class Storage {
 // ResetPeak. Allocation is O(bytes) (zeroing); counting is O(1).
 class Allocator {
  public:
-  Allocator() = default;
+  Allocator() : counters_(std::make_shared<Storage::Counters>()) {}
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -85,16 +90,13 @@ class Allocator {
   // the system has not got them (never an abort).
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues);
 
-  int64_t live(Pool pool) const { return live_[static_cast<int>(pool)]; }
-  int64_t peak(Pool pool) const { return peak_[static_cast<int>(pool)]; }
+  int64_t live(Pool pool) const { return counters_->live[static_cast<int>(pool)]; }
+  int64_t peak(Pool pool) const { return counters_->peak[static_cast<int>(pool)]; }
   // Starts a new peak measurement at the bytes live now.
   void ResetPeak();
 
  private:
-  friend class Storage;
-  void Release(Pool pool, int64_t bytes) { live_[static_cast<int>(pool)] -= bytes; }
-  int64_t live_[2] = {0, 0};
-  int64_t peak_[2] = {0, 0};
+  std::shared_ptr<Storage::Counters> counters_;
 };
 
 // A strided view of a storage. Shapes and strides are in elements; `offset` is the first
@@ -108,6 +110,8 @@ class Tensor {
   static absl::StatusOr<Tensor> Empty(Allocator& alloc, DType dtype,
                                       absl::Span<const int64_t> shape, Pool pool = Pool::kValues);
 
+  // Whether the tensor has a storage (a kernel's None result has none).
+  bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   const std::vector<int64_t>& strides() const { return strides_; }
@@ -131,6 +135,10 @@ class Tensor {
   absl::StatusOr<Tensor> Transpose(int64_t a, int64_t b) const;
   absl::StatusOr<Tensor> Select(int64_t dim, int64_t index) const;  // drops `dim`
   absl::StatusOr<Tensor> Slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  // Any view of the same storage (expand's zero strides, unsqueeze): InvalidArgument when
+  // some element would lie outside the storage or a size or stride is negative.
+  absl::StatusOr<Tensor> AsStrided(absl::Span<const int64_t> shape,
+                                   absl::Span<const int64_t> strides, int64_t offset) const;
 
   // A typed pointer to the first element (storage index `offset`); index it with
   // IndexOf - offset. No checks: T must match the dtype (float for kFloat32, uint16_t for
@@ -155,6 +163,23 @@ class Tensor {
   int64_t offset_ = 0;
   std::shared_ptr<Storage> storage_;
 };
+
+// Element i (row-major over the shape, any strides) read as a double / written from one;
+// 16-bit floats convert exactly to and round to nearest even from double, integers and bools
+// convert by C++ rules. O(dim) per element: for tests and small tensors, not kernels.
+double GetElement(const Tensor& t, int64_t i);
+void SetElement(Tensor& t, int64_t i, double v);
+
+// Copies src's elements into dst (same shape, any strides and dtypes: converted as
+// SetElement does). InvalidArgument when the shapes differ. O(numel); fast paths for equal
+// dtypes and float32 / float64 / 16-bit conversions of contiguous tensors.
+absl::Status CopyConvert(const Tensor& src, Tensor& dst);
+
+// float <-> IEEE half / bfloat16 bits, rounding to nearest even (NaN stays NaN). O(1).
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+uint16_t FloatToBFloat16(float f);
+float BFloat16ToFloat(uint16_t b);
 
 // Row-major strides for `shape`. O(dim).
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape);

@@ -1,0 +1,323 @@
+#include "runtime/interpreter.h"
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/shape_rules.h"
+#include "graph/status_macros.h"
+#include "runtime/memory_plan.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+constexpr absl::string_view kGetItem = "operator.getitem";
+
+bool IsFloat(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
+         d == DType::kBFloat16;
+}
+bool Is16Bit(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
+
+absl::Status NodeError(const Node& n, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "node '", n.name(), "'",
+      n.op() == Op::kCallFunction ? absl::StrCat(" (", n.target(), ")") : "", ": ", message));
+}
+
+std::string ShapeString(absl::Span<const int64_t> s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
+
+// Whether `actual` is what meta states (with compute_in_double, float64 stands for any
+// floating dtype).
+absl::Status CheckType(const Node& n, const TensorType& stated, const Tensor& actual,
+                       bool in_double, absl::string_view what) {
+  const std::vector<int64_t> shape(stated.shape.begin(), stated.shape.end());
+  if (actual.shape() != shape) {
+    return NodeError(n, absl::StrCat(what, " has shape ", ShapeString(actual.shape()),
+                                     ", meta says ", ShapeString(shape)));
+  }
+  if (stated.dtype.empty()) return absl::OkStatus();
+  absl::StatusOr<DType> d = ParseDType(stated.dtype);
+  if (!d.ok()) return NodeError(n, d.status().message());
+  const bool ok =
+      *d == actual.dtype() || (in_double && IsFloat(*d) && actual.dtype() == DType::kFloat64);
+  if (!ok) {
+    return NodeError(n, absl::StrCat(what, " has dtype ", DTypeName(actual.dtype()), ", meta says ",
+                                     stated.dtype));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs) {
+  auto it = inputs.find(placeholder.name());
+  if (it != inputs.end()) return &it->second;
+  if (placeholder.meta().has_param) {
+    it = inputs.find(placeholder.meta().param);
+    if (it != inputs.end()) return &it->second;
+  }
+  for (int row : g.ParamsOwnedBy(placeholder.name())) {
+    it = inputs.find(g.params()[row].name);
+    if (it != inputs.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
+                                    const InterpreterOptions& options) {
+  const KernelRegistry& kernels = options.kernels ? *options.kernels : CpuKernels();
+  const bool in_double = options.compute_in_double;
+  const MemoryPlan plan = BuildMemoryPlan(g);
+  const int64_t n = static_cast<int64_t>(plan.order.size());
+
+  // Refuse what cannot run before running anything.
+  for (NodeId id : plan.order) {
+    const Node& node = g.node(id);
+    if (node.op() == Op::kCallModule || node.op() == Op::kGetAttr) {
+      return NodeError(
+          node, absl::StrCat("module-owned parameters (", OpName(node.op()), " '", node.target(),
+                             "') cannot run: the format records no module types; export a "
+                             "graph with lifted parameters (overlap gen --lifted)"));
+    }
+    if (node.op() == Op::kCallMethod) {
+      return NodeError(node,
+                       absl::StrCat("call_method '", node.target(),
+                                    "' has no kernel (timed replay, --replay, runs any graph)"));
+    }
+    if (node.op() == Op::kCallFunction && !IsZero3Op(node) && node.target() != kGetItem &&
+        kernels.Find(node.target()) == nullptr) {
+      return NodeError(node, absl::StrCat("no kernel for target '", node.target(), "'"));
+    }
+  }
+
+  RunResult result;
+  if (options.simulate) {
+    CollectiveModel one;
+    one.world_size = 1;
+    SimulationOptions so;
+    so.record_trace = false;
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(plan.order, so));
+    result.simulated_peak_bytes = sim.peak_memory_bytes;
+  }
+
+  Allocator alloc;  // the step's memory: graph values and scratch
+  Allocator state;  // outside it: converted parameters, reduced gradients
+  std::vector<std::vector<Tensor>> values(g.id_bound());
+  auto tensor_of = [&](NodeId id) -> const Tensor* {
+    if (id < 0 || id >= g.id_bound() || values[id].size() != 1) return nullptr;
+    return &values[id][0];
+  };
+  auto free_root = [&](NodeId root) {
+    for (NodeId m : plan.members[root]) values[m].clear();
+  };
+
+  // Placeholders: checked against meta; shards used in place, other inputs copied into the
+  // step's memory (live from time 0, as the simulator counts them).
+  for (NodeId id : plan.order) {
+    const Node& node = g.node(id);
+    if (node.op() != Op::kPlaceholder) continue;
+    const Tensor* given = FindInput(g, node, inputs);
+    const bool shard = IsParameterShard(g, id);
+    if (given == nullptr) {
+      return NodeError(
+          node, shard ? absl::StrCat("missing parameter '",
+                                     node.meta().has_param ? node.meta().param : node.name(), "'")
+                      : "missing input");
+    }
+    const std::vector<TensorType> stated = StatedTypes(node);
+    if (!stated.empty()) {
+      OVERLAP_RETURN_IF_ERROR(CheckType(node, stated[0], *given, /*in_double=*/false, "input"));
+    }
+    const DType dtype = in_double && IsFloat(given->dtype()) ? DType::kFloat64 : given->dtype();
+    if (shard && dtype == given->dtype()) {
+      values[id] = {*given};
+      continue;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy,
+                             Tensor::Empty(plan.owns[id] ? alloc : state, dtype, given->shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(*given, copy));
+    values[id] = {std::move(copy)};
+  }
+  // Resident parameters' gathered copies are live from the start.
+  absl::flat_hash_map<int64_t, std::deque<NodeId>> gathered;
+  absl::flat_hash_map<int64_t, int64_t> releases;
+  absl::flat_hash_map<NodeId, int64_t> reduced_root;  // a reduced gradient's buffer -> ds_id
+  auto gather = [&](const Node& node) -> absl::Status {
+    const Tensor* shard = tensor_of(HandedOnFrom(node));
+    if (shard == nullptr) return NodeError(node, "its parameter is not available");
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(alloc, shard->dtype(), shard->shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(*shard, copy));
+    values[node.id()] = {std::move(copy)};
+    return absl::OkStatus();
+  };
+  for (NodeId id : plan.order) {
+    const Node& node = g.node(id);
+    if (IsAllgather(node) && plan.resident.contains(DsId(node))) {
+      OVERLAP_RETURN_IF_ERROR(gather(node));
+    }
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    const NodeId id = plan.order[i];
+    const Node& node = g.node(id);
+    if (node.op() == Op::kOutput) {
+      const Value& out = node.args().empty() ? Value() : node.args()[0];
+      std::vector<Value> items =
+          out.kind() == Value::Kind::kList ? out.items() : std::vector<Value>{out};
+      for (const Value& item : items) {
+        if (item.is_none()) {
+          result.outputs.emplace_back();
+          continue;
+        }
+        const Tensor* t = item.is_ref() ? tensor_of(item.as_ref()) : nullptr;
+        if (t == nullptr && item.is_ref()) {
+          // A gradient freed at its reduction: the output returns the reduced one.
+          auto it = reduced_root.find(plan.root[item.as_ref()]);
+          if (it != reduced_root.end()) t = &result.reduced_grads[it->second];
+        }
+        if (t == nullptr) {
+          return NodeError(
+              node, absl::StrCat("output '", item.is_ref() ? g.node(item.as_ref()).name() : "?",
+                                 "' is not an available tensor"));
+        }
+        result.outputs.push_back(*t);
+      }
+    } else if (node.op() == Op::kCallFunction) {
+      if (IsAllgather(node)) {
+        if (!plan.resident.contains(DsId(node))) {
+          OVERLAP_RETURN_IF_ERROR(gather(node));
+          gathered[DsId(node)].push_back(id);
+        }
+      } else if (IsWait(node) || IsRelease(node)) {
+        const Tensor* t = tensor_of(HandedOnFrom(node));
+        if (t == nullptr) return NodeError(node, "its input is not available");
+        values[id] = {*t};
+        if (IsRelease(node) && !plan.resident.contains(DsId(node)) &&
+            ++releases[DsId(node)] == NUsers(node)) {
+          releases[DsId(node)] = 0;
+          std::deque<NodeId>& copies = gathered[DsId(node)];
+          if (!copies.empty()) {
+            free_root(copies.front());
+            copies.pop_front();
+          }
+        }
+      } else if (IsReduce(node)) {
+        reduced_root[plan.root[HandedOnFrom(node)]] = DsId(node);
+        const Tensor* grad = tensor_of(HandedOnFrom(node));
+        if (grad == nullptr) return NodeError(node, "its gradient is not available");
+        Tensor& acc = result.reduced_grads[DsId(node)];
+        if (!acc.defined()) {
+          OVERLAP_ASSIGN_OR_RETURN(acc, Tensor::Empty(state, grad->dtype(), grad->shape()));
+          OVERLAP_RETURN_IF_ERROR(CopyConvert(*grad, acc));
+        } else {
+          if (acc.shape() != grad->shape())
+            return NodeError(node, "gradients of one ds_id differ in shape");
+          for (int64_t k = 0; k < acc.numel(); ++k) {
+            SetElement(acc, k, GetElement(acc, k) + GetElement(*grad, k));
+          }
+        }
+        values[id] = {acc};
+      } else if (node.target() == kGetItem) {
+        const Value* src = node.args().empty() ? nullptr : &node.args()[0];
+        if (src == nullptr || !src->is_ref() || node.args().size() < 2 ||
+            node.args()[1].kind() != Value::Kind::kInt) {
+          return NodeError(node, "getitem needs a tuple and an index");
+        }
+        const std::vector<Tensor>& tuple = values[src->as_ref()];
+        const int64_t k = node.args()[1].as_int();
+        if (k < 0 || k >= static_cast<int64_t>(tuple.size())) {
+          return NodeError(node, absl::StrCat("index ", k, " out of range for a tuple of ",
+                                              tuple.size(), (tuple.empty() ? " (freed?)" : "")));
+        }
+        values[id] = {tuple[k]};
+      } else {
+        // A kernel. Non-view kernels see 16-bit floats as float32 copies.
+        const bool view = IsView(node);
+        bool convert = false;
+        DType narrow = DType::kFloat32;
+        if (!view) {
+          for (NodeId in : node.inputs()) {
+            for (const Tensor& t : values[in]) {
+              if (t.defined() && Is16Bit(t.dtype())) {
+                convert = true;
+                narrow = t.dtype();
+              }
+            }
+          }
+        }
+        absl::flat_hash_map<NodeId, Tensor> widened;
+        if (convert) {
+          for (NodeId in : node.inputs()) {
+            const Tensor* t = tensor_of(in);
+            if (t == nullptr || !Is16Bit(t->dtype()) || widened.contains(in)) continue;
+            OVERLAP_ASSIGN_OR_RETURN(
+                Tensor w, Tensor::Empty(alloc, DType::kFloat32, t->shape(), Pool::kScratch));
+            OVERLAP_RETURN_IF_ERROR(CopyConvert(*t, w));
+            widened[in] = std::move(w);
+          }
+        }
+        KernelCall call(
+            node, alloc,
+            [&](NodeId in) -> const Tensor* {
+              auto it = widened.find(in);
+              return it != widened.end() ? &it->second : tensor_of(in);
+            },
+            convert ? Pool::kScratch : Pool::kValues);
+        OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> results, (*kernels.Find(node.target()))(call));
+        const std::vector<TensorType> stated = StatedTypes(node);
+        for (size_t k = 0; k < results.size(); ++k) {
+          Tensor& r = results[k];
+          if (!r.defined()) continue;
+          bool aliases_input = false;
+          for (NodeId in : node.inputs()) {
+            for (const Tensor& t : values[in]) aliases_input |= r.SharesStorageWith(t);
+          }
+          DType want = r.dtype();
+          if (convert && r.dtype() == DType::kFloat32) {
+            want = narrow;
+            if (k < stated.size() && !stated[k].dtype.empty()) {
+              absl::StatusOr<DType> d = ParseDType(stated[k].dtype);
+              if (d.ok() && IsFloat(*d)) want = *d;
+            }
+          }
+          if (convert || (!view && aliases_input)) {
+            OVERLAP_ASSIGN_OR_RETURN(Tensor owned, Tensor::Empty(alloc, want, r.shape()));
+            OVERLAP_RETURN_IF_ERROR(CopyConvert(r, owned));
+            r = std::move(owned);
+          }
+        }
+        if (!stated.empty() && results.size() < stated.size()) {
+          return NodeError(node, absl::StrCat("the kernel returned ", results.size(),
+                                              " results, meta states ", stated.size()));
+        }
+        for (size_t k = 0; k < stated.size(); ++k) {
+          if (!results[k].defined()) continue;
+          OVERLAP_RETURN_IF_ERROR(CheckType(
+              node, stated[k], results[k], in_double,
+              stated.size() > 1 ? absl::StrCat("result ", k) : std::string("the result")));
+        }
+        values[id] = std::move(results);
+      }
+    }
+    for (NodeId s : plan.frees_at[i]) free_root(s);
+    ++result.nodes_run;
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.peak_bytes = alloc.peak(Pool::kValues);
+  result.scratch_peak_bytes = alloc.peak(Pool::kScratch);
+  values.clear();
+  result.final_bytes = alloc.live(Pool::kValues);
+  return result;
+}
+
+}  // namespace overlap

@@ -1,0 +1,73 @@
+// The interpreter: runs a graph with lifted parameters in its node order, one kernel per
+// call_function node, on given inputs and parameters, with the memory rules of timed replay
+// (replay.h), so its measured peak of graph values is the simulator's peak_memory_bytes at
+// world size 1.
+//
+//   TensorMap in = ...;  // by placeholder name (parameters also by parameter name)
+//   absl::StatusOr<RunResult> r = Interpret(graph, in);
+//   r->outputs[0]   // the loss of an AOT forward
+//
+// What runs where:
+//   - call_function nodes run the registry's kernel for their target (kernel.h); views
+//     allocate nothing; a value is freed after its last reader (replay.h's rules);
+//   - ZeRO-3 ops in one process: allgather copies the whole parameter into a new buffer,
+//     wait hands it on, release frees the oldest gathered copy when its count reaches
+//     n_users, reduce_grad adds the gradient into the per-ds_id reduced gradient (state kept
+//     outside the step's memory, as a shard's gradient is);
+//   - operator.getitem picks a tuple element; placeholders take the given tensors: a
+//     parameter placeholder (a parameter shard) uses the caller's tensor as is, any other
+//     input is copied into the step's memory, where the simulator counts it from time 0;
+//   - bfloat16 / float16 values are stored as such; non-view kernels see float32 copies and
+//     their float results are rounded to the stated dtype (nearest even).
+// Errors name the node: a missing input or parameter, a shape or dtype that differs from
+// meta, an unknown target, module-owned parameters (call_module / get_attr: the format
+// records no module types), call_method, a value read after it was freed.
+#ifndef OVERLAP_RUNTIME_INTERPRETER_H_
+#define OVERLAP_RUNTIME_INTERPRETER_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "runtime/kernel.h"
+#include "runtime/safetensors.h"
+#include "runtime/tensor.h"
+
+namespace overlap {
+
+struct InterpreterOptions {
+  // The kernels; nullptr: CpuKernels().
+  const KernelRegistry* kernels = nullptr;
+  // Run floating-point values in float64 whatever their stated dtype (finite-difference
+  // checks): float inputs are converted on entry and results are float64.
+  bool compute_in_double = false;
+  // Also simulate the graph (world size 1) and report its peak beside the measured one.
+  bool simulate = false;
+};
+
+struct RunResult {
+  // One per item of the output node's list (undefined for None), in order.
+  std::vector<Tensor> outputs;
+  // ZeRO-3 graphs: the reduced gradient of each ds_id (in one process, the whole gradient).
+  std::map<int64_t, Tensor> reduced_grads;
+  int64_t peak_bytes = 0;             // measured peak of graph values
+  int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
+  int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
+  int64_t simulated_peak_bytes = -1;  // with options.simulate
+  int64_t nodes_run = 0;
+  double wall_s = 0;
+};
+
+// Runs `g` on `inputs`. Cost: the kernels' plus O(N + E).
+absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
+                                    const InterpreterOptions& options = {});
+
+// The tensor a placeholder takes from `inputs`: by its name, else (a parameter placeholder)
+// by its meta.param or the name of a parameter-table row it owns; nullptr when none.
+const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_INTERPRETER_H_

@@ -1,0 +1,141 @@
+// The interpreter on every tiny model: forward and backward run, and the measured peak of
+// graph values equals the simulator's under every scheduler, ZeRO-3 ops included.
+#include "runtime/interpreter.h"
+
+#include <cmath>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "graph/aot.h"
+#include "graph/models.h"
+#include "gtest/gtest.h"
+#include "runtime/synthetic.h"
+#include "runtime/train.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/zero3_insertion.h"
+
+namespace overlap {
+namespace {
+
+using ::testing::HasSubstr;
+
+AotPair TinyPair(const std::string& model) {
+  ModelOptions o;
+  o.style = ParamStyle::kLifted;
+  absl::StatusOr<Graph> g = BuildModel(model, o, Preset::kTiny);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AotPair> pair = BuildAotPair(*g);
+  EXPECT_TRUE(pair.ok()) << pair.status();
+  return *std::move(pair);
+}
+
+// Parameters by name and data by placeholder name, seeded.
+void Seed(const AotPair& pair, Allocator& alloc, TensorMap& params, TensorMap& data) {
+  absl::StatusOr<TensorMap> all = SeededInputs(pair.forward, 1, alloc);
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (NodeId id : pair.forward.order()) {
+    const Node& n = pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    if (IsParameterPlaceholder(pair.forward, id)) {
+      params[ParamNameOf(n)] = all->at(n.name());
+    } else {
+      data[n.name()] = all->at(n.name());
+    }
+  }
+}
+
+TEST(InterpreterTest, EveryTinyModelRunsForwardAndBackward) {
+  for (const std::string& model : ModelNames()) {
+    SCOPED_TRACE(model);
+    const AotPair pair = TinyPair(model);
+    Allocator alloc;
+    TensorMap params, data;
+    Seed(pair, alloc, params, data);
+    absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(std::isfinite(r->loss));
+    EXPECT_GT(r->loss, 0);
+    int64_t trainable = 0;
+    for (const Param& p : pair.forward.params()) trainable += p.requires_grad;
+    EXPECT_GT(r->grads.size(), 0u);
+    EXPECT_LE(static_cast<int64_t>(r->grads.size()), trainable);
+    for (const auto& [name, g] : r->grads) {
+      ASSERT_EQ(g.shape(), params.at(name).shape()) << name;
+    }
+  }
+}
+
+TEST(InterpreterTest, MeasuredPeakEqualsTheSimulatorsOnEveryTinyModelUnderEveryScheduler) {
+  InterpreterOptions o;
+  o.simulate = true;
+  for (const std::string& model : ModelNames()) {
+    const AotPair plain = TinyPair(model);
+    Allocator alloc;
+    TensorMap params, data;
+    Seed(plain, alloc, params, data);
+    for (const SchedulerEntry& e : Schedulers()) {
+      SCOPED_TRACE(model + " " + std::string(e.name));
+      AotPair pair = plain;
+      ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&pair.forward).ok());
+      ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&pair.backward).ok());
+      ASSERT_TRUE(RunScheduler(e.name, &pair.forward).ok());
+      ASSERT_TRUE(RunScheduler(e.name, &pair.backward).ok());
+      absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->forward.peak_bytes, r->forward.simulated_peak_bytes) << "forward";
+      EXPECT_EQ(r->backward.peak_bytes, r->backward.simulated_peak_bytes) << "backward";
+      EXPECT_EQ(r->forward.nodes_run, pair.forward.size());
+    }
+  }
+}
+
+TEST(InterpreterTest, ErrorsNameTheNode) {
+  const AotPair pair = TinyPair("mlp");
+  Allocator alloc;
+  TensorMap params, data;
+  Seed(pair, alloc, params, data);
+  TensorMap in = params;
+  for (const auto& [k, v] : data) in[k] = v;
+  // A missing input.
+  TensorMap missing = in;
+  missing.erase("x");
+  absl::StatusOr<RunResult> r = Interpret(pair.forward, missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("'x'"));
+  EXPECT_THAT(r.status().message(), HasSubstr("missing input"));
+  // A shape that differs from meta.
+  TensorMap wrong = in;
+  absl::StatusOr<Tensor> small = Tensor::Empty(alloc, DType::kFloat32, {3, 8});
+  ASSERT_TRUE(small.ok());
+  wrong["x"] = *small;
+  r = Interpret(pair.forward, wrong);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("node 'x'"));
+  EXPECT_THAT(r.status().message(), HasSubstr("meta says [4, 8]"));
+  // An unsupported op.
+  Graph g = pair.forward;
+  for (NodeId id : g.order()) {
+    if (g.node(id).target() == "aten.relu.default") {
+      g.set_target(id, "mylib.fancy_relu.default");
+      break;
+    }
+  }
+  r = Interpret(g, in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("no kernel for target 'mylib.fancy_relu.default'"));
+  // ... unless registered.
+  KernelRegistry kernels = CpuKernels();
+  kernels.Register("mylib.fancy_relu.default", *CpuKernels().Find("aten.relu.default"));
+  InterpreterOptions o;
+  o.kernels = &kernels;
+  EXPECT_TRUE(Interpret(g, in, o).ok());
+  // Module-owned parameters.
+  absl::StatusOr<Graph> module = BuildModel("mlp", ModelOptions{}, Preset::kTiny);
+  ASSERT_TRUE(module.ok());
+  r = Interpret(*module, in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("module"));
+}
+
+}  // namespace
+}  // namespace overlap

@@ -1,0 +1,93 @@
+#include "runtime/kernel_util.h"
+
+#include <algorithm>
+
+namespace overlap {
+namespace kernels {
+
+absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);  // a scalar accepts 0 and -1
+  if (d < -n || d >= n) {
+    return c.Error(absl::StrCat("dimension ", d, " out of range for ", ndim, " dimensions"));
+  }
+  return d < 0 ? d + n : d;
+}
+
+void CopyElements(const Tensor& src, Tensor& dst) {
+  const int64_t size = DTypeSize(src.dtype());
+  if (src.numel() == 0) return;
+  const std::byte* s = src.storage()->data() + src.offset() * size;
+  std::byte* d = dst.storage()->data() + dst.offset() * size;
+  if (src.IsContiguous() && dst.IsContiguous()) {
+    std::memcpy(d, s, src.nbytes());
+    return;
+  }
+  ForEach2(src.shape(), src.strides(), dst.strides(),
+           [&](int64_t os, int64_t od) { std::memcpy(d + od * size, s + os * size, size); });
+}
+
+absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t) {
+  if (t.IsContiguous()) return t;
+  absl::StatusOr<Tensor> out = c.NewScratch(t.dtype(), t.shape());
+  if (!out.ok()) return out.status();
+  CopyElements(t, *out);
+  return out;
+}
+
+absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t) {
+  absl::StatusOr<Tensor> out = c.NewOutput(t.dtype(), t.shape());
+  if (!out.ok()) return out.status();
+  CopyElements(t, *out);
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> BroadcastShape(const KernelCall& c,
+                                                    const std::vector<int64_t>& a,
+                                                    const std::vector<int64_t>& b) {
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return c.Error(absl::StrCat("shapes [", absl::StrJoin(a, ", "), "] and [",
+                                  absl::StrJoin(b, ", "), "] do not broadcast"));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> BroadcastStrides(const Tensor& t, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 0);
+  const size_t lead = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    s[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return s;
+}
+
+int64_t Prod(const std::vector<int64_t>& shape, int64_t begin, int64_t end) {
+  int64_t p = 1;
+  for (int64_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
+absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what) {
+  if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) {
+    return c.Error(absl::StrCat(what, " should be an int64 tensor, got ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
+                       absl::string_view what) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
+    return c.Error(absl::StrCat(what, ": ", a.DebugString(), " and ", b.DebugString(),
+                                " should have one shape and dtype"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kernels
+}  // namespace overlap

@@ -1,0 +1,270 @@
+// Elementwise kernels: arithmetic with broadcasting, activations and their backwards, and
+// the zero constructors. Inputs of any strides; results contiguous.
+#include <cmath>
+
+#include "graph/status_macros.h"
+#include "runtime/kernel.h"
+#include "runtime/kernel_util.h"
+
+namespace overlap {
+namespace kernels {
+namespace {
+
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+// out[i] = f(x[i]) over any strides; f is called with T.
+template <typename F>
+Results Unary(KernelCall& c, const Tensor& x, F&& f) {
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    if (x.IsContiguous()) {
+      const int64_t n = x.numel();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(in[i]));
+    } else {
+      int64_t k = 0;
+      ForEach2(x.shape(), x.strides(), x.strides(),
+               [&](int64_t a, int64_t) { o[k++] = static_cast<T>(f(in[a])); });
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// out = f(a, b) broadcast (NumPy rules); a and b of one float dtype.
+template <typename F>
+Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
+  if (a.dtype() != b.dtype()) {
+    return c.Error(absl::StrCat("operands ", a.DebugString(), " and ", b.DebugString(),
+                                " have different dtypes"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
+  return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), shape));
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* o = out.data<T>();
+    if (a.shape() == shape && b.shape() == shape && a.IsContiguous() && b.IsContiguous()) {
+      const int64_t n = out.numel();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(pa[i], pb[i]));
+    } else {
+      int64_t k = 0;
+      ForEach2(shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape),
+               [&](int64_t ia, int64_t ib) { o[k++] = static_cast<T>(f(pa[ia], pb[ib])); });
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// A binary op whose second operand may be a Python number (a 0-d constant).
+template <typename F>
+Results TensorOrScalar(KernelCall& c, F&& f) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
+  const Value* other = c.Arg(1, "other");
+  if (other != nullptr && !other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  return Binary(c, a, b, f);
+}
+
+Results AddTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+  return TensorOrScalar(
+      c, [alpha](auto x, auto y) { return x + static_cast<decltype(x)>(alpha) * y; });
+}
+
+Results MulTensor(KernelCall& c) {
+  return TensorOrScalar(c, [](auto x, auto y) { return x * y; });
+}
+
+// op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
+template <typename F>
+Results ScalarOp(KernelCall& c, F&& f) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+  return Unary(c, x, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
+}
+
+Results PowTensorScalar(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
+  if (e == 2) return Unary(c, x, [](auto v) { return v * v; });
+  if (e == 3) return Unary(c, x, [](auto v) { return v * v * v; });
+  return Unary(c, x, [e](auto v) { return std::pow(v, static_cast<decltype(v)>(e)); });
+}
+
+Results Rsqrt(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, [](auto v) { return decltype(v){1} / std::sqrt(v); });
+}
+
+Results Relu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, [](auto v) { return v > 0 ? v : decltype(v){0}; });
+}
+
+Results Silu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, [](auto v) { return v / (decltype(v){1} + std::exp(-v)); });
+}
+
+// GELU, exact (erf) or PyTorch's tanh approximation.
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluCoeff = 0.044715;
+constexpr double kInvSqrt2 = 0.7071067811865476;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+
+absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
+  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg(pos, "approximate", "none"));
+  if (approximate != "none" && approximate != "tanh") {
+    return c.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approximate, "'"));
+  }
+  return approximate == "tanh";
+}
+
+Results Gelu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 1));
+  if (tanh_approx) {
+    return Unary(c, x, [](auto v) {
+      using T = decltype(v);
+      const T u = static_cast<T>(kSqrt2OverPi) * (v + static_cast<T>(kGeluCoeff) * v * v * v);
+      return T{0.5} * v * (T{1} + std::tanh(u));
+    });
+  }
+  return Unary(c, x, [](auto v) {
+    using T = decltype(v);
+    return T{0.5} * v * (T{1} + std::erf(v * static_cast<T>(kInvSqrt2)));
+  });
+}
+
+Results GeluBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 2));
+  if (tanh_approx) {
+    return Binary(c, g, x, [](auto gv, auto v) {
+      using T = decltype(v);
+      const T k = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kGeluCoeff);
+      const T t = std::tanh(k * (v + a * v * v * v));
+      const T du = k * (T{1} + T{3} * a * v * v);
+      return gv * (T{0.5} * (T{1} + t) + T{0.5} * v * (T{1} - t * t) * du);
+    });
+  }
+  return Binary(c, g, x, [](auto gv, auto v) {
+    using T = decltype(v);
+    const T cdf = T{0.5} * (T{1} + std::erf(v * static_cast<T>(kInvSqrt2)));
+    const T pdf = static_cast<T>(kInvSqrt2Pi) * std::exp(T{-0.5} * v * v);
+    return gv * (cdf + v * pdf);
+  });
+}
+
+Results SiluBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  return Binary(c, g, x, [](auto gv, auto v) {
+    using T = decltype(v);
+    const T s = T{1} / (T{1} + std::exp(-v));
+    return gv * s * (T{1} + v * (T{1} - s));
+  });
+}
+
+Results ThresholdBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
+  return Binary(c, g, y, [threshold](auto gv, auto v) {
+    // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
+    return v <= static_cast<decltype(v)>(threshold) ? decltype(v){0} : gv;
+  });
+}
+
+// div with rounding_mode None / "trunc" / "floor"; integer tensors by an integer scalar
+// (MoE's slot -> token), floats by a tensor or a number.
+Results DivMode(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  const Value* mode_v = c.Arg(2, "rounding_mode");
+  std::string mode = "none";
+  if (mode_v != nullptr && mode_v->kind() == Value::Kind::kString) mode = mode_v->as_string();
+  if (mode != "none" && mode != "floor" && mode != "trunc") {
+    return c.Error(
+        absl::StrCat("rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'"));
+  }
+  if (x.dtype() == DType::kInt64 || x.dtype() == DType::kInt32) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "other"));
+    if (d == 0) return c.Error("integer division by zero");
+    if (mode == "none") return c.Error("true division of integers gives floats: not supported");
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t v = static_cast<int64_t>(GetElement(x, i));
+      int64_t q = v / d;
+      if (mode == "floor" && (v % d != 0) && ((v < 0) != (d < 0))) --q;
+      SetElement(out, i, static_cast<double>(q));
+    }
+    return std::vector<Tensor>{out};
+  }
+  auto round = [mode](auto q) {
+    if (mode == "floor") return std::floor(q);
+    if (mode == "trunc") return std::trunc(q);
+    return q;
+  };
+  return TensorOrScalar(c, [round](auto a, auto b) { return round(a / b); });
+}
+
+absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
+  const Value* v = c.Arg(-1, "dtype");
+  if (v == nullptr || v->is_none()) return fallback;
+  if (v->kind() == Value::Kind::kString) {
+    std::string name = v->as_string();
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    absl::StatusOr<DType> d = ParseDType(name);
+    if (!d.ok()) return c.Error(d.status().message());
+    return *d;
+  }
+  return c.Error("dtype should be a dtype name");
+}
+
+Results ZerosLike(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  return One(c.NewOutput(d, x.shape()));
+}
+
+Results NewZeros(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  return One(c.NewOutput(d, size));
+}
+
+}  // namespace
+}  // namespace kernels
+
+void RegisterElementwiseKernels(KernelRegistry& r) {
+  using namespace kernels;  // NOLINT: the kernels of this file
+  r.Register("aten.add.Tensor", AddTensor);
+  r.Register("aten.mul.Tensor", MulTensor);
+  r.Register("aten.add.Scalar",
+             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x + s; }); });
+  r.Register("aten.mul.Scalar",
+             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x * s; }); });
+  r.Register("aten.div.Scalar",
+             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x / s; }); });
+  r.Register("aten.div.Tensor_mode", DivMode);
+  r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
+  r.Register("aten.rsqrt.default", Rsqrt);
+  r.Register("aten.relu.default", Relu);
+  r.Register("aten.silu.default", Silu);
+  r.Register("aten.gelu.default", Gelu);
+  r.Register("aten.gelu_backward.default", GeluBackward);
+  r.Register("aten.silu_backward.default", SiluBackward);
+  r.Register("aten.threshold_backward.default", ThresholdBackward);
+  r.Register("aten.zeros_like.default", ZerosLike);
+  r.Register("aten.new_zeros.default", NewZeros);
+}
+
+}  // namespace overlap

@@ -1,0 +1,146 @@
+// Reduction kernels: sum and mean over dimensions, softmax and log-softmax and their
+// backwards. Sums accumulate in double whatever the dtype.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "graph/status_macros.h"
+#include "runtime/kernel.h"
+#include "runtime/kernel_util.h"
+
+namespace overlap {
+namespace kernels {
+namespace {
+
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+// sum / mean over `dim` (None or empty: every dimension), times `scale_by_count` ? 1/N : 1.
+Results ReduceDims(KernelCall& c, bool mean) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  const Value* dv = c.Arg(1, "dim");
+  std::vector<int64_t> dims;
+  if (dv != nullptr && !dv->is_none()) {
+    OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg(1, "dim"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg(2, "keepdim", false));
+  std::vector<bool> reduced(x.dim(), dims.empty());
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    if (x.dim() > 0) reduced[d] = true;
+  }
+  std::vector<int64_t> keep_shape, out_shape;
+  int64_t count = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    keep_shape.push_back(reduced[i] ? 1 : x.shape()[i]);
+    if (!reduced[i]) out_shape.push_back(x.shape()[i]);
+    if (reduced[i]) count *= x.shape()[i];
+  }
+  std::vector<int64_t> acc_strides = ContiguousStrides(keep_shape);
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (reduced[i]) acc_strides[i] = 0;
+  }
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));
+    std::vector<double> acc(out.numel(), 0.0);
+    const T* in = x.data<T>();
+    ForEach2(x.shape(), x.strides(), acc_strides,
+             [&](int64_t a, int64_t o) { acc[o] += static_cast<double>(in[a]); });
+    const double scale =
+        mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+    T* o = out.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i] * scale);
+    return std::vector<Tensor>{out};
+  });
+}
+
+// A contiguous tensor seen as [outer, n, inner] around `dim`.
+struct Around {
+  int64_t outer, n, inner;
+};
+Around Split3(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return {1, 1, 1};
+  return {Prod(x.shape(), 0, dim), x.shape()[dim], Prod(x.shape(), dim + 1, x.dim())};
+}
+
+Results SoftmaxKernel(KernelCall& c, bool log) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  const Around a = Split3(x, dim);
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        const int64_t base = p * a.n * a.inner + q;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < a.n; ++i)
+          mx = std::max(mx, static_cast<double>(in[base + i * a.inner]));
+        double sum = 0;
+        for (int64_t i = 0; i < a.n; ++i) sum += std::exp(in[base + i * a.inner] - mx);
+        const double lse = mx + std::log(sum);
+        for (int64_t i = 0; i < a.n; ++i) {
+          const double v = in[base + i * a.inner];
+          o[base + i * a.inner] = static_cast<T>(log ? v - lse : std::exp(v - lse));
+        }
+      }
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// softmax: dx = y (g - sum(g y)); log-softmax: dx = g - exp(y) sum(g).
+Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y0, c.TensorArg(1, "output"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, y0, "grad_output and output"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, y0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, Contiguous(c, y0));
+  const Around a = Split3(y, dim);
+  return DispatchFloat(c, y.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(y.dtype(), y.shape()));
+    const T* pg = g.data<T>();
+    const T* py = y.data<T>();
+    T* o = out.data<T>();
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        const int64_t base = p * a.n * a.inner + q;
+        double s = 0;
+        for (int64_t i = 0; i < a.n; ++i) {
+          const int64_t at = base + i * a.inner;
+          s += log ? static_cast<double>(pg[at]) : static_cast<double>(pg[at]) * py[at];
+        }
+        for (int64_t i = 0; i < a.n; ++i) {
+          const int64_t at = base + i * a.inner;
+          o[at] = static_cast<T>(log ? pg[at] - std::exp(static_cast<double>(py[at])) * s
+                                     : py[at] * (pg[at] - s));
+        }
+      }
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+}  // namespace
+}  // namespace kernels
+
+void RegisterReductionKernels(KernelRegistry& r) {
+  using namespace kernels;  // NOLINT: the kernels of this file
+  r.Register("aten.sum.dim_IntList", [](KernelCall& c) { return ReduceDims(c, false); });
+  r.Register("aten.mean.dim", [](KernelCall& c) { return ReduceDims(c, true); });
+  r.Register("aten._softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, false); });
+  r.Register("aten._log_softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, true); });
+  r.Register("aten._softmax_backward_data.default",
+             [](KernelCall& c) { return SoftmaxBackwardKernel(c, false); });
+  r.Register("aten._log_softmax_backward_data.default",
+             [](KernelCall& c) { return SoftmaxBackwardKernel(c, true); });
+}
+
+}  // namespace overlap

@@ -1,0 +1,235 @@
+#include "runtime/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/shape_rules.h"
+#include "graph/status_macros.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+
+std::string ParamNameOf(const Node& placeholder) {
+  return placeholder.meta().has_param ? placeholder.meta().param : placeholder.name();
+}
+
+absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
+                                         const TensorMap& data, const InterpreterOptions& options) {
+  AotStepResult r;
+  TensorMap in = params;
+  for (const auto& [name, t] : data) in[name] = t;
+  OVERLAP_ASSIGN_OR_RETURN(r.forward, Interpret(pair.forward, in, options));
+  if (r.forward.outputs.empty() || !r.forward.outputs[0].defined() ||
+      r.forward.outputs[0].numel() != 1) {
+    return absl::InvalidArgumentError("the forward graph's first output is not a scalar loss");
+  }
+  r.loss = GetElement(r.forward.outputs[0], 0);
+
+  // The backward's inputs: primals by parameter name, saved tensors by the names of the
+  // forward values they are, tangents.
+  TensorMap bin = params;
+  const Node& out = pair.forward.node(pair.forward.last());
+  if (out.op() != Op::kOutput || out.args().empty() || out.args()[0].kind() != Value::Kind::kList) {
+    return absl::InvalidArgumentError("the forward graph does not end in a list output");
+  }
+  const std::vector<Value>& items = out.args()[0].items();
+  for (size_t i = 0; i < items.size() && i < r.forward.outputs.size(); ++i) {
+    if (!items[i].is_ref()) continue;
+    // A ZeRO-3 forward may return a release of the value: the saved name is the value's.
+    NodeId id = items[i].as_ref();
+    while (IsRelease(pair.forward.node(id)) || IsWait(pair.forward.node(id))) {
+      id = HandedOnFrom(pair.forward.node(id));
+    }
+    bin[pair.forward.node(id).name()] = r.forward.outputs[i];
+  }
+  Allocator tangents;
+  for (int64_t k = 1; k <= pair.num_outputs; ++k) {
+    const Tensor& o = r.forward.outputs[k - 1];
+    OVERLAP_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(tangents, o.dtype(), o.shape()));
+    if (k == 1) SetElement(t, 0, 1.0);
+    bin[absl::StrCat("tangents_", k)] = std::move(t);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(r.backward, Interpret(pair.backward, bin, options));
+
+  // One backward output per forward placeholder, in order.
+  int64_t k = 0;
+  for (NodeId id : pair.forward.order()) {
+    const Node& n = pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    if (k < static_cast<int64_t>(r.backward.outputs.size()) && r.backward.outputs[k].defined() &&
+        IsParameterPlaceholder(pair.forward, id)) {
+      r.grads[ParamNameOf(n)] = r.backward.outputs[k];
+    }
+    ++k;
+  }
+  return r;
+}
+
+absl::StatusOr<OptimizerKind> ParseOptimizer(absl::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (sgd or adamw)"));
+}
+
+absl::Status Optimizer::Step(TensorMap& params, const TensorMap& grads) {
+  ++steps_;
+  const OptimizerOptions& o = options_;
+  for (auto& [name, p] : params) {
+    auto git = grads.find(name);
+    if (git == grads.end()) continue;
+    const Tensor& g = git->second;
+    if (g.shape() != p.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of '", name, "' is ", g.DebugString(), ", the parameter ", p.DebugString()));
+    }
+    Tensor& m = m_[name];
+    if (!m.defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(m, Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      if (o.kind == OptimizerKind::kAdamW) {
+        OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      }
+    }
+    const int64_t n = p.numel();
+    const bool fast = p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 &&
+                      p.IsContiguous() && g.IsContiguous();
+    auto get_p = [&](int64_t i) { return fast ? p.data<float>()[i] : GetElement(p, i); };
+    auto get_g = [&](int64_t i) { return fast ? g.data<float>()[i] : GetElement(g, i); };
+    auto set_p = [&](int64_t i, double x) {
+      if (fast) {
+        p.data<float>()[i] = static_cast<float>(x);
+      } else {
+        SetElement(p, i, x);
+      }
+    };
+    double* mm = m.data<double>();
+    if (o.kind == OptimizerKind::kSgd) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = get_p(i), gi = get_g(i) + o.weight_decay * pi;
+        mm[i] = steps_ == 1 ? gi : o.momentum * mm[i] + gi;
+        set_p(i, pi - o.lr * mm[i]);
+      }
+    } else {
+      double* vv = v_[name].data<double>();
+      const double c1 = 1 - std::pow(o.beta1, static_cast<double>(steps_));
+      const double c2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = get_p(i) * (1 - o.lr * o.weight_decay), gi = get_g(i);
+        mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * gi;
+        vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * gi * gi;
+        set_p(i, pi - o.lr * (mm[i] / c1) / (std::sqrt(vv[i] / c2) + o.eps));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+NodeId FindPlaceholder(const Graph& g, absl::string_view name) {
+  const NodeId id = g.FindNode(name);
+  return id != kNoNode && g.node(id).op() == Op::kPlaceholder ? id : kNoNode;
+}
+
+}  // namespace
+
+absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
+                                        TrainOptions options) {
+  ModelOptions mo;
+  mo.style = ParamStyle::kLifted;
+  OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(model, mo, preset));
+  OVERLAP_ASSIGN_OR_RETURN(AotPair pair, BuildAotPair(g));
+  Trainer t;
+  t.pair_ = std::make_unique<AotPair>(std::move(pair));
+  t.alloc_ = std::make_unique<Allocator>();
+  t.seed_ = options.seed;
+  t.optimizer_ = std::make_unique<Optimizer>(options.optimizer);
+  const Graph& fwd = t.pair_->forward;
+  SeededInputsOptions only_params;
+  only_params.data = false;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap seeded,
+                           SeededInputs(fwd, options.seed, *t.alloc_, only_params));
+  for (NodeId id : fwd.order()) {
+    const Node& n = fwd.node(id);
+    if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(fwd, id)) continue;
+    const std::string name = ParamNameOf(n);
+    if (options.initial_params.empty()) {
+      t.params_[name] = seeded.at(n.name());
+      continue;
+    }
+    const Tensor* given = FindInput(fwd, n, options.initial_params);
+    const Tensor& want = seeded.at(n.name());
+    if (given == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
+    }
+    if (given->shape() != want.shape() || given->dtype() != want.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' is ",
+                                                     given->DebugString(), ", the model's ",
+                                                     want.DebugString()));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(*t.alloc_, want.dtype(), want.shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(*given, copy));
+    t.params_[name] = std::move(copy);
+  }
+  return t;
+}
+
+absl::StatusOr<TensorMap> Trainer::Batch() {
+  const Graph& fwd = pair_->forward;
+  SeededInputsOptions only_data;
+  only_data.parameters = false;
+  const NodeId ids = FindPlaceholder(fwd, "input_ids"), labels = FindPlaceholder(fwd, "labels");
+  const NodeId x = FindPlaceholder(fwd, "x"), targets = FindPlaceholder(fwd, "targets");
+  if (ids != kNoNode && labels != kNoNode) {  // the copy task
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
+                             SeededInputs(fwd, seed_ * 7919 + step_, *alloc_, only_data));
+    Tensor& l = batch.at("labels");
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(batch.at("input_ids"), l));
+    return batch;
+  }
+  if (x != kNoNode && targets != kNoNode) {  // regression onto a linear teacher
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
+                             SeededInputs(fwd, seed_ * 7919 + step_, *alloc_, only_data));
+    const Tensor& in = batch.at("x");
+    Tensor& out = batch.at("targets");
+    if (in.dim() != 2 || out.dim() != 2) return batch;
+    const int64_t rows = in.shape()[0], k = in.shape()[1], m = out.shape()[1];
+    Tensor& teacher = fixed_batch_["teacher"];
+    if (!teacher.defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(teacher, Tensor::Empty(*alloc_, DType::kFloat64, {k, m}));
+      Rng rng(seed_ ^ 0x7eac4e5ull);
+      for (int64_t i = 0; i < k * m; ++i) SetElement(teacher, i, rng.Normal() / std::sqrt(k));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          s += GetElement(in, r * k + i) * teacher.data<double>()[i * m + j];
+        }
+        SetElement(out, r * m + j, s);
+      }
+    }
+    return batch;
+  }
+  if (fixed_batch_.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(fixed_batch_, SeededInputs(fwd, seed_ * 7919, *alloc_, only_data));
+  }
+  return fixed_batch_;
+}
+
+absl::StatusOr<TrainStepResult> Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  ++step_;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, Batch());
+  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch));
+  OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
+  TrainStepResult s;
+  s.step = step_;
+  s.loss = r.loss;
+  s.peak_bytes = std::max(r.forward.peak_bytes, r.backward.peak_bytes);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+}  // namespace overlap

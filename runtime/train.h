@@ -1,0 +1,117 @@
+// Training in one process: an AOT pair's forward and backward run by the interpreter, an
+// optimizer (SGD with momentum, AdamW) on the parameters, and synthetic tasks that a tiny
+// model learns in a few dozen steps. What `overlap train` runs; the executor issues after
+// this one add ranks (Gloo) and devices (CUDA/NCCL) around the same step.
+//
+//   absl::StatusOr<Trainer> t = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
+//   for (int k = 0; k < 50; ++k) absl::StatusOr<TrainStepResult> s = t->Step();
+#ifndef OVERLAP_RUNTIME_TRAIN_H_
+#define OVERLAP_RUNTIME_TRAIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/aot.h"
+#include "graph/models.h"
+#include "runtime/interpreter.h"
+#include "runtime/safetensors.h"
+#include "runtime/synthetic.h"
+#include "runtime/tensor.h"
+
+namespace overlap {
+
+// The parameter name a forward placeholder stands for: meta.param, else its name.
+std::string ParamNameOf(const Node& placeholder);
+
+// One forward + backward of an AOT pair (graph/aot.h's calling convention).
+struct AotStepResult {
+  double loss = 0;              // the forward's first output
+  TensorMap grads;              // by parameter name (ParamNameOf), trainable parameters only
+  RunResult forward, backward;  // the two runs (outputs, measured memory, time)
+};
+
+// Runs `pair.forward` on `params` (by parameter or placeholder name) and `data` (by
+// placeholder name), then `pair.backward` on the primals, the saved tensors and a tangent
+// of 1 for the loss. Errors: the interpreter's, naming the node. O(kernels).
+absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
+                                         const TensorMap& data,
+                                         const InterpreterOptions& options = {});
+
+enum class OptimizerKind { kSgd, kAdamW };
+// "sgd" or "adamw"; InvalidArgument listing them otherwise.
+absl::StatusOr<OptimizerKind> ParseOptimizer(absl::string_view name);
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double lr = 1e-2;
+  double momentum = 0.9;                          // SGD
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  double weight_decay = 0.0;  // decoupled (AdamW), or L2 added to the gradient (SGD)
+};
+
+// PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
+// element in double, stored back in each parameter's dtype.
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerOptions options) : options_(options) {}
+  // Updates `params` in place from `grads` (same names; a parameter without a gradient is
+  // left alone). InvalidArgument naming a gradient whose shape differs. O(elements).
+  absl::Status Step(TensorMap& params, const TensorMap& grads);
+
+ private:
+  OptimizerOptions options_;
+  Allocator state_alloc_;
+  TensorMap m_, v_;  // momentum / first and second moments, float64
+  int64_t steps_ = 0;
+};
+
+struct TrainOptions {
+  OptimizerOptions optimizer;
+  uint64_t seed = 1;
+  // Start from these parameters (by parameter name) instead of seeded ones; every
+  // parameter must be present, with the shape and dtype the model states.
+  TensorMap initial_params;
+};
+
+struct TrainStepResult {
+  int64_t step = 0;  // from 1
+  double loss = 0;
+  double seconds = 0;      // wall time of forward, backward and update
+  int64_t peak_bytes = 0;  // the larger of the forward's and the backward's measured peaks
+};
+
+// A model's tiny AOT pair, its parameters, an optimizer and a synthetic task:
+//   - language models (an int input_ids placeholder): fresh random token sequences each
+//     step, the labels the inputs themselves (the copy task);
+//   - MSE models: fresh standard-normal inputs, targets a fixed random linear teacher of them;
+//   - others (resnet18): one fixed seeded batch, memorised.
+class Trainer {
+ public:
+  static absl::StatusOr<Trainer> Create(absl::string_view model, Preset preset,
+                                        TrainOptions options);
+  // One optimizer step on a new batch. O(forward + backward).
+  absl::StatusOr<TrainStepResult> Step();
+  // The current parameters, by parameter name.
+  const TensorMap& params() const { return params_; }
+  const AotPair& pair() const { return *pair_; }
+
+ private:
+  Trainer() = default;
+  absl::StatusOr<TensorMap> Batch();
+
+  std::unique_ptr<AotPair> pair_;
+  std::unique_ptr<Allocator> alloc_;
+  TensorMap params_;
+  std::unique_ptr<Optimizer> optimizer_;
+  uint64_t seed_ = 1;
+  int64_t step_ = 0;
+  TensorMap fixed_batch_;  // the memorised batch / the teacher
+};
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_TRAIN_H_
