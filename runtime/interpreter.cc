@@ -135,7 +135,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
     }
     const std::vector<TensorType> stated = StatedTypes(node);
     if (!stated.empty()) {
-      OVERLAP_RETURN_IF_ERROR(CheckType(node, stated[0], *given, /*in_double=*/false, "input"));
+      OVERLAP_RETURN_IF_ERROR(CheckType(node, stated[0], *given, in_double, "input"));
     }
     const DType dtype = in_double && IsFloat(given->dtype()) ? DType::kFloat64 : given->dtype();
     if (shard && dtype == given->dtype()) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "graph/shape_rules.h"
 #include "graph/status_macros.h"
@@ -44,12 +46,22 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
     }
     bin[pair.forward.node(id).name()] = r.forward.outputs[i];
   }
+  // Tangents: tangents_k for forward output k (1 for the loss, zeros for the others).
   Allocator tangents;
-  for (int64_t k = 1; k <= pair.num_outputs; ++k) {
+  for (NodeId id : pair.backward.order()) {
+    const Node& n = pair.backward.node(id);
+    int64_t k = 0;
+    if (n.op() != Op::kPlaceholder || !absl::StartsWith(n.name(), "tangents_") ||
+        !absl::SimpleAtoi(n.name().substr(9), &k) || k < 1 ||
+        k > static_cast<int64_t>(r.forward.outputs.size()) || !r.forward.outputs[k - 1].defined()) {
+      continue;
+    }
     const Tensor& o = r.forward.outputs[k - 1];
     OVERLAP_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(tangents, o.dtype(), o.shape()));
-    if (k == 1) SetElement(t, 0, 1.0);
-    bin[absl::StrCat("tangents_", k)] = std::move(t);
+    if (k == 1) {
+      for (int64_t i = 0; i < t.numel(); ++i) SetElement(t, i, 1.0);
+    }
+    bin[n.name()] = std::move(t);
   }
   OVERLAP_ASSIGN_OR_RETURN(r.backward, Interpret(pair.backward, bin, options));
 
@@ -67,13 +79,13 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
   return r;
 }
 
-absl::StatusOr<OptimizerKind> ParseOptimizer(absl::string_view name) {
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
   if (name == "sgd") return OptimizerKind::kSgd;
   if (name == "adamw") return OptimizerKind::kAdamW;
   return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (sgd or adamw)"));
 }
 
-absl::Status Optimizer::Step(TensorMap& params, const TensorMap& grads) {
+absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
   ++steps_;
   const OptimizerOptions& o = options_;
   for (auto& [name, p] : params) {
@@ -144,7 +156,7 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
   t.pair_ = std::make_unique<AotPair>(std::move(pair));
   t.alloc_ = std::make_unique<Allocator>();
   t.seed_ = options.seed;
-  t.optimizer_ = std::make_unique<Optimizer>(options.optimizer);
+  t.optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
   const Graph& fwd = t.pair_->forward;
   SeededInputsOptions only_params;
   only_params.data = false;

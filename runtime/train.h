@@ -35,15 +35,17 @@ struct AotStepResult {
 };
 
 // Runs `pair.forward` on `params` (by parameter or placeholder name) and `data` (by
-// placeholder name), then `pair.backward` on the primals, the saved tensors and a tangent
-// of 1 for the loss. Errors: the interpreter's, naming the node. O(kernels).
+// placeholder name), then `pair.backward` on the primals, the saved tensors (by the names
+// of the forward values they are) and the tangents (`tangents_k` for forward output k: ones
+// for the loss, zeros for the others). Uses only the two graphs, so graphs read from files
+// run too. Errors: the interpreter's, naming the node. O(kernels).
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data,
                                          const InterpreterOptions& options = {});
 
 enum class OptimizerKind { kSgd, kAdamW };
 // "sgd" or "adamw"; InvalidArgument listing them otherwise.
-absl::StatusOr<OptimizerKind> ParseOptimizer(absl::string_view name);
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdamW;
@@ -55,9 +57,9 @@ struct OptimizerOptions {
 
 // PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
 // element in double, stored back in each parameter's dtype.
-class Optimizer {
+class TrainOptimizer {
  public:
-  explicit Optimizer(OptimizerOptions options) : options_(options) {}
+  explicit TrainOptimizer(OptimizerOptions options) : options_(options) {}
   // Updates `params` in place from `grads` (same names; a parameter without a gradient is
   // left alone). InvalidArgument naming a gradient whose shape differs. O(elements).
   absl::Status Step(TensorMap& params, const TensorMap& grads);
@@ -106,7 +108,7 @@ class Trainer {
   std::unique_ptr<AotPair> pair_;
   std::unique_ptr<Allocator> alloc_;
   TensorMap params_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<TrainOptimizer> optimizer_;
   uint64_t seed_ = 1;
   int64_t step_ = 0;
   TensorMap fixed_batch_;  // the memorised batch / the teacher

@@ -757,14 +757,65 @@ TEST(CliExecTest, ReplayMeasuresThePeakTheSimulatorPredicts) {
     ASSERT_EQ(r.code, kExitOk) << r.err;
     EXPECT_THAT(r.out, HasSubstr("(world size 1): equal"));
   }
-  Result no_kernels = Overlap({"exec", scheduled});
-  EXPECT_EQ(no_kernels.code, kExitUsage);
-  EXPECT_THAT(no_kernels.err, HasSubstr("use --replay"));
+  Result mixed = Overlap({"exec", scheduled, "--count-only"});
+  EXPECT_EQ(mixed.code, kExitUsage);
+  EXPECT_THAT(mixed.err, HasSubstr("--count-only needs --replay"));
   Result refused = Overlap({"exec", scheduled, "--replay", "--memory-limit", "10KB"});
   EXPECT_EQ(refused.code, kExitBadInput);
   EXPECT_THAT(refused.err, HasSubstr("more than the 9.77 KiB limit"));
   EXPECT_EQ(Overlap({"exec", scheduled, "--replay", "--count-only", "--memory-limit", "10KB"}).code,
             kExitOk);
+}
+
+TEST(CliExecTest, RunsAForwardAndBackwardPairOnTheKernelsAndSavesTheResults) {
+  const std::string fwd = Tmp("exec_fwd.json"), bwd = Tmp("exec_bwd.json");
+  const std::string sched_fwd = Tmp("exec_fwd_s.json"), sched_bwd = Tmp("exec_bwd_s.json");
+  const std::string saved = Tmp("exec_out.safetensors");
+  ASSERT_EQ(Overlap({"gen", "mlp", "--preset", "tiny", "--lifted", "-o", fwd}).code, kExitOk);
+  ASSERT_EQ(Overlap({"gen", "mlp", "--preset", "tiny", "--backward", "-o", bwd}).code, kExitOk);
+  Result r = Overlap({"exec", fwd, "--backward-graph", bwd, "--save", saved});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("inputs: 0 from files, 8 seeded (seed 1)"));
+  EXPECT_THAT(r.out, HasSubstr("mse_loss"));
+  EXPECT_THAT(r.out, HasSubstr("grad:net.0.weight"));
+  EXPECT_THAT(r.out, HasSubstr("(world size 1): equal"));
+  EXPECT_THAT(r.out, HasSubstr("wrote"));
+  // The saved file feeds the next run: its x and targets are inputs, as are the weights.
+  Result again = Overlap({"exec", fwd, "--inputs", saved, "--seed", "9"});
+  ASSERT_EQ(again.code, kExitOk) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("inputs: 2 from files, 6 seeded (seed 9)"));
+  // ZeRO-3 scheduled graphs run too, and their memory is the simulator's.
+  ASSERT_EQ(Overlap({"schedule", fwd, "-o", sched_fwd}).code, kExitOk);
+  ASSERT_EQ(Overlap({"schedule", bwd, "--backward", "-o", sched_bwd}).code, kExitOk);
+  Result z = Overlap({"exec", sched_fwd, "--backward-graph", sched_bwd});
+  ASSERT_EQ(z.code, kExitOk) << z.err;
+  EXPECT_THAT(z.out, Not(HasSubstr("DIFFERENT")));
+  // Errors name the node.
+  const std::string module = Tmp("exec_module.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "--preset", "tiny", "-o", module}).code, kExitOk);
+  Result bad = Overlap({"exec", module});
+  EXPECT_EQ(bad.code, kExitBadInput);
+  EXPECT_THAT(bad.err, HasSubstr("module-owned parameters"));
+  Result rnd = Overlap({"exec", Tmp("exec_fwd.json"), "--replay", "--seed", "3"});
+  EXPECT_EQ(rnd.code, kExitUsage);
+}
+
+TEST(CliTrainTest, PrintsOneLossPerStepAndKeepsTheParameters) {
+  const std::string saved = Tmp("train_mlp.safetensors");
+  Result r = Overlap({"train", "--model", "mlp", "--steps", "5", "--save", saved});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("step 1 loss "));
+  EXPECT_THAT(r.out, HasSubstr("step 5 loss "));
+  EXPECT_THAT(r.out, Not(HasSubstr("step 6 loss")));
+  EXPECT_THAT(r.out, HasSubstr("regression onto a fixed linear teacher"));
+  Result resumed = Overlap({"train", "--model", "mlp", "--steps", "1", "--weights", saved,
+                            "--optimizer", "sgd", "--lr", "0.05"});
+  ASSERT_EQ(resumed.code, kExitOk) << resumed.err;
+  EXPECT_EQ(Overlap({"train", "--model", "mlp", "--optimizer", "lion"}).code, kExitUsage);
+  EXPECT_EQ(Overlap({"train", "--model", "nope"}).code, kExitBadInput);
+  Result wrong = Overlap({"train", "--model", "gpt2", "--steps", "1", "--weights", saved});
+  EXPECT_EQ(wrong.code, kExitBadInput);
+  EXPECT_THAT(wrong.err, HasSubstr("no parameter"));
 }
 
 }  // namespace

@@ -1,9 +1,19 @@
-// overlap exec: run a graph. Today: timed replay (no kernels yet; runtime/replay.h), which
-// runs any graph and measures its memory against the simulator's.
+// overlap exec: run a graph (and its backward) on the CPU kernels, or replay it without
+// kernels (runtime/replay.h), printing checksums, time and measured vs simulated memory.
+#include <cmath>
+#include <map>
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/size.h"
+#include "runtime/interpreter.h"
 #include "runtime/replay.h"
+#include "runtime/safetensors.h"
+#include "runtime/synthetic.h"
+#include "runtime/train.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -11,10 +21,22 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
+    {"backward-graph", 0, "FILE",
+     "the backward graph of the pair (overlap gen M --backward): run after\n"
+     "the forward on its saved tensors, with a tangent of 1 for the loss"},
+    {"weights", 0, "W", "parameters (safetensors) by parameter or placeholder name"},
+    {"inputs", 0, "I", "data inputs (safetensors) by placeholder name"},
+    {"seed", 0, "S",
+     "seed for every placeholder the files do not give (default 1):\n"
+     "parameters as PyTorch initialises layers, indices in range"},
+    {"save", 0, "OUT",
+     "write the forward's outputs (by value name) and the gradients\n"
+     "(grad:<parameter>) as safetensors"},
+    {"double", 0, "", "compute in float64 whatever the graph's float dtypes"},
     {"replay", 0, "",
      "run without kernels: each compute node waits its device_time\n"
      "(times --time-scale), buffers of each tensor_size are allocated\n"
-     "and freed by the executor's rules (required: kernels come next)"},
+     "and freed by the executor's rules; any graph runs"},
     {"time-scale", 0, "X", "with --replay: wait device_time * X per node (default 0)"},
     {"count-only", 0, "", "with --replay: count the buffers instead of allocating them"},
     {"memory-limit", 0, "SIZE",
@@ -22,29 +44,170 @@ constexpr FlagSpec kFlags[] = {
      "available now); a graph that needs more is refused up front"},
 };
 
-int Run(Invocation& in) {
-  const bool replay = in.Switch("replay");
-  if (!replay) {
-    in.AddUsageError(
-        "running kernels is not built yet (the CPU kernel library comes next): use --replay");
+// Outputs listed per graph; the rest are counted.
+constexpr int64_t kShown = 12;
+
+std::string Checksum(const Tensor& t) {
+  double sum = 0, abs = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = GetElement(t, i);
+    sum += v;
+    abs += std::fabs(v);
   }
+  return absl::StrCat(t.DebugString(), "  sum ", absl::StrFormat("%.6g", sum), "  sum|x| ",
+                      absl::StrFormat("%.6g", abs));
+}
+
+std::string Memory(const RunResult& r) {
+  return absl::StrCat("measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
+                      FormatBytes(r.simulated_peak_bytes), " (world size 1): ",
+                      r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
+                      "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes));
+}
+
+int Replay(Invocation& in, const std::vector<std::string>& files) {
   ReplayOptions o;
   if (in.Has("time-scale")) o.time_scale = in.NonNegative("time-scale", 1e6, 0);
   o.count_only = in.Switch("count-only");
   if (std::optional<int64_t> limit = in.Size("memory-limit")) o.memory_limit_bytes = *limit;
+  for (const char* f : {"weights", "inputs", "save", "double", "seed"}) {
+    if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " runs kernels: not with --replay"));
+  }
   if (in.has_usage_error()) return in.UsageError();
-  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
-  if (!g.ok()) return in.BadInput(g.status());
-  absl::StatusOr<ReplayResult> r = Replay(*g, o);
-  if (!r.ok()) return in.BadInput(r.status());
-  std::fprintf(in.summary(),
-               "replayed %lld nodes in %s (%s); measured peak %s, simulated peak %s (world "
-               "size 1): %s; %s live at the end\n",
-               static_cast<long long>(r->nodes_run), FormatSeconds(r->wall_s).c_str(),
-               o.count_only ? "buffers counted" : "buffers allocated",
-               FormatBytes(r->peak_bytes).c_str(), FormatBytes(r->simulated_peak_bytes).c_str(),
-               r->peak_bytes == r->simulated_peak_bytes ? "equal" : "DIFFERENT",
-               FormatBytes(r->final_bytes).c_str());
+  for (const std::string& file : files) {
+    absl::StatusOr<Graph> g = ReadGraphJsonFile(file);
+    if (!g.ok()) return in.BadInput(g.status());
+    absl::StatusOr<ReplayResult> r = overlap::Replay(*g, o);
+    if (!r.ok()) return in.BadInput(r.status());
+    std::fprintf(in.summary(),
+                 "replayed %lld nodes in %s (%s); measured peak %s, simulated peak %s (world "
+                 "size 1): %s; %s live at the end\n",
+                 static_cast<long long>(r->nodes_run), FormatSeconds(r->wall_s).c_str(),
+                 o.count_only ? "buffers counted" : "buffers allocated",
+                 FormatBytes(r->peak_bytes).c_str(), FormatBytes(r->simulated_peak_bytes).c_str(),
+                 r->peak_bytes == r->simulated_peak_bytes ? "equal" : "DIFFERENT",
+                 FormatBytes(r->final_bytes).c_str());
+  }
+  return kExitOk;
+}
+
+absl::StatusOr<TensorMap> ReadTensorFile(const std::string& path, Allocator& alloc) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc);
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", m.status().message()));
+  return m;
+}
+
+int Run(Invocation& in) {
+  std::vector<std::string> files = {ResolvePath(in.positional()[0])};
+  const std::optional<std::string> backward_path = in.Path("backward-graph");
+  if (backward_path) files.push_back(*backward_path);
+  if (in.Switch("replay")) return Replay(in, files);
+  for (const char* f : {"time-scale", "count-only", "memory-limit"}) {
+    if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " needs --replay"));
+  }
+  const uint64_t seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  if (in.has_usage_error()) return in.UsageError();
+
+  AotPair pair;
+  absl::StatusOr<Graph> fwd = ReadGraphJsonFile(files[0]);
+  if (!fwd.ok()) return in.BadInput(fwd.status());
+  pair.forward = *std::move(fwd);
+  if (backward_path) {
+    absl::StatusOr<Graph> bwd = ReadGraphJsonFile(*backward_path);
+    if (!bwd.ok()) return in.BadInput(bwd.status());
+    pair.backward = *std::move(bwd);
+  }
+  // Tensors: files first, seeded for the rest.
+  Allocator alloc;
+  TensorMap given;
+  for (const char* flag : {"weights", "inputs"}) {
+    if (std::optional<std::string> path = in.Path(flag)) {
+      absl::StatusOr<TensorMap> m = ReadTensorFile(*path, alloc);
+      if (!m.ok()) return in.BadInput(m.status());
+      for (auto& [k, v] : *m) given[k] = v;
+    }
+  }
+  absl::StatusOr<TensorMap> seeded = SeededInputs(pair.forward, seed, alloc);
+  if (!seeded.ok()) return in.BadInput(seeded.status());
+  TensorMap params, data;
+  int64_t from_files = 0, from_seed = 0;
+  for (NodeId id : pair.forward.order()) {
+    const Node& n = pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    const Tensor* t = FindInput(pair.forward, n, given);
+    (t != nullptr ? from_files : from_seed) += 1;
+    if (t == nullptr) t = &seeded->at(n.name());
+    if (IsParameterPlaceholder(pair.forward, id)) {
+      params[ParamNameOf(n)] = *t;
+    } else {
+      data[n.name()] = *t;
+    }
+  }
+  std::fprintf(in.summary(), "inputs: %lld from files, %lld seeded (seed %llu)\n",
+               static_cast<long long>(from_files), static_cast<long long>(from_seed),
+               static_cast<unsigned long long>(seed));
+  InterpreterOptions o;
+  o.simulate = true;
+  o.compute_in_double = in.Switch("double");
+
+  TensorMap saved;
+  auto print_outputs = [&](const Graph& g, const RunResult& r, const char* what) {
+    std::fprintf(in.summary(), "%s: %lld nodes in %s; %s\n", what,
+                 static_cast<long long>(r.nodes_run), FormatSeconds(r.wall_s).c_str(),
+                 Memory(r).c_str());
+    const Node& out = g.node(g.last());
+    const std::vector<Value> items = out.args().empty() ? std::vector<Value>{}
+                                     : out.args()[0].kind() == Value::Kind::kList
+                                         ? out.args()[0].items()
+                                         : std::vector<Value>{out.args()[0]};
+    int64_t shown = 0, more = 0;
+    for (size_t i = 0; i < r.outputs.size() && i < items.size(); ++i) {
+      if (!r.outputs[i].defined() || !items[i].is_ref()) continue;
+      const Node& v = g.node(items[i].as_ref());
+      const std::string name =
+          v.meta().has_grad_of ? absl::StrCat("grad:", v.meta().grad_of) : v.name();
+      saved[name] = r.outputs[i];
+      if (shown++ >= kShown) {
+        ++more;
+        continue;
+      }
+      std::fprintf(in.summary(), "  %-28s %s\n", name.c_str(), Checksum(r.outputs[i]).c_str());
+    }
+    if (more > 0) {
+      std::fprintf(in.summary(), "  ... and %lld more outputs (--save writes them all)\n",
+                   static_cast<long long>(more));
+    }
+  };
+  if (!backward_path) {
+    TensorMap all = params;
+    for (const auto& [k, v] : data) all[k] = v;
+    absl::StatusOr<RunResult> r = Interpret(pair.forward, all, o);
+    if (!r.ok()) return in.BadInput(r.status());
+    print_outputs(pair.forward, *r, "forward");
+  } else {
+    absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, o);
+    if (!r.ok()) return in.BadInput(r.status());
+    print_outputs(pair.forward, r->forward, "forward");
+    print_outputs(pair.backward, r->backward, "backward");
+  }
+  if (std::optional<std::string> out = in.Path("save")) {
+    const std::string bytes = WriteSafetensors(saved, {{"producer", "overlap exec"}});
+    std::FILE* f = std::fopen(out->c_str(), "wb");
+    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+      if (f != nullptr) std::fclose(f);
+      return in.BadInput(absl::InvalidArgumentError(absl::StrCat("cannot write ", *out)));
+    }
+    std::fclose(f);
+    std::fprintf(in.summary(), "wrote %lld tensors to %s\n", static_cast<long long>(saved.size()),
+                 out->c_str());
+  }
   return kExitOk;
 }
 
@@ -54,14 +217,18 @@ const CommandSpec& ExecCommand() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "exec";
-    s.synopsis = "FILE --replay [options]";
-    s.summary = "run a graph (today: timed replay, measured memory vs the simulator's)";
+    s.synopsis = "FILE [--backward-graph FILE] [options]";
+    s.summary = "run a graph on the CPU kernels (or replay it), memory vs the simulator's";
     s.description =
-        "Runs a graph in its file order. With --replay, without kernels: each compute node\n"
-        "waits its device_time and buffers of each value's tensor_size are allocated and\n"
-        "freed by the executor's rules (docs/runtime.md), so any graph runs; prints the\n"
-        "measured peak beside the simulator's at world size 1 (they are equal when every\n"
-        "compute node has a device time). A graph whose buffers exceed the available\n"
+        "Runs a graph with lifted parameters in its node order on the CPU kernels\n"
+        "(docs/runtime.md), on tensors from --weights / --inputs and seeded ones for the\n"
+        "rest; with --backward-graph, then its AOT backward (graph/aot.h's convention).\n"
+        "Prints each output's checksum, the time, and the measured peak of graph values\n"
+        "beside the simulator's at world size 1. Shape or dtype mismatches with meta, a\n"
+        "missing parameter and an op without a kernel are errors naming the node.\n"
+        "With --replay, no kernels: each compute node waits its device_time and buffers of\n"
+        "each value's tensor_size are allocated and freed by the same rules, so any graph\n"
+        "runs (random and exported ones too); a graph whose buffers exceed the available\n"
         "memory is refused up front (--count-only counts them instead).\n";
     s.flags = {kFlags};
     s.footer = "SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).\n";

@@ -14,6 +14,7 @@ const CommandSpec& PartitionCommand();
 const CommandSpec& ScheduleCommand();
 const CommandSpec& SimulateCommand();
 const CommandSpec& ExecCommand();
+const CommandSpec& TrainCommand();
 const CommandSpec& DemoCommand();
 
 // The model names `gen` and `demo` accept, for usage texts.
