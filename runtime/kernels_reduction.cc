@@ -44,8 +44,41 @@ Results ReduceDims(KernelCall& c, bool mean) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));
     std::vector<double> acc(out.numel(), 0.0);
     const T* in = x.data<T>();
-    ForEach2(x.shape(), x.strides(), acc_strides,
-             [&](int64_t a, int64_t o) { acc[o] += static_cast<double>(in[a]); });
+    // Reduced dimensions in one block [first, last] of a contiguous input: [outer, n, inner]
+    // loops that the compiler vectorizes; any other layout walks every index.
+    int64_t first = -1, last = -1;
+    bool block = x.IsContiguous();
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      if (!reduced[i]) continue;
+      if (first < 0) first = i;
+      if (last >= 0 && last != i - 1) block = false;
+      last = i;
+    }
+    if (block && first >= 0) {
+      const int64_t outer = Prod(x.shape(), 0, first), n = Prod(x.shape(), first, last + 1);
+      const int64_t inner = Prod(x.shape(), last + 1, x.dim());
+      for (int64_t p = 0; p < outer; ++p) {
+        double* a = acc.data() + p * inner;
+        if (inner == 1) {  // one contiguous run: eight independent partial sums
+          const T* run = in + p * n;
+          double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t j = 0;
+          for (; j + 8 <= n; j += 8) {
+            for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(run[j + l]);
+          }
+          for (; j < n; ++j) lane[0] += static_cast<double>(run[j]);
+          for (int l = 0; l < 8; ++l) a[0] += lane[l];
+          continue;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = in + (p * n + j) * inner;
+          for (int64_t q = 0; q < inner; ++q) a[q] += static_cast<double>(row[q]);
+        }
+      }
+    } else {
+      ForEach2(x.shape(), x.strides(), acc_strides,
+               [&](int64_t a, int64_t o) { acc[o] += static_cast<double>(in[a]); });
+    }
     const double scale =
         mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
     T* o = out.data<T>();

@@ -66,13 +66,28 @@ int64_t DTypeSize(DType d) {
 Storage::Storage(std::shared_ptr<Counters> owner, Pool pool, int64_t bytes)
     : owner_(std::move(owner)), pool_(pool), bytes_(bytes) {}
 
-Storage::~Storage() { owner_->live[static_cast<int>(pool_)] -= bytes_; }
+Storage::~Storage() {
+  owner_->live[static_cast<int>(pool_)] -= bytes_;
+  if (data_ != nullptr && bytes_ >= 4096 &&
+      owner_->cached_bytes + bytes_ <= Allocator::kCacheBytes) {
+    owner_->cached_bytes += bytes_;
+    owner_->cache[bytes_].push_back(std::move(data_));
+  }
+}
 
 absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");
   std::shared_ptr<Storage> s(new Storage(counters_, pool, bytes));
   // Zeroed, and never an abort: an allocation the system refuses is an error value.
-  s->data_.reset(new (std::nothrow) std::byte[std::max<int64_t>(bytes, 1)]());
+  auto cached = counters_->cache.find(bytes);
+  if (cached != counters_->cache.end() && !cached->second.empty()) {
+    s->data_ = std::move(cached->second.back());
+    cached->second.pop_back();
+    counters_->cached_bytes -= bytes;
+    std::memset(s->data_.get(), 0, bytes);
+  } else {
+    s->data_.reset(new (std::nothrow) std::byte[std::max<int64_t>(bytes, 1)]());
+  }
   if (s->data_ == nullptr) {
     s->bytes_ = 0;  // nothing to uncount
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -67,9 +68,14 @@ class Storage {
 
  private:
   friend class Allocator;
+  // The allocator's state, shared with its storages so they may outlive it: the counts,
+  // and freed blocks kept for reuse by exact size (a step allocates the same sizes again;
+  // the machine's page faults on fresh large blocks cost more than the kernels).
   struct Counters {
     int64_t live[2] = {0, 0};
     int64_t peak[2] = {0, 0};
+    absl::flat_hash_map<int64_t, std::vector<std::unique_ptr<std::byte[]>>> cache;
+    int64_t cached_bytes = 0;
   };
   Storage(std::shared_ptr<Counters> owner, Pool pool, int64_t bytes);
   std::shared_ptr<Counters> owner_;
@@ -79,10 +85,14 @@ class Storage {
 };
 
 // Allocates zeroed storages and counts, per pool, the bytes live and the peak since the last
-// ResetPeak. Allocation is O(bytes) (zeroing); counting is O(1).
+// ResetPeak (the counts are of bytes handed out, not of blocks kept for reuse). Freed blocks
+// are kept for reuse by exact size, up to kCacheBytes in all, as PyTorch's caching
+// allocators keep them. Allocation is O(bytes) (zeroing); counting is O(1).
 class Allocator {
  public:
   Allocator() : counters_(std::make_shared<Storage::Counters>()) {}
+  // The most freed bytes kept for reuse.
+  static constexpr int64_t kCacheBytes = int64_t{1} << 30;
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
