@@ -16,7 +16,9 @@
 # library is every non-test source of the packages the fuzzers link (graph, partition,
 # schedule, tools, their testing/ oracles), less programs (a main) and files that include a
 # library the fuzzers do not link (GoogleTest, RapidCheck, Benchmark, Gloo, CUDA); the
-# linker then takes from the archive only what each fuzzer references.
+# linker then takes from the archive only what each fuzzer references. The CLI's exec and
+# train commands run the CPU kernels, so OpenBLAS is linked too, statically (libopenblas.a
+# from libopenblas-dev; runners have no libopenblas).
 #
 # Debian's / Ubuntu's Abseil archives are built against libstdc++, so -stdlib=libc++ (which
 # OSS-Fuzz puts into CXXFLAGS for MSan's sake) is removed: project.yaml asks for address and
@@ -48,11 +50,16 @@ sources=()
 for f in $(find graph partition runtime schedule tools -name '*.cc' ! -name '*_test.cc' \
              ! -name '*_benchmark.cc' | sort); do
   if grep -qE '^int main\(' "$f" ||
-     grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl|cblas)' "$f"; then
+     grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl)' "$f"; then
     continue
   fi
   sources+=("$f")
 done
+openblas=(${OPENBLAS_LIB:-/usr/lib/*-linux-gnu/libopenblas.a})
+if ((${#openblas[@]} == 0)); then
+  echo "build.sh: no libopenblas.a (install libopenblas-dev, or set OPENBLAS_LIB)" >&2
+  exit 1
+fi
 echo "build.sh: compiling ${#sources[@]} library sources with $CXX ($(nproc) jobs)"
 export CXX cxxflags WORK
 printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} bash -c \
@@ -68,7 +75,7 @@ for src in fuzz/*_fuzzer.cc; do
   name=${target%_fuzzer}
   echo "build.sh: $target"
   $CXX $cxxflags "$src" -o "$OUT/$target" $LIB_FUZZING_ENGINE "$WORK/liboverlap.a" \
-    -Wl,--start-group "${absl[@]}" -Wl,--end-group -lpthread
+    -Wl,--start-group "${absl[@]}" -Wl,--end-group "${openblas[0]}" -lpthread -lm
   if [ -d "fuzz/corpus/$name" ]; then
     rm -f "$OUT/${target}_seed_corpus.zip"
     (cd "fuzz/corpus/$name" && zip -q -r -j "$OUT/${target}_seed_corpus.zip" .)

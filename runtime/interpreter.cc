@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/shape_rules.h"
+#include "graph/size.h"
 #include "graph/status_macros.h"
 #include "runtime/memory_plan.h"
 #include "schedule/simulator.h"
@@ -100,13 +101,21 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
   }
 
   RunResult result;
-  if (options.simulate) {
+  if (options.simulate || options.memory_limit_bytes > 0) {
     CollectiveModel one;
     one.world_size = 1;
     SimulationOptions so;
     so.record_trace = false;
     OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(plan.order, so));
     result.simulated_peak_bytes = sim.peak_memory_bytes;
+    const int64_t scale = in_double ? 2 : 1;  // float32 values run as float64
+    if (options.memory_limit_bytes > 0 &&
+        sim.peak_memory_bytes > options.memory_limit_bytes / scale) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the graph needs ", FormatBytes(sim.peak_memory_bytes * scale),
+          " of graph values at its peak, more than the ", FormatBytes(options.memory_limit_bytes),
+          " allowed (a smaller preset or batch, or `overlap exec --replay --count-only`)"));
+    }
   }
 
   Allocator alloc;  // the step's memory: graph values and scratch

@@ -45,6 +45,9 @@ struct InterpreterOptions {
   bool compute_in_double = false;
   // Also simulate the graph (world size 1) and report its peak beside the measured one.
   bool simulate = false;
+  // > 0: simulate first and refuse (ResourceExhausted, both figures) a graph whose peak of
+  // graph values exceeds this many bytes; AvailableMemoryBytes() is the usual choice.
+  int64_t memory_limit_bytes = 0;
 };
 
 struct RunResult {

@@ -89,6 +89,53 @@ TEST(InterpreterTest, MeasuredPeakEqualsTheSimulatorsOnEveryTinyModelUnderEveryS
   }
 }
 
+// bfloat16 graphs: values stored as bfloat16, kernels run on float32 copies, results rounded
+// back; the loss is the float32 graph's within bfloat16's precision, and memory is still the
+// simulator's (which counts 2 bytes an element).
+TEST(InterpreterTest, BFloat16GraphsComputeInFloat32AndStoreBFloat16) {
+  double loss[2];
+  for (int k = 0; k < 2; ++k) {
+    MlpConfig c = MlpPreset(Preset::kTiny);
+    c.dtype = k == 0 ? "float32" : "bfloat16";
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> g = BuildMlp(c, o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<AotPair> pair = BuildAotPair(*g);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    Allocator alloc;
+    TensorMap params, data;
+    Seed(*pair, alloc, params, data);
+    InterpreterOptions io;
+    io.simulate = true;
+    absl::StatusOr<AotStepResult> r = RunAotStep(*pair, params, data, io);
+    ASSERT_TRUE(r.ok()) << r.status();
+    loss[k] = r->loss;
+    EXPECT_EQ(r->forward.peak_bytes, r->forward.simulated_peak_bytes);
+    EXPECT_EQ(r->backward.peak_bytes, r->backward.simulated_peak_bytes);
+    for (const auto& [name, grad] : r->grads) {
+      EXPECT_EQ(grad.dtype(), k == 0 ? DType::kFloat32 : DType::kBFloat16) << name;
+    }
+  }
+  EXPECT_NEAR(loss[1], loss[0], 2e-2 * std::fabs(loss[0]));
+  EXPECT_NE(loss[1], loss[0]);  // the rounding is real
+}
+
+TEST(InterpreterTest, GraphsLargerThanTheLimitAreRefusedUpFront) {
+  const AotPair pair = TinyPair("gpt2");
+  Allocator alloc;
+  TensorMap params, data;
+  Seed(pair, alloc, params, data);
+  TensorMap in = params;
+  for (const auto& [k, v] : data) in[k] = v;
+  InterpreterOptions o;
+  o.memory_limit_bytes = 64 * 1024;
+  absl::StatusOr<RunResult> r = Interpret(pair.forward, in, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(), HasSubstr("more than the 64.00 KiB allowed"));
+}
+
 TEST(InterpreterTest, ErrorsNameTheNode) {
   const AotPair pair = TinyPair("mlp");
   Allocator alloc;

@@ -313,6 +313,36 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
   Check("aten.squeeze.dim", {F(p1), C(Value::Int(1))}, {ref::SqueezeDim(p1, 1)});
 }
 
+// Empty batches where the op allows them: the right shapes, nothing read out of bounds.
+TEST(KernelTest, EmptyBatchesGiveEmptyResults) {
+  auto shape = [](const std::string& target, const std::vector<In>& ins, size_t k = 0) {
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> r = RunKernel(target, ins);
+    EXPECT_TRUE(r.ok()) << target << ": " << r.status();
+    return r.ok() && (*r)[k] ? (*r)[k]->shape : std::vector<int64_t>{-1};
+  };
+  const RefTensor e = Rand({0, 4});
+  EXPECT_EQ(shape("aten.add.Tensor", {F(e), F(Rand({4}))}), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(shape("aten.sum.dim_IntList", {F(e), C(Ints({1})), C(Value::Bool(false))}),
+            (std::vector<int64_t>{0}));
+  EXPECT_EQ(shape("aten._softmax.default", {F(e), C(Value::Int(-1)), C(Value::Bool(false))}),
+            (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(shape("aten.native_layer_norm.default",
+                  {F(e), C(Ints({4})), F(Rand({4})), F(Rand({4})), C(Value::Double(1e-5))}, 1),
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(shape("aten.embedding.default", {F(Rand({5, 3})), I(Idx({0}, 5))}),
+            (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(
+      shape("aten.convolution.default", {F(Rand({0, 2, 5, 5})), F(Rand({3, 2, 3, 3})), C(Value()),
+                                         C(Ints({1, 1})), C(Ints({0, 0})), C(Ints({1, 1})),
+                                         C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(1))}),
+      (std::vector<int64_t>{0, 3, 3, 3}));
+  EXPECT_EQ(shape("aten._scaled_dot_product_flash_attention.default",
+                  {F(Rand({0, 2, 3, 4})), F(Rand({0, 2, 3, 4})), F(Rand({0, 2, 3, 4}))}),
+            (std::vector<int64_t>{0, 2, 3, 4}));
+  EXPECT_EQ(shape("aten.mm.default", {F(Rand({2, 0})), F(Rand({0, 3}))}),
+            (std::vector<int64_t>{2, 3}));  // an empty inner dimension: zeros
+}
+
 TEST(KernelTest, CatMatchesTheReference) {
   const RefTensor p1 = Rand({2, 1, 4}), p2 = Rand({2, 3, 4});
   // Cat's tensors come in a list: built by hand.

@@ -13,8 +13,7 @@ namespace {
 
 using Results = absl::StatusOr<std::vector<Tensor>>;
 
-std::byte* Bytes(Tensor& t) { return t.storage()->data() + t.offset() * DTypeSize(t.dtype()); }
-const std::byte* Bytes(const Tensor& t) {
+std::byte* Bytes(const Tensor& t) {
   return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "graph/status_macros.h"
 #include "runtime/blas.h"
@@ -98,6 +99,24 @@ Results Addmm(KernelCall& c) {
   });
 }
 
+// The fused backwards' results: a new tensor of shapes[i] for each gradient the mask asks
+// for and that has a shape (a missing weight has no gradient), undefined otherwise.
+absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
+    KernelCall& c, DType dtype, const std::vector<bool>& mask,
+    const std::vector<std::optional<std::vector<int64_t>>>& shapes) {
+  std::vector<Tensor> out(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!mask[i] || !shapes[i]) continue;
+    OVERLAP_ASSIGN_OR_RETURN(out[i], c.NewOutput(dtype, *shapes[i]));
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> ShapeOf(const std::optional<Tensor>& t) {
+  if (!t) return std::nullopt;
+  return t->shape();
+}
+
 // ---- layer norm ----
 
 Results NativeLayerNorm(KernelCall& c) {
@@ -178,16 +197,9 @@ Results NativeLayerNormBackward(KernelCall& c) {
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    std::vector<Tensor> out(3);
-    if (mask[0]) {
-      OVERLAP_ASSIGN_OR_RETURN(out[0], c.NewOutput(x.dtype(), x.shape()));
-    }
-    if (mask[1] && w0) {
-      OVERLAP_ASSIGN_OR_RETURN(out[1], c.NewOutput(x.dtype(), w0->shape()));
-    }
-    if (mask[2] && w0) {
-      OVERLAP_ASSIGN_OR_RETURN(out[2], c.NewOutput(x.dtype(), w0->shape()));
-    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        std::vector<Tensor> out,
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), ShapeOf(w0), ShapeOf(w0)}));
     std::vector<double> dw(n, 0.0), db(n, 0.0);
     const T *pg = g.data<T>(), *px = x.data<T>();
     for (int64_t i = 0; i < m; ++i) {
@@ -324,16 +336,9 @@ Results NativeBatchNormBackward(KernelCall& c) {
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    std::vector<Tensor> out(3);
-    if (mask[0]) {
-      OVERLAP_ASSIGN_OR_RETURN(out[0], c.NewOutput(x.dtype(), x.shape()));
-    }
-    if (mask[1] && w0) {
-      OVERLAP_ASSIGN_OR_RETURN(out[1], c.NewOutput(x.dtype(), w0->shape()));
-    }
-    if (mask[2] && w0) {
-      OVERLAP_ASSIGN_OR_RETURN(out[2], c.NewOutput(x.dtype(), w0->shape()));
-    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        std::vector<Tensor> out,
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), ShapeOf(w0), ShapeOf(w0)}));
     const T *pg = g.data<T>(), *px = x.data<T>();
     const int64_t count = l.n * l.inner;
     for (int64_t ch = 0; ch < l.ch; ++ch) {
@@ -511,16 +516,11 @@ Results ConvolutionBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor wt, Contiguous(c, w0));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    std::vector<Tensor> out(3);
-    if (mask[0]) {
-      OVERLAP_ASSIGN_OR_RETURN(out[0], c.NewOutput(x.dtype(), x.shape()));
-    }
-    if (mask[1]) {
-      OVERLAP_ASSIGN_OR_RETURN(out[1], c.NewOutput(x.dtype(), wt.shape()));
-    }
-    if (mask[2] && has_bias) {
-      OVERLAP_ASSIGN_OR_RETURN(out[2], c.NewOutput(x.dtype(), {g.o}));
-    }
+    std::optional<std::vector<int64_t>> bias_shape;
+    if (has_bias) bias_shape = std::vector<int64_t>{g.o};
+    OVERLAP_ASSIGN_OR_RETURN(
+        std::vector<Tensor> out,
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape}));
     const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
     OVERLAP_ASSIGN_OR_RETURN(Tensor col, c.NewScratch(x.dtype(), {k, hw}));
     for (int64_t b = 0; b < g.n; ++b) {

@@ -19,13 +19,6 @@
 namespace overlap {
 namespace {
 
-// What the machine can give now (physical pages available).
-int64_t AvailableBytes() {
-  const long pages = sysconf(_SC_AVPHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : INT64_MAX;
-}
-
 // The live bytes: counted, or held as real buffers from the allocator.
 class Buffers {
  public:
@@ -80,7 +73,7 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
   OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(order, so));
   if (!options.count_only) {
     const int64_t limit =
-        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableBytes();
+        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
     if (sim.peak_memory_bytes > limit) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "replay needs ", FormatBytes(sim.peak_memory_bytes), " of buffers, more than the ",

@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -101,6 +103,12 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
 void Allocator::ResetPeak() {
   counters_->peak[0] = counters_->live[0];
   counters_->peak[1] = counters_->live[1];
+}
+
+int64_t AvailableMemoryBytes() {
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : INT64_MAX;
 }
 
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape) {

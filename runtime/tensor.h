@@ -191,6 +191,10 @@ float HalfToFloat(uint16_t h);
 uint16_t FloatToBFloat16(float f);
 float BFloat16ToFloat(uint16_t b);
 
+// The physical memory available now (free pages), INT64_MAX when the system does not say:
+// what the executor refuses graphs against up front. O(1).
+int64_t AvailableMemoryBytes();
+
 // Row-major strides for `shape`. O(dim).
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape);
 

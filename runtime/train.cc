@@ -8,7 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "graph/shape_rules.h"
+#include "graph/size.h"
 #include "graph/status_macros.h"
+#include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
@@ -152,6 +154,31 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
   mo.style = ParamStyle::kLifted;
   OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(model, mo, preset));
   OVERLAP_ASSIGN_OR_RETURN(AotPair pair, BuildAotPair(g));
+  // Refused up front: what the step would need (the larger graph's peak, the parameters
+  // and their gradients, the optimizer's two float64 moments).
+  {
+    CollectiveModel one;
+    one.world_size = 1;
+    SimulationOptions so;
+    so.record_trace = false;
+    int64_t peak = 0, param_bytes = 0;
+    for (const Graph* h : {&pair.forward, &pair.backward}) {
+      OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim,
+                               Simulator(*h, one).Run(h->OrderVector(), so));
+      peak = std::max(peak, sim.peak_memory_bytes);
+    }
+    for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
+    const int64_t need = peak + 2 * param_bytes + 4 * param_bytes;
+    const int64_t limit =
+        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
+    if (need > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "training ", model, " needs about ", FormatBytes(need), " (step peak ", FormatBytes(peak),
+          ", parameters, gradients and optimizer state), more than the ", FormatBytes(limit),
+          options.memory_limit_bytes > 0 ? " limit" : " available",
+          " (--preset tiny runs on a CPU)"));
+    }
+  }
   Trainer t;
   t.pair_ = std::make_unique<AotPair>(std::move(pair));
   t.alloc_ = std::make_unique<Allocator>();

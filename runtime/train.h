@@ -77,6 +77,9 @@ struct TrainOptions {
   // Start from these parameters (by parameter name) instead of seeded ones; every
   // parameter must be present, with the shape and dtype the model states.
   TensorMap initial_params;
+  // Refuse up front a model whose step needs more than this many bytes of graph values and
+  // parameters (simulated; 0: the machine's available memory).
+  int64_t memory_limit_bytes = 0;
 };
 
 struct TrainStepResult {

@@ -156,6 +156,7 @@ int Run(Invocation& in) {
   InterpreterOptions o;
   o.simulate = true;
   o.compute_in_double = in.Switch("double");
+  o.memory_limit_bytes = AvailableMemoryBytes();
 
   TensorMap saved;
   auto print_outputs = [&](const Graph& g, const RunResult& r, const char* what) {
