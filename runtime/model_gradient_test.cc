@@ -64,7 +64,9 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   Rng rng(11);
   int checked = 0;
   double worst = 0;
-  for (const auto& [name, grad] : step->grads) {
+  for (const auto& entry : step->grads) {  // not a structured binding: lambdas capture name
+    const std::string& name = entry.first;
+    const Tensor& grad = entry.second;
     ASSERT_EQ(grad.dtype(), DType::kFloat64) << name;
     const Tensor& p = params.at(name);
     for (int s = 0; s < 3; ++s) {

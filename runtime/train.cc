@@ -90,7 +90,9 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
 absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
   ++steps_;
   const OptimizerOptions& o = options_;
-  for (auto& [name, p] : params) {
+  for (auto& entry : params) {  // not a structured binding: the lambdas below capture p
+    const std::string& name = entry.first;
+    Tensor& p = entry.second;
     auto git = grads.find(name);
     if (git == grads.end()) continue;
     const Tensor& g = git->second;
