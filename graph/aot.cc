@@ -420,7 +420,7 @@ class AotBuilder {
   bool MaybeNonContiguous(NodeId g, int depth = 0) const {
     if (depth > 64) return true;
     const Node& n = b_.node(g);
-    if (n.op() != Op::kCallFunction || !IsView(n)) return false;
+    if (n.op() != Op::kCallFunction || !SharesInputStorage(n)) return false;
     const std::string& t = n.target();
     if (t == "aten.transpose.int" || t == "aten.t.default" || t == "aten.expand.default" ||
         t == "aten.permute.default" || t == "aten.slice.Tensor" || t == "aten.select.int" ||

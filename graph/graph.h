@@ -176,14 +176,17 @@ class Node {
   NodeList users_;
 };
 
-// Whether `n` is a view (meta.aliases_input true, or an operator.getitem call, whose result
-// is an element of its tuple input's storage): its result shares storage with its first
+// Whether `n` is a view (meta.aliases_input true): its result shares storage with its first
 // input, so it allocates nothing and its readers keep that input's storage alive. Aliasing
-// is a property of the IR; every pass asks this one function. (Executing the graphs showed
-// that counting getitem results apart counted tuple elements twice.)
-inline bool IsView(const Node& n) {
-  return (n.meta().has_aliases_input && n.meta().aliases_input) ||
-         (n.op() == Op::kCallFunction && n.target() == "operator.getitem");
+// is a property of the IR; every pass asks this one function. (DeepCompile's last-use rule
+// counts exactly these as aliases: docs/deepcompile.md.)
+inline bool IsView(const Node& n) { return n.meta().has_aliases_input && n.meta().aliases_input; }
+// Whether `n`'s result lives in its first input's storage: a view, or an operator.getitem,
+// whose result is an element of its tuple input. The memory model's rule (the simulator,
+// replay and the interpreter): executing the graphs showed that counting getitem results as
+// buffers of their own counted tuple elements twice. O(1).
+inline bool SharesInputStorage(const Node& n) {
+  return IsView(n) || (n.op() == Op::kCallFunction && n.target() == "operator.getitem");
 }
 // Whether `n` is a view of `input` (its first input): a reader of `input` that reads no data.
 inline bool IsViewOf(const Node& n, NodeId input) {

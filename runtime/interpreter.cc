@@ -251,7 +251,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         values[id] = {tuple[k]};
       } else {
         // A kernel. Non-view kernels see 16-bit floats as float32 copies.
-        const bool view = IsView(node);
+        const bool view = SharesInputStorage(node);
         bool convert = false;
         DType narrow = DType::kFloat32;
         if (!view) {

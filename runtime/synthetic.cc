@@ -55,7 +55,7 @@ int64_t BoundThrough(const Graph& g, NodeId id, int depth) {
     if ((t == "aten.nll_loss_forward.default" && arg_is(1)) && a[0].is_ref()) {
       return Dim(g.node(a[0].as_ref()), -1);
     }
-    if (IsView(user) && !user.inputs().empty() && user.inputs()[0] == id) {
+    if (SharesInputStorage(user) && !user.inputs().empty() && user.inputs()[0] == id) {
       const int64_t b = BoundThrough(g, u, depth + 1);
       if (b > 0) return b;
     }

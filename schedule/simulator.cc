@@ -59,7 +59,7 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
     } else if (IsRelease(n)) {
       kind_[id] = kRelease;
       time_[id] = 0;
-    } else if (IsView(n)) {
+    } else if (SharesInputStorage(n)) {
       kind_[id] = kView;
     } else {
       counted = true;

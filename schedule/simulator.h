@@ -33,12 +33,13 @@
 // Memory (peak_memory_bytes) counts the step's transient tensors; the per-rank state
 // (parameter and gradient shards, optimizer state: budget.h) is not in it. A tensor's bytes
 // are held by its storage:
-//   - Storages. A view (meta.aliases_input), a release and a wait hand their args[0]'s storage on
-//     and allocate nothing. A gathered parameter's storage belongs to its allgather (below).
-//     Every other call node (call_function / call_method / call_module) owns meta.tensor_size
-//     bytes (0 when absent), allocated when it starts. A placeholder that is not a parameter
-//     shard (inputs, saved activations and tangents of a backward graph) owns its bytes from
-//     time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the owner of
+//   - Storages. A view (meta.aliases_input), a tuple element (operator.getitem: it lives in
+//     its tuple's storage, as execution holds it), a release and a wait hand their args[0]'s
+//     storage on and allocate nothing. A gathered parameter's storage belongs to its allgather
+//     (below). Every other call node (call_function / call_method / call_module) owns
+//     meta.tensor_size bytes (0 when absent), allocated when it starts. A placeholder that is not a
+//     parameter shard (inputs, saved activations and tangents of a backward graph) owns its bytes
+//     from time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the owner of
 //     a parameter-table row) and get_attr nodes are state: not counted.
 //   - Readers of a storage: every user of the owning node or of any node that hands the
 //     storage on (transitively); a node that hands it on is itself a reader.

@@ -75,9 +75,12 @@ inline bool InBackwardGraph(const Node& n) {
 }
 
 // Whether `n` hands its args[0]'s storage on instead of owning one (the simulator's memory
-// model): a view (meta.aliases_input), a release (returns the tensor it follows) or a wait
-// (returns the gathered parameter).
-inline bool HandsOnStorage(const Node& n) { return IsView(n) || IsRelease(n) || IsWait(n); }
+// model): a view (meta.aliases_input) or a tuple element (operator.getitem; graph.h's
+// SharesInputStorage), a release (returns the tensor it follows) or a wait (returns the
+// gathered parameter).
+inline bool HandsOnStorage(const Node& n) {
+  return SharesInputStorage(n) || IsRelease(n) || IsWait(n);
+}
 // The node whose storage `n` hands on (its first input), kNoNode when it has none.
 inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode : n.inputs()[0]; }
 
