@@ -299,6 +299,10 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
               if (d.ok() && IsFloat(*d)) want = *d;
             }
           }
+          if (view && !aliases_input) {
+            ++result.view_copies;
+            result.view_copy_bytes += r.nbytes();
+          }
           if (convert || (!view && aliases_input)) {
             OVERLAP_ASSIGN_OR_RETURN(Tensor owned, Tensor::Empty(alloc, want, r.shape()));
             OVERLAP_RETURN_IF_ERROR(CopyConvert(r, owned));

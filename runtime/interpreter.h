@@ -59,6 +59,11 @@ struct RunResult {
   int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
   int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
   int64_t simulated_peak_bytes = -1;  // with options.simulate
+  // View nodes (SharesInputStorage) whose input's layout needed a copy (reshape of a
+  // transpose): bytes the plan did not count, so the measured peak may exceed the
+  // simulated one by up to this much. 0 for every graph overlap builds.
+  int64_t view_copies = 0;
+  int64_t view_copy_bytes = 0;
   int64_t nodes_run = 0;
   double wall_s = 0;
 };

@@ -751,6 +751,39 @@ TEST(KernelTest, BadArgumentsAreErrorsNamingTheNode) {
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("int64"));
 }
 
+// What a review found: inputs that read out of bounds or differ from PyTorch before.
+TEST(KernelTest, EdgeCasesAreErrorsOrPyTorchsAnswer) {
+  const RefTensor scalar = ref::Make({}, {1.5});
+  EXPECT_FALSE(RunKernel("aten.index_select.default",
+                         {F(scalar), C(Value::Int(0)), I(ref::Make({2}, {0, 0}))})
+                   .ok());
+  EXPECT_FALSE(RunKernel("aten.split.Tensor", {F(scalar), C(Value::Int(1))}).ok());
+  EXPECT_FALSE(RunKernel("aten.slice.Tensor",
+                         {F(scalar), C(Value::Int(0)), C(Value::Int(0)), C(Value::Int(1))})
+                   .ok());
+  EXPECT_FALSE(
+      RunKernel("aten.view.default", {F(Rand({2})), C(Ints({3, 6148914691236517206}))}).ok());
+  EXPECT_FALSE(RunKernel("aten.convolution.default",
+                         {F(Rand({1, 1, 4, 4})), F(Rand({1, 1, 5, 5})), C(Value()), C(Ints({2, 2})),
+                          C(Ints({0, 0})), C(Ints({1, 1})), C(Value::Bool(false)), C(Ints({0, 0})),
+                          C(Value::Int(1))})
+                   .ok());
+  EXPECT_FALSE(RunKernel("aten.max_pool2d_with_indices.default",
+                         {F(Rand({1, 1, 2, 2})), C(Ints({3, 3})), C(Ints({2, 2})), C(Ints({0, 0}))})
+                   .ok());
+  // relu keeps NaN; add.Scalar takes alpha; topk ranks NaN above every number.
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel("aten.relu.default", {F(ref::Make({2}, {NAN, -1}))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isnan((*r)[0]->data[0]));
+  r = RunKernel("aten.add.Scalar", {F(ref::Make({1}, {1})), C(Value::Int(1)), C(Value::Int(2))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0]->data[0], 3);
+  r = RunKernel("aten.topk.default", {F(ref::Make({4}, {1, NAN, 3, 2})), C(Value::Int(2))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[1]->data, (std::vector<double>{1, 2}));
+}
+
 TEST(KernelTest, EveryOpOfTheOpsTableHasAKernel) {
   // Every ATen target docs/ops.md names (its tables are the contract).
   std::ifstream in("docs/ops.md");

@@ -80,6 +80,25 @@ absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string
   return absl::OkStatus();
 }
 
+absl::Status CheckNotScalar(const KernelCall& c, const Tensor& t, absl::string_view what) {
+  if (t.dim() == 0) return c.Error(absl::StrCat(what, " should have a dimension, got a scalar"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckDType(const KernelCall& c, const Tensor& t, DType d, absl::string_view what) {
+  if (t.dtype() != d) {
+    return c.Error(absl::StrCat(what, " is ", t.DebugString(), ", expected ", DTypeName(d)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims) {
+    if (d > 2147483647) return c.Error("a matrix dimension exceeds BLAS's 32-bit integers");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
                        absl::string_view what) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) {

@@ -97,6 +97,12 @@ inline int64_t IndexAt(const Tensor& t, int64_t i) {
 }
 // Fails unless `t` is an int64 or int32 tensor.
 absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what);
+// Fails unless `t` has at least one dimension (ops PyTorch refuses on scalars).
+absl::Status CheckNotScalar(const KernelCall& c, const Tensor& t, absl::string_view what);
+// Fails unless `t` has dtype `d`.
+absl::Status CheckDType(const KernelCall& c, const Tensor& t, DType d, absl::string_view what);
+// Fails when a GEMM dimension exceeds what BLAS's 32-bit integers hold.
+absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> dims);
 // Fails unless a and b have the same dtype and shape.
 absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
                        absl::string_view what);

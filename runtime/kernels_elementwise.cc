@@ -68,6 +68,11 @@ Results TensorOrScalar(KernelCall& c, F&& f) {
     return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  if (b.dim() == 0 && b.dtype() != a.dtype()) {
+    // A 0-d tensor of another dtype takes part as a number (PyTorch keeps self's dtype).
+    const double s = GetElement(b, 0);
+    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+  }
   return Binary(c, a, b, f);
 }
 
@@ -104,7 +109,7 @@ Results Rsqrt(KernelCall& c) {
 
 Results Relu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  return Unary(c, x, [](auto v) { return v > 0 ? v : decltype(v){0}; });
+  return Unary(c, x, [](auto v) { return v <= 0 ? decltype(v){0} : v; });  // NaN stays NaN
 }
 
 Results Silu(KernelCall& c) {
@@ -197,6 +202,11 @@ Results DivMode(KernelCall& c) {
   if (x.dtype() == DType::kInt64 || x.dtype() == DType::kInt32) {
     OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "other"));
     if (d == 0) return c.Error("integer division by zero");
+    if (d == -1) {
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        if (GetElement(x, i) <= -9.2233720368547758e18) return c.Error("integer overflow");
+      }
+    }
     if (mode == "none") return c.Error("true division of integers gives floats: not supported");
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -248,8 +258,10 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.add.Tensor", AddTensor);
   r.Register("aten.mul.Tensor", MulTensor);
-  r.Register("aten.add.Scalar",
-             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x + s; }); });
+  r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+    return ScalarOp(c, [alpha](auto x, auto s) { return x + static_cast<decltype(x)>(alpha) * s; });
+  });
   r.Register("aten.mul.Scalar",
              [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x * s; }); });
   r.Register("aten.div.Scalar",

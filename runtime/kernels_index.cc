@@ -109,9 +109,15 @@ void SortLine(const T* x, int64_t base, int64_t stride, int64_t n, bool descendi
               std::vector<int64_t>& order) {
   order.resize(n);
   std::iota(order.begin(), order.end(), 0);
+  // NaN orders above every number, as in PyTorch (a strict weak order with NaNs).
+  auto less = [](T a, T b) {
+    if (a != a) return false;  // NaN is never less
+    if (b != b) return true;   // a number is less than NaN
+    return a < b;
+  };
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     const T va = x[base + a * stride], vb = x[base + b * stride];
-    return descending ? va > vb : va < vb;
+    return descending ? less(vb, va) : less(va, vb);
   });
 }
 
@@ -181,6 +187,8 @@ Results IndexSelect(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
+  if (x0.dim() == 0 && idx0.numel() > 1)
+    return c.Error("index of a scalar has more than one value");
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
@@ -211,6 +219,9 @@ Results IndexAdd(KernelCall& c, bool in_place) {
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
   if (src0.dtype() != self.dtype()) return c.Error("source and self differ in dtype");
+  if (self.dim() == 0 && idx0.numel() > 1)
+    return c.Error("index of a scalar has more than one value");
+  if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor src, Contiguous(c, src0));
   Tensor out = self;
@@ -251,6 +262,7 @@ Results ScatterSrc(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg(3, "src"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, self, "self"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
   if (src0.dtype() != self.dtype()) return c.Error("src and self differ in dtype");
   if (idx0.dim() != self.dim() || src0.dim() != self.dim()) {
@@ -295,6 +307,7 @@ Results Cat(KernelCall& c) {
   }
   if (used.empty()) return One(c.NewOutput(parts[0].dtype(), {0}));
   const Tensor& first = used[0];
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, first, "a tensor to concatenate"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, first.dim()));
   std::vector<int64_t> shape = first.shape();
   shape[dim] = 0;
@@ -327,6 +340,7 @@ Results SliceBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg(3, "start"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg(4, "end"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg(5, "step", 1));
+  if (sizes.empty()) return c.Error("input_sizes should have a dimension");
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, static_cast<int64_t>(sizes.size())));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
   const int64_t size = sizes[dim];

@@ -47,6 +47,7 @@ absl::Status MatMulInto(KernelCall& c, const Tensor& a, const Tensor& b, T beta,
   OVERLAP_ASSIGN_OR_RETURN(Mat<T> ma, AsMat<T>(c, a));
   OVERLAP_ASSIGN_OR_RETURN(Mat<T> mb, AsMat<T>(c, b));
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {m, n, k, ma.ld, mb.ld}));
   if (m == 0 || n == 0) return absl::OkStatus();
   Gemm(ma.trans, mb.trans, m, n, k, T{1}, ma.p, ma.ld, mb.p, mb.ld, beta, out.data<T>(),
        std::max<int64_t>(n, 1));
@@ -110,11 +111,6 @@ absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
     OVERLAP_ASSIGN_OR_RETURN(out[i], c.NewOutput(dtype, *shapes[i]));
   }
   return out;
-}
-
-std::optional<std::vector<int64_t>> ShapeOf(const std::optional<Tensor>& t) {
-  if (!t) return std::nullopt;
-  return t->shape();
 }
 
 // ---- layer norm ----
@@ -186,10 +182,15 @@ Results NativeLayerNormBackward(KernelCall& c) {
   if (axis < 0 || mask.size() != 3) return c.Error("bad normalized_shape or output_mask");
   const int64_t m = Prod(x0.shape(), 0, axis), n = Prod(x0.shape(), axis, x0.dim());
   if (mean0.numel() != m || rstd0.numel() != m) return c.Error("mean / rstd do not match input");
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, mean0, x0.dtype(), "mean"));
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, rstd0, x0.dtype(), "rstd"));
+  if (w0) OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w0, x0.dtype(), "weight"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, mean0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, Contiguous(c, rstd0));
+  // Weight and bias gradients have normalized_shape, asked for or not by the mask alone.
+  const std::optional<std::vector<int64_t>> param_shape = ns;
   std::optional<Tensor> w;
   if (w0) {
     if (w0->numel() != n) return c.Error("weight does not match normalized_shape");
@@ -199,7 +200,7 @@ Results NativeLayerNormBackward(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
-        MaskedOutputs(c, x.dtype(), mask, {x.shape(), ShapeOf(w0), ShapeOf(w0)}));
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape}));
     std::vector<double> dw(n, 0.0), db(n, 0.0);
     const T *pg = g.data<T>(), *px = x.data<T>();
     for (int64_t i = 0; i < m; ++i) {
@@ -327,8 +328,12 @@ Results NativeBatchNormBackward(KernelCall& c) {
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, *mean_src, x0.dtype(), "saved mean"));
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, *var_src, x0.dtype(), "saved invstd / variance"));
+  if (w0) OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w0, x0.dtype(), "weight"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, *mean_src));
   OVERLAP_ASSIGN_OR_RETURN(Tensor var, Contiguous(c, *var_src));
+  const std::optional<std::vector<int64_t>> param_shape = std::vector<int64_t>{l.ch};
   std::optional<Tensor> w;
   if (w0) {
     if (w0->numel() != l.ch) return c.Error("weight does not match the channels");
@@ -338,7 +343,7 @@ Results NativeBatchNormBackward(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
-        MaskedOutputs(c, x.dtype(), mask, {x.shape(), ShapeOf(w0), ShapeOf(w0)}));
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape}));
     const T *pg = g.data<T>(), *px = x.data<T>();
     const int64_t count = l.n * l.inner;
     for (int64_t ch = 0; ch < l.ch; ++ch) {
@@ -414,6 +419,10 @@ absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tens
     return c.Error("stride and dilation must be positive, padding non-negative");
   }
   gm.cg = gm.c / groups, gm.og = gm.o / groups;
+  if (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1 < 0 ||
+      gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1 < 0) {
+    return c.Error("the kernel is larger than the padded input");
+  }
   gm.ho = (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1) / gm.sh + 1;
   gm.wo = (gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1) / gm.sw + 1;
   if (gm.ho <= 0 || gm.wo <= 0) return c.Error("the kernel is larger than the padded input");
@@ -507,7 +516,7 @@ Results ConvolutionBackward(KernelCall& c) {
     has_bias = !bs.empty() && bs[0] != 0;
   }
   const std::vector<int64_t> out_shape = {g.n, g.o, g.ho, g.wo};
-  if (g0.shape() != out_shape || g0.dtype() != x0.dtype()) {
+  if (g0.shape() != out_shape || g0.dtype() != x0.dtype() || w0.dtype() != x0.dtype()) {
     return c.Error(absl::StrCat("grad_output ", g0.DebugString(), " should be [",
                                 absl::StrJoin(out_shape, ", "), "]"));
   }
@@ -558,6 +567,7 @@ struct PoolGeometry {
 
 int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;  // the caller reports it
   int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   if (ceil_mode && (out - 1) * s >= in + p) --out;
   return out;
@@ -631,7 +641,7 @@ Results MaxPool2dBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(7, "indices"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
-  if (idx0.shape() != g0.shape() || g0.dim() < 2 || g0.dtype() != x.dtype()) {
+  if (idx0.shape() != g0.shape() || g0.dim() < 2 || x.dim() < 2 || g0.dtype() != x.dtype()) {
     return c.Error("grad_output and indices should have one shape");
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
@@ -741,7 +751,8 @@ Results FlashAttentionBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor o0, c.TensorArg(4, "out"));
   OVERLAP_ASSIGN_OR_RETURN(AttnShape a, AttnArgs(c, q0, k0, v0, 11, 10));
   const std::vector<int64_t> out_shape = {a.b, a.h, a.s, a.dv};
-  if (g0.shape() != out_shape || o0.shape() != out_shape) {
+  if (g0.shape() != out_shape || o0.shape() != out_shape || g0.dtype() != q0.dtype() ||
+      o0.dtype() != q0.dtype()) {
     return c.Error("grad_out and out should have the attention output's shape");
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor gy, Contiguous(c, g0));
@@ -855,6 +866,7 @@ Results NllLossBackward(KernelCall& c) {
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    if (total.numel() != 1) return c.Error("total_weight should have one element");
     const double tw = GetElement(total, 0);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t cls = IndexAt(t, i);
@@ -903,6 +915,7 @@ Results MseLossBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(3, "reduction", kReductionMean));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
   const bool none = reduction == kReductionNone;
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, g0, x0.dtype(), "grad_output"));
   if (none ? g0.shape() != x0.shape() : g0.numel() != 1) {
     return c.Error("grad_output does not match the reduction");
   }

@@ -42,7 +42,8 @@ Results ReduceDims(KernelCall& c, bool mean) {
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));
-    std::vector<double> acc(out.numel(), 0.0);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor acc_t, c.NewScratch(DType::kFloat64, {out.numel()}));
+    double* acc = acc_t.data<double>();
     const T* in = x.data<T>();
     // Reduced dimensions in one block [first, last] of a contiguous input: [outer, n, inner]
     // loops that the compiler vectorizes; any other layout walks every index.
@@ -58,7 +59,7 @@ Results ReduceDims(KernelCall& c, bool mean) {
       const int64_t outer = Prod(x.shape(), 0, first), n = Prod(x.shape(), first, last + 1);
       const int64_t inner = Prod(x.shape(), last + 1, x.dim());
       for (int64_t p = 0; p < outer; ++p) {
-        double* a = acc.data() + p * inner;
+        double* a = acc + p * inner;
         if (inner == 1) {  // one contiguous run: eight independent partial sums
           const T* run = in + p * n;
           double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -82,7 +83,7 @@ Results ReduceDims(KernelCall& c, bool mean) {
     const double scale =
         mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
     T* o = out.data<T>();
-    for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i] * scale);
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(acc[i] * scale);
     return std::vector<Tensor>{out};
   });
 }

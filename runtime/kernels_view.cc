@@ -22,8 +22,8 @@ absl::StatusOr<std::vector<int64_t>> InferSize(const KernelCall& c, std::vector<
       infer = static_cast<int64_t>(i);
     } else if (size[i] < 0) {
       return c.Error(absl::StrCat("negative size ", size[i]));
-    } else {
-      known *= size[i];
+    } else if (__builtin_mul_overflow(known, size[i], &known)) {
+      return c.Error(absl::StrCat("shape [", absl::StrJoin(size, ", "), "] has too many elements"));
     }
   }
   if (infer >= 0) {
@@ -167,6 +167,7 @@ absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg(1, "split_size"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(2, "dim", 0));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
   if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
   std::vector<Tensor> out;
@@ -182,6 +183,7 @@ absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
 absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "dim", 0));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
   OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg(2, "start", 0));
   OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg(3, "end", std::numeric_limits<int64_t>::max()));
@@ -208,7 +210,10 @@ absl::StatusOr<std::vector<Tensor>> Flatten(KernelCall& c) {
   shape.push_back(Prod(x.shape(), s, e + 1));
   shape.insert(shape.end(), x.shape().begin() + e + 1, x.shape().end());
   if (!x.IsContiguous()) {
-    OVERLAP_ASSIGN_OR_RETURN(x, CopyToOutput(c, x));
+    if (std::optional<std::vector<int64_t>> s = ViewStrides(x.shape(), x.strides(), shape)) {
+      return One(x.AsStrided(shape, *s, x.offset()));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(x, CopyToOutput(c, x));  // PyTorch's flatten copies here too
   }
   return One(x.View(shape));
 }

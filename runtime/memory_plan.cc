@@ -32,7 +32,9 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
     const bool value = node.op() == Op::kPlaceholder ? !IsParameterShard(g, id)
                                                      : IsCallNode(node) && !HandsOnStorage(node) &&
                                                            !IsAllgather(node) && !IsReduce(node);
-    p.owns[id] = value && SizeOf(node) > 0;
+    // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
+    // freed after its last reader like any other.
+    p.owns[id] = value;
     last[id] = p.pos[id];
     if (IsPersistentAllgather(node)) p.resident.insert(DsId(node));
   }

@@ -79,6 +79,7 @@ absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator&
     if (n.op() != Op::kPlaceholder) continue;
     ++k;
     if (!(IsParameterPlaceholder(g, id) ? options.parameters : options.data)) continue;
+    if (options.skip.contains(n.name())) continue;
     const std::vector<TensorType> types = StatedTypes(n);
     if (types.empty() || types[0].dtype.empty()) {
       return absl::InvalidArgumentError(
@@ -102,8 +103,8 @@ absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator&
     } else if (IsParameterPlaceholder(g, id)) {
       const std::string name = n.meta().has_param ? n.meta().param : n.name();
       if (shape.size() >= 2) {
-        const double bound =
-            1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(numel / shape[0], 1)));
+        const double bound = 1.0 / std::sqrt(static_cast<double>(
+                                       std::max<int64_t>(shape[0] > 0 ? numel / shape[0] : 1, 1)));
         for (int64_t i = 0; i < numel; ++i) SetElement(t, i, (2 * rng.Uniform() - 1) * bound);
       } else {
         const double v = absl::StrContains(name, "bias") ? 0.0 : 1.0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 #include "runtime/safetensors.h"
@@ -41,8 +42,9 @@ int64_t IndexBound(const Graph& g, NodeId placeholder);
 // normal; integer inputs uniform in [0, IndexBound). InvalidArgument naming a placeholder
 // without shape or dtype. O(total elements).
 struct SeededInputsOptions {
-  bool parameters = true;  // draw the parameter placeholders
-  bool data = true;        // draw the others
+  bool parameters = true;                 // draw the parameter placeholders
+  bool data = true;                       // draw the others
+  absl::flat_hash_set<std::string> skip;  // placeholder names not to draw (given elsewhere)
 };
 absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator& alloc,
                                        const SeededInputsOptions& options = {});

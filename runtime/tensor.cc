@@ -167,7 +167,9 @@ absl::StatusOr<Tensor> Tensor::View(absl::Span<const int64_t> shape) const {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError("view: negative dimension");
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return absl::InvalidArgumentError("view: too many elements");
+    }
   }
   if (n != numel()) {
     return absl::InvalidArgumentError(absl::StrCat("view: ", DebugString(), " has ", numel(),
@@ -244,7 +246,11 @@ absl::StatusOr<Tensor> Tensor::AsStrided(absl::Span<const int64_t> shape,
       return absl::InvalidArgumentError("as_strided: negative size or stride");
     }
     if (shape[i] == 0) empty = true;
-    last += (shape[i] - 1) * strides[i];
+    int64_t span = 0;
+    if (shape[i] > 0 && (__builtin_mul_overflow(shape[i] - 1, strides[i], &span) ||
+                         __builtin_add_overflow(last, span, &last))) {
+      return absl::InvalidArgumentError("as_strided: view past any storage");
+    }
   }
   const int64_t capacity = storage_ == nullptr ? 0 : storage_->bytes() / DTypeSize(dtype_);
   if (!empty && last >= capacity) {
@@ -261,6 +267,7 @@ absl::StatusOr<Tensor> Tensor::AsStrided(absl::Span<const int64_t> shape,
 namespace {
 int64_t StorageIndex(const Tensor& t, int64_t i) {
   int64_t at = t.offset();
+  if (t.numel() == 0) return at;  // no element: callers check numel first
   for (int64_t d = t.dim() - 1; d >= 0; --d) {
     const int64_t size = t.shape()[d];
     at += (i % size) * t.strides()[d];

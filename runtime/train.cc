@@ -88,7 +88,6 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
 }
 
 absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
-  ++steps_;
   const OptimizerOptions& o = options_;
   for (auto& entry : params) {  // not a structured binding: the lambdas below capture p
     const std::string& name = entry.first;
@@ -120,16 +119,17 @@ absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
       }
     };
     double* mm = m.data<double>();
+    const int64_t step = ++steps_[name];
     if (o.kind == OptimizerKind::kSgd) {
       for (int64_t i = 0; i < n; ++i) {
         const double pi = get_p(i), gi = get_g(i) + o.weight_decay * pi;
-        mm[i] = steps_ == 1 ? gi : o.momentum * mm[i] + gi;
+        mm[i] = step == 1 ? gi : o.momentum * mm[i] + gi;
         set_p(i, pi - o.lr * mm[i]);
       }
     } else {
       double* vv = v_[name].data<double>();
-      const double c1 = 1 - std::pow(o.beta1, static_cast<double>(steps_));
-      const double c2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
+      const double c1 = 1 - std::pow(o.beta1, static_cast<double>(step));
+      const double c2 = 1 - std::pow(o.beta2, static_cast<double>(step));
       for (int64_t i = 0; i < n; ++i) {
         const double pi = get_p(i) * (1 - o.lr * o.weight_decay), gi = get_g(i);
         mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * gi;
@@ -170,7 +170,9 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
       peak = std::max(peak, sim.peak_memory_bytes);
     }
     for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
-    const int64_t need = peak + 2 * param_bytes + 4 * param_bytes;
+    // The forward's outputs (loss and saved tensors) stay alive while the backward copies
+    // them into its own memory (RunAotStep's caller keeps them): counted once more.
+    const int64_t need = peak + pair.saved_bytes + 2 * param_bytes + 4 * param_bytes;
     const int64_t limit =
         options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
     if (need > limit) {

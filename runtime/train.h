@@ -9,6 +9,7 @@
 #define OVERLAP_RUNTIME_TRAIN_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,7 +39,9 @@ struct AotStepResult {
 // placeholder name), then `pair.backward` on the primals, the saved tensors (by the names
 // of the forward values they are) and the tangents (`tangents_k` for forward output k: ones
 // for the loss, zeros for the others). Uses only the two graphs, so graphs read from files
-// run too. Errors: the interpreter's, naming the node. O(kernels).
+// run too. The forward's outputs stay alive (in the result) while the backward copies the
+// saved ones into its own step memory. Errors: the interpreter's, naming the node.
+// O(kernels).
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data,
                                          const InterpreterOptions& options = {});
@@ -56,7 +59,8 @@ struct OptimizerOptions {
 };
 
 // PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
-// element in double, stored back in each parameter's dtype.
+// element in double, stored back in each parameter's dtype; each parameter counts its own
+// steps (AdamW's bias correction), as torch.optim's per-parameter state does.
 class TrainOptimizer {
  public:
   explicit TrainOptimizer(OptimizerOptions options) : options_(options) {}
@@ -67,8 +71,8 @@ class TrainOptimizer {
  private:
   OptimizerOptions options_;
   Allocator state_alloc_;
-  TensorMap m_, v_;  // momentum / first and second moments, float64
-  int64_t steps_ = 0;
+  TensorMap m_, v_;                       // momentum / first and second moments, float64
+  std::map<std::string, int64_t> steps_;  // per parameter, as torch.optim keeps them
 };
 
 struct TrainOptions {

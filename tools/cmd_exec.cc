@@ -59,10 +59,16 @@ std::string Checksum(const Tensor& t) {
 }
 
 std::string Memory(const RunResult& r) {
-  return absl::StrCat("measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
-                      FormatBytes(r.simulated_peak_bytes), " (world size 1): ",
-                      r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
-                      "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes));
+  std::string s = absl::StrCat("measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
+                               FormatBytes(r.simulated_peak_bytes), " (world size 1): ",
+                               r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
+                               "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes));
+  if (r.view_copies > 0) {
+    absl::StrAppend(&s, "; ", r.view_copies, " view node(s) had to copy (",
+                    FormatBytes(r.view_copy_bytes),
+                    " the simulator counts as views: their input's layout allows no view)");
+  }
+  return s;
 }
 
 int Replay(Invocation& in, const std::vector<std::string>& files) {
@@ -134,7 +140,14 @@ int Run(Invocation& in) {
       for (auto& [k, v] : *m) given[k] = v;
     }
   }
-  absl::StatusOr<TensorMap> seeded = SeededInputs(pair.forward, seed, alloc);
+  SeededInputsOptions missing_only;
+  for (NodeId id : pair.forward.order()) {
+    const Node& n = pair.forward.node(id);
+    if (n.op() == Op::kPlaceholder && FindInput(pair.forward, n, given) != nullptr) {
+      missing_only.skip.insert(n.name());
+    }
+  }
+  absl::StatusOr<TensorMap> seeded = SeededInputs(pair.forward, seed, alloc, missing_only);
   if (!seeded.ok()) return in.BadInput(seeded.status());
   TensorMap params, data;
   int64_t from_files = 0, from_seed = 0;
