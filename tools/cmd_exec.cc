@@ -9,6 +9,7 @@
 #include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/size.h"
+#include "runtime/blas.h"
 #include "runtime/interpreter.h"
 #include "runtime/replay.h"
 #include "runtime/safetensors.h"
@@ -33,6 +34,7 @@ constexpr FlagSpec kFlags[] = {
      "write the forward's outputs (by value name) and the gradients\n"
      "(grad:<parameter>) as safetensors"},
     {"double", 0, "", "compute in float64 whatever the graph's float dtypes"},
+    {"threads", 0, "N", "OpenBLAS threads (default: OpenBLAS's own choice, the core count)"},
     {"replay", 0, "",
      "run without kernels: each compute node waits its device_time\n"
      "(times --time-scale), buffers of each tensor_size are allocated\n"
@@ -119,7 +121,9 @@ int Run(Invocation& in) {
     if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " needs --replay"));
   }
   const uint64_t seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  const int64_t threads = in.Int("threads", 1, 1024, 0);
   if (in.has_usage_error()) return in.UsageError();
+  if (threads > 0) SetBlasThreads(static_cast<int>(threads));
 
   AotPair pair;
   absl::StatusOr<Graph> fwd = ReadGraphJsonFile(files[0]);

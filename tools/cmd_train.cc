@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/models.h"
 #include "graph/size.h"
+#include "runtime/blas.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
 #include "tools/commands.h"
@@ -22,6 +23,7 @@ constexpr FlagSpec kFlags[] = {
     {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"weights", 0, "W", "start from these parameters (safetensors, by parameter name)"},
     {"save", 0, "OUT", "write the trained parameters (safetensors, by parameter name)"},
+    {"threads", 0, "N", "OpenBLAS threads (default: OpenBLAS's own choice, the core count)"},
 };
 
 int Run(Invocation& in) {
@@ -36,7 +38,9 @@ int Run(Invocation& in) {
   o.optimizer.lr = in.Positive("lr", 1e3, o.optimizer.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
   o.optimizer.weight_decay = in.NonNegative("weight-decay", 1e3, 0);
   o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  const int64_t threads = in.Int("threads", 1, 1024, 0);
   if (in.has_usage_error()) return in.UsageError();
+  if (threads > 0) SetBlasThreads(static_cast<int>(threads));
   Allocator alloc;
   if (std::optional<std::string> path = in.Path("weights")) {
     std::FILE* f = std::fopen(path->c_str(), "rb");
@@ -54,6 +58,9 @@ int Run(Invocation& in) {
   if (!t.ok()) return in.BadInput(t.status());
   int64_t param_count = 0;
   for (const auto& [name, p] : t->params()) param_count += p.numel();
+  const BlasInfo blas = GetBlasInfo();
+  std::fprintf(in.summary(), "OpenBLAS %s kernels, %d thread(s)\n", blas.corename.c_str(),
+               blas.threads);
   std::fprintf(
       in.summary(), "training %s (%s preset, %s parameters) with %s, lr %g, seed %llu: %s\n",
       model.c_str(), *preset == Preset::kTiny ? "tiny" : "default",
