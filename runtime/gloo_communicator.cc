@@ -1,0 +1,332 @@
+#include "runtime/gloo_communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/file_store.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/types.h"
+
+namespace overlap {
+namespace {
+
+constexpr uint8_t kReduceScatterSlotPrefix = 0x40;  // beside Gloo's own prefixes (0x01-0x08)
+
+class GlooWork : public Work {
+ public:
+  explicit GlooWork(std::string what) : what_(std::move(what)) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] { return done_; })) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what_, " did not finish within ", absl::FormatDuration(timeout)));
+    }
+    return status_;
+  }
+  bool Done() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  void Finish(absl::Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(s);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+struct Task {
+  std::function<void()> run;  // throws on failure
+  std::shared_ptr<GlooWork> work;
+};
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(const GlooOptions& o) : options_(o) {}
+  ~GlooCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    for (auto& s : streams_) s->cv.notify_all();
+    for (auto& s : streams_) {
+      if (s->thread.joinable()) s->thread.join();
+    }
+  }
+
+  absl::Status Connect() {
+    try {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = options_.hostname;
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+      store_ = std::make_unique<gloo::rendezvous::FileStore>(options_.store_path);
+      for (int s = 0; s < options_.streams; ++s) {
+        auto stream = std::make_unique<Stream>();
+        gloo::rendezvous::PrefixStore prefix(absl::StrCat(options_.prefix, "/stream", s), *store_);
+        stream->context = std::make_shared<gloo::rendezvous::Context>(options_.rank, options_.size);
+        stream->context->setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+        stream->context->connectFullMesh(prefix, device_);
+        streams_.push_back(std::move(stream));
+      }
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("rank ", options_.rank, " of ", options_.size,
+                                                 ": cannot connect through the store at ",
+                                                 options_.store_path, ": ", e.what()));
+    }
+    for (auto& s : streams_) {
+      Stream* raw = s.get();
+      s->thread = std::thread([this, raw] { Loop(raw); });
+    }
+    return absl::OkStatus();
+  }
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  int streams() const override { return options_.streams; }
+
+  std::shared_ptr<Work> AllReduce(Tensor t, const CollectiveOptions& o) override {
+    return Enqueue(o, "allreduce", t.nbytes(), [this, t](Stream& s, uint32_t tag) mutable {
+      Check(t.IsContiguous() && IsFloat(t), "allreduce needs a contiguous float tensor");
+      if (t.dtype() == DType::kFloat32) {
+        RunAllReduce<float>(s, tag, t.data<float>(), t.numel());
+      } else {
+        RunAllReduce<double>(s, tag, t.data<double>(), t.numel());
+      }
+    });
+  }
+
+  std::shared_ptr<Work> AllGather(Tensor in, Tensor out, const CollectiveOptions& o) override {
+    return Enqueue(o, "allgather", out.nbytes(), [this, in, out](Stream& s, uint32_t tag) mutable {
+      Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype() && IsFloat(in),
+            "allgather needs contiguous float tensors of one dtype");
+      Check(out.numel() == in.numel() * options_.size, "allgather: out should be size() x in");
+      gloo::AllgatherOptions opts(s.context);
+      if (in.dtype() == DType::kFloat32) {
+        opts.setInput(in.data<float>(), in.numel());
+        opts.setOutput(out.data<float>(), out.numel());
+      } else {
+        opts.setInput(in.data<double>(), in.numel());
+        opts.setOutput(out.data<double>(), out.numel());
+      }
+      opts.setTag(tag);
+      opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+      gloo::allgather(opts);
+    });
+  }
+
+  std::shared_ptr<Work> ReduceScatter(Tensor in, Tensor out, const CollectiveOptions& o) override {
+    return Enqueue(
+        o, "reduce_scatter", in.nbytes(), [this, in, out](Stream& s, uint32_t tag) mutable {
+          Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype() && IsFloat(in),
+                "reduce_scatter needs contiguous float tensors of one dtype");
+          Check(in.numel() == out.numel() * options_.size,
+                "reduce_scatter: in should be size() x out");
+          if (in.dtype() == DType::kFloat32) {
+            RunReduceScatter<float>(s, tag, in.data<float>(), out.data<float>(), out.numel());
+          } else {
+            RunReduceScatter<double>(s, tag, in.data<double>(), out.data<double>(), out.numel());
+          }
+        });
+  }
+
+  std::shared_ptr<Work> Broadcast(Tensor t, int root, const CollectiveOptions& o) override {
+    return Enqueue(o, "broadcast", t.nbytes(), [this, t, root](Stream& s, uint32_t tag) mutable {
+      Check(t.IsContiguous() && IsFloat(t), "broadcast needs a contiguous float tensor");
+      Check(root >= 0 && root < options_.size, "broadcast: root out of range");
+      gloo::BroadcastOptions opts(s.context);
+      if (t.dtype() == DType::kFloat32) {
+        opts.setOutput(t.data<float>(), t.numel());
+      } else {
+        opts.setOutput(t.data<double>(), t.numel());
+      }
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+      gloo::broadcast(opts);
+    });
+  }
+
+  std::shared_ptr<Work> Barrier(const CollectiveOptions& o) override {
+    return Enqueue(o, "barrier", 0, [this](Stream& s, uint32_t tag) {
+      gloo::BarrierOptions opts(s.context);
+      opts.setTag(tag);
+      opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+      gloo::barrier(opts);
+    });
+  }
+
+  void Abort(absl::Status reason) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (abort_.ok()) abort_ = std::move(reason);
+    }
+    for (auto& s : streams_) s->cv.notify_all();
+  }
+
+ private:
+  struct Stream {
+    std::shared_ptr<gloo::rendezvous::Context> context;
+    std::thread thread;
+    std::condition_variable cv;
+    std::deque<Task> queue;
+    uint32_t sequence = 0;
+  };
+
+  static bool IsFloat(const Tensor& t) {
+    return t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64;
+  }
+  static void Check(bool ok, const char* message) {
+    if (!ok) throw std::invalid_argument(message);
+  }
+
+  template <typename T>
+  void RunAllReduce(Stream& s, uint32_t tag, T* data, int64_t n) {
+    gloo::AllreduceOptions opts(s.context);
+    opts.setInput(data, n);
+    opts.setOutput(data, n);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
+    opts.setTag(tag);
+    opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+    gloo::allreduce(opts);
+  }
+
+  // The ring: at step k rank r sends chunk (r - k - 1) mod P to r + 1 and adds the chunk
+  // (r - k - 2) mod P received from r - 1, so after P - 1 steps it holds chunk r summed.
+  template <typename T>
+  void RunReduceScatter(Stream& s, uint32_t tag, const T* in, T* out, int64_t n) {
+    const int p = options_.size, r = options_.rank;
+    std::vector<T> acc(in, in + n * p), incoming(std::max<int64_t>(n, 1));
+    if (p == 1 || n == 0) {
+      std::memcpy(out, acc.data() + r * n, n * sizeof(T));
+      return;
+    }
+    const size_t bytes = n * sizeof(T);
+    auto send = s.context->createUnboundBuffer(acc.data(), acc.size() * sizeof(T));
+    auto recv = s.context->createUnboundBuffer(incoming.data(), bytes);
+    const auto timeout = absl::ToChronoMilliseconds(options_.timeout);
+    const gloo::Slot slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+    const int next = (r + 1) % p, prev = (r + p - 1) % p;
+    for (int k = 0; k < p - 1; ++k) {
+      const int sent = ((r - k - 1) % p + p) % p, received = ((r - k - 2) % p + p) % p;
+      send->send(next, slot + static_cast<uint8_t>(k), sent * bytes, bytes);
+      recv->recv(prev, slot + static_cast<uint8_t>(k), 0, bytes);
+      if (!recv->waitRecv(timeout)) throw std::runtime_error("receive aborted");
+      T* dst = acc.data() + received * n;
+      for (int64_t i = 0; i < n; ++i) dst[i] += incoming[i];
+      if (!send->waitSend(timeout)) throw std::runtime_error("send aborted");
+    }
+    std::memcpy(out, acc.data() + r * n, bytes);
+  }
+
+  using Op = std::function<void(Stream&, uint32_t)>;
+
+  std::shared_ptr<Work> Enqueue(const CollectiveOptions& o, const char* name, int64_t bytes,
+                                Op op) {
+    const int index = o.stream >= 0 && o.stream < options_.streams ? o.stream : -1;
+    std::shared_ptr<GlooWork> work;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index < 0) {
+      work = std::make_shared<GlooWork>(name);
+      work->Finish(absl::InvalidArgumentError(
+          absl::StrCat(name, ": stream ", o.stream, " out of range [0, ", options_.streams, ")")));
+      return work;
+    }
+    Stream& s = *streams_[index];
+    const uint32_t tag = s.sequence++;
+    work = std::make_shared<GlooWork>(absl::StrCat(name, " #", tag, " (stream ", index, ", ", bytes,
+                                                   " bytes, rank ", options_.rank, " of ",
+                                                   options_.size, ")"));
+    Stream* raw = &s;
+    s.queue.push_back({[raw, tag, op = std::move(op)] { op(*raw, tag); }, work});
+    s.cv.notify_all();
+    return work;
+  }
+
+  void Loop(Stream* s) {
+    while (true) {
+      Task task;
+      absl::Status aborted;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        s->cv.wait(lock, [&] { return stopping_ || !s->queue.empty(); });
+        if (s->queue.empty()) return;  // stopping, nothing left
+        task = std::move(s->queue.front());
+        s->queue.pop_front();
+        aborted = abort_;
+      }
+      if (!aborted.ok()) {
+        task.work->Finish(absl::AbortedError(absl::StrCat(
+            task.work->what(), ": the communicator was aborted: ", aborted.message())));
+        continue;
+      }
+      try {
+        task.run();
+        task.work->Finish(absl::OkStatus());
+      } catch (const std::invalid_argument& e) {
+        task.work->Finish(absl::InvalidArgumentError(e.what()));
+      } catch (const std::exception& e) {
+        absl::Status failed =
+            absl::UnavailableError(absl::StrCat(task.work->what(), ": ", e.what()));
+        Abort(failed);  // the peers are out of step now: nothing later can succeed
+        task.work->Finish(failed);
+      }
+    }
+  }
+
+  GlooOptions options_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::unique_ptr<gloo::rendezvous::FileStore> store_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::mutex mu_;  // guards the queues, stopping_, abort_
+  bool stopping_ = false;
+  absl::Status abort_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", o.rank, " is not in a world of size ", o.size));
+  }
+  if (o.streams < 1 || o.streams > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("streams must be 1 to 16, got ", o.streams));
+  }
+  if (o.store_path.empty()) return absl::InvalidArgumentError("no store path for the rendezvous");
+  if (!(o.timeout > absl::ZeroDuration())) return absl::InvalidArgumentError("timeout must be > 0");
+  auto comm = std::make_unique<GlooCommunicator>(o);
+  absl::Status s = comm->Connect();
+  if (!s.ok()) return s;
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+}  // namespace overlap

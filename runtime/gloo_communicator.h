@@ -1,0 +1,50 @@
+// The Gloo communicator: ranks as processes (or hosts) over TCP, through Debian's libgloo
+// (`@gloo`). One Gloo context per stream, each connected full-mesh through a shared store and
+// driven by its own thread, so collectives on different streams run concurrently and never
+// on the caller's thread.
+//
+//   GlooOptions o;
+//   o.rank = 0; o.size = 2; o.store_path = "/tmp/run1";   // a folder every rank sees
+//   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
+//
+// Collectives: allreduce (Gloo's ring), allgather and broadcast (Gloo's), barrier, and
+// reduce-scatter as a ring over Gloo's pairs (Debian's Gloo exports no reduce-scatter; an
+// allreduce and a slice would move twice the bytes): P - 1 steps, each sending one chunk to
+// the next rank and adding the one received from the previous, n (P - 1) / P elements sent per
+// rank, the same as NCCL's ring. Every wait is bounded by `timeout`; a dead peer ends the
+// operation at once (Gloo sees the closed connection), a silent one at the timeout; either
+// aborts the communicator, naming the collective and its sequence number.
+#ifndef OVERLAP_RUNTIME_GLOO_COMMUNICATOR_H_
+#define OVERLAP_RUNTIME_GLOO_COMMUNICATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/communicator.h"
+
+namespace overlap {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // A folder every rank can read and write (Gloo's FileStore): the rendezvous.
+  std::string store_path;
+  // Keys of this communicator in the store, so several runs may share a folder.
+  std::string prefix = "overlap";
+  // The address this rank listens on (127.0.0.1 for ranks on one machine).
+  std::string hostname = "127.0.0.1";
+  // Bounds connecting and every collective.
+  absl::Duration timeout = absl::Seconds(30);
+  // Communication streams (threads, Gloo contexts).
+  int streams = 1;
+};
+
+// Connects to the other ranks (blocking until all have joined, or the timeout). Errors:
+// InvalidArgument for bad options; Unavailable / DeadlineExceeded from the rendezvous.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooOptions& options);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_GLOO_COMMUNICATOR_H_
