@@ -20,65 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/tensor.h"
+#include "runtime/testing/ranks.h"
 
 namespace overlap {
 namespace {
 
 // A fresh store folder per run.
-std::string StoreDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  static int run = 0;
-  const std::string dir =
-      absl::StrCat(tmp ? tmp : "/tmp", "/gloo_", name, "_", getpid(), "_", run++);
-  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
-  return dir;
-}
-
-// Runs body(rank) in `size` forked processes; each child's exit code is its result (0: ok).
-// Children still running after `deadline` are killed: a hang is a failure, never a stuck test.
-std::vector<int> RunRanks(int size, const std::function<int(int)>& body,
-                          std::chrono::seconds deadline = std::chrono::seconds(60)) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < size; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 99;
-      try {
-        code = body(r);
-      } catch (...) {
-        code = 98;
-      }
-      std::fflush(stderr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(size, -1);
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  int left = size;
-  while (left > 0) {
-    for (int r = 0; r < size; ++r) {
-      if (codes[r] != -1) continue;
-      int status = 0;
-      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        --left;
-      }
-    }
-    if (left > 0 && std::chrono::steady_clock::now() > end) {
-      for (int r = 0; r < size; ++r) {
-        if (codes[r] == -1) {
-          kill(pids[r], SIGKILL);
-          waitpid(pids[r], nullptr, 0);
-          codes[r] = 200;  // hung
-        }
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return codes;
-}
 
 #define CHILD_CHECK(cond)                                                                   \
   do {                                                                                      \
@@ -147,7 +94,7 @@ int Collectives(int rank, int size, const std::string& dir) {
 
 TEST(GlooCommunicatorTest, CollectivesAreRightAtWorldSizesTwoToFour) {
   for (int size : {2, 3, 4}) {
-    const std::string dir = StoreDir(absl::StrCat("collectives", size));
+    const std::string dir = FreshStoreDir(absl::StrCat("collectives", size));
     const std::vector<int> codes =
         RunRanks(size, [&](int rank) { return Collectives(rank, size, dir); });
     for (int r = 0; r < size; ++r) EXPECT_EQ(codes[r], 0) << "world " << size << " rank " << r;
@@ -187,13 +134,13 @@ int Fault(int rank, const std::string& dir, bool dies) {
 }
 
 TEST(GlooCommunicatorTest, ADeadPeerEndsInAnErrorNamingTheCollective) {
-  const std::string dir = StoreDir("dead");
+  const std::string dir = FreshStoreDir("dead");
   const std::vector<int> codes = RunRanks(2, [&](int rank) { return Fault(rank, dir, true); });
   EXPECT_EQ(codes[0], 0);
 }
 
 TEST(GlooCommunicatorTest, ASilentPeerEndsInATimeoutErrorNamingTheCollective) {
-  const std::string dir = StoreDir("silent");
+  const std::string dir = FreshStoreDir("silent");
   const std::vector<int> codes = RunRanks(2, [&](int rank) { return Fault(rank, dir, false); });
   EXPECT_EQ(codes[0], 0);
 }

@@ -322,6 +322,9 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         values[id] = std::move(results);
       }
     }
+    if (options.after_node && IsCallNode(node)) {
+      OVERLAP_RETURN_IF_ERROR(options.after_node(node, values[id]));
+    }
     for (NodeId s : plan.frees_at[i]) free_root(s);
     ++result.nodes_run;
   }

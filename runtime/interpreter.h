@@ -26,6 +26,7 @@
 #define OVERLAP_RUNTIME_INTERPRETER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -48,6 +49,11 @@ struct InterpreterOptions {
   // > 0: simulate first and refuse (ResourceExhausted, both figures) a graph whose peak of
   // graph values exceeds this many bytes; AvailableMemoryBytes() is the usual choice.
   int64_t memory_limit_bytes = 0;
+  // Called after each call node runs, with its results (before the plan frees anything), on
+  // the interpreter's thread; an error ends the run. The DDP step launches a bucket's
+  // allreduce from here once the bucket's last gradient exists. Results must not be
+  // modified; copy what must outlive the node.
+  std::function<absl::Status(const Node&, const std::vector<Tensor>&)> after_node;
 };
 
 struct RunResult {

@@ -20,7 +20,8 @@ std::string ParamNameOf(const Node& placeholder) {
 }
 
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
-                                         const TensorMap& data, const InterpreterOptions& options) {
+                                         const TensorMap& data, const InterpreterOptions& options,
+                                         const InterpreterOptions* backward_options) {
   AotStepResult r;
   TensorMap in = params;
   for (const auto& [name, t] : data) in[name] = t;
@@ -65,7 +66,8 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
     }
     bin[n.name()] = std::move(t);
   }
-  OVERLAP_ASSIGN_OR_RETURN(r.backward, Interpret(pair.backward, bin, options));
+  OVERLAP_ASSIGN_OR_RETURN(
+      r.backward, Interpret(pair.backward, bin, backward_options ? *backward_options : options));
 
   // One backward output per forward placeholder, in order.
   int64_t k = 0;

@@ -40,11 +40,13 @@ struct AotStepResult {
 // of the forward values they are) and the tangents (`tangents_k` for forward output k: ones
 // for the loss, zeros for the others). Uses only the two graphs, so graphs read from files
 // run too. The forward's outputs stay alive (in the result) while the backward copies the
-// saved ones into its own step memory. Errors: the interpreter's, naming the node.
+// saved ones into its own step memory. `backward_options`, when given, runs the backward
+// (the DDP step hooks its gradients there). Errors: the interpreter's, naming the node.
 // O(kernels).
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data,
-                                         const InterpreterOptions& options = {});
+                                         const InterpreterOptions& options = {},
+                                         const InterpreterOptions* backward_options = nullptr);
 
 enum class OptimizerKind { kSgd, kAdamW };
 // "sgd" or "adamw"; InvalidArgument listing them otherwise.
