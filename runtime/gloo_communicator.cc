@@ -87,7 +87,11 @@ class GlooCommunicator : public Communicator {
       gloo::transport::tcp::attr attr;
       attr.hostname = options_.hostname;
       device_ = gloo::transport::tcp::CreateDevice(attr);
-      store_ = std::make_unique<gloo::rendezvous::FileStore>(options_.store_path);
+      if (options_.store != nullptr) {
+        store_ = options_.store;
+      } else {
+        store_ = std::make_shared<gloo::rendezvous::FileStore>(options_.store_path);
+      }
       for (int s = 0; s < options_.streams; ++s) {
         auto stream = std::make_unique<Stream>();
         gloo::rendezvous::PrefixStore prefix(absl::StrCat(options_.prefix, "/stream", s), *store_);
@@ -97,9 +101,9 @@ class GlooCommunicator : public Communicator {
         streams_.push_back(std::move(stream));
       }
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("rank ", options_.rank, " of ", options_.size,
-                                                 ": cannot connect through the store at ",
-                                                 options_.store_path, ": ", e.what()));
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", options_.rank, " of ", options_.size, ": cannot connect through the store",
+          options_.store ? "" : absl::StrCat(" at ", options_.store_path), ": ", e.what()));
     }
     for (auto& s : streams_) {
       Stream* raw = s.get();
@@ -304,7 +308,7 @@ class GlooCommunicator : public Communicator {
 
   GlooOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::unique_ptr<gloo::rendezvous::FileStore> store_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::mutex mu_;  // guards the queues, stopping_, abort_
   bool stopping_ = false;
@@ -321,7 +325,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooO
   if (o.streams < 1 || o.streams > 16) {
     return absl::InvalidArgumentError(absl::StrCat("streams must be 1 to 16, got ", o.streams));
   }
-  if (o.store_path.empty()) return absl::InvalidArgumentError("no store path for the rendezvous");
+  if (o.store == nullptr && o.store_path.empty()) {
+    return absl::InvalidArgumentError("no store for the rendezvous (a TcpStore or a folder)");
+  }
   if (!(o.timeout > absl::ZeroDuration())) return absl::InvalidArgumentError("timeout must be > 0");
   auto comm = std::make_unique<GlooCommunicator>(o);
   absl::Status s = comm->Connect();

@@ -24,12 +24,20 @@
 #include "absl/time/time.h"
 #include "runtime/communicator.h"
 
+namespace gloo {
+namespace rendezvous {
+class Store;
+}  // namespace rendezvous
+}  // namespace gloo
+
 namespace overlap {
 
 struct GlooOptions {
   int rank = 0;
   int size = 1;
-  // A folder every rank can read and write (Gloo's FileStore): the rendezvous.
+  // The rendezvous: a store every rank reaches (a TcpStore, tcp_store.h), or else a folder
+  // every rank can read and write (Gloo's FileStore).
+  std::shared_ptr<gloo::rendezvous::Store> store;
   std::string store_path;
   // Keys of this communicator in the store, so several runs may share a folder.
   std::string prefix = "overlap";
