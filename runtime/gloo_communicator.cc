@@ -1,5 +1,6 @@
 #include "runtime/gloo_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/math.h"
@@ -120,7 +122,13 @@ class GlooCommunicator : public Communicator {
     return Enqueue(o, "allreduce", t.nbytes(), [this, t](Stream& s, uint32_t tag) mutable {
       Check(t.IsContiguous() && IsFloat(t), "allreduce needs a contiguous float tensor");
       if (t.dtype() == DType::kFloat32) {
-        RunAllReduce<float>(s, tag, t.data<float>(), t.numel());
+        if (options_.deterministic) {
+          RunOrderedAllReduce<float>(s, tag, t.data<float>(), t.numel());
+        } else {
+          RunAllReduce<float>(s, tag, t.data<float>(), t.numel());
+        }
+      } else if (options_.deterministic) {
+        RunOrderedAllReduce<double>(s, tag, t.data<double>(), t.numel());
       } else {
         RunAllReduce<double>(s, tag, t.data<double>(), t.numel());
       }
@@ -154,7 +162,15 @@ class GlooCommunicator : public Communicator {
           Check(in.numel() == out.numel() * options_.size,
                 "reduce_scatter: in should be size() x out");
           if (in.dtype() == DType::kFloat32) {
-            RunReduceScatter<float>(s, tag, in.data<float>(), out.data<float>(), out.numel());
+            if (options_.deterministic) {
+              RunOrderedReduceScatter<float>(s, tag, in.data<float>(), out.data<float>(),
+                                             out.numel());
+            } else {
+              RunReduceScatter<float>(s, tag, in.data<float>(), out.data<float>(), out.numel());
+            }
+          } else if (options_.deterministic) {
+            RunOrderedReduceScatter<double>(s, tag, in.data<double>(), out.data<double>(),
+                                            out.numel());
           } else {
             RunReduceScatter<double>(s, tag, in.data<double>(), out.data<double>(), out.numel());
           }
@@ -221,6 +237,46 @@ class GlooCommunicator : public Communicator {
     opts.setTag(tag);
     opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
     gloo::allreduce(opts);
+  }
+
+  // Deterministic reduce-scatter: chunk j of every rank goes to rank j (all-to-all), which
+  // sums the P chunks in rank order.
+  template <typename T>
+  void RunOrderedReduceScatter(Stream& s, uint32_t tag, const T* in, T* out, int64_t n) {
+    const int p = options_.size;
+    std::vector<T> received(n * p);
+    if (n > 0) {
+      gloo::AlltoallOptions opts(s.context);
+      opts.setInput(const_cast<T*>(in), n * p);
+      opts.setOutput(received.data(), n * p);
+      opts.setTag(tag);
+      opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+      gloo::alltoall(opts);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      T sum = received[i];
+      for (int r = 1; r < p; ++r) sum += received[r * n + i];
+      out[i] = sum;
+    }
+  }
+
+  // Deterministic allreduce: the ordered reduce-scatter of a copy padded to a multiple of P,
+  // then an allgather of the summed chunks.
+  template <typename T>
+  void RunOrderedAllReduce(Stream& s, uint32_t tag, T* data, int64_t n) {
+    const int p = options_.size;
+    const int64_t chunk = (n + p - 1) / p;
+    if (chunk == 0) return;
+    std::vector<T> padded(chunk * p, T{0}), mine(chunk), gathered(chunk * p);
+    std::copy(data, data + n, padded.begin());
+    RunOrderedReduceScatter<T>(s, tag, padded.data(), mine.data(), chunk);
+    gloo::AllgatherOptions opts(s.context);
+    opts.setInput(mine.data(), chunk);
+    opts.setOutput(gathered.data(), chunk * p);
+    opts.setTag(tag);
+    opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+    gloo::allgather(opts);
+    std::copy(gathered.begin(), gathered.begin() + n, data);
   }
 
   // The ring: at step k rank r sends chunk (r - k - 1) mod P to r + 1 and adds the chunk

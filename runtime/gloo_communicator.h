@@ -47,6 +47,11 @@ struct GlooOptions {
   absl::Duration timeout = absl::Seconds(30);
   // Communication streams (threads, Gloo contexts).
   int streams = 1;
+  // Sum every element in rank order (x_0 + x_1 + ... + x_{P-1}), so results do not depend
+  // on how tensors are split into buckets or on the algorithm: reduce-scatter becomes an
+  // all-to-all of the chunks and a local sum in rank order (the ring's bytes), allreduce
+  // that followed by an allgather (the ring allreduce's bytes). Gloo's ring sums in ring order.
+  bool deterministic = false;
 };
 
 // Connects to the other ranks (blocking until all have joined, or the timeout). Errors:
