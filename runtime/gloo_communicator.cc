@@ -1,5 +1,7 @@
 #include "runtime/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -385,6 +387,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooO
     return absl::InvalidArgumentError("no store for the rendezvous (a TcpStore or a folder)");
   }
   if (!(o.timeout > absl::ZeroDuration())) return absl::InvalidArgumentError("timeout must be > 0");
+  // A write to a dead peer's socket must be an error, not SIGPIPE killing the process (Gloo
+  // does not write with MSG_NOSIGNAL everywhere): ignore SIGPIPE unless the program handles it.
+  struct sigaction current;
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
   auto comm = std::make_unique<GlooCommunicator>(o);
   absl::Status s = comm->Connect();
   if (!s.ok()) return s;

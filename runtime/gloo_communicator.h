@@ -54,7 +54,9 @@ struct GlooOptions {
   bool deterministic = false;
 };
 
-// Connects to the other ranks (blocking until all have joined, or the timeout). Errors:
+// Connects to the other ranks (blocking until all have joined, or the timeout). The process
+// ignores SIGPIPE from then on unless it already handles it: a write to a dead peer must end
+// in an error, not kill the rank (Gloo does not write with MSG_NOSIGNAL everywhere). Errors:
 // InvalidArgument for bad options; Unavailable / DeadlineExceeded from the rendezvous.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooOptions& options);
 
