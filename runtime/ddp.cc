@@ -119,8 +119,14 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
     OVERLAP_ASSIGN_OR_RETURN(g, g.View(p.shape()));
     grads[name] = g;
   }
-  for (Tensor& f : flat_) {
-    for (int64_t i = 0; i < f.numel(); ++i) SetElement(f, i, GetElement(f, i) * scale);
+  for (Tensor& f : flat_) {  // contiguous, float32 or float64 (their parameters' dtype)
+    if (f.dtype() == DType::kFloat32) {
+      for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] *= static_cast<float>(scale);
+    } else if (f.dtype() == DType::kFloat64) {
+      for (int64_t i = 0; i < f.numel(); ++i) f.data<double>()[i] *= scale;
+    } else {
+      for (int64_t i = 0; i < f.numel(); ++i) SetElement(f, i, GetElement(f, i) * scale);
+    }
   }
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, grads));
   result.loss = step.loss;

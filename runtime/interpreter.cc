@@ -20,10 +20,6 @@ namespace {
 
 constexpr absl::string_view kGetItem = "operator.getitem";
 
-bool IsFloat(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
-         d == DType::kBFloat16;
-}
 bool Is16Bit(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
 
 absl::Status NodeError(const Node& n, absl::string_view message) {
@@ -48,8 +44,8 @@ absl::Status CheckType(const Node& n, const TensorType& stated, const Tensor& ac
   if (stated.dtype.empty()) return absl::OkStatus();
   absl::StatusOr<DType> d = ParseDType(stated.dtype);
   if (!d.ok()) return NodeError(n, d.status().message());
-  const bool ok =
-      *d == actual.dtype() || (in_double && IsFloat(*d) && actual.dtype() == DType::kFloat64);
+  const bool ok = *d == actual.dtype() ||
+                  (in_double && IsFloatingPoint(*d) && actual.dtype() == DType::kFloat64);
   if (!ok) {
     return NodeError(n, absl::StrCat(what, " has dtype ", DTypeName(actual.dtype()), ", meta says ",
                                      stated.dtype));
@@ -146,7 +142,8 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
     if (!stated.empty()) {
       OVERLAP_RETURN_IF_ERROR(CheckType(node, stated[0], *given, in_double, "input"));
     }
-    const DType dtype = in_double && IsFloat(given->dtype()) ? DType::kFloat64 : given->dtype();
+    const DType dtype =
+        in_double && IsFloatingPoint(given->dtype()) ? DType::kFloat64 : given->dtype();
     if (shard && dtype == given->dtype()) {
       values[id] = {*given};
       continue;
@@ -296,7 +293,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
             want = narrow;
             if (k < stated.size() && !stated[k].dtype.empty()) {
               absl::StatusOr<DType> d = ParseDType(stated[k].dtype);
-              if (d.ok() && IsFloat(*d)) want = *d;
+              if (d.ok() && IsFloatingPoint(*d)) want = *d;
             }
           }
           if (view && !aliases_input) {

@@ -73,6 +73,12 @@ int64_t Prod(const std::vector<int64_t>& shape, int64_t begin, int64_t end) {
   return p;
 }
 
+Around Split3(const std::vector<int64_t>& shape, int64_t dim) {
+  if (shape.empty()) return {1, 1, 1};
+  return {Prod(shape, 0, dim), shape[dim],
+          Prod(shape, dim + 1, static_cast<int64_t>(shape.size()))};
+}
+
 absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what) {
   if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) {
     return c.Error(absl::StrCat(what, " should be an int64 tensor, got ", t.DebugString()));

@@ -85,6 +85,13 @@ std::vector<int64_t> BroadcastStrides(const Tensor& t, const std::vector<int64_t
 // The product of shape[begin, end).
 int64_t Prod(const std::vector<int64_t>& shape, int64_t begin, int64_t end);
 
+// A contiguous tensor of `shape` seen as [outer, n, inner] around dimension `dim` (already
+// wrapped); a scalar is [1, 1, 1].
+struct Around {
+  int64_t outer, n, inner;
+};
+Around Split3(const std::vector<int64_t>& shape, int64_t dim);
+
 // One result as a kernel's return value.
 inline absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> t) {
   if (!t.ok()) return t.status();

@@ -92,16 +92,6 @@ Results Arange(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
-// A contiguous tensor seen as [outer, n, inner] around `dim`.
-struct Around {
-  int64_t outer, n, inner;
-};
-Around Split3(const std::vector<int64_t>& shape, int64_t dim) {
-  if (shape.empty()) return {1, 1, 1};
-  return {Prod(shape, 0, dim), shape[dim],
-          Prod(shape, dim + 1, static_cast<int64_t>(shape.size()))};
-}
-
 // The order of the n values along `dim` for each (outer, inner) line: stable, ascending or
 // descending. Returns, per line, the sorted positions.
 template <typename T>

@@ -88,21 +88,12 @@ Results ReduceDims(KernelCall& c, bool mean) {
   });
 }
 
-// A contiguous tensor seen as [outer, n, inner] around `dim`.
-struct Around {
-  int64_t outer, n, inner;
-};
-Around Split3(const Tensor& x, int64_t dim) {
-  if (x.dim() == 0) return {1, 1, 1};
-  return {Prod(x.shape(), 0, dim), x.shape()[dim], Prod(x.shape(), dim + 1, x.dim())};
-}
-
 Results SoftmaxKernel(KernelCall& c, bool log) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  const Around a = Split3(x, dim);
+  const Around a = Split3(x.shape(), dim);
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
@@ -136,7 +127,7 @@ Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, y0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor y, Contiguous(c, y0));
-  const Around a = Split3(y, dim);
+  const Around a = Split3(y.shape(), dim);
   return DispatchFloat(c, y.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(y.dtype(), y.shape()));

@@ -1,6 +1,7 @@
 #include "runtime/safetensors.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,19 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
         absl::StrCat("safetensors: ", data.size() - at, " data bytes belong to no tensor"));
   }
   return out;
+}
+
+absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc);
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", m.status().message()));
+  return m;
 }
 
 }  // namespace overlap

@@ -36,6 +36,10 @@ std::string WriteSafetensors(const TensorMap& tensors,
 // the data or not matching the shape's bytes, or data the offsets do not cover. O(bytes).
 absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc);
 
+// ReadSafetensors of a file's bytes; NotFound when it cannot be opened, errors prefixed
+// with the path. O(bytes).
+absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_RUNTIME_SAFETENSORS_H_

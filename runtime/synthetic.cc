@@ -95,9 +95,7 @@ absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator&
     // One stream per placeholder (by position), so adding one does not reshuffle others.
     Rng rng(seed * 1000003 + k);
     const int64_t numel = t.numel();
-    const bool is_float = *dtype == DType::kFloat32 || *dtype == DType::kFloat64 ||
-                          *dtype == DType::kFloat16 || *dtype == DType::kBFloat16;
-    if (!is_float) {
+    if (!IsFloatingPoint(*dtype)) {
       const int64_t bound = IndexBound(g, id);
       for (int64_t i = 0; i < numel; ++i) SetElement(t, i, static_cast<double>(rng.Below(bound)));
     } else if (IsParameterPlaceholder(g, id)) {

@@ -47,6 +47,11 @@ absl::StatusOr<DType> ParseDType(absl::string_view name);
 absl::string_view DTypeName(DType d);
 // Bytes per element. O(1).
 int64_t DTypeSize(DType d);
+// Whether `d` is a floating-point type (float32, float64, float16, bfloat16). O(1).
+inline bool IsFloatingPoint(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
+         d == DType::kBFloat16;
+}
 
 // Which count an allocation goes to.
 enum class Pool : uint8_t {

@@ -99,19 +99,6 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   return kExitOk;
 }
 
-absl::StatusOr<TensorMap> ReadTensorFile(const std::string& path, Allocator& alloc) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-  std::fclose(f);
-  absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc);
-  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", m.status().message()));
-  return m;
-}
-
 int Run(Invocation& in) {
   std::vector<std::string> files = {ResolvePath(in.positional()[0])};
   const std::optional<std::string> backward_path = in.Path("backward-graph");
@@ -139,7 +126,7 @@ int Run(Invocation& in) {
   TensorMap given;
   for (const char* flag : {"weights", "inputs"}) {
     if (std::optional<std::string> path = in.Path(flag)) {
-      absl::StatusOr<TensorMap> m = ReadTensorFile(*path, alloc);
+      absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc);
       if (!m.ok()) return in.BadInput(m.status());
       for (auto& [k, v] : *m) given[k] = v;
     }
@@ -216,13 +203,9 @@ int Run(Invocation& in) {
     print_outputs(pair.backward, r->backward, "backward");
   }
   if (std::optional<std::string> out = in.Path("save")) {
-    const std::string bytes = WriteSafetensors(saved, {{"producer", "overlap exec"}});
-    std::FILE* f = std::fopen(out->c_str(), "wb");
-    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-      if (f != nullptr) std::fclose(f);
-      return in.BadInput(absl::InvalidArgumentError(absl::StrCat("cannot write ", *out)));
-    }
-    std::fclose(f);
+    absl::Status written =
+        WriteTextFile(in, *out, WriteSafetensors(saved, {{"producer", "overlap exec"}}));
+    if (!written.ok()) return in.BadInput(written);
     std::fprintf(in.summary(), "wrote %lld tensors to %s\n", static_cast<long long>(saved.size()),
                  out->c_str());
   }

@@ -9,6 +9,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
 #include "tools/commands.h"
+#include "tools/shared_flags.h"
 
 namespace overlap {
 namespace {
@@ -43,14 +44,7 @@ int Run(Invocation& in) {
   if (threads > 0) SetBlasThreads(static_cast<int>(threads));
   Allocator alloc;
   if (std::optional<std::string> path = in.Path("weights")) {
-    std::FILE* f = std::fopen(path->c_str(), "rb");
-    if (f == nullptr) return in.BadInput(absl::NotFoundError(absl::StrCat("cannot open ", *path)));
-    std::string bytes;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-    std::fclose(f);
-    absl::StatusOr<TensorMap> w = ReadSafetensors(bytes, alloc);
+    absl::StatusOr<TensorMap> w = ReadSafetensorsFile(*path, alloc);
     if (!w.ok()) return in.BadInput(w.status());
     o.initial_params = *std::move(w);
   }
@@ -90,14 +84,9 @@ int Run(Invocation& in) {
                FormatSeconds(seconds / steps).c_str(), first, last,
                first != 0 ? 100 * last / first : 0.0, FormatBytes(peak).c_str());
   if (std::optional<std::string> out = in.Path("save")) {
-    const std::string bytes =
-        WriteSafetensors(t->params(), {{"producer", "overlap train"}, {"model", model}});
-    std::FILE* f = std::fopen(out->c_str(), "wb");
-    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-      if (f != nullptr) std::fclose(f);
-      return in.BadInput(absl::InvalidArgumentError(absl::StrCat("cannot write ", *out)));
-    }
-    std::fclose(f);
+    absl::Status written = WriteTextFile(
+        in, *out, WriteSafetensors(t->params(), {{"producer", "overlap train"}, {"model", model}}));
+    if (!written.ok()) return in.BadInput(written);
     std::fprintf(in.summary(), "wrote %lld parameters to %s\n",
                  static_cast<long long>(t->params().size()), out->c_str());
   }
