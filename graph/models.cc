@@ -838,12 +838,19 @@ const std::vector<std::string>& ModelNames() {
 }
 
 absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o, Preset preset) {
-  if (name == "mlp") return BuildMlp(MlpPreset(preset), o);
-  if (name == "gpt2") return BuildTransformer(Gpt2Config(preset), o);
-  if (name == "llama-7b") return BuildTransformer(Llama7bConfig(preset), o);
-  if (name == "llama-70b") return BuildTransformer(Llama70bConfig(preset), o);
-  if (name == "resnet18") return BuildResNet(ResNetPreset(preset), o);
-  if (name == "moe") return BuildTransformer(MoeConfig(preset), o);
+  if (o.batch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch must be >= 0, got ", o.batch));
+  }
+  auto sized = [&](auto config) {
+    if (o.batch > 0) config.batch = o.batch;
+    return config;
+  };
+  if (name == "mlp") return BuildMlp(sized(MlpPreset(preset)), o);
+  if (name == "gpt2") return BuildTransformer(sized(Gpt2Config(preset)), o);
+  if (name == "llama-7b") return BuildTransformer(sized(Llama7bConfig(preset)), o);
+  if (name == "llama-70b") return BuildTransformer(sized(Llama70bConfig(preset)), o);
+  if (name == "resnet18") return BuildResNet(sized(ResNetPreset(preset)), o);
+  if (name == "moe") return BuildTransformer(sized(MoeConfig(preset)), o);
   return absl::NotFoundError(absl::StrCat("unknown model \"", Printable(name), "\" (known: ",
                                           absl::StrJoin(ModelNames(), ", "), ", random)"));
 }

@@ -53,6 +53,9 @@ struct ModelOptions {
   ParamStyle style = ParamStyle::kModule;
   DeviceSpec device;
   LossKind loss = LossKind::kDefault;
+  // BuildModel only: > 0 replaces the preset's batch (data-parallel ranks each build the
+  // model at their share of the global batch).
+  int64_t batch = 0;
 };
 
 // A decoder-only transformer (GPT-2, LLaMA, and a mixture-of-experts variant).

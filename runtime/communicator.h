@@ -12,8 +12,9 @@
 //   - every rank issues the same collectives in the same order on each stream (as PyTorch's
 //     reducer and DeepCompile do); operations on one stream run in issue order, streams run
 //     concurrently;
-//   - tensors are float32 or float64, contiguous, and must stay alive and untouched until
-//     their Work is done;
+//   - tensors are contiguous and must stay alive and untouched until their Work is done;
+//     reductions (allreduce, reduce-scatter) take float32 or float64, allgather and
+//     broadcast any dtype (they move bytes);
 //   - a failure (a dead peer, a timeout, Abort) ends the operation and every later one on
 //     every stream with an error naming the collective, its sequence number and the peer
 //     when known; nothing hangs past the timeout.
@@ -39,6 +40,11 @@ class Work {
   virtual absl::Status Wait(absl::Duration timeout) = 0;
   // Whether it finished (successfully or not). Never blocks.
   virtual bool Done() const = 0;
+  // Once Done: the seconds the operation ran on its stream (from leaving the queue to its
+  // end): the communication time the hidden-communication fraction divides by. 0 before.
+  virtual double run_seconds() const { return 0; }
+  // "allgather #12 (stream 0, 4096 bytes, rank 1 of 4)": what the watchdog reports.
+  virtual std::string what() const { return ""; }
 };
 
 struct CollectiveOptions {

@@ -21,130 +21,93 @@
 #include "graph/models.h"
 #include "gtest/gtest.h"
 #include "runtime/gloo_communicator.h"
-#include "runtime/synthetic.h"
+#include "runtime/testing/parallel.h"
 #include "runtime/testing/ranks.h"
 #include "runtime/train.h"
 
 namespace overlap {
 namespace {
 
-// The tiny mlp's AOT pair at `batch` rows.
-AotPair MlpPair(int64_t batch) {
-  MlpConfig c = MlpPreset(Preset::kTiny);
-  c.batch = batch;
-  ModelOptions o;
-  o.style = ParamStyle::kLifted;
-  return *BuildAotPair(*BuildMlp(c, o));
+int Fail(int rank, const std::string& what, int code) {
+  std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  return code;
 }
 
-// Step k's global batch of `rows` (x standard normal, targets a fixed linear map of x); rows
-// [begin, end) of it.
-TensorMap Batch(Allocator& alloc, int step, int64_t rows, int64_t begin, int64_t end) {
-  const int64_t in = 8, out = 4;
-  Rng rng(1000 + step);
-  std::vector<double> x(rows * in);
-  for (double& v : x) v = rng.Normal();
-  Tensor xs = *Tensor::Empty(alloc, DType::kFloat32, {end - begin, in});
-  Tensor ts = *Tensor::Empty(alloc, DType::kFloat32, {end - begin, out});
-  for (int64_t r = begin; r < end; ++r) {
-    for (int64_t i = 0; i < in; ++i) SetElement(xs, (r - begin) * in + i, x[r * in + i]);
-    for (int64_t j = 0; j < out; ++j) {
-      double s = 0;
-      for (int64_t i = 0; i < in; ++i) s += x[r * in + i] * std::sin(1.0 + i * out + j);
-      SetElement(ts, (r - begin) * out + j, s);
-    }
-  }
-  return {{"x", xs}, {"targets", ts}};
-}
-
-TensorMap SeededParams(const AotPair& pair, Allocator& alloc) {
-  SeededInputsOptions only;
-  only.data = false;
-  TensorMap seeded = *SeededInputs(pair.forward, 5, alloc, only);
-  TensorMap params;
-  for (NodeId id : pair.forward.order()) {
-    const Node& n = pair.forward.node(id);
-    if (n.op() == Op::kPlaceholder && IsParameterPlaceholder(pair.forward, id)) {
-      params[ParamNameOf(n)] = seeded.at(n.name());
-    }
-  }
-  return params;
-}
-
-int DdpRank(int rank, int size, const std::string& dir, OptimizerKind kind, double tolerance) {
+// One rank of `model` on its rows of each global batch; 0 when the parameters after
+// kSteps match one process on the whole batch.
+int DdpRank(const std::string& model, int rank, int size, const std::string& dir,
+            OptimizerKind kind, double tolerance) {
   constexpr int kSteps = 5;
-  constexpr int64_t kRows = 4;  // per rank
+  const int64_t rows = model == "mlp" ? 4 : 2;  // per rank
   OptimizerOptions opt;
   opt.kind = kind;
-  opt.lr = kind == OptimizerKind::kSgd ? 0.05 : 0.01;
-  // The reference: one process on the whole batch.
+  opt.lr = kind == OptimizerKind::kSgd ? 0.05 : 1e-3;  // AdamW: its usual rate
   Allocator alloc;
-  const AotPair whole = MlpPair(kRows * size);
-  TensorMap ref = SeededParams(whole, alloc);
-  TrainOptimizer ref_opt(opt);
-  for (int k = 0; k < kSteps; ++k) {
-    absl::StatusOr<AotStepResult> s =
-        RunAotStep(whole, ref, Batch(alloc, k, kRows * size, 0, kRows * size));
-    if (!s.ok() || !ref_opt.Step(ref, s->grads).ok()) return 3;
-  }
-  // DDP: this rank's rows.
+  absl::StatusOr<AotPair> global = TinyPair(model, rows * size);
+  absl::StatusOr<AotPair> local = TinyPair(model, rows);
+  if (!global.ok() || !local.ok()) return Fail(rank, "cannot build the model", 2);
+  absl::StatusOr<TensorMap> init = SeededParams(*local, alloc);
+  if (!init.ok()) return Fail(rank, std::string(init.status().message()), 2);
+  absl::StatusOr<TensorMap> want = TrainOneProcess(*global, *init, kSteps, opt, 3);
+  if (!want.ok()) return Fail(rank, std::string(want.status().message()), 3);
+
   GlooOptions go;
   go.rank = rank;
   go.size = size;
   go.store_path = dir;
   go.timeout = absl::Seconds(30);
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(go);
-  if (!comm.ok()) return 2;
-  const AotPair shard = MlpPair(kRows);
+  if (!comm.ok()) return Fail(rank, std::string(comm.status().message()), 4);
   DdpOptions o;
   o.optimizer = opt;
-  o.bucket_cap_bytes = 200;  // several buckets for the tiny mlp
-  absl::StatusOr<std::unique_ptr<DdpTrainer>> t =
-      DdpTrainer::Create(shard, SeededParams(shard, alloc), comm->get(), o);
-  if (!t.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, std::string(t.status().message()).c_str());
-    return 4;
-  }
-  if ((*t)->buckets().size() < 3) return 5;
+  int64_t param_bytes = 0;
+  for (const auto& [name, p] : *init) param_bytes += p.nbytes();
+  o.bucket_cap_bytes = param_bytes / 10;  // several buckets
+  absl::StatusOr<std::unique_ptr<DdpTrainer>> t = DdpTrainer::Create(*local, *init, comm->get(), o);
+  if (!t.ok()) return Fail(rank, std::string(t.status().message()), 4);
+  if ((*t)->buckets().size() < 3) return Fail(rank, "fewer than three buckets", 5);
+  SyntheticTask task(global->forward, 3);
   int64_t during = 0, total = 0;
   for (int k = 0; k < kSteps; ++k) {
-    absl::StatusOr<DdpStepResult> s =
-        (*t)->Step(Batch(alloc, k, kRows * size, rank * kRows, (rank + 1) * kRows));
-    if (!s.ok()) {
-      std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.status().message()).c_str());
-      return 6;
-    }
+    absl::StatusOr<TensorMap> batch = task.Batch(k);
+    absl::StatusOr<TensorMap> mine = ShardRows(*batch, rank, size);
+    if (!mine.ok()) return Fail(rank, std::string(mine.status().message()), 6);
+    absl::StatusOr<DdpStepResult> s = (*t)->Step(*mine);
+    if (!s.ok()) return Fail(rank, std::string(s.status().message()), 6);
     during += s->launched_during_backward;
     total += s->allreduces;
   }
-  if (during == 0 || total != kSteps * static_cast<int64_t>((*t)->buckets().size())) return 7;
-  for (const auto& [name, want] : ref) {
-    const Tensor& got = (*t)->params().at(name);
-    double worst = 0, scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      worst = std::max(worst, std::fabs(GetElement(got, i) - GetElement(want, i)));
-      scale = std::max(scale, std::fabs(GetElement(want, i)));
-    }
-    if (worst > tolerance * scale) {
-      std::fprintf(stderr, "rank %d: %s differs by %g (max %g)\n", rank, name.c_str(), worst,
-                   scale);
-      return 8;
-    }
+  if (during == 0 || total != kSteps * static_cast<int64_t>((*t)->buckets().size())) {
+    return Fail(rank, "buckets were not all reduced, or none during the backward", 7);
   }
+  const std::string diff = CompareParams((*t)->params(), *want, tolerance);
+  if (!diff.empty()) return Fail(rank, diff, 8);
   return 0;
 }
 
-TEST(DdpTest, RanksOnShardsMatchOneProcessOnTheWholeBatch) {
-  for (int size : {2, 3, 4}) {
-    const std::string dir = FreshStoreDir(absl::StrCat("sgd", size));
-    const std::vector<int> codes = RunRanks(
-        size, [&](int rank) { return DdpRank(rank, size, dir, OptimizerKind::kSgd, 1e-5); });
-    for (int r = 0; r < size; ++r) EXPECT_EQ(codes[r], 0) << "SGD, world " << size << " rank " << r;
-  }
-  const std::string dir = FreshStoreDir("adamw");
+void Check(const std::string& model, int size, OptimizerKind kind, double tolerance) {
+  const std::string dir = FreshStoreDir(absl::StrCat(model, size, static_cast<int>(kind)));
   const std::vector<int> codes =
-      RunRanks(2, [&](int rank) { return DdpRank(rank, 2, dir, OptimizerKind::kAdamW, 1e-4); });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(codes[r], 0) << "AdamW, world 2 rank " << r;
+      RunRanks(size, [&](int rank) { return DdpRank(model, rank, size, dir, kind, tolerance); });
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(codes[r], 0) << model << ", world " << size << ", rank " << r
+                           << (kind == OptimizerKind::kSgd ? ", SGD" : ", AdamW");
+  }
+}
+
+TEST(DdpTest, MlpRanksOnShardsMatchOneProcessOnTheWholeBatch) {
+  for (int size : {2, 3, 4}) Check("mlp", size, OptimizerKind::kSgd, 1e-5);
+  Check("mlp", 2, OptimizerKind::kAdamW, 1e-4);
+}
+
+// AdamW on llama (no biases), not gpt2: the gradient of a key bias is zero in exact
+// arithmetic (softmax ignores a shift shared by every key), so in float32 it is rounding
+// noise, which Adam's normalisation turns into full-size steps of either sign: two correct
+// summation orders then disagree by the learning rate. SGD moves such elements by the noise.
+TEST(DdpTest, Gpt2AndLlamaMatchOneProcess) {
+  Check("gpt2", 2, OptimizerKind::kSgd, 1e-5);
+  Check("llama-7b", 2, OptimizerKind::kSgd, 1e-5);
+  Check("llama-7b", 3, OptimizerKind::kAdamW, 1e-4);
 }
 
 }  // namespace

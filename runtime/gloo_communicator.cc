@@ -49,15 +49,23 @@ class GlooWork : public Work {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
+  double run_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return run_s_;
+  }
+  std::string what() const override { return what_; }
+  void Start() { start_ = std::chrono::steady_clock::now(); }  // on the stream's thread
   void Finish(absl::Status s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       status_ = std::move(s);
       done_ = true;
+      if (start_ != std::chrono::steady_clock::time_point()) {
+        run_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      }
     }
     cv_.notify_all();
   }
-  const std::string& what() const { return what_; }
 
  private:
   std::string what_;
@@ -65,7 +73,14 @@ class GlooWork : public Work {
   std::condition_variable cv_;
   bool done_ = false;
   absl::Status status_;
+  std::chrono::steady_clock::time_point start_;
+  double run_s_ = 0;
 };
+
+// A contiguous tensor's first byte.
+uint8_t* Bytes(const Tensor& t) {
+  return reinterpret_cast<uint8_t*>(t.storage()->data()) + t.offset() * DTypeSize(t.dtype());
+}
 
 struct Task {
   std::function<void()> run;  // throws on failure
@@ -139,17 +154,13 @@ class GlooCommunicator : public Communicator {
 
   std::shared_ptr<Work> AllGather(Tensor in, Tensor out, const CollectiveOptions& o) override {
     return Enqueue(o, "allgather", out.nbytes(), [this, in, out](Stream& s, uint32_t tag) mutable {
-      Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype() && IsFloat(in),
-            "allgather needs contiguous float tensors of one dtype");
+      Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype(),
+            "allgather needs contiguous tensors of one dtype");
       Check(out.numel() == in.numel() * options_.size, "allgather: out should be size() x in");
-      gloo::AllgatherOptions opts(s.context);
-      if (in.dtype() == DType::kFloat32) {
-        opts.setInput(in.data<float>(), in.numel());
-        opts.setOutput(out.data<float>(), out.numel());
-      } else {
-        opts.setInput(in.data<double>(), in.numel());
-        opts.setOutput(out.data<double>(), out.numel());
-      }
+      if (in.nbytes() == 0) return;
+      gloo::AllgatherOptions opts(s.context);  // bytes: any dtype
+      opts.setInput(Bytes(in), in.nbytes());
+      opts.setOutput(Bytes(out), out.nbytes());
       opts.setTag(tag);
       opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
       gloo::allgather(opts);
@@ -181,14 +192,11 @@ class GlooCommunicator : public Communicator {
 
   std::shared_ptr<Work> Broadcast(Tensor t, int root, const CollectiveOptions& o) override {
     return Enqueue(o, "broadcast", t.nbytes(), [this, t, root](Stream& s, uint32_t tag) mutable {
-      Check(t.IsContiguous() && IsFloat(t), "broadcast needs a contiguous float tensor");
+      Check(t.IsContiguous(), "broadcast needs a contiguous tensor");
       Check(root >= 0 && root < options_.size, "broadcast: root out of range");
-      gloo::BroadcastOptions opts(s.context);
-      if (t.dtype() == DType::kFloat32) {
-        opts.setOutput(t.data<float>(), t.numel());
-      } else {
-        opts.setOutput(t.data<double>(), t.numel());
-      }
+      if (t.nbytes() == 0) return;
+      gloo::BroadcastOptions opts(s.context);  // bytes: any dtype
+      opts.setOutput(Bytes(t), t.nbytes());
       opts.setRoot(root);
       opts.setTag(tag);
       opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
@@ -346,21 +354,25 @@ class GlooCommunicator : public Communicator {
         aborted = abort_;
       }
       if (!aborted.ok()) {
+        task.run = nullptr;
         task.work->Finish(absl::AbortedError(absl::StrCat(
             task.work->what(), ": the communicator was aborted: ", aborted.message())));
         continue;
       }
+      // The operation's closure holds its tensors: it is dropped before the Work is
+      // finished, so that a waiter who frees them really frees them.
+      absl::Status status;
       try {
+        task.work->Start();
         task.run();
-        task.work->Finish(absl::OkStatus());
       } catch (const std::invalid_argument& e) {
-        task.work->Finish(absl::InvalidArgumentError(e.what()));
+        status = absl::InvalidArgumentError(e.what());
       } catch (const std::exception& e) {
-        absl::Status failed =
-            absl::UnavailableError(absl::StrCat(task.work->what(), ": ", e.what()));
-        Abort(failed);  // the peers are out of step now: nothing later can succeed
-        task.work->Finish(failed);
+        status = absl::UnavailableError(absl::StrCat(task.work->what(), ": ", e.what()));
+        Abort(status);  // the peers are out of step now: nothing later can succeed
       }
+      task.run = nullptr;
+      task.work->Finish(std::move(status));
     }
   }
 

@@ -138,6 +138,10 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
                                      node.meta().has_param ? node.meta().param : node.name(), "'")
                       : "missing input");
     }
+    if (shard && options.zero3 != nullptr) {  // the rank's flat shard
+      values[id] = {*given};
+      continue;
+    }
     const std::vector<TensorType> stated = StatedTypes(node);
     if (!stated.empty()) {
       OVERLAP_RETURN_IF_ERROR(CheckType(node, stated[0], *given, in_double, "input"));
@@ -160,6 +164,18 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
   auto gather = [&](const Node& node) -> absl::Status {
     const Tensor* shard = tensor_of(HandedOnFrom(node));
     if (shard == nullptr) return NodeError(node, "its parameter is not available");
+    if (options.zero3 != nullptr) {
+      const std::vector<TensorType> full = StatedTypes(node);
+      if (full.size() != 1 || full[0].dtype.empty()) {
+        return NodeError(node, "meta does not state the gathered parameter's shape and dtype");
+      }
+      const bool resident = plan.resident.contains(DsId(node));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor t,
+                               options.zero3->Allgather(node, *shard, full[0], resident, alloc));
+      if (resident) result.resident_bytes += t.nbytes();
+      values[node.id()] = {std::move(t)};
+      return absl::OkStatus();
+    }
     OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(alloc, shard->dtype(), shard->shape()));
     OVERLAP_RETURN_IF_ERROR(CopyConvert(*shard, copy));
     values[node.id()] = {std::move(copy)};
@@ -187,8 +203,13 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         }
         const Tensor* t = item.is_ref() ? tensor_of(item.as_ref()) : nullptr;
         if (t == nullptr && item.is_ref()) {
-          // A gradient freed at its reduction: the output returns the reduced one.
+          // A gradient freed at its reduction: the output returns the reduced one (with
+          // options.zero3, the rank's shard lives with the implementation: undefined).
           auto it = reduced_root.find(plan.root[item.as_ref()]);
+          if (it != reduced_root.end() && options.zero3 != nullptr) {
+            result.outputs.emplace_back();
+            continue;
+          }
           if (it != reduced_root.end()) t = &result.reduced_grads[it->second];
         }
         if (t == nullptr) {
@@ -207,6 +228,9 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
       } else if (IsWait(node) || IsRelease(node)) {
         const Tensor* t = tensor_of(HandedOnFrom(node));
         if (t == nullptr) return NodeError(node, "its input is not available");
+        if (IsWait(node) && options.zero3 != nullptr) {
+          OVERLAP_RETURN_IF_ERROR(options.zero3->Wait(node));
+        }
         values[id] = {*t};
         if (IsRelease(node) && !plan.resident.contains(DsId(node)) &&
             ++releases[DsId(node)] == NUsers(node)) {
@@ -221,6 +245,14 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         reduced_root[plan.root[HandedOnFrom(node)]] = DsId(node);
         const Tensor* grad = tensor_of(HandedOnFrom(node));
         if (grad == nullptr) return NodeError(node, "its gradient is not available");
+        if (options.zero3 != nullptr) {
+          OVERLAP_RETURN_IF_ERROR(options.zero3->Reduce(node, *grad));
+          values[id] = {Tensor()};
+          if (options.after_node) OVERLAP_RETURN_IF_ERROR(options.after_node(node, values[id]));
+          for (NodeId s : plan.frees_at[i]) free_root(s);
+          ++result.nodes_run;
+          continue;
+        }
         Tensor& acc = result.reduced_grads[DsId(node)];
         if (!acc.defined()) {
           OVERLAP_ASSIGN_OR_RETURN(acc, Tensor::Empty(state, grad->dtype(), grad->shape()));
@@ -326,7 +358,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
     ++result.nodes_run;
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.peak_bytes = alloc.peak(Pool::kValues);
+  result.peak_bytes = alloc.peak(Pool::kValues) + result.resident_bytes;
   result.scratch_peak_bytes = alloc.peak(Pool::kScratch);
   values.clear();
   result.final_bytes = alloc.live(Pool::kValues);

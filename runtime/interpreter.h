@@ -32,11 +32,36 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "graph/shape_rules.h"
 #include "runtime/kernel.h"
 #include "runtime/safetensors.h"
 #include "runtime/tensor.h"
 
 namespace overlap {
+
+// What runs a graph's ZeRO-3 ops across ranks (zero3.h's trainer implements it). Without
+// one the interpreter runs them in one process, as described above. With one:
+//   - a parameter shard placeholder takes the given tensor as is (the rank's flat shard;
+//     its shape is not checked against meta, which states the whole parameter);
+//   - dc.allgather_param calls Allgather, which starts gathering `shard` into a buffer of
+//     `full`'s type that it allocates from `alloc` (the step's memory) and returns; a
+//     resident (persistent) allgather is called before the first node, with resident set:
+//     it returns a gathered copy that the implementation keeps across graphs and steps
+//     (refreshing it in the forward), counted in RunResult::resident_bytes;
+//   - dc.wait_allgather calls Wait (blocking compute until that allgather is done);
+//     dc.release_param frees the gathered buffer at its count, as in one process;
+//   - dc.reduce_grad calls Reduce, which must copy `grad` before it returns (the gradient
+//     is freed on the plan's schedule); the node's result, and the output items that
+//     return it, are undefined tensors (the reduced shard lives with the implementation).
+class Zero3Collectives {
+ public:
+  virtual ~Zero3Collectives() = default;
+  virtual absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard,
+                                           const TensorType& full, bool resident,
+                                           Allocator& alloc) = 0;
+  virtual absl::Status Wait(const Node& node) = 0;
+  virtual absl::Status Reduce(const Node& node, const Tensor& grad) = 0;
+};
 
 struct InterpreterOptions {
   // The kernels; nullptr: CpuKernels().
@@ -54,6 +79,8 @@ struct InterpreterOptions {
   // allreduce from here once the bucket's last gradient exists. Results must not be
   // modified; copy what must outlive the node.
   std::function<absl::Status(const Node&, const std::vector<Tensor>&)> after_node;
+  // Runs the ZeRO-3 ops across ranks (above); nullptr: in one process. Not owned.
+  Zero3Collectives* zero3 = nullptr;
 };
 
 struct RunResult {
@@ -61,7 +88,10 @@ struct RunResult {
   std::vector<Tensor> outputs;
   // ZeRO-3 graphs: the reduced gradient of each ds_id (in one process, the whole gradient).
   std::map<int64_t, Tensor> reduced_grads;
-  int64_t peak_bytes = 0;             // measured peak of graph values
+  // Measured peak of graph values (with options.zero3, plus resident_bytes: residents are
+  // held for the whole step, as the simulator counts them).
+  int64_t peak_bytes = 0;
+  int64_t resident_bytes = 0;         // with options.zero3: resident parameters' gathered copies
   int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
   int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
   int64_t simulated_peak_bytes = -1;  // with options.simulate

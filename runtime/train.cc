@@ -190,6 +190,7 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
   t.alloc_ = std::make_unique<Allocator>();
   t.seed_ = options.seed;
   t.optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
+  t.task_ = std::make_unique<SyntheticTask>(t.pair_->forward, options.seed);
   const Graph& fwd = t.pair_->forward;
   SeededInputsOptions only_params;
   only_params.data = false;
@@ -220,48 +221,66 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
   return t;
 }
 
-absl::StatusOr<TensorMap> Trainer::Batch() {
-  const Graph& fwd = pair_->forward;
+absl::StatusOr<TensorMap> SyntheticTask::Batch(int64_t step) {
+  const Graph& fwd = *forward_;
   SeededInputsOptions only_data;
   only_data.parameters = false;
   const NodeId ids = FindPlaceholder(fwd, "input_ids"), labels = FindPlaceholder(fwd, "labels");
   const NodeId x = FindPlaceholder(fwd, "x"), targets = FindPlaceholder(fwd, "targets");
   if (ids != kNoNode && labels != kNoNode) {  // the copy task
     OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
-                             SeededInputs(fwd, seed_ * 7919 + step_, *alloc_, only_data));
+                             SeededInputs(fwd, seed_ * 7919 + step, *alloc_, only_data));
     Tensor& l = batch.at("labels");
     OVERLAP_RETURN_IF_ERROR(CopyConvert(batch.at("input_ids"), l));
     return batch;
   }
   if (x != kNoNode && targets != kNoNode) {  // regression onto a linear teacher
     OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
-                             SeededInputs(fwd, seed_ * 7919 + step_, *alloc_, only_data));
+                             SeededInputs(fwd, seed_ * 7919 + step, *alloc_, only_data));
     const Tensor& in = batch.at("x");
     Tensor& out = batch.at("targets");
     if (in.dim() != 2 || out.dim() != 2) return batch;
     const int64_t rows = in.shape()[0], k = in.shape()[1], m = out.shape()[1];
-    Tensor& teacher = fixed_batch_["teacher"];
-    if (!teacher.defined()) {
-      OVERLAP_ASSIGN_OR_RETURN(teacher, Tensor::Empty(*alloc_, DType::kFloat64, {k, m}));
+    if (!teacher_.defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(teacher_, Tensor::Empty(*alloc_, DType::kFloat64, {k, m}));
       Rng rng(seed_ ^ 0x7eac4e5ull);
-      for (int64_t i = 0; i < k * m; ++i) SetElement(teacher, i, rng.Normal() / std::sqrt(k));
+      for (int64_t i = 0; i < k * m; ++i) SetElement(teacher_, i, rng.Normal() / std::sqrt(k));
     }
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < m; ++j) {
         double s = 0;
         for (int64_t i = 0; i < k; ++i) {
-          s += GetElement(in, r * k + i) * teacher.data<double>()[i * m + j];
+          s += GetElement(in, r * k + i) * teacher_.data<double>()[i * m + j];
         }
         SetElement(out, r * m + j, s);
       }
     }
     return batch;
   }
-  if (fixed_batch_.empty()) {
-    OVERLAP_ASSIGN_OR_RETURN(fixed_batch_, SeededInputs(fwd, seed_ * 7919, *alloc_, only_data));
+  if (fixed_.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(fixed_, SeededInputs(fwd, seed_ * 7919, *alloc_, only_data));
   }
-  return fixed_batch_;
+  return fixed_;
 }
+
+absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in a world of ", world));
+  }
+  TensorMap out;
+  for (const auto& [name, t] : batch) {
+    if (t.dim() == 0 || t.shape()[0] % world != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' (", t.DebugString(),
+                                                     ") does not split into ", world,
+                                                     " equal row blocks"));
+    }
+    const int64_t rows = t.shape()[0] / world;
+    OVERLAP_ASSIGN_OR_RETURN(out[name], t.Slice(0, rank * rows, (rank + 1) * rows));
+  }
+  return out;
+}
+
+absl::StatusOr<TensorMap> Trainer::Batch() { return task_->Batch(step_); }
 
 absl::StatusOr<TrainStepResult> Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();

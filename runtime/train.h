@@ -69,6 +69,8 @@ class TrainOptimizer {
   // Updates `params` in place from `grads` (same names; a parameter without a gradient is
   // left alone). InvalidArgument naming a gradient whose shape differs. O(elements).
   absl::Status Step(TensorMap& params, const TensorMap& grads);
+  // Bytes of optimizer state (momenta, moments) held now.
+  int64_t state_bytes() const { return state_alloc_.live(Pool::kValues); }
 
  private:
   OptimizerOptions options_;
@@ -95,11 +97,36 @@ struct TrainStepResult {
   int64_t peak_bytes = 0;  // the larger of the forward's and the backward's measured peaks
 };
 
-// A model's tiny AOT pair, its parameters, an optimizer and a synthetic task:
-//   - language models (an int input_ids placeholder): fresh random token sequences each
-//     step, the labels the inputs themselves (the copy task);
-//   - MSE models: fresh standard-normal inputs, targets a fixed random linear teacher of them;
+// The synthetic tasks a tiny model learns in a few dozen steps, by the forward's inputs:
+//   - language models (input_ids and labels placeholders): fresh random token sequences
+//     each step, the labels the inputs themselves (the copy task);
+//   - MSE models (x and targets): fresh standard-normal inputs, targets a fixed random
+//     linear teacher of them;
 //   - others (resnet18): one fixed seeded batch, memorised.
+// Batches are a function of (seed, step) only, so ranks that each build the global batch
+// and take their rows (ShardRows) see one consistent global batch.
+class SyntheticTask {
+ public:
+  // `forward` (not owned) must outlive the task; its placeholders give the batch's shapes.
+  SyntheticTask(const Graph& forward, uint64_t seed)
+      : forward_(&forward), seed_(seed), alloc_(std::make_unique<Allocator>()) {}
+  // Step `step`'s batch (data placeholders by name). O(batch).
+  absl::StatusOr<TensorMap> Batch(int64_t step);
+
+ private:
+  const Graph* forward_;
+  uint64_t seed_;
+  std::unique_ptr<Allocator> alloc_;
+  Tensor teacher_;
+  TensorMap fixed_;
+};
+
+// Rank `rank`'s block of rows of every tensor of a global batch (dimension 0 split into
+// `world` equal blocks; views, no copies). InvalidArgument naming a tensor that does not
+// split evenly.
+absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world);
+
+// A model's tiny AOT pair, its parameters, an optimizer and a SyntheticTask.
 class Trainer {
  public:
   static absl::StatusOr<Trainer> Create(absl::string_view model, Preset preset,
@@ -120,7 +147,7 @@ class Trainer {
   std::unique_ptr<TrainOptimizer> optimizer_;
   uint64_t seed_ = 1;
   int64_t step_ = 0;
-  TensorMap fixed_batch_;  // the memorised batch / the teacher
+  std::unique_ptr<SyntheticTask> task_;
 };
 
 }  // namespace overlap

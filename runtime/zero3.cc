@@ -1,0 +1,401 @@
+#include "runtime/zero3.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+absl::Status NodeError(const Node& n, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "': ", message));
+}
+
+// Elements [begin, end) of a contiguous tensor's flat view.
+absl::StatusOr<Tensor> FlatSlice(const Tensor& t, int64_t begin, int64_t end) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor flat, t.View({t.numel()}));
+  return flat.Slice(0, begin, end);
+}
+
+// dst += src, elementwise (same shape).
+void AddInto(const Tensor& src, Tensor& dst) {
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    SetElement(dst, i, GetElement(dst, i) + GetElement(src, i));
+  }
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair& pair,
+                                                                   const TensorMap& params,
+                                                                   Communicator* comm,
+                                                                   const Zero3Options& options) {
+  if (comm == nullptr) return absl::InvalidArgumentError("ZeRO-3 needs a communicator");
+  if (!HasZero3Ops(pair.forward) || !HasZero3Ops(pair.backward)) {
+    return absl::InvalidArgumentError(
+        "the graphs have no ZeRO-3 ops: insert and schedule them first (overlap schedule)");
+  }
+  std::unique_ptr<Zero3Trainer> t(new Zero3Trainer());
+  t->pair_ = pair;
+  t->comm_ = comm;
+  t->options_ = options;
+  t->optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
+  const int world = comm->size(), rank = comm->rank();
+  for (const Param& p : pair.forward.params()) t->names_.push_back(p.name);
+  for (size_t i = 0; i < pair.backward.params().size(); ++i) {
+    if (i >= t->names_.size() || pair.backward.params()[i].name != t->names_[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the backward's parameter table differs from the forward's at row ", i,
+                       " (ds_ids must name the same parameters in both graphs)"));
+    }
+  }
+  // Shards, by parameter name.
+  for (const auto& [name, p] : params) {
+    const int64_t n = p.numel(), s = (n + world - 1) / world;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(t->shard_alloc_, p.dtype(), {s}));
+    const int64_t begin = std::min(n, rank * s), end = std::min(n, (rank + 1) * s);
+    if (end > begin) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor whole, Tensor::Empty(t->shard_alloc_, p.dtype(), p.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(p, whole));  // contiguous
+      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(whole, begin, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, shard.Slice(0, 0, end - begin));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+    }
+    t->shards_[name] = std::move(shard);
+    t->shapes_[name] = p.shape();
+  }
+  auto name_of = [&](const Node& node) -> absl::StatusOr<std::string> {
+    const int64_t ds = DsId(node);
+    if (ds < 0 || ds >= static_cast<int64_t>(t->names_.size())) {
+      return NodeError(node, absl::StrCat("ds_id ", ds, " is not a row of the parameter table"));
+    }
+    if (t->shards_.count(t->names_[ds]) == 0) {
+      return NodeError(node, absl::StrCat("no parameter '", t->names_[ds], "' was given"));
+    }
+    return t->names_[ds];
+  };
+  for (const Graph* g : {&pair.forward, &pair.backward}) {
+    for (NodeId id : g->order()) {
+      const Node& node = g->node(id);
+      if (IsAllgather(node) || IsReduce(node)) OVERLAP_RETURN_IF_ERROR(name_of(node).status());
+    }
+  }
+  // Reduce-scatter buckets, in the backward's order: {"bucket": b} groups, else one each.
+  absl::flat_hash_map<int64_t, int> bucket_of_kwarg;
+  for (NodeId id : pair.backward.order()) {
+    const Node& node = pair.backward.node(id);
+    if (!IsReduce(node)) continue;
+    const int64_t kw = ReduceBucket(node);
+    int b;
+    if (kw >= 0 && bucket_of_kwarg.contains(kw)) {
+      b = bucket_of_kwarg[kw];
+    } else {
+      b = static_cast<int>(t->buckets_.size());
+      t->buckets_.emplace_back();
+      if (kw >= 0) bucket_of_kwarg[kw] = b;
+    }
+    ScatterBucket& bucket = t->buckets_[b];
+    OVERLAP_ASSIGN_OR_RETURN(const std::string name, name_of(node));
+    const Tensor& shard = t->shards_.at(name);
+    if (shard.dtype() != DType::kFloat32 && shard.dtype() != DType::kFloat64) {
+      return NodeError(node, absl::StrCat("parameter '", name, "' is ", DTypeName(shard.dtype()),
+                                          ": reduced gradients must be float32 or float64"));
+    }
+    if (!bucket.members.empty() && bucket.dtype != shard.dtype()) {
+      return NodeError(node, "its bucket mixes dtypes (one flat buffer per bucket)");
+    }
+    bucket.dtype = shard.dtype();
+    Member m;
+    m.param = name;
+    m.numel = params.at(name).numel();
+    m.shard = shard.numel();
+    m.offset = bucket.segment;
+    bucket.segment += m.shard;
+    t->reduce_slot_[id] = {b, static_cast<int>(bucket.members.size())};
+    bucket.members.push_back(std::move(m));
+  }
+  for (ScatterBucket& b : t->buckets_) {
+    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(t->buffer_alloc_, b.dtype, {world * b.segment}));
+    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(t->buffer_alloc_, b.dtype, {b.segment}));
+    b.filled.assign(b.members.size(), 0);
+  }
+  // The simulator's figures for this schedule at this world size.
+  CollectiveModel model = options.collectives;
+  model.world_size = world;
+  SimulationOptions so;
+  so.record_trace = false;
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult f,
+                           Simulator(pair.forward, model).Run(pair.forward.OrderVector(), so));
+  so.record_trace = true;  // the backward's collectives' completion times
+  const std::vector<NodeId> order = pair.backward.OrderVector();
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult b, Simulator(pair.backward, model).Run(order, so));
+  t->sim_forward_peak_ = f.peak_memory_bytes;
+  t->sim_backward_peak_ = b.peak_memory_bytes;
+  // Where each bucket's simulated reduce-scatter completes: after the last node that starts
+  // before it (the simulator frees at a time before the allocations at that time).
+  std::vector<double> start(order.size(), 0), done(t->buckets_.size(), 0);
+  absl::flat_hash_map<NodeId, double> compute_start;
+  for (const SimEvent& e : b.events) {
+    if (e.stream == 0) compute_start[e.node] = e.start_s;
+    auto slot = t->reduce_slot_.find(e.node);
+    if (e.stream == 1 && slot != t->reduce_slot_.end()) {
+      done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
+    }
+  }
+  double last = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = compute_start.find(order[i]);
+    if (it != compute_start.end()) last = it->second;
+    start[i] = last;
+    t->backward_pos_[order[i]] = static_cast<int64_t>(i);
+  }
+  t->release_after_.assign(t->buckets_.size(), -1);
+  for (size_t k = 0; k < t->buckets_.size(); ++k) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (start[i] < done[k]) t->release_after_[k] = static_cast<int64_t>(i);
+    }
+  }
+  return t;
+}
+
+absl::Status Zero3Trainer::AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = w->Wait(options_.timeout);
+  exposed_s_ += Since(start);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(why, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& shard,
+                                               const TensorType& full, bool resident,
+                                               Allocator& alloc) {
+  const int world = comm_->size();
+  OVERLAP_ASSIGN_OR_RETURN(const DType dtype, ParseDType(full.dtype));
+  const std::vector<int64_t> shape(full.shape.begin(), full.shape.end());
+  const int64_t n = Elements(shape);
+  const int64_t s = (n + world - 1) / world;
+  if (shard.dim() != 1 || shard.numel() != s) {
+    return NodeError(node, absl::StrCat("the shard has ", shard.numel(), " elements, a ", n,
+                                        "-element parameter in a world of ", world, " needs ", s));
+  }
+  const int64_t ds = DsId(node);
+  const bool backward = InBackwardGraph(node);
+  Tensor buffer;
+  if (resident) {
+    Tensor& kept = residents_[ds];
+    if (!kept.defined() || kept.dtype() != dtype) {
+      OVERLAP_ASSIGN_OR_RETURN(kept, Tensor::Empty(buffer_alloc_, dtype, {world * s}));
+    } else if (backward && refreshed_.contains(ds)) {
+      return FlatSlice(kept, 0, n).value().View(shape);  // gathered by this step's forward
+    }
+    buffer = kept;
+    refreshed_.insert(ds);
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Empty(alloc, dtype, {world * s}));
+  }
+  Tensor source = shard;
+  if (shard.dtype() != dtype) {  // a fused down-cast (insertion rule 4): gather the cast
+    OVERLAP_ASSIGN_OR_RETURN(source, Tensor::Empty(buffer_alloc_, dtype, {s}));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(shard, source));
+  }
+  CollectiveOptions co;
+  co.stream = options_.stream;
+  std::shared_ptr<Work> w = comm_->AllGather(source, buffer, co);
+  step_works_.push_back(w);
+  pending_[{backward, node.id()}] = {w, source};
+  OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, n));
+  return whole.View(shape);
+}
+
+absl::Status Zero3Trainer::Wait(const Node& node) {
+  if (node.inputs().empty()) return NodeError(node, "a wait without its allgather");
+  auto it = pending_.find(Key{InBackwardGraph(node), node.inputs()[0]});
+  if (it == pending_.end()) return absl::OkStatus();  // a resident gathered by the forward
+  const Pending p = std::move(it->second);
+  pending_.erase(it);
+  return AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather"));
+}
+
+absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
+  auto it = reduce_slot_.find(node.id());
+  if (it == reduce_slot_.end() || !InBackwardGraph(node)) {
+    return NodeError(node, "a reduce_grad outside the backward graph the trainer was built with");
+  }
+  ScatterBucket& b = buckets_[it->second.first];
+  const int k = it->second.second;
+  const Member& m = b.members[k];
+  if (grad.numel() != m.numel) {
+    return NodeError(node, absl::StrCat("the gradient has ", grad.numel(), " elements, parameter '",
+                                        m.param, "' ", m.numel));
+  }
+  if (b.arrived == 0) {  // the first gradient of this step: clear the padding
+    std::fill_n(b.in.storage()->data(), b.in.nbytes(), std::byte{0});
+  }
+  Tensor flat = grad;
+  Allocator scratch;
+  if (!grad.IsContiguous()) {
+    OVERLAP_ASSIGN_OR_RETURN(flat, Tensor::Empty(scratch, grad.dtype(), grad.shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(grad, flat));
+  }
+  const int world = comm_->size();
+  for (int r = 0; r < world; ++r) {
+    const int64_t begin = std::min(m.numel, r * m.shard),
+                  end = std::min(m.numel, (r + 1) * m.shard);
+    if (end <= begin) continue;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(flat, begin, end));
+    const int64_t at = r * b.segment + m.offset;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dst, b.in.Slice(0, at, at + end - begin));
+    if (b.filled[k]) {
+      AddInto(src, dst);  // a parameter reduced twice in one bucket
+    } else {
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+    }
+  }
+  if (!b.filled[k]) ++b.arrived;
+  b.filled[k] = 1;
+  held_[it->second.first].push_back(grad);
+  if (b.arrived == static_cast<int64_t>(b.members.size())) {
+    CollectiveOptions co;
+    co.stream = options_.stream;
+    std::shared_ptr<Work> w = comm_->ReduceScatter(b.in, b.out, co);
+    step_works_.push_back(w);
+    bucket_work_[it->second.first] = w;
+    launched_.push_back(it->second.first);
+  }
+  return absl::OkStatus();
+}
+
+void Zero3Trainer::ReleaseFinished(int64_t position) {
+  for (size_t b = 0; b < held_.size(); ++b) {
+    if (!held_[b].empty() && position >= release_after_[b] && bucket_work_[b] != nullptr &&
+        bucket_work_[b]->Done()) {
+      held_[b].clear();
+    }
+  }
+}
+
+absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
+  const auto start = std::chrono::steady_clock::now();
+  pending_.clear();
+  refreshed_.clear();
+  step_works_.clear();
+  launched_.clear();
+  exposed_s_ = 0;
+  for (ScatterBucket& b : buckets_) {
+    b.arrived = 0;
+    std::fill(b.filled.begin(), b.filled.end(), 0);
+  }
+  held_.assign(buckets_.size(), {});
+  bucket_work_.assign(buckets_.size(), nullptr);
+  InterpreterOptions io;
+  io.zero3 = this;
+  InterpreterOptions backward = io;
+  backward.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+    auto it = backward_pos_.find(node.id());
+    ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<AotStepResult> step = RunAotStep(pair_, shards_, data, io, &backward);
+  if (!step.ok()) {
+    // Collectives still in flight read buffers that are about to go: end them first.
+    comm_->Abort(step.status());
+    for (const std::shared_ptr<Work>& w : step_works_) w->Wait(options_.timeout).IgnoreError();
+    held_.assign(buckets_.size(), {});
+    return step.status();
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].arrived != static_cast<int64_t>(buckets_[b].members.size())) {
+      return absl::InternalError(
+          absl::StrCat("reduce-scatter bucket ", b, " never received all its gradients"));
+    }
+  }
+  Zero3StepResult result;
+  for (const std::shared_ptr<Work>& w : step_works_) {
+    OVERLAP_RETURN_IF_ERROR(AwaitWork(w, "the step's collectives"));
+  }
+  held_.assign(buckets_.size(), {});
+  // Averaged shard gradients: views of the buckets' outputs (summed into a copy for a
+  // parameter reduced in two buckets).
+  const double scale = 1.0 / comm_->size();
+  for (ScatterBucket& b : buckets_) {
+    if (b.out.dtype() == DType::kFloat32) {
+      float* d = b.out.data<float>();
+      for (int64_t i = 0; i < b.out.numel(); ++i) d[i] *= static_cast<float>(scale);
+    } else {
+      double* d = b.out.data<double>();
+      for (int64_t i = 0; i < b.out.numel(); ++i) d[i] *= scale;
+    }
+  }
+  TensorMap grads;
+  Allocator scratch;
+  for (ScatterBucket& b : buckets_) {
+    for (const Member& m : b.members) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor g, b.out.Slice(0, m.offset, m.offset + m.shard));
+      auto it = grads.find(m.param);
+      if (it == grads.end()) {
+        grads[m.param] = g;
+        continue;
+      }
+      OVERLAP_ASSIGN_OR_RETURN(Tensor sum, Tensor::Empty(scratch, g.dtype(), g.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(it->second, sum));
+      AddInto(g, sum);
+      it->second = sum;
+    }
+  }
+  OVERLAP_RETURN_IF_ERROR(optimizer_->Step(shards_, grads));
+
+  for (const std::shared_ptr<Work>& w : step_works_) result.comm_s += w->run_seconds();
+  result.loss = step->loss;
+  result.allgathers =
+      static_cast<int64_t>(step_works_.size()) - static_cast<int64_t>(launched_.size());
+  result.reduce_scatters = static_cast<int64_t>(launched_.size());
+  result.forward_peak_bytes = step->forward.peak_bytes;
+  result.backward_peak_bytes = step->backward.peak_bytes;
+  result.exposed_s = std::min(exposed_s_, result.comm_s);
+  result.seconds = Since(start);
+  return result;
+}
+
+absl::StatusOr<TensorMap> Zero3Trainer::GatherParams() {
+  const int world = comm_->size();
+  TensorMap out;
+  Allocator alloc;
+  for (const auto& [name, shard] : shards_) {  // name order: the same on every rank
+    OVERLAP_ASSIGN_OR_RETURN(Tensor buffer,
+                             Tensor::Empty(alloc, shard.dtype(), {world * shard.numel()}));
+    CollectiveOptions co;
+    co.stream = options_.stream;
+    OVERLAP_RETURN_IF_ERROR(comm_->AllGather(shard, buffer, co)->Wait(options_.timeout));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, Elements(shapes_.at(name))));
+    OVERLAP_ASSIGN_OR_RETURN(out[name], whole.View(shapes_.at(name)));
+  }
+  return out;
+}
+
+Zero3StateBytes Zero3Trainer::state_bytes() const {
+  Zero3StateBytes b;
+  b.shards = 0;
+  for (const auto& [name, s] : shards_) b.shards += s.nbytes();
+  b.optimizer = optimizer_->state_bytes();
+  b.buffers = buffer_alloc_.live(Pool::kValues);
+  return b;
+}
+
+}  // namespace overlap
