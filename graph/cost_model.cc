@@ -1,6 +1,16 @@
 #include "graph/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace overlap {
 
@@ -20,20 +30,187 @@ double CostModel::KernelTime(double flops, double bytes, absl::string_view dtype
   return std::max(flops / peak, bytes / spec_.memory_bandwidth);
 }
 
-double CollectiveModel::Allgather(int64_t bytes) const {
-  if (bytes <= 0 || world_size <= 1) return 0;
-  const double p = world_size;
-  return latency_s + (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+namespace {
+
+// A ring collective moving `factor` x (p - 1) / p x bytes over the bus.
+double Ring(const CollectiveModel& m, const CollectiveModel::Fit& fit, double factor,
+            int64_t bytes) {
+  if (bytes <= 0 || m.world_size <= 1) return 0;
+  const double p = m.world_size;
+  const bool own = fit.bandwidth_bytes_per_s > 0;
+  const double latency = own ? fit.latency_s : m.latency_s;
+  const double bandwidth = own ? fit.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s;
+  return latency + factor * (p - 1) / p * static_cast<double>(bytes) / bandwidth;
 }
 
-double CollectiveModel::Allreduce(int64_t bytes) const {
-  if (bytes <= 0 || world_size <= 1) return 0;
-  const double p = world_size;
-  return latency_s + 2 * (p - 1) / p * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}  // namespace
+
+double CollectiveModel::Allgather(int64_t bytes) const { return Ring(*this, allgather, 1, bytes); }
+double CollectiveModel::ReduceScatter(int64_t bytes) const {
+  return Ring(*this, reduce_scatter, 1, bytes);
 }
+double CollectiveModel::Allreduce(int64_t bytes) const { return Ring(*this, allreduce, 2, bytes); }
 
 bool CollectiveModel::Valid() const {
+  for (const Fit* f : {&allgather, &reduce_scatter, &allreduce}) {
+    if (!(f->latency_s >= 0) || !(f->bandwidth_bytes_per_s >= 0)) return false;
+  }
   return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0;
+}
+
+std::string CollectiveModelJson(const CollectiveModel& m) {
+  std::string out = absl::StrFormat(
+      "{\"format\": \"overlap-collective-model\", \"version\": 1, \"world_size\": %d,\n"
+      " \"latency_s\": %.9g, \"bandwidth_bytes_per_s\": %.9g",
+      m.world_size, m.latency_s, m.bandwidth_bytes_per_s);
+  for (auto [name, fit] : {std::pair{"allgather", &m.allgather},
+                           std::pair{"reduce_scatter", &m.reduce_scatter},
+                           std::pair{"allreduce", &m.allreduce}}) {
+    absl::StrAppendFormat(&out,
+                          ",\n \"%s\": {\"latency_s\": %.9g, \"bandwidth_bytes_per_s\": %.9g}",
+                          name, fit->latency_s, fit->bandwidth_bytes_per_s);
+  }
+  absl::StrAppend(&out, "}\n");
+  return out;
+}
+
+namespace {
+
+// A strict little reader for the model file: objects of string keys whose values are
+// numbers, strings or (one level down) objects of numbers.
+class ModelReader {
+ public:
+  explicit ModelReader(absl::string_view text) : text_(text) {}
+
+  absl::Status Read(CollectiveModel& m) {
+    bool has_world = false, has_latency = false, has_bandwidth = false;
+    auto top = [&](const std::string& key) -> absl::Status {
+      CollectiveModel::Fit* fit = key == "allgather"        ? &m.allgather
+                                  : key == "reduce_scatter" ? &m.reduce_scatter
+                                  : key == "allreduce"      ? &m.allreduce
+                                                            : nullptr;
+      if (fit != nullptr) {
+        return Object([&](const std::string& k) -> absl::Status {
+          double v = 0;
+          if (k == "latency_s") return Number(fit->latency_s);
+          if (k == "bandwidth_bytes_per_s") return Number(fit->bandwidth_bytes_per_s);
+          return Number(v);
+        });
+      }
+      if (key == "world_size") {
+        double v = 0;
+        if (absl::Status s = Number(v); !s.ok()) return s;
+        if (v != static_cast<int>(v)) return Error("world_size must be an integer");
+        m.world_size = static_cast<int>(v);
+        has_world = true;
+        return absl::OkStatus();
+      }
+      if (key == "latency_s") {
+        has_latency = true;
+        return Number(m.latency_s);
+      }
+      if (key == "bandwidth_bytes_per_s") {
+        has_bandwidth = true;
+        return Number(m.bandwidth_bytes_per_s);
+      }
+      return Skip();
+    };
+    if (absl::Status s = Object(top); !s.ok()) return s;
+    Space();
+    if (pos_ != text_.size()) return Error("text after the object");
+    if (!has_world || !has_latency || !has_bandwidth) {
+      return absl::InvalidArgumentError(
+          "a collective model needs world_size, latency_s and bandwidth_bytes_per_s");
+    }
+    if (!m.Valid()) return absl::InvalidArgumentError("the collective model's figures are out of range");
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat("collective model, offset ", pos_, ": ", what));
+  }
+  void Space() {
+    while (pos_ < text_.size() && absl::ascii_isspace(static_cast<unsigned char>(text_[pos_]))) {
+      ++pos_;
+    }
+  }
+  bool Take(char c) {
+    Space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  absl::Status String(std::string& out) {
+    if (!Take('"')) return Error("expected a string");
+    const size_t end = text_.find('"', pos_);
+    if (end == absl::string_view::npos) return Error("unterminated string");
+    out = std::string(text_.substr(pos_, end - pos_));
+    if (out.find('\\') != std::string::npos) return Error("escapes are not supported");
+    pos_ = end + 1;
+    return absl::OkStatus();
+  }
+  absl::Status Number(double& out) {
+    Space();
+    size_t end = pos_;
+    while (end < text_.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text_[end])) ||
+                                  text_[end] == '-' || text_[end] == '+' || text_[end] == '.' ||
+                                  text_[end] == 'e' || text_[end] == 'E')) {
+      ++end;
+    }
+    if (end == pos_ || !absl::SimpleAtod(text_.substr(pos_, end - pos_), &out) ||
+        !std::isfinite(out)) {
+      return Error("expected a number");
+    }
+    pos_ = end;
+    return absl::OkStatus();
+  }
+  absl::Status Skip() {  // a string or a number
+    Space();
+    if (pos_ < text_.size() && text_[pos_] == '"') {
+      std::string ignored;
+      return String(ignored);
+    }
+    double ignored = 0;
+    return Number(ignored);
+  }
+  template <typename F>
+  absl::Status Object(F&& value) {
+    if (!Take('{')) return Error("expected '{'");
+    if (Take('}')) return absl::OkStatus();
+    while (true) {
+      std::string key;
+      if (absl::Status s = String(key); !s.ok()) return s;
+      if (!Take(':')) return Error("expected ':'");
+      if (absl::Status s = value(key); !s.ok()) return s;
+      if (Take('}')) return absl::OkStatus();
+      if (!Take(',')) return Error("expected ',' or '}'");
+    }
+  }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<CollectiveModel> ParseCollectiveModel(absl::string_view json) {
+  CollectiveModel m;
+  ModelReader reader(json);
+  if (absl::Status s = reader.Read(m); !s.ok()) return s;
+  return m;
+}
+
+absl::StatusOr<CollectiveModel> ReadCollectiveModelFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  absl::StatusOr<CollectiveModel> m = ParseCollectiveModel(ss.str());
+  if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
+  return m;
 }
 
 }  // namespace overlap

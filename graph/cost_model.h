@@ -12,7 +12,9 @@
 #define OVERLAP_GRAPH_COST_MODEL_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace overlap {
@@ -53,12 +55,32 @@ struct CollectiveModel {
   int world_size = 32;
   double latency_s = 20e-6;
   double bandwidth_bytes_per_s = 50e9;
+  // A fitted latency and bus bandwidth for one collective (`overlap bench-comm`); a fit
+  // with bandwidth 0 stands for the shared latency_s and bandwidth_bytes_per_s above.
+  struct Fit {
+    double latency_s = 0;
+    double bandwidth_bytes_per_s = 0;
+  };
+  Fit allgather, reduce_scatter, allreduce;
   double Allgather(int64_t bytes) const;
-  double ReduceScatter(int64_t bytes) const { return Allgather(bytes); }
+  double ReduceScatter(int64_t bytes) const;
   double Allreduce(int64_t bytes) const;
-  // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0).
+  // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0; fits with
+  // latency >= 0 and bandwidth >= 0).
   bool Valid() const;
 };
+
+// The model as a file (`overlap bench-comm --save`, read by --collective-model):
+//   {"format": "overlap-collective-model", "version": 1, "world_size": 4,
+//    "latency_s": ..., "bandwidth_bytes_per_s": ...,
+//    "allgather": {"latency_s": ..., "bandwidth_bytes_per_s": ...},
+//    "reduce_scatter": {...}, "allreduce": {...}}
+// Bandwidths are bus bandwidths (nccl-tests' busbw). Unknown keys are ignored; the shared
+// figures are required. O(size).
+std::string CollectiveModelJson(const CollectiveModel& m);
+absl::StatusOr<CollectiveModel> ParseCollectiveModel(absl::string_view json);
+// Reads and parses a file; errors name the path.
+absl::StatusOr<CollectiveModel> ReadCollectiveModelFile(const std::string& path);
 
 }  // namespace overlap
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -45,6 +46,10 @@ class Work {
   virtual double run_seconds() const { return 0; }
   // "allgather #12 (stream 0, 4096 bytes, rank 1 of 4)": what the watchdog reports.
   virtual std::string what() const { return ""; }
+  // When it was issued, and when it left the queue to run (InfinitePast before): for the
+  // watchdog's deadlines and the trace.
+  virtual absl::Time issued() const { return absl::InfinitePast(); }
+  virtual absl::Time started() const { return absl::InfinitePast(); }
 };
 
 struct CollectiveOptions {
@@ -72,8 +77,12 @@ class Communicator {
   virtual std::shared_ptr<Work> Barrier(const CollectiveOptions& o = {}) = 0;
 
   // Ends every pending and later operation with `reason` (idempotent; the first reason
-  // wins). Never blocks on the network.
+  // wins). Never blocks on the network. An operation already running on the network is not
+  // interrupted (Gloo cannot): it ends at its own timeout or when a peer closes.
   virtual void Abort(absl::Status reason) = 0;
+
+  // The last few operations issued (oldest first), done or not: what a watchdog reports.
+  virtual std::vector<std::shared_ptr<Work>> Recent() const { return {}; }
 };
 
 }  // namespace overlap

@@ -85,8 +85,16 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
     }
   };
   InterpreterOptions forward;
+  forward.kernels = options_.kernels;
   InterpreterOptions backward;
+  backward.kernels = options_.kernels;
+  if (options_.node_hook) {
+    forward.after_node = [&](const Node& node, const std::vector<Tensor>&) {
+      return options_.node_hook(node);
+    };
+  }
   backward.after_node = [&](const Node& node, const std::vector<Tensor>& results) -> absl::Status {
+    if (options_.node_hook) OVERLAP_RETURN_IF_ERROR(options_.node_hook(node));
     if (!node.meta().has_grad_of || results.empty() || !results[0].defined()) {
       return absl::OkStatus();
     }
@@ -109,7 +117,14 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
     return absl::InternalError(
         absl::StrCat("bucket ", launch_order_[next], " never received all its gradients"));
   }
+  const auto drain = std::chrono::steady_clock::now();
   for (const std::shared_ptr<Work>& w : works) OVERLAP_RETURN_IF_ERROR(w->Wait(options_.timeout));
+  result.exposed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - drain).count();
+  for (const std::shared_ptr<Work>& w : works) result.comm_s += w->run_seconds();
+  result.exposed_s = std::min(result.exposed_s, result.comm_s);
+  result.forward_peak_bytes = step.forward.peak_bytes;
+  result.backward_peak_bytes = step.backward.peak_bytes;
   // Averaged gradients, as views of the flat buffers.
   const double scale = 1.0 / comm_->size();
   TensorMap grads;
@@ -131,6 +146,7 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, grads));
   result.loss = step.loss;
   result.allreduces = static_cast<int64_t>(works.size());
+  result.works = works;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -13,6 +13,7 @@
 #define OVERLAP_RUNTIME_DDP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ struct DdpOptions {
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   OptimizerOptions optimizer;
   absl::Duration timeout = absl::Seconds(60);  // waiting for the allreduces of a step
+  // Called after every call node of the forward and the backward (fault injection, traces);
+  // an error ends the step.
+  std::function<absl::Status(const Node&)> node_hook;
+  // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
+  const KernelRegistry* kernels = nullptr;
 };
 
 struct DdpStepResult {
@@ -39,6 +45,10 @@ struct DdpStepResult {
   int64_t allreduces = 0;                // buckets reduced this step
   int64_t launched_during_backward = 0;  // of those, launched before the backward ended
   double seconds = 0;
+  double comm_s = 0;     // summed run time of the step's allreduces
+  double exposed_s = 0;  // time compute waited for them after the backward
+  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;  // measured graph values
+  std::vector<std::shared_ptr<Work>> works;                 // the step's allreduces
 };
 
 class DdpTrainer {

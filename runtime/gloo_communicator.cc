@@ -11,11 +11,13 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -35,7 +37,7 @@ constexpr uint8_t kReduceScatterSlotPrefix = 0x40;  // beside Gloo's own prefixe
 
 class GlooWork : public Work {
  public:
-  explicit GlooWork(std::string what) : what_(std::move(what)) {}
+  explicit GlooWork(std::string what) : what_(std::move(what)), issued_(absl::Now()) {}
 
   absl::Status Wait(absl::Duration timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -54,7 +56,16 @@ class GlooWork : public Work {
     return run_s_;
   }
   std::string what() const override { return what_; }
-  void Start() { start_ = std::chrono::steady_clock::now(); }  // on the stream's thread
+  absl::Time issued() const override { return issued_; }
+  absl::Time started() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+  void Start() {  // on the stream's thread
+    std::lock_guard<std::mutex> lock(mu_);
+    start_ = std::chrono::steady_clock::now();
+    started_ = absl::Now();
+  }
   void Finish(absl::Status s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -75,6 +86,8 @@ class GlooWork : public Work {
   absl::Status status_;
   std::chrono::steady_clock::time_point start_;
   double run_s_ = 0;
+  const absl::Time issued_;
+  absl::Time started_ = absl::InfinitePast();
 };
 
 // A contiguous tensor's first byte.
@@ -213,6 +226,11 @@ class GlooCommunicator : public Communicator {
     });
   }
 
+  std::vector<std::shared_ptr<Work>> Recent() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::vector<std::shared_ptr<Work>>(recent_.begin(), recent_.end());
+  }
+
   void Abort(absl::Status reason) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -336,12 +354,16 @@ class GlooCommunicator : public Communicator {
                                                    " bytes, rank ", options_.rank, " of ",
                                                    options_.size, ")"));
     Stream* raw = &s;
+    recent_.push_back(work);
+    if (recent_.size() > 8) recent_.pop_front();
     s.queue.push_back({[raw, tag, op = std::move(op)] { op(*raw, tag); }, work});
     s.cv.notify_all();
     return work;
   }
 
   void Loop(Stream* s) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> delay(0, 2000);
     while (true) {
       Task task;
       absl::Status aborted;
@@ -362,6 +384,9 @@ class GlooCommunicator : public Communicator {
       // The operation's closure holds its tensors: it is dropped before the Work is
       // finished, so that a waiter who frees them really frees them.
       absl::Status status;
+      if (options_.random_delays) {
+        std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
+      }
       try {
         task.work->Start();
         task.run();
@@ -380,7 +405,8 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
   std::vector<std::unique_ptr<Stream>> streams_;
-  std::mutex mu_;  // guards the queues, stopping_, abort_
+  mutable std::mutex mu_;  // guards the queues, recent_, stopping_, abort_
+  std::deque<std::shared_ptr<Work>> recent_;
   bool stopping_ = false;
   absl::Status abort_;
 };

@@ -52,6 +52,9 @@ struct GlooOptions {
   // all-to-all of the chunks and a local sum in rank order (the ring's bytes), allreduce
   // that followed by an allgather (the ring allreduce's bytes). Gloo's ring sums in ring order.
   bool deterministic = false;
+  // Debug (race checks): each operation starts after a random delay of 0-2 ms on its
+  // stream's thread, so that tests shake out orderings the compute thread must not rely on.
+  bool random_delays = false;
 };
 
 // Connects to the other ranks (blocking until all have joined, or the timeout). The process

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -88,10 +89,13 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
   if (!v.ok()) return v.status();
   if (*v < 1 || *v > 65535) return absl::InvalidArgumentError("MASTER_PORT out of range");
   info.master_port = *v;
+  if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) {
+    info.agent_store = absl::AsciiStrToLower(a) == "true" || std::string(a) == "1";
+  }
   return info;
 }
 
-struct TcpStore::Server {
+struct TcpStoreServer::Impl {
   int listen_fd = -1;
   std::mutex mu;
   std::condition_variable cv;
@@ -157,7 +161,7 @@ struct TcpStore::Server {
     }
   }
 
-  ~Server() {
+  ~Impl() {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
@@ -175,6 +179,42 @@ struct TcpStore::Server {
   std::thread accept_thread;
 };
 
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Serve(const std::string& addr,
+                                                                      int port) {
+  const std::string where = absl::StrCat(addr, ":", port);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 ||
+      res == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve ", where));
+  }
+  std::unique_ptr<TcpStoreServer> server(new TcpStoreServer());
+  server->impl_ = std::make_unique<Impl>();
+  Impl* impl = server->impl_.get();
+  impl->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(impl->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const bool ok = bind(impl->listen_fd, res->ai_addr, res->ai_addrlen) == 0 &&
+                  listen(impl->listen_fd, 128) == 0;
+  freeaddrinfo(res);
+  if (!ok) {
+    const std::string why = std::strerror(errno);
+    close(impl->listen_fd);
+    impl->listen_fd = -1;
+    server->impl_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot serve the store at ", where, ": ", why));
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  server->port_ = ntohs(bound.sin_port);
+  impl->accept_thread = std::thread([impl] { impl->Accept(); });
+  return server;
+}
+
+TcpStoreServer::~TcpStoreServer() = default;
+
 absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo& info,
                                                             absl::Duration timeout) {
   std::shared_ptr<TcpStore> store(new TcpStore());
@@ -188,21 +228,14 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
       res == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR ", where));
   }
-  if (info.rank == 0) {
-    auto server = std::make_unique<Server>();
-    server->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    setsockopt(server->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(server->listen_fd, res->ai_addr, res->ai_addrlen) != 0 ||
-        listen(server->listen_fd, 128) != 0) {
-      close(server->listen_fd);
+  if (info.rank == 0 && !info.agent_store) {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+        TcpStoreServer::Serve(info.master_addr, info.master_port);
+    if (!server.ok()) {
       freeaddrinfo(res);
-      return absl::UnavailableError(
-          absl::StrCat("rank 0 cannot serve the store at ", where, ": ", std::strerror(errno)));
+      return server.status();
     }
-    Server* raw = server.get();
-    server->accept_thread = std::thread([raw] { raw->Accept(); });
-    store->server_ = std::move(server);
+    store->server_ = std::move(*server);
   }
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
@@ -231,6 +264,7 @@ TcpStore::~TcpStore() {
 }
 
 absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t vlen = value.size();
   uint8_t ok = 1;
@@ -244,6 +278,7 @@ absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
 }
 
 absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t ms = static_cast<uint64_t>(absl::ToInt64Milliseconds(timeout));
   uint8_t status = 2;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,16 +31,39 @@ struct RendezvousInfo {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store (so it outlives any
+  // rank), and rank 0 connects like the others.
+  bool agent_store = false;
+};
+
+// The store's server alone: what a launcher runs so that the store does not die with rank 0.
+class TcpStoreServer {
+ public:
+  // Serves at addr:port (port 0: a free port, see port()). Unavailable naming the address
+  // when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Serve(const std::string& addr, int port);
+  ~TcpStoreServer();
+  int port() const { return port_; }
+
+ private:
+  friend class TcpStore;
+  struct Impl;
+  TcpStoreServer() = default;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
 };
 
 // Reads RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-// (defaults as torchrun's). InvalidArgument naming the variable otherwise.
+// (defaults as torchrun's), TORCHELASTIC_USE_AGENT_STORE. InvalidArgument naming the
+// variable otherwise.
 absl::StatusOr<RendezvousInfo> RendezvousFromEnv();
 
 class TcpStore : public gloo::rendezvous::Store {
  public:
-  // Rank 0 serves at master_addr:master_port (and connects to itself); the others connect,
-  // retrying until `timeout`. Unavailable / DeadlineExceeded naming the address otherwise.
+  // Rank 0 serves at master_addr:master_port (and connects to itself) unless
+  // info.agent_store; the others connect, retrying until `timeout`. Unavailable /
+  // DeadlineExceeded naming the address otherwise. Requests from several threads are
+  // serialised (one connection).
   static absl::StatusOr<std::shared_ptr<TcpStore>> Connect(const RendezvousInfo& info,
                                                            absl::Duration timeout);
   ~TcpStore() override;
@@ -56,11 +80,11 @@ class TcpStore : public gloo::rendezvous::Store {
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout);
 
  private:
-  struct Server;
   TcpStore() = default;
   int fd_ = -1;
   absl::Duration timeout_;
-  std::unique_ptr<Server> server_;  // rank 0 only
+  std::mutex mu_;                           // one request at a time on fd_
+  std::unique_ptr<TcpStoreServer> server_;  // rank 0 only, without an agent store
 };
 
 // Every rank publishes `fingerprint` (a hash of its graphs, order, parameter table and

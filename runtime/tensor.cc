@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -68,7 +69,15 @@ int64_t DTypeSize(DType d) {
 Storage::Storage(std::shared_ptr<Counters> owner, Pool pool, int64_t bytes)
     : owner_(std::move(owner)), pool_(pool), bytes_(bytes) {}
 
+namespace {
+std::atomic<bool> poison_freed{false};
+}  // namespace
+
+void SetPoisonFreedStorage(bool on) { poison_freed.store(on); }
+
 Storage::~Storage() {
+  if (data_ != nullptr && poison_freed.load()) std::memset(data_.get(), 0xFF, bytes_);
+  std::lock_guard<std::mutex> lock(owner_->mu);
   owner_->live[static_cast<int>(pool_)] -= bytes_;
   if (data_ != nullptr && bytes_ >= 4096 &&
       owner_->cached_bytes + bytes_ <= Allocator::kCacheBytes) {
@@ -80,6 +89,7 @@ Storage::~Storage() {
 absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");
   std::shared_ptr<Storage> s(new Storage(counters_, pool, bytes));
+  std::lock_guard<std::mutex> lock(counters_->mu);
   // Zeroed, and never an abort: an allocation the system refuses is an error value.
   auto cached = counters_->cache.find(bytes);
   if (cached != counters_->cache.end() && !cached->second.empty()) {
@@ -101,6 +111,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
 }
 
 void Allocator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(counters_->mu);
   counters_->peak[0] = counters_->live[0];
   counters_->peak[1] = counters_->live[1];
 }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,7 @@ class Storage {
   // and freed blocks kept for reuse by exact size (a step allocates the same sizes again;
   // the machine's page faults on fresh large blocks cost more than the kernels).
   struct Counters {
+    std::mutex mu;  // storages may die on a communication thread
     int64_t live[2] = {0, 0};
     int64_t peak[2] = {0, 0};
     absl::flat_hash_map<int64_t, std::vector<std::unique_ptr<std::byte[]>>> cache;
@@ -93,6 +95,11 @@ class Storage {
 // ResetPeak (the counts are of bytes handed out, not of blocks kept for reuse). Freed blocks
 // are kept for reuse by exact size, up to kCacheBytes in all, as PyTorch's caching
 // allocators keep them. Allocation is O(bytes) (zeroing); counting is O(1).
+// Debug (race checks): when on, every storage's bytes are overwritten with 0xFF (NaN as
+// any float) when it is freed, so that a buffer still read or written after it died shows
+// up as NaN in the results. Off by default; process-wide.
+void SetPoisonFreedStorage(bool on);
+
 class Allocator {
  public:
   Allocator() : counters_(std::make_shared<Storage::Counters>()) {}
@@ -105,8 +112,14 @@ class Allocator {
   // the system has not got them (never an abort).
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues);
 
-  int64_t live(Pool pool) const { return counters_->live[static_cast<int>(pool)]; }
-  int64_t peak(Pool pool) const { return counters_->peak[static_cast<int>(pool)]; }
+  int64_t live(Pool pool) const {
+    std::lock_guard<std::mutex> lock(counters_->mu);
+    return counters_->live[static_cast<int>(pool)];
+  }
+  int64_t peak(Pool pool) const {
+    std::lock_guard<std::mutex> lock(counters_->mu);
+    return counters_->peak[static_cast<int>(pool)];
+  }
   // Starts a new peak measurement at the bytes live now.
   void ResetPeak();
 

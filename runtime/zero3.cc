@@ -306,8 +306,15 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
   bucket_work_.assign(buckets_.size(), nullptr);
   InterpreterOptions io;
   io.zero3 = this;
+  io.kernels = options_.kernels;
+  if (options_.node_hook) {
+    io.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+      return options_.node_hook(node);
+    };
+  }
   InterpreterOptions backward = io;
   backward.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+    if (options_.node_hook) OVERLAP_RETURN_IF_ERROR(options_.node_hook(node));
     auto it = backward_pos_.find(node.id());
     ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
     return absl::OkStatus();
@@ -366,6 +373,7 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
   result.allgathers =
       static_cast<int64_t>(step_works_.size()) - static_cast<int64_t>(launched_.size());
   result.reduce_scatters = static_cast<int64_t>(launched_.size());
+  result.works = step_works_;
   result.forward_peak_bytes = step->forward.peak_bytes;
   result.backward_peak_bytes = step->backward.peak_bytes;
   result.exposed_s = std::min(exposed_s_, result.comm_s);

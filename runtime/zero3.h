@@ -35,6 +35,7 @@
 #define OVERLAP_RUNTIME_ZERO3_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,11 @@ struct Zero3Options {
   // The collectives' model for the simulated figures reported beside the measured ones
   // (its world_size is set to the communicator's).
   CollectiveModel collectives;
+  // Called after every call node of the forward and the backward (fault injection, traces);
+  // an error ends the step.
+  std::function<absl::Status(const Node&)> node_hook;
+  // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
+  const KernelRegistry* kernels = nullptr;
 };
 
 struct Zero3StepResult {
@@ -71,6 +77,7 @@ struct Zero3StepResult {
   double seconds = 0;    // the whole step, optimizer included
   double comm_s = 0;     // summed run time of this step's collectives
   double exposed_s = 0;  // time compute spent blocked on them (waits, the final drain)
+  std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order
 };
 
 // Per-rank state outside the step's graph values, in bytes.

@@ -16,7 +16,8 @@ const CommandSpec* const* Commands(size_t* n) {
   static const CommandSpec* const kCommands[] = {
       &GenCommand(),       &InspectCommand(),  &PrintCommand(),
       &PartitionCommand(), &ScheduleCommand(), &SimulateCommand(),
-      &ExecCommand(),      &TrainCommand(),    &DemoCommand(),
+      &ExecCommand(),      &TrainCommand(),    &RunCommand(),
+      &WorkerCommand(),    &BenchCommCommand(), &DemoCommand(),
   };
   *n = sizeof(kCommands) / sizeof(kCommands[0]);
   return kCommands;

@@ -15,6 +15,9 @@ const CommandSpec& ScheduleCommand();
 const CommandSpec& SimulateCommand();
 const CommandSpec& ExecCommand();
 const CommandSpec& TrainCommand();
+const CommandSpec& RunCommand();
+const CommandSpec& WorkerCommand();
+const CommandSpec& BenchCommCommand();
 const CommandSpec& DemoCommand();
 
 // The model names `gen` and `demo` accept, for usage texts.

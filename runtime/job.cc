@@ -1,0 +1,437 @@
+#include "runtime/job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "graph/shape_rules.h"
+#include "graph/size.h"
+#include "graph/status_macros.h"
+#include "partition/bucket_cap.h"
+#include "runtime/ddp.h"
+#include "runtime/gloo_communicator.h"
+#include "runtime/safetensors.h"
+#include "runtime/synthetic.h"
+#include "runtime/watchdog.h"
+#include "schedule/budget.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
+  if (name == "ddp") return Strategy::kDdp;
+  if (name == "zero3") return Strategy::kZero3;
+  return absl::InvalidArgumentError(absl::StrCat("unknown strategy '", name, "' (ddp or zero3)"));
+}
+
+absl::string_view StrategyName(Strategy s) { return s == Strategy::kDdp ? "ddp" : "zero3"; }
+
+absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
+  const char* v = std::getenv("OVERLAP_FAULT");
+  if (v == nullptr || *v == '\0') return std::optional<FaultSpec>();
+  FaultSpec f;
+  bool has_node = false;
+  for (absl::string_view field : absl::StrSplit(v, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+    const std::string& key = kv.first;
+    int64_t n = 0;
+    if (key == "rank" && absl::SimpleAtoi(kv.second, &n) && n >= 0) {
+      f.rank = static_cast<int>(n);
+    } else if (key == "step" && absl::SimpleAtoi(kv.second, &n) && n >= 1) {
+      f.step = n;
+    } else if (key == "node" && !kv.second.empty()) {
+      f.node = kv.second;
+      has_node = true;
+    } else if (key == "action" && (kv.second == "kill" || kv.second == "hang")) {
+      f.action = kv.second == "kill" ? FaultSpec::Action::kKill : FaultSpec::Action::kHang;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "OVERLAP_FAULT: bad field '", field,
+          "' (rank=R,step=K,node=NAME,action=kill|hang; step from 1)"));
+    }
+  }
+  if (!has_node) return absl::InvalidArgumentError("OVERLAP_FAULT: no node=NAME");
+  return std::optional<FaultSpec>(f);
+}
+
+std::string Fingerprint(absl::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+std::string TraceEventsJson(const std::vector<TraceEvent>& events, int rank) {
+  std::string out = absl::StrFormat(
+      "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\"}},\n"
+      "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}},"
+      "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":"
+      "\"communication\"}}",
+      rank, rank, rank, rank);
+  for (const TraceEvent& e : events) {
+    std::string name;
+    for (char c : e.name) {
+      if (c == '"' || c == '\\') name += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) name += c;
+    }
+    absl::StrAppendFormat(&out,
+                          ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%d,"
+                          "\"dur\":%d}",
+                          rank, e.track, name, e.start_us, std::max<int64_t>(e.duration_us, 1));
+  }
+  return out;
+}
+
+namespace {
+
+int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
+
+// What a rank trains: the pair, its parameters, and each step's batch.
+struct Program {
+  AotPair pair;
+  TensorMap params;
+  std::function<absl::StatusOr<TensorMap>(int64_t step)> batch;  // this rank's rows
+  std::unique_ptr<Allocator> alloc = std::make_unique<Allocator>();
+  std::unique_ptr<Graph> global;  // the global batch's graph (built-in models)
+  std::unique_ptr<SyntheticTask> task;
+};
+
+absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world) {
+  auto p = std::make_unique<Program>();
+  if (!o.graph_path.empty()) {
+    if (o.backward_graph_path.empty()) {
+      return absl::InvalidArgumentError("--graph needs --backward-graph (an AOT pair)");
+    }
+    OVERLAP_ASSIGN_OR_RETURN(p->pair.forward, ReadGraphJsonFile(o.graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(p->pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    Program* raw = p.get();
+    const uint64_t seed = o.seed;
+    p->batch = [raw, seed, rank](int64_t step) -> absl::StatusOr<TensorMap> {
+      SeededInputsOptions only_data;
+      only_data.parameters = false;
+      return SeededInputs(raw->pair.forward, seed * 7919 + step * 1000003 + rank, *raw->alloc,
+                          only_data);
+    };
+  } else {
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    mo.batch = o.batch;
+    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
+    OVERLAP_ASSIGN_OR_RETURN(p->pair, BuildAotPair(g));
+    // The global batch: the same model at batch x world rows.
+    int64_t rows = 0;
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      if (n.op() == Op::kPlaceholder && !IsParameterPlaceholder(g, id) && n.meta().has_shape &&
+          !n.meta().shape.empty()) {
+        rows = n.meta().shape[0];
+        break;
+      }
+    }
+    mo.batch = rows * world;
+    OVERLAP_ASSIGN_OR_RETURN(Graph global, BuildModel(o.model, mo, o.preset));
+    p->global = std::make_unique<Graph>(std::move(global));
+    p->task = std::make_unique<SyntheticTask>(*p->global, o.seed);
+    Program* raw = p.get();
+    p->batch = [raw, rank, world](int64_t step) -> absl::StatusOr<TensorMap> {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap all, raw->task->Batch(step));
+      return ShardRows(all, rank, world);
+    };
+  }
+  // Parameters: seeded (the same on every rank), or read.
+  SeededInputsOptions only_params;
+  only_params.data = false;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap seeded,
+                           SeededInputs(p->pair.forward, o.seed, *p->alloc, only_params));
+  TensorMap given;
+  if (!o.weights_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
+  }
+  for (NodeId id : p->pair.forward.order()) {
+    const Node& n = p->pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(p->pair.forward, id)) continue;
+    const std::string name = ParamNameOf(n);
+    if (given.empty()) {
+      p->params[name] = seeded.at(n.name());
+      continue;
+    }
+    const Tensor* w = FindInput(p->pair.forward, n, given);
+    if (w == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
+    }
+    p->params[name] = *w;
+  }
+  return p;
+}
+
+// ZeRO-3: insertion (unless the graphs have the ops) and the scheduler, on both graphs.
+absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& summary) {
+  SchedulerOptions so;
+  so.collectives = o.collectives;
+  so.collectives.world_size = world;
+  so.record_trace = false;
+  for (auto [g, kind] : {std::pair{&pair.forward, GraphKind::kForward},
+                         std::pair{&pair.backward, GraphKind::kBackward}}) {
+    if (!HasZero3Ops(*g)) OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(g).status());
+    SchedulerOptions options = so;
+    if (o.memory_limit_bytes > 0) {
+      options.lookahead.memory_limit_bytes = o.memory_limit_bytes;
+    } else if (o.device_memory_bytes > 0) {
+      StateOptions state;
+      state.world_size = world;
+      state.optimizer = o.optimizer.kind == OptimizerKind::kSgd ? Optimizer::kMomentum
+                                                                : Optimizer::kAdam;
+      OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b, DeviceMemoryBudget(*g, o.device_memory_bytes, state));
+      options.lookahead.memory_limit_bytes = b.budget_bytes;
+    }
+    if (options.lookahead.memory_limit_bytes) {
+      summary.memory_limit_bytes = *options.lookahead.memory_limit_bytes;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(ScheduleReport r, RunScheduler(o.algorithm, g, options));
+    if (r.lookahead.has_value() && !r.lookahead->feasible) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no schedule of the ", kind == GraphKind::kForward ? "forward" : "backward",
+          " keeps graph values within ", FormatBytes(*options.lookahead.memory_limit_bytes),
+          " (the smallest is ", FormatBytes(r.lookahead->min_feasible_bytes), ")"));
+    }
+  }
+  summary.algorithm = o.algorithm;
+  return absl::OkStatus();
+}
+
+// The timed-replay kernels: views run (they are free and must alias); every other node
+// waits its device time (scaled, at least 1 ms when it has one) and returns zeroed results
+// of its stated types.
+std::unique_ptr<KernelRegistry> ReplayKernels(double scale) {
+  auto r = std::make_unique<KernelRegistry>();
+  for (const std::string& target : CpuKernels().Targets()) {
+    const Kernel* real = CpuKernels().Find(target);
+    r->Register(target, [real, scale](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+      if (SharesInputStorage(c.node())) return (*real)(c);
+      const double t = TimeOf(c.node()) * scale;
+      if (t > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::max(t, 1e-3)));
+      }
+      std::vector<Tensor> out;
+      for (const TensorType& type : StatedTypes(c.node())) {
+        OVERLAP_ASSIGN_OR_RETURN(const DType d, ParseDType(type.dtype.empty() ? "float32"
+                                                                              : type.dtype));
+        const std::vector<int64_t> shape(type.shape.begin(), type.shape.end());
+        OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.NewOutput(d, shape));
+        out.push_back(std::move(x));
+      }
+      if (out.empty()) return c.Error("timed replay needs meta.shape and meta.dtype");
+      return out;
+    });
+  }
+  return r;
+}
+
+// The graph with the device times timed replay waits, for the prediction.
+Graph ReplayTimes(Graph g, double scale) {
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() == Op::kCallFunction && !IsZero3Op(n) && !SharesInputStorage(n) && TimeOf(n) > 0) {
+      g.mutable_node(id).mutable_meta().set_device_time(std::max(TimeOf(n) * scale, 1e-3));
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo& info,
+                                      const std::function<void(const StepReport&)>& on_step) {
+  const int rank = info.rank, world = info.world_size;
+  JobSummary summary;
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, LoadProgram(o, rank, world));
+  AotPair& pair = program->pair;
+  if (o.strategy == Strategy::kZero3) OVERLAP_RETURN_IF_ERROR(Compile(o, world, pair, summary));
+  int64_t cap = o.bucket_cap_bytes;
+  if (o.strategy == Strategy::kDdp && cap <= 0) {
+    CollectiveModel m = o.collectives;
+    m.world_size = world;
+    OVERLAP_ASSIGN_OR_RETURN(CapChoice choice,
+                             ChooseBucketCap(pair.forward, PartitionMode::kDefault, m));
+    cap = choice.cap_bytes;
+  }
+  summary.bucket_cap_bytes = o.strategy == Strategy::kDdp ? cap : 0;
+
+  // Join, and check that every rank compiled the same program.
+  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
+  const std::string flags = absl::StrCat(
+      StrategyName(o.strategy), " ", o.algorithm, " steps=", o.steps, " cap=", cap,
+      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+      " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
+      " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
+      " scale=", o.time_scale, " world=", world);
+  const std::string fingerprint = Fingerprint(
+      absl::StrCat(flags, "\n", WriteGraphJson(pair.forward), "\n", WriteGraphJson(pair.backward)));
+  OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, fingerprint, o.timeout));
+
+  GlooOptions go;
+  go.rank = rank;
+  go.size = world;
+  go.store = store;
+  go.prefix = "gloo";
+  go.timeout = o.timeout;
+  go.deterministic = o.deterministic;
+  go.random_delays = o.race_check;
+  if (info.master_addr != "127.0.0.1" && info.master_addr != "localhost") {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) == 0) go.hostname = host;
+  }
+  if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
+  if (o.race_check) SetPoisonFreedStorage(true);
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, CreateGlooCommunicator(go));
+  RendezvousInfo own = info;
+  own.agent_store = true;  // the watchdog's own connection: a client, never a second server
+  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
+                           TcpStore::Connect(own, o.timeout));
+  WatchdogOptions wo;
+  wo.rank = rank;
+  wo.world_size = world;
+  wo.timeout = o.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
+  Watchdog watchdog(watch_store, comm.get(), wo);
+
+  // The node hook: fault injection and the compute trace.
+  int64_t step = 0;
+  int64_t last_us = 0;
+  std::vector<TraceEvent>& trace = summary.trace;
+  auto node_hook = [&](const Node& node) -> absl::Status {
+    const int64_t now = NowUs();
+    if (o.record_trace) trace.push_back({node.name(), 0, last_us, now - last_us});
+    last_us = now;
+    if (o.fault && o.fault->rank == rank && o.fault->step == step && o.fault->node == node.name()) {
+      std::fprintf(stderr, "overlap: rank %d: injected fault at step %lld, node '%s': %s\n", rank,
+                   static_cast<long long>(step), node.name().c_str(),
+                   o.fault->action == FaultSpec::Action::kKill ? "kill" : "hang");
+      std::fflush(stderr);
+      if (o.fault->action == FaultSpec::Action::kKill) raise(SIGKILL);
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return absl::OkStatus();
+  };
+  std::unique_ptr<KernelRegistry> replay;
+  if (o.time_scale > 0) replay = ReplayKernels(o.time_scale);
+
+  std::unique_ptr<DdpTrainer> ddp;
+  std::unique_ptr<Zero3Trainer> zero3;
+  if (o.strategy == Strategy::kDdp) {
+    DdpOptions d;
+    d.bucket_cap_bytes = cap;
+    d.optimizer = o.optimizer;
+    d.timeout = o.timeout;
+    d.node_hook = node_hook;
+    d.kernels = replay.get();
+    OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
+    summary.buckets = static_cast<int64_t>(ddp->buckets().size());
+  } else {
+    Zero3Options z;
+    z.optimizer = o.optimizer;
+    z.timeout = o.timeout;
+    z.collectives = o.collectives;
+    z.node_hook = node_hook;
+    z.kernels = replay.get();
+    OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
+    summary.buckets = zero3->buckets();
+    summary.simulated_peak_bytes =
+        std::max(zero3->simulated_forward_peak_bytes(), zero3->simulated_backward_peak_bytes());
+    CollectiveModel m = o.collectives;
+    m.world_size = world;
+    double predicted = 0;
+    for (const Graph* g : {&pair.forward, &pair.backward}) {
+      const Graph timed = o.time_scale > 0 ? ReplayTimes(*g, o.time_scale) : *g;
+      SimulationOptions so;
+      so.record_trace = false;
+      OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                               Simulator(timed, m).Run(timed.OrderVector(), so));
+      predicted += r.step_time_s;
+    }
+    summary.predicted_step_s = predicted;
+  }
+
+  Allocator scalars;
+  for (step = 1; step <= o.steps; ++step) {
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program->batch(step - 1));
+    last_us = NowUs();
+    StepReport report;
+    report.step = step;
+    std::vector<std::shared_ptr<Work>> works;
+    absl::Status failed;
+    if (ddp != nullptr) {
+      absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
+      if (s.ok()) {
+        report.loss = s->loss;
+        report.seconds = s->seconds;
+        report.comm_s = s->comm_s;
+        report.exposed_s = s->exposed_s;
+        report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
+        works = s->works;
+      }
+      failed = s.status();
+    } else {
+      absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
+      if (s.ok()) {
+        report.loss = s->loss;
+        report.seconds = s->seconds;
+        report.comm_s = s->comm_s;
+        report.exposed_s = s->exposed_s;
+        report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
+        works = s->works;
+      }
+      failed = s.status();
+    }
+    // The mean loss over ranks (one scalar allreduce after the step's collectives).
+    Tensor loss;
+    if (failed.ok()) {
+      OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
+      loss.data<double>()[0] = report.loss;
+      failed = comm->AllReduce(loss)->Wait(o.timeout);
+    }
+    if (!failed.ok()) {
+      if (watchdog.aborted()) {
+        return absl::AbortedError(absl::StrCat("rank ", rank, ": ", watchdog.reason()));
+      }
+      absl::Status explained = watchdog.Explain(failed);
+      return absl::Status(explained.code(), absl::StrCat("rank ", rank, " at step ", step, ": ",
+                                                         explained.message(),
+                                                         "\nthe last collectives issued:\n",
+                                                         watchdog.RecentOperations()));
+    }
+    report.loss = loss.data<double>()[0] / world;
+    report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
+    if (o.record_trace) {
+      for (const std::shared_ptr<Work>& w : works) {
+        const int64_t start = absl::ToUnixMicros(w->started());
+        trace.push_back({w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
+      }
+    }
+    summary.steps.push_back(report);
+    if (on_step) on_step(report);
+  }
+  if (zero3 != nullptr) summary.state = zero3->state_bytes();
+  // Every rank is done before any tears its connections down.
+  OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
+  return summary;
+}
+
+}  // namespace overlap

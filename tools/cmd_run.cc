@@ -1,0 +1,303 @@
+// overlap run / overlap worker: data-parallel training across processes (runtime/job.h).
+// `run` starts N local ranks of `worker` (runtime/launcher.h) and merges their traces;
+// `worker` is one rank, joining a job from the torchrun variables (so two hosts each run
+// `overlap worker` with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/models.h"
+#include "graph/size.h"
+#include "runtime/job.h"
+#include "runtime/launcher.h"
+#include "runtime/tcp_store.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+// The job's flags, shared by run and worker (run forwards them to its workers).
+constexpr FlagSpec kJobFlags[] = {
+    {"strategy", 0, "S", "ddp (default) or zero3"},
+    {"model", 0, "M", "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default\n"
+                      "gpt2)"},
+    {"preset", 0, "P", "model sizes: tiny (default) or default"},
+    {"batch", 0, "B", "rows per rank (default: the preset's); the global batch is B x ranks"},
+    {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
+    {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
+    {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
+    {"steps", 0, "K", "optimizer steps (default 20)"},
+    {"algorithm", 0, "A", "zero3: the scheduler (default lookahead; overlap schedule\n"
+                          "--list-algorithms)"},
+    {"memory-limit", 0, "SIZE", "zero3: the schedule's budget on graph values"},
+    {"device-memory", 0, "SIZE", "zero3: derive the budget from the device's memory\n"
+                                 "(schedule/budget.h)"},
+    {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
+    {"optimizer", 0, "O", "sgd (momentum 0.9) or adamw (default)"},
+    {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
+    {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
+    {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
+    {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
+    {"collective-model", 0, "FILE", "bench-comm's fitted model for the scheduler and predictions"},
+    {"time-scale", 0, "X", "timed replay: compute waits device_time x X (>= 1 ms) instead of\n"
+                           "running kernels; collectives stay real"},
+    {"race-check", 0, "", "debug: random delays on the communication threads, NaN in freed\n"
+                          "buffers"},
+};
+
+constexpr FlagSpec kRunFlags[] = {
+    {"nproc", 0, "N", "ranks to start on this machine (default 2)"},
+    {"trace", 0, "FILE", "write one Chrome / Perfetto trace: a track per rank and stream"},
+};
+
+constexpr FlagSpec kWorkerFlags[] = {
+    {"trace", 0, "FILE", "write this rank's trace events to FILE.rank<R>"},
+};
+
+// The job options the flags describe; usage errors are recorded in `in`.
+JobOptions ReadJobFlags(Invocation& in) {
+  JobOptions o;
+  if (std::optional<std::string> s = in.String("strategy")) {
+    absl::StatusOr<Strategy> st = ParseStrategy(*s);
+    if (st.ok()) {
+      o.strategy = *st;
+    } else {
+      in.AddUsageError(std::string(st.status().message()));
+    }
+  }
+  o.model = in.String("model").value_or(std::string(kDefaultModel));
+  absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
+  if (preset.ok()) {
+    o.preset = *preset;
+  } else {
+    in.AddUsageError(std::string(preset.status().message()));
+  }
+  o.batch = in.Int("batch", 1, int64_t{1} << 30, 0);
+  o.graph_path = in.Path("graph").value_or("");
+  o.backward_graph_path = in.Path("backward-graph").value_or("");
+  if (o.graph_path.empty() != o.backward_graph_path.empty()) {
+    in.AddUsageError("--graph and --backward-graph go together (an AOT pair)");
+  }
+  if (!o.graph_path.empty() && in.Has("model")) in.AddUsageError("--graph or --model, not both");
+  o.weights_path = in.Path("weights").value_or("");
+  o.steps = in.Int("steps", 1, 1000000, 20);
+  o.algorithm = in.String("algorithm").value_or("lookahead");
+  o.memory_limit_bytes = in.Size("memory-limit").value_or(0);
+  o.device_memory_bytes = in.Size("device-memory").value_or(0);
+  if (o.memory_limit_bytes > 0 && o.device_memory_bytes > 0) {
+    in.AddUsageError("--memory-limit or --device-memory, not both");
+  }
+  if (std::optional<std::string> cap = in.String("bucket-cap"); cap && *cap != "auto") {
+    o.bucket_cap_bytes = in.Size("bucket-cap").value_or(0);
+    if (o.bucket_cap_bytes <= 0 && !in.has_usage_error()) {
+      in.AddUsageError("--bucket-cap must be > 0 (or auto)");
+    }
+  }
+  absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
+  if (kind.ok()) {
+    o.optimizer.kind = *kind;
+  } else {
+    in.AddUsageError(std::string(kind.status().message()));
+  }
+  o.optimizer.lr = in.Positive("lr", 1e3, o.optimizer.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
+  o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  o.timeout = absl::Seconds(in.Positive("timeout", 86400, 60));
+  o.deterministic = in.Switch("deterministic");
+  o.time_scale = in.NonNegative("time-scale", 1e9, 0);
+  o.race_check = in.Switch("race-check");
+  if (std::optional<std::string> path = in.Path("collective-model")) {
+    absl::StatusOr<CollectiveModel> m = ReadCollectiveModelFile(*path);
+    if (m.ok()) {
+      o.collectives = *m;
+    } else {
+      in.AddUsageError(std::string(m.status().message()));
+    }
+  }
+  return o;
+}
+
+std::string Fraction(double x) { return absl::StrFormat("%.1f%%", 100 * x); }
+
+int Worker(Invocation& in) {
+  JobOptions o = ReadJobFlags(in);
+  if (in.has_usage_error()) return in.UsageError();
+  absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
+  if (!info.ok()) return in.BadInput(info.status());
+  absl::StatusOr<std::optional<FaultSpec>> fault = FaultFromEnv();
+  if (!fault.ok()) return in.BadInput(fault.status());
+  o.fault = *fault;
+  const std::optional<std::string> trace = in.Path("trace");
+  o.record_trace = trace.has_value();
+  const int rank = info->rank;
+  if (rank == 0) {
+    std::fprintf(in.summary(), "%s on %d rank(s): %s%s, %lld steps\n",
+                 std::string(StrategyName(o.strategy)).c_str(), info->world_size,
+                 o.graph_path.empty() ? o.model.c_str() : o.graph_path.c_str(),
+                 o.graph_path.empty() ? (o.preset == Preset::kTiny ? " (tiny)" : " (default)") : "",
+                 static_cast<long long>(o.steps));
+    std::fflush(in.summary());
+  }
+  absl::StatusOr<JobSummary> s = RunJobRank(o, *info, [&](const StepReport& r) {
+    if (rank != 0) return;
+    std::fprintf(in.out(), "step %lld loss %.6f time %s hidden %s\n",
+                 static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
+                 Fraction(r.hidden).c_str());
+    std::fflush(in.out());
+  });
+  if (!s.ok()) return in.BadInput(s.status());
+  // Every rank: its memory beside the simulator's, and its state apart.
+  int64_t peak = 0;
+  double comm = 0, exposed = 0, seconds = 0;
+  for (const StepReport& r : s->steps) {
+    peak = std::max(peak, r.peak_bytes);
+    comm += r.comm_s;
+    exposed += r.exposed_s;
+    seconds += r.seconds;
+  }
+  std::string memory = absl::StrCat("rank ", rank, ": peak of graph values ", FormatBytes(peak));
+  if (s->simulated_peak_bytes >= 0) {
+    absl::StrAppend(&memory, " (simulated ", FormatBytes(s->simulated_peak_bytes), ", ",
+                    absl::StrFormat("%+.1f%%", s->simulated_peak_bytes > 0
+                                                   ? 100.0 * (peak - s->simulated_peak_bytes) /
+                                                         s->simulated_peak_bytes
+                                                   : 0.0),
+                    ")");
+  }
+  if (s->memory_limit_bytes > 0) {
+    absl::StrAppend(&memory, ", limit ", FormatBytes(s->memory_limit_bytes),
+                    peak <= s->memory_limit_bytes ? " (within)" : " (EXCEEDED)");
+  }
+  if (o.strategy == Strategy::kZero3) {
+    absl::StrAppend(&memory, "; apart: shards ", FormatBytes(s->state.shards), ", optimizer ",
+                    FormatBytes(s->state.optimizer), ", communication buffers ",
+                    FormatBytes(s->state.buffers));
+  }
+  std::fprintf(in.err(), "%s\n", memory.c_str());
+  if (rank == 0) {
+    const size_t k = s->steps.size();
+    std::fprintf(in.summary(),
+                 "%zu steps, %s per step; loss %.4f -> %.4f; hidden communication %s "
+                 "(%s of %s exposed)%s\n",
+                 k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(),
+                 k > 0 ? s->steps.front().loss : 0.0, k > 0 ? s->steps.back().loss : 0.0,
+                 Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(),
+                 FormatSeconds(exposed).c_str(), FormatSeconds(comm).c_str(),
+                 o.strategy == Strategy::kDdp
+                     ? absl::StrCat("; ", s->buckets, " buckets, cap ",
+                                    FormatBytes(s->bucket_cap_bytes))
+                           .c_str()
+                     : absl::StrCat("; ", s->algorithm, ", ", s->buckets,
+                                    " reduce-scatter buckets, predicted step ",
+                                    FormatSeconds(s->predicted_step_s))
+                           .c_str());
+  }
+  if (trace) {
+    const std::string part = absl::StrCat(*trace, ".rank", rank);
+    absl::Status w = WriteTextFile(in, part, TraceEventsJson(s->trace, rank));
+    if (!w.ok()) return in.BadInput(w);
+  }
+  return kExitOk;
+}
+
+int Run(Invocation& in) {
+  const int64_t nproc = in.Int("nproc", 1, 256, 2);
+  JobOptions o = ReadJobFlags(in);  // checked here, so a bad flag fails before any rank starts
+  (void)o;
+  if (in.has_usage_error()) return in.UsageError();
+  LaunchOptions lo;
+  lo.nproc = static_cast<int>(nproc);
+  const char* self = std::getenv("OVERLAP_WORKER_BINARY");
+  lo.argv = {self != nullptr ? self : "/proc/self/exe", "worker"};
+  for (const FlagSpec& f : kJobFlags) {
+    if (!in.Has(f.name)) continue;
+    lo.argv.push_back(absl::StrCat("--", f.name));
+    if (!f.value.empty()) lo.argv.push_back(*in.String(f.name));
+  }
+  const std::optional<std::string> trace = in.Path("trace");
+  if (trace) {
+    lo.argv.push_back("--trace");
+    lo.argv.push_back(*trace);
+  }
+  lo.grace = o.timeout;
+  std::fflush(in.out());
+  std::fflush(in.err());
+  absl::StatusOr<LaunchResult> r = Launch(lo);
+  if (!r.ok()) return in.BadInput(r.status());
+  if (r->exit_code != 0) {
+    return in.BadInput(absl::UnavailableError(absl::StrCat("the job failed: ", r->message)));
+  }
+  if (trace) {
+    std::string merged = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    for (int rank = 0; rank < lo.nproc; ++rank) {
+      const std::string part = absl::StrCat(*trace, ".rank", rank);
+      std::ifstream f(part);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      if (!f) return in.BadInput(absl::NotFoundError(absl::StrCat("no trace part ", part)));
+      absl::StrAppend(&merged, rank > 0 ? ",\n" : "", ss.str());
+      std::remove(part.c_str());
+    }
+    absl::StrAppend(&merged, "\n]}\n");
+    absl::Status w = WriteTextFile(in, *trace, merged);
+    if (!w.ok()) return in.BadInput(w);
+    std::fprintf(in.summary(), "wrote the trace of %d ranks to %s (chrome://tracing, Perfetto)\n",
+                 lo.nproc, trace->c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const CommandSpec& RunCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "run";
+    s.synopsis = "--nproc N [--strategy ddp|zero3] [--model M] [options]";
+    s.summary = "train across N local processes (DDP or ZeRO-3 over Gloo)";
+    s.description =
+        "Starts N ranks of `overlap worker` on this machine, as `torchrun --standalone` does\n"
+        "(the launcher serves the rendezvous store), and supervises them: when one fails,\n"
+        "the others get the collective timeout to report it and are then killed. Each step\n"
+        "prints `step k loss x` (the mean over ranks), its time and the hidden-communication\n"
+        "fraction (1 - exposed / total communication; docs/runtime.md). Each rank prints its\n"
+        "peak of graph values beside the simulator's prediction.\n";
+    s.flags = {kRunFlags, kJobFlags};
+    s.footer = "Faults for tests: OVERLAP_FAULT=rank=R,step=K,node=NAME,action=kill|hang.\n";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+const CommandSpec& WorkerCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "worker";
+    s.synopsis = "[--strategy ddp|zero3] [--model M] [options]";
+    s.summary = "one rank of a job, joined from the torchrun variables";
+    s.description =
+        "Joins a job from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (LOCAL_RANK and\n"
+        "LOCAL_WORLD_SIZE optional; rank 0 serves the store unless\n"
+        "TORCHELASTIC_USE_AGENT_STORE=True), so a job spans hosts with one command per host.\n"
+        "Every rank must be given the same flags: the start-up check compares a hash of the\n"
+        "compiled graphs and flags and fails naming the first rank that differs.\n";
+    s.flags = {kWorkerFlags, kJobFlags};
+    s.footer =
+        "Two hosts: on host A (10.0.0.1)\n"
+        "  RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 overlap worker --model gpt2\n"
+        "and on host B the same with RANK=1.\n";
+    s.run = &Worker;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap
