@@ -63,9 +63,9 @@ std::string CollectiveModelJson(const CollectiveModel& m) {
       "{\"format\": \"overlap-collective-model\", \"version\": 1, \"world_size\": %d,\n"
       " \"latency_s\": %.9g, \"bandwidth_bytes_per_s\": %.9g",
       m.world_size, m.latency_s, m.bandwidth_bytes_per_s);
-  for (auto [name, fit] : {std::pair{"allgather", &m.allgather},
-                           std::pair{"reduce_scatter", &m.reduce_scatter},
-                           std::pair{"allreduce", &m.allreduce}}) {
+  for (auto [name, fit] :
+       {std::pair{"allgather", &m.allgather}, std::pair{"reduce_scatter", &m.reduce_scatter},
+        std::pair{"allreduce", &m.allreduce}}) {
     absl::StrAppendFormat(&out,
                           ",\n \"%s\": {\"latency_s\": %.9g, \"bandwidth_bytes_per_s\": %.9g}",
                           name, fit->latency_s, fit->bandwidth_bytes_per_s);
@@ -122,7 +122,8 @@ class ModelReader {
       return absl::InvalidArgumentError(
           "a collective model needs world_size, latency_s and bandwidth_bytes_per_s");
     }
-    if (!m.Valid()) return absl::InvalidArgumentError("the collective model's figures are out of range");
+    if (!m.Valid())
+      return absl::InvalidArgumentError("the collective model's figures are out of range");
     return absl::OkStatus();
   }
 
@@ -155,9 +156,9 @@ class ModelReader {
   absl::Status Number(double& out) {
     Space();
     size_t end = pos_;
-    while (end < text_.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text_[end])) ||
-                                  text_[end] == '-' || text_[end] == '+' || text_[end] == '.' ||
-                                  text_[end] == 'e' || text_[end] == 'E')) {
+    while (end < text_.size() &&
+           (absl::ascii_isdigit(static_cast<unsigned char>(text_[end])) || text_[end] == '-' ||
+            text_[end] == '+' || text_[end] == '.' || text_[end] == 'e' || text_[end] == 'E')) {
       ++end;
     }
     if (end == pos_ || !absl::SimpleAtod(text_.substr(pos_, end - pos_), &out) ||
@@ -209,7 +210,8 @@ absl::StatusOr<CollectiveModel> ReadCollectiveModelFile(const std::string& path)
   std::stringstream ss;
   ss << f.rdbuf();
   absl::StatusOr<CollectiveModel> m = ParseCollectiveModel(ss.str());
-  if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
+  if (!m.ok())
+    return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
   return m;
 }
 

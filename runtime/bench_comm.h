@@ -27,10 +27,10 @@ absl::string_view CollectiveName(CollectiveKind k);
 
 struct BenchRow {
   CollectiveKind kind = CollectiveKind::kAllreduce;
-  int64_t bytes = 0;     // the full tensor (allgather's output, reduce-scatter's input)
+  int64_t bytes = 0;  // the full tensor (allgather's output, reduce-scatter's input)
   int64_t iterations = 0;
-  double seconds = 0;    // mean per operation, slowest rank's view (max over ranks)
-  double algbw = 0;      // bytes / second
+  double seconds = 0;  // mean per operation, slowest rank's view (max over ranks)
+  double algbw = 0;    // bytes / second
   double busbw = 0;
 };
 

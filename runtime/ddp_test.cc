@@ -36,7 +36,8 @@ int Fail(int rank, const std::string& what, int code) {
 // One rank of `model` on its rows of each global batch; 0 when the parameters after
 // kSteps match one process on the whole batch.
 int DdpRank(const std::string& model, int rank, int size, const std::string& dir,
-            OptimizerKind kind, double tolerance) {
+            OptimizerKind kind, double tolerance, bool race) {
+  if (race) SetPoisonFreedStorage(true);
   constexpr int kSteps = 5;
   const int64_t rows = model == "mlp" ? 4 : 2;  // per rank
   OptimizerOptions opt;
@@ -56,6 +57,7 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
   go.size = size;
   go.store_path = dir;
   go.timeout = absl::Seconds(30);
+  go.random_delays = race;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(go);
   if (!comm.ok()) return Fail(rank, std::string(comm.status().message()), 4);
   DdpOptions o;
@@ -85,15 +87,19 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
   return 0;
 }
 
-void Check(const std::string& model, int size, OptimizerKind kind, double tolerance) {
+void Check(const std::string& model, int size, OptimizerKind kind, double tolerance,
+           bool race = false) {
   const std::string dir = FreshStoreDir(absl::StrCat(model, size, static_cast<int>(kind)));
-  const std::vector<int> codes =
-      RunRanks(size, [&](int rank) { return DdpRank(model, rank, size, dir, kind, tolerance); });
+  const std::vector<int> codes = RunRanks(
+      size, [&](int rank) { return DdpRank(model, rank, size, dir, kind, tolerance, race); });
   for (int r = 0; r < size; ++r) {
     EXPECT_EQ(codes[r], 0) << model << ", world " << size << ", rank " << r
                            << (kind == OptimizerKind::kSgd ? ", SGD" : ", AdamW");
   }
 }
+
+// Random delays on the communication thread and NaN-poisoned freed buffers change nothing.
+TEST(DdpTest, RaceSwitchesChangeNothing) { Check("mlp", 3, OptimizerKind::kSgd, 1e-5, true); }
 
 TEST(DdpTest, MlpRanksOnShardsMatchOneProcessOnTheWholeBatch) {
   for (int size : {2, 3, 4}) Check("mlp", size, OptimizerKind::kSgd, 1e-5);

@@ -61,9 +61,9 @@ absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
     } else if (key == "action" && (kv.second == "kill" || kv.second == "hang")) {
       f.action = kv.second == "kill" ? FaultSpec::Action::kKill : FaultSpec::Action::kHang;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "OVERLAP_FAULT: bad field '", field,
-          "' (rank=R,step=K,node=NAME,action=kill|hang; step from 1)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("OVERLAP_FAULT: bad field '", field,
+                       "' (rank=R,step=K,node=NAME,action=kill|hang; step from 1)"));
     }
   }
   if (!has_node) return absl::InvalidArgumentError("OVERLAP_FAULT: no node=NAME");
@@ -82,7 +82,8 @@ std::string Fingerprint(absl::string_view text) {
 std::string TraceEventsJson(const std::vector<TraceEvent>& events, int rank) {
   std::string out = absl::StrFormat(
       "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\"}},\n"
-      "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}},"
+      "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}"
+      ","
       "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":"
       "\"communication\"}}",
       rank, rank, rank, rank);
@@ -197,9 +198,10 @@ absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& 
     } else if (o.device_memory_bytes > 0) {
       StateOptions state;
       state.world_size = world;
-      state.optimizer = o.optimizer.kind == OptimizerKind::kSgd ? Optimizer::kMomentum
-                                                                : Optimizer::kAdam;
-      OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b, DeviceMemoryBudget(*g, o.device_memory_bytes, state));
+      state.optimizer =
+          o.optimizer.kind == OptimizerKind::kSgd ? Optimizer::kMomentum : Optimizer::kAdam;
+      OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b,
+                               DeviceMemoryBudget(*g, o.device_memory_bytes, state));
       options.lookahead.memory_limit_bytes = b.budget_bytes;
     }
     if (options.lookahead.memory_limit_bytes) {
@@ -232,8 +234,8 @@ std::unique_ptr<KernelRegistry> ReplayKernels(double scale) {
       }
       std::vector<Tensor> out;
       for (const TensorType& type : StatedTypes(c.node())) {
-        OVERLAP_ASSIGN_OR_RETURN(const DType d, ParseDType(type.dtype.empty() ? "float32"
-                                                                              : type.dtype));
+        OVERLAP_ASSIGN_OR_RETURN(const DType d,
+                                 ParseDType(type.dtype.empty() ? "float32" : type.dtype));
         const std::vector<int64_t> shape(type.shape.begin(), type.shape.end());
         OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.NewOutput(d, shape));
         out.push_back(std::move(x));
@@ -277,12 +279,12 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
 
   // Join, and check that every rank compiled the same program.
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
-  const std::string flags = absl::StrCat(
-      StrategyName(o.strategy), " ", o.algorithm, " steps=", o.steps, " cap=", cap,
-      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
-      " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
-      " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
-      " scale=", o.time_scale, " world=", world);
+  const std::string flags =
+      absl::StrCat(StrategyName(o.strategy), " ", o.algorithm, " steps=", o.steps, " cap=", cap,
+                   " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+                   " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
+                   " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
+                   " scale=", o.time_scale, " world=", world);
   const std::string fingerprint = Fingerprint(
       absl::StrCat(flags, "\n", WriteGraphJson(pair.forward), "\n", WriteGraphJson(pair.backward)));
   OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, fingerprint, o.timeout));
@@ -412,10 +414,10 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
         return absl::AbortedError(absl::StrCat("rank ", rank, ": ", watchdog.reason()));
       }
       absl::Status explained = watchdog.Explain(failed);
-      return absl::Status(explained.code(), absl::StrCat("rank ", rank, " at step ", step, ": ",
-                                                         explained.message(),
-                                                         "\nthe last collectives issued:\n",
-                                                         watchdog.RecentOperations()));
+      return absl::Status(
+          explained.code(),
+          absl::StrCat("rank ", rank, " at step ", step, ": ", explained.message(),
+                       "\nthe last collectives issued:\n", watchdog.RecentOperations()));
     }
     report.loss = loss.data<double>()[0] / world;
     report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;

@@ -87,13 +87,13 @@ struct JobOptions {
 };
 
 struct StepReport {
-  int64_t step = 0;         // from 1
-  double loss = 0;          // the mean over ranks
-  double seconds = 0;       // this rank's step, optimizer included
-  double comm_s = 0;        // this rank's collectives' run time
-  double exposed_s = 0;     // compute blocked on them
-  double hidden = 1;        // 1 - exposed / comm
-  int64_t peak_bytes = 0;   // measured graph values (larger of forward and backward)
+  int64_t step = 0;        // from 1
+  double loss = 0;         // the mean over ranks
+  double seconds = 0;      // this rank's step, optimizer included
+  double comm_s = 0;       // this rank's collectives' run time
+  double exposed_s = 0;    // compute blocked on them
+  double hidden = 1;       // 1 - exposed / comm
+  int64_t peak_bytes = 0;  // measured graph values (larger of forward and backward)
 };
 
 // One Chrome trace event of this rank (complete event, microseconds since the epoch).

@@ -62,8 +62,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
   }
 
   const absl::Time start = absl::Now();
-  absl::Time kill_at = o.deadline == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                              : start + o.deadline;
+  absl::Time kill_at =
+      o.deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + o.deadline;
   int running = o.nproc;
   std::vector<std::string> events;
   while (running > 0) {
@@ -104,8 +104,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
       }
       if (r.first_failed_rank < 0) {
         r.exit_code = 124;
-        events.push_back(absl::StrCat("the job passed its deadline of ",
-                                      absl::FormatDuration(o.deadline)));
+        events.push_back(
+            absl::StrCat("the job passed its deadline of ", absl::FormatDuration(o.deadline)));
       } else {
         events.push_back(absl::StrCat("the launcher ended the ranks still running ",
                                       absl::FormatDuration(o.grace), " after the first failure"));

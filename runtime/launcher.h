@@ -21,7 +21,7 @@ namespace overlap {
 
 struct LaunchOptions {
   int nproc = 1;
-  std::vector<std::string> argv;  // the worker command; argv[0] is the executable's path
+  std::vector<std::string> argv;             // the worker command; argv[0] is the executable's path
   absl::Duration grace = absl::Seconds(10);  // after the first failure
   absl::Duration deadline = absl::InfiniteDuration();
   // Extra environment for every rank ("NAME=value").

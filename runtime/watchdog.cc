@@ -92,8 +92,9 @@ absl::Status Watchdog::Explain(const absl::Status& failure) {
                            lost.size() == 1 ? " is" : " are", " lost (no heartbeat for ",
                            absl::FormatDuration(wait), "): ", failure.message());
   } else {
-    message = absl::StrCat(failure.message(), " (every rank's heartbeat advances: no rank is "
-                                              "lost; a rank is silent or slow)");
+    message = absl::StrCat(failure.message(),
+                           " (every rank's heartbeat advances: no rank is "
+                           "lost; a rank is silent or slow)");
   }
   PublishAbort(message);
   return absl::Status(failure.code(), message);
@@ -117,10 +118,10 @@ void Watchdog::Loop() {
       const absl::Time now = absl::Now();
       for (const std::shared_ptr<Work>& w : comm_->Recent()) {
         if (!w->Done() && now - w->issued() > options_.timeout) {
-          const std::string reason = absl::StrCat(
-              "rank ", options_.rank, ": watchdog: ", w->what(), " did not finish within ",
-              absl::FormatDuration(options_.timeout), "; the last collectives issued:\n",
-              RecentOperations());
+          const std::string reason =
+              absl::StrCat("rank ", options_.rank, ": watchdog: ", w->what(),
+                           " did not finish within ", absl::FormatDuration(options_.timeout),
+                           "; the last collectives issued:\n", RecentOperations());
           PublishAbort(reason);
           AbortAll(reason);
           break;

@@ -14,10 +14,9 @@ namespace {
 // The commands, in the order `overlap help` lists them.
 const CommandSpec* const* Commands(size_t* n) {
   static const CommandSpec* const kCommands[] = {
-      &GenCommand(),       &InspectCommand(),  &PrintCommand(),
-      &PartitionCommand(), &ScheduleCommand(), &SimulateCommand(),
-      &ExecCommand(),      &TrainCommand(),    &RunCommand(),
-      &WorkerCommand(),    &BenchCommCommand(), &DemoCommand(),
+      &GenCommand(),      &InspectCommand(),  &PrintCommand(),     &PartitionCommand(),
+      &ScheduleCommand(), &SimulateCommand(), &ExecCommand(),      &TrainCommand(),
+      &RunCommand(),      &WorkerCommand(),   &BenchCommCommand(), &DemoCommand(),
   };
   *n = sizeof(kCommands) / sizeof(kCommands[0]);
   return kCommands;

@@ -49,7 +49,8 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   if (!rows.ok()) return in.BadInput(rows.status());
   if (info->rank != 0) return kExitOk;
   const int world = info->world_size;
-  std::fprintf(in.out(), "# %d ranks, Gloo over loopback TCP, float32; times are the slowest rank's\n",
+  std::fprintf(in.out(),
+               "# %d ranks, Gloo over loopback TCP, float32; times are the slowest rank's\n",
                world);
   std::fprintf(in.out(), "#%14s %15s %6s %11s %11s %11s %11s\n", "size", "collective", "iters",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
@@ -61,9 +62,9 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   }
   absl::StatusOr<CollectiveModel> m = FitCollectiveModel(*rows, world);
   if (!m.ok()) return in.BadInput(m.status());
-  for (auto [name, fit] : {std::pair{"allreduce", m->allreduce},
-                           std::pair{"allgather", m->allgather},
-                           std::pair{"reduce_scatter", m->reduce_scatter}}) {
+  for (auto [name, fit] :
+       {std::pair{"allreduce", m->allreduce}, std::pair{"allgather", m->allgather},
+        std::pair{"reduce_scatter", m->reduce_scatter}}) {
     std::fprintf(in.out(), "fit %-15s latency %8.1f us, bus bandwidth %.3f GB/s\n", name,
                  fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9);
   }
@@ -91,8 +92,13 @@ int Run(Invocation& in) {
   LaunchOptions lo;
   lo.nproc = world;
   const char* self = std::getenv("OVERLAP_WORKER_BINARY");
-  lo.argv = {self != nullptr ? self : "/proc/self/exe", "bench-comm", "--as-rank", "--sizes",
-             range, "--timeout", absl::StrCat(absl::ToDoubleSeconds(timeout))};
+  lo.argv = {self != nullptr ? self : "/proc/self/exe",
+             "bench-comm",
+             "--as-rank",
+             "--sizes",
+             range,
+             "--timeout",
+             absl::StrCat(absl::ToDoubleSeconds(timeout))};
   if (std::optional<std::string> path = in.Path("save")) {
     lo.argv.push_back("--save");
     lo.argv.push_back(*path);

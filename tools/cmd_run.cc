@@ -27,19 +27,22 @@ namespace {
 // The job's flags, shared by run and worker (run forwards them to its workers).
 constexpr FlagSpec kJobFlags[] = {
     {"strategy", 0, "S", "ddp (default) or zero3"},
-    {"model", 0, "M", "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default\n"
-                      "gpt2)"},
+    {"model", 0, "M",
+     "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default\n"
+     "gpt2)"},
     {"preset", 0, "P", "model sizes: tiny (default) or default"},
     {"batch", 0, "B", "rows per rank (default: the preset's); the global batch is B x ranks"},
     {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
     {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
     {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
-    {"algorithm", 0, "A", "zero3: the scheduler (default lookahead; overlap schedule\n"
-                          "--list-algorithms)"},
+    {"algorithm", 0, "A",
+     "zero3: the scheduler (default lookahead; overlap schedule\n"
+     "--list-algorithms)"},
     {"memory-limit", 0, "SIZE", "zero3: the schedule's budget on graph values"},
-    {"device-memory", 0, "SIZE", "zero3: derive the budget from the device's memory\n"
-                                 "(schedule/budget.h)"},
+    {"device-memory", 0, "SIZE",
+     "zero3: derive the budget from the device's memory\n"
+     "(schedule/budget.h)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
     {"optimizer", 0, "O", "sgd (momentum 0.9) or adamw (default)"},
     {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
@@ -47,10 +50,12 @@ constexpr FlagSpec kJobFlags[] = {
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
     {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
     {"collective-model", 0, "FILE", "bench-comm's fitted model for the scheduler and predictions"},
-    {"time-scale", 0, "X", "timed replay: compute waits device_time x X (>= 1 ms) instead of\n"
-                           "running kernels; collectives stay real"},
-    {"race-check", 0, "", "debug: random delays on the communication threads, NaN in freed\n"
-                          "buffers"},
+    {"time-scale", 0, "X",
+     "timed replay: compute waits device_time x X (>= 1 ms) instead of\n"
+     "running kernels; collectives stay real"},
+    {"race-check", 0, "",
+     "debug: random delays on the communication threads, NaN in freed\n"
+     "buffers"},
 };
 
 constexpr FlagSpec kRunFlags[] = {
@@ -183,21 +188,20 @@ int Worker(Invocation& in) {
   std::fprintf(in.err(), "%s\n", memory.c_str());
   if (rank == 0) {
     const size_t k = s->steps.size();
-    std::fprintf(in.summary(),
-                 "%zu steps, %s per step; loss %.4f -> %.4f; hidden communication %s "
-                 "(%s of %s exposed)%s\n",
-                 k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(),
-                 k > 0 ? s->steps.front().loss : 0.0, k > 0 ? s->steps.back().loss : 0.0,
-                 Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(),
-                 FormatSeconds(exposed).c_str(), FormatSeconds(comm).c_str(),
-                 o.strategy == Strategy::kDdp
-                     ? absl::StrCat("; ", s->buckets, " buckets, cap ",
-                                    FormatBytes(s->bucket_cap_bytes))
-                           .c_str()
-                     : absl::StrCat("; ", s->algorithm, ", ", s->buckets,
-                                    " reduce-scatter buckets, predicted step ",
-                                    FormatSeconds(s->predicted_step_s))
-                           .c_str());
+    std::fprintf(
+        in.summary(),
+        "%zu steps, %s per step; loss %.4f -> %.4f; hidden communication %s "
+        "(%s of %s exposed)%s\n",
+        k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(), k > 0 ? s->steps.front().loss : 0.0,
+        k > 0 ? s->steps.back().loss : 0.0, Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(),
+        FormatSeconds(exposed).c_str(), FormatSeconds(comm).c_str(),
+        o.strategy == Strategy::kDdp
+            ? absl::StrCat("; ", s->buckets, " buckets, cap ", FormatBytes(s->bucket_cap_bytes))
+                  .c_str()
+            : absl::StrCat("; ", s->algorithm, ", ", s->buckets,
+                           " reduce-scatter buckets, predicted step ",
+                           FormatSeconds(s->predicted_step_s))
+                  .c_str());
   }
   if (trace) {
     const std::string part = absl::StrCat(*trace, ".rank", rank);

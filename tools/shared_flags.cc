@@ -21,6 +21,10 @@ constexpr FlagSpec kCollectiveFlags[] = {
     {"world-size", 0, "N", "ranks (default 32)"},
     {"latency-us", 0, "X", "collective latency in microseconds (default 20)"},
     {"bandwidth", 0, "X", "per-rank bandwidth in GB/s (default 50)"},
+    {"collective-model", 0, "FILE",
+     "a fitted model (overlap bench-comm --save): per-collective latency and\n"
+     "bandwidth; --world-size overrides its world size, --latency-us and\n"
+     "--bandwidth replace its fits with one shared figure"},
 };
 
 constexpr FlagSpec kBudgetFlags[] = {
@@ -73,8 +77,19 @@ absl::Span<const FlagSpec> CollectiveFlags() { return kCollectiveFlags; }
 
 CollectiveModel ReadCollectiveFlags(Invocation& in) {
   CollectiveModel model;
+  if (std::optional<std::string> path = in.Path("collective-model")) {
+    absl::StatusOr<CollectiveModel> m = ReadCollectiveModelFile(*path);
+    if (m.ok()) {
+      model = *m;
+    } else {
+      in.AddUsageError(absl::StrCat("--collective-model: ", m.status().message()));
+    }
+  }
   model.world_size = static_cast<int>(in.Int("world-size", 1, int64_t{1} << 24, model.world_size));
   // Only a given flag changes a default (a unit round trip could change its last bit).
+  if (in.Has("latency-us") || in.Has("bandwidth")) {
+    model.allgather = model.reduce_scatter = model.allreduce = CollectiveModel::Fit{};
+  }
   if (in.Has("latency-us")) model.latency_s = in.NonNegative("latency-us", 1e9, 0) * 1e-6;
   if (in.Has("bandwidth")) {
     model.bandwidth_bytes_per_s = in.Bounded("bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;

@@ -23,7 +23,8 @@ std::string FreshStoreDir(const std::string& name) {
 }
 
 std::vector<int> RunRanks(int size, const std::function<int(int)>& body,
-                          std::chrono::seconds deadline) {
+                          std::chrono::seconds deadline,
+                          const std::function<void(const std::vector<int>&)>& started) {
   std::vector<pid_t> pids;
   for (int r = 0; r < size; ++r) {
     const pid_t pid = fork();
@@ -39,6 +40,7 @@ std::vector<int> RunRanks(int size, const std::function<int(int)>& body,
     }
     pids.push_back(pid);
   }
+  if (started) started(std::vector<int>(pids.begin(), pids.end()));
   std::vector<int> codes(size, -1);
   const auto end = std::chrono::steady_clock::now() + deadline;
   for (int left = size; left > 0;) {

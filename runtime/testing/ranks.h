@@ -16,8 +16,11 @@ std::string FreshStoreDir(const std::string& name);
 // Runs body(rank) in `size` forked processes and returns each one's exit code (body's
 // return value; 98 for an exception). Children still running after `deadline` are killed
 // and reported as 200: a hang is a failure, never a stuck test. Fork before starting threads.
+// `started`, when given, runs in the parent once every child is forked, with their pids
+// (a test kills one from outside).
 std::vector<int> RunRanks(int size, const std::function<int(int)>& body,
-                          std::chrono::seconds deadline = std::chrono::seconds(120));
+                          std::chrono::seconds deadline = std::chrono::seconds(120),
+                          const std::function<void(const std::vector<int>&)>& started = nullptr);
 
 }  // namespace overlap
 

@@ -1,0 +1,194 @@
+// Faults in a multi-process job (forked ranks on 127.0.0.1, the store served by the test as
+// a launcher would): a rank killed by the injection hook or from outside makes every other
+// rank fail within the collective timeout naming the lost rank; a silent (hung) rank gives
+// a timeout naming the collective; a rank with a different program fails the start-up
+// check; the launcher ends the survivors of a failed rank. And a healthy job trains.
+#include "runtime/job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/launcher.h"
+#include "runtime/tcp_store.h"
+#include "runtime/testing/ranks.h"
+
+namespace overlap {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Outcome {
+  std::vector<int> codes;
+  std::vector<std::string> messages;  // each rank's final status ("ok" or the error)
+  double seconds = 0;
+};
+
+// Runs `world` ranks of `options` (rank r may be changed by `tweak`), the store served
+// here. `started` sees the pids.
+Outcome RunJob(int world, JobOptions options,
+               const std::function<void(int, JobOptions&)>& tweak = nullptr,
+               const std::function<void(const std::vector<int>&)>& started = nullptr) {
+  const std::string dir = FreshStoreDir("job");
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Serve("127.0.0.1", 0);
+  EXPECT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const auto start = std::chrono::steady_clock::now();
+  Outcome out;
+  out.codes = RunRanks(
+      world,
+      [&](int rank) {
+        JobOptions o = options;
+        if (tweak) tweak(rank, o);
+        RendezvousInfo info;
+        info.rank = rank;
+        info.world_size = world;
+        info.master_port = port;
+        info.agent_store = true;
+        absl::StatusOr<JobSummary> s = RunJobRank(o, info, nullptr);
+        std::ofstream(absl::StrCat(dir, "/rank", rank))
+            << (s.ok() ? absl::StrCat("ok ", s->steps.front().loss, " ", s->steps.back().loss)
+                       : std::string(s.status().message()));
+        return s.ok() ? 0 : 1;
+      },
+      std::chrono::seconds(120), started);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < world; ++r) out.messages.push_back(ReadFile(absl::StrCat(dir, "/rank", r)));
+  return out;
+}
+
+JobOptions Mlp(Strategy strategy, int64_t steps) {
+  JobOptions o;
+  o.strategy = strategy;
+  o.model = "mlp";
+  o.steps = steps;
+  o.timeout = absl::Seconds(10);
+  return o;
+}
+
+TEST(JobTest, HealthyJobsTrainWithAFallingLoss) {
+  for (Strategy s : {Strategy::kDdp, Strategy::kZero3}) {
+    const Outcome out = RunJob(3, Mlp(s, 10));
+    for (int r = 0; r < 3; ++r) {
+      double first = 0, last = 0;
+      char ok[3] = {0};
+      ASSERT_EQ(std::sscanf(out.messages[r].c_str(), "%2s %lf %lf", ok, &first, &last), 3)
+          << out.messages[r];
+      EXPECT_LT(last, first) << "rank " << r;
+      EXPECT_EQ(out.messages[r], out.messages[0]) << "every rank reports the mean loss";
+    }
+  }
+}
+
+TEST(JobTest, AnInjectedKillIsNamedByEverySurvivor) {
+  for (Strategy s : {Strategy::kDdp, Strategy::kZero3}) {
+    JobOptions o = Mlp(s, 6);
+    FaultSpec f;
+    f.rank = 1;
+    f.step = 3;
+    f.node = "mm";  // a backward node of the mlp
+    f.action = FaultSpec::Action::kKill;
+    o.fault = f;
+    const Outcome out = RunJob(3, o);
+    EXPECT_EQ(out.codes[1], 128 + SIGKILL);
+    for (int r : {0, 2}) {
+      EXPECT_EQ(out.codes[r], 1) << "rank " << r;
+      EXPECT_TRUE(absl::StrContains(out.messages[r], "rank 1 is lost")) << out.messages[r];
+    }
+    EXPECT_LT(out.seconds, 10 + 15) << "the survivors must end within the collective timeout";
+  }
+}
+
+TEST(JobTest, AnExternalSigkillIsNamedByEverySurvivor) {
+  JobOptions o = Mlp(Strategy::kZero3, 100000);  // runs until killed
+  const Outcome out = RunJob(3, o, nullptr, [](const std::vector<int>& pids) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    kill(pids[2], SIGKILL);
+  });
+  EXPECT_EQ(out.codes[2], 128 + SIGKILL);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out.codes[r], 1) << "rank " << r;
+    EXPECT_TRUE(absl::StrContains(out.messages[r], "rank 2 is lost")) << out.messages[r];
+  }
+}
+
+TEST(JobTest, ASilentRankGivesATimeoutNamingTheCollective) {
+  JobOptions o = Mlp(Strategy::kDdp, 6);
+  o.timeout = absl::Seconds(3);
+  FaultSpec f;
+  f.rank = 2;
+  f.step = 2;
+  f.node = "mm";
+  f.action = FaultSpec::Action::kHang;
+  o.fault = f;
+  const Outcome out = RunJob(3, o);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out.codes[r], 1) << "rank " << r;
+    // Gloo's timeout, or the abort another survivor published: either names a collective.
+    EXPECT_TRUE(absl::StrContains(out.messages[r], "allreduce #")) << out.messages[r];
+  }
+  // The hung rank's watchdog sees the abort and ends its process.
+  EXPECT_EQ(out.codes[2], 3);
+  EXPECT_LT(out.seconds, 60);
+}
+
+TEST(JobTest, ADifferentProgramFailsTheStartUpCheck) {
+  const Outcome out = RunJob(3, Mlp(Strategy::kZero3, 2), [](int rank, JobOptions& o) {
+    if (rank == 2) o.optimizer.lr = 0.5;
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out.codes[r], 1) << "rank " << r;
+    EXPECT_TRUE(absl::StrContains(out.messages[r], "rank 2 runs a different program"))
+        << out.messages[r];
+  }
+}
+
+TEST(LauncherTest, EndsTheSurvivorsOfAFailedRank) {
+  LaunchOptions o;
+  o.nproc = 3;
+  o.argv = {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 7; fi; sleep 1000"};
+  o.grace = absl::Seconds(1);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<LaunchResult> r = Launch(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);
+  EXPECT_EQ(r->first_failed_rank, 1);
+  EXPECT_EQ(r->exit_code, 7);
+  EXPECT_TRUE(r->killed_by_launcher[0] && r->killed_by_launcher[2]);
+  EXPECT_EQ(r->codes[0], 128 + SIGKILL);
+  EXPECT_TRUE(absl::StrContains(r->message, "rank 1 exited with code 7")) << r->message;
+}
+
+TEST(LauncherTest, PassesTheTorchrunVariables) {
+  const std::string dir = FreshStoreDir("env");
+  LaunchOptions o;
+  o.nproc = 2;
+  o.argv = {"/bin/sh", "-c",
+            absl::StrCat("echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
+                         "$TORCHELASTIC_USE_AGENT_STORE > ",
+                         dir, "/$RANK")};
+  absl::StatusOr<LaunchResult> r = Launch(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(ReadFile(dir + "/0"), "0 2 0 2 127.0.0.1 True\n");
+  EXPECT_EQ(ReadFile(dir + "/1"), "1 2 1 2 127.0.0.1 True\n");
+}
+
+}  // namespace
+}  // namespace overlap

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The multi-process commands end to end: `overlap run` (DDP and ZeRO-3, a trace with a track
+# per rank and stream, an injected kill ending in an error naming the lost rank), two
+# `overlap worker`s joined as two single-rank "hosts" through the torchrun variables alone
+# (rank 0 serving the store), the start-up check refusing a rank with other flags, and
+# `overlap bench-comm` whose saved model `overlap schedule --collective-model` reads.
+set -euo pipefail
+overlap=$PWD/tools/overlap
+export OVERLAP_WORKER_BINARY=$overlap
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+cd "$tmp"
+
+# run: DDP with a trace.
+$overlap run --nproc 2 --strategy ddp --model mlp --steps 3 --trace trace.json >run.out 2>run.err
+grep -c '^step [123] loss' run.out | grep -qx 3
+grep -q 'hidden communication' run.out
+/usr/bin/python3 - <<'PY'
+import json
+events = json.load(open("trace.json"))["traceEvents"]
+tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"}
+assert tracks == {(0, 0), (0, 1), (1, 0), (1, 1)}, tracks
+print("trace:", len(events), "events on", sorted(tracks))
+PY
+
+# run: ZeRO-3 prints each rank's peak beside the simulator's.
+$overlap run --nproc 2 --strategy zero3 --model mlp --steps 2 >z.out 2>z.err
+grep -q '^step 2 loss' z.out
+test "$(grep -c 'peak of graph values .* (simulated' z.err)" = 2
+
+# run: an injected kill; the survivor names the lost rank, the job fails.
+if OVERLAP_FAULT=rank=1,step=2,node=mm,action=kill \
+    $overlap run --nproc 3 --strategy ddp --model mlp --steps 4 --timeout 20 >k.out 2>k.err; then
+  echo "a killed rank must fail the job" >&2
+  exit 1
+fi
+grep -q 'rank 1 is lost' k.err
+grep -q 'the job failed' k.err
+
+# worker: two "hosts" with only the torchrun variables (rank 0 serves the store). A port
+# taken between choosing and binding is retried.
+port_and_run() {
+  local flags1=$1 attempt
+  for attempt in 1 2 3; do
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    set +e
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      $overlap worker --strategy zero3 --model mlp --steps 3 --timeout 20 >w0.out 2>w0.err &
+    pid0=$!
+    RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      $overlap worker --strategy zero3 --model mlp --steps 3 --timeout 20 $flags1 >w1.out 2>w1.err
+    rc1=$?
+    wait $pid0
+    rc0=$?
+    set -e
+    if ! grep -q 'cannot serve the store' w0.err; then return 0; fi
+  done
+  echo "no free port in 3 attempts" >&2
+  exit 1
+}
+port_and_run ""
+test "$rc0" = 0 && test "$rc1" = 0
+grep -q '^step 3 loss' w0.out
+
+port_and_run "--lr 0.5"
+test "$rc0" != 0 && test "$rc1" != 0
+grep -q 'rank 1 runs a different program' w0.err
+grep -q 'rank 1 runs a different program' w1.err
+
+# bench-comm: the table, and the model file the schedulers read.
+$overlap bench-comm --nproc 2 --sizes 4KiB..64KiB --save model.json >b.out
+grep -q 'busbw' b.out
+grep -q '^fit reduce_scatter' b.out
+$overlap gen mlp --preset tiny --lifted -o fwd.json
+$overlap schedule fwd.json --collective-model model.json -o sched.json >s.out
+echo '{"world_size": 2}' >bad.json
+if $overlap schedule fwd.json --collective-model bad.json -o /dev/null 2>bad.err; then
+  echo "an incomplete model must be refused" >&2
+  exit 1
+fi
+grep -q 'bad.json' bad.err
+echo "run_test: ok"
