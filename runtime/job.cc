@@ -21,6 +21,7 @@
 #include "graph/size.h"
 #include "graph/status_macros.h"
 #include "partition/bucket_cap.h"
+#include "runtime/bench_comm.h"
 #include "runtime/ddp.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/safetensors.h"
@@ -265,30 +266,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   const int rank = info.rank, world = info.world_size;
   JobSummary summary;
   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, LoadProgram(o, rank, world));
-  AotPair& pair = program->pair;
-  if (o.strategy == Strategy::kZero3) OVERLAP_RETURN_IF_ERROR(Compile(o, world, pair, summary));
-  int64_t cap = o.bucket_cap_bytes;
-  if (o.strategy == Strategy::kDdp && cap <= 0) {
-    CollectiveModel m = o.collectives;
-    m.world_size = world;
-    OVERLAP_ASSIGN_OR_RETURN(CapChoice choice,
-                             ChooseBucketCap(pair.forward, PartitionMode::kDefault, m));
-    cap = choice.cap_bytes;
-  }
-  summary.bucket_cap_bytes = o.strategy == Strategy::kDdp ? cap : 0;
 
-  // Join, and check that every rank compiled the same program.
+  // Join: the store, the communicator, the watchdog.
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
-  const std::string flags =
-      absl::StrCat(StrategyName(o.strategy), " ", o.algorithm, " steps=", o.steps, " cap=", cap,
-                   " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
-                   " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
-                   " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
-                   " scale=", o.time_scale, " world=", world);
-  const std::string fingerprint = Fingerprint(
-      absl::StrCat(flags, "\n", WriteGraphJson(pair.forward), "\n", WriteGraphJson(pair.backward)));
-  OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, fingerprint, o.timeout));
-
   GlooOptions go;
   go.rank = rank;
   go.size = world;
@@ -313,6 +293,61 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   wo.world_size = world;
   wo.timeout = o.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
   Watchdog watchdog(watch_store, comm.get(), wo);
+  // A failure with the lost rank named and the last collectives listed.
+  auto explain = [&](const absl::Status& failed, int64_t step) -> absl::Status {
+    if (watchdog.aborted()) {
+      return absl::AbortedError(absl::StrCat("rank ", rank, ": ", watchdog.reason()));
+    }
+    absl::Status explained = watchdog.Explain(failed);
+    return absl::Status(explained.code(),
+                        absl::StrCat("rank ", rank, step > 0 ? absl::StrCat(" at step ", step) : "",
+                                     ": ", explained.message(), "\nthe last collectives issued:\n",
+                                     watchdog.RecentOperations()));
+  };
+
+  // The collectives' model: given, or measured here (every rank gets the same fit: each
+  // size's time is the slowest rank's).
+  summary.collectives = o.collectives;
+  if (o.calibrate) {
+    BenchOptions bo;
+    OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("64KiB..16MiB", 4 * world));
+    bo.bytes_per_size = int64_t{64} << 20;
+    bo.timeout = o.timeout;
+    absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm, bo);
+    if (!rows.ok()) return explain(rows.status(), 0);
+    OVERLAP_ASSIGN_OR_RETURN(summary.collectives, FitCollectiveModel(*rows, world));
+  }
+  summary.collectives.world_size = world;
+  JobOptions compiled = o;
+  compiled.collectives = summary.collectives;
+
+  // Compile every program this rank will train, and check that every rank compiled the same.
+  std::vector<std::string> algorithms = o.compare_algorithms;
+  if (algorithms.empty() || o.strategy == Strategy::kDdp) algorithms = {o.algorithm};
+  std::vector<AotPair> pairs;
+  std::string text = absl::StrCat(
+      StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
+      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+      " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
+      " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
+      " scale=", o.time_scale, " world=", world);
+  int64_t cap = o.bucket_cap_bytes;
+  for (const std::string& algorithm : algorithms) {
+    AotPair pair = program->pair;
+    if (o.strategy == Strategy::kZero3) {
+      compiled.algorithm = algorithm;
+      OVERLAP_RETURN_IF_ERROR(Compile(compiled, world, pair, summary));
+    } else if (cap <= 0) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          CapChoice choice, ChooseBucketCap(pair.forward, PartitionMode::kDefault, summary.collectives));
+      cap = choice.cap_bytes;
+    }
+    absl::StrAppend(&text, "\n", algorithm, "\n", WriteGraphJson(pair.forward), "\n",
+                    WriteGraphJson(pair.backward));
+    pairs.push_back(std::move(pair));
+  }
+  summary.bucket_cap_bytes = o.strategy == Strategy::kDdp ? cap : 0;
+  OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, Fingerprint(text), o.timeout));
 
   // The node hook: fault injection and the compute trace.
   int64_t step = 0;
@@ -335,102 +370,110 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   std::unique_ptr<KernelRegistry> replay;
   if (o.time_scale > 0) replay = ReplayKernels(o.time_scale);
 
-  std::unique_ptr<DdpTrainer> ddp;
-  std::unique_ptr<Zero3Trainer> zero3;
-  if (o.strategy == Strategy::kDdp) {
-    DdpOptions d;
-    d.bucket_cap_bytes = cap;
-    d.optimizer = o.optimizer;
-    d.timeout = o.timeout;
-    d.node_hook = node_hook;
-    d.kernels = replay.get();
-    OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
-    summary.buckets = static_cast<int64_t>(ddp->buckets().size());
-  } else {
-    Zero3Options z;
-    z.optimizer = o.optimizer;
-    z.timeout = o.timeout;
-    z.collectives = o.collectives;
-    z.node_hook = node_hook;
-    z.kernels = replay.get();
-    OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
-    summary.buckets = zero3->buckets();
-    summary.simulated_peak_bytes =
-        std::max(zero3->simulated_forward_peak_bytes(), zero3->simulated_backward_peak_bytes());
-    CollectiveModel m = o.collectives;
-    m.world_size = world;
-    double predicted = 0;
-    for (const Graph* g : {&pair.forward, &pair.backward}) {
-      const Graph timed = o.time_scale > 0 ? ReplayTimes(*g, o.time_scale) : *g;
-      SimulationOptions so;
-      so.record_trace = false;
-      OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
-                               Simulator(timed, m).Run(timed.OrderVector(), so));
-      predicted += r.step_time_s;
-    }
-    summary.predicted_step_s = predicted;
-  }
-
   Allocator scalars;
-  for (step = 1; step <= o.steps; ++step) {
-    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program->batch(step - 1));
-    last_us = NowUs();
-    StepReport report;
-    report.step = step;
-    std::vector<std::shared_ptr<Work>> works;
-    absl::Status failed;
-    if (ddp != nullptr) {
-      absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
-      if (s.ok()) {
-        report.loss = s->loss;
-        report.seconds = s->seconds;
-        report.comm_s = s->comm_s;
-        report.exposed_s = s->exposed_s;
-        report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
-        works = s->works;
-      }
-      failed = s.status();
+  for (size_t a = 0; a < pairs.size(); ++a) {
+    const AotPair& pair = pairs[a];
+    AlgorithmTiming timing;
+    timing.algorithm = algorithms[a];
+    std::unique_ptr<DdpTrainer> ddp;
+    std::unique_ptr<Zero3Trainer> zero3;
+    if (o.strategy == Strategy::kDdp) {
+      DdpOptions d;
+      d.bucket_cap_bytes = cap;
+      d.optimizer = o.optimizer;
+      d.timeout = o.timeout;
+      d.node_hook = node_hook;
+      d.kernels = replay.get();
+      OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
+      summary.buckets = static_cast<int64_t>(ddp->buckets().size());
     } else {
-      absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
-      if (s.ok()) {
-        report.loss = s->loss;
-        report.seconds = s->seconds;
-        report.comm_s = s->comm_s;
-        report.exposed_s = s->exposed_s;
-        report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
-        works = s->works;
+      Zero3Options z;
+      z.optimizer = o.optimizer;
+      z.timeout = o.timeout;
+      z.collectives = summary.collectives;
+      z.node_hook = node_hook;
+      z.kernels = replay.get();
+      OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
+      summary.buckets = zero3->buckets();
+      timing.simulated_peak_bytes =
+          std::max(zero3->simulated_forward_peak_bytes(), zero3->simulated_backward_peak_bytes());
+      double predicted = 0;
+      for (const Graph* g : {&pair.forward, &pair.backward}) {
+        const Graph timed = o.time_scale > 0 ? ReplayTimes(*g, o.time_scale) : *g;
+        SimulationOptions so;
+        so.record_trace = false;
+        OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                                 Simulator(timed, summary.collectives).Run(timed.OrderVector(), so));
+        predicted += r.step_time_s;
       }
-      failed = s.status();
+      timing.predicted_step_s = predicted;
     }
-    // The mean loss over ranks (one scalar allreduce after the step's collectives).
-    Tensor loss;
-    if (failed.ok()) {
-      OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
-      loss.data<double>()[0] = report.loss;
-      failed = comm->AllReduce(loss)->Wait(o.timeout);
-    }
-    if (!failed.ok()) {
-      if (watchdog.aborted()) {
-        return absl::AbortedError(absl::StrCat("rank ", rank, ": ", watchdog.reason()));
+    std::vector<double> graph_times;
+    double comm_total = 0, exposed_total = 0;
+    for (step = 1; step <= o.steps; ++step) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program->batch(step - 1));
+      last_us = NowUs();
+      StepReport report;
+      report.step = step;
+      std::vector<std::shared_ptr<Work>> works;
+      absl::Status failed;
+      if (ddp != nullptr) {
+        absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
+        if (s.ok()) {
+          report.loss = s->loss;
+          report.seconds = s->seconds;
+          report.comm_s = s->comm_s;
+          report.exposed_s = s->exposed_s;
+          report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
+          works = s->works;
+          graph_times.push_back(s->seconds);
+        }
+        failed = s.status();
+      } else {
+        absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
+        if (s.ok()) {
+          report.loss = s->loss;
+          report.seconds = s->seconds;
+          report.comm_s = s->comm_s;
+          report.exposed_s = s->exposed_s;
+          report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
+          works = s->works;
+          graph_times.push_back(s->graph_s);
+        }
+        failed = s.status();
       }
-      absl::Status explained = watchdog.Explain(failed);
-      return absl::Status(
-          explained.code(),
-          absl::StrCat("rank ", rank, " at step ", step, ": ", explained.message(),
-                       "\nthe last collectives issued:\n", watchdog.RecentOperations()));
-    }
-    report.loss = loss.data<double>()[0] / world;
-    report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
-    if (o.record_trace) {
-      for (const std::shared_ptr<Work>& w : works) {
-        const int64_t start = absl::ToUnixMicros(w->started());
-        trace.push_back({w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
+      // The mean loss over ranks (one scalar allreduce after the step's collectives).
+      Tensor loss;
+      if (failed.ok()) {
+        OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
+        loss.data<double>()[0] = report.loss;
+        failed = comm->AllReduce(loss)->Wait(o.timeout);
       }
+      if (!failed.ok()) return explain(failed, step);
+      report.loss = loss.data<double>()[0] / world;
+      report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
+      comm_total += report.comm_s;
+      exposed_total += report.exposed_s;
+      timing.peak_bytes = std::max(timing.peak_bytes, report.peak_bytes);
+      if (o.record_trace) {
+        for (const std::shared_ptr<Work>& w : works) {
+          const int64_t start = absl::ToUnixMicros(w->started());
+          trace.push_back({w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
+        }
+      }
+      summary.steps.push_back(report);
+      if (on_step) on_step(report);
     }
-    summary.steps.push_back(report);
-    if (on_step) on_step(report);
+    std::sort(graph_times.begin(), graph_times.end());
+    timing.measured_step_s = graph_times.empty() ? 0 : graph_times[graph_times.size() / 2];
+    timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
+    if (zero3 != nullptr) {
+      summary.state = zero3->state_bytes();
+      summary.simulated_peak_bytes = timing.simulated_peak_bytes;
+      summary.predicted_step_s = timing.predicted_step_s;
+    }
+    summary.comparison.push_back(timing);
   }
-  if (zero3 != nullptr) summary.state = zero3->state_bytes();
   // Every rank is done before any tears its connections down.
   OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
   return summary;

@@ -79,6 +79,12 @@ struct JobOptions {
   // > 0: timed replay: compute nodes wait device_time x time_scale (at least 1 ms; nodes
   // without device time do not wait) instead of running kernels; collectives stay real.
   double time_scale = 0;
+  // ZeRO-3: measure the collectives first (bench_comm.h, 64 KiB to 16 MiB) and use the fit
+  // for the schedulers and the predictions instead of `collectives`.
+  bool calibrate = false;
+  // ZeRO-3: train with each of these schedulers in turn (same ranks, same start), for
+  // measured-against-predicted comparisons; empty: `algorithm` only.
+  std::vector<std::string> compare_algorithms;
   // Debug: random delays (0-2 ms) before each collective and NaN in freed buffers.
   bool race_check = false;
   bool record_trace = false;
@@ -103,6 +109,15 @@ struct TraceEvent {
   int64_t start_us = 0, duration_us = 0;
 };
 
+// One scheduler's figures in a comparison (JobOptions::compare_algorithms).
+struct AlgorithmTiming {
+  std::string algorithm;
+  double predicted_step_s = 0;  // simulated forward + backward under the job's model
+  double measured_step_s = 0;   // median over the steps of forward + backward + drain
+  double hidden = 1;            // measured hidden-communication fraction, all steps
+  int64_t peak_bytes = 0, simulated_peak_bytes = 0;
+};
+
 struct JobSummary {
   std::vector<StepReport> steps;
   int64_t simulated_peak_bytes = -1;  // ZeRO-3: the larger graph's, as scheduled
@@ -113,6 +128,8 @@ struct JobSummary {
   int64_t bucket_cap_bytes = 0;       // DDP
   std::string algorithm;
   std::vector<TraceEvent> trace;
+  CollectiveModel collectives;                // the model used (calibrated or given)
+  std::vector<AlgorithmTiming> comparison;   // one per scheduler trained, in order
 };
 
 // Runs this rank's part of the job; `on_step` (may be empty) sees each step's report on

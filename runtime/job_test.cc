@@ -6,6 +6,7 @@
 #include "runtime/job.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -47,9 +48,23 @@ Outcome RunJob(int world, JobOptions options,
                const std::function<void(int, JobOptions&)>& tweak = nullptr,
                const std::function<void(const std::vector<int>&)>& started = nullptr) {
   const std::string dir = FreshStoreDir("job");
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Serve("127.0.0.1", 0);
-  EXPECT_TRUE(server.ok()) << server.status();
-  const int port = (*server)->port();
+  // The store in a process of its own, as a launcher serves it: the test process itself
+  // starts no thread before forking the ranks (ThreadSanitizer refuses that).
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t store_pid = fork();
+  if (store_pid == 0) {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+        TcpStoreServer::Serve("127.0.0.1", 0);
+    const int served = server.ok() ? (*server)->port() : -1;
+    if (write(fds[1], &served, sizeof(served)) != sizeof(served)) _exit(1);
+    while (true) pause();
+  }
+  int port = -1;
+  EXPECT_EQ(read(fds[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_GT(port, 0) << "the store did not start";
   const auto start = std::chrono::steady_clock::now();
   Outcome out;
   out.codes = RunRanks(
@@ -75,6 +90,8 @@ Outcome RunJob(int world, JobOptions options,
       },
       std::chrono::seconds(120), started);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(store_pid, SIGKILL);
+  waitpid(store_pid, nullptr, 0);
   for (int r = 0; r < world; ++r) {
     out.messages.push_back(ReadFile(absl::StrCat(dir, "/rank", r)));
     out.stderr_text.push_back(ReadFile(absl::StrCat(dir, "/rank", r, ".err")));

@@ -338,6 +338,7 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
     OVERLAP_RETURN_IF_ERROR(AwaitWork(w, "the step's collectives"));
   }
   held_.assign(buckets_.size(), {});
+  result.graph_s = Since(start);
   // Averaged shard gradients: views of the buckets' outputs (summed into a copy for a
   // parameter reduced in two buckets).
   const double scale = 1.0 / comm_->size();

@@ -75,6 +75,7 @@ struct Zero3StepResult {
   // Measured peaks of graph values (gathered buffers and residents included), per graph.
   int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
   double seconds = 0;    // the whole step, optimizer included
+  double graph_s = 0;    // forward, backward and the final drain: what the simulator predicts
   double comm_s = 0;     // summed run time of this step's collectives
   double exposed_s = 0;  // time compute spent blocked on them (waits, the final drain)
   std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order

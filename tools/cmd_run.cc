@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "graph/models.h"
 #include "graph/size.h"
 #include "runtime/job.h"
 #include "runtime/launcher.h"
 #include "runtime/tcp_store.h"
+#include "schedule/scheduler_registry.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -38,7 +41,11 @@ constexpr FlagSpec kJobFlags[] = {
     {"steps", 0, "K", "optimizer steps (default 20)"},
     {"algorithm", 0, "A",
      "zero3: the scheduler (default lookahead; overlap schedule\n"
-     "--list-algorithms)"},
+     "--list-algorithms); A,B,... or all: train with each in turn and\n"
+     "print measured against predicted steps"},
+    {"calibrate", 0, "",
+     "zero3: measure the collectives first and schedule and predict with\n"
+     "the fit (as bench-comm)"},
     {"memory-limit", 0, "SIZE", "zero3: the schedule's budget on graph values"},
     {"device-memory", 0, "SIZE",
      "zero3: derive the budget from the device's memory\n"
@@ -95,6 +102,21 @@ JobOptions ReadJobFlags(Invocation& in) {
   o.weights_path = in.Path("weights").value_or("");
   o.steps = in.Int("steps", 1, 1000000, 20);
   o.algorithm = in.String("algorithm").value_or("lookahead");
+  if (o.algorithm == "all") {
+    o.compare_algorithms.clear();
+    for (const SchedulerEntry& e : Schedulers()) o.compare_algorithms.emplace_back(e.name);
+  } else if (absl::StrContains(o.algorithm, ',')) {
+    o.compare_algorithms = absl::StrSplit(o.algorithm, ',', absl::SkipEmpty());
+  }
+  for (const std::string& a : o.compare_algorithms.empty() ? std::vector<std::string>{o.algorithm}
+                                                           : o.compare_algorithms) {
+    if (!FindScheduler(a).ok()) {
+      in.AddUsageError(std::string(FindScheduler(a).status().message()));
+      break;
+    }
+  }
+  if (!o.compare_algorithms.empty()) o.algorithm = o.compare_algorithms.front();
+  o.calibrate = in.Switch("calibrate");
   o.memory_limit_bytes = in.Size("memory-limit").value_or(0);
   o.device_memory_bytes = in.Size("device-memory").value_or(0);
   if (o.memory_limit_bytes > 0 && o.device_memory_bytes > 0) {
@@ -202,6 +224,21 @@ int Worker(Invocation& in) {
                            " reduce-scatter buckets, predicted step ",
                            FormatSeconds(s->predicted_step_s))
                   .c_str());
+  }
+  if (rank == 0 && s->comparison.size() > 1) {
+    const CollectiveModel& m = s->collectives;
+    const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
+    std::fprintf(in.out(), "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.2f GB/s)\n",
+                 "algorithm", "predicted", "measured", "ratio", "hidden",
+                 (fit ? m.allgather.latency_s : m.latency_s) * 1e6,
+                 (fit ? m.allgather.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s) / 1e9);
+    for (const AlgorithmTiming& t : s->comparison) {
+      std::fprintf(in.out(), "%-16s %12s %12s %7.2f %8s\n", t.algorithm.c_str(),
+                   FormatSeconds(t.predicted_step_s).c_str(),
+                   FormatSeconds(t.measured_step_s).c_str(),
+                   t.predicted_step_s > 0 ? t.measured_step_s / t.predicted_step_s : 0.0,
+                   Fraction(t.hidden).c_str());
+    }
   }
   if (trace) {
     const std::string part = absl::StrCat(*trace, ".rank", rank);
