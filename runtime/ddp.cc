@@ -102,9 +102,12 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
     if (it == slots_.end()) return absl::OkStatus();
     const Slot& s = it->second;
     const Tensor& g = results[0];
-    OVERLAP_ASSIGN_OR_RETURN(Tensor dst, flat_[s.bucket].Slice(0, s.offset, s.offset + g.numel()));
-    OVERLAP_ASSIGN_OR_RETURN(dst, dst.View(g.shape()));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(g, dst));
+    if (options_.copy_gradients) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst,
+                               flat_[s.bucket].Slice(0, s.offset, s.offset + g.numel()));
+      OVERLAP_ASSIGN_OR_RETURN(dst, dst.View(g.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(g, dst));
+    }
     ++arrived[s.bucket];
     launch_ready();
     return absl::OkStatus();

@@ -38,6 +38,8 @@ struct DdpOptions {
   std::function<absl::Status(const Node&)> node_hook;
   // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
   const KernelRegistry* kernels = nullptr;
+  // Copy each gradient into its bucket; timed replay turns it off (Zero3Options says why).
+  bool copy_gradients = true;
 };
 
 struct DdpStepResult {

@@ -113,7 +113,7 @@ struct TraceEvent {
 struct AlgorithmTiming {
   std::string algorithm;
   double predicted_step_s = 0;  // simulated forward + backward under the job's model
-  double measured_step_s = 0;   // median over the steps of forward + backward + drain
+  double measured_step_s = 0;   // forward + backward + drain: the fastest step after the first
   double hidden = 1;            // measured hidden-communication fraction, all steps
   int64_t peak_bytes = 0, simulated_peak_bytes = 0;
 };
@@ -128,8 +128,8 @@ struct JobSummary {
   int64_t bucket_cap_bytes = 0;       // DDP
   std::string algorithm;
   std::vector<TraceEvent> trace;
-  CollectiveModel collectives;                // the model used (calibrated or given)
-  std::vector<AlgorithmTiming> comparison;   // one per scheduler trained, in order
+  CollectiveModel collectives;              // the model used (calibrated or given)
+  std::vector<AlgorithmTiming> comparison;  // one per scheduler trained, in order
 };
 
 // Runs this rank's part of the job; `on_step` (may be empty) sees each step's report on

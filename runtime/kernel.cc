@@ -172,6 +172,13 @@ absl::StatusOr<Tensor> KernelCall::NewOutput(DType dtype, absl::Span<const int64
   return t;
 }
 
+absl::StatusOr<Tensor> KernelCall::NewUninitializedOutput(DType dtype,
+                                                          absl::Span<const int64_t> shape) {
+  absl::StatusOr<Tensor> t = Tensor::Uninitialized(alloc_, dtype, shape, output_pool_);
+  if (!t.ok()) return Error(t.status().message());
+  return t;
+}
+
 absl::StatusOr<Tensor> KernelCall::NewScratch(DType dtype, absl::Span<const int64_t> shape) {
   absl::StatusOr<Tensor> t = Tensor::Empty(alloc_, dtype, shape, Pool::kScratch);
   if (!t.ok()) return Error(t.status().message());

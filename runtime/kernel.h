@@ -69,6 +69,9 @@ class KernelCall {
 
   // A zeroed result / temporary. O(bytes).
   absl::StatusOr<Tensor> NewOutput(DType dtype, absl::Span<const int64_t> shape);
+  // The same without zeroing, for a kernel that writes every element (or, in timed replay,
+  // none that anyone reads).
+  absl::StatusOr<Tensor> NewUninitializedOutput(DType dtype, absl::Span<const int64_t> shape);
   absl::StatusOr<Tensor> NewScratch(DType dtype, absl::Span<const int64_t> shape);
 
   // InvalidArgument "node 'name' (target): message".

@@ -86,7 +86,8 @@ Storage::~Storage() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool) {
+absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool,
+                                                             bool zeroed) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");
   std::shared_ptr<Storage> s(new Storage(counters_, pool, bytes));
   std::lock_guard<std::mutex> lock(counters_->mu);
@@ -96,9 +97,11 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
     s->data_ = std::move(cached->second.back());
     cached->second.pop_back();
     counters_->cached_bytes -= bytes;
-    std::memset(s->data_.get(), 0, bytes);
-  } else {
+    if (zeroed) std::memset(s->data_.get(), 0, bytes);
+  } else if (zeroed) {
     s->data_.reset(new (std::nothrow) std::byte[std::max<int64_t>(bytes, 1)]());
+  } else {
+    s->data_.reset(new (std::nothrow) std::byte[std::max<int64_t>(bytes, 1)]);
   }
   if (s->data_ == nullptr) {
     s->bytes_ = 0;  // nothing to uncount
@@ -132,6 +135,16 @@ std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape) {
 
 absl::StatusOr<Tensor> Tensor::Empty(Allocator& alloc, DType dtype, absl::Span<const int64_t> shape,
                                      Pool pool) {
+  return Make(alloc, dtype, shape, pool, true);
+}
+
+absl::StatusOr<Tensor> Tensor::Uninitialized(Allocator& alloc, DType dtype,
+                                             absl::Span<const int64_t> shape, Pool pool) {
+  return Make(alloc, dtype, shape, pool, false);
+}
+
+absl::StatusOr<Tensor> Tensor::Make(Allocator& alloc, DType dtype, absl::Span<const int64_t> shape,
+                                    Pool pool, bool zeroed) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) {
@@ -148,7 +161,7 @@ absl::StatusOr<Tensor> Tensor::Empty(Allocator& alloc, DType dtype, absl::Span<c
     return absl::InvalidArgumentError(
         absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] has too many bytes"));
   }
-  absl::StatusOr<std::shared_ptr<Storage>> storage = alloc.Allocate(bytes, pool);
+  absl::StatusOr<std::shared_ptr<Storage>> storage = alloc.Allocate(bytes, pool, zeroed);
   if (!storage.ok()) return storage.status();
   Tensor t;
   t.dtype_ = dtype;
@@ -396,6 +409,56 @@ void SetElement(Tensor& t, int64_t i, double v) {
   }
 }
 
+namespace {
+
+// dst = src elementwise for one element type of `sizeof(T)` bytes, any strides (shapes
+// equal): an odometer over the outer dimensions and a strided loop over the last, a few ns
+// an element where GetElement / SetElement take tens (the transposed gradients the
+// backward hands on).
+template <typename T>
+void StridedCopy(const Tensor& src, Tensor& dst) {
+  const std::vector<int64_t>& shape = src.shape();
+  const int64_t d = static_cast<int64_t>(shape.size());
+  const T* s = reinterpret_cast<const T*>(src.storage()->data()) + src.offset();
+  T* t = reinterpret_cast<T*>(dst.storage()->data()) + dst.offset();
+  if (d == 0) {
+    *t = *s;
+    return;
+  }
+  const int64_t inner = shape[d - 1], ss = src.strides()[d - 1], ts = dst.strides()[d - 1];
+  if (d == 2 && ts == 1 && ss != 1) {
+    // A transpose: in 32 x 32 tiles, so that both sides stay in cache.
+    constexpr int64_t kTile = 32;
+    const int64_t rows = shape[0], srs = src.strides()[0], trs = dst.strides()[0];
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      for (int64_t c0 = 0; c0 < inner; c0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(inner, c0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = r0; r < r1; ++r) t[r * trs + c] = s[r * srs + c * ss];
+        }
+      }
+    }
+    return;
+  }
+  std::vector<int64_t> index(d - 1, 0);
+  int64_t outer = 1;
+  for (int64_t k = 0; k + 1 < d; ++k) outer *= shape[k];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t sa = 0, ta = 0;
+    for (int64_t k = 0; k + 1 < d; ++k) {
+      sa += index[k] * src.strides()[k];
+      ta += index[k] * dst.strides()[k];
+    }
+    for (int64_t i = 0; i < inner; ++i) t[ta + i * ts] = s[sa + i * ss];
+    for (int64_t k = d - 2; k >= 0; --k) {
+      if (++index[k] < shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status CopyConvert(const Tensor& src, Tensor& dst) {
   if (src.shape() != dst.shape()) {
     return absl::InvalidArgumentError(
@@ -444,6 +507,24 @@ absl::Status CopyConvert(const Tensor& src, Tensor& dst) {
       }
     }
     return absl::OkStatus();
+  }
+  if (src.dtype() == dst.dtype()) {
+    switch (DTypeSize(src.dtype())) {
+      case 1:
+        StridedCopy<uint8_t>(src, dst);
+        return absl::OkStatus();
+      case 2:
+        StridedCopy<uint16_t>(src, dst);
+        return absl::OkStatus();
+      case 4:
+        StridedCopy<uint32_t>(src, dst);
+        return absl::OkStatus();
+      case 8:
+        StridedCopy<uint64_t>(src, dst);
+        return absl::OkStatus();
+      default:
+        break;
+    }
   }
   for (int64_t i = 0; i < n; ++i) SetElement(dst, i, GetElement(src, i));
   return absl::OkStatus();

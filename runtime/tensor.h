@@ -108,9 +108,10 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // `bytes` zeroed bytes in `pool`; InvalidArgument when bytes < 0, ResourceExhausted when
-  // the system has not got them (never an abort).
-  absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues);
+  // `bytes` zeroed bytes (unless !zeroed) in `pool`; InvalidArgument when bytes < 0,
+  // ResourceExhausted when the system has not got them (never an abort).
+  absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues,
+                                                    bool zeroed = true);
 
   int64_t live(Pool pool) const {
     std::lock_guard<std::mutex> lock(counters_->mu);
@@ -137,6 +138,11 @@ class Tensor {
   // count that overflows, and the allocator's. O(numel).
   static absl::StatusOr<Tensor> Empty(Allocator& alloc, DType dtype,
                                       absl::Span<const int64_t> shape, Pool pool = Pool::kValues);
+  // The same without zeroing (O(1) on a reused block): for buffers the caller overwrites
+  // whole before reading, such as a collective's output.
+  static absl::StatusOr<Tensor> Uninitialized(Allocator& alloc, DType dtype,
+                                              absl::Span<const int64_t> shape,
+                                              Pool pool = Pool::kValues);
 
   // Whether the tensor has a storage (a kernel's None result has none).
   bool defined() const { return storage_ != nullptr; }
@@ -186,6 +192,8 @@ class Tensor {
   std::string DebugString() const;
 
  private:
+  static absl::StatusOr<Tensor> Make(Allocator& alloc, DType dtype, absl::Span<const int64_t> shape,
+                                     Pool pool, bool zeroed);
   DType dtype_ = DType::kFloat32;
   std::vector<int64_t> shape_, strides_;
   int64_t offset_ = 0;

@@ -208,7 +208,8 @@ absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& s
     buffer = kept;
     refreshed_.insert(ds);
   } else {
-    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Empty(alloc, dtype, {world * s}));
+    // The allgather writes every element (padding included): no zeroing.
+    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Uninitialized(alloc, dtype, {world * s}));
   }
   Tensor source = shard;
   if (shard.dtype() != dtype) {  // a fused down-cast (insertion rule 4): gather the cast
@@ -245,27 +246,36 @@ absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
     return NodeError(node, absl::StrCat("the gradient has ", grad.numel(), " elements, parameter '",
                                         m.param, "' ", m.numel));
   }
-  if (b.arrived == 0) {  // the first gradient of this step: clear the padding
-    std::fill_n(b.in.storage()->data(), b.in.nbytes(), std::byte{0});
-  }
-  Tensor flat = grad;
-  Allocator scratch;
-  if (!grad.IsContiguous()) {
-    OVERLAP_ASSIGN_OR_RETURN(flat, Tensor::Empty(scratch, grad.dtype(), grad.shape()));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(grad, flat));
-  }
   const int world = comm_->size();
-  for (int r = 0; r < world; ++r) {
-    const int64_t begin = std::min(m.numel, r * m.shard),
-                  end = std::min(m.numel, (r + 1) * m.shard);
-    if (end <= begin) continue;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(flat, begin, end));
-    const int64_t at = r * b.segment + m.offset;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor dst, b.in.Slice(0, at, at + end - begin));
-    if (b.filled[k]) {
-      AddInto(src, dst);  // a parameter reduced twice in one bucket
-    } else {
-      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+  if (options_.copy_gradients) {
+    if (!b.filled[k]) {  // clear this member's padding (the last ranks' slices)
+      for (int r = 0; r < world; ++r) {
+        const int64_t valid = std::clamp<int64_t>(m.numel - r * m.shard, 0, m.shard);
+        if (valid == m.shard) continue;
+        const int64_t at = r * b.segment + m.offset;
+        OVERLAP_ASSIGN_OR_RETURN(Tensor pad, b.in.Slice(0, at + valid, at + m.shard));
+        std::fill_n(pad.storage()->data() + pad.offset() * DTypeSize(pad.dtype()), pad.nbytes(),
+                    std::byte{0});
+      }
+    }
+    Tensor flat = grad;
+    Allocator scratch;
+    if (!grad.IsContiguous()) {
+      OVERLAP_ASSIGN_OR_RETURN(flat, Tensor::Uninitialized(scratch, grad.dtype(), grad.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(grad, flat));
+    }
+    for (int r = 0; r < world; ++r) {
+      const int64_t begin = std::min(m.numel, r * m.shard),
+                    end = std::min(m.numel, (r + 1) * m.shard);
+      if (end <= begin) continue;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(flat, begin, end));
+      const int64_t at = r * b.segment + m.offset;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, b.in.Slice(0, at, at + end - begin));
+      if (b.filled[k]) {
+        AddInto(src, dst);  // a parameter reduced twice in one bucket
+      } else {
+        OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+      }
     }
   }
   if (!b.filled[k]) ++b.arrived;

@@ -66,6 +66,10 @@ struct Zero3Options {
   std::function<absl::Status(const Node&)> node_hook;
   // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
   const KernelRegistry* kernels = nullptr;
+  // Copy each gradient into its bucket. Timed replay turns it off: its values mean nothing,
+  // and the copies are CPU work the simulator does not model, competing with the loopback
+  // collectives for the same cores (the buckets are still reduce-scattered at full size).
+  bool copy_gradients = true;
 };
 
 struct Zero3StepResult {

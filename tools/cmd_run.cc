@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/models.h"
@@ -174,9 +174,15 @@ int Worker(Invocation& in) {
   }
   absl::StatusOr<JobSummary> s = RunJobRank(o, *info, [&](const StepReport& r) {
     if (rank != 0) return;
-    std::fprintf(in.out(), "step %lld loss %.6f time %s hidden %s\n",
-                 static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
-                 Fraction(r.hidden).c_str());
+    if (o.time_scale > 0) {  // no kernels ran: there is no loss
+      std::fprintf(in.out(), "step %lld (timed replay) time %s hidden %s\n",
+                   static_cast<long long>(r.step), FormatSeconds(r.seconds).c_str(),
+                   Fraction(r.hidden).c_str());
+    } else {
+      std::fprintf(in.out(), "step %lld loss %.6f time %s hidden %s\n",
+                   static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
+                   Fraction(r.hidden).c_str());
+    }
     std::fflush(in.out());
   });
   if (!s.ok()) return in.BadInput(s.status());
@@ -210,13 +216,15 @@ int Worker(Invocation& in) {
   std::fprintf(in.err(), "%s\n", memory.c_str());
   if (rank == 0) {
     const size_t k = s->steps.size();
+    const std::string loss =
+        o.time_scale > 0 || k == 0
+            ? std::string("timed replay (no loss)")
+            : absl::StrFormat("loss %.4f -> %.4f", s->steps.front().loss, s->steps.back().loss);
     std::fprintf(
-        in.summary(),
-        "%zu steps, %s per step; loss %.4f -> %.4f; hidden communication %s "
-        "(%s of %s exposed)%s\n",
-        k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(), k > 0 ? s->steps.front().loss : 0.0,
-        k > 0 ? s->steps.back().loss : 0.0, Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(),
-        FormatSeconds(exposed).c_str(), FormatSeconds(comm).c_str(),
+        in.summary(), "%zu steps, %s per step; %s; hidden communication %s (%s of %s exposed)%s\n",
+        k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(), loss.c_str(),
+        Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(), FormatSeconds(exposed).c_str(),
+        FormatSeconds(comm).c_str(),
         o.strategy == Strategy::kDdp
             ? absl::StrCat("; ", s->buckets, " buckets, cap ", FormatBytes(s->bucket_cap_bytes))
                   .c_str()
