@@ -24,6 +24,7 @@ constexpr FlagSpec kFlags[] = {
     {"sizes", 0, "LO..HI", "tensor sizes, doubling (default 4KiB..64MiB)"},
     {"save", 0, "FILE", "write the fitted model (for --collective-model)"},
     {"timeout", 0, "SECONDS", "per collective (default 120)"},
+    {"deterministic", 0, "", "time the deterministic mode (sums in rank order)"},
     {"as-rank", 0, "", "internal: run as one rank of the benchmark (the launcher passes it)"},
 };
 
@@ -40,6 +41,7 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   go.store = *store;
   go.prefix = "bench";
   go.timeout = timeout;
+  go.deterministic = in.Switch("deterministic");
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(go);
   if (!comm.ok()) return in.BadInput(comm.status());
   BenchOptions bo;
@@ -99,6 +101,7 @@ int Run(Invocation& in) {
              range,
              "--timeout",
              absl::StrCat(absl::ToDoubleSeconds(timeout))};
+  if (in.Switch("deterministic")) lo.argv.push_back("--deterministic");
   if (std::optional<std::string> path = in.Path("save")) {
     lo.argv.push_back("--save");
     lo.argv.push_back(*path);

@@ -1,6 +1,9 @@
 // overlap demo: the README's first command, the whole pipeline on a built-in model.
+#include <unistd.h>
+
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/errors.h"
 #include "graph/json_reader.h"
@@ -12,6 +15,7 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "runtime/launcher.h"
 #include "runtime/train.h"
 #include "schedule/budget.h"
 #include "schedule/report.h"
@@ -264,6 +268,41 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
   return absl::OkStatus();
 }
 
+// The overlap executable, for starting ranks: OVERLAP_WORKER_BINARY, else this process's
+// own when it is the overlap CLI; "" otherwise (the CLI's tests run commands in-process).
+std::string OverlapBinary() {
+  if (const char* b = std::getenv("OVERLAP_WORKER_BINARY")) return b;
+  char path[4096] = {0};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  const std::string self(path, n);
+  return absl::EndsWith(self, "/overlap") ? self : "";
+}
+
+// [10] Two ranks: the same model trained by two processes with ZeRO-3 over Gloo (the
+// launcher of `overlap run`, each rank a `overlap worker`).
+absl::Status ShowRanks(Invocation& in, const std::string& model) {
+  if (model == "random") return absl::OkStatus();
+  const std::string binary = OverlapBinary();
+  if (binary.empty()) {
+    std::fputs("[10] two ranks: skipped (not running as the overlap executable)\n", in.out());
+    return absl::OkStatus();
+  }
+  std::fprintf(in.out(),
+               "[10] two ranks, ZeRO-3 over Gloo on 127.0.0.1 (`overlap run --nproc 2 --strategy "
+               "zero3 --model %s --steps 10`):\n",
+               model.c_str());
+  std::fflush(in.out());
+  std::fflush(in.err());
+  LaunchOptions lo;
+  lo.nproc = 2;
+  lo.argv = {binary, "worker", "--strategy", "zero3", "--model", model, "--steps", "10"};
+  OVERLAP_ASSIGN_OR_RETURN(LaunchResult r, Launch(lo));
+  if (r.exit_code != 0)
+    return absl::UnavailableError(absl::StrCat("the ranks failed: ", r.message));
+  return absl::OkStatus();
+}
+
 int Run(Invocation& in) {
   const std::string model =
       in.positional().empty() ? std::string(kDefaultModel) : in.positional()[0];
@@ -314,11 +353,12 @@ int Run(Invocation& in) {
     return in.BadInput(s);
   }
   if (absl::Status s = ShowExecution(in, model); !s.ok()) return in.BadInput(s);
+  if (absl::Status s = ShowRanks(in, model); !s.ok()) return in.BadInput(s);
   std::fputs(
       "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, `overlap print g.json`, "
       "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json --explain`, "
-      "`overlap exec f.json --backward-graph b.json`, `overlap train --model <model>` (see "
-      "--help)\n",
+      "`overlap exec f.json --backward-graph b.json`, `overlap train --model <model>`, "
+      "`overlap run --nproc 4 --strategy zero3`, `overlap bench-comm` (see --help)\n",
       in.out());
   return *back == *g ? kExitOk : kExitBadInput;
 }

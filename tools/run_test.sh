@@ -10,6 +10,11 @@ export OVERLAP_WORKER_BINARY=$overlap
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$tmp"
 
+# The demo's last step: two ranks.
+$overlap demo mlp >demo.out 2>demo.err
+grep -q '^\[10\] two ranks' demo.out
+grep -q '^step 10 loss' demo.out
+
 # run: DDP with a trace.
 $overlap run --nproc 2 --strategy ddp --model mlp --steps 3 --trace trace.json >run.out 2>run.err
 grep -c '^step [123] loss' run.out | grep -qx 3
