@@ -75,6 +75,9 @@ absl::Status Watchdog::Explain(const absl::Status& failure) {
       if (v.ok() && absl::SimpleAtoi(*v, &n)) beats[r] = n;
     }
   };
+  // First say that this rank is ending on an error, so that its heartbeat stopping next is
+  // not taken for a loss by the others.
+  store_->Set(absl::StrCat("failed/", options_.rank), std::string(failure.message())).IgnoreError();
   std::vector<int64_t> before, after;
   read(before);
   const absl::Duration wait = options_.heartbeat * 3;
@@ -82,7 +85,8 @@ absl::Status Watchdog::Explain(const absl::Status& failure) {
   read(after);
   std::vector<std::string> lost;
   for (int r = 0; r < options_.world_size; ++r) {
-    if (r != options_.rank && (after[r] < 0 || after[r] == before[r])) {
+    if (r != options_.rank && (after[r] < 0 || after[r] == before[r]) &&
+        !store_->Get(absl::StrCat("failed/", r), absl::ZeroDuration()).ok()) {
       lost.push_back(absl::StrCat(r));
     }
   }

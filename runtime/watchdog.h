@@ -48,8 +48,10 @@ class Watchdog {
 
   // `failure` (a collective's error) with the lost ranks named: "rank 2 is lost (no
   // heartbeat for 0.6 s): <failure>", or with "no rank is lost" when every heartbeat
-  // advances (a silent rank, a timeout). Also publishes it as the abort key. Blocks up to
-  // three heartbeats.
+  // advances (a silent rank, a timeout). A rank is lost when its heartbeat stopped and it
+  // did not say it was ending on an error of its own (failed/<rank>, which this call writes
+  // first for this rank). Also publishes the result as the abort key. Blocks up to three
+  // heartbeats.
   absl::Status Explain(const absl::Status& failure);
   // Publishes `reason` as the abort key (first writer wins in effect: readers take the first
   // they see).
