@@ -28,11 +28,6 @@
 namespace overlap {
 namespace {
 
-int Fail(int rank, const std::string& what, int code) {
-  std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
-  return code;
-}
-
 // One rank of `model` on its rows of each global batch; 0 when the parameters after
 // kSteps match one process on the whole batch.
 int DdpRank(const std::string& model, int rank, int size, const std::string& dir,
@@ -43,32 +38,21 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
   OptimizerOptions opt;
   opt.kind = kind;
   opt.lr = kind == OptimizerKind::kSgd ? 0.05 : 1e-3;  // AdamW: its usual rate
-  Allocator alloc;
-  absl::StatusOr<AotPair> global = TinyPair(model, rows * size);
-  absl::StatusOr<AotPair> local = TinyPair(model, rows);
-  if (!global.ok() || !local.ok()) return Fail(rank, "cannot build the model", 2);
-  absl::StatusOr<TensorMap> init = SeededParams(*local, alloc);
-  if (!init.ok()) return Fail(rank, std::string(init.status().message()), 2);
-  absl::StatusOr<TensorMap> want = TrainOneProcess(*global, *init, kSteps, opt, 3);
-  if (!want.ok()) return Fail(rank, std::string(want.status().message()), 3);
-
-  GlooOptions go;
-  go.rank = rank;
-  go.size = size;
-  go.store_path = dir;
-  go.timeout = absl::Seconds(30);
-  go.random_delays = race;
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(go);
+  absl::StatusOr<ParallelCase> c = MakeParallelCase(model, rows, size, kSteps, opt);
+  if (!c.ok()) return Fail(rank, std::string(c.status().message()), 2);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      TestCommunicator(rank, size, dir, /*deterministic=*/false, race);
   if (!comm.ok()) return Fail(rank, std::string(comm.status().message()), 4);
   DdpOptions o;
   o.optimizer = opt;
   int64_t param_bytes = 0;
-  for (const auto& [name, p] : *init) param_bytes += p.nbytes();
+  for (const auto& [name, p] : c->init) param_bytes += p.nbytes();
   o.bucket_cap_bytes = param_bytes / 10;  // several buckets
-  absl::StatusOr<std::unique_ptr<DdpTrainer>> t = DdpTrainer::Create(*local, *init, comm->get(), o);
+  absl::StatusOr<std::unique_ptr<DdpTrainer>> t =
+      DdpTrainer::Create(c->local, c->init, comm->get(), o);
   if (!t.ok()) return Fail(rank, std::string(t.status().message()), 4);
   if ((*t)->buckets().size() < 3) return Fail(rank, "fewer than three buckets", 5);
-  SyntheticTask task(global->forward, 3);
+  SyntheticTask task(c->global.forward, 3);
   int64_t during = 0, total = 0;
   for (int k = 0; k < kSteps; ++k) {
     absl::StatusOr<TensorMap> batch = task.Batch(k);
@@ -82,7 +66,7 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
   if (during == 0 || total != kSteps * static_cast<int64_t>((*t)->buckets().size())) {
     return Fail(rank, "buckets were not all reduced, or none during the backward", 7);
   }
-  const std::string diff = CompareParams((*t)->params(), *want, tolerance);
+  const std::string diff = CompareParams((*t)->params(), c->want, tolerance);
   if (!diff.empty()) return Fail(rank, diff, 8);
   return 0;
 }

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "graph/models.h"
 #include "graph/status_macros.h"
+#include "runtime/gloo_communicator.h"
 #include "runtime/synthetic.h"
 
 namespace overlap {
@@ -85,6 +87,34 @@ std::string CompareBits(const TensorMap& got, const TensorMap& want) {
     }
   }
   return "";
+}
+
+absl::StatusOr<ParallelCase> MakeParallelCase(absl::string_view model, int64_t rows, int world,
+                                              int steps, const OptimizerOptions& optimizer) {
+  ParallelCase c;
+  OVERLAP_ASSIGN_OR_RETURN(c.global, TinyPair(model, rows * world));
+  OVERLAP_ASSIGN_OR_RETURN(c.local, TinyPair(model, rows));
+  OVERLAP_ASSIGN_OR_RETURN(c.init, SeededParams(c.local, *c.alloc));
+  OVERLAP_ASSIGN_OR_RETURN(c.want, TrainOneProcess(c.global, c.init, steps, optimizer, 3));
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> TestCommunicator(int rank, int world,
+                                                               const std::string& dir,
+                                                               bool deterministic, bool race) {
+  GlooOptions go;
+  go.rank = rank;
+  go.size = world;
+  go.store_path = dir;
+  go.timeout = absl::Seconds(60);
+  go.deterministic = deterministic;
+  go.random_delays = race;
+  return CreateGlooCommunicator(go);
+}
+
+int Fail(int rank, const std::string& what, int code) {
+  std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  return code;
 }
 
 }  // namespace overlap

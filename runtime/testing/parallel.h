@@ -5,11 +5,13 @@
 #define OVERLAP_RUNTIME_TESTING_PARALLEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/aot.h"
+#include "runtime/communicator.h"
 #include "runtime/tensor.h"
 #include "runtime/train.h"
 
@@ -32,6 +34,27 @@ std::string CompareParams(const TensorMap& got, const TensorMap& want, double to
 
 // Whether two parameter sets are bit-identical ("" when they are).
 std::string CompareBits(const TensorMap& got, const TensorMap& want);
+
+// What a data-parallel test rank starts from: the model at the global batch (rows x world)
+// and at its own (rows), the seeded parameters, and the one-process reference after
+// `steps` steps on the global batches (task seed 3).
+struct ParallelCase {
+  std::unique_ptr<Allocator> alloc = std::make_unique<Allocator>();
+  AotPair global, local;
+  TensorMap init, want;
+};
+absl::StatusOr<ParallelCase> MakeParallelCase(absl::string_view model, int64_t rows, int world,
+                                              int steps, const OptimizerOptions& optimizer);
+
+// Test rank `rank`'s Gloo communicator through store folder `dir` (60 s timeout), with the
+// deterministic mode and the race switches (random delays; the caller poisons freed
+// storage) as asked.
+absl::StatusOr<std::unique_ptr<Communicator>> TestCommunicator(int rank, int world,
+                                                               const std::string& dir,
+                                                               bool deterministic, bool race);
+
+// Prints "rank R: what" to stderr and returns `code` (a forked rank's exit code).
+int Fail(int rank, const std::string& what, int code);
 
 }  // namespace overlap
 
