@@ -158,6 +158,11 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
       return ShardRows(all, rank, world);
     };
   }
+  if (!o.data_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap all, ReadSafetensorsFile(o.data_path, *p->alloc));
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap mine, ShardRows(all, rank, world));
+    p->batch = [mine](int64_t) -> absl::StatusOr<TensorMap> { return mine; };
+  }
   // Parameters: seeded (the same on every rank), or read.
   SeededInputsOptions only_params;
   only_params.data = false;
@@ -389,6 +394,14 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       d.copy_gradients = replay == nullptr;
       OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
       summary.buckets = static_cast<int64_t>(ddp->buckets().size());
+      // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
+      for (const Graph* g : {&pair.forward, &pair.backward}) {
+        SimulationOptions so;
+        so.record_trace = false;
+        OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                                 Simulator(*g, summary.collectives).Run(g->OrderVector(), so));
+        timing.simulated_peak_bytes = std::max(timing.simulated_peak_bytes, r.peak_memory_bytes);
+      }
     } else {
       Zero3Options z;
       z.optimizer = o.optimizer;
@@ -474,9 +487,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
     timing.measured_step_s =
         graph_times.empty() ? 0 : *std::min_element(graph_times.begin(), graph_times.end());
     timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
+    summary.simulated_peak_bytes = timing.simulated_peak_bytes;
     if (zero3 != nullptr) {
       summary.state = zero3->state_bytes();
-      summary.simulated_peak_bytes = timing.simulated_peak_bytes;
       summary.predicted_step_s = timing.predicted_step_s;
     }
     summary.comparison.push_back(timing);

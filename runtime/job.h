@@ -63,6 +63,10 @@ struct JobOptions {
   Preset preset = Preset::kTiny;
   int64_t batch = 0;
   std::string graph_path, backward_graph_path, weights_path;
+  // A global batch (safetensors, data placeholders by name, dimension 0 = rows x world):
+  // every step trains on it, rank r on its block of rows. Empty: the synthetic task (built-in
+  // models) or seeded inputs per rank and step (graph files).
+  std::string data_path;
   int64_t steps = 20;
   std::string algorithm = "lookahead";  // ZeRO-3's scheduler
   // ZeRO-3: the scheduler's budget on graph values (0: none), or the device's memory from
@@ -120,7 +124,7 @@ struct AlgorithmTiming {
 
 struct JobSummary {
   std::vector<StepReport> steps;
-  int64_t simulated_peak_bytes = -1;  // ZeRO-3: the larger graph's, as scheduled
+  int64_t simulated_peak_bytes = -1;  // the larger graph's simulated peak of graph values
   double predicted_step_s = -1;       // ZeRO-3: simulated forward + backward step
   int64_t memory_limit_bytes = 0;     // the budget the schedule was made under (0: none)
   Zero3StateBytes state;              // ZeRO-3: shards, optimizer, buffers

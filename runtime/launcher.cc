@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "runtime/tcp_store.h"
+#include "runtime/store_server.h"
 
 extern char** environ;
 

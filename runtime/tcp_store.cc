@@ -24,33 +24,6 @@
 namespace overlap {
 namespace {
 
-// Requests: op (1 byte), key length (4), key, then for SET the value length (8) and value,
-// for GET the timeout in milliseconds (8). Replies: SET 1 byte (0); GET a status byte (0
-// found, 1 timed out) and, when found, the value length (8) and value.
-constexpr uint8_t kSet = 1, kGet = 2;
-
-bool SendAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool RecvAll(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = recv(fd, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 absl::StatusOr<int> EnvInt(const char* name, std::optional<int> fallback) {
   const char* v = std::getenv(name);
   if (v == nullptr) {
@@ -94,126 +67,6 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
   }
   return info;
 }
-
-struct TcpStoreServer::Impl {
-  int listen_fd = -1;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> data;
-  std::vector<int> clients;
-  std::vector<std::thread> threads;
-  bool stopping = false;
-
-  void Serve(int fd) {
-    while (true) {
-      uint8_t op = 0;
-      uint32_t klen = 0;
-      if (!RecvAll(fd, &op, 1) || !RecvAll(fd, &klen, 4) || klen > (1u << 20)) return;
-      std::string key(klen, '\0');
-      if (!RecvAll(fd, key.data(), klen)) return;
-      if (op == kSet) {
-        uint64_t vlen = 0;
-        if (!RecvAll(fd, &vlen, 8) || vlen > (uint64_t{1} << 30)) return;
-        std::string value(vlen, '\0');
-        if (!RecvAll(fd, value.data(), vlen)) return;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          data[key] = std::move(value);
-        }
-        cv.notify_all();
-        const uint8_t ok = 0;
-        if (!SendAll(fd, &ok, 1)) return;
-      } else if (op == kGet) {
-        uint64_t ms = 0;
-        if (!RecvAll(fd, &ms, 8)) return;
-        std::string value;
-        bool found = false;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          found = cv.wait_for(lock, std::chrono::milliseconds(ms), [&] {
-            return stopping || data.count(key) > 0;
-          }) && data.count(key) > 0;
-          if (found) value = data[key];
-        }
-        const uint8_t status = found ? 0 : 1;
-        if (!SendAll(fd, &status, 1)) return;
-        if (found) {
-          const uint64_t vlen = value.size();
-          if (!SendAll(fd, &vlen, 8) || !SendAll(fd, value.data(), vlen)) return;
-        }
-      } else {
-        return;
-      }
-    }
-  }
-
-  void Accept() {
-    while (true) {
-      const int fd = accept(listen_fd, nullptr, nullptr);
-      if (fd < 0) return;  // the listening socket was shut down
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping) {
-        close(fd);
-        return;
-      }
-      clients.push_back(fd);
-      threads.emplace_back([this, fd] { Serve(fd); });
-    }
-  }
-
-  ~Impl() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stopping = true;
-      for (int fd : clients) shutdown(fd, SHUT_RDWR);
-    }
-    cv.notify_all();
-    shutdown(listen_fd, SHUT_RDWR);  // ends accept()
-    if (accept_thread.joinable()) accept_thread.join();
-    for (std::thread& t : threads) {
-      if (t.joinable()) t.join();
-    }
-    for (int fd : clients) close(fd);
-    close(listen_fd);
-  }
-  std::thread accept_thread;
-};
-
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Serve(const std::string& addr,
-                                                                      int port) {
-  const std::string where = absl::StrCat(addr, ":", port);
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 ||
-      res == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot resolve ", where));
-  }
-  std::unique_ptr<TcpStoreServer> server(new TcpStoreServer());
-  server->impl_ = std::make_unique<Impl>();
-  Impl* impl = server->impl_.get();
-  impl->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  setsockopt(impl->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool ok = bind(impl->listen_fd, res->ai_addr, res->ai_addrlen) == 0 &&
-                  listen(impl->listen_fd, 128) == 0;
-  freeaddrinfo(res);
-  if (!ok) {
-    const std::string why = std::strerror(errno);
-    close(impl->listen_fd);
-    impl->listen_fd = -1;
-    server->impl_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot serve the store at ", where, ": ", why));
-  }
-  sockaddr_in bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  server->port_ = ntohs(bound.sin_port);
-  impl->accept_thread = std::thread([impl] { impl->Accept(); });
-  return server;
-}
-
-TcpStoreServer::~TcpStoreServer() = default;
 
 absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo& info,
                                                             absl::Duration timeout) {
@@ -268,8 +121,9 @@ absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t vlen = value.size();
   uint8_t ok = 1;
-  if (!SendAll(fd_, &kSet, 1) || !SendAll(fd_, &klen, 4) || !SendAll(fd_, key.data(), klen) ||
-      !SendAll(fd_, &vlen, 8) || !SendAll(fd_, value.data(), vlen) || !RecvAll(fd_, &ok, 1) ||
+  if (!store_wire::SendAll(fd_, &store_wire::kSet, 1) || !store_wire::SendAll(fd_, &klen, 4) ||
+      !store_wire::SendAll(fd_, key.data(), klen) || !store_wire::SendAll(fd_, &vlen, 8) ||
+      !store_wire::SendAll(fd_, value.data(), vlen) || !store_wire::RecvAll(fd_, &ok, 1) ||
       ok != 0) {
     return absl::UnavailableError(
         absl::StrCat("store: cannot set '", key, "' (the store is gone)"));
@@ -282,8 +136,9 @@ absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t ms = static_cast<uint64_t>(absl::ToInt64Milliseconds(timeout));
   uint8_t status = 2;
-  if (!SendAll(fd_, &kGet, 1) || !SendAll(fd_, &klen, 4) || !SendAll(fd_, key.data(), klen) ||
-      !SendAll(fd_, &ms, 8) || !RecvAll(fd_, &status, 1)) {
+  if (!store_wire::SendAll(fd_, &store_wire::kGet, 1) || !store_wire::SendAll(fd_, &klen, 4) ||
+      !store_wire::SendAll(fd_, key.data(), klen) || !store_wire::SendAll(fd_, &ms, 8) ||
+      !store_wire::RecvAll(fd_, &status, 1)) {
     return absl::UnavailableError(
         absl::StrCat("store: cannot get '", key, "' (the store is gone)"));
   }
@@ -292,9 +147,10 @@ absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration
         absl::StrCat("store: no '", key, "' within ", absl::FormatDuration(timeout)));
   }
   uint64_t vlen = 0;
-  if (!RecvAll(fd_, &vlen, 8)) return absl::UnavailableError("store: connection lost");
+  if (!store_wire::RecvAll(fd_, &vlen, 8)) return absl::UnavailableError("store: connection lost");
   std::string value(vlen, '\0');
-  if (!RecvAll(fd_, value.data(), vlen)) return absl::UnavailableError("store: connection lost");
+  if (!store_wire::RecvAll(fd_, value.data(), vlen))
+    return absl::UnavailableError("store: connection lost");
   return value;
 }
 

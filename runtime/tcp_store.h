@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
+#include "runtime/store_server.h"
 
 namespace overlap {
 
@@ -34,23 +35,6 @@ struct RendezvousInfo {
   // TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store (so it outlives any
   // rank), and rank 0 connects like the others.
   bool agent_store = false;
-};
-
-// The store's server alone: what a launcher runs so that the store does not die with rank 0.
-class TcpStoreServer {
- public:
-  // Serves at addr:port (port 0: a free port, see port()). Unavailable naming the address
-  // when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Serve(const std::string& addr, int port);
-  ~TcpStoreServer();
-  int port() const { return port_; }
-
- private:
-  friend class TcpStore;
-  struct Impl;
-  TcpStoreServer() = default;
-  std::unique_ptr<Impl> impl_;
-  int port_ = 0;
 };
 
 // Reads RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT

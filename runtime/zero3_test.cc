@@ -161,8 +161,8 @@ void RunModel(const std::string& model, std::vector<int> worlds, bool determinis
 TEST(Zero3Test, MlpMatchesOneProcessForEverySchedulerAndWorld) {
   RunModel("mlp", {2, 3, 4}, false);
 }
-TEST(Zero3Test, Gpt2MatchesOneProcessForEveryScheduler) { RunModel("gpt2", {2}, false); }
-TEST(Zero3Test, LlamaMatchesOneProcessForEveryScheduler) { RunModel("llama-7b", {2}, false); }
+TEST(Zero3Test, Gpt2MatchesOneProcessForEveryScheduler) { RunModel("gpt2", {2, 3, 4}, false); }
+TEST(Zero3Test, LlamaMatchesOneProcessForEveryScheduler) { RunModel("llama-7b", {2, 3, 4}, false); }
 // The race switches: random delays before every collective on the communication thread,
 // and freed storage poisoned with NaN (a buffer used after it died shows up in the
 // parameters).

@@ -38,6 +38,9 @@ constexpr FlagSpec kJobFlags[] = {
     {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
     {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
     {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
+    {"data", 0, "D",
+     "a global batch (safetensors, inputs by placeholder name): every step trains on it,\n"
+     "each rank on its block of rows (default: the synthetic task / seeded inputs)"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
     {"algorithm", 0, "A",
      "zero3: the scheduler (default lookahead; overlap schedule\n"
@@ -100,6 +103,7 @@ JobOptions ReadJobFlags(Invocation& in) {
   }
   if (!o.graph_path.empty() && in.Has("model")) in.AddUsageError("--graph or --model, not both");
   o.weights_path = in.Path("weights").value_or("");
+  o.data_path = in.Path("data").value_or("");
   o.steps = in.Int("steps", 1, 1000000, 20);
   o.algorithm = in.String("algorithm").value_or("lookahead");
   if (o.algorithm == "all") {

@@ -41,6 +41,30 @@ fi
 grep -q 'rank 1 is lost' k.err
 grep -q 'the job failed' k.err
 
+# run: a graph pair from files, weights and a global batch from files (each rank its rows).
+$overlap gen mlp --preset tiny --lifted -o mlp.fwd.json
+$overlap gen mlp --preset tiny --backward -o mlp.bwd.json
+/usr/bin/python3 - <<'PY'
+import json, struct
+# A global batch of 8 rows for the tiny mlp (x: [8, 8], targets: [8, 4]) in safetensors.
+def tensor(rows, cols, seed):
+    return [((i * 7 + seed) % 11) / 11.0 - 0.5 for i in range(rows * cols)]
+x, t = tensor(8, 8, 1), tensor(8, 4, 2)
+header = {"x": {"dtype": "F32", "shape": [8, 8], "data_offsets": [0, 256]},
+          "targets": {"dtype": "F32", "shape": [8, 4], "data_offsets": [256, 384]}}
+h = json.dumps(header).encode()
+with open("batch.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + struct.pack("<96f", *(x + t)))
+PY
+$overlap run --nproc 2 --strategy zero3 --graph mlp.fwd.json --backward-graph mlp.bwd.json \
+  --data batch.safetensors --steps 5 >f.out 2>f.err
+grep -q '^step 5 loss' f.out
+/usr/bin/python3 - <<'PY'
+import re
+losses = [float(m) for m in re.findall(r"^step \d+ loss ([0-9.]+)", open("f.out").read(), re.M)]
+assert len(losses) == 5 and losses[-1] < losses[0], losses  # one batch, memorised
+PY
+
 # worker: two "hosts" with only the torchrun variables (rank 0 serves the store). A port
 # taken between choosing and binding is retried.
 port_and_run() {
