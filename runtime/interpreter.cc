@@ -248,23 +248,20 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         if (options.zero3 != nullptr) {
           OVERLAP_RETURN_IF_ERROR(options.zero3->Reduce(node, *grad));
           values[id] = {Tensor()};
-          if (options.after_node) OVERLAP_RETURN_IF_ERROR(options.after_node(node, values[id]));
-          for (NodeId s : plan.frees_at[i]) free_root(s);
-          ++result.nodes_run;
-          continue;
-        }
-        Tensor& acc = result.reduced_grads[DsId(node)];
-        if (!acc.defined()) {
-          OVERLAP_ASSIGN_OR_RETURN(acc, Tensor::Empty(state, grad->dtype(), grad->shape()));
-          OVERLAP_RETURN_IF_ERROR(CopyConvert(*grad, acc));
         } else {
-          if (acc.shape() != grad->shape())
-            return NodeError(node, "gradients of one ds_id differ in shape");
-          for (int64_t k = 0; k < acc.numel(); ++k) {
-            SetElement(acc, k, GetElement(acc, k) + GetElement(*grad, k));
+          Tensor& acc = result.reduced_grads[DsId(node)];
+          if (!acc.defined()) {
+            OVERLAP_ASSIGN_OR_RETURN(acc, Tensor::Empty(state, grad->dtype(), grad->shape()));
+            OVERLAP_RETURN_IF_ERROR(CopyConvert(*grad, acc));
+          } else {
+            if (acc.shape() != grad->shape())
+              return NodeError(node, "gradients of one ds_id differ in shape");
+            for (int64_t k = 0; k < acc.numel(); ++k) {
+              SetElement(acc, k, GetElement(acc, k) + GetElement(*grad, k));
+            }
           }
+          values[id] = {acc};
         }
-        values[id] = {acc};
       } else if (node.target() == kGetItem) {
         const Value* src = node.args().empty() ? nullptr : &node.args()[0];
         if (src == nullptr || !src->is_ref() || node.args().size() < 2 ||

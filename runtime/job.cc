@@ -433,30 +433,25 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       StepReport report;
       report.step = step;
       std::vector<std::shared_ptr<Work>> works;
+      // Either trainer's step result: the same fields, and the time the simulator predicts
+      // (ZeRO-3: without the optimizer; DDP has no prediction, its whole step).
+      auto take = [&](const auto& s, double graph_s) {
+        report.loss = s.loss;
+        report.seconds = s.seconds;
+        report.comm_s = s.comm_s;
+        report.exposed_s = s.exposed_s;
+        report.peak_bytes = std::max(s.forward_peak_bytes, s.backward_peak_bytes);
+        works = s.works;
+        graph_times.push_back(graph_s);
+      };
       absl::Status failed;
       if (ddp != nullptr) {
         absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
-        if (s.ok()) {
-          report.loss = s->loss;
-          report.seconds = s->seconds;
-          report.comm_s = s->comm_s;
-          report.exposed_s = s->exposed_s;
-          report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
-          works = s->works;
-          graph_times.push_back(s->seconds);
-        }
+        if (s.ok()) take(*s, s->seconds);
         failed = s.status();
       } else {
         absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
-        if (s.ok()) {
-          report.loss = s->loss;
-          report.seconds = s->seconds;
-          report.comm_s = s->comm_s;
-          report.exposed_s = s->exposed_s;
-          report.peak_bytes = std::max(s->forward_peak_bytes, s->backward_peak_bytes);
-          works = s->works;
-          graph_times.push_back(s->graph_s);
-        }
+        if (s.ok()) take(*s, s->graph_s);
         failed = s.status();
       }
       // The mean loss over ranks (one scalar allreduce after the step's collectives).

@@ -2,7 +2,6 @@
 // nccl-tests prints them, and the fitted per-collective model the schedulers accept
 // (--collective-model). runtime/bench_comm.h defines the figures.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -93,8 +92,7 @@ int Run(Invocation& in) {
   }
   LaunchOptions lo;
   lo.nproc = world;
-  const char* self = std::getenv("OVERLAP_WORKER_BINARY");
-  lo.argv = {self != nullptr ? self : "/proc/self/exe",
+  lo.argv = {WorkerExecutable(),
              "bench-comm",
              "--as-rank",
              "--sizes",

@@ -268,12 +268,12 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
   return absl::OkStatus();
 }
 
-// The overlap executable, for starting ranks: OVERLAP_WORKER_BINARY, else this process's
-// own when it is the overlap CLI; "" otherwise (the CLI's tests run commands in-process).
+// WorkerExecutable() when it is the overlap CLI (or named by OVERLAP_WORKER_BINARY); ""
+// otherwise: the CLI's tests run commands in-process, where this process is a test binary.
 std::string OverlapBinary() {
-  if (const char* b = std::getenv("OVERLAP_WORKER_BINARY")) return b;
+  if (std::getenv("OVERLAP_WORKER_BINARY") != nullptr) return WorkerExecutable();
   char path[4096] = {0};
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  const ssize_t n = readlink(WorkerExecutable().c_str(), path, sizeof(path) - 1);
   if (n <= 0) return "";
   const std::string self(path, n);
   return absl::EndsWith(self, "/overlap") ? self : "";

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -262,13 +261,12 @@ int Worker(Invocation& in) {
 
 int Run(Invocation& in) {
   const int64_t nproc = in.Int("nproc", 1, 256, 2);
-  JobOptions o = ReadJobFlags(in);  // checked here, so a bad flag fails before any rank starts
-  (void)o;
+  // Read here so that a bad flag fails before any rank starts.
+  const JobOptions o = ReadJobFlags(in);
   if (in.has_usage_error()) return in.UsageError();
   LaunchOptions lo;
   lo.nproc = static_cast<int>(nproc);
-  const char* self = std::getenv("OVERLAP_WORKER_BINARY");
-  lo.argv = {self != nullptr ? self : "/proc/self/exe", "worker"};
+  lo.argv = {WorkerExecutable(), "worker"};
   for (const FlagSpec& f : kJobFlags) {
     if (!in.Has(f.name)) continue;
     lo.argv.push_back(absl::StrCat("--", f.name));

@@ -1,5 +1,6 @@
 #include "tools/shared_flags.h"
 
+#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -288,6 +289,11 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
   if (in.has_usage_error()) return Graph();
   if (!pair.ok()) return pair.status();
   return std::move(which == ModelGraph::kForward ? pair->forward : pair->backward);
+}
+
+std::string WorkerExecutable() {
+  const char* b = std::getenv("OVERLAP_WORKER_BINARY");
+  return b != nullptr ? b : "/proc/self/exe";
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {

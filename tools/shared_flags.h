@@ -73,6 +73,10 @@ absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::
 // Writes `g` to `path` ("-": the invocation's stdout) atomically (graph/json_writer.h).
 absl::Status WriteGraphFile(const Invocation& in, const std::string& path, const Graph& g);
 
+// The executable that ranks run (`overlap run`, `bench-comm`, the demo's step [10]):
+// $OVERLAP_WORKER_BINARY when set, else this process's own (/proc/self/exe).
+std::string WorkerExecutable();
+
 // Verify(g) after the CLI changed a graph, naming the step when it fails (an internal error:
 // every pass must leave a valid graph).
 absl::Status CheckAfter(const Graph& g, absl::string_view step);
