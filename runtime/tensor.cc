@@ -75,7 +75,22 @@ std::atomic<bool> poison_freed{false};
 
 void SetPoisonFreedStorage(bool on) { poison_freed.store(on); }
 
+std::shared_ptr<Storage> Storage::Wrap(std::byte* data, int64_t bytes, Device device,
+                                       std::function<void()> release) {
+  std::shared_ptr<Storage> s(
+      new Storage(std::make_shared<Counters>(), Pool::kScratch, /*bytes=*/0));
+  s->bytes_ = bytes;
+  s->external_ = data;
+  s->device_ = device;
+  s->release_ = std::move(release);
+  return s;
+}
+
 Storage::~Storage() {
+  if (external_ != nullptr || release_) {
+    if (release_) release_();
+    return;  // counted by no allocator
+  }
   if (data_ != nullptr && poison_freed.load()) std::memset(data_.get(), 0xFF, bytes_);
   std::lock_guard<std::mutex> lock(owner_->mu);
   owner_->live[static_cast<int>(pool_)] -= bytes_;
@@ -131,6 +146,27 @@ std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape) {
     strides[i] = strides[i + 1] * std::max<int64_t>(shape[i + 1], 1);
   }
   return strides;
+}
+
+absl::StatusOr<Tensor> Tensor::FromStorage(std::shared_ptr<Storage> storage, DType dtype,
+                                           absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError("negative dimension in a tensor's shape");
+    if (d != 0 && n > INT64_MAX / d) return absl::InvalidArgumentError("element count overflows");
+    n *= d;
+  }
+  if (storage == nullptr || n * DTypeSize(dtype) > storage->bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", DTypeName(dtype), " tensor of ", n, " elements does not fit a storage of ",
+        storage == nullptr ? 0 : storage->bytes(), " bytes"));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.strides_ = ContiguousStrides(shape);
+  t.storage_ = std::move(storage);
+  return t;
 }
 
 absl::StatusOr<Tensor> Tensor::Empty(Allocator& alloc, DType dtype, absl::Span<const int64_t> shape,

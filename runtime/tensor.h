@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,15 +63,25 @@ enum class Pool : uint8_t {
 
 class Allocator;
 
+// Where a storage's bytes live. Host code reads only kCpu storages; a kCuda storage's data()
+// is a device pointer for the CUDA backend's kernels and collectives (runtime/cuda/).
+enum class Device : uint8_t { kCpu, kCuda };
+
 // Bytes owned by an allocator; freed (and uncounted) when the last tensor viewing it goes.
 class Storage {
  public:
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  std::byte* data() { return data_.get(); }
-  const std::byte* data() const { return data_.get(); }
+  // Bytes someone else owns (a device allocator's block): `release` runs once, when the last
+  // tensor viewing them goes (it must not throw or block on the device). Counted by no
+  // Allocator. O(1).
+  static std::shared_ptr<Storage> Wrap(std::byte* data, int64_t bytes, Device device,
+                                       std::function<void()> release);
+  std::byte* data() { return data_ != nullptr ? data_.get() : external_; }
+  const std::byte* data() const { return data_ != nullptr ? data_.get() : external_; }
   int64_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
 
  private:
   friend class Allocator;
@@ -89,6 +100,9 @@ class Storage {
   Pool pool_;
   int64_t bytes_;
   std::unique_ptr<std::byte[]> data_;
+  std::byte* external_ = nullptr;  // Wrap's bytes
+  Device device_ = Device::kCpu;
+  std::function<void()> release_;
 };
 
 // Allocates zeroed storages and counts, per pool, the bytes live and the peak since the last
@@ -144,6 +158,12 @@ class Tensor {
                                               absl::Span<const int64_t> shape,
                                               Pool pool = Pool::kValues);
 
+  // A contiguous tensor over the first bytes of `storage` (Storage::Wrap's device blocks).
+  // InvalidArgument when the shape is negative or needs more bytes than the storage has.
+  // O(dim).
+  static absl::StatusOr<Tensor> FromStorage(std::shared_ptr<Storage> storage, DType dtype,
+                                            absl::Span<const int64_t> shape);
+
   // Whether the tensor has a storage (a kernel's None result has none).
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -158,6 +178,8 @@ class Tensor {
   // Whether the elements are laid out row-major without gaps. O(dim).
   bool IsContiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where the elements live (kCpu for an undefined tensor).
+  Device device() const { return storage_ != nullptr ? storage_->device() : Device::kCpu; }
   // Whether two tensors view the same storage.
   bool SharesStorageWith(const Tensor& other) const {
     return storage_ != nullptr && storage_ == other.storage_;

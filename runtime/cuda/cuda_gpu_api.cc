@@ -1,0 +1,311 @@
+#include "runtime/cuda/cuda_gpu_api.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cuda_runtime_api.h"
+#include "graph/status_macros.h"
+#include "nccl.h"
+#include "runtime/cuda/spin_kernel.h"
+
+namespace overlap {
+namespace {
+
+// The build's oldest usable device: kernels are sm_90 cubins plus compute_90 PTX.
+constexpr int kMinComputeMajor = 9;
+
+absl::Status CudaError(const char* call, cudaError_t e, const char* file, int line) {
+  return absl::InternalError(absl::StrCat(call, " failed at ", file, ":", line, ": ",
+                                          cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
+}
+
+absl::Status NcclError(const char* call, ncclResult_t r, ncclComm_t comm, const char* file,
+                       int line) {
+  const char* last = ncclGetLastError(comm);
+  return absl::InternalError(absl::StrCat(
+      call, " failed at ", file, ":", line, ": ", ncclGetErrorString(r), " (ncclResult ",
+      static_cast<int>(r), ")",
+      last != nullptr && *last != '\0' ? absl::StrCat("; last NCCL error: ", last) : ""));
+}
+
+#define OVERLAP_CUDA(call)                                                    \
+  do {                                                                        \
+    const cudaError_t overlap_cuda_e = (call);                                \
+    if (overlap_cuda_e != cudaSuccess) {                                      \
+      return ::overlap::CudaError(#call, overlap_cuda_e, __FILE__, __LINE__); \
+    }                                                                         \
+  } while (0)
+
+// ncclInProgress is not an error for a nonblocking communicator's calls.
+#define OVERLAP_NCCL(call, comm)                                                      \
+  do {                                                                                \
+    const ncclResult_t overlap_nccl_r = (call);                                       \
+    if (overlap_nccl_r != ncclSuccess && overlap_nccl_r != ncclInProgress) {          \
+      return ::overlap::NcclError(#call, overlap_nccl_r, (comm), __FILE__, __LINE__); \
+    }                                                                                 \
+  } while (0)
+
+cudaStream_t S(GpuStream* s) { return reinterpret_cast<cudaStream_t>(s); }
+cudaEvent_t E(GpuEvent* e) { return reinterpret_cast<cudaEvent_t>(e); }
+ncclComm_t C(GpuComm* c) { return reinterpret_cast<ncclComm_t>(c); }
+
+absl::StatusOr<ncclDataType_t> NcclType(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kUInt8:
+    case DType::kBool:
+      return ncclUint8;
+  }
+  return absl::InvalidArgumentError("no NCCL type for this dtype");
+}
+
+class CudaApi final : public GpuApi {
+ public:
+  absl::StatusOr<GpuInfo> Probe() override {
+    GpuInfo info;
+    cudaRuntimeGetVersion(&info.runtime_version);
+    cudaDriverGetVersion(&info.driver_version);  // 0 without a driver
+    ncclGetVersion(&info.nccl_version);
+    if (cudaGetDeviceCount(&info.device_count) != cudaSuccess) {
+      cudaGetLastError();  // clear it: no device is not an error here
+      info.device_count = 0;
+    }
+    if (info.device_count > 0) {
+      cudaDeviceProp p;
+      OVERLAP_CUDA(cudaGetDeviceProperties(&p, 0));
+      info.device_name = p.name;
+      info.device_memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
+      info.compute_major = p.major;
+      info.compute_minor = p.minor;
+    }
+    return info;
+  }
+
+  absl::Status CheckUsable(int device) override {
+    int runtime = 0, driver = 0, count = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    if (driver == 0) {
+      return absl::FailedPreconditionError(
+          "no usable GPU: no NVIDIA driver is installed (libcuda.so not found)");
+    }
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaErrorInsufficientDriver || driver < runtime) {
+      cudaGetLastError();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no usable GPU: the driver supports ", CudaVersionString(driver),
+          " but this build needs ", CudaVersionString(runtime), "; update the driver"));
+    }
+    if (e != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return absl::FailedPreconditionError(
+          absl::StrCat("no usable GPU: no CUDA device (",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "the device count is 0", ")"));
+    }
+    if (device < 0 || device >= count) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no usable GPU: device ", device, " asked for, ", count, " present"));
+    }
+    cudaDeviceProp p;
+    OVERLAP_CUDA(cudaGetDeviceProperties(&p, device));
+    if (p.major < kMinComputeMajor) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no usable GPU: device ", device, " (", p.name, ") has compute capability ", p.major, ".",
+          p.minor, "; this build's kernels need ", kMinComputeMajor, ".0 or newer"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetDevice(int device) override {
+    OVERLAP_CUDA(cudaSetDevice(device));
+    // Keep freed blocks in the pool across synchronisations (the default threshold of 0
+    // hands them back to the driver at every sync, and the next step pays to map them).
+    cudaMemPool_t pool;
+    OVERLAP_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = UINT64_MAX;
+    OVERLAP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    device_ = device;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<GpuStream*> CreateStream(bool high_priority) override {
+    int least = 0, greatest = 0;  // numerically: greatest priority is the lowest number
+    OVERLAP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s;
+    OVERLAP_CUDA(
+        cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? greatest : least));
+    return reinterpret_cast<GpuStream*>(s);
+  }
+  absl::Status DestroyStream(GpuStream* s) override {
+    OVERLAP_CUDA(cudaStreamDestroy(S(s)));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GpuEvent*> CreateEvent() override {
+    cudaEvent_t e;
+    OVERLAP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return reinterpret_cast<GpuEvent*>(e);
+  }
+  absl::Status DestroyEvent(GpuEvent* e) override {
+    OVERLAP_CUDA(cudaEventDestroy(E(e)));
+    return absl::OkStatus();
+  }
+  absl::Status RecordEvent(GpuEvent* e, GpuStream* s) override {
+    OVERLAP_CUDA(cudaEventRecord(E(e), S(s)));
+    return absl::OkStatus();
+  }
+  absl::Status StreamWaitEvent(GpuStream* s, GpuEvent* e) override {
+    OVERLAP_CUDA(cudaStreamWaitEvent(S(s), E(e), 0));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> EventDone(GpuEvent* e) override {
+    const cudaError_t r = cudaEventQuery(E(e));
+    if (r == cudaErrorNotReady) return false;
+    OVERLAP_CUDA(r);
+    return true;
+  }
+  absl::Status StreamSynchronize(GpuStream* s) override {
+    OVERLAP_CUDA(cudaStreamSynchronize(S(s)));
+    return absl::OkStatus();
+  }
+  absl::Status DeviceSynchronize() override {
+    OVERLAP_CUDA(cudaDeviceSynchronize());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<void*> MallocAsync(int64_t bytes, GpuStream* s) override {
+    void* p = nullptr;
+    OVERLAP_CUDA(cudaMallocAsync(&p, static_cast<size_t>(bytes), S(s)));
+    return p;
+  }
+  absl::Status FreeAsync(void* p, GpuStream* s) override {
+    OVERLAP_CUDA(cudaFreeAsync(p, S(s)));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> PoolUsedBytes() override {
+    return PoolAttribute(cudaMemPoolAttrUsedMemCurrent);
+  }
+  absl::StatusOr<int64_t> PoolUsedHighBytes() override {
+    return PoolAttribute(cudaMemPoolAttrUsedMemHigh);
+  }
+  absl::Status ResetPoolUsedHigh() override {
+    cudaMemPool_t pool;
+    OVERLAP_CUDA(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t zero = 0;  // the only value it accepts: "reset to the current use"
+    OVERLAP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+    return absl::OkStatus();
+  }
+  absl::Status MemcpyAsync(void* dst, const void* src, int64_t bytes, GpuStream* s) override {
+    OVERLAP_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, S(s)));
+    return absl::OkStatus();
+  }
+  absl::Status MemsetAsync(void* p, int value, int64_t bytes, GpuStream* s) override {
+    OVERLAP_CUDA(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), S(s)));
+    return absl::OkStatus();
+  }
+
+  absl::Status Spin(GpuStream* s, double seconds, absl::Span<void* const>,
+                    absl::Span<void* const>) override {
+    OVERLAP_CUDA(LaunchSpinKernel(S(s), static_cast<int64_t>(seconds * 1e9)));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> NcclUniqueId() override {
+    ncclUniqueId id;
+    OVERLAP_NCCL(ncclGetUniqueId(&id), nullptr);
+    return std::string(id.internal, sizeof(id.internal));
+  }
+  absl::StatusOr<GpuComm*> NcclCommInit(int nranks, int rank,
+                                        const std::string& unique_id) override {
+    ncclUniqueId id;
+    if (unique_id.size() != sizeof(id.internal)) {
+      return absl::InvalidArgumentError(absl::StrCat("an NCCL unique id has ", sizeof(id.internal),
+                                                     " bytes, got ", unique_id.size()));
+    }
+    std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    OVERLAP_NCCL(ncclCommInitRankConfig(&comm, nranks, id, rank, &config), comm);
+    return reinterpret_cast<GpuComm*>(comm);
+  }
+  absl::StatusOr<bool> NcclCommReady(GpuComm* c) override {
+    ncclResult_t state = ncclSuccess;
+    OVERLAP_NCCL(ncclCommGetAsyncError(C(c), &state), C(c));
+    if (state == ncclInProgress) return false;
+    if (state != ncclSuccess) {
+      return NcclError("ncclCommGetAsyncError (the communicator's asynchronous error)", state, C(c),
+                       __FILE__, __LINE__);
+    }
+    return true;
+  }
+  absl::Status NcclCommAbort(GpuComm* c) override {
+    OVERLAP_NCCL(ncclCommAbort(C(c)), nullptr);
+    return absl::OkStatus();
+  }
+  absl::Status NcclCommFinalize(GpuComm* c) override {
+    OVERLAP_NCCL(ncclCommFinalize(C(c)), C(c));
+    return absl::OkStatus();
+  }
+  absl::Status NcclCommDestroy(GpuComm* c) override {
+    OVERLAP_NCCL(ncclCommDestroy(C(c)), nullptr);
+    return absl::OkStatus();
+  }
+  absl::Status NcclCollectiveAsync(NcclCollective op, const void* send, void* recv, int64_t count,
+                                   DType dtype, int root, GpuComm* c, GpuStream* s) override {
+    OVERLAP_ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(dtype));
+    const size_t n = static_cast<size_t>(count);
+    switch (op) {
+      case NcclCollective::kAllReduce:
+        OVERLAP_NCCL(ncclAllReduce(send, recv, n, type, ncclSum, C(c), S(s)), C(c));
+        break;
+      case NcclCollective::kAllGather:
+        OVERLAP_NCCL(ncclAllGather(send, recv, n, type, C(c), S(s)), C(c));
+        break;
+      case NcclCollective::kReduceScatter:
+        OVERLAP_NCCL(ncclReduceScatter(send, recv, n, type, ncclSum, C(c), S(s)), C(c));
+        break;
+      case NcclCollective::kBroadcast:
+        OVERLAP_NCCL(ncclBroadcast(send, recv, n, type, root, C(c), S(s)), C(c));
+        break;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status NcclGroupStart() override {
+    OVERLAP_NCCL(ncclGroupStart(), nullptr);
+    return absl::OkStatus();
+  }
+  absl::Status NcclGroupEnd() override {
+    OVERLAP_NCCL(ncclGroupEnd(), nullptr);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::StatusOr<int64_t> PoolAttribute(cudaMemPoolAttr attr) {
+    cudaMemPool_t pool;
+    OVERLAP_CUDA(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t v = 0;
+    OVERLAP_CUDA(cudaMemPoolGetAttribute(pool, attr, &v));
+    return static_cast<int64_t>(v);
+  }
+
+  int device_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuApi> CudaGpuApi() { return std::make_unique<CudaApi>(); }
+
+}  // namespace overlap

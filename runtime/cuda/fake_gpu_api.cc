@@ -1,0 +1,567 @@
+#include "runtime/cuda/fake_gpu_api.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace overlap {
+
+struct FakeNcclWorld::Comm {
+  std::string id;
+  int nranks = 0, rank = 0;
+  int64_t seq = 0;  // collectives issued
+  std::string error;
+  bool aborted = false;
+  std::vector<std::shared_ptr<FakeOpState>> pending;
+};
+
+struct FakeNcclWorld::Pending {
+  NcclCollective op;
+  int64_t count = 0;
+  DType dtype = DType::kFloat32;
+  int root = 0;
+  int arrived = 0;
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  std::vector<std::shared_ptr<FakeOpState>> states;
+};
+
+namespace {
+
+const char* OpName(NcclCollective op) {
+  switch (op) {
+    case NcclCollective::kAllReduce:
+      return "allreduce";
+    case NcclCollective::kAllGather:
+      return "allgather";
+    case NcclCollective::kReduceScatter:
+      return "reduce_scatter";
+    case NcclCollective::kBroadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+template <typename T>
+void Sum(const std::vector<const void*>& send, int64_t offset, int64_t count, T* out) {
+  std::vector<T> acc(count, T(0));
+  for (const void* s : send) {
+    const T* in = static_cast<const T*>(s) + offset;
+    for (int64_t i = 0; i < count; ++i) acc[i] += in[i];
+  }
+  std::copy(acc.begin(), acc.end(), out);
+}
+
+}  // namespace
+
+void FakeNcclWorld::InjectError(int rank, int64_t seq, std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  errors_[{rank, seq}] = std::move(message);
+}
+
+void FakeNcclWorld::InjectHang(int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hang_seq_ = seq;
+}
+
+std::string FakeNcclWorld::NewId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id = absl::StrCat("fake-nccl-", next_id_++);
+  id.resize(128, '\0');
+  return id;
+}
+
+std::shared_ptr<FakeNcclWorld::Comm> FakeNcclWorld::Init(int nranks, int rank,
+                                                         const std::string& id) {
+  auto c = std::make_shared<Comm>();
+  c->id = id;
+  c->nranks = nranks;
+  c->rank = rank;
+  std::lock_guard<std::mutex> lock(mu_);
+  comms_[id].push_back(c);
+  return c;
+}
+
+absl::StatusOr<bool> FakeNcclWorld::Ready(Comm& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (c.aborted) return absl::FailedPreconditionError("the communicator was aborted");
+  if (!c.error.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "ncclCommGetAsyncError (the communicator's asynchronous error) failed at "
+        "fake_gpu_api.cc: remote process exited or there was a network error (ncclResult 6); "
+        "last NCCL error: ",
+        c.error));
+  }
+  return static_cast<int>(comms_[c.id].size()) >= c.nranks;
+}
+
+void FakeNcclWorld::Abort(Comm& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  c.aborted = true;
+  for (auto& s : c.pending) s->done.store(true);
+  c.pending.clear();
+}
+
+absl::StatusOr<std::shared_ptr<FakeOpState>> FakeNcclWorld::Issue(Comm& c, NcclCollective op,
+                                                                  const void* send, void* recv,
+                                                                  int64_t count, DType dtype,
+                                                                  int root) {
+  if ((op == NcclCollective::kAllReduce || op == NcclCollective::kReduceScatter) &&
+      dtype != DType::kFloat32 && dtype != DType::kFloat64) {
+    return absl::UnimplementedError("the fake NCCL sums float32 and float64 only");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (c.aborted) return absl::FailedPreconditionError("the communicator was aborted");
+  const int64_t seq = c.seq++;
+  auto state = std::make_shared<FakeOpState>();
+  c.pending.push_back(state);
+  auto err = errors_.find({c.rank, seq});
+  if (err != errors_.end()) {
+    c.error = err->second;  // this rank's collective never arrives
+    return state;
+  }
+  std::shared_ptr<Pending>& p = pending_[{c.id, seq}];
+  if (p == nullptr) {
+    p = std::make_shared<Pending>();
+    p->op = op;
+    p->count = count;
+    p->dtype = dtype;
+    p->root = root;
+    p->send.assign(c.nranks, nullptr);
+    p->recv.assign(c.nranks, nullptr);
+  } else if (p->op != op || p->count != count || p->dtype != dtype || p->root != root) {
+    // NCCL would hang or corrupt memory; the fake says which ranks disagree.
+    c.error = absl::StrCat("collective #", seq, ": rank ", c.rank, " issued ", OpName(op), " of ",
+                           count, " ", DTypeName(dtype), ", another rank ", OpName(p->op), " of ",
+                           p->count, " ", DTypeName(p->dtype));
+    return state;
+  }
+  p->send[c.rank] = send;
+  p->recv[c.rank] = recv;
+  p->states.push_back(state);
+  if (++p->arrived == c.nranks && seq != hang_seq_) {
+    Run(*p);
+    for (auto& s : p->states) s->done.store(true);
+    for (auto& comm : comms_[c.id]) {
+      auto& v = comm->pending;
+      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& s) { return s->done.load(); }),
+              v.end());
+    }
+    pending_.erase({c.id, seq});
+  }
+  return state;
+}
+
+void FakeNcclWorld::Run(Pending& p) {
+  const int n = static_cast<int>(p.send.size());
+  const int64_t bytes = p.count * DTypeSize(p.dtype);
+  switch (p.op) {
+    case NcclCollective::kAllGather: {
+      for (int r = 0; r < n; ++r) {
+        for (int i = 0; i < n; ++i) {
+          std::memmove(static_cast<std::byte*>(p.recv[r]) + i * bytes, p.send[i], bytes);
+        }
+      }
+      return;
+    }
+    case NcclCollective::kBroadcast: {
+      std::vector<std::byte> root(bytes);
+      std::memcpy(root.data(), p.send[p.root], bytes);
+      for (int r = 0; r < n; ++r) std::memcpy(p.recv[r], root.data(), bytes);
+      return;
+    }
+    case NcclCollective::kAllReduce:
+    case NcclCollective::kReduceScatter: {
+      const bool all = p.op == NcclCollective::kAllReduce;
+      // Every result first, then the writes: buffers may be in place.
+      std::vector<std::vector<std::byte>> out(n, std::vector<std::byte>(bytes));
+      for (int r = 0; r < n; ++r) {
+        const int64_t offset = all ? 0 : r * p.count;
+        if (p.dtype == DType::kFloat32) {
+          Sum<float>(p.send, offset, p.count, reinterpret_cast<float*>(out[r].data()));
+        } else {
+          Sum<double>(p.send, offset, p.count, reinterpret_cast<double*>(out[r].data()));
+        }
+      }
+      for (int r = 0; r < n; ++r) std::memcpy(p.recv[r], out[r].data(), bytes);
+      return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct FakeGpuApi::Stream {
+  int id = 0;
+  std::vector<int64_t> clock;
+  std::vector<std::shared_ptr<FakeOpState>> deps;  // incomplete work it must wait for
+};
+
+struct FakeGpuApi::Event {
+  int stream = -1;
+  std::vector<int64_t> clock;
+  std::vector<std::shared_ptr<FakeOpState>> deps;
+};
+
+struct FakeGpuApi::Block {
+  std::unique_ptr<std::byte[]> data;
+  int64_t bytes = 0;
+  bool freed = false;
+  Op alloc;
+  std::optional<Op> write;  // the last write
+  std::map<int, Op> reads;  // the latest read on each stream since that write
+  std::map<int, Op> uses;   // the latest use on each stream
+};
+
+namespace {
+
+void Merge(std::vector<int64_t>& into, const std::vector<int64_t>& from) {
+  if (into.size() < from.size()) into.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+template <typename T>
+T* Handle(std::vector<std::unique_ptr<T>>& v, void* h) {
+  for (auto& p : v) {
+    if (p.get() == h) return p.get();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+FakeGpuApi::FakeGpuApi(FakeGpuOptions options) : options_(std::move(options)) {}
+FakeGpuApi::~FakeGpuApi() = default;
+
+bool FakeGpuApi::HappensBefore(const Op& a, const Op& b) {
+  if (a.stream < 0) return true;
+  const int64_t mine = a.clock[a.stream];
+  const int64_t seen = a.stream < static_cast<int>(b.clock.size()) ? b.clock[a.stream] : 0;
+  return mine <= seen;
+}
+
+std::vector<FakeGpuApi::Op> FakeGpuApi::ops() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ops_;
+}
+std::vector<std::string> FakeGpuApi::violations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return violations_;
+}
+int64_t FakeGpuApi::live_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+int64_t FakeGpuApi::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+
+absl::StatusOr<GpuInfo> FakeGpuApi::Probe() {
+  GpuInfo info;
+  info.runtime_version = info.driver_version = 13000;
+  info.nccl_version = 22809;
+  info.device_count = 1;
+  info.device_name = "fake GPU (host memory)";
+  info.device_memory_bytes = options_.device_memory_bytes;
+  info.compute_major = 9;
+  return info;
+}
+absl::Status FakeGpuApi::CheckUsable(int device) {
+  return device == 0 ? absl::OkStatus() : absl::FailedPreconditionError("the fake has one device");
+}
+absl::Status FakeGpuApi::SetDevice(int device) { return CheckUsable(device); }
+
+absl::StatusOr<GpuStream*> FakeGpuApi::CreateStream(bool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto s = std::make_unique<Stream>();
+  s->id = static_cast<int>(streams_.size());
+  s->clock.assign(s->id + 1, 0);
+  streams_.push_back(std::move(s));
+  return reinterpret_cast<GpuStream*>(streams_.back().get());
+}
+absl::Status FakeGpuApi::DestroyStream(GpuStream*) { return absl::OkStatus(); }
+absl::StatusOr<GpuEvent*> FakeGpuApi::CreateEvent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(std::make_unique<Event>());
+  return reinterpret_cast<GpuEvent*>(events_.back().get());
+}
+absl::Status FakeGpuApi::DestroyEvent(GpuEvent*) { return absl::OkStatus(); }
+
+absl::Status FakeGpuApi::RecordEvent(GpuEvent* e, GpuStream* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event* ev = Handle(events_, e);
+  Stream* st = Handle(streams_, s);
+  if (ev == nullptr || st == nullptr) return absl::InvalidArgumentError("unknown event or stream");
+  ev->stream = st->id;
+  ev->clock = st->clock;
+  ev->deps = st->deps;
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::StreamWaitEvent(GpuStream* s, GpuEvent* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event* ev = Handle(events_, e);
+  Stream* st = Handle(streams_, s);
+  if (ev == nullptr || st == nullptr) return absl::InvalidArgumentError("unknown event or stream");
+  Merge(st->clock, ev->clock);
+  st->deps.insert(st->deps.end(), ev->deps.begin(), ev->deps.end());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FakeGpuApi::EventDone(GpuEvent* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event* ev = Handle(events_, e);
+  if (ev == nullptr) return absl::InvalidArgumentError("unknown event");
+  for (const auto& d : ev->deps) {
+    if (!d->done.load()) return false;
+  }
+  return true;
+}
+
+absl::Status FakeGpuApi::WaitAll(std::vector<std::shared_ptr<FakeOpState>> deps, const char* what) {
+  const absl::Time deadline = absl::Now() + options_.block_limit;
+  for (const auto& d : deps) {
+    while (!d->done.load()) {
+      if (absl::Now() > deadline) {
+        std::lock_guard<std::mutex> lock(mu_);
+        violations_.push_back(absl::StrCat(what, ": the host waited ",
+                                           absl::FormatDuration(options_.block_limit),
+                                           " for a collective that never completed"));
+        return absl::DeadlineExceededError(violations_.back());
+      }
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::StreamSynchronize(GpuStream* s) {
+  stream_syncs_.fetch_add(1);
+  std::vector<std::shared_ptr<FakeOpState>> deps;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stream* st = Handle(streams_, s);
+    if (st == nullptr) return absl::InvalidArgumentError("unknown stream");
+    deps = st->deps;
+  }
+  return WaitAll(std::move(deps), "cudaStreamSynchronize");
+}
+
+absl::Status FakeGpuApi::DeviceSynchronize() {
+  device_syncs_.fetch_add(1);
+  std::vector<std::shared_ptr<FakeOpState>> deps;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& st : streams_) deps.insert(deps.end(), st->deps.begin(), st->deps.end());
+  }
+  return WaitAll(std::move(deps), "cudaDeviceSynchronize");
+}
+
+absl::StatusOr<FakeGpuApi::Stream*> FakeGpuApi::Entered(GpuStream* s) {
+  Stream* st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = Handle(streams_, s);
+    if (st == nullptr) return absl::InvalidArgumentError("unknown stream");
+  }
+  absl::Status entered = Enter(*st);
+  if (!entered.ok()) return entered;
+  return st;
+}
+
+absl::Status FakeGpuApi::Enter(Stream& st) {
+  std::vector<std::shared_ptr<FakeOpState>> deps;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deps = st.deps;
+  }
+  absl::Status s = WaitAll(deps, "a stream's wait");
+  std::lock_guard<std::mutex> lock(mu_);
+  st.deps.erase(
+      std::remove_if(st.deps.begin(), st.deps.end(), [](const auto& d) { return d->done.load(); }),
+      st.deps.end());
+  return s;
+}
+
+FakeGpuApi::Op FakeGpuApi::Stamp(Stream& st, std::string what) {
+  ++st.clock[st.id];
+  Op op{std::move(what), st.id, st.clock};
+  ops_.push_back(op);
+  return op;
+}
+
+FakeGpuApi::Block* FakeGpuApi::Find(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = blocks_.upper_bound(a);
+  if (it == blocks_.begin()) return nullptr;
+  --it;
+  Block* b = it->second.get();
+  return a < it->first + std::max<int64_t>(b->bytes, 1) ? b : nullptr;
+}
+
+void FakeGpuApi::Use(const Op& op, const void* p, bool write) {
+  Block* b = Find(p);
+  if (b == nullptr) return;  // host memory
+  auto violation = [&](const std::string& why, const Op& other) {
+    violations_.push_back(absl::StrCat(op.what, " (stream ", op.stream, ") ", why, " ", other.what,
+                                       " (stream ", other.stream, ")"));
+  };
+  if (b->freed) {
+    violations_.push_back(absl::StrCat(op.what, " (stream ", op.stream, ") uses a freed buffer"));
+    return;
+  }
+  if (!HappensBefore(b->alloc, op)) violation("is not ordered after the allocation", b->alloc);
+  if (b->write && !HappensBefore(*b->write, op)) violation("is not ordered after", *b->write);
+  if (write) {
+    for (const auto& [stream, read] : b->reads) {
+      if (!HappensBefore(read, op)) violation("writes, not ordered after the read", read);
+    }
+    b->reads.clear();
+    b->write = op;
+  } else {
+    b->reads[op.stream] = op;
+  }
+  b->uses[op.stream] = op;
+}
+
+absl::StatusOr<void*> FakeGpuApi::MallocAsync(int64_t bytes, GpuStream* s) {
+  Stream* st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = Handle(streams_, s);
+    if (st == nullptr) return absl::InvalidArgumentError("unknown stream");
+    if (bytes < 0 || live_ + bytes > options_.device_memory_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cudaMallocAsync of ", bytes, " bytes: out of memory (fake device of ",
+                       options_.device_memory_bytes, " bytes, ", live_, " in use)"));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto b = std::make_unique<Block>();
+  b->bytes = bytes;
+  b->data.reset(new std::byte[std::max<int64_t>(bytes, 1)]);
+  std::memset(b->data.get(), 0xFF, bytes);  // uninitialised device memory reads as NaN
+  b->alloc = Stamp(*st, absl::StrCat("malloc ", bytes));
+  void* p = b->data.get();
+  blocks_[reinterpret_cast<uintptr_t>(p)] = std::move(b);
+  live_ += bytes;
+  peak_ = std::max(peak_, live_);
+  return p;
+}
+
+absl::Status FakeGpuApi::FreeAsync(void* p, GpuStream* s) {
+  Stream* st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = Handle(streams_, s);
+    if (st == nullptr) return absl::InvalidArgumentError("unknown stream");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == blocks_.end() || it->second->freed) {
+    return absl::InvalidArgumentError("cudaFreeAsync of a pointer that is not a live block");
+  }
+  Block& b = *it->second;
+  const Op op = Stamp(*st, absl::StrCat("free ", b.bytes));
+  for (const auto& [stream, use] : b.uses) {
+    if (!HappensBefore(use, op)) {
+      violations_.push_back(absl::StrCat("free ", b.bytes, " (stream ", op.stream,
+                                         ") is not ordered after its use ", use.what, " (stream ",
+                                         use.stream, ")"));
+    }
+  }
+  b.freed = true;  // the bytes stay until the fake goes: a late writer cannot corrupt the heap
+  live_ -= b.bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> FakeGpuApi::PoolUsedBytes() { return live_bytes(); }
+absl::StatusOr<int64_t> FakeGpuApi::PoolUsedHighBytes() { return peak_bytes(); }
+absl::Status FakeGpuApi::ResetPoolUsedHigh() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_ = live_;
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::MemcpyAsync(void* dst, const void* src, int64_t bytes, GpuStream* s) {
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, absl::StrCat("memcpy ", bytes));
+  Use(op, src, false);
+  Use(op, dst, true);
+  std::memmove(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::MemsetAsync(void* p, int value, int64_t bytes, GpuStream* s) {
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, absl::StrCat("memset ", bytes));
+  Use(op, p, true);
+  std::memset(p, value, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::Spin(GpuStream* s, double seconds, absl::Span<void* const> reads,
+                              absl::Span<void* const> writes) {
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  if (seconds > 0) absl::SleepFor(absl::Seconds(seconds));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "spin");
+  for (void* p : reads) Use(op, p, false);
+  for (void* p : writes) Use(op, p, true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FakeGpuApi::NcclUniqueId() {
+  if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
+  return options_.nccl->NewId();
+}
+
+absl::StatusOr<GpuComm*> FakeGpuApi::NcclCommInit(int nranks, int rank,
+                                                  const std::string& unique_id) {
+  if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
+  auto c = options_.nccl->Init(nranks, rank, unique_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  comms_.push_back(c);
+  return reinterpret_cast<GpuComm*>(c.get());
+}
+
+absl::StatusOr<bool> FakeGpuApi::NcclCommReady(GpuComm* c) {
+  return options_.nccl->Ready(*reinterpret_cast<FakeNcclWorld::Comm*>(c));
+}
+absl::Status FakeGpuApi::NcclCommAbort(GpuComm* c) {
+  options_.nccl->Abort(*reinterpret_cast<FakeNcclWorld::Comm*>(c));
+  return absl::OkStatus();
+}
+absl::Status FakeGpuApi::NcclCommFinalize(GpuComm*) { return absl::OkStatus(); }
+absl::Status FakeGpuApi::NcclCommDestroy(GpuComm*) { return absl::OkStatus(); }
+
+absl::Status FakeGpuApi::NcclCollectiveAsync(NcclCollective op, const void* send, void* recv,
+                                             int64_t count, DType dtype, int root, GpuComm* c,
+                                             GpuStream* s) {
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  auto* comm = reinterpret_cast<FakeNcclWorld::Comm*>(c);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Op o = Stamp(**st, absl::StrCat(OpName(op), " ", count, " ", DTypeName(dtype)));
+    Use(o, send, false);
+    Use(o, recv, true);
+  }
+  auto state = options_.nccl->Issue(*comm, op, send, recv, count, dtype, root);
+  if (!state.ok()) return state.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  (*st)->deps.push_back(*std::move(state));
+  return absl::OkStatus();
+}
+
+}  // namespace overlap

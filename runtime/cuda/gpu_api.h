@@ -1,0 +1,132 @@
+// The seam between the CUDA backend and the CUDA runtime / NCCL: every device call the
+// backend makes (streams, events, stream-ordered memory, the spin kernel, NCCL) goes through
+// GpuApi. CudaGpuApi() (cuda_gpu_api.h) is the real one; FakeGpuApi (fake_gpu_api.h,
+// testonly) runs the same calls on the host, so the backend's ordering, memory and error
+// handling are tested on machines without a GPU.
+//
+//   std::unique_ptr<GpuApi> api = CudaGpuApi();
+//   OVERLAP_ASSIGN_OR_RETURN(GpuStream* compute, api->CreateStream(/*high_priority=*/false));
+//
+// Contract for implementations:
+//   - every call returns an error value, never aborts; a real call's error names the call,
+//     the file and line that made it and the library's message (NCCL: ncclGetLastError);
+//   - calls on a stream are asynchronous: they are ordered after earlier calls on the same
+//     stream and after events the stream waits on, and after nothing else;
+//   - handles are owned by the caller and destroyed through the api that made them.
+// Cost: each call is one driver / library call (microseconds), except where noted.
+#ifndef OVERLAP_RUNTIME_CUDA_GPU_API_H_
+#define OVERLAP_RUNTIME_CUDA_GPU_API_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/tensor.h"
+
+namespace overlap {
+
+// Opaque handles; each implementation defines what they point to.
+struct GpuStream;
+struct GpuEvent;
+struct GpuComm;
+
+// What a machine offers, for `overlap run --device cuda` and the GPU check.
+struct GpuInfo {
+  int runtime_version = 0;  // CUDA runtime the binary links, e.g. 13000
+  int driver_version = 0;   // the CUDA version the driver supports; 0 without a driver
+  int nccl_version = 0;     // e.g. 22809
+  int device_count = 0;
+  std::string device_name;  // device 0
+  int64_t device_memory_bytes = 0;
+  int compute_major = 0, compute_minor = 0;
+};
+
+// "CUDA 13.0" from 13000 (and NCCL's 22809 as "2.28.9"). O(1).
+std::string CudaVersionString(int version);
+std::string NcclVersionString(int version);
+
+// The reductions the backend issues (sum only: gradients).
+enum class NcclCollective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+
+class GpuApi {
+ public:
+  virtual ~GpuApi() = default;
+
+  // Versions and device 0. Never fails for want of a GPU or a driver (device_count 0,
+  // driver_version 0); errors are for a broken installation.
+  virtual absl::StatusOr<GpuInfo> Probe() = 0;
+  // OK when this process can run kernels on `device`; FailedPrecondition saying why not
+  // ("no CUDA device", "the driver supports CUDA 12.4 but this build needs CUDA 13.0").
+  virtual absl::Status CheckUsable(int device) = 0;
+  virtual absl::Status SetDevice(int device) = 0;
+
+  // Streams: high priority for communication (DeepSpeed's and PyTorch's choice), so a
+  // collective's kernel is scheduled ahead of queued compute kernels.
+  virtual absl::StatusOr<GpuStream*> CreateStream(bool high_priority) = 0;
+  virtual absl::Status DestroyStream(GpuStream* s) = 0;
+  // Events without timing (the cheap kind).
+  virtual absl::StatusOr<GpuEvent*> CreateEvent() = 0;
+  virtual absl::Status DestroyEvent(GpuEvent* e) = 0;
+  // `e` completes when the work queued on `s` so far has.
+  virtual absl::Status RecordEvent(GpuEvent* e, GpuStream* s) = 0;
+  // Later work on `s` starts after `e` completes (no host wait).
+  virtual absl::Status StreamWaitEvent(GpuStream* s, GpuEvent* e) = 0;
+  // Whether `e` has completed; never blocks.
+  virtual absl::StatusOr<bool> EventDone(GpuEvent* e) = 0;
+  // Host waits. The backend uses StreamSynchronize only at the end of a step and
+  // DeviceSynchronize never inside one (the fake counts both).
+  virtual absl::Status StreamSynchronize(GpuStream* s) = 0;
+  virtual absl::Status DeviceSynchronize() = 0;
+
+  // Stream-ordered memory from the device's pool (cudaMallocAsync): usable by `s` at once
+  // and by other streams after an event; FreeAsync returns the block when the work queued
+  // on `s` so far is done, so `s` must be the block's last-use stream (or ordered after it).
+  virtual absl::StatusOr<void*> MallocAsync(int64_t bytes, GpuStream* s) = 0;
+  virtual absl::Status FreeAsync(void* p, GpuStream* s) = 0;
+  // The pool's bytes in use now and at most since the last reset (allocated, not reserved).
+  virtual absl::StatusOr<int64_t> PoolUsedBytes() = 0;
+  virtual absl::StatusOr<int64_t> PoolUsedHighBytes() = 0;
+  virtual absl::Status ResetPoolUsedHigh() = 0;
+  // Copies on `s`; either side may be host or device memory (host memory must stay alive
+  // until the stream reaches the copy).
+  virtual absl::Status MemcpyAsync(void* dst, const void* src, int64_t bytes, GpuStream* s) = 0;
+  virtual absl::Status MemsetAsync(void* p, int value, int64_t bytes, GpuStream* s) = 0;
+
+  // The timed-replay kernel: occupies the device for `seconds` on `s`. `reads` and `writes`
+  // are the buffers the node it stands for reads and writes; the real kernel ignores them,
+  // the fake checks each use against the stream order (alive, after its allocation and its
+  // last write; a write after the reads before it).
+  virtual absl::Status Spin(GpuStream* s, double seconds, absl::Span<void* const> reads,
+                            absl::Span<void* const> writes) = 0;
+
+  // NCCL. The unique id is 128 bytes, made by one rank and shared through the store.
+  virtual absl::StatusOr<std::string> NcclUniqueId() = 0;
+  // A nonblocking communicator (config.blocking = 0): returns at once; poll NcclCommReady.
+  virtual absl::StatusOr<GpuComm*> NcclCommInit(int nranks, int rank,
+                                                const std::string& unique_id) = 0;
+  // true when the communicator is ready and idle of errors, false while an operation (its
+  // initialisation) is in progress; the communicator's asynchronous error otherwise
+  // (ncclCommGetAsyncError).
+  virtual absl::StatusOr<bool> NcclCommReady(GpuComm* c) = 0;
+  // Ends every operation of `c` and frees it; safe from another thread while one is stuck.
+  virtual absl::Status NcclCommAbort(GpuComm* c) = 0;
+  // Clean shutdown: Finalize (flushes; nonblocking, poll NcclCommReady) then Destroy.
+  virtual absl::Status NcclCommFinalize(GpuComm* c) = 0;
+  virtual absl::Status NcclCommDestroy(GpuComm* c) = 0;
+  // Queues one collective on `s` (sum for reductions). `count` is elements per rank's send
+  // buffer for allreduce / broadcast / allgather, and per rank's receive buffer for
+  // reduce-scatter (NCCL's convention). `root` is for broadcast only.
+  virtual absl::Status NcclCollectiveAsync(NcclCollective op, const void* send, void* recv,
+                                           int64_t count, DType dtype, int root, GpuComm* c,
+                                           GpuStream* s) = 0;
+  // Collectives between GroupStart and GroupEnd launch as one (bucketed reduce-scatters,
+  // fused allgathers).
+  virtual absl::Status NcclGroupStart() = 0;
+  virtual absl::Status NcclGroupEnd() = 0;
+};
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_CUDA_GPU_API_H_
