@@ -19,11 +19,11 @@
 namespace overlap {
 namespace {
 
-// The live bytes: counted, or held as real buffers from the allocator.
-class Buffers {
+// The host: live bytes counted, or held as real buffers from the allocator; compute sleeps.
+class HostDevice final : public ReplayDevice {
  public:
-  Buffers(bool count_only, Allocator* alloc) : count_only_(count_only), alloc_(alloc) {}
-  absl::Status Take(NodeId id, int64_t bytes) {
+  HostDevice(bool count_only, Allocator* alloc) : count_only_(count_only), alloc_(alloc) {}
+  absl::Status Take(NodeId id, int64_t bytes) override {
     if (count_only_) {
       live_ += bytes;
       peak_ = std::max(peak_, live_);
@@ -33,18 +33,23 @@ class Buffers {
     OVERLAP_ASSIGN_OR_RETURN(held_[id], alloc_->Allocate(bytes, Pool::kValues));
     return absl::OkStatus();
   }
-  void Give(NodeId id) {
+  absl::Status Give(NodeId id) override {
     if (count_only_) {
       auto it = bytes_.find(id);
-      if (it == bytes_.end()) return;
+      if (it == bytes_.end()) return absl::OkStatus();
       live_ -= it->second;
       bytes_.erase(it);
-      return;
+      return absl::OkStatus();
     }
     held_.erase(id);
+    return absl::OkStatus();
   }
-  int64_t live() const { return count_only_ ? live_ : alloc_->live(Pool::kValues); }
-  int64_t peak() const { return count_only_ ? peak_ : alloc_->peak(Pool::kValues); }
+  absl::Status Compute(const Node&, double seconds, absl::Span<const NodeId>, NodeId) override {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return absl::OkStatus();
+  }
+  int64_t live() const override { return count_only_ ? live_ : alloc_->live(Pool::kValues); }
+  int64_t peak() const override { return count_only_ ? peak_ : alloc_->peak(Pool::kValues); }
 
  private:
   bool count_only_;
@@ -54,23 +59,33 @@ class Buffers {
   absl::flat_hash_map<NodeId, std::shared_ptr<Storage>> held_;
 };
 
+absl::StatusOr<SimulationResult> SimulateOne(const Graph& g, const std::vector<NodeId>& order) {
+  CollectiveModel one;
+  one.world_size = 1;
+  SimulationOptions so;
+  so.record_trace = false;
+  return Simulator(g, one).Run(order, so);
+}
+
 }  // namespace
 
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options) {
+  Allocator alloc;
+  HostDevice device(options.count_only, &alloc);
+  return ReplayOn(g, options, device);
+}
+
+absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& options,
+                                      ReplayDevice& device) {
   if (!(options.time_scale >= 0)) return absl::InvalidArgumentError("time scale must be >= 0");
   const MemoryPlan plan = BuildMemoryPlan(g);
   const std::vector<NodeId>& order = plan.order;
   const int64_t n = static_cast<int64_t>(order.size());
   const std::vector<char>& owns = plan.owns;
   const absl::flat_hash_set<int64_t>& resident = plan.resident;
-
   // The simulator's peak: reported beside the measured one, and with real buffers the
   // test that refuses up front what cannot fit.
-  CollectiveModel one;
-  one.world_size = 1;
-  SimulationOptions so;
-  so.record_trace = false;
-  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(order, so));
+  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateOne(g, order));
   if (!options.count_only) {
     const int64_t limit =
         options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
@@ -81,9 +96,13 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
           " (--count-only counts them instead)"));
     }
   }
+  // A bucket's reduction is issued at its last member.
+  absl::flat_hash_map<int64_t, int64_t> bucket_end;
+  for (int64_t i = 0; i < n; ++i) {
+    const Node& node = g.node(order[i]);
+    if (IsReduce(node) && ReduceBucket(node) >= 0) bucket_end[ReduceBucket(node)] = i;
+  }
 
-  Allocator alloc;
-  Buffers buffers(options.count_only, &alloc);
   struct Gathered {
     std::deque<NodeId> copies;
     int64_t releases = 0;
@@ -94,43 +113,58 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
   for (NodeId id : order) {
     const Node& node = g.node(id);
     if (node.op() == Op::kPlaceholder && owns[id]) {
-      OVERLAP_RETURN_IF_ERROR(buffers.Take(id, SizeOf(node)));
+      OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
     }
     if (IsAllgather(node) && resident.contains(DsId(node))) {
-      OVERLAP_RETURN_IF_ERROR(buffers.Take(id, SizeOf(node)));
+      OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
     }
   }
   ReplayResult r;
   r.simulated_peak_bytes = sim.peak_memory_bytes;
+  std::vector<NodeId> reads;
   for (int64_t i = 0; i < n; ++i) {
     const NodeId id = order[i];
     const Node& node = g.node(id);
     if (owns[id] && node.op() != Op::kPlaceholder) {
-      OVERLAP_RETURN_IF_ERROR(buffers.Take(id, SizeOf(node)));
+      OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
     }
-    if (IsAllgather(node) && !resident.contains(DsId(node))) {
-      OVERLAP_RETURN_IF_ERROR(buffers.Take(id, SizeOf(node)));
-      gathered[DsId(node)].copies.push_back(id);
-    }
-    if (options.time_scale > 0 && IsCallNode(node) && !IsZero3Op(node) && TimeOf(node) > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(TimeOf(node) * options.time_scale));
+    if (IsAllgather(node)) {
+      if (!resident.contains(DsId(node))) {
+        OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
+        gathered[DsId(node)].copies.push_back(id);
+      }
+      OVERLAP_RETURN_IF_ERROR(device.Allgather(node, id));
+    } else if (IsWait(node) && !node.inputs().empty()) {
+      OVERLAP_RETURN_IF_ERROR(device.WaitAllgather(node, plan.root[node.inputs()[0]]));
+    } else if (IsReduce(node) && !node.inputs().empty()) {
+      const int64_t b = ReduceBucket(node);
+      OVERLAP_RETURN_IF_ERROR(
+          device.Reduce(node, plan.root[node.inputs()[0]], b < 0 || bucket_end[b] == i));
+    } else if (IsCallNode(node) && !IsZero3Op(node)) {
+      reads.clear();
+      for (NodeId in : node.inputs()) {
+        if (plan.pos[in] >= 0) reads.push_back(plan.root[in]);
+      }
+      const double seconds = TimeOf(node) > 0 ? TimeOf(node) * options.time_scale : 0;
+      OVERLAP_RETURN_IF_ERROR(device.Compute(node, seconds, reads, owns[id] ? id : -1));
     }
     if (IsRelease(node) && !resident.contains(DsId(node))) {
       auto it = gathered.find(DsId(node));
       if (it != gathered.end() && ++it->second.releases == NUsers(node)) {
         it->second.releases = 0;
         if (!it->second.copies.empty()) {
-          buffers.Give(it->second.copies.front());
+          OVERLAP_RETURN_IF_ERROR(device.Give(it->second.copies.front()));
           it->second.copies.pop_front();
         }
       }
     }
-    for (NodeId s : plan.frees_at[i]) buffers.Give(s);
+    for (NodeId s : plan.frees_at[i]) OVERLAP_RETURN_IF_ERROR(device.Give(s));
     ++r.nodes_run;
   }
+  OVERLAP_RETURN_IF_ERROR(device.Finish());
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.peak_bytes = buffers.peak();
-  r.final_bytes = buffers.live();
+  r.peak_bytes = device.peak();
+  r.final_bytes = device.live();
   return r;
 }
 

@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "graph/graph.h"
 #include "runtime/tensor.h"
 
@@ -54,6 +55,41 @@ struct ReplayResult {
 // Replays `g` in its node order. Errors: a graph whose peak (simulated, up front) exceeds
 // the memory limit, with both figures; the allocator's. O(N log N + E) plus the waits.
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options = {});
+
+// Where a replay's buffers and work go: the host (Replay above) or a device (the CUDA
+// backend's GPU replay, runtime/cuda/gpu_replay.h). ReplayOn walks the order with the rules
+// above and calls these in order; buffers are named by the node that owns them (a plan
+// root). One walk, so every device follows the same memory rules.
+class ReplayDevice {
+ public:
+  virtual ~ReplayDevice() = default;
+  // A buffer of `bytes` for `owner`'s value; Give frees it.
+  virtual absl::Status Take(NodeId owner, int64_t bytes) = 0;
+  virtual absl::Status Give(NodeId owner) = 0;
+  // A compute node: `seconds` of work (device_time x time_scale; 0 for none) reading the
+  // buffers `reads` and writing `write` (-1: a node that owns no buffer).
+  virtual absl::Status Compute(const Node& node, double seconds, absl::Span<const NodeId> reads,
+                               NodeId write) = 0;
+  // ZeRO-3 ops at their positions (defaults: nothing, as in one process). `buffer` is the
+  // gathered copy; a reduce's `grad` the gradient's buffer, `bucket_last` whether it is its
+  // bucket's last member (or has no bucket): where the reduction is issued.
+  virtual absl::Status Allgather(const Node& node, NodeId buffer) { return absl::OkStatus(); }
+  virtual absl::Status WaitAllgather(const Node& node, NodeId buffer) { return absl::OkStatus(); }
+  virtual absl::Status Reduce(const Node& node, NodeId grad, bool bucket_last) {
+    return absl::OkStatus();
+  }
+  // After the last node (before the buffers the output holds are counted as final).
+  virtual absl::Status Finish() { return absl::OkStatus(); }
+  // Bytes live now and at most, by the rules above.
+  virtual int64_t live() const = 0;
+  virtual int64_t peak() const = 0;
+};
+
+// The walk Replay runs, on `device`, with Replay's up-front refusal (unless count_only;
+// memory_limit_bytes 0 means the host's available memory, so a device passes its own). O(N log N +
+// E) plus the device's calls.
+absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& options,
+                                      ReplayDevice& device);
 
 }  // namespace overlap
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 
@@ -320,6 +321,7 @@ absl::StatusOr<bool> FakeGpuApi::EventDone(GpuEvent* e) {
   for (const auto& d : ev->deps) {
     if (!d->done.load()) return false;
   }
+  Merge(host_clock_, ev->clock);
   return true;
 }
 
@@ -349,7 +351,10 @@ absl::Status FakeGpuApi::StreamSynchronize(GpuStream* s) {
     if (st == nullptr) return absl::InvalidArgumentError("unknown stream");
     deps = st->deps;
   }
-  return WaitAll(std::move(deps), "cudaStreamSynchronize");
+  OVERLAP_RETURN_IF_ERROR(WaitAll(std::move(deps), "cudaStreamSynchronize"));
+  std::lock_guard<std::mutex> lock(mu_);
+  Merge(host_clock_, Handle(streams_, s)->clock);
+  return absl::OkStatus();
 }
 
 absl::Status FakeGpuApi::DeviceSynchronize() {
@@ -359,7 +364,10 @@ absl::Status FakeGpuApi::DeviceSynchronize() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& st : streams_) deps.insert(deps.end(), st->deps.begin(), st->deps.end());
   }
-  return WaitAll(std::move(deps), "cudaDeviceSynchronize");
+  OVERLAP_RETURN_IF_ERROR(WaitAll(std::move(deps), "cudaDeviceSynchronize"));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& st : streams_) Merge(host_clock_, st->clock);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FakeGpuApi::Stream*> FakeGpuApi::Entered(GpuStream* s) {
@@ -389,6 +397,9 @@ absl::Status FakeGpuApi::Enter(Stream& st) {
 }
 
 FakeGpuApi::Op FakeGpuApi::Stamp(Stream& st, std::string what) {
+  // What the host has seen complete (a synchronisation, a done event) is ordered before
+  // anything it issues next, on any stream.
+  Merge(st.clock, host_clock_);
   ++st.clock[st.id];
   Op op{std::move(what), st.id, st.clock};
   ops_.push_back(op);

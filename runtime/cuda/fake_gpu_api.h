@@ -153,6 +153,7 @@ class FakeGpuApi final : public GpuApi {
   std::vector<Op> ops_;
   std::vector<std::string> violations_;
   std::vector<std::shared_ptr<FakeNcclWorld::Comm>> comms_;
+  std::vector<int64_t> host_clock_;  // what the host has seen complete
   int64_t live_ = 0, peak_ = 0;
   std::atomic<int> device_syncs_{0}, stream_syncs_{0};
 };
