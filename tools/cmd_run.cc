@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "graph/models.h"
 #include "graph/size.h"
+#include "runtime/cuda/cuda_gpu_api.h"
 #include "runtime/job.h"
 #include "runtime/launcher.h"
 #include "runtime/tcp_store.h"
@@ -29,6 +31,9 @@ namespace {
 // The job's flags, shared by run and worker (run forwards them to its workers).
 constexpr FlagSpec kJobFlags[] = {
     {"strategy", 0, "S", "ddp (default) or zero3"},
+    {"device", 0, "D",
+     "cpu (default) or cuda: one GPU per rank (LOCAL_RANK), NCCL collectives;\n"
+     "exits 1 saying why when no usable GPU is present"},
     {"model", 0, "M",
      "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default\n"
      "gpt2)"},
@@ -156,9 +161,28 @@ JobOptions ReadJobFlags(Invocation& in) {
 
 std::string Fraction(double x) { return absl::StrFormat("%.1f%%", 100 * x); }
 
+// --device: cpu, or cuda when this machine can run it (the reason otherwise, exit 1).
+int CheckDevice(Invocation& in) {
+  const std::string device = in.String("device").value_or("cpu");
+  if (device == "cpu") return kExitOk;
+  if (device != "cuda") {
+    in.AddUsageError(absl::StrCat("--device must be cpu or cuda, not '", device, "'"));
+    return in.UsageError();
+  }
+  std::unique_ptr<GpuApi> api = CudaGpuApi();
+  absl::Status usable = api->CheckUsable(0);
+  if (!usable.ok()) return in.BadInput(usable);
+  // The backend's collectives, streams and timed replay exist (runtime/cuda/); the training
+  // step's CUDA kernels do not yet (docs/runtime.md, "The CUDA backend").
+  return in.BadInput(absl::UnimplementedError(
+      "--device cuda: training needs the CUDA kernels, which this build does not have yet; "
+      "GPU timed replay and NCCL run in `gpu_benchmark` (tools/gpu_check.sh)"));
+}
+
 int Worker(Invocation& in) {
   JobOptions o = ReadJobFlags(in);
   if (in.has_usage_error()) return in.UsageError();
+  if (int d = CheckDevice(in); d != kExitOk) return d;
   absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
   if (!info.ok()) return in.BadInput(info.status());
   absl::StatusOr<std::optional<FaultSpec>> fault = FaultFromEnv();
@@ -264,6 +288,7 @@ int Run(Invocation& in) {
   // Read here so that a bad flag fails before any rank starts.
   const JobOptions o = ReadJobFlags(in);
   if (in.has_usage_error()) return in.UsageError();
+  if (int d = CheckDevice(in); d != kExitOk) return d;
   LaunchOptions lo;
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};

@@ -107,4 +107,13 @@ if $overlap schedule fwd.json --collective-model bad.json -o /dev/null 2>bad.err
   exit 1
 fi
 grep -q 'bad.json' bad.err
+# --device cuda: exit 1 saying why (here, without a GPU: no driver or no device; with one,
+# what this build lacks), never a crash or a hang.
+set +e
+$overlap run --device cuda --steps 1 >cuda.out 2>cuda.err
+rc=$?
+set -e
+cat cuda.err
+test "$rc" = 1
+grep -qE 'no usable GPU|--device cuda:' cuda.err
 echo "run_test: ok"
