@@ -36,7 +36,7 @@ if [ -z "${WORK:-}" ]; then
 fi
 mkdir -p "$OUT" "$WORK"
 CXXFLAGS="${CXXFLAGS//-stdlib=libc++/}"
-cxxflags="$CXXFLAGS -std=c++17 -I$root -DOVERLAP_NO_GLOO"
+cxxflags="$CXXFLAGS -std=c++17 -I$root -DOVERLAP_NO_GLOO -DOVERLAP_NO_CUDA"
 
 shopt -s nullglob
 absl=(${ABSL_LIB_DIR:-/usr/lib/*-linux-gnu}/libabsl_*.a /usr/lib/libabsl_*.a)
@@ -50,10 +50,12 @@ sources=()
 for f in $(find graph partition runtime schedule tools -name '*.cc' ! -name '*_test.cc' \
              ! -name '*_benchmark.cc' | sort); do
   # Sources needing Gloo, directly or through our Gloo-facing headers, stay out (the image
-  # has no Gloo; cli.cc drops the commands that use it under OVERLAP_NO_GLOO).
+  # has no Gloo; cli.cc drops the commands that use it under OVERLAP_NO_GLOO), and so does
+  # the CUDA backend (no CUDA either; the demo drops its CUDA step under OVERLAP_NO_CUDA).
   if grep -qE '^int main\(' "$f" ||
      grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl)' "$f" ||
-     grep -qE '^#include "runtime/(tcp_store|gloo_communicator|watchdog|job)\.h"' "$f"; then
+     grep -qE '^#include "runtime/(tcp_store|gloo_communicator|watchdog|job)\.h"' "$f" ||
+     [[ $f == runtime/cuda/* ]]; then
     continue
   fi
   sources+=("$f")

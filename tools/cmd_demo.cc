@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "runtime/cuda/cuda_gpu_api.h"
 #include "runtime/launcher.h"
 #include "runtime/train.h"
 #include "schedule/budget.h"
@@ -279,6 +281,30 @@ std::string OverlapBinary() {
   return absl::EndsWith(self, "/overlap") ? self : "";
 }
 
+// [11] The CUDA backend: what this machine offers it. Without a usable GPU the reason
+// (`overlap run --device cuda` exits 1 with it); tools/gpu_check.sh runs the device checks.
+void ShowCuda(Invocation& in) {
+#ifdef OVERLAP_NO_CUDA
+  std::fputs("[11] CUDA backend: not in this build\n", in.out());
+#else
+  std::unique_ptr<GpuApi> api = CudaGpuApi();
+  absl::StatusOr<GpuInfo> info = api->Probe();
+  if (!info.ok()) {
+    std::fprintf(in.out(), "[11] CUDA backend: %s\n", std::string(info.status().message()).c_str());
+    return;
+  }
+  absl::Status usable = api->CheckUsable(0);
+  std::fprintf(in.out(),
+               "[11] CUDA backend (built for %s, NCCL %s; streams, events and NCCL tested "
+               "through a fake device): %s\n    GPU checks: tools/gpu_check.sh --build DIR, "
+               "then --run DIR OUT on a GPU machine\n",
+               CudaVersionString(info->runtime_version).c_str(),
+               NcclVersionString(info->nccl_version).c_str(),
+               usable.ok() ? absl::StrCat("device 0 is ", info->device_name).c_str()
+                           : std::string(usable.message()).c_str());
+#endif
+}
+
 // [10] Two ranks: the same model trained by two processes with ZeRO-3 over Gloo (the
 // launcher of `overlap run`, each rank a `overlap worker`).
 absl::Status ShowRanks(Invocation& in, const std::string& model) {
@@ -354,6 +380,7 @@ int Run(Invocation& in) {
   }
   if (absl::Status s = ShowExecution(in, model); !s.ok()) return in.BadInput(s);
   if (absl::Status s = ShowRanks(in, model); !s.ok()) return in.BadInput(s);
+  ShowCuda(in);
   std::fputs(
       "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, `overlap print g.json`, "
       "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json --explain`, "

@@ -80,7 +80,8 @@ if ((!quick)); then
   suite "TSan (runtime, ranks)" --config=tsan --test_env=OPENBLAS_NUM_THREADS=1 \
     --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/tsan.supp halt_on_error=1" \
     //runtime:gloo_communicator_test //runtime:tcp_store_test //runtime:ddp_test \
-    //runtime:zero3_test //runtime:job_test
+    //runtime:zero3_test //runtime:job_test //runtime/cuda:nccl_communicator_test \
+    //runtime/cuda:gpu_replay_test
   stage "consumer workspace" tools/check_consumer.sh
   fuzzers=$(mktemp -d)
   trap 'rm -f "$log"; rm -rf "$fuzzers"' EXIT

@@ -38,15 +38,13 @@ int Probe(GpuApi& api) {
     return 1;
   }
   std::printf("probe cuda_runtime %s\n", CudaVersionString(info->runtime_version).c_str());
-  std::printf("probe driver %s\n", info->driver_version > 0
-                                       ? CudaVersionString(info->driver_version).c_str()
-                                       : "none");
+  std::printf("probe driver %s\n",
+              info->driver_version > 0 ? CudaVersionString(info->driver_version).c_str() : "none");
   std::printf("probe nccl %s\n", NcclVersionString(info->nccl_version).c_str());
   std::printf("probe devices %d\n", info->device_count);
   if (info->device_count > 0) {
-    std::printf("probe device0 %s, %.1f GiB, compute capability %d.%d\n",
-                info->device_name.c_str(), info->device_memory_bytes / 1073741824.0,
-                info->compute_major, info->compute_minor);
+    std::printf("probe device0 %s, %.1f GiB, compute capability %d.%d\n", info->device_name.c_str(),
+                info->device_memory_bytes / 1073741824.0, info->compute_major, info->compute_minor);
   }
   absl::Status usable = api.CheckUsable(0);
   if (!usable.ok()) {
@@ -87,8 +85,8 @@ absl::Status Nccl(GpuApi& api) {
     OVERLAP_ASSIGN_OR_RETURN(void* b, api.MallocAsync(bytes, d.comm_stream));
     auto tensor = [&](void* p) {
       return *Tensor::FromStorage(
-          Storage::Wrap(static_cast<std::byte*>(p), bytes, Device::kCuda, nullptr),
-          DType::kFloat32, {bytes / 4});
+          Storage::Wrap(static_cast<std::byte*>(p), bytes, Device::kCuda, nullptr), DType::kFloat32,
+          {bytes / 4});
     };
     for (const char* op : {"allreduce", "allgather", "reduce_scatter"}) {
       constexpr int kIters = 20;
@@ -106,8 +104,8 @@ absl::Status Nccl(GpuApi& api) {
         OVERLAP_RETURN_IF_ERROR(w->Wait(absl::Seconds(30)));
       }
       const double s = absl::ToDoubleSeconds(absl::Now() - start) / kIters;
-      std::printf("nccl %-15s %12lld %10.1f %12.2f\n", op, static_cast<long long>(bytes),
-                  s * 1e6, bytes / s / 1e9);
+      std::printf("nccl %-15s %12lld %10.1f %12.2f\n", op, static_cast<long long>(bytes), s * 1e6,
+                  bytes / s / 1e9);
       std::fflush(stdout);
     }
     OVERLAP_RETURN_IF_ERROR(api.FreeAsync(a, d.comm_stream));
@@ -122,8 +120,8 @@ absl::Status Overlap(GpuApi& api) {
   mo.style = ParamStyle::kLifted;
   OVERLAP_ASSIGN_OR_RETURN(Graph model, BuildModel("gpt2", mo, Preset::kDefault));
   OVERLAP_ASSIGN_OR_RETURN(AotPair pair, BuildAotPair(model));
-  std::printf("overlap %-9s %10s %10s %10s %8s %12s %12s %12s\n", "graph", "both_ms",
-              "compute_ms", "comm_ms", "hidden", "peak", "simulated", "pool_peak");
+  std::printf("overlap %-9s %10s %10s %10s %8s %12s %12s %12s\n", "graph", "both_ms", "compute_ms",
+              "comm_ms", "hidden", "peak", "simulated", "pool_peak");
   for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
     Graph g = kind == GraphKind::kForward ? pair.forward : pair.backward;
     OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(&g).status());
