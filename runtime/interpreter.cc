@@ -114,8 +114,12 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
     }
   }
 
-  Allocator alloc;  // the step's memory: graph values and scratch
-  Allocator state;  // outside it: converted parameters, reduced gradients
+  Allocator alloc(options.device);  // the step's memory: graph values and scratch
+  Allocator state(options.device);  // outside it: converted parameters, reduced gradients
+  // Copies and conversions between the host and the step's device.
+  auto copy_to = [&](const Tensor& src, Tensor& dst) {
+    return options.device != nullptr ? options.device->Copy(src, dst) : CopyConvert(src, dst);
+  };
   std::vector<std::vector<Tensor>> values(g.id_bound());
   auto tensor_of = [&](NodeId id) -> const Tensor* {
     if (id < 0 || id >= g.id_bound() || values[id].size() != 1) return nullptr;
@@ -148,13 +152,14 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
     }
     const DType dtype =
         in_double && IsFloatingPoint(given->dtype()) ? DType::kFloat64 : given->dtype();
-    if (shard && dtype == given->dtype()) {
+    const Device here = options.device != nullptr ? options.device->device() : Device::kCpu;
+    if (shard && dtype == given->dtype() && given->device() == here) {
       values[id] = {*given};
       continue;
     }
     OVERLAP_ASSIGN_OR_RETURN(Tensor copy,
                              Tensor::Empty(plan.owns[id] ? alloc : state, dtype, given->shape()));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(*given, copy));
+    OVERLAP_RETURN_IF_ERROR(copy_to(*given, copy));
     values[id] = {std::move(copy)};
   }
   // Resident parameters' gathered copies are live from the start.
@@ -177,7 +182,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
       return absl::OkStatus();
     }
     OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(alloc, shard->dtype(), shard->shape()));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(*shard, copy));
+    OVERLAP_RETURN_IF_ERROR(copy_to(*shard, copy));
     values[node.id()] = {std::move(copy)};
     return absl::OkStatus();
   };
@@ -250,9 +255,13 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
           values[id] = {Tensor()};
         } else {
           Tensor& acc = result.reduced_grads[DsId(node)];
+          if (options.device != nullptr && acc.defined()) {
+            return NodeError(node,
+                             "a second gradient of one ds_id on a device needs options.zero3");
+          }
           if (!acc.defined()) {
             OVERLAP_ASSIGN_OR_RETURN(acc, Tensor::Empty(state, grad->dtype(), grad->shape()));
-            OVERLAP_RETURN_IF_ERROR(CopyConvert(*grad, acc));
+            OVERLAP_RETURN_IF_ERROR(copy_to(*grad, acc));
           } else {
             if (acc.shape() != grad->shape())
               return NodeError(node, "gradients of one ds_id differ in shape");
@@ -297,7 +306,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
             if (t == nullptr || !Is16Bit(t->dtype()) || widened.contains(in)) continue;
             OVERLAP_ASSIGN_OR_RETURN(
                 Tensor w, Tensor::Empty(alloc, DType::kFloat32, t->shape(), Pool::kScratch));
-            OVERLAP_RETURN_IF_ERROR(CopyConvert(*t, w));
+            OVERLAP_RETURN_IF_ERROR(copy_to(*t, w));
             widened[in] = std::move(w);
           }
         }
@@ -331,7 +340,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
           }
           if (convert || (!view && aliases_input)) {
             OVERLAP_ASSIGN_OR_RETURN(Tensor owned, Tensor::Empty(alloc, want, r.shape()));
-            OVERLAP_RETURN_IF_ERROR(CopyConvert(r, owned));
+            OVERLAP_RETURN_IF_ERROR(copy_to(r, owned));
             r = std::move(owned);
           }
         }

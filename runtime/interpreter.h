@@ -81,6 +81,11 @@ struct InterpreterOptions {
   std::function<absl::Status(const Node&, const std::vector<Tensor>&)> after_node;
   // Runs the ZeRO-3 ops across ranks (above); nullptr: in one process. Not owned.
   Zero3Collectives* zero3 = nullptr;
+  // The device the step's tensors live on (runtime/cuda/cuda_device.h); nullptr: the host.
+  // Inputs may be on either; they are copied (or used in place, a device shard) as above,
+  // and the kernels must be that device's (options.kernels). Results stay on the device.
+  // Not owned.
+  DeviceMemory* device = nullptr;
 };
 
 struct RunResult {

@@ -43,6 +43,9 @@ class KernelCall {
 
   const Node& node() const { return node_; }
   Allocator& allocator() { return alloc_; }
+  // The tensor of a referenced node (what the typed arguments resolve through); nullptr
+  // when not available.
+  const Tensor* TensorOf(NodeId id) const { return tensor_of_(id); }
 
   // The argument at position `pos`, else the keyword `name`, else nullptr. O(kwargs).
   const Value* Arg(int pos, absl::string_view name) const;

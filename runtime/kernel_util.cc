@@ -37,6 +37,11 @@ absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t) {
 absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t) {
   absl::StatusOr<Tensor> out = c.NewOutput(t.dtype(), t.shape());
   if (!out.ok()) return out.status();
+  if (DeviceMemory* d = c.allocator().device(); d != nullptr) {
+    absl::Status s = d->Copy(t, *out);  // on a device: its copy kernel
+    if (!s.ok()) return s;
+    return out;
+  }
   CopyElements(t, *out);
   return out;
 }

@@ -80,6 +80,7 @@ std::shared_ptr<Storage> Storage::Wrap(std::byte* data, int64_t bytes, Device de
   std::shared_ptr<Storage> s(
       new Storage(std::make_shared<Counters>(), Pool::kScratch, /*bytes=*/0));
   s->bytes_ = bytes;
+  s->counted_ = false;
   s->external_ = data;
   s->device_ = device;
   s->release_ = std::move(release);
@@ -89,7 +90,11 @@ std::shared_ptr<Storage> Storage::Wrap(std::byte* data, int64_t bytes, Device de
 Storage::~Storage() {
   if (external_ != nullptr || release_) {
     if (release_) release_();
-    return;  // counted by no allocator
+    if (counted_) {
+      std::lock_guard<std::mutex> lock(owner_->mu);
+      owner_->live[static_cast<int>(pool_)] -= bytes_;
+    }
+    return;
   }
   if (data_ != nullptr && poison_freed.load()) std::memset(data_.get(), 0xFF, bytes_);
   std::lock_guard<std::mutex> lock(owner_->mu);
@@ -105,6 +110,24 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
                                                              bool zeroed) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");
   std::shared_ptr<Storage> s(new Storage(counters_, pool, bytes));
+  if (device_ != nullptr) {
+    absl::StatusOr<std::byte*> p = device_->Allocate(bytes, zeroed);
+    if (!p.ok()) {
+      s->bytes_ = 0;
+      s->counted_ = false;
+      return p.status();
+    }
+    DeviceMemory* d = device_;
+    std::byte* block = *p;
+    s->external_ = block;
+    s->device_ = d->device();
+    s->release_ = [d, block] { d->Free(block); };
+    std::lock_guard<std::mutex> lock(counters_->mu);
+    const int k = static_cast<int>(pool);
+    counters_->live[k] += bytes;
+    counters_->peak[k] = std::max(counters_->peak[k], counters_->live[k]);
+    return s;
+  }
   std::lock_guard<std::mutex> lock(counters_->mu);
   // Zeroed, and never an abort: an allocation the system refuses is an error value.
   auto cached = counters_->cache.find(bytes);

@@ -62,6 +62,7 @@ enum class Pool : uint8_t {
 };
 
 class Allocator;
+class Tensor;
 
 // Where a storage's bytes live. Host code reads only kCpu storages; a kCuda storage's data()
 // is a device pointer for the CUDA backend's kernels and collectives (runtime/cuda/).
@@ -100,9 +101,28 @@ class Storage {
   Pool pool_;
   int64_t bytes_;
   std::unique_ptr<std::byte[]> data_;
-  std::byte* external_ = nullptr;  // Wrap's bytes
+  std::byte* external_ = nullptr;  // Wrap's or a device's bytes
   Device device_ = Device::kCpu;
   std::function<void()> release_;
+  bool counted_ = true;  // by its owner's counters (not Wrap's)
+};
+
+// A device's memory and copies (the CUDA backend's, runtime/cuda/cuda_device.h): an
+// Allocator made with one hands out its storages, counted as host ones are. It must outlive
+// every storage it made.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual Device device() const = 0;
+  // `bytes` of device memory, zeroed when asked; ResourceExhausted when the device has not
+  // got them.
+  virtual absl::StatusOr<std::byte*> Allocate(int64_t bytes, bool zeroed) = 0;
+  // Gives `p` back once the work queued on it so far is done (stream-ordered); never blocks.
+  virtual void Free(std::byte* p) = 0;
+  // dst's elements become src's (equal shapes; any strides and dtypes, converted as
+  // CopyConvert does; either side on this device or the host). A copy to the host is
+  // complete when it returns. InvalidArgument when the shapes differ.
+  virtual absl::Status Copy(const Tensor& src, Tensor& dst) = 0;
 };
 
 // Allocates zeroed storages and counts, per pool, the bytes live and the peak since the last
@@ -117,6 +137,9 @@ void SetPoisonFreedStorage(bool on);
 class Allocator {
  public:
   Allocator() : counters_(std::make_shared<Storage::Counters>()) {}
+  // Storages on `device` (not owned; nullptr: the host).
+  explicit Allocator(DeviceMemory* device) : Allocator() { device_ = device; }
+  DeviceMemory* device() const { return device_; }
   // The most freed bytes kept for reuse.
   static constexpr int64_t kCacheBytes = int64_t{1} << 30;
   Allocator(const Allocator&) = delete;
@@ -140,6 +163,7 @@ class Allocator {
 
  private:
   std::shared_ptr<Storage::Counters> counters_;
+  DeviceMemory* device_ = nullptr;
 };
 
 // A strided view of a storage. Shapes and strides are in elements; `offset` is the first
