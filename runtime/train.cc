@@ -30,7 +30,14 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
       r.forward.outputs[0].numel() != 1) {
     return absl::InvalidArgumentError("the forward graph's first output is not a scalar loss");
   }
-  r.loss = GetElement(r.forward.outputs[0], 0);
+  Tensor loss = r.forward.outputs[0];
+  if (loss.device() != Device::kCpu && options.device != nullptr) {  // read on the host
+    Allocator host;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor h, Tensor::Uninitialized(host, loss.dtype(), loss.shape()));
+    OVERLAP_RETURN_IF_ERROR(options.device->Copy(loss, h));
+    loss = std::move(h);
+  }
+  r.loss = GetElement(loss, 0);
 
   // The backward's inputs: primals by parameter name, saved tensors by the names of the
   // forward values they are, tangents.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cublas_v2.h"
 #include "cuda_runtime_api.h"
 #include "graph/status_macros.h"
 #include "nccl.h"
@@ -36,6 +37,20 @@ absl::Status NcclError(const char* call, ncclResult_t r, ncclComm_t comm, const 
     if (overlap_cuda_e != cudaSuccess) {                                      \
       return ::overlap::CudaError(#call, overlap_cuda_e, __FILE__, __LINE__); \
     }                                                                         \
+  } while (0)
+
+absl::Status CublasError(const char* call, cublasStatus_t st, const char* file, int line) {
+  return absl::InternalError(absl::StrCat(call, " failed at ", file, ":", line, ": ",
+                                          cublasGetStatusString(st), " (", cublasGetStatusName(st),
+                                          ")"));
+}
+
+#define OVERLAP_CUBLAS(call)                                                      \
+  do {                                                                            \
+    const cublasStatus_t overlap_cublas_s = (call);                               \
+    if (overlap_cublas_s != CUBLAS_STATUS_SUCCESS) {                              \
+      return ::overlap::CublasError(#call, overlap_cublas_s, __FILE__, __LINE__); \
+    }                                                                             \
   } while (0)
 
 // ncclInProgress is not an error for a nonblocking communicator's calls.
@@ -222,6 +237,49 @@ class CudaApi final : public GpuApi {
     return absl::OkStatus();
   }
 
+  absl::Status CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) override {
+    if (src.shape != dst.shape || src.shape.size() > DeviceView::kMaxDims ||
+        src.strides.size() != src.shape.size() || dst.strides.size() != dst.shape.size()) {
+      return absl::InvalidArgumentError("CopyStrided: shapes differ or exceed 8 dimensions");
+    }
+    CopyArgs a;
+    a.ndim = static_cast<int>(src.shape.size());
+    a.n = 1;
+    for (int d = 0; d < a.ndim; ++d) {
+      a.shape[d] = src.shape[d];
+      a.src_strides[d] = src.strides[d];
+      a.dst_strides[d] = dst.strides[d];
+      a.n *= src.shape[d];
+    }
+    a.src = src.data;
+    a.dst = dst.data;
+    static_assert(static_cast<int>(DType::kBool) == kCopyBool, "CopyType follows DType");
+    a.src_type = static_cast<int>(src.dtype);
+    a.dst_type = static_cast<int>(dst.dtype);
+    OVERLAP_CUDA(LaunchCopyKernel(S(s), a));
+    return absl::OkStatus();
+  }
+
+  absl::Status Gemm(const GemmArgs& g, GpuStream* s) override {
+    if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {
+      return absl::InvalidArgumentError("Gemm: float32 or float64 only");
+    }
+    if (blas_ == nullptr) OVERLAP_CUBLAS(cublasCreate(&blas_));
+    OVERLAP_CUBLAS(cublasSetStream(blas_, S(s)));
+    const bool f32 = g.dtype == DType::kFloat32;
+    const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
+    const void* alpha = f32 ? static_cast<const void*>(&alpha32) : &g.alpha;
+    const void* beta = f32 ? static_cast<const void*>(&beta32) : &g.beta;
+    const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
+    OVERLAP_CUBLAS(cublasGemmStridedBatchedEx(
+        blas_, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+        static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), alpha, g.a, type,
+        static_cast<int>(g.lda), g.stride_a, g.b, type, static_cast<int>(g.ldb), g.stride_b, beta,
+        g.c, type, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch),
+        f32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::string> NcclUniqueId() override {
     ncclUniqueId id;
     OVERLAP_NCCL(ncclGetUniqueId(&id), nullptr);
@@ -302,6 +360,7 @@ class CudaApi final : public GpuApi {
   }
 
   int device_ = 0;
+  cublasHandle_t blas_ = nullptr;  // made on the first Gemm (it allocates device memory)
 };
 
 }  // namespace

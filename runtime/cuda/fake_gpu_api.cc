@@ -532,6 +532,76 @@ absl::Status FakeGpuApi::Spin(GpuStream* s, double seconds, absl::Span<void* con
   return absl::OkStatus();
 }
 
+namespace {
+
+// A host tensor over a DeviceView's bytes (the fake's device memory is host memory).
+absl::StatusOr<Tensor> HostView(const DeviceView& v) {
+  int64_t extent = 1;
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] == 0) extent = 0;
+  }
+  if (extent > 0) {
+    for (size_t d = 0; d < v.shape.size(); ++d) extent += (v.shape[d] - 1) * v.strides[d];
+  }
+  auto storage = Storage::Wrap(static_cast<std::byte*>(v.data), extent * DTypeSize(v.dtype),
+                               Device::kCpu, nullptr);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor flat, Tensor::FromStorage(storage, v.dtype, {extent}));
+  return flat.AsStrided(v.shape, v.strides, 0);
+}
+
+}  // namespace
+
+absl::Status FakeGpuApi::CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) {
+  if (src.shape != dst.shape) return absl::InvalidArgumentError("CopyStrided: shapes differ");
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "copy");
+  Use(op, src.data, false);
+  Use(op, dst.data, true);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor from, HostView(src));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor to, HostView(dst));
+  return CopyConvert(from, to);
+}
+
+absl::Status FakeGpuApi::Gemm(const GemmArgs& g, GpuStream* s) {
+  if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {
+    return absl::InvalidArgumentError("Gemm: float32 or float64 only");
+  }
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "gemm");
+  Use(op, g.a, false);
+  Use(op, g.b, false);
+  Use(op, g.c, true);
+  // Column-major, as cuBLAS: X(i, j) is at i + j * ldx.
+  const bool f32 = g.dtype == DType::kFloat32;
+  auto at = [&](const void* p, int64_t idx) {
+    return f32 ? static_cast<const float*>(p)[idx] : static_cast<const double*>(p)[idx];
+  };
+  for (int64_t b = 0; b < g.batch; ++b) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      for (int64_t i = 0; i < g.m; ++i) {
+        double acc = 0;
+        for (int64_t l = 0; l < g.k; ++l) {
+          const int64_t ai = g.trans_a ? l + i * g.lda : i + l * g.lda;
+          const int64_t bi = g.trans_b ? j + l * g.ldb : l + j * g.ldb;
+          acc += at(g.a, b * g.stride_a + ai) * at(g.b, b * g.stride_b + bi);
+        }
+        const int64_t ci = b * g.stride_c + i + j * g.ldc;
+        const double v = g.alpha * acc + (g.beta != 0 ? g.beta * at(g.c, ci) : 0.0);
+        if (f32) {
+          static_cast<float*>(g.c)[ci] = static_cast<float>(v);
+        } else {
+          static_cast<double*>(g.c)[ci] = v;
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> FakeGpuApi::NcclUniqueId() {
   if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
   return options_.nccl->NewId();

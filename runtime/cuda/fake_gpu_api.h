@@ -119,6 +119,8 @@ class FakeGpuApi final : public GpuApi {
   absl::Status MemsetAsync(void* p, int value, int64_t bytes, GpuStream* s) override;
   absl::Status Spin(GpuStream* s, double seconds, absl::Span<void* const> reads,
                     absl::Span<void* const> writes) override;
+  absl::Status CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) override;
+  absl::Status Gemm(const GemmArgs& g, GpuStream* s) override;
   absl::StatusOr<std::string> NcclUniqueId() override;
   absl::StatusOr<GpuComm*> NcclCommInit(int nranks, int rank,
                                         const std::string& unique_id) override;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,6 +47,33 @@ struct GpuInfo {
 // "CUDA 13.0" from 13000 (and NCCL's 22809 as "2.28.9"). O(1).
 std::string CudaVersionString(int version);
 std::string NcclVersionString(int version);
+
+// A strided view of device memory: `data` is element 0's address; shape and strides in
+// elements (at most kMaxDims dimensions).
+struct DeviceView {
+  static constexpr int kMaxDims = 8;
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape, strides;
+};
+
+// One (strided-batched) matrix product, cuBLAS's column-major convention:
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, op(X) = X^T when trans_x; A_i is
+// m x k after op, B_i k x n, C_i m x n; X_i starts stride_x elements after X_{i-1}. float32
+// (computed in float32, no TF32) or float64.
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+  DType dtype = DType::kFloat32;
+};
 
 // The reductions the backend issues (sum only: gradients).
 enum class NcclCollective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
@@ -100,6 +128,12 @@ class GpuApi {
   // last write; a write after the reads before it).
   virtual absl::Status Spin(GpuStream* s, double seconds, absl::Span<void* const> reads,
                             absl::Span<void* const> writes) = 0;
+
+  // dst's elements become src's, converted between dtypes as CopyConvert does (equal shapes,
+  // any strides): the backend's one copy kernel.
+  virtual absl::Status CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) = 0;
+  // A matrix product on `s` (cublasGemmStridedBatchedEx).
+  virtual absl::Status Gemm(const GemmArgs& g, GpuStream* s) = 0;
 
   // NCCL. The unique id is 128 bytes, made by one rank and shared through the store.
   virtual absl::StatusOr<std::string> NcclUniqueId() = 0;

@@ -1,5 +1,8 @@
 #include "spin_kernel.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace overlap {
 namespace {
 
@@ -15,7 +18,60 @@ __global__ void SpinKernel(long long nanoseconds) {
   }
 }
 
+// Reads element `i` of a buffer of type `t` as double (every type converts exactly but
+// int64 beyond 2^53, which no graph value reaches).
+__device__ double Load(const void* p, int t, int64_t i) {
+  switch (t) {
+    case kCopyF32: return static_cast<const float*>(p)[i];
+    case kCopyF64: return static_cast<const double*>(p)[i];
+    case kCopyF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case kCopyBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case kCopyI64: return static_cast<double>(static_cast<const long long*>(p)[i]);
+    case kCopyI32: return static_cast<const int*>(p)[i];
+    case kCopyU8: return static_cast<const unsigned char*>(p)[i];
+    default: return static_cast<const unsigned char*>(p)[i] != 0 ? 1.0 : 0.0;
+  }
+}
+
+__device__ void Store(void* p, int t, int64_t i, double v) {
+  switch (t) {
+    case kCopyF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case kCopyF64: static_cast<double*>(p)[i] = v; break;
+    // Through float, as the host's conversions go (double -> float -> half, each to nearest).
+    case kCopyF16: static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v)); break;
+    case kCopyBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(static_cast<float>(v));
+      break;
+    case kCopyI64: static_cast<long long*>(p)[i] = static_cast<long long>(v); break;
+    case kCopyI32: static_cast<int*>(p)[i] = static_cast<int>(v); break;
+    case kCopyU8: static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v); break;
+    default: static_cast<unsigned char*>(p)[i] = v != 0 ? 1 : 0;
+  }
+}
+
+__global__ void CopyKernel(CopyArgs a) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t rest = i, src = 0, dst = 0;
+    for (int d = a.ndim - 1; d >= 0; --d) {
+      const int64_t k = rest % a.shape[d];
+      rest /= a.shape[d];
+      src += k * a.src_strides[d];
+      dst += k * a.dst_strides[d];
+    }
+    Store(a.dst, a.dst_type, dst, Load(a.src, a.src_type, src));
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchCopyKernel(cudaStream_t stream, const CopyArgs& args) {
+  if (args.n == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t blocks = (args.n + threads - 1) / threads;
+  CopyKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(args);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchSpinKernel(cudaStream_t stream, int64_t nanoseconds) {
   SpinKernel<<<1, 1, 0, stream>>>(static_cast<long long>(nanoseconds));

@@ -1,4 +1,4 @@
-// The backend's device kernels, compiled by nvcc (spin_kernel.cu, sm_90 + PTX). Plain
+// The backend's own device kernels, compiled by nvcc (spin_kernel.cu, sm_90 + PTX). Plain
 // launchers with C++ types only, so the rest of the backend compiles with the host compiler.
 #ifndef OVERLAP_RUNTIME_CUDA_SPIN_KERNEL_H_
 #define OVERLAP_RUNTIME_CUDA_SPIN_KERNEL_H_
@@ -13,6 +13,33 @@ namespace overlap {
 // the clock rate does not matter): timed replay's stand-in for a node's kernels. Returns the
 // launch's error.
 cudaError_t LaunchSpinKernel(cudaStream_t stream, int64_t nanoseconds);
+
+// Element types of the copy kernel (overlap::DType's order).
+enum CopyType : int {
+  kCopyF32,
+  kCopyF64,
+  kCopyF16,
+  kCopyBF16,
+  kCopyI64,
+  kCopyI32,
+  kCopyU8,
+  kCopyBool
+};
+
+// dst[i] = convert(src[i]) over a strided index space of `ndim` <= 8 dimensions, `n`
+// elements; floats round to nearest even when narrowed, as the host's CopyConvert does.
+struct CopyArgs {
+  int ndim = 0;
+  int64_t n = 0;
+  int64_t shape[8] = {};
+  int64_t src_strides[8] = {};
+  int64_t dst_strides[8] = {};
+  const void* src = nullptr;
+  void* dst = nullptr;
+  int src_type = kCopyF32;
+  int dst_type = kCopyF32;
+};
+cudaError_t LaunchCopyKernel(cudaStream_t stream, const CopyArgs& args);
 
 }  // namespace overlap
 

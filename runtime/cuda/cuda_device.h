@@ -1,0 +1,78 @@
+// One GPU as the executor sees it: its two streams (compute, and a higher-priority one for
+// communication), its stream-ordered memory as a DeviceMemory (so an Allocator hands out
+// device tensors and the interpreter runs on it), and copies between it and the host.
+//
+//   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> dev, CudaDevice::Create(api, 0));
+//   InterpreterOptions o;
+//   o.device = dev.get();
+//   KernelRegistry k = CudaKernels(*dev);
+//   o.kernels = &k;
+//
+// Memory: blocks come from the device's cudaMallocAsync pool on the compute stream. A block
+// the communication stream used (MarkCommunicated) is freed on the communication stream
+// after it waits on an event recorded on the compute stream where the free is issued (its
+// last compute use), so neither stream waits for a free and no record_stream-style
+// deferral holds memory (docs/runtime.md, "The CUDA backend"). Thread-compatible: one
+// issuing thread, plus frees from whichever thread drops a tensor last (serialised).
+#ifndef OVERLAP_RUNTIME_CUDA_CUDA_DEVICE_H_
+#define OVERLAP_RUNTIME_CUDA_CUDA_DEVICE_H_
+
+#include <memory>
+#include <mutex>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "runtime/cuda/gpu_api.h"
+#include "runtime/tensor.h"
+
+namespace overlap {
+
+class CudaDevice final : public DeviceMemory {
+ public:
+  // Checks that `device` is usable, selects it and makes its streams. `api` is not owned
+  // and must outlive the device and every tensor it allocated.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(GpuApi* api, int device);
+  ~CudaDevice() override;
+
+  GpuApi& api() const { return *api_; }
+  GpuStream* compute() const { return compute_; }
+  GpuStream* comm() const { return comm_; }
+
+  Device device() const override { return Device::kCuda; }
+  absl::StatusOr<std::byte*> Allocate(int64_t bytes, bool zeroed) override;
+  void Free(std::byte* p) override;
+  // Copies on the compute stream (the copy kernel for strides and dtypes, cudaMemcpy
+  // between host and device); a copy to the host waits for the compute stream. A tensor a
+  // collective wrote needs ComputeAfterComm first.
+  absl::Status Copy(const Tensor& src, Tensor& dst) override;
+
+  // `t`'s block is used by the communication stream: its free goes there (above).
+  void MarkCommunicated(const Tensor& t);
+  // The communication stream waits for the compute stream's work so far (a collective's
+  // input is ready); the compute stream waits for the communication stream's (a
+  // collective's result is needed). Device-side waits only.
+  absl::Status CommAfterCompute();
+  absl::Status ComputeAfterComm();
+  // The end of a step: the host waits for both streams.
+  absl::Status Synchronize();
+  // The first error a Free met (frees cannot return one), OK before any.
+  absl::Status free_status() const;
+
+ private:
+  CudaDevice() = default;
+  GpuApi* api_ = nullptr;
+  GpuStream* compute_ = nullptr;
+  GpuStream* comm_ = nullptr;
+  GpuEvent* compute_event_ = nullptr;
+  GpuEvent* comm_event_ = nullptr;
+  mutable std::mutex mu_;
+  absl::flat_hash_set<const void*> communicated_;
+  absl::Status free_status_;
+};
+
+// A device view of `t` (element 0's address, its shape and strides). O(dim).
+DeviceView ViewOf(const Tensor& t);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_CUDA_CUDA_DEVICE_H_

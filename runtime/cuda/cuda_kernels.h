@@ -1,0 +1,31 @@
+// The CUDA backend's kernels: a KernelRegistry whose kernels take and return tensors on a
+// CudaDevice, running on its compute stream.
+//
+//   - view ops: the CPU registry's own (they only describe views; a view that must copy
+//     does so with the device's copy kernel);
+//   - aten.mm and aten.addmm: cuBLAS (GpuApi::Gemm), transposed operands read in place;
+//   - every other op of docs/ops.md: the CPU kernel on host copies of its inputs, its
+//     results copied back (correct by construction, and slow: the host waits for the
+//     compute stream at each such node). The elementwise / reduction family and cuDNN's
+//     convolution, batch norm and pooling replace these next (docs/runtime.md).
+// Which kernel an op gets is visible: CudaKernelKind.
+#ifndef OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
+#define OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/kernel.h"
+
+namespace overlap {
+
+// The registry for `device` (which must outlive it). O(number of ops).
+KernelRegistry CudaKernels(CudaDevice& device);
+
+// "view", "cublas" or "host" (the CPU kernel through host copies), "" for an unknown target.
+std::string CudaKernelKind(absl::string_view target);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
