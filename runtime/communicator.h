@@ -62,6 +62,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual int streams() const = 0;
+  // Where the tensors it takes live: the host (Gloo) or a device (NCCL: device tensors).
+  virtual Device device() const { return Device::kCpu; }
 
   // In place: every rank's `t` becomes the elementwise sum over ranks.
   virtual std::shared_ptr<Work> AllReduce(Tensor t, const CollectiveOptions& o = {}) = 0;

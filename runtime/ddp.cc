@@ -20,6 +20,12 @@ absl::StatusOr<std::unique_ptr<DdpTrainer>> DdpTrainer::Create(const AotPair& pa
   t->comm_ = comm;
   t->options_ = options;
   t->optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
+  const bool device_buckets = comm->device() != Device::kCpu;
+  if (device_buckets && options.device == nullptr) {
+    return absl::InvalidArgumentError("a device communicator needs DdpOptions::device");
+  }
+  t->bucket_alloc_ =
+      std::make_unique<Allocator>(device_buckets ? options.device : nullptr);
   for (const auto& [name, p] : params) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(t->alloc_, p.dtype(), p.shape()));
     OVERLAP_RETURN_IF_ERROR(CopyConvert(p, copy));
@@ -58,8 +64,12 @@ absl::StatusOr<std::unique_ptr<DdpTrainer>> DdpTrainer::Create(const AotPair& pa
     }
     if (names.empty()) continue;  // nothing to reduce, on every rank alike
     b.params = names;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor flat, Tensor::Empty(t->alloc_, dtype, {elements}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor flat, Tensor::Empty(*t->bucket_alloc_, dtype, {elements}));
     t->flat_.push_back(std::move(flat));
+    if (device_buckets) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t->alloc_, dtype, {elements}));
+      t->host_flat_.push_back(std::move(host));
+    }
     t->expected_.push_back(static_cast<int64_t>(names.size()));
     t->buckets_.push_back(std::move(b));
   }
@@ -86,8 +96,10 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
   };
   InterpreterOptions forward;
   forward.kernels = options_.kernels;
+  forward.device = options_.device;
   InterpreterOptions backward;
   backward.kernels = options_.kernels;
+  backward.device = options_.device;
   if (options_.node_hook) {
     forward.after_node = [&](const Node& node, const std::vector<Tensor>&) {
       return options_.node_hook(node);
@@ -106,7 +118,8 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
       OVERLAP_ASSIGN_OR_RETURN(Tensor dst,
                                flat_[s.bucket].Slice(0, s.offset, s.offset + g.numel()));
       OVERLAP_ASSIGN_OR_RETURN(dst, dst.View(g.shape()));
-      OVERLAP_RETURN_IF_ERROR(CopyConvert(g, dst));
+      OVERLAP_RETURN_IF_ERROR(options_.device != nullptr ? options_.device->Copy(g, dst)
+                                                         : CopyConvert(g, dst));
     }
     ++arrived[s.bucket];
     launch_ready();
@@ -128,16 +141,22 @@ absl::StatusOr<DdpStepResult> DdpTrainer::Step(const TensorMap& data) {
   result.exposed_s = std::min(result.exposed_s, result.comm_s);
   result.forward_peak_bytes = step.forward.peak_bytes;
   result.backward_peak_bytes = step.backward.peak_bytes;
+  // Device buckets come to the host (the collectives are done: their results are ordered
+  // before what the host issues next).
+  for (size_t b = 0; b < host_flat_.size(); ++b) {
+    OVERLAP_RETURN_IF_ERROR(options_.device->Copy(flat_[b], host_flat_[b]));
+  }
+  std::vector<Tensor>& flat = host_flat_.empty() ? flat_ : host_flat_;
   // Averaged gradients, as views of the flat buffers.
   const double scale = 1.0 / comm_->size();
   TensorMap grads;
   for (const auto& [name, s] : slots_) {
     const Tensor& p = params_.at(name);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor g, flat_[s.bucket].Slice(0, s.offset, s.offset + p.numel()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor g, flat[s.bucket].Slice(0, s.offset, s.offset + p.numel()));
     OVERLAP_ASSIGN_OR_RETURN(g, g.View(p.shape()));
     grads[name] = g;
   }
-  for (Tensor& f : flat_) {  // contiguous, float32 or float64 (their parameters' dtype)
+  for (Tensor& f : flat) {  // contiguous, float32 or float64 (their parameters' dtype)
     if (f.dtype() == DType::kFloat32) {
       for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] *= static_cast<float>(scale);
     } else if (f.dtype() == DType::kFloat64) {

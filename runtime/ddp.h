@@ -40,6 +40,12 @@ struct DdpOptions {
   const KernelRegistry* kernels = nullptr;
   // Copy each gradient into its bucket; timed replay turns it off (Zero3Options says why).
   bool copy_gradients = true;
+  // The device the forward and backward run on (runtime/cuda/cuda_device.h; `kernels` must
+  // be its own); nullptr: the host. Parameters and the optimizer stay on the host (copied in
+  // each step). Gradients go to buckets where the communicator takes them: device buckets
+  // for a device communicator (NCCL), host buckets (each gradient copied out as it is made)
+  // for a host one (Gloo: collectives staged through the host). Not owned.
+  DeviceMemory* device = nullptr;
 };
 
 struct DdpStepResult {
@@ -81,7 +87,9 @@ class DdpTrainer {
   TensorMap params_;
   std::unique_ptr<TrainOptimizer> optimizer_;
   std::vector<Bucket> buckets_;
-  std::vector<Tensor> flat_;           // one buffer per bucket
+  std::unique_ptr<Allocator> bucket_alloc_;  // where the communicator takes its tensors
+  std::vector<Tensor> flat_;                 // one buffer per bucket
+  std::vector<Tensor> host_flat_;            // their host copies, when flat_ is on a device
   std::vector<int64_t> expected_;      // gradients per bucket
   std::vector<int> launch_order_;      // bucket indices, in launch order
   std::map<std::string, Slot> slots_;  // by parameter name

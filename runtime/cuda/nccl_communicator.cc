@@ -90,6 +90,7 @@ class NcclComm final : public NcclCommunicator {
   int rank() const override { return o_.rank; }
   int size() const override { return o_.world_size; }
   int streams() const override { return 1; }
+  Device device() const override { return Device::kCuda; }
   GpuStream* stream() const override { return o_.stream; }
 
   absl::Status status() const override {
@@ -144,6 +145,7 @@ class NcclComm final : public NcclCommunicator {
 
   absl::Status GroupStart() override {
     if (in_group_) return absl::FailedPreconditionError("NCCL group already open");
+    if (o_.after != nullptr) OVERLAP_RETURN_IF_ERROR(OrderAfter());
     OVERLAP_RETURN_IF_ERROR(o_.api->NcclGroupStart());
     in_group_ = true;
     return absl::OkStatus();
@@ -212,6 +214,10 @@ class NcclComm final : public NcclCommunicator {
           absl::StrCat(what, ": tensors must be contiguous and of one dtype")));
     }
     if (absl::Status f = status(); !f.ok()) return Refused(f);
+    if (o_.after != nullptr && !in_group_) {
+      absl::Status ordered = OrderAfter();
+      if (!ordered.ok()) return Refused(ordered);
+    }
     GpuEvent* event = nullptr;
     {
       std::lock_guard<std::mutex> lock(shared_->mu);
@@ -245,6 +251,17 @@ class NcclComm final : public NcclCommunicator {
     }
     Track(w);
     return w;
+  }
+
+  // The communication stream waits for the work queued on `after` so far (device-side).
+  absl::Status OrderAfter() {
+    if (after_event_ == nullptr) {
+      OVERLAP_ASSIGN_OR_RETURN(after_event_, o_.api->CreateEvent());
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->all_events.push_back(after_event_);
+    }
+    OVERLAP_RETURN_IF_ERROR(o_.api->RecordEvent(after_event_, o_.after));
+    return o_.api->StreamWaitEvent(o_.stream, after_event_);
   }
 
   // A nonblocking communicator's call may still be queuing when it returns; NCCL wants the
@@ -362,6 +379,7 @@ class NcclComm final : public NcclCommunicator {
   bool in_group_ = false;
   std::vector<std::shared_ptr<NcclWork>> group_;
   void* barrier_ = nullptr;
+  GpuEvent* after_event_ = nullptr;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -21,7 +21,7 @@
 // Contract beyond Communicator's: tensors are device tensors (Device::kCuda) of the api's
 // device; every operation runs on the one communication stream `stream` whatever
 // CollectiveOptions::stream says (one NCCL communicator runs its operations in order);
-// ordering against compute is the caller's, by events (above). Reductions sum float32,
+// ordering against compute is the caller's, by events (above), or `after`'s. Reductions sum float32,
 // float64, float16 and bfloat16. Work::run_seconds is 0 (the device's time is not measured
 // per operation; step times are). Thread-safety: one issuing thread (NCCL's rule).
 #ifndef OVERLAP_RUNTIME_CUDA_NCCL_COMMUNICATOR_H_
@@ -44,6 +44,10 @@ struct NcclOptions {
   int rank = 0;
   int world_size = 1;
   GpuStream* stream = nullptr;  // the communication stream (high priority); not owned
+  // When set (the compute stream), every collective (group) first makes the communication
+  // stream wait for the work queued on it so far, as ProcessGroupNCCL does with the current
+  // stream; callers that order by their own events leave it unset. Not owned.
+  GpuStream* after = nullptr;
   absl::Duration timeout = absl::Seconds(60);          // initialisation, and each operation
   absl::Duration poll = absl::Milliseconds(1);         // events and asynchronous errors
   absl::Duration store_poll = absl::Milliseconds(20);  // the abort key
