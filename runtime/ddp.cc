@@ -24,8 +24,7 @@ absl::StatusOr<std::unique_ptr<DdpTrainer>> DdpTrainer::Create(const AotPair& pa
   if (device_buckets && options.device == nullptr) {
     return absl::InvalidArgumentError("a device communicator needs DdpOptions::device");
   }
-  t->bucket_alloc_ =
-      std::make_unique<Allocator>(device_buckets ? options.device : nullptr);
+  t->bucket_alloc_ = std::make_unique<Allocator>(device_buckets ? options.device : nullptr);
   for (const auto& [name, p] : params) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(t->alloc_, p.dtype(), p.shape()));
     OVERLAP_RETURN_IF_ERROR(CopyConvert(p, copy));

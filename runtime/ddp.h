@@ -90,9 +90,9 @@ class DdpTrainer {
   std::unique_ptr<Allocator> bucket_alloc_;  // where the communicator takes its tensors
   std::vector<Tensor> flat_;                 // one buffer per bucket
   std::vector<Tensor> host_flat_;            // their host copies, when flat_ is on a device
-  std::vector<int64_t> expected_;      // gradients per bucket
-  std::vector<int> launch_order_;      // bucket indices, in launch order
-  std::map<std::string, Slot> slots_;  // by parameter name
+  std::vector<int64_t> expected_;            // gradients per bucket
+  std::vector<int> launch_order_;            // bucket indices, in launch order
+  std::map<std::string, Slot> slots_;        // by parameter name
 };
 
 }  // namespace overlap

@@ -22,6 +22,11 @@
 #include "graph/status_macros.h"
 #include "partition/bucket_cap.h"
 #include "runtime/bench_comm.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_gpu_api.h"
+#include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/fake_gpu_api.h"
+#include "runtime/cuda/nccl_communicator.h"
 #include "runtime/ddp.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/safetensors.h"
@@ -42,6 +47,21 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
 }
 
 absl::string_view StrategyName(Strategy s) { return s == Strategy::kDdp ? "ddp" : "zero3"; }
+
+absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name) {
+  if (name == "cpu") return ComputeDevice::kCpu;
+  if (name == "cuda") return ComputeDevice::kCuda;
+  if (name == "cuda-emulated") return ComputeDevice::kCudaEmulated;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", name, "' (cpu, cuda or cuda-emulated)"));
+}
+
+absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name) {
+  if (name == "gloo") return CollectiveLibrary::kGloo;
+  if (name == "nccl") return CollectiveLibrary::kNccl;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown collectives library '", name, "' (gloo or nccl)"));
+}
 
 absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
   const char* v = std::getenv("OVERLAP_FAULT");
@@ -273,6 +293,50 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   JobSummary summary;
   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, LoadProgram(o, rank, world));
 
+  // The device, when the forward and backward run on one.
+  const bool on_device = o.device != ComputeDevice::kCpu;
+  // NCCL by default on a GPU; the emulated device's NCCL spans one process, so across
+  // processes it reduces through Gloo by default.
+  const bool nccl = on_device && (o.collective_library == CollectiveLibrary::kNccl ||
+                                  (o.collective_library == CollectiveLibrary::kDefault &&
+                                   (o.device == ComputeDevice::kCuda || world == 1)));
+  if (!on_device && o.collective_library == CollectiveLibrary::kNccl) {
+    return absl::InvalidArgumentError("NCCL collectives need --device cuda");
+  }
+  if (o.device == ComputeDevice::kCudaEmulated && nccl && world > 1) {
+    return absl::InvalidArgumentError(
+        "the emulated device's NCCL spans one process: use --collectives gloo with "
+        "--device cuda-emulated");
+  }
+  if (on_device && o.strategy == Strategy::kZero3) {
+    return absl::UnimplementedError(
+        "ZeRO-3 on CUDA devices is not built yet (DDP is; ZeRO-3's timed replay runs on "
+        "GPUs in gpu_benchmark): use --strategy ddp, or --device cpu");
+  }
+  if (on_device && o.time_scale > 0) {
+    return absl::InvalidArgumentError(
+        "--time-scale replays on the host; on a GPU, gpu_benchmark overlap replays");
+  }
+  std::unique_ptr<GpuApi> gpu_api;
+  FakeGpuApi* emulated = nullptr;
+  std::unique_ptr<CudaDevice> device;
+  std::unique_ptr<KernelRegistry> device_kernels;
+  if (on_device) {
+    if (o.device == ComputeDevice::kCuda) {
+      gpu_api = CudaGpuApi();
+    } else {
+      FakeGpuOptions fo;
+      if (world == 1) fo.nccl = std::make_shared<FakeNcclWorld>();
+      auto fake = std::make_unique<FakeGpuApi>(fo);
+      emulated = fake.get();
+      gpu_api = std::move(fake);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        device,
+        CudaDevice::Create(gpu_api.get(), o.device == ComputeDevice::kCuda ? info.local_rank : 0));
+    device_kernels = std::make_unique<KernelRegistry>(CudaKernels(*device));
+  }
+
   // Join: the store, the communicator, the watchdog.
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
   GlooOptions go;
@@ -289,9 +353,22 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   }
   if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
   if (o.race_check) SetPoisonFreedStorage(true);
-  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, CreateGlooCommunicator(go));
   RendezvousInfo own = info;
   own.agent_store = true;  // the watchdog's own connection: a client, never a second server
+  std::unique_ptr<Communicator> comm;
+  if (nccl) {
+    NcclOptions no;
+    no.api = gpu_api.get();
+    OVERLAP_ASSIGN_OR_RETURN(no.store, TcpStore::Connect(own, o.timeout));  // the poller's
+    no.rank = rank;
+    no.world_size = world;
+    no.stream = device->comm();
+    no.after = device->compute();
+    no.timeout = o.timeout;
+    OVERLAP_ASSIGN_OR_RETURN(comm, CreateNcclCommunicator(no));
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(go));
+  }
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
                            TcpStore::Connect(own, o.timeout));
   WatchdogOptions wo;
@@ -336,7 +413,8 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
                    " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
                    " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
                    " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
-                   " scale=", o.time_scale, " world=", world);
+                   " scale=", o.time_scale, " world=", world,
+                   " device=", static_cast<int>(o.device), " nccl=", nccl);
   int64_t cap = o.bucket_cap_bytes;
   for (const std::string& algorithm : algorithms) {
     AotPair pair = program->pair;
@@ -390,8 +468,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       d.optimizer = o.optimizer;
       d.timeout = o.timeout;
       d.node_hook = node_hook;
-      d.kernels = replay.get();
+      d.kernels = replay != nullptr ? replay.get() : device_kernels.get();
       d.copy_gradients = replay == nullptr;
+      d.device = device.get();
       OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
       summary.buckets = static_cast<int64_t>(ddp->buckets().size());
       // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
@@ -459,7 +538,15 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       if (failed.ok()) {
         OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
         loss.data<double>()[0] = report.loss;
-        failed = comm->AllReduce(loss)->Wait(o.timeout);
+        if (comm->device() == Device::kCpu) {
+          failed = comm->AllReduce(loss)->Wait(o.timeout);
+        } else {  // NCCL reduces device memory: there and back
+          Allocator on_device(device.get());
+          OVERLAP_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(on_device, DType::kFloat64, {1}));
+          failed = device->Copy(loss, d);
+          if (failed.ok()) failed = comm->AllReduce(d)->Wait(o.timeout);
+          if (failed.ok()) failed = device->Copy(d, loss);
+        }
       }
       if (!failed.ok()) return explain(failed, step);
       report.loss = loss.data<double>()[0] / world;
@@ -491,6 +578,13 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   }
   // Every rank is done before any tears its connections down.
   OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
+  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
+  if (emulated != nullptr && !emulated->violations().empty()) {
+    const std::vector<std::string> v = emulated->violations();
+    return absl::InternalError(
+        absl::StrCat("rank ", rank, ": the emulated device saw ", v.size(),
+                     " buffer uses out of stream order; the first: ", v.front()));
+  }
   return summary;
 }
 

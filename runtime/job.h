@@ -42,6 +42,19 @@ enum class Strategy { kDdp, kZero3 };
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view name);
 absl::string_view StrategyName(Strategy s);
 
+// Where a rank's forward and backward run: the host's kernels, a CUDA device (GPU
+// LOCAL_RANK; runtime/cuda/), or the CUDA backend on an emulated device (host memory, with
+// the emulator's stream-order checks: runtime/cuda/fake_gpu_api.h), for machines without a
+// GPU.
+enum class ComputeDevice { kCpu, kCuda, kCudaEmulated };
+// "cpu", "cuda", "cuda-emulated"; InvalidArgument listing them otherwise.
+absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name);
+// Which library runs the collectives: the default (NCCL on CUDA and on one emulated
+// device, Gloo otherwise), Gloo (through the host for a device), or NCCL (a device; the
+// emulated one's spans one process).
+enum class CollectiveLibrary { kDefault, kGloo, kNccl };
+absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name);
+
 // The fault a test injects (OVERLAP_FAULT="rank=1,step=3,node=mm_2,action=kill"): when rank
 // `rank` has run node `node` (forward or backward) in step `step` (from 1), it kills itself
 // with SIGKILL or hangs (its compute thread stops; its watchdog keeps beating).
@@ -56,6 +69,10 @@ absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv();
 
 struct JobOptions {
   Strategy strategy = Strategy::kDdp;
+  // Where the forward and backward run and who reduces (above). A CUDA device runs DDP
+  // (ZeRO-3 on devices: not yet); the emulated one reduces through Gloo only.
+  ComputeDevice device = ComputeDevice::kCpu;
+  CollectiveLibrary collective_library = CollectiveLibrary::kDefault;
   // A built-in model at a preset and per-rank batch (0: the preset's), or an AOT pair read
   // from files (graph_path and backward_graph_path), with parameters from weights_path
   // (safetensors) or seeded.

@@ -116,4 +116,12 @@ set -e
 cat cuda.err
 test "$rc" = 1
 grep -qE 'no usable GPU|--device cuda:' cuda.err
+# The CUDA backend on emulated devices: two ranks, CUDA kernels, Gloo through the host; the
+# first loss is the CPU run's (same seed), memory is the simulator's.
+$overlap run --device cuda-emulated --steps 2 >emu.out 2>emu.err
+cat emu.out emu.err
+grep -q '^step 2 loss' emu.out
+grep -q 'rank 1: peak of graph values .*+0.0%' emu.err
+$overlap run --steps 1 >cpu1.out 2>/dev/null
+test "$(grep '^step 1' emu.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu1.out | cut -d' ' -f4)"
 echo "run_test: ok"

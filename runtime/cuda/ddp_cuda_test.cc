@@ -33,8 +33,8 @@ OptimizerOptions Sgd() {
 }
 
 // Trains rank `rank` of `c` on its device with `comm`; "" when its parameters match.
-std::string TrainRank(const ParallelCase& c, int rank, int size, FakeGpuApi& api,
-                      CudaDevice& dev, Communicator& comm) {
+std::string TrainRank(const ParallelCase& c, int rank, int size, FakeGpuApi& api, CudaDevice& dev,
+                      Communicator& comm) {
   KernelRegistry kernels = CudaKernels(dev);
   DdpOptions o;
   o.optimizer = Sgd();
@@ -104,7 +104,8 @@ TEST(DdpCudaTest, GlooThroughTheHostMatchesOneProcess) {
   const std::vector<int> codes = RunRanks(size, [&](int rank) {
     absl::StatusOr<ParallelCase> c = MakeParallelCase("gpt2", 2, size, kSteps, Sgd());
     if (!c.ok()) return Fail(rank, std::string(c.status().message()), 2);
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = TestCommunicator(rank, size, dir, /*deterministic=*/false, /*race=*/false);
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        TestCommunicator(rank, size, dir, /*deterministic=*/false, /*race=*/false);
     if (!comm.ok()) return Fail(rank, std::string(comm.status().message()), 3);
     FakeGpuApi api;
     auto dev = CudaDevice::Create(&api, 0);

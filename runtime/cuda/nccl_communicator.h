@@ -21,8 +21,8 @@
 // Contract beyond Communicator's: tensors are device tensors (Device::kCuda) of the api's
 // device; every operation runs on the one communication stream `stream` whatever
 // CollectiveOptions::stream says (one NCCL communicator runs its operations in order);
-// ordering against compute is the caller's, by events (above), or `after`'s. Reductions sum float32,
-// float64, float16 and bfloat16. Work::run_seconds is 0 (the device's time is not measured
+// ordering against compute is the caller's, by events (above), or `after`'s. Reductions sum
+// float32, float64, float16 and bfloat16. Work::run_seconds is 0 (the device's time is not measured
 // per operation; step times are). Thread-safety: one issuing thread (NCCL's rule).
 #ifndef OVERLAP_RUNTIME_CUDA_NCCL_COMMUNICATOR_H_
 #define OVERLAP_RUNTIME_CUDA_NCCL_COMMUNICATOR_H_
