@@ -331,9 +331,11 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       emulated = fake.get();
       gpu_api = std::move(fake);
     }
-    OVERLAP_ASSIGN_OR_RETURN(
-        device,
-        CudaDevice::Create(gpu_api.get(), o.device == ComputeDevice::kCuda ? info.local_rank : 0));
+    // GPU LOCAL_RANK, wrapped around the devices present: ranks may share a GPU (Gloo
+    // through the host allows it; NCCL refuses two ranks on one device, by name).
+    OVERLAP_ASSIGN_OR_RETURN(const GpuInfo gpus, gpu_api->Probe());
+    const int index = gpus.device_count > 0 ? info.local_rank % gpus.device_count : 0;
+    OVERLAP_ASSIGN_OR_RETURN(device, CudaDevice::Create(gpu_api.get(), index));
     device_kernels = std::make_unique<KernelRegistry>(CudaKernels(*device));
   }
 

@@ -109,11 +109,14 @@ run() {
   if ((probe != 0)); then
     for s in "${gpu_stages[@]}"; do skip "$s" "${reason:-no usable GPU}"; done
   else
-    stage gpu_tests 60 "$dir/bin/cuda_gpu_api_test"
-    skip differential "this build has no CUDA kernels yet (docs/runtime.md)"
-    stage nccl_sweep 60 "$dir/bin/gpu_benchmark" nccl
-    stage overlap 90 "$dir/bin/gpu_benchmark" overlap
-    skip two_ranks_gloo "needs the CUDA kernels (docs/runtime.md)"
+    stage gpu_tests 40 "$dir/bin/cuda_gpu_api_test" --gtest_filter=-*Differential*
+    stage differential 40 "$dir/bin/cuda_gpu_api_test" --gtest_filter=*Differential*
+    stage nccl_sweep 40 "$dir/bin/gpu_benchmark" nccl
+    stage overlap 50 "$dir/bin/gpu_benchmark" overlap
+    # One GPU: both ranks on it, CUDA compute, Gloo through the host (NCCL refuses two
+    # ranks on one device).
+    stage two_ranks_gloo 40 "$dir/bin/overlap" run --nproc 2 --device cuda --collectives gloo \
+      --steps 5 --timeout 30
   fi
   echo "stage total pass $((SECONDS - start)) within 240 s" >>"$results"
   echo "gpu_check: results in $results"
