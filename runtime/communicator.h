@@ -87,6 +87,19 @@ class Communicator {
   virtual std::vector<std::shared_ptr<Work>> Recent() const { return {}; }
 };
 
+// A device whose streams order collectives without the host (runtime/cuda/cuda_device.h):
+// what a trainer asks of it beyond its memory (DeviceMemory).
+class DeviceStreams {
+ public:
+  virtual ~DeviceStreams() = default;
+  // The device's compute waits (device-side) for `w` to finish; Unimplemented when `w` is not
+  // a collective of this device (a host library's): the caller then waits on the host.
+  virtual absl::Status ComputeWaitFor(const Work& w) = 0;
+  // A collective on the device's communication stream used `t`'s block: its free must be
+  // ordered after that use.
+  virtual void MarkCommunicated(const Tensor& t) = 0;
+};
+
 }  // namespace overlap
 
 #endif  // OVERLAP_RUNTIME_COMMUNICATOR_H_

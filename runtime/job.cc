@@ -308,11 +308,6 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
         "the emulated device's NCCL spans one process: use --collectives gloo with "
         "--device cuda-emulated");
   }
-  if (on_device && o.strategy == Strategy::kZero3) {
-    return absl::UnimplementedError(
-        "ZeRO-3 on CUDA devices is not built yet (DDP is; ZeRO-3's timed replay runs on "
-        "GPUs in gpu_benchmark): use --strategy ddp, or --device cpu");
-  }
   if (on_device && o.time_scale > 0) {
     return absl::InvalidArgumentError(
         "--time-scale replays on the host; on a GPU, gpu_benchmark overlap replays");
@@ -489,8 +484,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       z.timeout = o.timeout;
       z.collectives = summary.collectives;
       z.node_hook = node_hook;
-      z.kernels = replay.get();
+      z.kernels = replay != nullptr ? replay.get() : device_kernels.get();
       z.copy_gradients = replay == nullptr;
+      z.device = device.get();
       OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
       summary.buckets = zero3->buckets();
       timing.simulated_peak_bytes =

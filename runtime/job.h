@@ -69,8 +69,7 @@ absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv();
 
 struct JobOptions {
   Strategy strategy = Strategy::kDdp;
-  // Where the forward and backward run and who reduces (above). A CUDA device runs DDP
-  // (ZeRO-3 on devices: not yet); the emulated one reduces through Gloo only.
+  // Where the forward and backward run and who reduces (above): DDP and ZeRO-3 alike.
   ComputeDevice device = ComputeDevice::kCpu;
   CollectiveLibrary collective_library = CollectiveLibrary::kDefault;
   // A built-in model at a preset and per-rank batch (0: the preset's), or an AOT pair read

@@ -56,6 +56,14 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
   t->options_ = options;
   t->optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
   const int world = comm->size(), rank = comm->rank();
+  const bool device_comm = comm->device() != Device::kCpu;
+  if (device_comm && options.device == nullptr) {
+    return absl::InvalidArgumentError("a device communicator needs Zero3Options::device");
+  }
+  t->comm_alloc_ = std::make_unique<Allocator>(device_comm ? options.device : nullptr);
+  t->resident_alloc_ = std::make_unique<Allocator>(options.device);
+  t->staging_alloc_ = std::make_unique<Allocator>();
+  t->streams_ = dynamic_cast<DeviceStreams*>(options.device);
   for (const Param& p : pair.forward.params()) t->names_.push_back(p.name);
   for (size_t i = 0; i < pair.backward.params().size(); ++i) {
     if (i >= t->names_.size() || pair.backward.params()[i].name != t->names_[i]) {
@@ -75,6 +83,10 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
       OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(whole, begin, end));
       OVERLAP_ASSIGN_OR_RETURN(Tensor dst, shard.Slice(0, 0, end - begin));
       OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+    }
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(t->device_shards_[name],
+                               Tensor::Empty(*t->comm_alloc_, p.dtype(), {s}));
     }
     t->shards_[name] = std::move(shard);
     t->shapes_[name] = p.shape();
@@ -130,9 +142,13 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
     bucket.members.push_back(std::move(m));
   }
   for (ScatterBucket& b : t->buckets_) {
-    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(t->buffer_alloc_, b.dtype, {world * b.segment}));
-    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(t->buffer_alloc_, b.dtype, {b.segment}));
+    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(*t->comm_alloc_, b.dtype, {world * b.segment}));
+    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(*t->comm_alloc_, b.dtype, {b.segment}));
     b.filled.assign(b.members.size(), 0);
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t->shard_alloc_, b.dtype, {b.segment}));
+      t->host_out_.push_back(std::move(host));
+    }
   }
   // The simulator's figures for this schedule at this world size.
   CollectiveModel model = options.collectives;
@@ -173,6 +189,10 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
   return t;
 }
 
+absl::Status Zero3Trainer::CopyTo(const Tensor& src, Tensor& dst) {
+  return options_.device != nullptr ? options_.device->Copy(src, dst) : CopyConvert(src, dst);
+}
+
 absl::Status Zero3Trainer::AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status s = w->Wait(options_.timeout);
@@ -201,7 +221,7 @@ absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& s
   if (resident) {
     Tensor& kept = residents_[ds];
     if (!kept.defined() || kept.dtype() != dtype) {
-      OVERLAP_ASSIGN_OR_RETURN(kept, Tensor::Empty(buffer_alloc_, dtype, {world * s}));
+      OVERLAP_ASSIGN_OR_RETURN(kept, Tensor::Empty(*resident_alloc_, dtype, {world * s}));
     } else if (backward && refreshed_.contains(ds)) {
       return FlatSlice(kept, 0, n).value().View(shape);  // gathered by this step's forward
     }
@@ -211,16 +231,28 @@ absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& s
     // The allgather writes every element (padding included): no zeroing.
     OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Uninitialized(alloc, dtype, {world * s}));
   }
+  // Staged through the host: the collective lands here and is copied to the device at the
+  // wait.
+  const bool staged = buffer.device() != comm_->device();
+  Tensor target = buffer;
+  if (staged) {
+    OVERLAP_ASSIGN_OR_RETURN(target, Tensor::Uninitialized(*staging_alloc_, dtype, {world * s}));
+  }
   Tensor source = shard;
   if (shard.dtype() != dtype) {  // a fused down-cast (insertion rule 4): gather the cast
-    OVERLAP_ASSIGN_OR_RETURN(source, Tensor::Empty(buffer_alloc_, dtype, {s}));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(shard, source));
+    OVERLAP_ASSIGN_OR_RETURN(source, Tensor::Empty(*comm_alloc_, dtype, {s}));
+    OVERLAP_RETURN_IF_ERROR(CopyTo(shard, source));
   }
   CollectiveOptions co;
   co.stream = options_.stream;
-  std::shared_ptr<Work> w = comm_->AllGather(source, buffer, co);
+  std::shared_ptr<Work> w = comm_->AllGather(source, target, co);
+  if (streams_ != nullptr && !staged) {
+    streams_->MarkCommunicated(target);
+    streams_->MarkCommunicated(source);
+  }
   step_works_.push_back(w);
-  pending_[{backward, node.id()}] = {w, source};
+  pending_[{backward, node.id()}] = {w, source, staged ? target : Tensor(),
+                                     staged ? buffer : Tensor()};
   OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, n));
   return whole.View(shape);
 }
@@ -231,6 +263,15 @@ absl::Status Zero3Trainer::Wait(const Node& node) {
   if (it == pending_.end()) return absl::OkStatus();  // a resident gathered by the forward
   const Pending p = std::move(it->second);
   pending_.erase(it);
+  if (p.staged.defined()) {  // through the host: there, then to the device
+    OVERLAP_RETURN_IF_ERROR(
+        AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather")));
+    Tensor target = p.target;
+    return CopyTo(p.staged, target);
+  }
+  if (streams_ != nullptr && streams_->ComputeWaitFor(*p.work).ok()) {
+    return absl::OkStatus();  // the device's compute waits, not the host
+  }
   return AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather"));
 }
 
@@ -248,7 +289,9 @@ absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
   }
   const int world = comm_->size();
   if (options_.copy_gradients) {
-    if (!b.filled[k]) {  // clear this member's padding (the last ranks' slices)
+    // Host buckets may come back from Gloo's reduce-scatter scribbled on; NCCL leaves its
+    // input alone, so a device bucket's padding stays as zeroed at creation.
+    if (!b.filled[k] && b.in.device() == Device::kCpu) {  // clear this member's padding
       for (int r = 0; r < world; ++r) {
         const int64_t valid = std::clamp<int64_t>(m.numel - r * m.shard, 0, m.shard);
         if (valid == m.shard) continue;
@@ -259,10 +302,10 @@ absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
       }
     }
     Tensor flat = grad;
-    Allocator scratch;
+    Allocator scratch(grad.device() != Device::kCpu ? options_.device : nullptr);
     if (!grad.IsContiguous()) {
       OVERLAP_ASSIGN_OR_RETURN(flat, Tensor::Uninitialized(scratch, grad.dtype(), grad.shape()));
-      OVERLAP_RETURN_IF_ERROR(CopyConvert(grad, flat));
+      OVERLAP_RETURN_IF_ERROR(CopyTo(grad, flat));
     }
     for (int r = 0; r < world; ++r) {
       const int64_t begin = std::min(m.numel, r * m.shard),
@@ -272,9 +315,12 @@ absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
       const int64_t at = r * b.segment + m.offset;
       OVERLAP_ASSIGN_OR_RETURN(Tensor dst, b.in.Slice(0, at, at + end - begin));
       if (b.filled[k]) {
+        if (src.device() != Device::kCpu || dst.device() != Device::kCpu) {
+          return NodeError(node, "a parameter reduced twice in one bucket, on a device");
+        }
         AddInto(src, dst);  // a parameter reduced twice in one bucket
       } else {
-        OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+        OVERLAP_RETURN_IF_ERROR(CopyTo(src, dst));
       }
     }
   }
@@ -317,6 +363,10 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
   InterpreterOptions io;
   io.zero3 = this;
   io.kernels = options_.kernels;
+  io.device = options_.device;
+  for (auto& [name, d] : device_shards_) {  // this step's parameters, on the device
+    OVERLAP_RETURN_IF_ERROR(CopyTo(shards_.at(name), d));
+  }
   if (options_.node_hook) {
     io.after_node = [this](const Node& node, const std::vector<Tensor>&) {
       return options_.node_hook(node);
@@ -329,7 +379,8 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
     ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
     return absl::OkStatus();
   };
-  absl::StatusOr<AotStepResult> step = RunAotStep(pair_, shards_, data, io, &backward);
+  absl::StatusOr<AotStepResult> step =
+      RunAotStep(pair_, device_shards_.empty() ? shards_ : device_shards_, data, io, &backward);
   if (!step.ok()) {
     // Collectives still in flight read buffers that are about to go: end them first.
     comm_->Abort(step.status());
@@ -351,21 +402,31 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
   result.graph_s = Since(start);
   // Averaged shard gradients: views of the buckets' outputs (summed into a copy for a
   // parameter reduced in two buckets).
-  const double scale = 1.0 / comm_->size();
-  for (ScatterBucket& b : buckets_) {
-    if (b.out.dtype() == DType::kFloat32) {
-      float* d = b.out.data<float>();
-      for (int64_t i = 0; i < b.out.numel(); ++i) d[i] *= static_cast<float>(scale);
+  // Device buckets' outputs come to the host (the collectives are done).
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (host_out_.empty()) {
+      outs.push_back(buckets_[k].out);
     } else {
-      double* d = b.out.data<double>();
-      for (int64_t i = 0; i < b.out.numel(); ++i) d[i] *= scale;
+      OVERLAP_RETURN_IF_ERROR(CopyTo(buckets_[k].out, host_out_[k]));
+      outs.push_back(host_out_[k]);
+    }
+  }
+  const double scale = 1.0 / comm_->size();
+  for (Tensor& out : outs) {
+    if (out.dtype() == DType::kFloat32) {
+      float* d = out.data<float>();
+      for (int64_t i = 0; i < out.numel(); ++i) d[i] *= static_cast<float>(scale);
+    } else {
+      double* d = out.data<double>();
+      for (int64_t i = 0; i < out.numel(); ++i) d[i] *= scale;
     }
   }
   TensorMap grads;
   Allocator scratch;
-  for (ScatterBucket& b : buckets_) {
-    for (const Member& m : b.members) {
-      OVERLAP_ASSIGN_OR_RETURN(Tensor g, b.out.Slice(0, m.offset, m.offset + m.shard));
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    for (const Member& m : buckets_[k].members) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor g, outs[k].Slice(0, m.offset, m.offset + m.shard));
       auto it = grads.find(m.param);
       if (it == grads.end()) {
         grads[m.param] = g;
@@ -396,12 +457,21 @@ absl::StatusOr<TensorMap> Zero3Trainer::GatherParams() {
   const int world = comm_->size();
   TensorMap out;
   Allocator alloc;
-  for (const auto& [name, shard] : shards_) {  // name order: the same on every rank
-    OVERLAP_ASSIGN_OR_RETURN(Tensor buffer,
-                             Tensor::Empty(alloc, shard.dtype(), {world * shard.numel()}));
+  for (const auto& [name, host_shard] : shards_) {  // name order: the same on every rank
+    // Where the communicator takes tensors (the device for NCCL), then back here.
+    Tensor shard = host_shard;
+    if (!device_shards_.empty()) {
+      shard = device_shards_.at(name);
+      OVERLAP_RETURN_IF_ERROR(CopyTo(host_shard, shard));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor gathered,
+                             Tensor::Empty(*comm_alloc_, shard.dtype(), {world * shard.numel()}));
     CollectiveOptions co;
     co.stream = options_.stream;
-    OVERLAP_RETURN_IF_ERROR(comm_->AllGather(shard, buffer, co)->Wait(options_.timeout));
+    OVERLAP_RETURN_IF_ERROR(comm_->AllGather(shard, gathered, co)->Wait(options_.timeout));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor buffer,
+                             Tensor::Empty(alloc, shard.dtype(), {world * shard.numel()}));
+    OVERLAP_RETURN_IF_ERROR(CopyTo(gathered, buffer));
     OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, Elements(shapes_.at(name))));
     OVERLAP_ASSIGN_OR_RETURN(out[name], whole.View(shapes_.at(name)));
   }
@@ -413,7 +483,8 @@ Zero3StateBytes Zero3Trainer::state_bytes() const {
   b.shards = 0;
   for (const auto& [name, s] : shards_) b.shards += s.nbytes();
   b.optimizer = optimizer_->state_bytes();
-  b.buffers = buffer_alloc_.live(Pool::kValues);
+  b.buffers = comm_alloc_->live(Pool::kValues) + resident_alloc_->live(Pool::kValues);
+  for (const auto& [name, d] : device_shards_) b.buffers -= d.nbytes();  // counted as shards
   return b;
 }
 

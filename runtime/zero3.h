@@ -70,6 +70,15 @@ struct Zero3Options {
   // and the copies are CPU work the simulator does not model, competing with the loopback
   // collectives for the same cores (the buckets are still reduce-scattered at full size).
   bool copy_gradients = true;
+  // The device the forward and backward run on (runtime/cuda/cuda_device.h; `kernels` must
+  // be its own); nullptr: the host. Shards and the optimizer stay on the host. With a device
+  // communicator (NCCL) the shards are copied to the device each step, gathered and
+  // reduce-scattered there, dc.wait_allgather makes the device's compute wait for the
+  // allgather (no host wait: exposed_s counts only the final drain), and gathered buffers
+  // are freed in the communication stream's order; with a host one (Gloo) collectives are
+  // staged through the host (an allgather lands on the host and is copied to the device
+  // at its wait; gradients are copied out into host buckets). Not owned.
+  DeviceMemory* device = nullptr;
 };
 
 struct Zero3StepResult {
@@ -136,6 +145,7 @@ class Zero3Trainer : private Zero3Collectives {
   struct Pending {
     std::shared_ptr<Work> work;
     Tensor source;
+    Tensor staged, target;  // staged through the host: the landing buffer, the device copy
   };
   using Key = std::pair<bool, NodeId>;  // (backward graph, node id)
 
@@ -145,13 +155,21 @@ class Zero3Trainer : private Zero3Collectives {
   absl::Status Wait(const Node& node) override;
   absl::Status Reduce(const Node& node, const Tensor& grad) override;
   absl::Status AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why);
+  // src into dst across the host and options_.device (CopyConvert without a device).
+  absl::Status CopyTo(const Tensor& src, Tensor& dst);
 
   AotPair pair_;
   Communicator* comm_ = nullptr;
   Zero3Options options_;
   std::vector<std::string> names_;  // by ds_id (the forward's parameter table)
-  Allocator shard_alloc_, buffer_alloc_;
+  Allocator shard_alloc_;
+  // Where the communicator takes its tensors (buckets, cast sources), and where residents
+  // and staged landings live.
+  std::unique_ptr<Allocator> comm_alloc_, resident_alloc_, staging_alloc_;
+  DeviceStreams* streams_ = nullptr;  // options_.device's, when it has them
   TensorMap shards_;
+  TensorMap device_shards_;       // with a device communicator: the shards on the device
+  std::vector<Tensor> host_out_;  // with a device communicator: the buckets' outputs, here
   std::map<std::string, std::vector<int64_t>> shapes_;  // whole parameters' shapes
   std::unique_ptr<TrainOptimizer> optimizer_;
   std::vector<ScatterBucket> buckets_;

@@ -124,4 +124,10 @@ grep -q '^step 2 loss' emu.out
 grep -q 'rank 1: peak of graph values .*+0.0%' emu.err
 $overlap run --steps 1 >cpu1.out 2>/dev/null
 test "$(grep '^step 1' emu.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu1.out | cut -d' ' -f4)"
+# ZeRO-3 likewise (shards on the host, gathered onto the emulated devices).
+$overlap run --device cuda-emulated --strategy zero3 --steps 2 >emu3.out 2>emu3.err
+cat emu3.out emu3.err
+grep -q '^step 2 loss' emu3.out
+$overlap run --strategy zero3 --steps 1 >cpu3.out 2>/dev/null
+test "$(grep '^step 1' emu3.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu3.out | cut -d' ' -f4)"
 echo "run_test: ok"

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
+#include "runtime/cuda/nccl_communicator.h"
 
 namespace overlap {
 
@@ -64,6 +65,12 @@ void CudaDevice::MarkCommunicated(const Tensor& t) {
   if (!t.defined() || t.device() != Device::kCuda) return;
   std::lock_guard<std::mutex> lock(mu_);
   communicated_.insert(t.storage()->data());
+}
+
+absl::Status CudaDevice::ComputeWaitFor(const Work& w) {
+  GpuEvent* done = NcclWorkEvent(w);
+  if (done == nullptr) return absl::UnimplementedError("not a collective of this device");
+  return api_->StreamWaitEvent(compute_, done);
 }
 
 absl::Status CudaDevice::CommAfterCompute() {

@@ -22,12 +22,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "runtime/communicator.h"
 #include "runtime/cuda/gpu_api.h"
 #include "runtime/tensor.h"
 
 namespace overlap {
 
-class CudaDevice final : public DeviceMemory {
+class CudaDevice final : public DeviceMemory, public DeviceStreams {
  public:
   // Checks that `device` is usable, selects it and makes its streams. `api` is not owned
   // and must outlive the device and every tensor it allocated.
@@ -47,7 +48,10 @@ class CudaDevice final : public DeviceMemory {
   absl::Status Copy(const Tensor& src, Tensor& dst) override;
 
   // `t`'s block is used by the communication stream: its free goes there (above).
-  void MarkCommunicated(const Tensor& t);
+  void MarkCommunicated(const Tensor& t) override;
+  // The compute stream waits for an NcclCommunicator's work (its done event);
+  // Unimplemented for another library's.
+  absl::Status ComputeWaitFor(const Work& w) override;
   // The communication stream waits for the compute stream's work so far (a collective's
   // input is ready); the compute stream waits for the communication stream's (a
   // collective's result is needed). Device-side waits only.
