@@ -1,8 +1,10 @@
 // Elementwise kernels: arithmetic with broadcasting, activations and their backwards, and
-// the zero constructors. Inputs of any strides; results contiguous.
+// the zero constructors. Inputs of any strides; results contiguous. The formulas are
+// elementwise_ops.h's, shared with the CUDA backend.
 #include <cmath>
 
 #include "graph/status_macros.h"
+#include "runtime/elementwise_ops.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_util.h"
 
@@ -11,6 +13,20 @@ namespace kernels {
 namespace {
 
 using Results = absl::StatusOr<std::vector<Tensor>>;
+
+// f(a, b) = Ew(op, a, b, s) in a's type; and f(a) = Ew(op, a, b, s) for a fixed number b.
+auto EwFn(EwOp op, double s = 0) {
+  return [op, s](auto a, auto b) {
+    using T = decltype(a);
+    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
+  };
+}
+auto EwFn1(EwOp op, double b = 0, double s = 0) {
+  return [op, b, s](auto a) {
+    using T = decltype(a);
+    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
+  };
+}
 
 // out[i] = f(x[i]) over any strides; f is called with T.
 template <typename F>
@@ -78,13 +94,10 @@ Results TensorOrScalar(KernelCall& c, F&& f) {
 
 Results AddTensor(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
-  return TensorOrScalar(
-      c, [alpha](auto x, auto y) { return x + static_cast<decltype(x)>(alpha) * y; });
+  return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
 }
 
-Results MulTensor(KernelCall& c) {
-  return TensorOrScalar(c, [](auto x, auto y) { return x * y; });
-}
+Results MulTensor(KernelCall& c) { return TensorOrScalar(c, EwFn(EwOp::kMul)); }
 
 // op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
 template <typename F>
@@ -97,31 +110,27 @@ Results ScalarOp(KernelCall& c, F&& f) {
 Results PowTensorScalar(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
-  if (e == 2) return Unary(c, x, [](auto v) { return v * v; });
-  if (e == 3) return Unary(c, x, [](auto v) { return v * v * v; });
-  return Unary(c, x, [e](auto v) { return std::pow(v, static_cast<decltype(v)>(e)); });
+  if (e == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
+  if (e == 3) return Unary(c, x, EwFn1(EwOp::kCube));
+  return Unary(c, x, EwFn1(EwOp::kPow, e));
 }
 
 Results Rsqrt(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  return Unary(c, x, [](auto v) { return decltype(v){1} / std::sqrt(v); });
+  return Unary(c, x, EwFn1(EwOp::kRsqrt));
 }
 
 Results Relu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  return Unary(c, x, [](auto v) { return v <= 0 ? decltype(v){0} : v; });  // NaN stays NaN
+  return Unary(c, x, EwFn1(EwOp::kRelu));  // NaN stays NaN
 }
 
 Results Silu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  return Unary(c, x, [](auto v) { return v / (decltype(v){1} + std::exp(-v)); });
+  return Unary(c, x, EwFn1(EwOp::kSilu));
 }
 
 // GELU, exact (erf) or PyTorch's tanh approximation.
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluCoeff = 0.044715;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
 
 absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
   OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg(pos, "approximate", "none"));
@@ -134,58 +143,28 @@ absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
 Results Gelu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 1));
-  if (tanh_approx) {
-    return Unary(c, x, [](auto v) {
-      using T = decltype(v);
-      const T u = static_cast<T>(kSqrt2OverPi) * (v + static_cast<T>(kGeluCoeff) * v * v * v);
-      return T{0.5} * v * (T{1} + std::tanh(u));
-    });
-  }
-  return Unary(c, x, [](auto v) {
-    using T = decltype(v);
-    return T{0.5} * v * (T{1} + std::erf(v * static_cast<T>(kInvSqrt2)));
-  });
+  return Unary(c, x, EwFn1(tanh_approx ? EwOp::kGeluTanh : EwOp::kGelu));
 }
 
 Results GeluBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
   OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 2));
-  if (tanh_approx) {
-    return Binary(c, g, x, [](auto gv, auto v) {
-      using T = decltype(v);
-      const T k = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kGeluCoeff);
-      const T t = std::tanh(k * (v + a * v * v * v));
-      const T du = k * (T{1} + T{3} * a * v * v);
-      return gv * (T{0.5} * (T{1} + t) + T{0.5} * v * (T{1} - t * t) * du);
-    });
-  }
-  return Binary(c, g, x, [](auto gv, auto v) {
-    using T = decltype(v);
-    const T cdf = T{0.5} * (T{1} + std::erf(v * static_cast<T>(kInvSqrt2)));
-    const T pdf = static_cast<T>(kInvSqrt2Pi) * std::exp(T{-0.5} * v * v);
-    return gv * (cdf + v * pdf);
-  });
+  return Binary(c, g, x, EwFn(tanh_approx ? EwOp::kGeluTanhBackward : EwOp::kGeluBackward));
 }
 
 Results SiluBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
-  return Binary(c, g, x, [](auto gv, auto v) {
-    using T = decltype(v);
-    const T s = T{1} / (T{1} + std::exp(-v));
-    return gv * s * (T{1} + v * (T{1} - s));
-  });
+  return Binary(c, g, x, EwFn(EwOp::kSiluBackward));
 }
 
 Results ThresholdBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg(1, "self"));
   OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
-  return Binary(c, g, y, [threshold](auto gv, auto v) {
-    // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
-    return v <= static_cast<decltype(v)>(threshold) ? decltype(v){0} : gv;
-  });
+  // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
+  return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
 }
 
 // div with rounding_mode None / "trunc" / "floor"; integer tensors by an integer scalar
@@ -217,12 +196,9 @@ Results DivMode(KernelCall& c) {
     }
     return std::vector<Tensor>{out};
   }
-  auto round = [mode](auto q) {
-    if (mode == "floor") return std::floor(q);
-    if (mode == "trunc") return std::trunc(q);
-    return q;
-  };
-  return TensorOrScalar(c, [round](auto a, auto b) { return round(a / b); });
+  return TensorOrScalar(c, EwFn(mode == "floor"   ? EwOp::kDivFloor
+                                : mode == "trunc" ? EwOp::kDivTrunc
+                                                  : EwOp::kDiv));
 }
 
 absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
@@ -260,12 +236,10 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.mul.Tensor", MulTensor);
   r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
     OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
-    return ScalarOp(c, [alpha](auto x, auto s) { return x + static_cast<decltype(x)>(alpha) * s; });
+    return ScalarOp(c, EwFn(EwOp::kAdd, alpha));
   });
-  r.Register("aten.mul.Scalar",
-             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x * s; }); });
-  r.Register("aten.div.Scalar",
-             [](KernelCall& c) { return ScalarOp(c, [](auto x, auto s) { return x / s; }); });
+  r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });
+  r.Register("aten.div.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kDiv)); });
   r.Register("aten.div.Tensor_mode", DivMode);
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
   r.Register("aten.rsqrt.default", Rsqrt);

@@ -10,8 +10,8 @@ Each .cu becomes one object through a genrule running /usr/local/cuda/bin/nvcc (
                       any newer device; older devices are refused at run time, by name.
 The object is built once per configuration (opt, asan-ubsan, tsan: three nvcc runs of
 seconds each in CI); it is not instrumented by the sanitizers, which see only host code.
-A .cu file includes its own headers by relative path (nvcc searches the file's directory)
-and CUDA's; nothing else of the workspace.
+A .cu file includes headers by relative path (nvcc searches the file's directory first):
+its own, and other packages' named in `includes`; and CUDA's.
 """
 
 _NVCC = "/usr/local/cuda/bin/nvcc"
@@ -24,14 +24,18 @@ _FLAGS = " ".join([
     "-gencode arch=compute_90,code=compute_90",
 ])
 
-def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
-    """A cc_library of nvcc-compiled `srcs` (.cu) with `hdrs`, linking CUDA's runtime."""
+def cuda_library(name, srcs, hdrs = [], deps = [], includes = [], **kwargs):
+    """A cc_library of nvcc-compiled `srcs` (.cu) with `hdrs`, linking CUDA's runtime.
+
+    `includes`: other packages' headers the .cu files include by relative path (exported
+    files); the library's `deps` should carry their cc_library for host code.
+    """
     objects = []
     for src in srcs:
         obj = "%s_%s.o" % (name, src.replace("/", "_").replace(".cu", ""))
         native.genrule(
             name = obj.replace(".o", "_nvcc"),
-            srcs = [src] + hdrs,
+            srcs = [src] + hdrs + includes,
             outs = [obj],
             cmd = "%s %s -o $@ $(location %s)" % (_NVCC, _FLAGS, src),
             message = "nvcc %s" % src,

@@ -9,7 +9,7 @@
 #include "cuda_runtime_api.h"
 #include "graph/status_macros.h"
 #include "nccl.h"
-#include "runtime/cuda/spin_kernel.h"
+#include "runtime/cuda/device_kernels.h"
 
 namespace overlap {
 namespace {
@@ -277,6 +277,33 @@ class CudaApi final : public GpuApi {
         static_cast<int>(g.lda), g.stride_a, g.b, type, static_cast<int>(g.ldb), g.stride_b, beta,
         g.c, type, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch),
         f32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+
+  absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) override {
+    const int ndim = static_cast<int>(e.out.shape.size());
+    if (ndim > DeviceView::kMaxDims || e.a.strides.size() != e.out.shape.size() ||
+        (e.b.data != nullptr && e.b.strides.size() != e.out.shape.size()) ||
+        (e.out.dtype != DType::kFloat32 && e.out.dtype != DType::kFloat64)) {
+      return absl::InvalidArgumentError("Elementwise: float32 / float64, <= 8 dimensions");
+    }
+    ElementwiseKernelArgs k;
+    k.op = static_cast<int>(e.op);
+    k.is_double = e.out.dtype == DType::kFloat64;
+    k.ndim = ndim;
+    k.n = 1;
+    for (int d = 0; d < ndim; ++d) {
+      k.shape[d] = e.out.shape[d];
+      k.a_strides[d] = e.a.strides[d];
+      k.b_strides[d] = e.b.data != nullptr ? e.b.strides[d] : 0;
+      k.n *= e.out.shape[d];
+    }
+    k.a = e.a.data;
+    k.b = e.b.data;
+    k.b_scalar = e.b_scalar;
+    k.s = e.s;
+    k.out = e.out.data;
+    OVERLAP_CUDA(LaunchElementwiseKernel(S(s), k));
     return absl::OkStatus();
   }
 

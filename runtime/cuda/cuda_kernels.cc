@@ -1,5 +1,7 @@
 #include "runtime/cuda/cuda_kernels.h"
 
+#include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -114,11 +116,205 @@ absl::Status CheckMatrices(KernelCall& c, const Tensor& a, const Tensor& b) {
   return absl::OkStatus();
 }
 
+// The elementwise family on the device: which op, on what. nullopt: a case the device
+// kernel does not take (integer division, a 0-d operand of another dtype, a bad argument:
+// the host path handles it, errors included).
+struct EwPlan {
+  EwOp op = EwOp::kAdd;
+  Tensor a;
+  std::optional<Tensor> b;
+  double b_scalar = 0;
+  double s = 0;
+};
+using Planner = std::function<absl::StatusOr<std::optional<EwPlan>>(KernelCall&)>;
+
+// NumPy broadcasting of `a` and `b`; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> Broadcast(const std::vector<int64_t>& a,
+                                              const std::vector<int64_t>& b) {
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// `t` viewed over `shape` (stride 0 on broadcast dimensions).
+DeviceView Spread(const Tensor& t, const std::vector<int64_t>& shape) {
+  DeviceView v = ViewOf(t);
+  const size_t lead = shape.size() - t.shape().size();
+  v.shape = shape;
+  v.strides.assign(shape.size(), 0);
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    v.strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return v;
+}
+
+Kernel OnDevice(Planner plan, Kernel host, CudaDevice* dev) {
+  return [plan = std::move(plan), host = std::move(host),
+          dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+    absl::StatusOr<std::optional<EwPlan>> p = plan(c);
+    if (!p.ok() || !p->has_value()) return host(c);
+    const EwPlan& e = **p;
+    const DType dtype = e.a.dtype();
+    if ((dtype != DType::kFloat32 && dtype != DType::kFloat64) || (e.b && e.b->dtype() != dtype) ||
+        e.a.dim() > DeviceView::kMaxDims) {
+      return host(c);
+    }
+    std::vector<int64_t> shape = e.a.shape();
+    if (e.b) {
+      std::optional<std::vector<int64_t>> both = Broadcast(e.a.shape(), e.b->shape());
+      if (!both || both->size() > DeviceView::kMaxDims) return host(c);  // its error
+      shape = *both;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dtype, shape));
+    ElementwiseArgs args;
+    args.op = e.op;
+    args.a = Spread(e.a, shape);
+    if (e.b) args.b = Spread(*e.b, shape);
+    args.b_scalar = e.b_scalar;
+    args.s = e.s;
+    args.out = ViewOf(out);
+    OVERLAP_RETURN_IF_ERROR(dev->api().Elementwise(args, dev->compute()));
+    return std::vector<Tensor>{out};
+  };
+}
+
+// `other` (argument 1): a number, or a tensor; nullopt for a 0-d tensor of another dtype
+// (PyTorch takes it as a number: the host path reads it).
+absl::StatusOr<std::optional<EwPlan>> WithOther(KernelCall& c, EwOp op, double s) {
+  EwPlan p;
+  p.op = op;
+  p.s = s;
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "self"));
+  const Value* other = c.Arg(1, "other");
+  if (other != nullptr && !other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(p.b_scalar, c.DoubleArg(1, "other"));
+    return p;
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  if (b.dim() == 0 && b.dtype() != p.a.dtype()) return std::nullopt;
+  p.b = b;
+  return p;
+}
+
+absl::StatusOr<std::optional<EwPlan>> Unary(KernelCall& c, EwOp op, double b = 0) {
+  EwPlan p;
+  p.op = op;
+  p.b_scalar = b;
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "self"));
+  return p;
+}
+
+absl::StatusOr<std::optional<EwPlan>> GradOf(KernelCall& c, EwOp op, double s = 0) {
+  EwPlan p;
+  p.op = op;
+  p.s = s;
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "self"));
+  p.b = b;
+  return p;
+}
+
+// GELU's approximate argument: the op, or nullopt for a bad one (the host path errs).
+std::optional<EwOp> GeluOp(KernelCall& c, int pos, EwOp exact, EwOp tanh) {
+  absl::StatusOr<std::string> a = c.StringArg(pos, "approximate", "none");
+  if (!a.ok()) return std::nullopt;
+  if (*a == "none") return exact;
+  if (*a == "tanh") return tanh;
+  return std::nullopt;
+}
+
+// The elementwise ops the device kernel takes, by target.
+std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
+  using R = absl::StatusOr<std::optional<EwPlan>>;
+  return {
+      {"aten.add.Tensor",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+         return WithOther(c, EwOp::kAdd, alpha);
+       }},
+      {"aten.mul.Tensor", [](KernelCall& c) { return WithOther(c, EwOp::kMul, 0); }},
+      {"aten.add.Scalar",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, EwOp::kAdd, other));
+         p->s = alpha;
+         return p;
+       }},
+      {"aten.mul.Scalar",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         return Unary(c, EwOp::kMul, other);
+       }},
+      {"aten.div.Scalar",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         return Unary(c, EwOp::kDiv, other);
+       }},
+      {"aten.div.Tensor_mode",
+       [](KernelCall& c) -> R {
+         const Value* m = c.Arg(2, "rounding_mode");
+         std::string mode = "none";
+         if (m != nullptr && m->kind() == Value::Kind::kString) mode = m->as_string();
+         if (mode != "none" && mode != "floor" && mode != "trunc") return std::nullopt;
+         return WithOther(c,
+                          mode == "floor"   ? EwOp::kDivFloor
+                          : mode == "trunc" ? EwOp::kDivTrunc
+                                            : EwOp::kDiv,
+                          0);
+       }},
+      {"aten.pow.Tensor_Scalar",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
+         if (e == 2) return Unary(c, EwOp::kSquare);
+         if (e == 3) return Unary(c, EwOp::kCube);
+         return Unary(c, EwOp::kPow, e);
+       }},
+      {"aten.rsqrt.default", [](KernelCall& c) { return Unary(c, EwOp::kRsqrt); }},
+      {"aten.relu.default", [](KernelCall& c) { return Unary(c, EwOp::kRelu); }},
+      {"aten.silu.default", [](KernelCall& c) { return Unary(c, EwOp::kSilu); }},
+      {"aten.gelu.default",
+       [](KernelCall& c) -> R {
+         std::optional<EwOp> op = GeluOp(c, 1, EwOp::kGelu, EwOp::kGeluTanh);
+         if (!op) return std::nullopt;
+         return Unary(c, *op);
+       }},
+      {"aten.gelu_backward.default",
+       [](KernelCall& c) -> R {
+         std::optional<EwOp> op = GeluOp(c, 2, EwOp::kGeluBackward, EwOp::kGeluTanhBackward);
+         if (!op) return std::nullopt;
+         return GradOf(c, *op);
+       }},
+      {"aten.silu_backward.default", [](KernelCall& c) { return GradOf(c, EwOp::kSiluBackward); }},
+      {"aten.threshold_backward.default",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
+         return GradOf(c, EwOp::kThresholdBackward, threshold);
+       }},
+  };
+}
+
+// Ops whose CPU kernel only allocates (zeroed): they run on the device as they are.
+constexpr absl::string_view kAllocatingOps[] = {"aten.zeros_like.default",
+                                                "aten.new_zeros.default"};
+
 }  // namespace
 
 std::string CudaKernelKind(absl::string_view target) {
   for (absl::string_view t : kCublasOps) {
     if (t == target) return "cublas";
+  }
+  for (const auto& [t, planner] : ElementwisePlanners()) {
+    if (t == target) return "elementwise";
+  }
+  for (absl::string_view t : kAllocatingOps) {
+    if (t == target) return "allocation";
   }
   if (ViewTargets().contains(target)) return "view";
   return CpuKernels().Find(target) != nullptr ? "host" : "";
@@ -134,6 +330,10 @@ KernelRegistry CudaKernels(CudaDevice& device) {
     } else {
       r.Register(target, OnHost(*cpu.Find(target), dev));
     }
+  }
+  for (absl::string_view t : kAllocatingOps) r.Register(std::string(t), *cpu.Find(t));
+  for (auto& [target, planner] : ElementwisePlanners()) {
+    r.Register(target, OnDevice(std::move(planner), OnHost(*cpu.Find(target), dev), dev));
   }
   r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
     OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));

@@ -5,7 +5,9 @@
 #include "runtime/cuda/cuda_kernels.h"
 
 #include <cmath>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 #include "graph/aot.h"
@@ -140,7 +142,105 @@ TEST(CudaKernelsTest, MatrixProductsReadOperandsInPlace) {
   }
   EXPECT_EQ(CudaKernelKind("aten.mm.default"), "cublas");
   EXPECT_EQ(CudaKernelKind("aten.view.default"), "view");
-  EXPECT_EQ(CudaKernelKind("aten.relu.default"), "host");
+  EXPECT_EQ(CudaKernelKind("aten.relu.default"), "elementwise");
+  EXPECT_EQ(CudaKernelKind("aten._softmax.default"), "host");
+  EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
+}
+
+// The elementwise family on the device against the CPU kernels: the same formulas in the
+// same type (elementwise_ops.h), and on the emulated device the same math library, so the
+// results must be bit-identical, broadcasting, strided operands and scalar variants
+// included.
+TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
+  FakeGpuApi api;
+  auto dev = CudaDevice::Create(&api, 0);
+  ASSERT_TRUE(dev.ok());
+  Allocator host, on_device(dev->get());
+  KernelRegistry kernels = CudaKernels(**dev);
+  // Host operands and their device copies; `t` is a transposed view ([3, 2] of a [2, 3]).
+  auto make = [&](std::vector<int64_t> shape, double scale, double shift) {
+    Tensor h = *Tensor::Empty(host, DType::kFloat32, shape);
+    for (int64_t i = 0; i < h.numel(); ++i)
+      SetElement(h, i, scale * std::sin(1.3 * i + 0.2) + shift);
+    return h;
+  };
+  std::map<std::string, Tensor> hosts = {{"a", make({2, 3}, 2.0, 0)},
+                                         {"b", make({3}, 1.5, 0.1)},
+                                         {"c", make({2, 1, 3}, 1.0, 0)},
+                                         {"d", make({4, 1}, 3.0, 0)},
+                                         {"p", make({2, 3}, 1.0, 2.5)}};  // positive
+  hosts["t"] = *hosts["a"].Transpose(0, 1);
+  std::map<std::string, Tensor> devs;
+  for (const auto& [name, h] : hosts) {
+    if (name == "t") continue;
+    devs[name] = *Tensor::Empty(on_device, h.dtype(), h.shape());
+    ASSERT_TRUE((*dev)->Copy(h, devs[name]).ok());
+  }
+  devs["t"] = *devs["a"].Transpose(0, 1);
+
+  Graph g;
+  std::map<NodeId, std::string> placeholder;
+  std::map<std::string, NodeId> id;
+  for (const auto& [name, h] : hosts) {
+    id[name] = *g.AddNode(Op::kPlaceholder, name, name);
+    placeholder[id[name]] = name;
+  }
+  auto ref = [&](const char* n) { return Value::Ref(id[n]); };
+  struct Case {
+    std::string target;
+    std::vector<Value> args;
+    ValueDict kwargs;
+  };
+  const std::vector<Case> cases = {
+      {"aten.add.Tensor", {ref("a"), ref("b")}, {{"alpha", Value::Double(2.0)}}},
+      {"aten.add.Tensor", {ref("t"), Value::Double(1.5)}, {{"alpha", Value::Double(0.5)}}},
+      {"aten.mul.Tensor", {ref("c"), ref("d")}, {}},
+      {"aten.mul.Tensor", {ref("t"), ref("t")}, {}},
+      {"aten.add.Scalar", {ref("a"), Value::Double(2.0)}, {{"alpha", Value::Double(3.0)}}},
+      {"aten.mul.Scalar", {ref("t"), Value::Double(-1.5)}, {}},
+      {"aten.div.Scalar", {ref("a"), Value::Double(4.0)}, {}},
+      {"aten.div.Tensor_mode", {ref("a"), ref("b")}, {{"rounding_mode", Value::String("floor")}}},
+      {"aten.div.Tensor_mode", {ref("a"), ref("b")}, {{"rounding_mode", Value::String("trunc")}}},
+      {"aten.div.Tensor_mode", {ref("a"), Value::Double(0.3)}, {}},
+      {"aten.pow.Tensor_Scalar", {ref("a"), Value::Double(2)}, {}},
+      {"aten.pow.Tensor_Scalar", {ref("t"), Value::Double(3)}, {}},
+      {"aten.pow.Tensor_Scalar", {ref("p"), Value::Double(0.5)}, {}},
+      {"aten.rsqrt.default", {ref("p")}, {}},
+      {"aten.relu.default", {ref("t")}, {}},
+      {"aten.silu.default", {ref("a")}, {}},
+      {"aten.gelu.default", {ref("a")}, {}},
+      {"aten.gelu.default", {ref("t")}, {{"approximate", Value::String("tanh")}}},
+      {"aten.gelu_backward.default", {ref("a"), ref("p")}, {}},
+      {"aten.gelu_backward.default",
+       {ref("c"), ref("b")},
+       {{"approximate", Value::String("tanh")}}},
+      {"aten.silu_backward.default", {ref("t"), ref("t")}, {}},
+      {"aten.threshold_backward.default", {ref("a"), ref("b"), Value::Double(0.2)}, {}},
+      {"aten.zeros_like.default", {ref("t")}, {}},
+  };
+  int k = 0;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.target + " #" + std::to_string(k));
+    const NodeId n =
+        *g.AddNode(Op::kCallFunction, "op" + std::to_string(k++), cs.target, cs.args, cs.kwargs);
+    KernelCall cpu_call(g.node(n), host,
+                        [&](NodeId in) -> const Tensor* { return &hosts.at(placeholder.at(in)); });
+    absl::StatusOr<std::vector<Tensor>> want = (*CpuKernels().Find(cs.target))(cpu_call);
+    ASSERT_TRUE(want.ok()) << want.status();
+    KernelCall dev_call(g.node(n), on_device,
+                        [&](NodeId in) -> const Tensor* { return &devs.at(placeholder.at(in)); });
+    absl::StatusOr<std::vector<Tensor>> got = (*kernels.Find(cs.target))(dev_call);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const Tensor& w = (*want)[0];
+    ASSERT_EQ((*got)[0].device(), Device::kCuda);
+    Tensor back = *Tensor::Empty(host, w.dtype(), w.shape());
+    ASSERT_TRUE((*dev)->Copy((*got)[0], back).ok());
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      ASSERT_EQ(back.data<float>()[i], w.data<float>()[i]) << "element " << i;
+    }
+  }
+  EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
+  EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
   EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
 }
 

@@ -602,6 +602,46 @@ absl::Status FakeGpuApi::Gemm(const GemmArgs& g, GpuStream* s) {
   return absl::OkStatus();
 }
 
+absl::Status FakeGpuApi::Elementwise(const ElementwiseArgs& e, GpuStream* s) {
+  if (e.out.dtype != DType::kFloat32 && e.out.dtype != DType::kFloat64) {
+    return absl::InvalidArgumentError("Elementwise: float32 / float64");
+  }
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "elementwise");
+  Use(op, e.a.data, false);
+  if (e.b.data != nullptr) Use(op, e.b.data, false);
+  Use(op, e.out.data, true);
+  // The same formulas in the same type as the CPU kernels (elementwise_ops.h).
+  const int ndim = static_cast<int>(e.out.shape.size());
+  int64_t n = 1;
+  for (int64_t d : e.out.shape) n *= d;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = static_cast<const T*>(e.a.data);
+    const T* b = static_cast<const T*>(e.b.data);
+    T* out = static_cast<T*>(e.out.data);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest = i, ia = 0, ib = 0;
+      for (int d = ndim - 1; d >= 0; --d) {
+        const int64_t c = rest % e.out.shape[d];
+        rest /= e.out.shape[d];
+        ia += c * e.a.strides[d];
+        if (b != nullptr) ib += c * e.b.strides[d];
+      }
+      out[i] = Ew<T>(e.op, a[ia], b != nullptr ? b[ib] : static_cast<T>(e.b_scalar),
+                     static_cast<T>(e.s));
+    }
+  };
+  if (e.out.dtype == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> FakeGpuApi::NcclUniqueId() {
   if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
   return options_.nccl->NewId();

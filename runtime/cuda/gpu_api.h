@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/elementwise_ops.h"
 #include "runtime/tensor.h"
 
 namespace overlap {
@@ -73,6 +74,16 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   DType dtype = DType::kFloat32;
+};
+
+// One elementwise op (elementwise_ops.h) into a contiguous `out`: a and b strided over out's
+// shape (stride 0 where broadcast); without b (b.data null) the number b_scalar stands for
+// it. float32 or float64, all three of one dtype.
+struct ElementwiseArgs {
+  EwOp op = EwOp::kAdd;
+  DeviceView a, b, out;
+  double b_scalar = 0;
+  double s = 0;
 };
 
 // The reductions the backend issues (sum only: gradients).
@@ -134,6 +145,8 @@ class GpuApi {
   virtual absl::Status CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) = 0;
   // A matrix product on `s` (cublasGemmStridedBatchedEx).
   virtual absl::Status Gemm(const GemmArgs& g, GpuStream* s) = 0;
+  // The elementwise kernel family (one kernel, the op a parameter).
+  virtual absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) = 0;
 
   // NCCL. The unique id is 128 bytes, made by one rank and shared through the store.
   virtual absl::StatusOr<std::string> NcclUniqueId() = 0;

@@ -1,7 +1,9 @@
-#include "spin_kernel.h"
+#include "device_kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "../elementwise_ops.h"
 
 namespace overlap {
 namespace {
@@ -63,7 +65,43 @@ __global__ void CopyKernel(CopyArgs a) {
   }
 }
 
+template <typename T>
+__global__ void ElementwiseKernel(ElementwiseKernelArgs k) {
+  const EwOp op = static_cast<EwOp>(k.op);
+  const T* a = static_cast<const T*>(k.a);
+  const T* b = static_cast<const T*>(k.b);
+  T* out = static_cast<T*>(k.out);
+  const T s = static_cast<T>(k.s);
+  const T scalar = static_cast<T>(k.b_scalar);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < k.n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t rest = i, ia = 0, ib = 0;
+    for (int d = k.ndim - 1; d >= 0; --d) {
+      const int64_t c = rest % k.shape[d];
+      rest /= k.shape[d];
+      ia += c * k.a_strides[d];
+      ib += c * k.b_strides[d];
+    }
+    out[i] = Ew<T>(op, a[ia], b != nullptr ? b[ib] : scalar, s);
+  }
+}
+
+unsigned Blocks(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+}
+
 }  // namespace
+
+cudaError_t LaunchElementwiseKernel(cudaStream_t stream, const ElementwiseKernelArgs& args) {
+  if (args.n == 0) return cudaSuccess;
+  if (args.is_double) {
+    ElementwiseKernel<double><<<Blocks(args.n, 256), 256, 0, stream>>>(args);
+  } else {
+    ElementwiseKernel<float><<<Blocks(args.n, 256), 256, 0, stream>>>(args);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchCopyKernel(cudaStream_t stream, const CopyArgs& args) {
   if (args.n == 0) return cudaSuccess;

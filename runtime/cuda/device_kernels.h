@@ -1,7 +1,7 @@
-// The backend's own device kernels, compiled by nvcc (spin_kernel.cu, sm_90 + PTX). Plain
+// The backend's own device kernels, compiled by nvcc (device_kernels.cu, sm_90 + PTX). Plain
 // launchers with C++ types only, so the rest of the backend compiles with the host compiler.
-#ifndef OVERLAP_RUNTIME_CUDA_SPIN_KERNEL_H_
-#define OVERLAP_RUNTIME_CUDA_SPIN_KERNEL_H_
+#ifndef OVERLAP_RUNTIME_CUDA_DEVICE_KERNELS_H_
+#define OVERLAP_RUNTIME_CUDA_DEVICE_KERNELS_H_
 
 #include <cstdint>
 
@@ -41,6 +41,25 @@ struct CopyArgs {
 };
 cudaError_t LaunchCopyKernel(cudaStream_t stream, const CopyArgs& args);
 
+// out[i] = Ew(op, a[i], b[i], s) (elementwise_ops.h) over `n` elements of a contiguous
+// `out`; a and b strided over out's shape (stride 0 where broadcast), b a number (b_scalar)
+// when b is null. float32 (is_double false) or float64.
+struct ElementwiseKernelArgs {
+  int op = 0;
+  bool is_double = false;
+  int ndim = 0;
+  int64_t n = 0;
+  int64_t shape[8] = {};
+  int64_t a_strides[8] = {};
+  int64_t b_strides[8] = {};
+  const void* a = nullptr;
+  const void* b = nullptr;
+  double b_scalar = 0;
+  double s = 0;
+  void* out = nullptr;
+};
+cudaError_t LaunchElementwiseKernel(cudaStream_t stream, const ElementwiseKernelArgs& args);
+
 }  // namespace overlap
 
-#endif  // OVERLAP_RUNTIME_CUDA_SPIN_KERNEL_H_
+#endif  // OVERLAP_RUNTIME_CUDA_DEVICE_KERNELS_H_
