@@ -49,18 +49,12 @@ absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t) {
 absl::StatusOr<std::vector<int64_t>> BroadcastShape(const KernelCall& c,
                                                     const std::vector<int64_t>& a,
                                                     const std::vector<int64_t>& b) {
-  const size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1) {
-      return c.Error(absl::StrCat("shapes [", absl::StrJoin(a, ", "), "] and [",
-                                  absl::StrJoin(b, ", "), "] do not broadcast"));
-    }
-    out[i] = da == 1 ? db : da;
+  std::optional<std::vector<int64_t>> out = BroadcastShapes(a, b);
+  if (!out) {
+    return c.Error(absl::StrCat("shapes [", absl::StrJoin(a, ", "), "] and [",
+                                absl::StrJoin(b, ", "), "] do not broadcast"));
   }
-  return out;
+  return *std::move(out);
 }
 
 std::vector<int64_t> BroadcastStrides(const Tensor& t, const std::vector<int64_t>& shape) {

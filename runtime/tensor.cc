@@ -163,6 +163,19 @@ int64_t AvailableMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : INT64_MAX;
 }
 
+std::optional<std::vector<int64_t>> BroadcastShapes(absl::Span<const int64_t> a,
+                                                    absl::Span<const int64_t> b) {
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -266,6 +267,10 @@ float BFloat16ToFloat(uint16_t b);
 // The physical memory available now (free pages), INT64_MAX when the system does not say:
 // what the executor refuses graphs against up front. O(1).
 int64_t AvailableMemoryBytes();
+
+// NumPy broadcasting: the shape `a` and `b` broadcast to, nullopt when they do not. O(dim).
+std::optional<std::vector<int64_t>> BroadcastShapes(absl::Span<const int64_t> a,
+                                                    absl::Span<const int64_t> b);
 
 // Row-major strides for `shape`. O(dim).
 std::vector<int64_t> ContiguousStrides(absl::Span<const int64_t> shape);

@@ -128,20 +128,6 @@ struct EwPlan {
 };
 using Planner = std::function<absl::StatusOr<std::optional<EwPlan>>(KernelCall&)>;
 
-// NumPy broadcasting of `a` and `b`; nullopt when they do not broadcast.
-std::optional<std::vector<int64_t>> Broadcast(const std::vector<int64_t>& a,
-                                              const std::vector<int64_t>& b) {
-  const size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 // `t` viewed over `shape` (stride 0 on broadcast dimensions).
 DeviceView Spread(const Tensor& t, const std::vector<int64_t>& shape) {
   DeviceView v = ViewOf(t);
@@ -167,7 +153,7 @@ Kernel OnDevice(Planner plan, Kernel host, CudaDevice* dev) {
     }
     std::vector<int64_t> shape = e.a.shape();
     if (e.b) {
-      std::optional<std::vector<int64_t>> both = Broadcast(e.a.shape(), e.b->shape());
+      std::optional<std::vector<int64_t>> both = BroadcastShapes(e.a.shape(), e.b->shape());
       if (!both || both->size() > DeviceView::kMaxDims) return host(c);  // its error
       shape = *both;
     }

@@ -51,16 +51,27 @@ __device__ void Store(void* p, int t, int64_t i, double v) {
   }
 }
 
+// Element i of a row-major index space of `ndim` dimensions, as offsets through two sets of
+// strides.
+__device__ __forceinline__ void Offsets(int64_t i, int ndim, const int64_t* shape,
+                                        const int64_t* sa, const int64_t* sb, int64_t* a,
+                                        int64_t* b) {
+  int64_t rest = i;
+  *a = 0;
+  *b = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    const int64_t k = rest % shape[d];
+    rest /= shape[d];
+    *a += k * sa[d];
+    *b += k * sb[d];
+  }
+}
+
 __global__ void CopyKernel(CopyArgs a) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    int64_t rest = i, src = 0, dst = 0;
-    for (int d = a.ndim - 1; d >= 0; --d) {
-      const int64_t k = rest % a.shape[d];
-      rest /= a.shape[d];
-      src += k * a.src_strides[d];
-      dst += k * a.dst_strides[d];
-    }
+    int64_t src, dst;
+    Offsets(i, a.ndim, a.shape, a.src_strides, a.dst_strides, &src, &dst);
     Store(a.dst, a.dst_type, dst, Load(a.src, a.src_type, src));
   }
 }
@@ -75,13 +86,8 @@ __global__ void ElementwiseKernel(ElementwiseKernelArgs k) {
   const T scalar = static_cast<T>(k.b_scalar);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < k.n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = k.ndim - 1; d >= 0; --d) {
-      const int64_t c = rest % k.shape[d];
-      rest /= k.shape[d];
-      ia += c * k.a_strides[d];
-      ib += c * k.b_strides[d];
-    }
+    int64_t ia, ib;
+    Offsets(i, k.ndim, k.shape, k.a_strides, k.b_strides, &ia, &ib);
     out[i] = Ew<T>(op, a[ia], b != nullptr ? b[ib] : scalar, s);
   }
 }
