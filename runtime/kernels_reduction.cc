@@ -1,5 +1,6 @@
 // Reduction kernels: sum and mean over dimensions, softmax and log-softmax and their
-// backwards. Sums accumulate in double whatever the dtype.
+// backwards. Sums accumulate in double whatever the dtype; the softmax family's formulas
+// are reduction_ops.h's, shared with the CUDA backend.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "graph/status_macros.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_util.h"
+#include "runtime/reduction_ops.h"
 
 namespace overlap {
 namespace kernels {
@@ -102,16 +104,8 @@ Results SoftmaxKernel(KernelCall& c, bool log) {
     for (int64_t p = 0; p < a.outer; ++p) {
       for (int64_t q = 0; q < a.inner; ++q) {
         const int64_t base = p * a.n * a.inner + q;
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t i = 0; i < a.n; ++i)
-          mx = std::max(mx, static_cast<double>(in[base + i * a.inner]));
-        double sum = 0;
-        for (int64_t i = 0; i < a.n; ++i) sum += std::exp(in[base + i * a.inner] - mx);
-        const double lse = mx + std::log(sum);
-        for (int64_t i = 0; i < a.n; ++i) {
-          const double v = in[base + i * a.inner];
-          o[base + i * a.inner] = static_cast<T>(log ? v - lse : std::exp(v - lse));
-        }
+        ReduceColumn<T>(log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax, in + base, nullptr,
+                        o + base, a.n, a.inner, 1);
       }
     }
     return std::vector<Tensor>{out};
@@ -137,16 +131,8 @@ Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
     for (int64_t p = 0; p < a.outer; ++p) {
       for (int64_t q = 0; q < a.inner; ++q) {
         const int64_t base = p * a.n * a.inner + q;
-        double s = 0;
-        for (int64_t i = 0; i < a.n; ++i) {
-          const int64_t at = base + i * a.inner;
-          s += log ? static_cast<double>(pg[at]) : static_cast<double>(pg[at]) * py[at];
-        }
-        for (int64_t i = 0; i < a.n; ++i) {
-          const int64_t at = base + i * a.inner;
-          o[at] = static_cast<T>(log ? pg[at] - std::exp(static_cast<double>(py[at])) * s
-                                     : py[at] * (pg[at] - s));
-        }
+        ReduceColumn<T>(log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward, pg + base,
+                        py + base, o + base, a.n, a.inner, 1);
       }
     }
     return std::vector<Tensor>{out};

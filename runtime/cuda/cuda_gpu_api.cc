@@ -307,6 +307,24 @@ class CudaApi final : public GpuApi {
     return absl::OkStatus();
   }
 
+  absl::Status Reduce(const ReduceArgs& r, GpuStream* s) override {
+    if (r.dtype != DType::kFloat32 && r.dtype != DType::kFloat64) {
+      return absl::InvalidArgumentError("Reduce: float32 / float64");
+    }
+    ReduceKernelArgs k;
+    k.op = static_cast<int>(r.op);
+    k.is_double = r.dtype == DType::kFloat64;
+    k.outer = r.outer;
+    k.n = r.n;
+    k.inner = r.inner;
+    k.x = r.x;
+    k.y = r.y;
+    k.out = r.out;
+    k.scale = r.scale;
+    OVERLAP_CUDA(LaunchReduceKernel(S(s), k));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::string> NcclUniqueId() override {
     ncclUniqueId id;
     OVERLAP_NCCL(ncclGetUniqueId(&id), nullptr);

@@ -1,6 +1,7 @@
 #include "runtime/cuda/cuda_kernels.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -286,6 +287,130 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
   };
 }
 
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+int64_t Prod(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= v[i];
+  return p;
+}
+
+// `t`, or a contiguous copy of it in the call's scratch.
+absl::StatusOr<Tensor> Packed(KernelCall& c, CudaDevice& dev, const Tensor& t) {
+  if (t.IsContiguous()) return t;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor packed, c.NewScratch(t.dtype(), t.shape()));
+  OVERLAP_RETURN_IF_ERROR(dev.Copy(t, packed));
+  return packed;
+}
+
+bool FloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+
+// The softmax family on the device; the host path for what it does not take (its errors).
+Kernel SoftmaxOnDevice(bool backward, bool log, Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, backward ? "grad_output" : "self");
+    absl::StatusOr<Tensor> y = backward ? c.TensorArg(1, "output") : x;
+    absl::StatusOr<int64_t> dim = c.IntArg(backward ? 2 : 1, "dim");
+    if (!x.ok() || !y.ok() || !dim.ok() || !FloatType(x->dtype()) || x->dim() == 0 ||
+        x->shape() != y->shape() || x->dtype() != y->dtype() || *dim < -x->dim() ||
+        *dim >= x->dim()) {
+      return host(c);
+    }
+    const int64_t d = *dim < 0 ? *dim + x->dim() : *dim;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor py, Packed(c, *dev, *y));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
+    ReduceArgs r;
+    r.op = backward ? (log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward)
+                    : (log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax);
+    r.dtype = x->dtype();
+    r.outer = Prod(x->shape(), 0, d);
+    r.n = x->shape()[d];
+    r.inner = Prod(x->shape(), d + 1, x->shape().size());
+    r.x = ViewOf(px).data;
+    r.y = backward ? ViewOf(py).data : nullptr;
+    r.out = ViewOf(out).data;
+    OVERLAP_RETURN_IF_ERROR(dev->api().Reduce(r, dev->compute()));
+    return std::vector<Tensor>{out};
+  };
+}
+
+// sum / mean over dimensions on the device: reduced dimensions that form one block of a
+// contiguous input are read in place ([outer, n, inner]); otherwise the input is copied
+// with the kept dimensions first ([kept, reduced], inner 1).
+Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    if (!x.ok() || !FloatType(x->dtype()) || x->dim() == 0) return host(c);
+    const Value* dv = c.Arg(1, "dim");
+    std::vector<int64_t> dims;
+    if (dv != nullptr && !dv->is_none()) {
+      absl::StatusOr<std::vector<int64_t>> got = c.IntListArg(1, "dim");
+      if (!got.ok()) return host(c);
+      dims = *got;
+    }
+    absl::StatusOr<bool> keepdim = c.BoolArg(2, "keepdim", false);
+    if (!keepdim.ok()) return host(c);
+    const int64_t rank = x->dim();
+    std::vector<bool> reduced(rank, dims.empty());
+    for (int64_t d : dims) {
+      if (d < -rank || d >= rank) return host(c);
+      reduced[d < 0 ? d + rank : d] = true;
+    }
+    std::vector<int64_t> keep_shape, out_shape, kept, gone;
+    int64_t count = 1;
+    for (int64_t i = 0; i < rank; ++i) {
+      keep_shape.push_back(reduced[i] ? 1 : x->shape()[i]);
+      if (reduced[i]) {
+        count *= x->shape()[i];
+        gone.push_back(i);
+      } else {
+        out_shape.push_back(x->shape()[i]);
+        kept.push_back(i);
+      }
+    }
+    ReduceArgs r;
+    r.op = ReduceOp::kSum;
+    r.dtype = x->dtype();
+    r.scale = mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+    Tensor in = *x;
+    const bool block = x->IsContiguous() && (gone.empty() || gone.back() - gone.front() + 1 ==
+                                                                 static_cast<int64_t>(gone.size()));
+    if (block && !gone.empty()) {
+      r.outer = Prod(x->shape(), 0, gone.front());
+      r.n = count;
+      r.inner = Prod(x->shape(), gone.back() + 1, rank);
+    } else {
+      std::vector<int64_t> shape, strides;
+      for (const std::vector<int64_t>* part : {&kept, &gone}) {
+        for (int64_t i : *part) {
+          shape.push_back(x->shape()[i]);
+          strides.push_back(x->strides()[i]);
+        }
+      }
+      OVERLAP_ASSIGN_OR_RETURN(Tensor view, x->AsStrided(shape, strides, x->offset()));
+      OVERLAP_ASSIGN_OR_RETURN(in, c.NewScratch(x->dtype(), shape));
+      OVERLAP_RETURN_IF_ERROR(dev->Copy(view, in));
+      r.outer = Prod(out_shape, 0, out_shape.size());
+      r.n = count;
+      r.inner = 1;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        Tensor out, c.NewUninitializedOutput(x->dtype(), *keepdim ? keep_shape : out_shape));
+    r.x = ViewOf(in).data;
+    r.out = ViewOf(out).data;
+    OVERLAP_RETURN_IF_ERROR(dev->api().Reduce(r, dev->compute()));
+    return std::vector<Tensor>{out};
+  };
+}
+
+constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
+                                               "aten.mean.dim",
+                                               "aten._softmax.default",
+                                               "aten._log_softmax.default",
+                                               "aten._softmax_backward_data.default",
+                                               "aten._log_softmax_backward_data.default"};
+
 // Ops whose CPU kernel only allocates (zeroed): they run on the device as they are.
 constexpr absl::string_view kAllocatingOps[] = {"aten.zeros_like.default",
                                                 "aten.new_zeros.default"};
@@ -301,6 +426,9 @@ std::string CudaKernelKind(absl::string_view target) {
   }
   for (absl::string_view t : kAllocatingOps) {
     if (t == target) return "allocation";
+  }
+  for (absl::string_view t : kReductionOps) {
+    if (t == target) return "reduction";
   }
   if (ViewTargets().contains(target)) return "view";
   return CpuKernels().Find(target) != nullptr ? "host" : "";
@@ -321,6 +449,17 @@ KernelRegistry CudaKernels(CudaDevice& device) {
   for (auto& [target, planner] : ElementwisePlanners()) {
     r.Register(target, OnDevice(std::move(planner), OnHost(*cpu.Find(target), dev), dev));
   }
+  auto host = [&](absl::string_view t) { return OnHost(*cpu.Find(t), dev); };
+  r.Register("aten.sum.dim_IntList", SumOnDevice(false, host("aten.sum.dim_IntList"), dev));
+  r.Register("aten.mean.dim", SumOnDevice(true, host("aten.mean.dim"), dev));
+  r.Register("aten._softmax.default",
+             SoftmaxOnDevice(false, false, host("aten._softmax.default"), dev));
+  r.Register("aten._log_softmax.default",
+             SoftmaxOnDevice(false, true, host("aten._log_softmax.default"), dev));
+  r.Register("aten._softmax_backward_data.default",
+             SoftmaxOnDevice(true, false, host("aten._softmax_backward_data.default"), dev));
+  r.Register("aten._log_softmax_backward_data.default",
+             SoftmaxOnDevice(true, true, host("aten._log_softmax_backward_data.default"), dev));
   r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
     OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
     OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "mat2"));

@@ -7,12 +7,16 @@
 //   - the elementwise family (add, mul, div, pow, rsqrt, relu, silu, gelu and their
 //     backwards): one device kernel over elementwise_ops.h's formulas, the CPU kernels'
 //     own, with broadcasting by strides; zeros_like / new_zeros: device allocations;
-//   - every other op of docs/ops.md (reductions, softmax, normalisation, indexing, losses,
-//     attention, convolution, pooling), and the elementwise cases the kernel does not take
-//     (integer division, a 0-d operand of another dtype): the CPU kernel on host copies of
-//     its inputs, its results copied back (correct by construction, and slow: the host
-//     waits for the compute stream at each such node). A reduction family and cuDNN's
-//     convolution, batch norm and pooling replace these next (docs/runtime.md).
+//   - the reduction family (sum, mean, softmax, log-softmax and their backwards): one
+//     device kernel over reduction_ops.h's formulas (one thread per reduced column, double
+//     accumulation);
+//   - every other op of docs/ops.md (normalisation, indexing, losses, attention,
+//     convolution, pooling), and the cases the device kernels do not take (integer
+//     division, a 0-d operand of another dtype, 16-bit or integer reductions): the CPU
+//     kernel on host copies of its inputs, its results copied back (correct by
+//     construction, and slow: the host waits for the compute stream at each such node).
+//     cuDNN's convolution, batch norm and pooling replace some of these next
+//     (docs/runtime.md).
 // Which kernel an op gets is visible: CudaKernelKind.
 #ifndef OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
 #define OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
@@ -28,8 +32,8 @@ namespace overlap {
 // The registry for `device` (which must outlive it). O(number of ops).
 KernelRegistry CudaKernels(CudaDevice& device);
 
-// "view", "cublas", "elementwise", "allocation" or "host" (the CPU kernel through host
-// copies), "" for an unknown target.
+// "view", "cublas", "elementwise", "reduction", "allocation" or "host" (the CPU kernel
+// through host copies), "" for an unknown target.
 std::string CudaKernelKind(absl::string_view target);
 
 }  // namespace overlap

@@ -143,105 +143,178 @@ TEST(CudaKernelsTest, MatrixProductsReadOperandsInPlace) {
   EXPECT_EQ(CudaKernelKind("aten.mm.default"), "cublas");
   EXPECT_EQ(CudaKernelKind("aten.view.default"), "view");
   EXPECT_EQ(CudaKernelKind("aten.relu.default"), "elementwise");
-  EXPECT_EQ(CudaKernelKind("aten._softmax.default"), "host");
+  EXPECT_EQ(CudaKernelKind("aten._softmax.default"), "reduction");
+  EXPECT_EQ(CudaKernelKind("aten.native_layer_norm.default"), "host");
   EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
 }
 
-// The elementwise family on the device against the CPU kernels: the same formulas in the
-// same type (elementwise_ops.h), and on the emulated device the same math library, so the
-// results must be bit-identical, broadcasting, strided operands and scalar variants
-// included.
-TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
-  FakeGpuApi api;
-  auto dev = CudaDevice::Create(&api, 0);
-  ASSERT_TRUE(dev.ok());
-  Allocator host, on_device(dev->get());
-  KernelRegistry kernels = CudaKernels(**dev);
-  // Host operands and their device copies; `t` is a transposed view ([3, 2] of a [2, 3]).
-  auto make = [&](std::vector<int64_t> shape, double scale, double shift) {
-    Tensor h = *Tensor::Empty(host, DType::kFloat32, shape);
-    for (int64_t i = 0; i < h.numel(); ++i)
-      SetElement(h, i, scale * std::sin(1.3 * i + 0.2) + shift);
-    return h;
-  };
-  std::map<std::string, Tensor> hosts = {{"a", make({2, 3}, 2.0, 0)},
-                                         {"b", make({3}, 1.5, 0.1)},
-                                         {"c", make({2, 1, 3}, 1.0, 0)},
-                                         {"d", make({4, 1}, 3.0, 0)},
-                                         {"p", make({2, 3}, 1.0, 2.5)}};  // positive
-  hosts["t"] = *hosts["a"].Transpose(0, 1);
-  std::map<std::string, Tensor> devs;
-  for (const auto& [name, h] : hosts) {
-    if (name == "t") continue;
-    devs[name] = *Tensor::Empty(on_device, h.dtype(), h.shape());
-    ASSERT_TRUE((*dev)->Copy(h, devs[name]).ok());
-  }
-  devs["t"] = *devs["a"].Transpose(0, 1);
-
-  Graph g;
-  std::map<NodeId, std::string> placeholder;
-  std::map<std::string, NodeId> id;
-  for (const auto& [name, h] : hosts) {
-    id[name] = *g.AddNode(Op::kPlaceholder, name, name);
-    placeholder[id[name]] = name;
-  }
-  auto ref = [&](const char* n) { return Value::Ref(id[n]); };
+// Kernels on the emulated device against the CPU kernels, case by case: operands built on
+// the host and copied to the device ("t" a transposed view), every result compared.
+class DeviceVersusCpu {
+ public:
   struct Case {
     std::string target;
     std::vector<Value> args;
     ValueDict kwargs;
   };
-  const std::vector<Case> cases = {
-      {"aten.add.Tensor", {ref("a"), ref("b")}, {{"alpha", Value::Double(2.0)}}},
-      {"aten.add.Tensor", {ref("t"), Value::Double(1.5)}, {{"alpha", Value::Double(0.5)}}},
-      {"aten.mul.Tensor", {ref("c"), ref("d")}, {}},
-      {"aten.mul.Tensor", {ref("t"), ref("t")}, {}},
-      {"aten.add.Scalar", {ref("a"), Value::Double(2.0)}, {{"alpha", Value::Double(3.0)}}},
-      {"aten.mul.Scalar", {ref("t"), Value::Double(-1.5)}, {}},
-      {"aten.div.Scalar", {ref("a"), Value::Double(4.0)}, {}},
-      {"aten.div.Tensor_mode", {ref("a"), ref("b")}, {{"rounding_mode", Value::String("floor")}}},
-      {"aten.div.Tensor_mode", {ref("a"), ref("b")}, {{"rounding_mode", Value::String("trunc")}}},
-      {"aten.div.Tensor_mode", {ref("a"), Value::Double(0.3)}, {}},
-      {"aten.pow.Tensor_Scalar", {ref("a"), Value::Double(2)}, {}},
-      {"aten.pow.Tensor_Scalar", {ref("t"), Value::Double(3)}, {}},
-      {"aten.pow.Tensor_Scalar", {ref("p"), Value::Double(0.5)}, {}},
-      {"aten.rsqrt.default", {ref("p")}, {}},
-      {"aten.relu.default", {ref("t")}, {}},
-      {"aten.silu.default", {ref("a")}, {}},
-      {"aten.gelu.default", {ref("a")}, {}},
-      {"aten.gelu.default", {ref("t")}, {{"approximate", Value::String("tanh")}}},
-      {"aten.gelu_backward.default", {ref("a"), ref("p")}, {}},
-      {"aten.gelu_backward.default",
-       {ref("c"), ref("b")},
-       {{"approximate", Value::String("tanh")}}},
-      {"aten.silu_backward.default", {ref("t"), ref("t")}, {}},
-      {"aten.threshold_backward.default", {ref("a"), ref("b"), Value::Double(0.2)}, {}},
-      {"aten.zeros_like.default", {ref("t")}, {}},
-  };
-  int k = 0;
-  for (const Case& cs : cases) {
-    SCOPED_TRACE(cs.target + " #" + std::to_string(k));
-    const NodeId n =
-        *g.AddNode(Op::kCallFunction, "op" + std::to_string(k++), cs.target, cs.args, cs.kwargs);
-    KernelCall cpu_call(g.node(n), host,
-                        [&](NodeId in) -> const Tensor* { return &hosts.at(placeholder.at(in)); });
-    absl::StatusOr<std::vector<Tensor>> want = (*CpuKernels().Find(cs.target))(cpu_call);
-    ASSERT_TRUE(want.ok()) << want.status();
-    KernelCall dev_call(g.node(n), on_device,
-                        [&](NodeId in) -> const Tensor* { return &devs.at(placeholder.at(in)); });
-    absl::StatusOr<std::vector<Tensor>> got = (*kernels.Find(cs.target))(dev_call);
-    ASSERT_TRUE(got.ok()) << got.status();
-    const Tensor& w = (*want)[0];
-    ASSERT_EQ((*got)[0].device(), Device::kCuda);
-    Tensor back = *Tensor::Empty(host, w.dtype(), w.shape());
-    ASSERT_TRUE((*dev)->Copy((*got)[0], back).ok());
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      ASSERT_EQ(back.data<float>()[i], w.data<float>()[i]) << "element " << i;
+  DeviceVersusCpu() : dev_(*CudaDevice::Create(&api_, 0)), on_device_(dev_.get()) {
+    kernels_ = CudaKernels(*dev_);
+    auto make = [&](std::vector<int64_t> shape, double scale, double shift) {
+      Tensor h = *Tensor::Empty(host_, DType::kFloat32, shape);
+      for (int64_t i = 0; i < h.numel(); ++i) {
+        SetElement(h, i, scale * std::sin(1.3 * i + 0.2) + shift);
+      }
+      return h;
+    };
+    hosts_ = {{"a", make({2, 3}, 2.0, 0)},     {"b", make({3}, 1.5, 0.1)},
+              {"c", make({2, 1, 3}, 1.0, 0)},  {"d", make({4, 1}, 3.0, 0)},
+              {"p", make({2, 3}, 1.0, 2.5)},   {"x", make({2, 3, 4}, 2.0, 0)},
+              {"g", make({2, 3, 4}, 1.0, 0.3)}};
+    hosts_["t"] = *hosts_["a"].Transpose(0, 1);
+    hosts_["xt"] = *hosts_["x"].Transpose(0, 2);
+    for (const auto& [name, h] : hosts_) {
+      if (name == "t" || name == "xt") continue;
+      devs_[name] = *Tensor::Empty(on_device_, h.dtype(), h.shape());
+      EXPECT_TRUE(dev_->Copy(h, devs_[name]).ok());
+    }
+    devs_["t"] = *devs_["a"].Transpose(0, 1);
+    devs_["xt"] = *devs_["x"].Transpose(0, 2);
+    for (const auto& [name, h] : hosts_) {
+      id_[name] = *g_.AddNode(Op::kPlaceholder, name, name);
+      placeholder_[id_[name]] = name;
     }
   }
+  Value Ref(const char* name) { return Value::Ref(id_.at(name)); }
+  // Device kernels of one kind run so far (the fake's trace): proof the host path was not
+  // taken.
+  int64_t Ran(const std::string& what) const {
+    int64_t n = 0;
+    for (const FakeGpuApi::Op& op : api_.ops()) n += op.what == what;
+    return n;
+  }
+
+  // Each case's device result against the CPU kernel's: |a - b| <= tolerance (1 + |b|)
+  // (0: bit-identical).
+  void Check(const std::vector<Case>& cases, double tolerance) {
+    for (const Case& cs : cases) {
+      SCOPED_TRACE(cs.target + " #" + std::to_string(next_));
+      const NodeId n = *g_.AddNode(Op::kCallFunction, "op" + std::to_string(next_++), cs.target,
+                                   cs.args, cs.kwargs);
+      KernelCall cpu_call(g_.node(n), host_, [&](NodeId in) -> const Tensor* {
+        return &hosts_.at(placeholder_.at(in));
+      });
+      absl::StatusOr<std::vector<Tensor>> want = (*CpuKernels().Find(cs.target))(cpu_call);
+      ASSERT_TRUE(want.ok()) << want.status();
+      KernelCall dev_call(g_.node(n), on_device_, [&](NodeId in) -> const Tensor* {
+        return &devs_.at(placeholder_.at(in));
+      });
+      absl::StatusOr<std::vector<Tensor>> got = (*kernels_.Find(cs.target))(dev_call);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const Tensor& w = (*want)[0];
+      ASSERT_EQ((*got)[0].device(), Device::kCuda);
+      ASSERT_EQ((*got)[0].shape(), w.shape());
+      Tensor back = *Tensor::Empty(host_, w.dtype(), w.shape());
+      ASSERT_TRUE(dev_->Copy((*got)[0], back).ok());
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const float x = back.data<float>()[i], y = w.data<float>()[i];
+        if (tolerance == 0) {
+          ASSERT_EQ(x, y) << "element " << i;
+        } else {
+          ASSERT_NEAR(x, y, tolerance * (1 + std::abs(y))) << "element " << i;
+        }
+      }
+    }
+    EXPECT_TRUE(api_.violations().empty()) << absl::StrJoin(api_.violations(), "\n");
+  }
+
+ private:
+  FakeGpuApi api_;
+  std::unique_ptr<CudaDevice> dev_;
+  Allocator host_, on_device_;
+  KernelRegistry kernels_;
+  std::map<std::string, Tensor> hosts_, devs_;
+  Graph g_;
+  std::map<NodeId, std::string> placeholder_;
+  std::map<std::string, NodeId> id_;
+  int next_ = 0;
+};
+
+// The elementwise family: the same formulas in the same type (elementwise_ops.h), and on the
+// emulated device the same math library, so the results are bit-identical, broadcasting,
+// strided operands and scalar variants included.
+TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
+  DeviceVersusCpu t;
+  auto r = [&](const char* n) { return t.Ref(n); };
+  t.Check(
+      {
+          {"aten.add.Tensor", {r("a"), r("b")}, {{"alpha", Value::Double(2.0)}}},
+          {"aten.add.Tensor", {r("t"), Value::Double(1.5)}, {{"alpha", Value::Double(0.5)}}},
+          {"aten.mul.Tensor", {r("c"), r("d")}, {}},
+          {"aten.mul.Tensor", {r("t"), r("t")}, {}},
+          {"aten.add.Scalar", {r("a"), Value::Double(2.0)}, {{"alpha", Value::Double(3.0)}}},
+          {"aten.mul.Scalar", {r("t"), Value::Double(-1.5)}, {}},
+          {"aten.div.Scalar", {r("a"), Value::Double(4.0)}, {}},
+          {"aten.div.Tensor_mode", {r("a"), r("b")}, {{"rounding_mode", Value::String("floor")}}},
+          {"aten.div.Tensor_mode", {r("a"), r("b")}, {{"rounding_mode", Value::String("trunc")}}},
+          {"aten.div.Tensor_mode", {r("a"), Value::Double(0.3)}, {}},
+          {"aten.pow.Tensor_Scalar", {r("a"), Value::Double(2)}, {}},
+          {"aten.pow.Tensor_Scalar", {r("t"), Value::Double(3)}, {}},
+          {"aten.pow.Tensor_Scalar", {r("p"), Value::Double(0.5)}, {}},
+          {"aten.rsqrt.default", {r("p")}, {}},
+          {"aten.relu.default", {r("t")}, {}},
+          {"aten.silu.default", {r("a")}, {}},
+          {"aten.gelu.default", {r("a")}, {}},
+          {"aten.gelu.default", {r("t")}, {{"approximate", Value::String("tanh")}}},
+          {"aten.gelu_backward.default", {r("a"), r("p")}, {}},
+          {"aten.gelu_backward.default",
+           {r("c"), r("b")},
+           {{"approximate", Value::String("tanh")}}},
+          {"aten.silu_backward.default", {r("t"), r("t")}, {}},
+          {"aten.threshold_backward.default", {r("a"), r("b"), Value::Double(0.2)}, {}},
+          {"aten.zeros_like.default", {r("t")}, {}},
+      },
+      0);
+  EXPECT_EQ(t.Ran("elementwise"), 22);  // every case but zeros_like, on the device
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
-  EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
+}
+
+// The reduction family: the softmax family bit-identical (one formula, reduction_ops.h);
+// sums accumulate in double in another order than the CPU's eight lanes, so within 1e-6.
+TEST(CudaKernelsTest, ReductionFamilyMatchesTheCpuKernels) {
+  DeviceVersusCpu t;
+  auto r = [&](const char* n) { return t.Ref(n); };
+  auto dims = [](std::vector<int64_t> d) {
+    std::vector<Value> v;
+    for (int64_t x : d) v.push_back(Value::Int(x));
+    return Value::List(v);
+  };
+  t.Check(
+      {
+          {"aten._softmax.default", {r("x"), Value::Int(1), Value::Bool(false)}, {}},
+          {"aten._softmax.default", {r("xt"), Value::Int(-1), Value::Bool(false)}, {}},
+          {"aten._log_softmax.default", {r("x"), Value::Int(0), Value::Bool(false)}, {}},
+          {"aten._softmax_backward_data.default",
+           {r("g"), r("x"), Value::Int(2), Value::String("torch.float32")},
+           {}},
+          {"aten._log_softmax_backward_data.default",
+           {r("g"), r("x"), Value::Int(1), Value::String("torch.float32")},
+           {}},
+      },
+      0);
+  t.Check(
+      {
+          {"aten.sum.dim_IntList", {r("x"), dims({1})}, {}},
+          {"aten.sum.dim_IntList", {r("x"), dims({0, 2})}, {}},
+          {"aten.sum.dim_IntList", {r("x"), dims({-1}), Value::Bool(true)}, {}},
+          {"aten.sum.dim_IntList", {r("xt"), dims({1, 2})}, {}},
+          {"aten.sum.dim_IntList", {r("x"), Value()}, {}},
+          {"aten.mean.dim", {r("x"), dims({-1})}, {}},
+          {"aten.mean.dim", {r("xt"), dims({0})}, {{"keepdim", Value::Bool(true)}}},
+      },
+      1e-6);
+  EXPECT_EQ(t.Ran("reduce"), 12);  // every case on the device
+  EXPECT_EQ(CudaKernelKind("aten.mean.dim"), "reduction");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "../elementwise_ops.h"
+#include "../reduction_ops.h"
 
 namespace overlap {
 namespace {
@@ -92,6 +93,22 @@ __global__ void ElementwiseKernel(ElementwiseKernelArgs k) {
   }
 }
 
+template <typename T>
+__global__ void ReduceKernel(ReduceKernelArgs k) {
+  const ReduceOp op = static_cast<ReduceOp>(k.op);
+  const T* x = static_cast<const T*>(k.x);
+  const T* y = static_cast<const T*>(k.y);
+  T* out = static_cast<T*>(k.out);
+  const int64_t columns = k.outer * k.inner;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t p = c / k.inner, q = c % k.inner;
+    const int64_t base = p * k.n * k.inner + q;
+    ReduceColumn<T>(op, x + base, y != nullptr ? y + base : nullptr,
+                    op == ReduceOp::kSum ? out + c : out + base, k.n, k.inner, k.scale);
+  }
+}
+
 unsigned Blocks(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
@@ -105,6 +122,17 @@ cudaError_t LaunchElementwiseKernel(cudaStream_t stream, const ElementwiseKernel
     ElementwiseKernel<double><<<Blocks(args.n, 256), 256, 0, stream>>>(args);
   } else {
     ElementwiseKernel<float><<<Blocks(args.n, 256), 256, 0, stream>>>(args);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReduceKernel(cudaStream_t stream, const ReduceKernelArgs& args) {
+  const int64_t columns = args.outer * args.inner;
+  if (columns == 0) return cudaSuccess;
+  if (args.is_double) {
+    ReduceKernel<double><<<Blocks(columns, 128), 128, 0, stream>>>(args);
+  } else {
+    ReduceKernel<float><<<Blocks(columns, 128), 128, 0, stream>>>(args);
   }
   return cudaGetLastError();
 }

@@ -60,6 +60,19 @@ struct ElementwiseKernelArgs {
 };
 cudaError_t LaunchElementwiseKernel(cudaStream_t stream, const ElementwiseKernelArgs& args);
 
+// ReduceColumn (reduction_ops.h) on every column of contiguous [outer, n, inner] tensors, one
+// thread per column; kSum writes out[outer, inner], the others out[outer, n, inner].
+struct ReduceKernelArgs {
+  int op = 0;
+  bool is_double = false;
+  int64_t outer = 0, n = 0, inner = 0;
+  const void* x = nullptr;
+  const void* y = nullptr;
+  void* out = nullptr;
+  double scale = 1;
+};
+cudaError_t LaunchReduceKernel(cudaStream_t stream, const ReduceKernelArgs& args);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_RUNTIME_CUDA_DEVICE_KERNELS_H_

@@ -642,6 +642,36 @@ absl::Status FakeGpuApi::Elementwise(const ElementwiseArgs& e, GpuStream* s) {
   return absl::OkStatus();
 }
 
+absl::Status FakeGpuApi::Reduce(const ReduceArgs& r, GpuStream* s) {
+  if (r.dtype != DType::kFloat32 && r.dtype != DType::kFloat64) {
+    return absl::InvalidArgumentError("Reduce: float32 / float64");
+  }
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "reduce");
+  Use(op, r.x, false);
+  if (r.y != nullptr) Use(op, r.y, false);
+  Use(op, r.out, true);
+  auto run = [&](auto tag) {  // the device kernel's loop, column by column
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(r.x);
+    const T* y = static_cast<const T*>(r.y);
+    T* out = static_cast<T*>(r.out);
+    for (int64_t c = 0; c < r.outer * r.inner; ++c) {
+      const int64_t base = (c / r.inner) * r.n * r.inner + c % r.inner;
+      ReduceColumn<T>(r.op, x + base, y != nullptr ? y + base : nullptr,
+                      r.op == ReduceOp::kSum ? out + c : out + base, r.n, r.inner, r.scale);
+    }
+  };
+  if (r.dtype == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> FakeGpuApi::NcclUniqueId() {
   if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
   return options_.nccl->NewId();

@@ -122,6 +122,7 @@ class FakeGpuApi final : public GpuApi {
   absl::Status CopyStrided(const DeviceView& src, const DeviceView& dst, GpuStream* s) override;
   absl::Status Gemm(const GemmArgs& g, GpuStream* s) override;
   absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) override;
+  absl::Status Reduce(const ReduceArgs& r, GpuStream* s) override;
   absl::StatusOr<std::string> NcclUniqueId() override;
   absl::StatusOr<GpuComm*> NcclCommInit(int nranks, int rank,
                                         const std::string& unique_id) override;

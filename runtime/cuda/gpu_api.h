@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/elementwise_ops.h"
+#include "runtime/reduction_ops.h"
 #include "runtime/tensor.h"
 
 namespace overlap {
@@ -84,6 +85,19 @@ struct ElementwiseArgs {
   DeviceView a, b, out;
   double b_scalar = 0;
   double s = 0;
+};
+
+// One reduction (reduction_ops.h) over the columns of contiguous [outer, n, inner] tensors:
+// kSum writes out[outer, inner], the softmax family out[outer, n, inner]; y is the
+// backwards' forward output. float32 or float64.
+struct ReduceArgs {
+  ReduceOp op = ReduceOp::kSum;
+  DType dtype = DType::kFloat32;
+  int64_t outer = 0, n = 0, inner = 0;
+  const void* x = nullptr;
+  const void* y = nullptr;
+  void* out = nullptr;
+  double scale = 1;
 };
 
 // The reductions the backend issues (sum only: gradients).
@@ -147,6 +161,8 @@ class GpuApi {
   virtual absl::Status Gemm(const GemmArgs& g, GpuStream* s) = 0;
   // The elementwise kernel family (one kernel, the op a parameter).
   virtual absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) = 0;
+  // The reduction kernel family (sum, mean, the softmax family).
+  virtual absl::Status Reduce(const ReduceArgs& r, GpuStream* s) = 0;
 
   // NCCL. The unique id is 128 bytes, made by one rank and shared through the store.
   virtual absl::StatusOr<std::string> NcclUniqueId() = 0;
