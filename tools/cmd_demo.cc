@@ -281,27 +281,46 @@ std::string OverlapBinary() {
   return absl::EndsWith(self, "/overlap") ? self : "";
 }
 
-// [11] The CUDA backend: what this machine offers it. Without a usable GPU the reason
-// (`overlap run --device cuda` exits 1 with it); tools/gpu_check.sh runs the device checks.
-void ShowCuda(Invocation& in) {
+// [11] The CUDA backend: what this machine offers it (the reason when it has no usable GPU:
+// `overlap run --device cuda` exits 1 with it), then the same two ranks with the forward and
+// backward on the CUDA backend's kernels: on the GPU when there is one, else on emulated
+// devices (host memory, stream order checked).
+absl::Status ShowCuda(Invocation& in, const std::string& model) {
 #ifdef OVERLAP_NO_CUDA
   std::fputs("[11] CUDA backend: not in this build\n", in.out());
+  return absl::OkStatus();
 #else
   std::unique_ptr<GpuApi> api = CudaGpuApi();
-  absl::StatusOr<GpuInfo> info = api->Probe();
-  if (!info.ok()) {
-    std::fprintf(in.out(), "[11] CUDA backend: %s\n", std::string(info.status().message()).c_str());
-    return;
-  }
+  OVERLAP_ASSIGN_OR_RETURN(GpuInfo info, api->Probe());
   absl::Status usable = api->CheckUsable(0);
-  std::fprintf(in.out(),
-               "[11] CUDA backend (built for %s, NCCL %s; streams, events and NCCL tested "
-               "through a fake device): %s\n    GPU checks: tools/gpu_check.sh --build DIR, "
-               "then --run DIR OUT on a GPU machine\n",
-               CudaVersionString(info->runtime_version).c_str(),
-               NcclVersionString(info->nccl_version).c_str(),
-               usable.ok() ? absl::StrCat("device 0 is ", info->device_name).c_str()
+  std::fprintf(in.out(), "[11] CUDA backend (built for %s, NCCL %s): %s\n",
+               CudaVersionString(info.runtime_version).c_str(),
+               NcclVersionString(info.nccl_version).c_str(),
+               usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
                            : std::string(usable.message()).c_str());
+  const std::string binary = OverlapBinary();
+  if (model == "random" || binary.empty()) return absl::OkStatus();
+  const std::string device = usable.ok() ? "cuda" : "cuda-emulated";
+  const std::string collectives = usable.ok() && info.device_count < 2 ? "gloo" : "";
+  std::fprintf(in.out(),
+               "     two ranks on it (`overlap run --nproc 2 --strategy zero3 --device %s%s "
+               "--steps 5`; GPU checks: tools/gpu_check.sh):\n",
+               device.c_str(), collectives.empty() ? "" : " --collectives gloo");
+  std::fflush(in.out());
+  std::fflush(in.err());
+  LaunchOptions lo;
+  lo.nproc = 2;
+  lo.argv = {binary, "worker",  "--strategy", "zero3",    "--model",
+             model,  "--steps", "5",          "--device", device};
+  if (!collectives.empty()) {
+    lo.argv.push_back("--collectives");
+    lo.argv.push_back(collectives);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(LaunchResult r, Launch(lo));
+  if (r.exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("the ranks failed: ", r.message));
+  }
+  return absl::OkStatus();
 #endif
 }
 
@@ -380,12 +399,13 @@ int Run(Invocation& in) {
   }
   if (absl::Status s = ShowExecution(in, model); !s.ok()) return in.BadInput(s);
   if (absl::Status s = ShowRanks(in, model); !s.ok()) return in.BadInput(s);
-  ShowCuda(in);
+  if (absl::Status s = ShowCuda(in, model); !s.ok()) return in.BadInput(s);
   std::fputs(
       "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, `overlap print g.json`, "
       "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json --explain`, "
       "`overlap exec f.json --backward-graph b.json`, `overlap train --model <model>`, "
-      "`overlap run --nproc 4 --strategy zero3`, `overlap bench-comm` (see --help)\n",
+      "`overlap run --nproc 4 --strategy zero3`, `overlap run --device cuda`, `overlap bench-comm` "
+      "(see --help)\n",
       in.out());
   return *back == *g ? kExitOk : kExitBadInput;
 }

@@ -1,4 +1,5 @@
-// A GpuApi on the host, for tests on machines without a GPU (testonly).
+// A GpuApi on the host: the emulated device. The oracle of the backend's tests on machines
+// without a GPU, and `overlap run --device cuda-emulated`.
 //
 // Device memory is host memory, and every call but a collective runs when it is issued,
 // after the host has waited for what the stream would have waited for (earlier collectives

@@ -1,8 +1,9 @@
-// The seam between the CUDA backend and the CUDA runtime / NCCL: every device call the
-// backend makes (streams, events, stream-ordered memory, the spin kernel, NCCL) goes through
-// GpuApi. CudaGpuApi() (cuda_gpu_api.h) is the real one; FakeGpuApi (fake_gpu_api.h,
-// testonly) runs the same calls on the host, so the backend's ordering, memory and error
-// handling are tested on machines without a GPU.
+// The seam between the CUDA backend and the CUDA runtime / NCCL / cuBLAS: every device call
+// the backend makes (streams, events, stream-ordered memory, copies, its kernels, matrix
+// products, NCCL) goes through GpuApi. CudaGpuApi() (cuda_gpu_api.h) is the real one;
+// FakeGpuApi (fake_gpu_api.h, the emulated device) runs the same calls on the host, so the
+// backend's ordering, memory, kernels' wrapping and error handling are tested on machines
+// without a GPU.
 //
 //   std::unique_ptr<GpuApi> api = CudaGpuApi();
 //   OVERLAP_ASSIGN_OR_RETURN(GpuStream* compute, api->CreateStream(/*high_priority=*/false));
