@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 // Relative: nvcc compiles this header with no workspace include path.
 #include "elementwise_ops.h"  // OVERLAP_HOST_DEVICE
@@ -39,7 +38,7 @@ OVERLAP_HOST_DEVICE inline void ReduceColumn(ReduceOp op, const T* x, const T* y
     }
     case ReduceOp::kSoftmax:
     case ReduceOp::kLogSoftmax: {
-      double mx = -std::numeric_limits<double>::infinity();
+      double mx = -HUGE_VAL;  // a macro, usable in device code (numeric_limits is not)
       for (int64_t i = 0; i < n; ++i) {
         const double v = static_cast<double>(x[i * stride]);
         mx = mx < v ? v : mx;  // std::max's rule: a NaN does not replace the maximum

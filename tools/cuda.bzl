@@ -18,6 +18,7 @@ _NVCC = "/usr/local/cuda/bin/nvcc"
 _FLAGS = " ".join([
     "-c",
     "-O3",
+    "--Werror all-warnings",  # host-only calls in device code and the like are errors
     "-std=c++17",
     "-Xcompiler -fPIC",
     "-gencode arch=compute_90,code=sm_90",
