@@ -8,6 +8,7 @@
 
 #include "graph/status_macros.h"
 #include "runtime/blas.h"
+#include "runtime/conv_args.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_util.h"
 
@@ -378,57 +379,6 @@ Results NativeBatchNormBackward(KernelCall& c) {
 
 // ---- 2-D convolution: im2col + GEMM ----
 
-struct ConvGeometry {
-  int64_t n, c, h, w, o, kh, kw, groups, cg, og, ho, wo;
-  int64_t sh, sw, ph, pw, dh, dw;
-};
-
-absl::StatusOr<std::vector<int64_t>> Pair(KernelCall& c, int pos, absl::string_view name,
-                                          int64_t fallback) {
-  const Value* v = c.Arg(pos, name);
-  if (v == nullptr || v->is_none()) return std::vector<int64_t>{fallback, fallback};
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(pos, name));
-  if (p.empty()) return std::vector<int64_t>{fallback, fallback};
-  if (p.size() == 1) p.push_back(p[0]);
-  if (p.size() != 2) return c.Error(absl::StrCat(name, " should have 2 entries"));
-  return p;
-}
-
-// Reads stride, padding, dilation, transposed, groups from positions `first`.. of the call.
-absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt, int first) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, Pair(c, first, "stride", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, Pair(c, first + 1, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, Pair(c, first + 2, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg(first + 3, "transposed", false));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg(first + 5, "groups", 1));
-  if (transposed) return c.Error("transposed convolutions are not supported");
-  if (x.dim() != 4 || wt.dim() != 4) {
-    return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
-                                wt.DebugString()));
-  }
-  ConvGeometry gm;
-  gm.n = x.shape()[0], gm.c = x.shape()[1], gm.h = x.shape()[2], gm.w = x.shape()[3];
-  gm.o = wt.shape()[0], gm.kh = wt.shape()[2], gm.kw = wt.shape()[3], gm.groups = groups;
-  gm.sh = stride[0], gm.sw = stride[1], gm.ph = pad[0], gm.pw = pad[1], gm.dh = dil[0],
-  gm.dw = dil[1];
-  if (groups <= 0 || gm.c % groups != 0 || gm.o % groups != 0 || wt.shape()[1] * groups != gm.c) {
-    return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
-                                x.DebugString(), " with ", groups, " groups"));
-  }
-  if (gm.sh <= 0 || gm.sw <= 0 || gm.dh <= 0 || gm.dw <= 0 || gm.ph < 0 || gm.pw < 0) {
-    return c.Error("stride and dilation must be positive, padding non-negative");
-  }
-  gm.cg = gm.c / groups, gm.og = gm.o / groups;
-  if (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1 < 0 ||
-      gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1 < 0) {
-    return c.Error("the kernel is larger than the padded input");
-  }
-  gm.ho = (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1) / gm.sh + 1;
-  gm.wo = (gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1) / gm.sw + 1;
-  if (gm.ho <= 0 || gm.wo <= 0) return c.Error("the kernel is larger than the padded input");
-  return gm;
-}
-
 // col[(ci * kh + i) * kw + j][oh * wo + ow] = x[ci][oh*sh - ph + i*dh][ow*sw - pw + j*dw].
 template <typename T>
 void Im2Col(const ConvGeometry& g, const T* x, T* col) {
@@ -574,10 +524,10 @@ int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
 }
 
 absl::StatusOr<PoolGeometry> PoolArgs(KernelCall& c, const Tensor& x, int first) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, Pair(c, first, "kernel_size", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, Pair(c, first + 1, "stride", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, Pair(c, first + 2, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, Pair(c, first + 3, "dilation", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, PairArg(c, first, "kernel_size", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, first + 1, "stride", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, first + 2, "padding", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, first + 3, "dilation", 1));
   OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg(first + 4, "ceil_mode", false));
   if (s[0] == 0) s = k;  // PyTorch: an empty stride means the kernel size
   if (x.dim() < 3) return c.Error(absl::StrCat("pooling input ", x.DebugString(), " is not 2-D"));

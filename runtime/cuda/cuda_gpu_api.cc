@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cublas_v2.h"
 #include "cuda_runtime_api.h"
+#include "cudnn.h"
 #include "graph/status_macros.h"
 #include "nccl.h"
 #include "runtime/cuda/device_kernels.h"
@@ -52,6 +53,52 @@ absl::Status CublasError(const char* call, cublasStatus_t st, const char* file, 
       return ::overlap::CublasError(#call, overlap_cublas_s, __FILE__, __LINE__); \
     }                                                                             \
   } while (0)
+
+absl::Status CudnnError(const char* call, cudnnStatus_t st, const char* file, int line) {
+  return absl::InternalError(
+      absl::StrCat(call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st)));
+}
+
+#define OVERLAP_CUDNN(call)                                                     \
+  do {                                                                          \
+    const cudnnStatus_t overlap_cudnn_s = (call);                               \
+    if (overlap_cudnn_s != CUDNN_STATUS_SUCCESS) {                              \
+      return ::overlap::CudnnError(#call, overlap_cudnn_s, __FILE__, __LINE__); \
+    }                                                                           \
+  } while (0)
+
+// cuDNN descriptors for one convolution, destroyed with it.
+struct ConvDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~ConvDescriptors() {
+    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
+    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
+    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+  }
+  absl::Status Make(const ConvShape& g) {
+    const cudnnDataType_t type = g.dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    OVERLAP_CUDNN(cudnnCreateTensorDescriptor(&x));
+    OVERLAP_CUDNN(cudnnCreateTensorDescriptor(&y));
+    OVERLAP_CUDNN(cudnnCreateFilterDescriptor(&w));
+    OVERLAP_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
+    OVERLAP_CUDNN(
+        cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(g.h), i(g.w)));
+    OVERLAP_CUDNN(
+        cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.o), i(g.ho), i(g.wo)));
+    OVERLAP_CUDNN(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, i(g.o), i(g.c / g.groups),
+                                             i(g.kh), i(g.kw)));
+    OVERLAP_CUDNN(cudnnSetConvolution2dDescriptor(conv, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh),
+                                                  i(g.dw), CUDNN_CROSS_CORRELATION, type));
+    OVERLAP_CUDNN(cudnnSetConvolutionGroupCount(conv, i(g.groups)));
+    // FMA math: no tensor cores, so float32 stays float32 (no TF32), as on the CPU.
+    OVERLAP_CUDNN(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    return absl::OkStatus();
+  }
+};
 
 // ncclInProgress is not an error for a nonblocking communicator's calls.
 #define OVERLAP_NCCL(call, comm)                                                      \
@@ -325,6 +372,68 @@ class CudaApi final : public GpuApi {
     return absl::OkStatus();
   }
 
+  absl::Status Convolution(ConvPass pass, const ConvShape& g, const void* a, const void* b,
+                           void* out, GpuStream* st) override {
+    if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {
+      return absl::InvalidArgumentError("Convolution: float32 / float64");
+    }
+    if (dnn_ == nullptr) OVERLAP_CUDNN(cudnnCreate(&dnn_));
+    OVERLAP_CUDNN(cudnnSetStream(dnn_, S(st)));
+    ConvDescriptors d;
+    OVERLAP_RETURN_IF_ERROR(d.Make(g));
+    const double one64 = 1, zero64 = 0;
+    const float one32 = 1, zero32 = 0;
+    const bool f64 = g.dtype == DType::kFloat64;
+    const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
+    const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+    int found = 0;
+    size_t bytes = 0;
+    // The workspace goes back to the pool (stream-ordered) however the pass ends.
+    struct Workspace {
+      void* p = nullptr;
+      cudaStream_t stream;
+      ~Workspace() {
+        if (p != nullptr) cudaFreeAsync(p, stream);
+      }
+    } ws{nullptr, S(st)};
+    switch (pass) {
+      case ConvPass::kForward: {
+        cudnnConvolutionFwdAlgoPerf_t perf;
+        OVERLAP_CUDNN(
+            cudnnGetConvolutionForwardAlgorithm_v7(dnn_, d.x, d.w, d.conv, d.y, 1, &found, &perf));
+        OVERLAP_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(dnn_, d.x, d.w, d.conv, d.y,
+                                                              perf.algo, &bytes));
+        if (bytes > 0) OVERLAP_CUDA(cudaMallocAsync(&ws.p, bytes, S(st)));
+        OVERLAP_CUDNN(cudnnConvolutionForward(dnn_, one, d.x, a, d.w, b, d.conv, perf.algo, ws.p,
+                                              bytes, zero, d.y, out));
+        break;
+      }
+      case ConvPass::kBackwardData: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf;
+        OVERLAP_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn_, d.w, d.y, d.conv, d.x, 1,
+                                                                  &found, &perf));
+        OVERLAP_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, d.w, d.y, d.conv, d.x,
+                                                                   perf.algo, &bytes));
+        if (bytes > 0) OVERLAP_CUDA(cudaMallocAsync(&ws.p, bytes, S(st)));
+        OVERLAP_CUDNN(cudnnConvolutionBackwardData(dnn_, one, d.w, b, d.y, a, d.conv, perf.algo,
+                                                   ws.p, bytes, zero, d.x, out));
+        break;
+      }
+      case ConvPass::kBackwardFilter: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf;
+        OVERLAP_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn_, d.x, d.y, d.conv, d.w, 1,
+                                                                    &found, &perf));
+        OVERLAP_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, d.x, d.y, d.conv, d.w,
+                                                                     perf.algo, &bytes));
+        if (bytes > 0) OVERLAP_CUDA(cudaMallocAsync(&ws.p, bytes, S(st)));
+        OVERLAP_CUDNN(cudnnConvolutionBackwardFilter(dnn_, one, d.x, a, d.y, b, d.conv, perf.algo,
+                                                     ws.p, bytes, zero, d.w, out));
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::string> NcclUniqueId() override {
     ncclUniqueId id;
     OVERLAP_NCCL(ncclGetUniqueId(&id), nullptr);
@@ -406,6 +515,7 @@ class CudaApi final : public GpuApi {
 
   int device_ = 0;
   cublasHandle_t blas_ = nullptr;  // made on the first Gemm (it allocates device memory)
+  cudnnHandle_t dnn_ = nullptr;    // made on the first convolution
 };
 
 }  // namespace

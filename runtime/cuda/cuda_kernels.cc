@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "graph/status_macros.h"
+#include "runtime/conv_args.h"
 
 namespace overlap {
 namespace {
@@ -404,6 +405,114 @@ Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
   };
 }
 
+ConvShape ShapeOf(const ConvGeometry& g, DType dtype) {
+  ConvShape s;
+  s.n = g.n, s.c = g.c, s.h = g.h, s.w = g.w, s.o = g.o, s.kh = g.kh, s.kw = g.kw;
+  s.groups = g.groups, s.sh = g.sh, s.sw = g.sw, s.ph = g.ph, s.pw = g.pw, s.dh = g.dh;
+  s.dw = g.dw, s.ho = g.ho, s.wo = g.wo, s.dtype = dtype;
+  return s;
+}
+
+// aten.convolution on cuDNN, the bias added by the elementwise kernel (as the CPU adds it,
+// after the product); the host path for what it does not take (its errors included).
+Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
+    absl::StatusOr<Tensor> w = c.TensorArg(1, "weight");
+    absl::StatusOr<std::optional<Tensor>> bias = c.OptionalTensorArg(2, "bias");
+    if (!x.ok() || !w.ok() || !bias.ok() || !FloatType(x->dtype()) || w->dtype() != x->dtype() ||
+        (*bias && (*bias)->dtype() != x->dtype())) {
+      return host(c);
+    }
+    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w, 3);
+    if (!g.ok() || (*bias && ((*bias)->dim() != 1 || (*bias)->numel() != g->o))) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor y,
+                             c.NewUninitializedOutput(x->dtype(), {g->n, g->o, g->ho, g->wo}));
+    OVERLAP_RETURN_IF_ERROR(dev->api().Convolution(ConvPass::kForward, ShapeOf(*g, x->dtype()),
+                                                   ViewOf(px).data, ViewOf(pw).data, ViewOf(y).data,
+                                                   dev->compute()));
+    if (*bias) {
+      ElementwiseArgs e;
+      e.op = EwOp::kAdd;
+      e.s = 1;
+      e.a = ViewOf(y);
+      e.b = ViewOf(**bias);
+      e.b.shape = y.shape();
+      e.b.strides = {0, (*bias)->strides()[0], 0, 0};
+      e.out = ViewOf(y);
+      OVERLAP_RETURN_IF_ERROR(dev->api().Elementwise(e, dev->compute()));
+    }
+    return std::vector<Tensor>{y};
+  };
+}
+
+// aten.convolution_backward on cuDNN (data and filter passes), the bias gradient by the
+// reduction kernel (over each image's plane, then over the batch).
+Kernel ConvolutionBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> gy = c.TensorArg(0, "grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
+    absl::StatusOr<Tensor> w = c.TensorArg(2, "weight");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(10, "output_mask", {true, true, true});
+    if (!gy.ok() || !x.ok() || !w.ok() || !mask.ok() || mask->size() != 3 ||
+        !FloatType(x->dtype()) || w->dtype() != x->dtype() || gy->dtype() != x->dtype()) {
+      return host(c);
+    }
+    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w, 4);
+    if (!g.ok() || gy->shape() != std::vector<int64_t>{g->n, g->o, g->ho, g->wo}) return host(c);
+    bool has_bias = false;
+    const Value* bias_sizes = c.Arg(3, "bias_sizes");
+    if (bias_sizes != nullptr && bias_sizes->kind() == Value::Kind::kList) {
+      absl::StatusOr<std::vector<int64_t>> bs = c.IntListArg(3, "bias_sizes");
+      if (!bs.ok()) return host(c);
+      has_bias = !bs->empty() && (*bs)[0] != 0;
+    }
+    const DType dtype = x->dtype();
+    const ConvShape shape = ShapeOf(*g, dtype);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *gy));
+    std::vector<Tensor> out(3);
+    if ((*mask)[0]) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
+      OVERLAP_ASSIGN_OR_RETURN(out[0], c.NewUninitializedOutput(dtype, x->shape()));
+      OVERLAP_RETURN_IF_ERROR(dev->api().Convolution(ConvPass::kBackwardData, shape,
+                                                     ViewOf(pg).data, ViewOf(pw).data,
+                                                     ViewOf(out[0]).data, dev->compute()));
+    }
+    if ((*mask)[1]) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+      OVERLAP_ASSIGN_OR_RETURN(out[1], c.NewUninitializedOutput(dtype, w->shape()));
+      OVERLAP_RETURN_IF_ERROR(dev->api().Convolution(ConvPass::kBackwardFilter, shape,
+                                                     ViewOf(px).data, ViewOf(pg).data,
+                                                     ViewOf(out[1]).data, dev->compute()));
+    }
+    if ((*mask)[2] && has_bias) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor planes, c.NewScratch(dtype, {g->n, g->o}));
+      OVERLAP_ASSIGN_OR_RETURN(out[2], c.NewUninitializedOutput(dtype, {g->o}));
+      ReduceArgs r;
+      r.op = ReduceOp::kSum;
+      r.dtype = dtype;
+      r.outer = g->n * g->o;
+      r.n = g->ho * g->wo;
+      r.inner = 1;
+      r.x = ViewOf(pg).data;
+      r.out = ViewOf(planes).data;
+      OVERLAP_RETURN_IF_ERROR(dev->api().Reduce(r, dev->compute()));
+      r.outer = 1;
+      r.n = g->n;
+      r.inner = g->o;
+      r.x = ViewOf(planes).data;
+      r.out = ViewOf(out[2]).data;
+      OVERLAP_RETURN_IF_ERROR(dev->api().Reduce(r, dev->compute()));
+    }
+    return out;
+  };
+}
+
+constexpr absl::string_view kCudnnOps[] = {"aten.convolution.default",
+                                           "aten.convolution_backward.default"};
+
 constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
                                                "aten.mean.dim",
                                                "aten._softmax.default",
@@ -429,6 +538,9 @@ std::string CudaKernelKind(absl::string_view target) {
   }
   for (absl::string_view t : kReductionOps) {
     if (t == target) return "reduction";
+  }
+  for (absl::string_view t : kCudnnOps) {
+    if (t == target) return "cudnn";
   }
   if (ViewTargets().contains(target)) return "view";
   return CpuKernels().Find(target) != nullptr ? "host" : "";
@@ -460,6 +572,10 @@ KernelRegistry CudaKernels(CudaDevice& device) {
              SoftmaxOnDevice(true, false, host("aten._softmax_backward_data.default"), dev));
   r.Register("aten._log_softmax_backward_data.default",
              SoftmaxOnDevice(true, true, host("aten._log_softmax_backward_data.default"), dev));
+  r.Register("aten.convolution.default",
+             ConvolutionOnDevice(host("aten.convolution.default"), dev));
+  r.Register("aten.convolution_backward.default",
+             ConvolutionBackwardOnDevice(host("aten.convolution_backward.default"), dev));
   r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
     OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
     OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "mat2"));

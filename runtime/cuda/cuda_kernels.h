@@ -10,13 +10,14 @@
 //   - the reduction family (sum, mean, softmax, log-softmax and their backwards): one
 //     device kernel over reduction_ops.h's formulas (one thread per reduced column, double
 //     accumulation);
-//   - every other op of docs/ops.md (normalisation, indexing, losses, attention,
-//     convolution, pooling), and the cases the device kernels do not take (integer
+//   - every other op of docs/ops.md (normalisation, indexing, losses, attention, pooling),
+//     and the cases the device kernels do not take (integer
 //     division, a 0-d operand of another dtype, 16-bit or integer reductions): the CPU
 //     kernel on host copies of its inputs, its results copied back (correct by
 //     construction, and slow: the host waits for the compute stream at each such node).
-//     cuDNN's convolution, batch norm and pooling replace some of these next
-//     (docs/runtime.md).
+//     cuDNN's batch norm and pooling replace some of these next (docs/runtime.md);
+//   - convolution and its backward: cuDNN (GpuApi::Convolution), the bias through the
+//     elementwise kernel, its gradient through the reduction kernel.
 // Which kernel an op gets is visible: CudaKernelKind.
 #ifndef OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
 #define OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
@@ -32,8 +33,8 @@ namespace overlap {
 // The registry for `device` (which must outlive it). O(number of ops).
 KernelRegistry CudaKernels(CudaDevice& device);
 
-// "view", "cublas", "elementwise", "reduction", "allocation" or "host" (the CPU kernel
-// through host copies), "" for an unknown target.
+// "view", "cublas", "cudnn", "elementwise", "reduction", "allocation" or "host" (the CPU
+// kernel through host copies), "" for an unknown target.
 std::string CudaKernelKind(absl::string_view target);
 
 }  // namespace overlap

@@ -1,6 +1,6 @@
-// The device interpreter through the fake seam: every tiny model's forward and backward on
-// CudaKernels (cuBLAS products through the fake's column-major GEMM, the rest through host
-// copies) against the CPU interpreter, with the device's memory equal to the host's, every
+// The device's kernels on the emulated device against the CPU kernels: kernel by kind
+// (cuBLAS products, the elementwise and reduction families, cuDNN convolutions), then every
+// tiny model through the interpreter, with the device's memory equal to the host's, every
 // buffer use ordered, and no device-wide synchronisation.
 #include "runtime/cuda/cuda_kernels.h"
 
@@ -14,64 +14,23 @@
 #include "graph/models.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/fake_gpu_api.h"
+#include "runtime/cuda/testing/differential.h"
 #include "runtime/interpreter.h"
-#include "runtime/synthetic.h"
-#include "runtime/train.h"
 
 namespace overlap {
 namespace {
 
-AotPair TinyPair(const std::string& model) {
-  ModelOptions o;
-  o.style = ParamStyle::kLifted;
-  absl::StatusOr<AotPair> pair = BuildAotPair(*BuildModel(model, o, Preset::kTiny));
-  EXPECT_TRUE(pair.ok()) << pair.status();
-  return *std::move(pair);
-}
-
-// Largest |a - b| / (1 + |b|) over the elements; the device tensor is copied to the host.
-double Difference(CudaDevice& dev, const Tensor& device, const Tensor& host) {
-  Allocator h;
-  Tensor back = *Tensor::Uninitialized(h, host.dtype(), host.shape());
-  EXPECT_TRUE(dev.Copy(device, back).ok());
-  double worst = 0;
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const double a = GetElement(back, i), b = GetElement(host, i);
-    worst = std::max(worst, std::abs(a - b) / (1 + std::abs(b)));
-  }
-  return worst;
-}
-
+// Every tiny model on the emulated device against the CPU interpreter (differential.h's
+// criteria), every buffer use ordered, no device synchronisation, no leak.
 TEST(CudaKernelsTest, EveryTinyModelMatchesTheCpuInterpreter) {
   for (const std::string& model : ModelNames()) {
     SCOPED_TRACE(model);
-    const AotPair pair = TinyPair(model);
-    Allocator alloc;
-    absl::StatusOr<TensorMap> inputs = SeededInputs(pair.forward, 1, alloc);
-    ASSERT_TRUE(inputs.ok()) << inputs.status();
-    absl::StatusOr<AotStepResult> cpu = RunAotStep(pair, *inputs, *inputs);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-
     FakeGpuApi api;
     auto dev = CudaDevice::Create(&api, 0);
     ASSERT_TRUE(dev.ok()) << dev.status();
-    KernelRegistry kernels = CudaKernels(**dev);
-    InterpreterOptions o;
-    o.device = dev->get();
-    o.kernels = &kernels;
     {
-      absl::StatusOr<AotStepResult> gpu = RunAotStep(pair, *inputs, *inputs, o);
-      ASSERT_TRUE(gpu.ok()) << gpu.status();
-      EXPECT_NEAR(gpu->loss, cpu->loss, 1e-5 * (1 + std::abs(cpu->loss)));
-      ASSERT_EQ(gpu->grads.size(), cpu->grads.size());
-      for (const auto& [name, g] : cpu->grads) {
-        ASSERT_EQ(gpu->grads.count(name), 1u) << name;
-        EXPECT_EQ(gpu->grads.at(name).device(), Device::kCuda);
-        EXPECT_LT(Difference(**dev, gpu->grads.at(name), g), 1e-4) << name;
-      }
-      // One memory plan: the device holds what the host held.
-      EXPECT_EQ(gpu->forward.peak_bytes, cpu->forward.peak_bytes);
-      EXPECT_EQ(gpu->backward.peak_bytes, cpu->backward.peak_bytes);
+      KernelRegistry kernels = CudaKernels(**dev);
+      EXPECT_EQ(CompareModelWithCpu(model, **dev, kernels), "");
     }
     ASSERT_TRUE((*dev)->Synchronize().ok());
     EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
@@ -145,6 +104,7 @@ TEST(CudaKernelsTest, MatrixProductsReadOperandsInPlace) {
   EXPECT_EQ(CudaKernelKind("aten.relu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten._softmax.default"), "reduction");
   EXPECT_EQ(CudaKernelKind("aten.native_layer_norm.default"), "host");
+  EXPECT_EQ(CudaKernelKind("aten.native_batch_norm.default"), "host");
   EXPECT_TRUE(api.violations().empty()) << absl::StrJoin(api.violations(), "\n");
 }
 
@@ -166,10 +126,13 @@ class DeviceVersusCpu {
       }
       return h;
     };
-    hosts_ = {{"a", make({2, 3}, 2.0, 0)},     {"b", make({3}, 1.5, 0.1)},
-              {"c", make({2, 1, 3}, 1.0, 0)},  {"d", make({4, 1}, 3.0, 0)},
-              {"p", make({2, 3}, 1.0, 2.5)},   {"x", make({2, 3, 4}, 2.0, 0)},
-              {"g", make({2, 3, 4}, 1.0, 0.3)}};
+    hosts_ = {{"a", make({2, 3}, 2.0, 0)},        {"b", make({3}, 1.5, 0.1)},
+              {"c", make({2, 1, 3}, 1.0, 0)},     {"d", make({4, 1}, 3.0, 0)},
+              {"p", make({2, 3}, 1.0, 2.5)},      {"x", make({2, 3, 4}, 2.0, 0)},
+              {"g", make({2, 3, 4}, 1.0, 0.3)},   {"img", make({2, 4, 5, 5}, 1.0, 0)},
+              {"wt", make({6, 2, 3, 3}, 0.5, 0)}, {"wt1", make({3, 4, 3, 3}, 0.5, 0)},
+              {"bias6", make({6}, 1.0, 0)},       {"gy", make({2, 6, 5, 5}, 1.0, 0)},
+              {"gy1", make({2, 3, 2, 2}, 1.0, 0)}};
     hosts_["t"] = *hosts_["a"].Transpose(0, 1);
     hosts_["xt"] = *hosts_["x"].Transpose(0, 2);
     for (const auto& [name, h] : hosts_) {
@@ -210,17 +173,22 @@ class DeviceVersusCpu {
       });
       absl::StatusOr<std::vector<Tensor>> got = (*kernels_.Find(cs.target))(dev_call);
       ASSERT_TRUE(got.ok()) << got.status();
-      const Tensor& w = (*want)[0];
-      ASSERT_EQ((*got)[0].device(), Device::kCuda);
-      ASSERT_EQ((*got)[0].shape(), w.shape());
-      Tensor back = *Tensor::Empty(host_, w.dtype(), w.shape());
-      ASSERT_TRUE(dev_->Copy((*got)[0], back).ok());
-      for (int64_t i = 0; i < w.numel(); ++i) {
-        const float x = back.data<float>()[i], y = w.data<float>()[i];
-        if (tolerance == 0) {
-          ASSERT_EQ(x, y) << "element " << i;
-        } else {
-          ASSERT_NEAR(x, y, tolerance * (1 + std::abs(y))) << "element " << i;
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t k = 0; k < want->size(); ++k) {
+        const Tensor& w = (*want)[k];
+        ASSERT_EQ((*got)[k].defined(), w.defined()) << "result " << k;
+        if (!w.defined()) continue;
+        ASSERT_EQ((*got)[k].device(), Device::kCuda);
+        ASSERT_EQ((*got)[k].shape(), w.shape());
+        Tensor back = *Tensor::Empty(host_, w.dtype(), w.shape());
+        ASSERT_TRUE(dev_->Copy((*got)[k], back).ok());
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          const float x = back.data<float>()[i], y = w.data<float>()[i];
+          if (tolerance == 0) {
+            ASSERT_EQ(x, y) << "result " << k << ", element " << i;
+          } else {
+            ASSERT_NEAR(x, y, tolerance * (1 + std::abs(y))) << "result " << k << ", element " << i;
+          }
         }
       }
     }
@@ -315,6 +283,45 @@ TEST(CudaKernelsTest, ReductionFamilyMatchesTheCpuKernels) {
       1e-6);
   EXPECT_EQ(t.Ran("reduce"), 12);  // every case on the device
   EXPECT_EQ(CudaKernelKind("aten.mean.dim"), "reduction");
+}
+
+// Convolutions on cuDNN (the emulated device's are the definition, in double) against the
+// CPU's im2col + GEMM: grouped with a bias, strided without; the backward's three results.
+TEST(CudaKernelsTest, ConvolutionsMatchTheCpuKernels) {
+  DeviceVersusCpu t;
+  auto r = [&](const char* n) { return t.Ref(n); };
+  auto ints = [](std::vector<int64_t> d) {
+    std::vector<Value> v;
+    for (int64_t x : d) v.push_back(Value::Int(x));
+    return Value::List(v);
+  };
+  auto bools = [](std::vector<bool> d) {
+    std::vector<Value> v;
+    for (bool x : d) v.push_back(Value::Bool(x));
+    return Value::List(v);
+  };
+  t.Check(
+      {
+          {"aten.convolution.default",
+           {r("img"), r("wt"), r("bias6"), ints({1, 1}), ints({1, 1}), ints({1, 1}),
+            Value::Bool(false), ints({0, 0}), Value::Int(2)},
+           {}},
+          {"aten.convolution.default",
+           {r("img"), r("wt1"), Value(), ints({2, 2}), ints({0, 0}), ints({1, 1}),
+            Value::Bool(false), ints({0, 0}), Value::Int(1)},
+           {}},
+          {"aten.convolution_backward.default",
+           {r("gy"), r("img"), r("wt"), ints({6}), ints({1, 1}), ints({1, 1}), ints({1, 1}),
+            Value::Bool(false), ints({0, 0}), Value::Int(2), bools({true, true, true})},
+           {}},
+          {"aten.convolution_backward.default",
+           {r("gy1"), r("img"), r("wt1"), Value(), ints({2, 2}), ints({0, 0}), ints({1, 1}),
+            Value::Bool(false), ints({0, 0}), Value::Int(1), bools({true, false, false})},
+           {}},
+      },
+      1e-5);
+  EXPECT_EQ(t.Ran("convolution"), 5);  // two forward, three backward passes
+  EXPECT_EQ(CudaKernelKind("aten.convolution.default"), "cudnn");
 }
 
 }  // namespace

@@ -672,6 +672,74 @@ absl::Status FakeGpuApi::Reduce(const ReduceArgs& r, GpuStream* s) {
   return absl::OkStatus();
 }
 
+absl::Status FakeGpuApi::Convolution(ConvPass pass, const ConvShape& g, const void* a,
+                                     const void* b, void* out, GpuStream* st) {
+  if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {
+    return absl::InvalidArgumentError("Convolution: float32 / float64");
+  }
+  absl::StatusOr<Stream*> stream = Entered(st);
+  if (!stream.ok()) return stream.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**stream, "convolution");
+  Use(op, a, false);
+  Use(op, b, false);
+  Use(op, out, true);
+  // The definition, in double: y[b][oc][i][j] = sum over the group's input channels and the
+  // kernel window of x * w; the backward passes scatter the same products.
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a);
+    const T* pb = static_cast<const T*>(b);
+    T* po = static_cast<T*>(out);
+    const int64_t out_elems = pass == ConvPass::kForward        ? g.n * g.o * g.ho * g.wo
+                              : pass == ConvPass::kBackwardData ? g.n * g.c * g.h * g.w
+                                                                : g.o * cg * g.kh * g.kw;
+    std::vector<double> acc(out_elems, 0.0);
+    for (int64_t n = 0; n < g.n; ++n) {
+      for (int64_t oc = 0; oc < g.o; ++oc) {
+        const int64_t gr = oc / og;
+        for (int64_t i = 0; i < g.ho; ++i) {
+          for (int64_t j = 0; j < g.wo; ++j) {
+            const int64_t yi = ((n * g.o + oc) * g.ho + i) * g.wo + j;
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              const int64_t cin = gr * cg + ci;
+              for (int64_t ki = 0; ki < g.kh; ++ki) {
+                const int64_t ih = i * g.sh - g.ph + ki * g.dh;
+                if (ih < 0 || ih >= g.h) continue;
+                for (int64_t kj = 0; kj < g.kw; ++kj) {
+                  const int64_t iw = j * g.sw - g.pw + kj * g.dw;
+                  if (iw < 0 || iw >= g.w) continue;
+                  const int64_t xi = ((n * g.c + cin) * g.h + ih) * g.w + iw;
+                  const int64_t wi = ((oc * cg + ci) * g.kh + ki) * g.kw + kj;
+                  switch (pass) {
+                    case ConvPass::kForward:
+                      acc[yi] += double(pa[xi]) * pb[wi];
+                      break;
+                    case ConvPass::kBackwardData:
+                      acc[xi] += double(pa[yi]) * pb[wi];
+                      break;
+                    case ConvPass::kBackwardFilter:
+                      acc[wi] += double(pa[xi]) * pb[yi];
+                      break;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int64_t i = 0; i < out_elems; ++i) po[i] = static_cast<T>(acc[i]);
+  };
+  if (g.dtype == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> FakeGpuApi::NcclUniqueId() {
   if (options_.nccl == nullptr) return absl::FailedPreconditionError("the fake has no NCCL world");
   return options_.nccl->NewId();

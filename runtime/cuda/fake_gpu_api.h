@@ -124,6 +124,8 @@ class FakeGpuApi final : public GpuApi {
   absl::Status Gemm(const GemmArgs& g, GpuStream* s) override;
   absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) override;
   absl::Status Reduce(const ReduceArgs& r, GpuStream* s) override;
+  absl::Status Convolution(ConvPass pass, const ConvShape& shape, const void* a, const void* b,
+                           void* out, GpuStream* st) override;
   absl::StatusOr<std::string> NcclUniqueId() override;
   absl::StatusOr<GpuComm*> NcclCommInit(int nranks, int rank,
                                         const std::string& unique_id) override;

@@ -101,6 +101,18 @@ struct ReduceArgs {
   double scale = 1;
 };
 
+// A 2-D convolution for cuDNN: NCHW input [n, c, h, w], weight [o, c / groups, kh, kw],
+// output [n, o, ho, wo]; float32 (FMA math: no TF32) or float64.
+struct ConvShape {
+  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, groups = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, ho = 0, wo = 0;
+  DType dtype = DType::kFloat32;
+};
+// Which product: forward (a: input, b: weight, out: output), backward data (a: grad of the
+// output, b: weight, out: grad of the input), backward filter (a: input, b: grad of the
+// output, out: grad of the weight). All contiguous; out is overwritten.
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+
 // The reductions the backend issues (sum only: gradients).
 enum class NcclCollective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
 
@@ -164,6 +176,10 @@ class GpuApi {
   virtual absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) = 0;
   // The reduction kernel family (sum, mean, the softmax family).
   virtual absl::Status Reduce(const ReduceArgs& r, GpuStream* s) = 0;
+  // A convolution pass on `st` (cuDNN: cudnnConvolutionForward / BackwardData /
+  // BackwardFilter, the heuristics' first algorithm, its workspace from the pool).
+  virtual absl::Status Convolution(ConvPass pass, const ConvShape& shape, const void* a,
+                                   const void* b, void* out, GpuStream* st) = 0;
 
   // NCCL. The unique id is 128 bytes, made by one rank and shared through the store.
   virtual absl::StatusOr<std::string> NcclUniqueId() = 0;
