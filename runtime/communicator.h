@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/tensor.h"
 
@@ -92,9 +93,9 @@ class Communicator {
 class DeviceStreams {
  public:
   virtual ~DeviceStreams() = default;
-  // The device's compute waits (device-side) for `w` to finish; Unimplemented when `w` is not
-  // a collective of this device (a host library's): the caller then waits on the host.
-  virtual absl::Status ComputeWaitFor(const Work& w) = 0;
+  // Makes the device's compute wait (device-side) for `w` to finish: true. false when `w`
+  // is not a collective of this device (a host library's): the caller waits on the host.
+  virtual absl::StatusOr<bool> ComputeWaitFor(const Work& w) = 0;
   // A collective on the device's communication stream used `t`'s block: its free must be
   // ordered after that use.
   virtual void MarkCommunicated(const Tensor& t) = 0;

@@ -269,8 +269,9 @@ absl::Status Zero3Trainer::Wait(const Node& node) {
     Tensor target = p.target;
     return CopyTo(p.staged, target);
   }
-  if (streams_ != nullptr && streams_->ComputeWaitFor(*p.work).ok()) {
-    return absl::OkStatus();  // the device's compute waits, not the host
+  if (streams_ != nullptr) {
+    OVERLAP_ASSIGN_OR_RETURN(const bool on_device, streams_->ComputeWaitFor(*p.work));
+    if (on_device) return absl::OkStatus();  // the device's compute waits, not the host
   }
   return AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather"));
 }

@@ -67,10 +67,11 @@ void CudaDevice::MarkCommunicated(const Tensor& t) {
   communicated_.insert(t.storage()->data());
 }
 
-absl::Status CudaDevice::ComputeWaitFor(const Work& w) {
+absl::StatusOr<bool> CudaDevice::ComputeWaitFor(const Work& w) {
   GpuEvent* done = NcclWorkEvent(w);
-  if (done == nullptr) return absl::UnimplementedError("not a collective of this device");
-  return api_->StreamWaitEvent(compute_, done);
+  if (done == nullptr) return false;
+  OVERLAP_RETURN_IF_ERROR(api_->StreamWaitEvent(compute_, done));
+  return true;
 }
 
 absl::Status CudaDevice::CommAfterCompute() {

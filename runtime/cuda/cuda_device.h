@@ -49,9 +49,9 @@ class CudaDevice final : public DeviceMemory, public DeviceStreams {
 
   // `t`'s block is used by the communication stream: its free goes there (above).
   void MarkCommunicated(const Tensor& t) override;
-  // The compute stream waits for an NcclCommunicator's work (its done event);
-  // Unimplemented for another library's.
-  absl::Status ComputeWaitFor(const Work& w) override;
+  // The compute stream waits for an NcclCommunicator's work (its done event): true; false
+  // for another library's.
+  absl::StatusOr<bool> ComputeWaitFor(const Work& w) override;
   // The communication stream waits for the compute stream's work so far (a collective's
   // input is ready); the compute stream waits for the communication stream's (a
   // collective's result is needed). Device-side waits only.

@@ -5,7 +5,6 @@
 // compute and Gloo collectives" of the GPU check, here without a GPU. Every buffer use is
 // ordered (the fake's race detector) and no step synchronises the whole device.
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -13,11 +12,9 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/fake_gpu_api.h"
-#include "runtime/cuda/nccl_communicator.h"
+#include "runtime/cuda/testing/fake_ranks.h"
 #include "runtime/ddp.h"
-#include "runtime/store_server.h"
 #include "runtime/testing/parallel.h"
-#include "runtime/testing/ranks.h"
 #include "runtime/train.h"
 
 namespace overlap {
@@ -65,54 +62,22 @@ TEST(DdpCudaTest, NcclOnDevicesMatchesOneProcess) {
     const int size = 2;
     absl::StatusOr<ParallelCase> c = MakeParallelCase(model, 2, size, kSteps, Sgd());
     ASSERT_TRUE(c.ok()) << c.status();
-    auto server = *TcpStoreServer::Serve("127.0.0.1", 0);
-    auto world = std::make_shared<FakeNcclWorld>();
-    std::vector<std::string> diffs(size);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < size; ++r) {
-      ranks.emplace_back([&, r] {
-        FakeGpuApi api({.nccl = world});
-        auto dev = CudaDevice::Create(&api, 0);
-        RendezvousInfo info;
-        info.rank = r;
-        info.world_size = size;
-        info.master_port = server->port();
-        info.agent_store = true;
-        auto comm = CreateNcclCommunicator({.api = &api,
-                                            .store = *TcpStore::Connect(info, absl::Seconds(5)),
-                                            .rank = r,
-                                            .world_size = size,
-                                            .stream = (*dev)->comm(),
-                                            .after = (*dev)->compute(),
-                                            .timeout = absl::Seconds(20)});
-        if (!comm.ok()) {
-          diffs[r] = std::string(comm.status().message());
-          return;
-        }
-        diffs[r] = TrainRank(*c, r, size, api, **dev, **comm);
-        (*comm)->Shutdown().IgnoreError();
-      });
-    }
-    for (auto& t : ranks) t.join();
+    const std::vector<std::string> diffs =
+        RunFakeNcclRanks(size, [&](int r, FakeGpuApi& api, CudaDevice& dev, Communicator& comm) {
+          return TrainRank(*c, r, size, api, dev, comm);
+        });
     for (int r = 0; r < size; ++r) EXPECT_EQ(diffs[r], "") << model << " rank " << r;
   }
 }
 
 TEST(DdpCudaTest, GlooThroughTheHostMatchesOneProcess) {
   const int size = 2;
-  const std::string dir = FreshStoreDir("ddp_cuda_gloo");
-  const std::vector<int> codes = RunRanks(size, [&](int rank) {
-    absl::StatusOr<ParallelCase> c = MakeParallelCase("gpt2", 2, size, kSteps, Sgd());
-    if (!c.ok()) return Fail(rank, std::string(c.status().message()), 2);
-    absl::StatusOr<std::unique_ptr<Communicator>> comm =
-        TestCommunicator(rank, size, dir, /*deterministic=*/false, /*race=*/false);
-    if (!comm.ok()) return Fail(rank, std::string(comm.status().message()), 3);
-    FakeGpuApi api;
-    auto dev = CudaDevice::Create(&api, 0);
-    if (!dev.ok()) return Fail(rank, std::string(dev.status().message()), 3);
-    const std::string diff = TrainRank(*c, rank, size, api, **dev, **comm);
-    return diff.empty() ? 0 : Fail(rank, diff, 4);
-  });
+  absl::StatusOr<ParallelCase> c = MakeParallelCase("gpt2", 2, size, kSteps, Sgd());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<int> codes = RunFakeGlooRanks(
+      size, "ddp_cuda_gloo", [&](int r, FakeGpuApi& api, CudaDevice& dev, Communicator& comm) {
+        return TrainRank(*c, r, size, api, dev, comm);
+      });
   for (int r = 0; r < size; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

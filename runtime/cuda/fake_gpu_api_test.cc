@@ -72,6 +72,7 @@ TEST(FakeGpuApiTest, CollectivesMoveDataAcrossRankThreads) {
   auto world = std::make_shared<FakeNcclWorld>();
   const std::string id = world->NewId();
   std::vector<std::vector<float>> gathered(2), scattered(2);
+  std::vector<int32_t> counts(2);
   auto rank = [&](int r) {
     FakeGpuApi api({.nccl = world});
     GpuStream* s = *api.CreateStream(true);
@@ -88,9 +89,17 @@ TEST(FakeGpuApiTest, CollectivesMoveDataAcrossRankThreads) {
     ASSERT_TRUE(api.NcclCollectiveAsync(NcclCollective::kReduceScatter, in, one, 1, DType::kFloat32,
                                         0, c, s)
                     .ok());
+    // Sums of other dtypes go through tensor.h's conversions: int32 here.
+    auto* count = static_cast<int32_t*>(*api.MallocAsync(4, s));
+    const int32_t mine = 7 * (r + 1);
+    ASSERT_TRUE(api.MemcpyAsync(count, &mine, 4, s).ok());
+    ASSERT_TRUE(
+        api.NcclCollectiveAsync(NcclCollective::kAllReduce, count, count, 1, DType::kInt32, 0, c, s)
+            .ok());
     ASSERT_TRUE(api.StreamSynchronize(s).ok());
     gathered[r].assign(all, all + 4);
     scattered[r].assign(one, one + 1);
+    counts[r] = *count;
   };
   std::thread a(rank, 0), b(rank, 1);
   a.join();
@@ -98,8 +107,9 @@ TEST(FakeGpuApiTest, CollectivesMoveDataAcrossRankThreads) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(gathered[r], (std::vector<float>{1, 10, 2, 20}));
   }
-  EXPECT_EQ(scattered[0], std::vector<float>{3});   // 1 + 2
-  EXPECT_EQ(scattered[1], std::vector<float>{30});  // 10 + 20
+  EXPECT_EQ(scattered[0], std::vector<float>{3});     // 1 + 2
+  EXPECT_EQ(scattered[1], std::vector<float>{30});    // 10 + 20
+  EXPECT_EQ(counts, (std::vector<int32_t>{21, 21}));  // 7 + 14
 }
 
 }  // namespace
