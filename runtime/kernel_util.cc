@@ -104,6 +104,17 @@ absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> d
   return absl::OkStatus();
 }
 
+absl::Status RunNn(const KernelCall& c, NnArgs a, absl::string_view what) {
+  int64_t error[3] = {0, 0, 0};
+  a.error = error;
+  a.tag = 1;
+  NnRunOnHost(a);
+  if (error[0] != 0) {
+    return c.Error(absl::StrCat(what, " ", error[1], " out of range [0, ", error[2], ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
                        absl::string_view what) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/kernel.h"
+#include "runtime/nn_ops.h"
 #include "runtime/tensor.h"
 
 namespace overlap {
@@ -102,6 +103,10 @@ inline absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> t) {
 inline int64_t IndexAt(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
 }
+// An integer tensor's first element's address (for NnArgs::index).
+inline const void* IndexData(const Tensor& t) {
+  return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
+}
 // Fails unless `t` is an int64 or int32 tensor.
 absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what);
 // Fails unless `t` has at least one dimension (ops PyTorch refuses on scalars).
@@ -113,6 +118,10 @@ absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> d
 // Fails unless a and b have the same dtype and shape.
 absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
                        absl::string_view what);
+
+// Runs every unit of `a` (nn_ops.h) on the host; a bad index it met is an error naming the
+// node: "<what> <index> out of range [0, <bound>)". O(the op's work).
+absl::Status RunNn(const KernelCall& c, NnArgs a, absl::string_view what);
 
 }  // namespace kernels
 }  // namespace overlap

@@ -2,6 +2,7 @@
 // sorting and top-k, arange. Indices out of range are errors naming the node.
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 #include "graph/status_macros.h"
 #include "runtime/kernel.h"
@@ -61,14 +62,18 @@ Results EmbeddingDenseBackward(KernelCall& c) {
   return DispatchFloat(c, g.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), {rows, d}));
-    T* o = out.data<T>();
-    const T* pg = g.data<T>();
-    for (int64_t i = 0; i < idx.numel(); ++i) {
-      const int64_t r = IndexAt(idx, i);
-      OVERLAP_RETURN_IF_ERROR(CheckIndex(c, r, rows, "embedding"));
-      if (r == padding) continue;
-      for (int64_t j = 0; j < d; ++j) o[r * d + j] += pg[i * d + j];
-    }
+    NnArgs a;
+    a.op = NnOp::kEmbeddingBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = idx.numel();
+    a.cols = d;
+    a.cols2 = rows;
+    a.g = g.data<T>();
+    a.index = IndexData(idx);
+    a.index32 = idx.dtype() == DType::kInt32;
+    a.ignore = padding;
+    a.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "embedding index"));
     return std::vector<Tensor>{out};
   });
 }

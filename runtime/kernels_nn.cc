@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include "graph/status_macros.h"
 #include "runtime/blas.h"
@@ -145,26 +146,19 @@ Results NativeLayerNorm(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
     OVERLAP_ASSIGN_OR_RETURN(Tensor mean, c.NewOutput(x.dtype(), stat_shape));
     OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, c.NewOutput(x.dtype(), stat_shape));
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    for (int64_t i = 0; i < m; ++i) {
-      double s = 0, s2 = 0;
-      for (int64_t j = 0; j < n; ++j) s += in[i * n + j];
-      const double mu = n > 0 ? s / n : 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double d = in[i * n + j] - mu;
-        s2 += d * d;
-      }
-      const double r = 1.0 / std::sqrt((n > 0 ? s2 / n : 0) + eps);
-      mean.data<T>()[i] = static_cast<T>(mu);
-      rstd.data<T>()[i] = static_cast<T>(r);
-      for (int64_t j = 0; j < n; ++j) {
-        double v = (in[i * n + j] - mu) * r;
-        if (w) v *= w->data<T>()[j];
-        if (b) v += b->data<T>()[j];
-        o[i * n + j] = static_cast<T>(v);
-      }
-    }
+    NnArgs a;
+    a.op = NnOp::kLayerNorm;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = m;
+    a.cols = n;
+    a.x = x.data<T>();
+    a.w = w ? w->data<T>() : nullptr;
+    a.b = b ? b->data<T>() : nullptr;
+    a.eps = eps;
+    a.out = out.data<T>();
+    a.out2 = mean.data<T>();
+    a.out3 = rstd.data<T>();
+    NnRunOnHost(a);
     return std::vector<Tensor>{out, mean, rstd};
   });
 }
@@ -202,29 +196,25 @@ Results NativeLayerNormBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
         MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape}));
-    std::vector<double> dw(n, 0.0), db(n, 0.0);
-    const T *pg = g.data<T>(), *px = x.data<T>();
-    for (int64_t i = 0; i < m; ++i) {
-      const double mu = mean.data<T>()[i], r = rstd.data<T>()[i];
-      double a = 0, bsum = 0;  // sums of dxhat and dxhat * xhat
-      for (int64_t j = 0; j < n; ++j) {
-        const double xh = (px[i * n + j] - mu) * r;
-        const double dxh = pg[i * n + j] * (w ? static_cast<double>(w->data<T>()[j]) : 1.0);
-        a += dxh;
-        bsum += dxh * xh;
-        dw[j] += pg[i * n + j] * xh;
-        db[j] += pg[i * n + j];
-      }
-      if (!out[0].defined()) continue;
-      for (int64_t j = 0; j < n; ++j) {
-        const double xh = (px[i * n + j] - mu) * r;
-        const double dxh = pg[i * n + j] * (w ? static_cast<double>(w->data<T>()[j]) : 1.0);
-        out[0].data<T>()[i * n + j] = static_cast<T>(r * (dxh - a / n - xh * bsum / n));
-      }
+    NnArgs a;
+    a.op = NnOp::kLayerNormBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = m;
+    a.cols = n;
+    a.g = g.data<T>();
+    a.x = x.data<T>();
+    a.w = w ? w->data<T>() : nullptr;
+    a.mean = mean.data<T>();
+    a.var = rstd.data<T>();
+    if (out[0].defined()) {
+      a.out = out[0].data<T>();
+      NnRunOnHost(a);
     }
-    for (int64_t j = 0; j < n; ++j) {
-      if (out[1].defined()) out[1].data<T>()[j] = static_cast<T>(dw[j]);
-      if (out[2].defined()) out[2].data<T>()[j] = static_cast<T>(db[j]);
+    if (out[1].defined() || out[2].defined()) {
+      a.op = NnOp::kLayerNormParamBackward;
+      a.out2 = out[1].defined() ? out[1].data<T>() : nullptr;
+      a.out3 = out[2].defined() ? out[2].data<T>() : nullptr;
+      NnRunOnHost(a);
     }
     return out;
   });
@@ -270,38 +260,23 @@ Results NativeBatchNorm(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_mean, c.NewOutput(x.dtype(), {training ? l.ch : 0}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_invstd, c.NewOutput(x.dtype(), {training ? l.ch : 0}));
-    const T* in = x.data<T>();
-    const int64_t count = l.n * l.inner;
-    for (int64_t ch = 0; ch < l.ch; ++ch) {
-      double mu, inv;
-      if (training) {
-        double s = 0, s2 = 0;
-        for (int64_t i = 0; i < l.n; ++i) {
-          for (int64_t j = 0; j < l.inner; ++j) s += in[(i * l.ch + ch) * l.inner + j];
-        }
-        mu = count > 0 ? s / count : 0;
-        for (int64_t i = 0; i < l.n; ++i) {
-          for (int64_t j = 0; j < l.inner; ++j) {
-            const double d = in[(i * l.ch + ch) * l.inner + j] - mu;
-            s2 += d * d;
-          }
-        }
-        inv = 1.0 / std::sqrt((count > 0 ? s2 / count : 0) + eps);
-        save_mean.data<T>()[ch] = static_cast<T>(mu);
-        save_invstd.data<T>()[ch] = static_cast<T>(inv);
-      } else {
-        mu = mean_in->data<T>()[ch];
-        inv = 1.0 / std::sqrt(var_in->data<T>()[ch] + eps);
-      }
-      const double scale = w ? static_cast<double>(w->data<T>()[ch]) : 1.0;
-      const double shift = b ? static_cast<double>(b->data<T>()[ch]) : 0.0;
-      for (int64_t i = 0; i < l.n; ++i) {
-        for (int64_t j = 0; j < l.inner; ++j) {
-          const int64_t at = (i * l.ch + ch) * l.inner + j;
-          out.data<T>()[at] = static_cast<T>((in[at] - mu) * inv * scale + shift);
-        }
-      }
-    }
+    NnArgs a;
+    a.op = NnOp::kBatchNorm;
+    a.is_double = std::is_same_v<T, double>;
+    a.batch = l.n;
+    a.cols = l.ch;
+    a.inner = l.inner;
+    a.x = x.data<T>();
+    a.w = w ? w->data<T>() : nullptr;
+    a.b = b ? b->data<T>() : nullptr;
+    a.mean = mean_in ? mean_in->data<T>() : nullptr;
+    a.var = var_in ? var_in->data<T>() : nullptr;
+    a.flag = training ? 1 : 0;
+    a.eps = eps;
+    a.out = out.data<T>();
+    a.out2 = save_mean.data<T>();
+    a.out3 = save_invstd.data<T>();
+    NnRunOnHost(a);
     return std::vector<Tensor>{out, save_mean, save_invstd};
   });
 }
@@ -345,34 +320,24 @@ Results NativeBatchNormBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
         MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape}));
-    const T *pg = g.data<T>(), *px = x.data<T>();
-    const int64_t count = l.n * l.inner;
-    for (int64_t ch = 0; ch < l.ch; ++ch) {
-      const double mu = mean.data<T>()[ch];
-      const double inv = training ? static_cast<double>(var.data<T>()[ch])
-                                  : 1.0 / std::sqrt(var.data<T>()[ch] + eps);
-      const double scale = w ? static_cast<double>(w->data<T>()[ch]) : 1.0;
-      double sg = 0, sgx = 0;  // sum g, sum g * xhat
-      for (int64_t i = 0; i < l.n; ++i) {
-        for (int64_t j = 0; j < l.inner; ++j) {
-          const int64_t at = (i * l.ch + ch) * l.inner + j;
-          sg += pg[at];
-          sgx += pg[at] * (px[at] - mu) * inv;
-        }
-      }
-      if (out[1].defined()) out[1].data<T>()[ch] = static_cast<T>(sgx);
-      if (out[2].defined()) out[2].data<T>()[ch] = static_cast<T>(sg);
-      if (!out[0].defined()) continue;
-      for (int64_t i = 0; i < l.n; ++i) {
-        for (int64_t j = 0; j < l.inner; ++j) {
-          const int64_t at = (i * l.ch + ch) * l.inner + j;
-          const double xh = (px[at] - mu) * inv;
-          const double d = training ? inv * scale * (pg[at] - sg / count - xh * sgx / count)
-                                    : pg[at] * scale * inv;
-          out[0].data<T>()[at] = static_cast<T>(d);
-        }
-      }
+    NnArgs a;
+    a.op = NnOp::kBatchNormBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.batch = l.n;
+    a.cols = l.ch;
+    a.inner = l.inner;
+    a.g = g.data<T>();
+    a.x = x.data<T>();
+    a.w = w ? w->data<T>() : nullptr;
+    a.mean = mean.data<T>();
+    a.var = var.data<T>();
+    a.flag = training ? 1 : 0;
+    a.eps = eps;
+    for (int i = 0; i < 3; ++i) {
+      void* p = out[i].defined() ? out[i].data<T>() : nullptr;
+      (i == 0 ? a.out : i == 1 ? a.out2 : a.out3) = p;
     }
+    NnRunOnHost(a);
     return out;
   });
 }
@@ -511,44 +476,9 @@ Results ConvolutionBackward(KernelCall& c) {
 
 // ---- max pooling ----
 
-struct PoolGeometry {
-  int64_t planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw, ho, wo;
-};
-
-int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  const int64_t span = in + 2 * p - d * (k - 1) - 1;
-  if (span < 0) return 0;  // the caller reports it
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
-}
-
-absl::StatusOr<PoolGeometry> PoolArgs(KernelCall& c, const Tensor& x, int first) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, PairArg(c, first, "kernel_size", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, first + 1, "stride", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, first + 2, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, first + 3, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg(first + 4, "ceil_mode", false));
-  if (s[0] == 0) s = k;  // PyTorch: an empty stride means the kernel size
-  if (x.dim() < 3) return c.Error(absl::StrCat("pooling input ", x.DebugString(), " is not 2-D"));
-  if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0 || p[0] < 0 ||
-      p[1] < 0 || 2 * p[0] > k[0] || 2 * p[1] > k[1]) {
-    return c.Error("bad kernel size, stride, padding or dilation");
-  }
-  PoolGeometry g;
-  g.h = x.shape()[x.dim() - 2], g.w = x.shape()[x.dim() - 1];
-  g.planes = Prod(x.shape(), 0, x.dim() - 2);
-  g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1];
-  g.dh = d[0], g.dw = d[1];
-  g.ho = PoolOutSize(g.h, g.kh, g.sh, g.ph, g.dh, ceil_mode);
-  g.wo = PoolOutSize(g.w, g.kw, g.sw, g.pw, g.dw, ceil_mode);
-  if (g.ho <= 0 || g.wo <= 0) return c.Error("the pooling window is larger than the input");
-  return g;
-}
-
 Results MaxPool2d(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(PoolGeometry g, PoolArgs(c, x0, 1));
+  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0, 1));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   std::vector<int64_t> shape = x.shape();
   shape[shape.size() - 2] = g.ho;
@@ -557,31 +487,14 @@ Results MaxPool2d(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), shape));
     OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewOutput(DType::kInt64, shape));
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* in = x.data<T>() + p * g.h * g.w;
-      for (int64_t oh = 0; oh < g.ho; ++oh) {
-        for (int64_t ow = 0; ow < g.wo; ++ow) {
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t at = -1;
-          for (int64_t i = 0; i < g.kh; ++i) {
-            const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-            if (ih < 0 || ih >= g.h) continue;
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-              if (iw < 0 || iw >= g.w) continue;
-              const T v = in[ih * g.w + iw];
-              if (at < 0 || v > best || std::isnan(v)) {
-                best = v;
-                at = ih * g.w + iw;
-                if (std::isnan(v)) break;
-              }
-            }
-          }
-          out.data<T>()[(p * g.ho + oh) * g.wo + ow] = best;
-          idx.data<int64_t>()[(p * g.ho + oh) * g.wo + ow] = at;
-        }
-      }
-    }
+    NnArgs a;
+    a.op = NnOp::kMaxPool;
+    a.is_double = std::is_same_v<T, double>;
+    a.pool = g;
+    a.x = x.data<T>();
+    a.out = out.data<T>();
+    a.out2 = idx.data<int64_t>();
+    NnRunOnHost(a);
     return std::vector<Tensor>{out, idx};
   });
 }
@@ -596,70 +509,44 @@ Results MaxPool2dBackward(KernelCall& c) {
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
-  const int64_t hw = x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1];
-  const int64_t ohw = g.shape()[g.dim() - 2] * g.shape()[g.dim() - 1];
   const int64_t planes = Prod(g.shape(), 0, g.dim() - 2);
   if (planes != Prod(x.shape(), 0, x.dim() - 2)) return c.Error("grad_output does not match self");
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
-    for (int64_t p = 0; p < planes; ++p) {
-      for (int64_t i = 0; i < ohw; ++i) {
-        const int64_t at = IndexAt(idx, p * ohw + i);
-        if (at < 0 || at >= hw) return c.Error(absl::StrCat("pooling index ", at, " out of range"));
-        out.data<T>()[p * hw + at] += g.data<T>()[p * ohw + i];
-      }
-    }
+    NnArgs a;
+    a.op = NnOp::kMaxPoolBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.pool.planes = planes;
+    a.pool.h = x.shape()[x.dim() - 2];
+    a.pool.w = x.shape()[x.dim() - 1];
+    a.pool.ho = g.shape()[g.dim() - 2];
+    a.pool.wo = g.shape()[g.dim() - 1];
+    a.g = g.data<T>();
+    a.index = IndexData(idx);
+    a.index32 = idx.dtype() == DType::kInt32;
+    a.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "pooling index"));
     return std::vector<Tensor>{out};
   });
 }
 
 // ---- attention (exact; one score matrix per head in scratch) ----
 
-struct AttnShape {
-  int64_t b, h, hk, s, sk, d, dv;
-  double scale;
-  bool causal;
-};
-
-absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   int causal_pos, int dropout_pos) {
-  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg(dropout_pos, "dropout_p", 0.0));
-  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg(causal_pos, "is_causal", false));
-  if (dropout != 0) return c.Error("attention dropout is not supported (no RNG state)");
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.dtype() != k.dtype() ||
-      q.dtype() != v.dtype()) {
-    return c.Error("query, key and value should be [batch, heads, seq, dim] of one dtype");
-  }
-  AttnShape a{q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2],
-              k.shape()[2], q.shape()[3], v.shape()[3], 0,
-              causal};
-  if (k.shape()[0] != a.b || v.shape()[0] != a.b || k.shape()[3] != a.d || v.shape()[1] != a.hk ||
-      v.shape()[2] != a.sk || a.hk == 0 || a.h % a.hk != 0) {
-    return c.Error(absl::StrCat("query ", q.DebugString(), ", key ", k.DebugString(), " and value ",
-                                v.DebugString(), " do not fit"));
-  }
-  OVERLAP_ASSIGN_OR_RETURN(a.scale,
-                           c.DoubleArg(-1, "scale", 1.0 / std::sqrt(std::max<int64_t>(a.d, 1))));
-  return a;
-}
-
 // P = softmax(scale * Q K^T, causal mask) for one head into `p` [s, sk]; lse per row.
 template <typename T>
-void Scores(const AttnShape& a, const T* q, const T* k, T* p, double* lse) {
+void Scores(const AttnShape& a, const T* q, const T* k, T* p, T* lse) {
   Gemm(false, true, a.s, a.sk, a.d, static_cast<T>(a.scale), q, a.d, k, a.d, T{0}, p, a.sk);
-  for (int64_t i = 0; i < a.s; ++i) {
-    T* row = p + i * a.sk;
-    const int64_t valid = a.causal ? std::min(i + 1, a.sk) : a.sk;
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int64_t j = 0; j < valid; ++j) sum += std::exp(row[j] - mx);
-    lse[i] = valid > 0 ? mx + std::log(sum) : -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < a.sk; ++j) {
-      row[j] = j < valid ? static_cast<T>(std::exp(row[j] - lse[i])) : T{0};
-    }
-  }
+  NnArgs n;
+  n.op = NnOp::kAttentionSoftmax;
+  n.is_double = std::is_same_v<T, double>;
+  n.rows = a.s;
+  n.cols = a.sk;
+  n.inner = a.s;
+  n.flag = a.causal ? 1 : 0;
+  n.out = p;
+  n.out2 = lse;
+  NnRunOnHost(n);
 }
 
 Results FlashAttention(KernelCall& c) {
@@ -675,16 +562,13 @@ Results FlashAttention(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(q.dtype(), {a.b, a.h, a.s, a.dv}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor lse, c.NewOutput(q.dtype(), {a.b, a.h, a.s}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor p, c.NewScratch(q.dtype(), {a.s, a.sk}));
-    std::vector<double> l(a.s);
     for (int64_t b = 0; b < a.b; ++b) {
       for (int64_t h = 0; h < a.h; ++h) {
         const int64_t kh = b * a.hk + h / (a.h / a.hk);
         Scores(a, q.data<T>() + (b * a.h + h) * a.s * a.d, k.data<T>() + kh * a.sk * a.d,
-               p.data<T>(), l.data());
+               p.data<T>(), lse.data<T>() + (b * a.h + h) * a.s);
         Gemm(false, false, a.s, a.dv, a.sk, T{1}, p.data<T>(), a.sk, v.data<T>() + kh * a.sk * a.dv,
              a.dv, T{0}, out.data<T>() + (b * a.h + h) * a.s * a.dv, a.dv);
-        for (int64_t i = 0; i < a.s; ++i)
-          lse.data<T>()[(b * a.h + h) * a.s + i] = static_cast<T>(l[i]);
       }
     }
     return std::vector<Tensor>{out, lse};
@@ -717,7 +601,7 @@ Results FlashAttentionBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor dv, c.NewOutput(q.dtype(), v.shape()));
     OVERLAP_ASSIGN_OR_RETURN(Tensor p, c.NewScratch(q.dtype(), {a.s, a.sk}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor dp, c.NewScratch(q.dtype(), {a.s, a.sk}));
-    std::vector<double> l(a.s);
+    std::vector<T> l(a.s);
     const T scale = static_cast<T>(a.scale);
     for (int64_t b = 0; b < a.b; ++b) {
       for (int64_t h = 0; h < a.h; ++h) {
@@ -732,14 +616,17 @@ Results FlashAttentionBackward(KernelCall& c) {
         Gemm(true, false, a.sk, a.dv, a.s, T{1}, p.data<T>(), a.sk, gh, a.dv, T{1},
              dv.data<T>() + kh * a.sk * a.dv, a.dv);
         Gemm(false, true, a.s, a.sk, a.dv, T{1}, gh, a.dv, vp, a.dv, T{0}, dp.data<T>(), a.sk);
-        for (int64_t i = 0; i < a.s; ++i) {
-          double di = 0;
-          for (int64_t j = 0; j < a.dv; ++j)
-            di += static_cast<double>(gh[i * a.dv + j]) * oh[i * a.dv + j];
-          T* dprow = dp.data<T>() + i * a.sk;
-          const T* prow = p.data<T>() + i * a.sk;
-          for (int64_t j = 0; j < a.sk; ++j) dprow[j] = static_cast<T>(prow[j] * (dprow[j] - di));
-        }
+        NnArgs n;
+        n.op = NnOp::kAttentionSoftmaxBackward;
+        n.is_double = std::is_same_v<T, double>;
+        n.rows = a.s;
+        n.cols = a.sk;
+        n.inner = a.dv;
+        n.x = p.data<T>();
+        n.out = dp.data<T>();
+        n.g = gh;
+        n.b = oh;
+        NnRunOnHost(n);
         Gemm(false, false, a.s, a.d, a.sk, scale, dp.data<T>(), a.sk, kp, a.d, T{0},
              dq.data<T>() + (b * a.h + h) * a.s * a.d, a.d);
         Gemm(true, false, a.sk, a.d, a.s, scale, dp.data<T>(), a.sk, qh, a.d, T{1},
@@ -774,25 +661,25 @@ Results NllLossForward(KernelCall& c) {
     if (none && x.dim() == 2) loss_shape = {n};
     OVERLAP_ASSIGN_OR_RETURN(Tensor loss, c.NewOutput(x.dtype(), loss_shape));
     OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.NewOutput(x.dtype(), {}));
-    double sum = 0, weight_sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t cls = IndexAt(t, i);
-      double li = 0;
-      if (cls != ignore) {
-        if (cls < 0 || cls >= classes) {
-          return c.Error(absl::StrCat("target ", cls, " out of range [0, ", classes, ")"));
-        }
-        const double wi = w ? GetElement(*w, cls) : 1.0;
-        li = -wi * x.data<T>()[i * classes + cls];
-        weight_sum += wi;
-      }
-      sum += li;
-      if (none) loss.data<T>()[i] = static_cast<T>(li);
+    std::optional<Tensor> pw;
+    if (w) {
+      OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w, x.dtype(), "weight"));
+      OVERLAP_ASSIGN_OR_RETURN(pw, Contiguous(c, *w));
     }
-    if (!none) {
-      loss.data<T>()[0] = static_cast<T>(reduction == kReductionMean ? sum / weight_sum : sum);
-    }
-    total.data<T>()[0] = static_cast<T>(weight_sum);
+    NnArgs a;
+    a.op = NnOp::kNllLoss;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = n;
+    a.cols = classes;
+    a.x = x.data<T>();
+    a.index = IndexData(t);
+    a.index32 = t.dtype() == DType::kInt32;
+    a.w = pw ? pw->data<T>() : nullptr;
+    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.ignore = ignore;
+    a.out = loss.data<T>();
+    a.out2 = total.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "target"));
     return std::vector<Tensor>{loss, total};
   });
 }
@@ -817,18 +704,29 @@ Results NllLossBackward(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
     if (total.numel() != 1) return c.Error("total_weight should have one element");
-    const double tw = GetElement(total, 0);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t cls = IndexAt(t, i);
-      if (cls == ignore) continue;
-      if (cls < 0 || cls >= classes) {
-        return c.Error(absl::StrCat("target ", cls, " out of range [0, ", classes, ")"));
-      }
-      const double wi = w ? GetElement(*w, cls) : 1.0;
-      double gi = GetElement(g, none ? i : 0);
-      if (reduction == kReductionMean) gi /= tw;
-      out.data<T>()[i * classes + cls] = static_cast<T>(-wi * gi);
+    OVERLAP_RETURN_IF_ERROR(CheckDType(c, total, x.dtype(), "total_weight"));
+    OVERLAP_RETURN_IF_ERROR(CheckDType(c, g, x.dtype(), "grad_output"));
+    std::optional<Tensor> pw;
+    if (w) {
+      OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w, x.dtype(), "weight"));
+      OVERLAP_ASSIGN_OR_RETURN(pw, Contiguous(c, *w));
     }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Contiguous(c, g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Contiguous(c, total));
+    NnArgs a;
+    a.op = NnOp::kNllLossBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = n;
+    a.cols = classes;
+    a.g = pg.data<T>();
+    a.index = IndexData(t);
+    a.index32 = t.dtype() == DType::kInt32;
+    a.w = pw ? pw->data<T>() : nullptr;
+    a.mean = pt.data<T>();
+    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.ignore = ignore;
+    a.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "target"));
     return std::vector<Tensor>{out};
   });
 }
@@ -845,15 +743,15 @@ Results MseLoss(KernelCall& c) {
     const bool none = reduction == kReductionNone;
     OVERLAP_ASSIGN_OR_RETURN(Tensor out,
                              c.NewOutput(x.dtype(), none ? x.shape() : std::vector<int64_t>{}));
-    double sum = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const double d = static_cast<double>(x.data<T>()[i]) - t.data<T>()[i];
-      if (none) out.data<T>()[i] = static_cast<T>(d * d);
-      sum += d * d;
-    }
-    if (!none) {
-      out.data<T>()[0] = static_cast<T>(reduction == kReductionMean ? sum / x.numel() : sum);
-    }
+    NnArgs a;
+    a.op = NnOp::kMseLoss;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = x.numel();
+    a.x = x.data<T>();
+    a.b = t.data<T>();
+    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.out = out.data<T>();
+    NnRunOnHost(a);
     return std::vector<Tensor>{out};
   });
 }
@@ -875,12 +773,16 @@ Results MseLossBackward(KernelCall& c) {
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
-    const double scale = reduction == kReductionMean ? 2.0 / x.numel() : 2.0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const double gi = g.data<T>()[none ? i : 0];
-      out.data<T>()[i] =
-          static_cast<T>(gi * scale * (static_cast<double>(x.data<T>()[i]) - t.data<T>()[i]));
-    }
+    NnArgs a;
+    a.op = NnOp::kMseLossBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = x.numel();
+    a.g = g.data<T>();
+    a.x = x.data<T>();
+    a.b = t.data<T>();
+    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.out = out.data<T>();
+    NnRunOnHost(a);
     return std::vector<Tensor>{out};
   });
 }

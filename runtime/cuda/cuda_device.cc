@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(GpuApi* api, int 
 
 CudaDevice::~CudaDevice() {
   if (api_ == nullptr) return;
+  if (error_word_ != nullptr) api_->FreeAsync(error_word_, compute_).IgnoreError();
   api_->DestroyEvent(compute_event_).IgnoreError();
   api_->DestroyEvent(comm_event_).IgnoreError();
   api_->DestroyStream(compute_).IgnoreError();
@@ -85,9 +86,45 @@ absl::Status CudaDevice::ComputeAfterComm() {
 }
 
 absl::Status CudaDevice::Synchronize() {
+  OVERLAP_RETURN_IF_ERROR(QueueErrorRead());
   OVERLAP_RETURN_IF_ERROR(api_->StreamSynchronize(comm_));
   OVERLAP_RETURN_IF_ERROR(api_->StreamSynchronize(compute_));
+  OVERLAP_RETURN_IF_ERROR(CheckErrorRead());
   return free_status();
+}
+
+absl::StatusOr<int64_t*> CudaDevice::ErrorWord() {
+  if (error_word_ == nullptr) {
+    OVERLAP_ASSIGN_OR_RETURN(void* p, api_->MallocAsync(sizeof(error_host_), compute_));
+    OVERLAP_RETURN_IF_ERROR(api_->MemsetAsync(p, 0, sizeof(error_host_), compute_));
+    error_word_ = static_cast<int64_t*>(p);
+  }
+  return error_word_;
+}
+
+int64_t CudaDevice::ErrorTag(const std::string& what) {
+  auto [it, added] = error_tags_.try_emplace(what, static_cast<int64_t>(error_what_.size()) + 1);
+  if (added) error_what_.push_back(what);
+  return it->second;
+}
+
+absl::Status CudaDevice::QueueErrorRead() {
+  if (error_word_ == nullptr) return absl::OkStatus();
+  return api_->MemcpyAsync(error_host_, error_word_, sizeof(error_host_), compute_);
+}
+
+absl::Status CudaDevice::CheckErrorRead() {
+  if (error_word_ == nullptr || error_host_[0] == 0) return absl::OkStatus();
+  const int64_t tag = error_host_[0];
+  const std::string what = tag >= 1 && tag <= static_cast<int64_t>(error_what_.size())
+                               ? error_what_[tag - 1]
+                               : absl::StrCat("a device kernel (tag ", tag, ")");
+  absl::Status error = absl::InvalidArgumentError(
+      absl::StrCat(what, " ", error_host_[1], " out of range [0, ", error_host_[2],
+                   ") (found by a device kernel; the step's results are invalid)"));
+  error_host_[0] = 0;
+  OVERLAP_RETURN_IF_ERROR(api_->MemsetAsync(error_word_, 0, sizeof(error_host_), compute_));
+  return error;
 }
 
 absl::Status CudaDevice::Copy(const Tensor& src, Tensor& dst) {
@@ -134,7 +171,9 @@ absl::Status CudaDevice::Copy(const Tensor& src, Tensor& dst) {
   }
   OVERLAP_RETURN_IF_ERROR(
       api_->MemcpyAsync(ViewOf(landing).data, ViewOf(packed).data, dst.nbytes(), compute_));
+  OVERLAP_RETURN_IF_ERROR(QueueErrorRead());
   OVERLAP_RETURN_IF_ERROR(api_->StreamSynchronize(compute_));
+  OVERLAP_RETURN_IF_ERROR(CheckErrorRead());
   return landing.SharesStorageWith(dst) ? absl::OkStatus() : CopyConvert(landing, dst);
 }
 

@@ -19,7 +19,10 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "runtime/communicator.h"
@@ -57,8 +60,20 @@ class CudaDevice final : public DeviceMemory, public DeviceStreams {
   // collective's result is needed). Device-side waits only.
   absl::Status CommAfterCompute();
   absl::Status ComputeAfterComm();
-  // The end of a step: the host waits for both streams.
+  // The end of a step: the host waits for both streams; then a bad index a kernel recorded
+  // (below) is an error.
   absl::Status Synchronize();
+
+  // Device kernels cannot return errors: one that meets a bad index (an embedding row, a
+  // target, a pooling index) records it in this word (3 int64 of device memory: tag, index,
+  // bound; nn_ops.h) and skips it. The host reads the word whenever it waits for the
+  // compute stream anyway (a copy to the host, Synchronize) and turns a record into an
+  // InvalidArgument error naming what ErrorTag was given, so a step with a bad index fails
+  // at its next host wait (its loss). Allocated on first use (24 bytes from the pool).
+  absl::StatusOr<int64_t*> ErrorWord();
+  // The tag a kernel writes for `what` (e.g. "node %emb (aten.embedding.default): embedding
+  // index"); one per distinct `what`. O(1) amortised.
+  int64_t ErrorTag(const std::string& what);
   // The first error a Free met (frees cannot return one), OK before any.
   absl::Status free_status() const;
 
@@ -72,6 +87,13 @@ class CudaDevice final : public DeviceMemory, public DeviceStreams {
   mutable std::mutex mu_;
   absl::flat_hash_set<const void*> communicated_;
   absl::Status free_status_;
+  // Queues the error word's copy to the host (before a host wait), then reads it (after).
+  absl::Status QueueErrorRead();
+  absl::Status CheckErrorRead();
+  int64_t* error_word_ = nullptr;
+  int64_t error_host_[3] = {0, 0, 0};
+  std::vector<std::string> error_what_;
+  absl::flat_hash_map<std::string, int64_t> error_tags_;
 };
 
 // A device view of `t` (element 0's address, its shape and strides). O(dim).

@@ -372,6 +372,60 @@ class CudaApi final : public GpuApi {
     return absl::OkStatus();
   }
 
+  absl::Status Nn(const NnArgs& a, GpuStream* s) override {
+    OVERLAP_CUDA(LaunchNnKernel(S(s), a));
+    return absl::OkStatus();
+  }
+
+  // cuDNN's legacy batch-norm API (deprecated in cuDNN 9 in favour of its graph API, still
+  // what PyTorch calls): spatial mode over [batch, channels, inner, 1].
+  absl::Status BatchNorm(const BatchNormArgs& a, GpuStream* st) override {
+    if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64) {
+      return absl::InvalidArgumentError("BatchNorm: float32 / float64");
+    }
+    if (dnn_ == nullptr) OVERLAP_CUDNN(cudnnCreate(&dnn_));
+    OVERLAP_CUDNN(cudnnSetStream(dnn_, S(st)));
+    const cudnnDataType_t type = a.dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    struct Descriptors {
+      cudnnTensorDescriptor_t x = nullptr, param = nullptr;
+      ~Descriptors() {
+        if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+        if (param != nullptr) cudnnDestroyTensorDescriptor(param);
+      }
+    } d;
+    constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
+    OVERLAP_CUDNN(cudnnCreateTensorDescriptor(&d.x));
+    OVERLAP_CUDNN(cudnnCreateTensorDescriptor(&d.param));
+    OVERLAP_CUDNN(
+        cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, type, static_cast<int>(a.batch),
+                                   static_cast<int>(a.channels), static_cast<int>(a.inner), 1));
+    OVERLAP_CUDNN(cudnnDeriveBNTensorDescriptor(d.param, d.x, kMode));
+    const double one64 = 1, zero64 = 0;
+    const float one32 = 1, zero32 = 0;
+    const bool f64 = a.dtype == DType::kFloat64;
+    const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
+    const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+    switch (a.pass) {
+      case BatchNormPass::kTraining:
+        OVERLAP_CUDNN(cudnnBatchNormalizationForwardTraining(
+            dnn_, kMode, one, zero, d.x, a.x, d.x, a.y, d.param, a.weight, a.bias,
+            /*exponentialAverageFactor=*/0.0, /*resultRunningMean=*/nullptr,
+            /*resultRunningVariance=*/nullptr, a.eps, a.save_mean, a.save_invstd));
+        break;
+      case BatchNormPass::kInference:
+        OVERLAP_CUDNN(cudnnBatchNormalizationForwardInference(dnn_, kMode, one, zero, d.x, a.x, d.x,
+                                                              a.y, d.param, a.weight, a.bias,
+                                                              a.mean, a.var, a.eps));
+        break;
+      case BatchNormPass::kBackward:
+        OVERLAP_CUDNN(cudnnBatchNormalizationBackward(dnn_, kMode, one, zero, one, zero, d.x, a.x,
+                                                      d.x, a.dy, d.x, a.y, d.param, a.weight,
+                                                      a.dweight, a.dbias, a.eps, a.mean, a.var));
+        break;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Convolution(ConvPass pass, const ConvShape& g, const void* a, const void* b,
                            void* out, GpuStream* st) override {
     if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {

@@ -1,5 +1,7 @@
 #include "runtime/cuda/cuda_kernels.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -14,7 +16,10 @@
 namespace overlap {
 namespace {
 
-constexpr absl::string_view kCublasOps[] = {"aten.mm.default", "aten.addmm.default"};
+// cuBLAS products (attention: its products, with the nn kernel's softmax rows between).
+constexpr absl::string_view kCublasOps[] = {
+    "aten.mm.default", "aten.addmm.default", "aten._scaled_dot_product_flash_attention.default",
+    "aten._scaled_dot_product_flash_attention_backward.default"};
 
 const absl::flat_hash_set<std::string>& ViewTargets() {
   static const auto* targets = [] {
@@ -510,8 +515,761 @@ Kernel ConvolutionBackwardOnDevice(Kernel host, CudaDevice* dev) {
   };
 }
 
-constexpr absl::string_view kCudnnOps[] = {"aten.convolution.default",
-                                           "aten.convolution_backward.default"};
+// ---- the nn kernel family (nn_ops.h), cuDNN batch norm, attention on cuBLAS ----
+
+const void* Ptr(const Tensor& t) { return ViewOf(t).data; }
+void* MutPtr(const Tensor& t) { return ViewOf(t).data; }
+const void* OptPtr(const std::optional<Tensor>& t) { return t ? Ptr(*t) : nullptr; }
+
+NnArgs NnFor(NnOp op, DType dtype) {
+  NnArgs a;
+  a.op = op;
+  a.is_double = dtype == DType::kFloat64;
+  return a;
+}
+
+// `t` packed, for the nn kernel: nullopt stays nullopt.
+absl::StatusOr<std::optional<Tensor>> PackedOpt(KernelCall& c, CudaDevice& dev,
+                                                const std::optional<Tensor>& t) {
+  if (!t) return std::optional<Tensor>();
+  OVERLAP_ASSIGN_OR_RETURN(Tensor p, Packed(c, dev, *t));
+  return std::optional<Tensor>(p);
+}
+
+// Runs `a` on the compute stream; an op that reads indices records a bad one in the device's
+// error word under "node '<name>' (<target>): <what>" (CudaDevice::ErrorWord).
+absl::Status RunNn(KernelCall& c, CudaDevice& dev, NnArgs a, absl::string_view what = "") {
+  if (a.index != nullptr) {
+    OVERLAP_ASSIGN_OR_RETURN(a.error, dev.ErrorWord());
+    a.tag = dev.ErrorTag(
+        absl::StrCat("node '", c.node().name(), "' (", c.node().target(), "): ", what));
+  }
+  return dev.api().Nn(a, dev.compute());
+}
+
+bool IndexType(DType d) { return d == DType::kInt64 || d == DType::kInt32; }
+
+// The product of `t`'s dimensions [begin, end).
+int64_t ProdOf(const Tensor& t, int64_t begin, int64_t end) {
+  return Prod(t.shape(), static_cast<size_t>(begin), static_cast<size_t>(end));
+}
+
+Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
+    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg(1, "normalized_shape");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
+    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg(3, "bias");
+    absl::StatusOr<double> eps = c.DoubleArg(4, "eps");
+    if (!x.ok() || !ns.ok() || !w.ok() || !b.ok() || !eps.ok() || !FloatType(x->dtype())) {
+      return host(c);
+    }
+    const int64_t axis = x->dim() - static_cast<int64_t>(ns->size());
+    if (axis < 0 || !std::equal(ns->begin(), ns->end(), x->shape().begin() + axis)) return host(c);
+    const int64_t m = ProdOf(*x, 0, axis), n = ProdOf(*x, axis, x->dim());
+    for (const std::optional<Tensor>* p : {&*w, &*b}) {
+      if (*p && ((*p)->numel() != n || (*p)->dtype() != x->dtype())) return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pb, PackedOpt(c, *dev, *b));
+    std::vector<int64_t> stat_shape(x->shape().begin(), x->shape().begin() + axis);
+    stat_shape.resize(x->dim(), 1);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor mean, c.NewUninitializedOutput(x->dtype(), stat_shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, c.NewUninitializedOutput(x->dtype(), stat_shape));
+    NnArgs a = NnFor(NnOp::kLayerNorm, x->dtype());
+    a.rows = m;
+    a.cols = n;
+    a.x = Ptr(px);
+    a.w = OptPtr(pw);
+    a.b = OptPtr(pb);
+    a.eps = *eps;
+    a.out = MutPtr(out);
+    a.out2 = MutPtr(mean);
+    a.out3 = MutPtr(rstd);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    return std::vector<Tensor>{out, mean, rstd};
+  };
+}
+
+Kernel LayerNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
+    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
+    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg(2, "normalized_shape");
+    absl::StatusOr<Tensor> mean = c.TensorArg(3, "mean");
+    absl::StatusOr<Tensor> rstd = c.TensorArg(4, "rstd");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(5, "weight");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(7, "output_mask", {true, true, true});
+    if (!g.ok() || !x.ok() || !ns.ok() || !mean.ok() || !rstd.ok() || !w.ok() || !mask.ok() ||
+        mask->size() != 3 || !FloatType(x->dtype()) || g->shape() != x->shape()) {
+      return host(c);
+    }
+    const DType dt = x->dtype();
+    const int64_t axis = x->dim() - static_cast<int64_t>(ns->size());
+    if (axis < 0 || g->dtype() != dt || mean->dtype() != dt || rstd->dtype() != dt ||
+        (*w && (*w)->dtype() != dt)) {
+      return host(c);
+    }
+    const int64_t m = ProdOf(*x, 0, axis), n = ProdOf(*x, axis, x->dim());
+    if (mean->numel() != m || rstd->numel() != m || (*w && (*w)->numel() != n)) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pm, Packed(c, *dev, *mean));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pr, Packed(c, *dev, *rstd));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    std::vector<Tensor> out(3);
+    const std::vector<int64_t> shapes[3] = {x->shape(), *ns, *ns};
+    for (int i = 0; i < 3; ++i) {
+      if ((*mask)[i]) {
+        OVERLAP_ASSIGN_OR_RETURN(out[i], c.NewUninitializedOutput(dt, shapes[i]));
+      }
+    }
+    NnArgs a = NnFor(NnOp::kLayerNormBackward, dt);
+    a.rows = m;
+    a.cols = n;
+    a.g = Ptr(pg);
+    a.x = Ptr(px);
+    a.w = OptPtr(pw);
+    a.mean = Ptr(pm);
+    a.var = Ptr(pr);
+    if (out[0].defined()) {
+      a.out = MutPtr(out[0]);
+      OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    }
+    if (out[1].defined() || out[2].defined()) {
+      a.op = NnOp::kLayerNormParamBackward;
+      a.out = nullptr;
+      a.out2 = out[1].defined() ? MutPtr(out[1]) : nullptr;
+      a.out3 = out[2].defined() ? MutPtr(out[2]) : nullptr;
+      OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    }
+    return out;
+  };
+}
+
+// cuDNN takes a batch norm with weight and bias, at least two values per channel, and
+// dimensions that fit its ints; the nn kernel takes the rest.
+bool CudnnBatchNorm(const std::optional<Tensor>& w, const std::optional<Tensor>& b, int64_t batch,
+                    int64_t channels, int64_t inner) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  return w && b && batch * inner >= 2 && batch <= kMaxInt && channels <= kMaxInt &&
+         inner <= kMaxInt;
+}
+
+Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(1, "weight");
+    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg(2, "bias");
+    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg(3, "running_mean");
+    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg(4, "running_var");
+    absl::StatusOr<bool> training = c.BoolArg(5, "training");
+    absl::StatusOr<double> eps = c.DoubleArg(7, "eps");
+    if (!x.ok() || !w.ok() || !b.ok() || !rm.ok() || !rv.ok() || !training.ok() || !eps.ok() ||
+        !FloatType(x->dtype()) || x->dim() < 2 || (*training ? (*rm || *rv) : (!*rm || !*rv))) {
+      return host(c);  // its errors
+    }
+    const DType dt = x->dtype();
+    const int64_t batch = x->shape()[0], ch = x->shape()[1], inner = ProdOf(*x, 2, x->dim());
+    for (const std::optional<Tensor>* p : {&*w, &*b, &*rm, &*rv}) {
+      if (*p && ((*p)->numel() != ch || (*p)->dtype() != dt)) return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pb, PackedOpt(c, *dev, *b));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pm, PackedOpt(c, *dev, *rm));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pv, PackedOpt(c, *dev, *rv));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dt, x->shape()));
+    const int64_t saved = *training ? ch : 0;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor save_mean, c.NewUninitializedOutput(dt, {saved}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor save_invstd, c.NewUninitializedOutput(dt, {saved}));
+    if (CudnnBatchNorm(pw, pb, batch, ch, inner)) {
+      BatchNormArgs a;
+      a.pass = *training ? BatchNormPass::kTraining : BatchNormPass::kInference;
+      a.dtype = dt;
+      a.batch = batch;
+      a.channels = ch;
+      a.inner = inner;
+      a.eps = *eps;
+      a.x = Ptr(px);
+      a.weight = Ptr(*pw);
+      a.bias = Ptr(*pb);
+      a.mean = OptPtr(pm);
+      a.var = OptPtr(pv);
+      a.y = MutPtr(out);
+      a.save_mean = *training ? MutPtr(save_mean) : nullptr;
+      a.save_invstd = *training ? MutPtr(save_invstd) : nullptr;
+      OVERLAP_RETURN_IF_ERROR(dev->api().BatchNorm(a, dev->compute()));
+    } else {
+      NnArgs a = NnFor(NnOp::kBatchNorm, dt);
+      a.batch = batch;
+      a.cols = ch;
+      a.inner = inner;
+      a.x = Ptr(px);
+      a.w = OptPtr(pw);
+      a.b = OptPtr(pb);
+      a.mean = OptPtr(pm);
+      a.var = OptPtr(pv);
+      a.flag = *training ? 1 : 0;
+      a.eps = *eps;
+      a.out = MutPtr(out);
+      a.out2 = MutPtr(save_mean);
+      a.out3 = MutPtr(save_invstd);
+      OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    }
+    return std::vector<Tensor>{out, save_mean, save_invstd};
+  };
+}
+
+Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
+    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
+    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg(3, "running_mean");
+    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg(4, "running_var");
+    absl::StatusOr<std::optional<Tensor>> sm = c.OptionalTensorArg(5, "save_mean");
+    absl::StatusOr<std::optional<Tensor>> si = c.OptionalTensorArg(6, "save_invstd");
+    absl::StatusOr<bool> training = c.BoolArg(7, "train");
+    absl::StatusOr<double> eps = c.DoubleArg(8, "eps");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(9, "output_mask", {true, true, true});
+    if (!g.ok() || !x.ok() || !w.ok() || !rm.ok() || !rv.ok() || !sm.ok() || !si.ok() ||
+        !training.ok() || !eps.ok() || !mask.ok() || mask->size() != 3 || !FloatType(x->dtype()) ||
+        x->dim() < 2 || g->shape() != x->shape()) {
+      return host(c);
+    }
+    const DType dt = x->dtype();
+    const int64_t batch = x->shape()[0], ch = x->shape()[1], inner = ProdOf(*x, 2, x->dim());
+    const std::optional<Tensor>& mean = *training ? *sm : *rm;
+    const std::optional<Tensor>& var = *training ? *si : *rv;
+    if (!mean || !var || g->dtype() != dt) return host(c);
+    for (const std::optional<Tensor>* p : {&std::as_const(*w), &mean, &var}) {
+      if (*p && ((*p)->numel() != ch || (*p)->dtype() != dt)) return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pm, Packed(c, *dev, *mean));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pv, Packed(c, *dev, *var));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    std::vector<Tensor> out(3);
+    const std::vector<int64_t> shapes[3] = {x->shape(), {ch}, {ch}};
+    for (int i = 0; i < 3; ++i) {
+      if ((*mask)[i]) {
+        OVERLAP_ASSIGN_OR_RETURN(out[i], c.NewUninitializedOutput(dt, shapes[i]));
+      }
+    }
+    // cuDNN's backward is the training one (batch statistics); it writes all three.
+    if (*training && CudnnBatchNorm(pw, pw, batch, ch, inner)) {
+      std::vector<Tensor> dst = out;
+      for (int i = 0; i < 3; ++i) {
+        if (!dst[i].defined()) {
+          OVERLAP_ASSIGN_OR_RETURN(dst[i], c.NewScratch(dt, shapes[i]));
+        }
+      }
+      BatchNormArgs a;
+      a.pass = BatchNormPass::kBackward;
+      a.dtype = dt;
+      a.batch = batch;
+      a.channels = ch;
+      a.inner = inner;
+      a.eps = *eps;
+      a.x = Ptr(px);
+      a.dy = Ptr(pg);
+      a.weight = Ptr(*pw);
+      a.mean = Ptr(pm);
+      a.var = Ptr(pv);
+      a.y = MutPtr(dst[0]);
+      a.dweight = MutPtr(dst[1]);
+      a.dbias = MutPtr(dst[2]);
+      OVERLAP_RETURN_IF_ERROR(dev->api().BatchNorm(a, dev->compute()));
+      return out;
+    }
+    NnArgs a = NnFor(NnOp::kBatchNormBackward, dt);
+    a.batch = batch;
+    a.cols = ch;
+    a.inner = inner;
+    a.g = Ptr(pg);
+    a.x = Ptr(px);
+    a.w = OptPtr(pw);
+    a.mean = Ptr(pm);
+    a.var = Ptr(pv);
+    a.flag = *training ? 1 : 0;
+    a.eps = *eps;
+    a.out = out[0].defined() ? MutPtr(out[0]) : nullptr;
+    a.out2 = out[1].defined() ? MutPtr(out[1]) : nullptr;
+    a.out3 = out[2].defined() ? MutPtr(out[2]) : nullptr;
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    return out;
+  };
+}
+
+// Max pooling with indices: the nn kernel (cuDNN's pooling gives no indices, which the
+// backward needs, so ATen has its own kernel too).
+Kernel MaxPoolOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    if (!x.ok() || !FloatType(x->dtype())) return host(c);
+    absl::StatusOr<NnPool> p = PoolArgs(c, *x, 1);
+    if (!p.ok()) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    std::vector<int64_t> shape = x->shape();
+    shape[shape.size() - 2] = p->ho;
+    shape[shape.size() - 1] = p->wo;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewUninitializedOutput(DType::kInt64, shape));
+    NnArgs a = NnFor(NnOp::kMaxPool, x->dtype());
+    a.pool = *p;
+    a.x = Ptr(px);
+    a.out = MutPtr(out);
+    a.out2 = MutPtr(idx);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    return std::vector<Tensor>{out, idx};
+  };
+}
+
+Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg(1, "self");
+    absl::StatusOr<Tensor> idx = c.TensorArg(7, "indices");
+    if (!g.ok() || !x.ok() || !idx.ok() || !IndexType(idx->dtype()) || idx->shape() != g->shape() ||
+        g->dim() < 2 || x->dim() < 2 || g->dtype() != x->dtype() || !FloatType(x->dtype()) ||
+        ProdOf(*g, 0, g->dim() - 2) != ProdOf(*x, 0, x->dim() - 2)) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
+    NnArgs a = NnFor(NnOp::kMaxPoolBackward, x->dtype());
+    a.pool.planes = ProdOf(*g, 0, g->dim() - 2);
+    a.pool.h = x->shape()[x->dim() - 2];
+    a.pool.w = x->shape()[x->dim() - 1];
+    a.pool.ho = g->shape()[g->dim() - 2];
+    a.pool.wo = g->shape()[g->dim() - 1];
+    a.g = Ptr(pg);
+    a.index = Ptr(pi);
+    a.index32 = pi.dtype() == DType::kInt32;
+    a.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "pooling index"));
+    return std::vector<Tensor>{out};
+  };
+}
+
+constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
+
+int64_t ReductionFlag(int64_t reduction) {
+  return reduction == kReductionNone   ? kReductionNone
+         : reduction == kReductionMean ? kReductionMean
+                                       : kReductionSum;
+}
+
+Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    absl::StatusOr<Tensor> t = c.TensorArg(1, "target");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
+    absl::StatusOr<int64_t> reduction = c.IntArg(3, "reduction", kReductionMean);
+    absl::StatusOr<int64_t> ignore = c.IntArg(4, "ignore_index", -100);
+    if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !ignore.ok() ||
+        !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 || x->dim() > 2) {
+      return host(c);
+    }
+    const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
+    if (t->numel() != n || (*w && ((*w)->numel() != classes || (*w)->dtype() != x->dtype()))) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    const bool none = *reduction == kReductionNone;
+    std::vector<int64_t> loss_shape;
+    if (none && x->dim() == 2) loss_shape = {n};
+    OVERLAP_ASSIGN_OR_RETURN(Tensor loss, c.NewUninitializedOutput(x->dtype(), loss_shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.NewUninitializedOutput(x->dtype(), {}));
+    NnArgs a = NnFor(NnOp::kNllLoss, x->dtype());
+    a.rows = n;
+    a.cols = classes;
+    a.x = Ptr(px);
+    a.index = Ptr(pt);
+    a.index32 = pt.dtype() == DType::kInt32;
+    a.w = OptPtr(pw);
+    a.flag = ReductionFlag(*reduction);
+    a.ignore = *ignore;
+    a.out = MutPtr(loss);
+    a.out2 = MutPtr(total);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "target"));
+    return std::vector<Tensor>{loss, total};
+  };
+}
+
+Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg(1, "self");
+    absl::StatusOr<Tensor> t = c.TensorArg(2, "target");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(3, "weight");
+    absl::StatusOr<int64_t> reduction = c.IntArg(4, "reduction", kReductionMean);
+    absl::StatusOr<int64_t> ignore = c.IntArg(5, "ignore_index", -100);
+    absl::StatusOr<Tensor> total = c.TensorArg(6, "total_weight");
+    if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !ignore.ok() ||
+        !total.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
+        x->dim() > 2 || g->dtype() != x->dtype() || total->dtype() != x->dtype() ||
+        total->numel() != 1) {
+      return host(c);
+    }
+    const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
+    const bool none = *reduction == kReductionNone;
+    if (t->numel() != n || (none ? g->numel() != n : g->numel() != 1) ||
+        (*w && ((*w)->numel() != classes || (*w)->dtype() != x->dtype()))) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor ptot, Packed(c, *dev, *total));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
+    NnArgs a = NnFor(NnOp::kNllLossBackward, x->dtype());
+    a.rows = n;
+    a.cols = classes;
+    a.g = Ptr(pg);
+    a.index = Ptr(pt);
+    a.index32 = pt.dtype() == DType::kInt32;
+    a.w = OptPtr(pw);
+    a.mean = Ptr(ptot);
+    a.flag = ReductionFlag(*reduction);
+    a.ignore = *ignore;
+    a.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "target"));
+    return std::vector<Tensor>{out};
+  };
+}
+
+Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    const int first = backward ? 1 : 0;
+    absl::StatusOr<Tensor> g =
+        backward ? c.TensorArg(0, "grad_output") : absl::StatusOr<Tensor>(Tensor());
+    absl::StatusOr<Tensor> x = c.TensorArg(first, "self");
+    absl::StatusOr<Tensor> t = c.TensorArg(first + 1, "target");
+    absl::StatusOr<int64_t> reduction = c.IntArg(first + 2, "reduction", kReductionMean);
+    if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !FloatType(x->dtype()) ||
+        t->shape() != x->shape() || t->dtype() != x->dtype()) {
+      return host(c);
+    }
+    const bool none = *reduction == kReductionNone;
+    if (backward &&
+        (g->dtype() != x->dtype() || (none ? g->shape() != x->shape() : g->numel() != 1))) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
+    NnArgs a = NnFor(backward ? NnOp::kMseLossBackward : NnOp::kMseLoss, x->dtype());
+    a.rows = x->numel();
+    a.x = Ptr(px);
+    a.b = Ptr(pt);
+    a.flag = ReductionFlag(*reduction);
+    Tensor pg;
+    if (backward) {
+      OVERLAP_ASSIGN_OR_RETURN(pg, Packed(c, *dev, *g));
+      a.g = Ptr(pg);
+    }
+    const std::vector<int64_t> shape = backward || none ? x->shape() : std::vector<int64_t>{};
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), shape));
+    a.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a));
+    return std::vector<Tensor>{out};
+  };
+}
+
+Kernel EmbeddingOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> w = c.TensorArg(0, "weight");
+    absl::StatusOr<Tensor> idx = c.TensorArg(1, "indices");
+    if (!w.ok() || !idx.ok() || !IndexType(idx->dtype()) || w->dim() != 2 ||
+        !FloatType(w->dtype())) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
+    std::vector<int64_t> shape = idx->shape();
+    shape.push_back(w->shape()[1]);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(w->dtype(), shape));
+    NnArgs a = NnFor(NnOp::kEmbedding, w->dtype());
+    a.rows = idx->numel();
+    a.cols = w->shape()[1];
+    a.cols2 = w->shape()[0];
+    a.w = Ptr(pw);
+    a.index = Ptr(pi);
+    a.index32 = pi.dtype() == DType::kInt32;
+    a.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "embedding index"));
+    return std::vector<Tensor>{out};
+  };
+}
+
+Kernel EmbeddingBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
+    absl::StatusOr<Tensor> idx = c.TensorArg(1, "indices");
+    absl::StatusOr<int64_t> rows = c.IntArg(2, "num_weights");
+    absl::StatusOr<int64_t> padding = c.IntArg(3, "padding_idx", -1);
+    absl::StatusOr<bool> by_freq = c.BoolArg(4, "scale_grad_by_freq", false);
+    if (!g.ok() || !idx.ok() || !rows.ok() || !padding.ok() || !by_freq.ok() || *by_freq ||
+        !IndexType(idx->dtype()) || !FloatType(g->dtype()) || *rows < 0) {
+      return host(c);
+    }
+    const int64_t d = g->dim() == 0 ? 1 : g->shape().back();
+    if (g->numel() != idx->numel() * d) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(g->dtype(), {*rows, d}));
+    NnArgs a = NnFor(NnOp::kEmbeddingBackward, g->dtype());
+    a.rows = idx->numel();
+    a.cols = d;
+    a.cols2 = *rows;
+    a.g = Ptr(pg);
+    a.index = Ptr(pi);
+    a.index32 = pi.dtype() == DType::kInt32;
+    a.ignore = *padding;
+    a.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "embedding index"));
+    return std::vector<Tensor>{out};
+  };
+}
+
+// Row-major C[M, N] = alpha op(A) op(B) + beta C, `batch` times (strides in elements),
+// through cuBLAS's column-major view (C^T = op(B)^T op(A)^T).
+struct RowGemm {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+};
+
+absl::Status Run(CudaDevice& dev, const RowGemm& r, DType dtype) {
+  GemmArgs g;
+  g.trans_a = r.tb;
+  g.trans_b = r.ta;
+  g.m = r.n;
+  g.n = r.m;
+  g.k = r.k;
+  g.alpha = r.alpha;
+  g.beta = r.beta;
+  g.a = r.b;
+  g.lda = r.ldb;
+  g.stride_a = r.stride_b;
+  g.b = r.a;
+  g.ldb = r.lda;
+  g.stride_b = r.stride_a;
+  g.c = r.c;
+  g.ldc = r.ldc;
+  g.stride_c = r.stride_c;
+  g.batch = r.batch;
+  g.dtype = dtype;
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return absl::OkStatus();
+  return dev.api().Gemm(g, dev.compute());
+}
+
+// Runs of query heads for one batched product each: heads [head, head + count) read key /
+// value heads kv, kv + kv_step, ...
+struct HeadRun {
+  int64_t head, kv, count, kv_step;
+};
+// Grouped: one run per key / value head (its query heads share it: kv_step 0), or all heads
+// at once without grouping. Per head: one run per query head (for products accumulating
+// into a key / value head's gradient, which one batched call cannot do for shared heads).
+std::vector<HeadRun> HeadRuns(const AttnShape& a, bool per_head) {
+  if (a.h == a.hk) return {{0, 0, a.b * a.h, 1}};
+  const int64_t r = a.h / a.hk;
+  std::vector<HeadRun> runs;
+  for (int64_t b = 0; b < a.b; ++b) {
+    for (int64_t g = 0; g < a.hk; ++g) {
+      if (!per_head) {
+        runs.push_back({b * a.h + g * r, b * a.hk + g, r, 0});
+        continue;
+      }
+      for (int64_t i = 0; i < r; ++i) runs.push_back({b * a.h + g * r + i, b * a.hk + g, 1, 0});
+    }
+  }
+  return runs;
+}
+
+const void* At(const Tensor& t, int64_t elements) {
+  return static_cast<const std::byte*>(Ptr(t)) + elements * DTypeSize(t.dtype());
+}
+void* MutAt(const Tensor& t, int64_t elements) {
+  return static_cast<std::byte*>(MutPtr(t)) + elements * DTypeSize(t.dtype());
+}
+
+// P = softmax(scale Q K^T) for every head into p [b * h, s, sk] (cuBLAS, then the nn
+// kernel's softmax rows), lse [b * h * s].
+absl::Status AttentionScores(KernelCall& c, CudaDevice& dev, const AttnShape& a, const Tensor& q,
+                             const Tensor& k, const Tensor& p, const Tensor& lse) {
+  const DType dt = q.dtype();
+  for (const HeadRun& run : HeadRuns(a, false)) {
+    RowGemm r;
+    r.tb = true;
+    r.m = a.s, r.n = a.sk, r.k = a.d;
+    r.alpha = a.scale;
+    r.a = At(q, run.head * a.s * a.d), r.lda = a.d, r.stride_a = a.s * a.d;
+    r.b = At(k, run.kv * a.sk * a.d), r.ldb = a.d, r.stride_b = run.kv_step * a.sk * a.d;
+    r.c = MutAt(p, run.head * a.s * a.sk), r.ldc = a.sk, r.stride_c = a.s * a.sk;
+    r.batch = run.count;
+    OVERLAP_RETURN_IF_ERROR(Run(dev, r, dt));
+  }
+  NnArgs n = NnFor(NnOp::kAttentionSoftmax, dt);
+  n.rows = a.b * a.h * a.s;
+  n.cols = a.sk;
+  n.inner = a.s;
+  n.flag = a.causal ? 1 : 0;
+  n.out = MutPtr(p);
+  n.out2 = MutPtr(lse);
+  return RunNn(c, dev, n);
+}
+
+Kernel AttentionOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> q = c.TensorArg(0, "query");
+    absl::StatusOr<Tensor> k = c.TensorArg(1, "key");
+    absl::StatusOr<Tensor> v = c.TensorArg(2, "value");
+    if (!q.ok() || !k.ok() || !v.ok() || !FloatType(q->dtype())) return host(c);
+    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v, 4, 3);
+    if (!a.ok()) return host(c);
+    const DType dt = q->dtype();
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pq, Packed(c, *dev, *q));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pk, Packed(c, *dev, *k));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pv, Packed(c, *dev, *v));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dt, {a->b, a->h, a->s, a->dv}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor lse, c.NewUninitializedOutput(dt, {a->b, a->h, a->s}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor p, c.NewScratch(dt, {a->b * a->h, a->s, a->sk}));
+    OVERLAP_RETURN_IF_ERROR(AttentionScores(c, *dev, *a, pq, pk, p, lse));
+    for (const HeadRun& run : HeadRuns(*a, false)) {  // O = P V
+      RowGemm r;
+      r.m = a->s, r.n = a->dv, r.k = a->sk;
+      r.a = At(p, run.head * a->s * a->sk), r.lda = a->sk, r.stride_a = a->s * a->sk;
+      r.b = At(pv, run.kv * a->sk * a->dv), r.ldb = a->dv;
+      r.stride_b = run.kv_step * a->sk * a->dv;
+      r.c = MutAt(out, run.head * a->s * a->dv), r.ldc = a->dv, r.stride_c = a->s * a->dv;
+      r.batch = run.count;
+      OVERLAP_RETURN_IF_ERROR(Run(*dev, r, dt));
+    }
+    return std::vector<Tensor>{out, lse};
+  };
+}
+
+// dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(dO O)); dQ = scale dS K; dK = scale dS^T Q
+// (the CPU kernel's formulas; P recomputed from Q and K).
+Kernel AttentionBackwardOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
+    absl::StatusOr<Tensor> q = c.TensorArg(1, "query");
+    absl::StatusOr<Tensor> k = c.TensorArg(2, "key");
+    absl::StatusOr<Tensor> v = c.TensorArg(3, "value");
+    absl::StatusOr<Tensor> o = c.TensorArg(4, "out");
+    if (!g.ok() || !q.ok() || !k.ok() || !v.ok() || !o.ok() || !FloatType(q->dtype())) {
+      return host(c);
+    }
+    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v, 11, 10);
+    if (!a.ok()) return host(c);
+    const DType dt = q->dtype();
+    const std::vector<int64_t> out_shape = {a->b, a->h, a->s, a->dv};
+    if (g->shape() != out_shape || o->shape() != out_shape || g->dtype() != dt ||
+        o->dtype() != dt) {
+      return host(c);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pq, Packed(c, *dev, *q));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pk, Packed(c, *dev, *k));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pv, Packed(c, *dev, *v));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor po, Packed(c, *dev, *o));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dq, c.NewUninitializedOutput(dt, q->shape()));
+    // dK and dV accumulate over the query heads sharing them (beta 1 from zero).
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dk, c.NewOutput(dt, k->shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dv, c.NewOutput(dt, v->shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor p, c.NewScratch(dt, {a->b * a->h, a->s, a->sk}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dp, c.NewScratch(dt, {a->b * a->h, a->s, a->sk}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor lse, c.NewScratch(dt, {a->b * a->h * a->s}));
+    OVERLAP_RETURN_IF_ERROR(AttentionScores(c, *dev, *a, pq, pk, p, lse));
+    const int64_t s = a->s, sk = a->sk, d = a->d, dvn = a->dv;
+    for (const HeadRun& run : HeadRuns(*a, true)) {  // dV += P^T dO
+      RowGemm r;
+      r.ta = true;
+      r.m = sk, r.n = dvn, r.k = s;
+      r.beta = 1;
+      r.a = At(p, run.head * s * sk), r.lda = sk, r.stride_a = s * sk;
+      r.b = At(pg, run.head * s * dvn), r.ldb = dvn, r.stride_b = s * dvn;
+      r.c = MutAt(dv, run.kv * sk * dvn), r.ldc = dvn, r.stride_c = run.kv_step * sk * dvn;
+      r.batch = run.count;
+      OVERLAP_RETURN_IF_ERROR(Run(*dev, r, dt));
+    }
+    for (const HeadRun& run : HeadRuns(*a, false)) {  // dP = dO V^T
+      RowGemm r;
+      r.tb = true;
+      r.m = s, r.n = sk, r.k = dvn;
+      r.a = At(pg, run.head * s * dvn), r.lda = dvn, r.stride_a = s * dvn;
+      r.b = At(pv, run.kv * sk * dvn), r.ldb = dvn, r.stride_b = run.kv_step * sk * dvn;
+      r.c = MutAt(dp, run.head * s * sk), r.ldc = sk, r.stride_c = s * sk;
+      r.batch = run.count;
+      OVERLAP_RETURN_IF_ERROR(Run(*dev, r, dt));
+    }
+    NnArgs n = NnFor(NnOp::kAttentionSoftmaxBackward, dt);
+    n.rows = a->b * a->h * s;
+    n.cols = sk;
+    n.inner = dvn;
+    n.x = Ptr(p);
+    n.out = MutPtr(dp);
+    n.g = Ptr(pg);
+    n.b = Ptr(po);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, n));
+    for (const HeadRun& run : HeadRuns(*a, false)) {  // dQ = scale dS K
+      RowGemm r;
+      r.m = s, r.n = d, r.k = sk;
+      r.alpha = a->scale;
+      r.a = At(dp, run.head * s * sk), r.lda = sk, r.stride_a = s * sk;
+      r.b = At(pk, run.kv * sk * d), r.ldb = d, r.stride_b = run.kv_step * sk * d;
+      r.c = MutAt(dq, run.head * s * d), r.ldc = d, r.stride_c = s * d;
+      r.batch = run.count;
+      OVERLAP_RETURN_IF_ERROR(Run(*dev, r, dt));
+    }
+    for (const HeadRun& run : HeadRuns(*a, true)) {  // dK += scale dS^T Q
+      RowGemm r;
+      r.ta = true;
+      r.m = sk, r.n = d, r.k = s;
+      r.alpha = a->scale;
+      r.beta = 1;
+      r.a = At(dp, run.head * s * sk), r.lda = sk, r.stride_a = s * sk;
+      r.b = At(pq, run.head * s * d), r.ldb = d, r.stride_b = s * d;
+      r.c = MutAt(dk, run.kv * sk * d), r.ldc = d, r.stride_c = run.kv_step * sk * d;
+      r.batch = run.count;
+      OVERLAP_RETURN_IF_ERROR(Run(*dev, r, dt));
+    }
+    return std::vector<Tensor>{dq, dk, dv};
+  };
+}
+
+constexpr absl::string_view kCudnnOps[] = {
+    "aten.convolution.default", "aten.convolution_backward.default",
+    "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"};
+
+// The nn kernel family's ops (nn_ops.h).
+constexpr absl::string_view kNnOps[] = {"aten.native_layer_norm.default",
+                                        "aten.native_layer_norm_backward.default",
+                                        "aten.max_pool2d_with_indices.default",
+                                        "aten.max_pool2d_with_indices_backward.default",
+                                        "aten.nll_loss_forward.default",
+                                        "aten.nll_loss_backward.default",
+                                        "aten.mse_loss.default",
+                                        "aten.mse_loss_backward.default",
+                                        "aten.embedding.default",
+                                        "aten.embedding_dense_backward.default"};
 
 constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
                                                "aten.mean.dim",
@@ -541,6 +1299,9 @@ std::string CudaKernelKind(absl::string_view target) {
   }
   for (absl::string_view t : kCudnnOps) {
     if (t == target) return "cudnn";
+  }
+  for (absl::string_view t : kNnOps) {
+    if (t == target) return "nn";
   }
   if (ViewTargets().contains(target)) return "view";
   return CpuKernels().Find(target) != nullptr ? "host" : "";
@@ -576,6 +1337,24 @@ KernelRegistry CudaKernels(CudaDevice& device) {
              ConvolutionOnDevice(host("aten.convolution.default"), dev));
   r.Register("aten.convolution_backward.default",
              ConvolutionBackwardOnDevice(host("aten.convolution_backward.default"), dev));
+  const std::pair<const char*, Kernel (*)(Kernel, CudaDevice*)> nn[] = {
+      {"aten.native_layer_norm.default", LayerNormOnDevice},
+      {"aten.native_layer_norm_backward.default", LayerNormBackwardOnDevice},
+      {"aten.native_batch_norm.default", BatchNormOnDevice},
+      {"aten.native_batch_norm_backward.default", BatchNormBackwardOnDevice},
+      {"aten.max_pool2d_with_indices.default", MaxPoolOnDevice},
+      {"aten.max_pool2d_with_indices_backward.default", MaxPoolBackwardOnDevice},
+      {"aten.nll_loss_forward.default", NllLossOnDevice},
+      {"aten.nll_loss_backward.default", NllLossBackwardOnDevice},
+      {"aten.embedding.default", EmbeddingOnDevice},
+      {"aten.embedding_dense_backward.default", EmbeddingBackwardOnDevice},
+      {"aten._scaled_dot_product_flash_attention.default", AttentionOnDevice},
+      {"aten._scaled_dot_product_flash_attention_backward.default", AttentionBackwardOnDevice},
+  };
+  for (const auto& [target, make] : nn) r.Register(target, make(host(target), dev));
+  r.Register("aten.mse_loss.default", MseLossOnDevice(false, host("aten.mse_loss.default"), dev));
+  r.Register("aten.mse_loss_backward.default",
+             MseLossOnDevice(true, host("aten.mse_loss_backward.default"), dev));
   r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
     OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
     OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "mat2"));

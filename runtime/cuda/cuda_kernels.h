@@ -10,14 +10,23 @@
 //   - the reduction family (sum, mean, softmax, log-softmax and their backwards): one
 //     device kernel over reduction_ops.h's formulas (one thread per reduced column, double
 //     accumulation);
-//   - every other op of docs/ops.md (normalisation, indexing, losses, attention, pooling),
-//     and the cases the device kernels do not take (integer
-//     division, a 0-d operand of another dtype, 16-bit or integer reductions): the CPU
-//     kernel on host copies of its inputs, its results copied back (correct by
-//     construction, and slow: the host waits for the compute stream at each such node).
-//     cuDNN's batch norm and pooling replace some of these next (docs/runtime.md);
 //   - convolution and its backward: cuDNN (GpuApi::Convolution), the bias through the
-//     elementwise kernel, its gradient through the reduction kernel.
+//     elementwise kernel, its gradient through the reduction kernel; batch norm and its
+//     backward: cuDNN (GpuApi::BatchNorm) with weight and bias in training, the nn kernel
+//     otherwise (no weight, evaluation-mode backward);
+//   - the nn family (layer norm, max pooling with indices, the NLL and MSE losses,
+//     embedding and its backward, attention's softmax rows): one device kernel over
+//     nn_ops.h's formulas, the CPU kernels' own, one thread per row / column / channel /
+//     plane (no atomics: deterministic); a bad index is recorded on the device and
+//     reported at the next host wait (CudaDevice::ErrorWord);
+//   - attention and its backward: cuBLAS strided-batched products per run of heads sharing
+//     a key / value head, the nn kernel's softmax rows between (exact: the score matrix is
+//     materialised, as on the CPU);
+//   - the rest (arange, topk, argsort, index_select, index_add, scatter, cat,
+//     slice_backward) and the cases the device kernels do not take (integer division, a 0-d
+//     operand of another dtype, 16-bit or integer inputs, arguments the CPU kernel refuses):
+//     the CPU kernel on host copies of its inputs, its results copied back (correct by
+//     construction, and slow: the host waits for the compute stream at each such node).
 // Which kernel an op gets is visible: CudaKernelKind.
 #ifndef OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
 #define OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
@@ -33,8 +42,8 @@ namespace overlap {
 // The registry for `device` (which must outlive it). O(number of ops).
 KernelRegistry CudaKernels(CudaDevice& device);
 
-// "view", "cublas", "cudnn", "elementwise", "reduction", "allocation" or "host" (the CPU
-// kernel through host copies), "" for an unknown target.
+// "view", "cublas", "cudnn", "elementwise", "reduction", "nn", "allocation" or "host" (the
+// CPU kernel through host copies), "" for an unknown target.
 std::string CudaKernelKind(absl::string_view target);
 
 }  // namespace overlap

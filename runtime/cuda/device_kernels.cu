@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "../elementwise_ops.h"
+#include "../nn_ops.h"
 #include "../reduction_ops.h"
 
 namespace overlap {
@@ -109,6 +110,14 @@ __global__ void ReduceKernel(ReduceKernelArgs k) {
   }
 }
 
+template <typename T>
+__global__ void NnKernel(NnArgs a, int64_t units) {
+  for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < units;
+       u += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    NnUnit<T>(a, u);
+  }
+}
+
 unsigned Blocks(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
@@ -133,6 +142,17 @@ cudaError_t LaunchReduceKernel(cudaStream_t stream, const ReduceKernelArgs& args
     ReduceKernel<double><<<Blocks(columns, 128), 128, 0, stream>>>(args);
   } else {
     ReduceKernel<float><<<Blocks(columns, 128), 128, 0, stream>>>(args);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchNnKernel(cudaStream_t stream, const NnArgs& args) {
+  const int64_t units = NnUnits(args);
+  if (units == 0) return cudaSuccess;
+  if (args.is_double) {
+    NnKernel<double><<<Blocks(units, 128), 128, 0, stream>>>(args, units);
+  } else {
+    NnKernel<float><<<Blocks(units, 128), 128, 0, stream>>>(args, units);
   }
   return cudaGetLastError();
 }

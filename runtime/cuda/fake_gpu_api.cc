@@ -690,6 +690,75 @@ absl::Status FakeGpuApi::Reduce(const ReduceArgs& r, GpuStream* s) {
   return absl::OkStatus();
 }
 
+absl::Status FakeGpuApi::Nn(const NnArgs& a, GpuStream* s) {
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "nn");
+  for (const void* in : {a.x, a.g, a.w, a.b, a.mean, a.var, a.index}) {
+    if (in != nullptr) Use(op, in, false);
+  }
+  for (const void* out : {a.out, a.out2, a.out3}) {
+    if (out != nullptr) Use(op, out, true);
+  }
+  // The kernel's error word, read and written by the kernel (atomically on a device).
+  if (a.error != nullptr) Use(op, a.error, true);
+  NnRunOnHost(a);
+  return absl::OkStatus();
+}
+
+absl::Status FakeGpuApi::BatchNorm(const BatchNormArgs& a, GpuStream* s) {
+  if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64) {
+    return absl::InvalidArgumentError("BatchNorm: float32 / float64");
+  }
+  if (a.weight == nullptr || (a.bias == nullptr && a.pass != BatchNormPass::kBackward)) {
+    return absl::InvalidArgumentError("BatchNorm: cuDNN needs the weight and the bias");
+  }
+  absl::StatusOr<Stream*> st = Entered(s);
+  if (!st.ok()) return st.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Op op = Stamp(**st, "batch norm");
+  NnArgs n;
+  n.is_double = a.dtype == DType::kFloat64;
+  n.batch = a.batch;
+  n.cols = a.channels;
+  n.inner = a.inner;
+  n.eps = a.eps;
+  n.x = a.x;
+  n.w = a.weight;
+  switch (a.pass) {
+    case BatchNormPass::kTraining:
+    case BatchNormPass::kInference:
+      n.op = NnOp::kBatchNorm;
+      n.flag = a.pass == BatchNormPass::kTraining ? 1 : 0;
+      n.b = a.bias;
+      n.mean = a.mean;
+      n.var = a.var;
+      n.out = a.y;
+      n.out2 = a.save_mean;
+      n.out3 = a.save_invstd;
+      break;
+    case BatchNormPass::kBackward:
+      n.op = NnOp::kBatchNormBackward;
+      n.flag = 1;
+      n.g = a.dy;
+      n.mean = a.mean;
+      n.var = a.var;
+      n.out = a.y;
+      n.out2 = a.dweight;
+      n.out3 = a.dbias;
+      break;
+  }
+  for (const void* in : {n.x, n.g, n.w, n.b, n.mean, n.var}) {
+    if (in != nullptr) Use(op, in, false);
+  }
+  for (const void* out : {n.out, n.out2, n.out3}) {
+    if (out != nullptr) Use(op, out, true);
+  }
+  NnRunOnHost(n);
+  return absl::OkStatus();
+}
+
 absl::Status FakeGpuApi::Convolution(ConvPass pass, const ConvShape& g, const void* a,
                                      const void* b, void* out, GpuStream* st) {
   if (g.dtype != DType::kFloat32 && g.dtype != DType::kFloat64) {

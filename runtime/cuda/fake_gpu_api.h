@@ -124,6 +124,9 @@ class FakeGpuApi final : public GpuApi {
   absl::Status Gemm(const GemmArgs& g, GpuStream* s) override;
   absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) override;
   absl::Status Reduce(const ReduceArgs& r, GpuStream* s) override;
+  absl::Status Nn(const NnArgs& a, GpuStream* s) override;
+  // The definition: nn_ops.h's batch-norm units (the CPU kernel's very formula).
+  absl::Status BatchNorm(const BatchNormArgs& a, GpuStream* s) override;
   absl::Status Convolution(ConvPass pass, const ConvShape& shape, const void* a, const void* b,
                            void* out, GpuStream* st) override;
   absl::StatusOr<std::string> NcclUniqueId() override;

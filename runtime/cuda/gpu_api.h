@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/elementwise_ops.h"
+#include "runtime/nn_ops.h"
 #include "runtime/reduction_ops.h"
 #include "runtime/tensor.h"
 
@@ -113,6 +114,33 @@ struct ConvShape {
 // output, out: grad of the weight). All contiguous; out is overwritten.
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 
+// Batch normalization through cuDNN (spatial mode: statistics per channel) over contiguous
+// [batch, channels, inner] tensors, float32 or float64, weight and bias present:
+//   kTraining   x, weight, bias -> y, save_mean, save_invstd (batch statistics, biased
+//               variance; the running statistics are not updated)
+//   kInference  x, weight, bias, mean, var (running) -> y
+//   kBackward   x, dy, weight, mean, var (the saved mean and invstd) -> dx, dweight, dbias
+// Each pass is nn_ops.h's kBatchNorm / kBatchNormBackward up to rounding (cuDNN's order of
+// summation and float32 accumulation).
+enum class BatchNormPass { kTraining, kInference, kBackward };
+struct BatchNormArgs {
+  BatchNormPass pass = BatchNormPass::kTraining;
+  DType dtype = DType::kFloat32;
+  int64_t batch = 0, channels = 0, inner = 0;
+  double eps = 1e-5;
+  const void* x = nullptr;
+  const void* dy = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const void* mean = nullptr;
+  const void* var = nullptr;
+  void* y = nullptr;  // kBackward: dx
+  void* save_mean = nullptr;
+  void* save_invstd = nullptr;
+  void* dweight = nullptr;
+  void* dbias = nullptr;
+};
+
 // The reductions the backend issues (sum only: gradients).
 enum class NcclCollective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
 
@@ -176,6 +204,13 @@ class GpuApi {
   virtual absl::Status Elementwise(const ElementwiseArgs& e, GpuStream* s) = 0;
   // The reduction kernel family (sum, mean, the softmax family).
   virtual absl::Status Reduce(const ReduceArgs& r, GpuStream* s) = 0;
+  // The nn kernel family (nn_ops.h: norms, max pooling, losses, embedding's backward,
+  // attention's softmax rows): NnUnit on every unit, one device thread each. A bad index is
+  // recorded in a.error (device memory) for the caller to read after the stream.
+  virtual absl::Status Nn(const NnArgs& a, GpuStream* s) = 0;
+  // Batch normalization on `s` (cuDNN: cudnnBatchNormalizationForwardTraining /
+  // ForwardInference / Backward).
+  virtual absl::Status BatchNorm(const BatchNormArgs& a, GpuStream* s) = 0;
   // A convolution pass on `st` (cuDNN: cudnnConvolutionForward / BackwardData /
   // BackwardFilter, the heuristics' first algorithm, its workspace from the pool).
   virtual absl::Status Convolution(ConvPass pass, const ConvShape& shape, const void* a,
