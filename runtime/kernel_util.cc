@@ -104,6 +104,15 @@ absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> d
   return absl::OkStatus();
 }
 
+absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst) {
+  DeviceMemory* device = c.allocator().device();
+  if (device != nullptr && (src.device() != Device::kCpu || dst.device() != Device::kCpu)) {
+    return device->Copy(src, dst);
+  }
+  CopyElements(src, dst);
+  return absl::OkStatus();
+}
+
 absl::Status RunNn(const KernelCall& c, NnArgs a, absl::string_view what) {
   int64_t error[3] = {0, 0, 0};
   a.error = error;

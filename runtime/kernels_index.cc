@@ -322,7 +322,7 @@ Results Cat(KernelCall& c) {
   int64_t at = 0;
   for (const Tensor& t : used) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor dst, out.Slice(dim, at, at + t.shape()[dim]));
-    CopyElements(t, dst);
+    OVERLAP_RETURN_IF_ERROR(CopyInto(c, t, dst));
     at += t.shape()[dim];
   }
   return std::vector<Tensor>{out};
@@ -349,7 +349,7 @@ Results SliceBackward(KernelCall& c) {
     return c.Error(
         absl::StrCat("grad ", g.DebugString(), " does not match the slice ", dst->DebugString()));
   }
-  CopyElements(g, *dst);
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, g, *dst));
   return std::vector<Tensor>{out};
 }
 

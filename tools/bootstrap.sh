@@ -22,6 +22,7 @@ packages=(
   zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
   unzip                  # tools/check_oss_fuzz.sh reads them back
   graphviz               # tools/pictures_test.sh renders the partition DOT files
+  ccache                 # tools/check_oss_fuzz.sh keeps its objects between runs
 )
 
 missing=()

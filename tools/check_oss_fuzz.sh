@@ -8,6 +8,8 @@
 #   - every fuzz/<target>.dict copied;
 #   - no libabsl among the shared libraries (ldd): fuzzing runners have none;
 #   - ASan, UBSan and libFuzzer linked in (their symbols);
+#   (objects come from ccache when an earlier run compiled the same source with the same
+#   flags: a warm machine recompiles only what changed)
 #   - each fuzzer runs -runs=1000 on its unzipped seed corpus clean, with OSS-Fuzz's limits
 #     (-rss_limit_mb=2560 -timeout=25) and sanitizer options.
 # OSS-Fuzz builds address and undefined as two sets of binaries; this builds one set with
@@ -25,6 +27,14 @@ rm -rf "$out" && mkdir -p "$out"
 
 ubsan_checks=array-bounds,bool,builtin,enum,float-divide-by-zero,function,integer-divide-by-zero,null,object-size,return,returns-nonnull-attribute,shift,signed-integer-overflow,unreachable,vla-bound,vptr
 export CC=clang CXX=clang++
+# The objects are kept between runs (~/.cache/overlap/ccache, as Bazel's disk cache): a
+# clone elsewhere hits them too (paths under the checkout are hashed relative to it), so
+# only a change's sources recompile. build.sh sees "ccache clang++" as its compiler.
+if command -v ccache >/dev/null; then
+  export CC="ccache clang" CXX="ccache clang++"
+  export CCACHE_DIR="$HOME/.cache/overlap/ccache" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  export CCACHE_MAXSIZE=2G
+fi
 export CFLAGS="-O1 -fno-omit-frame-pointer -gline-tables-only \
 -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=address -fsanitize-address-use-after-scope \
 -fsanitize=$ubsan_checks,unsigned-integer-overflow -fno-sanitize-recover=$ubsan_checks \

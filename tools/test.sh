@@ -73,11 +73,12 @@ timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
 suite "unit + property + corpus"
 if ((!quick)); then
-  suite "ASan + UBSan" --config=asan-ubsan
+  # Tests only: the benchmarks and tools no test runs are not built again under sanitizers.
+  suite "ASan + UBSan" --config=asan-ubsan --build_tests_only
   # The multi-process tests under ThreadSanitizer: communication threads, the watchdog, the
   # store. OpenBLAS runs one thread here: its workers hand results back through spin flags
   # TSan cannot see (uninstrumented), which it would report as races on every sgemm.
-  suite "TSan (runtime, ranks)" --config=tsan --test_env=OPENBLAS_NUM_THREADS=1 \
+  suite "TSan (runtime, ranks)" --config=tsan --build_tests_only --test_env=OPENBLAS_NUM_THREADS=1 \
     --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/tsan.supp halt_on_error=1" \
     //runtime:gloo_communicator_test //runtime:tcp_store_test //runtime:ddp_test \
     //runtime:zero3_test //runtime:job_test //runtime/cuda:nccl_communicator_test \

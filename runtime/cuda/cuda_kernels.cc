@@ -1281,6 +1281,9 @@ constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
 // Ops whose CPU kernel only allocates (zeroed): they run on the device as they are.
 constexpr absl::string_view kAllocatingOps[] = {"aten.zeros_like.default",
                                                 "aten.new_zeros.default"};
+// Ops whose CPU kernel only allocates and copies (kernel_util.h's CopyInto): on the device,
+// its copies are the device's copy kernel.
+constexpr absl::string_view kCopyingOps[] = {"aten.cat.default", "aten.slice_backward.default"};
 
 }  // namespace
 
@@ -1293,6 +1296,9 @@ std::string CudaKernelKind(absl::string_view target) {
   }
   for (absl::string_view t : kAllocatingOps) {
     if (t == target) return "allocation";
+  }
+  for (absl::string_view t : kCopyingOps) {
+    if (t == target) return "copy";
   }
   for (absl::string_view t : kReductionOps) {
     if (t == target) return "reduction";
@@ -1319,6 +1325,7 @@ KernelRegistry CudaKernels(CudaDevice& device) {
     }
   }
   for (absl::string_view t : kAllocatingOps) r.Register(std::string(t), *cpu.Find(t));
+  for (absl::string_view t : kCopyingOps) r.Register(std::string(t), *cpu.Find(t));
   for (auto& [target, planner] : ElementwisePlanners()) {
     r.Register(target, OnDevice(std::move(planner), OnHost(*cpu.Find(target), dev), dev));
   }

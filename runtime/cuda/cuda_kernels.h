@@ -22,8 +22,9 @@
 //   - attention and its backward: cuBLAS strided-batched products per run of heads sharing
 //     a key / value head, the nn kernel's softmax rows between (exact: the score matrix is
 //     materialised, as on the CPU);
-//   - the rest (arange, topk, argsort, index_select, index_add, scatter, cat,
-//     slice_backward) and the cases the device kernels do not take (integer division, a 0-d
+//   - cat and slice_backward: the CPU kernels themselves, whose copies (CopyInto) are the
+//     device's copy kernel;
+//   - the rest (arange, topk, argsort, index_select, index_add, scatter) and the cases the device kernels do not take (integer division, a 0-d
 //     operand of another dtype, 16-bit or integer inputs, arguments the CPU kernel refuses):
 //     the CPU kernel on host copies of its inputs, its results copied back (correct by
 //     construction, and slow: the host waits for the compute stream at each such node).
@@ -42,8 +43,8 @@ namespace overlap {
 // The registry for `device` (which must outlive it). O(number of ops).
 KernelRegistry CudaKernels(CudaDevice& device);
 
-// "view", "cublas", "cudnn", "elementwise", "reduction", "nn", "allocation" or "host" (the
-// CPU kernel through host copies), "" for an unknown target.
+// "view", "cublas", "cudnn", "elementwise", "reduction", "nn", "allocation", "copy" or "host"
+// (the CPU kernel through host copies), "" for an unknown target.
 std::string CudaKernelKind(absl::string_view target);
 
 }  // namespace overlap

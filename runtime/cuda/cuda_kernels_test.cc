@@ -439,8 +439,15 @@ TEST(CudaKernelsTest, NnFamilyMatchesTheCpuKernels) {
           {"aten.embedding_dense_backward.default",
            {r("gemb"), r("eidx"), Value::Int(6), Value::Int(2), Value::Bool(false)},
            {}},
+          // Copies only: the device's copy kernel (a transposed operand included).
+          {"aten.cat.default", {Value::List({r("a"), r("p")}), Value::Int(0)}, {}},
+          {"aten.cat.default", {Value::List({r("t"), r("t")}), Value::Int(-1)}, {}},
+          {"aten.slice_backward.default",
+           {r("t"), ints({3, 5}), Value::Int(1), Value::Int(1), Value::Int(-1), Value::Int(2)},
+           {}},
       },
       0);
+  EXPECT_EQ(CudaKernelKind("aten.cat.default"), "copy");
   // 21 cases: three through cuDNN, layer norm's full backward in two launches.
   EXPECT_EQ(t.Ran("nn"), 19);
   EXPECT_EQ(t.Ran("batch norm"), 3);
