@@ -238,15 +238,19 @@ Results IndexAdd(KernelCall& c, bool in_place) {
   }
   return DispatchFloat(c, out.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    T* o = out.data<T>();
-    const T* s = src.data<T>();
-    for (int64_t p = 0; p < a.outer; ++p) {
-      for (int64_t j = 0; j < m; ++j) {
-        T* dst = o + (p * a.n + IndexAt(idx, j)) * a.inner;
-        const T* from = s + (p * m + j) * a.inner;
-        for (int64_t q = 0; q < a.inner; ++q) dst[q] += static_cast<T>(alpha) * from[q];
-      }
-    }
+    NnArgs n;
+    n.op = NnOp::kIndexAdd;
+    n.is_double = std::is_same_v<T, double>;
+    n.batch = a.outer;
+    n.rows = m;
+    n.cols = a.inner;
+    n.cols2 = a.n;
+    n.b = src.data<T>();
+    n.index = IndexData(idx);
+    n.index32 = idx.dtype() == DType::kInt32;
+    n.scale = alpha;
+    n.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, n, "index_add index"));
     return std::vector<Tensor>{out};
   });
 }

@@ -70,6 +70,13 @@ enum class NnOp : int32_t {
   // Units: rows of cols. x = P, out = dP on entry and dS on exit, g = dO and b = O
   // (rows of inner): dS_j = P_j (dP_j - sum dO O).
   kAttentionSoftmaxBackward,
+  // Units: batch * rows output rows. x [batch, cols2, cols] (around the dimension),
+  // index [rows] -> out [batch, rows, cols]: row (p, j) is x's row (p, index[j]).
+  kIndexSelect,
+  // Units: batch * cols columns. b = source [batch, rows, cols], index [rows]; out [batch,
+  // cols2, cols] holds self on entry: out[p, index[j], q] += scale * source[p, j, q], over j
+  // in order.
+  kIndexAdd,
 };
 
 // Max pooling's geometry (2-D windows over planes [h, w]).
@@ -98,6 +105,7 @@ struct NnArgs {
   void* out2 = nullptr;
   void* out3 = nullptr;
   double eps = 0;
+  double scale = 1;
   int64_t flag = 0;
   int64_t ignore = -100;
   NnPool pool;
@@ -126,6 +134,10 @@ OVERLAP_HOST_DEVICE inline int64_t NnUnits(const NnArgs& a) {
       return a.pool.planes * a.pool.ho * a.pool.wo;
     case NnOp::kMaxPoolBackward:
       return a.pool.planes;
+    case NnOp::kIndexSelect:
+      return a.batch * a.rows;
+    case NnOp::kIndexAdd:
+      return a.batch * a.cols;
     case NnOp::kNllLoss:
       return 1;
     case NnOp::kMseLoss:
@@ -422,6 +434,23 @@ OVERLAP_HOST_DEVICE inline void NnUnit(const NnArgs& a, int64_t u) {
       const T* prow = x + u * a.cols;
       T* dprow = out + u * a.cols;
       for (int64_t j = 0; j < a.cols; ++j) dprow[j] = static_cast<T>(prow[j] * (dprow[j] - di));
+      return;
+    }
+    case NnOp::kIndexSelect: {
+      const int64_t p = u / a.rows, j = u % a.rows, r = IndexAt(a, j);
+      if (!InRange(a, r, a.cols2)) return;
+      for (int64_t q = 0; q < a.cols; ++q) out[u * a.cols + q] = x[(p * a.cols2 + r) * a.cols + q];
+      return;
+    }
+    case NnOp::kIndexAdd: {
+      const T* src = static_cast<const T*>(a.b);
+      const T scale = static_cast<T>(a.scale);
+      const int64_t p = u / a.cols, q = u % a.cols;
+      for (int64_t j = 0; j < a.rows; ++j) {
+        const int64_t r = IndexAt(a, j);
+        if (!InRange(a, r, a.cols2)) continue;
+        out[(p * a.cols2 + r) * a.cols + q] += scale * src[(p * a.rows + j) * a.cols + q];
+      }
       return;
     }
   }

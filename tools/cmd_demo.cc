@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,7 @@
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
 #include "runtime/cuda/cuda_gpu_api.h"
+#include "runtime/cuda/cuda_kernels.h"
 #include "runtime/launcher.h"
 #include "runtime/train.h"
 #include "schedule/budget.h"
@@ -298,8 +300,27 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
                NcclVersionString(info.nccl_version).c_str(),
                usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
                            : std::string(usable.message()).c_str());
+  if (model == "random") return absl::OkStatus();
+  // Which kernel each op of the tiny model's forward and backward gets on the device.
+  OVERLAP_ASSIGN_OR_RETURN(Trainer trainer, Trainer::Create(model, Preset::kTiny, TrainOptions()));
+  std::map<std::string, int> kinds;
+  for (const Graph* g : {&trainer.pair().forward, &trainer.pair().backward}) {
+    for (NodeId id = 0; id < g->id_bound(); ++id) {
+      if (!g->IsLive(id) || g->node(id).op() != Op::kCallFunction) continue;
+      if (absl::StartsWith(g->node(id).target(), "operator.")) continue;  // tuple access
+      ++kinds[CudaKernelKind(g->node(id).target())];
+    }
+  }
+  std::string counts;
+  for (const auto& [kind, n] : kinds) {
+    absl::StrAppend(&counts, counts.empty() ? "" : ", ", n, " ", kind.empty() ? "?" : kind);
+  }
+  std::fprintf(in.out(),
+               "     tiny %s's forward and backward ops by device kernel (`host`: the CPU "
+               "kernel through host copies): %s\n",
+               model.c_str(), counts.c_str());
   const std::string binary = OverlapBinary();
-  if (model == "random" || binary.empty()) return absl::OkStatus();
+  if (binary.empty()) return absl::OkStatus();
   const std::string device = usable.ok() ? "cuda" : "cuda-emulated";
   const std::string collectives = usable.ok() && info.device_count < 2 ? "gloo" : "";
   std::fprintf(in.out(),

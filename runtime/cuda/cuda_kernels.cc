@@ -1039,6 +1039,88 @@ Kernel EmbeddingBackwardOnDevice(Kernel host, CudaDevice* dev) {
   };
 }
 
+// `t` as [outer, n, inner] around dimension `dim` (wrapped); a 0-d tensor is [1, 1, 1].
+struct AroundDim {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AroundDim Around(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return {};
+  return {ProdOf(t, 0, dim), t.shape()[dim], ProdOf(t, dim + 1, t.dim())};
+}
+
+// index_select: the nn kernel's row gathers (floats; other dtypes through the host).
+Kernel IndexSelectOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    absl::StatusOr<int64_t> dim = c.IntArg(1, "dim");
+    absl::StatusOr<Tensor> idx = c.TensorArg(2, "index");
+    if (!x.ok() || !dim.ok() || !idx.ok() || !FloatType(x->dtype()) || !IndexType(idx->dtype()) ||
+        idx->dim() > 1 || x->dim() == 0 || *dim < -x->dim() || *dim >= x->dim()) {
+      return host(c);
+    }
+    const int64_t d = *dim < 0 ? *dim + x->dim() : *dim;
+    const AroundDim a = Around(*x, d);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
+    std::vector<int64_t> shape = x->shape();
+    shape[d] = idx->numel();
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), shape));
+    NnArgs n = NnFor(NnOp::kIndexSelect, x->dtype());
+    n.batch = a.outer;
+    n.rows = idx->numel();
+    n.cols = a.inner;
+    n.cols2 = a.n;
+    n.x = Ptr(px);
+    n.index = Ptr(pi);
+    n.index32 = pi.dtype() == DType::kInt32;
+    n.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, n, "index_select index"));
+    return std::vector<Tensor>{out};
+  };
+}
+
+// index_add (into a copy of self) and index_add_ (into self): the nn kernel's column
+// accumulations.
+Kernel IndexAddOnDevice(bool in_place, Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> Results {
+    absl::StatusOr<Tensor> self = c.TensorArg(0, "self");
+    absl::StatusOr<int64_t> dim = c.IntArg(1, "dim");
+    absl::StatusOr<Tensor> idx = c.TensorArg(2, "index");
+    absl::StatusOr<Tensor> src = c.TensorArg(3, "source");
+    absl::StatusOr<double> alpha = c.DoubleArg(4, "alpha", 1.0);
+    if (!self.ok() || !dim.ok() || !idx.ok() || !src.ok() || !alpha.ok() ||
+        !FloatType(self->dtype()) || src->dtype() != self->dtype() || !IndexType(idx->dtype()) ||
+        idx->dim() > 1 || self->dim() == 0 || *dim < -self->dim() || *dim >= self->dim() ||
+        (in_place && !self->IsContiguous())) {
+      return host(c);
+    }
+    const int64_t d = *dim < 0 ? *dim + self->dim() : *dim;
+    std::vector<int64_t> want = self->shape();
+    want[d] = idx->numel();
+    if (src->shape() != want) return host(c);
+    const AroundDim a = Around(*self, d);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor ps, Packed(c, *dev, *src));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
+    Tensor out = *self;
+    if (!in_place) {
+      OVERLAP_ASSIGN_OR_RETURN(out, c.NewUninitializedOutput(self->dtype(), self->shape()));
+      OVERLAP_RETURN_IF_ERROR(dev->Copy(*self, out));
+    }
+    NnArgs n = NnFor(NnOp::kIndexAdd, self->dtype());
+    n.batch = a.outer;
+    n.rows = idx->numel();
+    n.cols = a.inner;
+    n.cols2 = a.n;
+    n.b = Ptr(ps);
+    n.index = Ptr(pi);
+    n.index32 = pi.dtype() == DType::kInt32;
+    n.scale = *alpha;
+    n.out = MutPtr(out);
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, n, "index_add index"));
+    return std::vector<Tensor>{out};
+  };
+}
+
 // Row-major C[M, N] = alpha op(A) op(B) + beta C, `batch` times (strides in elements),
 // through cuBLAS's column-major view (C^T = op(B)^T op(A)^T).
 struct RowGemm {
@@ -1269,7 +1351,10 @@ constexpr absl::string_view kNnOps[] = {"aten.native_layer_norm.default",
                                         "aten.mse_loss.default",
                                         "aten.mse_loss_backward.default",
                                         "aten.embedding.default",
-                                        "aten.embedding_dense_backward.default"};
+                                        "aten.embedding_dense_backward.default",
+                                        "aten.index_select.default",
+                                        "aten.index_add.default",
+                                        "aten.index_add_.default"};
 
 constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
                                                "aten.mean.dim",
@@ -1355,10 +1440,15 @@ KernelRegistry CudaKernels(CudaDevice& device) {
       {"aten.nll_loss_backward.default", NllLossBackwardOnDevice},
       {"aten.embedding.default", EmbeddingOnDevice},
       {"aten.embedding_dense_backward.default", EmbeddingBackwardOnDevice},
+      {"aten.index_select.default", IndexSelectOnDevice},
       {"aten._scaled_dot_product_flash_attention.default", AttentionOnDevice},
       {"aten._scaled_dot_product_flash_attention_backward.default", AttentionBackwardOnDevice},
   };
   for (const auto& [target, make] : nn) r.Register(target, make(host(target), dev));
+  r.Register("aten.index_add.default",
+             IndexAddOnDevice(false, host("aten.index_add.default"), dev));
+  r.Register("aten.index_add_.default",
+             IndexAddOnDevice(true, host("aten.index_add_.default"), dev));
   r.Register("aten.mse_loss.default", MseLossOnDevice(false, host("aten.mse_loss.default"), dev));
   r.Register("aten.mse_loss_backward.default",
              MseLossOnDevice(true, host("aten.mse_loss_backward.default"), dev));

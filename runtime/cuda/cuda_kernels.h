@@ -15,7 +15,7 @@
 //     backward: cuDNN (GpuApi::BatchNorm) with weight and bias in training, the nn kernel
 //     otherwise (no weight, evaluation-mode backward);
 //   - the nn family (layer norm, max pooling with indices, the NLL and MSE losses,
-//     embedding and its backward, attention's softmax rows): one device kernel over
+//     embedding and its backward, index_select, index_add, attention's softmax rows): one device kernel over
 //     nn_ops.h's formulas, the CPU kernels' own, one thread per row / column / channel /
 //     plane (no atomics: deterministic); a bad index is recorded on the device and
 //     reported at the next host wait (CudaDevice::ErrorWord);
@@ -24,7 +24,8 @@
 //     materialised, as on the CPU);
 //   - cat and slice_backward: the CPU kernels themselves, whose copies (CopyInto) are the
 //     device's copy kernel;
-//   - the rest (arange, topk, argsort, index_select, index_add, scatter) and the cases the device kernels do not take (integer division, a 0-d
+//   - the rest (arange, topk, argsort, scatter) and the cases the device
+//   kernels do not take (integer division, a 0-d
 //     operand of another dtype, 16-bit or integer inputs, arguments the CPU kernel refuses):
 //     the CPU kernel on host copies of its inputs, its results copied back (correct by
 //     construction, and slow: the host waits for the compute stream at each such node).

@@ -184,6 +184,9 @@ class DeviceVersusCpu {
     hosts_["tgt"] = index({4}, {1, 4, -100, 0});
     hosts_["eidx"] = index({2, 3}, {0, 5, 2, 2, 1, 5});
     hosts_["bad"] = index({2}, {3, 9});
+    hosts_["sel"] = index({4}, {2, 0, 2, 1});
+    hosts_["sel2"] = index({3}, {1, 1, 0});
+    hosts_["src"] = make({2, 4, 4}, 1.0, 0.5);
     std::vector<int64_t> pidx(2 * 4 * 9);
     for (size_t i = 0; i < pidx.size(); ++i) pidx[i] = (i * 7) % 25;
     hosts_["pidx"] = index({2, 4, 3, 3}, pidx);
@@ -439,6 +442,11 @@ TEST(CudaKernelsTest, NnFamilyMatchesTheCpuKernels) {
           {"aten.embedding_dense_backward.default",
            {r("gemb"), r("eidx"), Value::Int(6), Value::Int(2), Value::Bool(false)},
            {}},
+          {"aten.index_select.default", {r("x"), Value::Int(1), r("sel")}, {}},
+          {"aten.index_select.default", {r("xt"), Value::Int(-1), r("sel2")}, {}},
+          {"aten.index_add.default",
+           {r("x"), Value::Int(1), r("sel"), r("src"), Value::Double(0.5)},
+           {}},
           // Copies only: the device's copy kernel (a transposed operand included).
           {"aten.cat.default", {Value::List({r("a"), r("p")}), Value::Int(0)}, {}},
           {"aten.cat.default", {Value::List({r("t"), r("t")}), Value::Int(-1)}, {}},
@@ -448,8 +456,8 @@ TEST(CudaKernelsTest, NnFamilyMatchesTheCpuKernels) {
       },
       0);
   EXPECT_EQ(CudaKernelKind("aten.cat.default"), "copy");
-  // 21 cases: three through cuDNN, layer norm's full backward in two launches.
-  EXPECT_EQ(t.Ran("nn"), 19);
+  // 27 cases: three through cuDNN, three copying, layer norm's full backward in two launches.
+  EXPECT_EQ(t.Ran("nn"), 22);
   EXPECT_EQ(t.Ran("batch norm"), 3);
   t.Check(
       {
@@ -471,7 +479,7 @@ TEST(CudaKernelsTest, NnFamilyMatchesTheCpuKernels) {
       },
       1e-5);
   EXPECT_GT(t.Ran("gemm"), 0);
-  EXPECT_EQ(t.Ran("nn"), 19 + 6);  // softmax rows: one per forward, two per backward
+  EXPECT_EQ(t.Ran("nn"), 22 + 6);  // softmax rows: one per forward, two per backward
 }
 
 // A bad index on the device cannot fail its kernel: it is recorded and reported at the next
