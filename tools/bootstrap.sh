@@ -3,7 +3,14 @@
 # packages are missing and runs `apt-get update` + `apt-get install` only when some are.
 # CUDA 13 / NCCL 2.28, when present, come from /usr/local/cuda (not from Debian); nothing in
 # the default build needs them.
+#
+#   tools/bootstrap.sh [--with-torch]   (--with-torch: also python3-torch and
+#                                       python3-torchvision for Debian's /usr/bin/python3,
+#                                       about 270 packages: the exporter's tests need them,
+#                                       the demo does not)
 set -euo pipefail
+with_torch=0
+[ "${1:-}" = "--with-torch" ] && with_torch=1
 
 packages=(
   bazel-bootstrap        # Bazel 4.2.3, WORKSPACE mode
@@ -24,6 +31,12 @@ packages=(
   graphviz               # tools/pictures_test.sh renders the partition DOT files
   ccache                 # tools/check_oss_fuzz.sh keeps its objects between runs
 )
+if ((with_torch)); then
+  packages+=(
+    python3-torch        # tools/overlap_export (torch.fx, functorch): //tools:export_test
+    python3-torchvision
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -22,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
-tools/bootstrap.sh || exit 1
+tools/bootstrap.sh --with-torch || exit 1
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -71,10 +71,13 @@ echo "== overlap: format"
 if tools/check_format.py; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
 timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
-suite "unit + property + corpus"
+# The exporter's test must find torch here (bootstrap installed it), not skip.
+suite "unit + property + corpus" --test_env=OVERLAP_REQUIRE_TORCH=1
 if ((!quick)); then
   # Tests only: the benchmarks and tools no test runs are not built again under sanitizers.
-  suite "ASan + UBSan" --config=asan-ubsan --build_tests_only
+  # The exporter's test (tag torch) runs once, above: under sanitizers it would only export
+  # the same models again.
+  suite "ASan + UBSan" --config=asan-ubsan --build_tests_only --test_tag_filters=-torch
   # The multi-process tests under ThreadSanitizer: communication threads, the watchdog, the
   # store. OpenBLAS runs one thread here: its workers hand results back through spin flags
   # TSan cannot see (uninstrumented), which it would report as races on every sgemm.

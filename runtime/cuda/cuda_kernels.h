@@ -15,10 +15,10 @@
 //     backward: cuDNN (GpuApi::BatchNorm) with weight and bias in training, the nn kernel
 //     otherwise (no weight, evaluation-mode backward);
 //   - the nn family (layer norm, max pooling with indices, the NLL and MSE losses,
-//     embedding and its backward, index_select, index_add, attention's softmax rows): one device kernel over
-//     nn_ops.h's formulas, the CPU kernels' own, one thread per row / column / channel /
-//     plane (no atomics: deterministic); a bad index is recorded on the device and
-//     reported at the next host wait (CudaDevice::ErrorWord);
+//     embedding and its backward, index_select, index_add, attention's softmax rows): one device
+//     kernel over nn_ops.h's formulas, the CPU kernels' own, one thread per row / column / channel
+//     / plane (no atomics: deterministic); a bad index is recorded on the device and reported at
+//     the next host wait (CudaDevice::ErrorWord);
 //   - attention and its backward: cuBLAS strided-batched products per run of heads sharing
 //     a key / value head, the nn kernel's softmax rows between (exact: the score matrix is
 //     materialised, as on the CPU);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The exporter (tools/overlap_export, Debian's python3 with python3-torch 1.13) on real
+# models, and each file it writes through the C++ side:
+#   resnet18, mobilenet_v2 (torchvision 0.14, random weights, 10 classes), vit_b_16
+#   (image_size 64: torch.fx cannot trace it, so the AOT path only) and the small GPT of
+#   overlap_export/testing (tied embedding and head);
+#   - the exporter's parameter count (elements over unique storages) equals `overlap
+#     inspect`'s for every file;
+#   - `overlap inspect` reads and verifies each file;
+#   - module-style graphs: `overlap partition` in both modes (default and reference);
+#   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
+#     inserted, the schedule verified and simulated);
+#   - a model that cannot be imported exits 1 naming the step, writing no file.
+# Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
+# sets it: tools/bootstrap.sh --with-torch installed it).
+set -euo pipefail
+overlap=$PWD/tools/overlap
+export PYTHONPATH=$PWD/tools
+py=/usr/bin/python3
+if ! "$py" -c "import torch, torchvision, functorch" 2>/dev/null; then
+  if [ "${OVERLAP_REQUIRE_TORCH:-0}" = 1 ]; then
+    echo "export_test: torch is not importable by $py (tools/bootstrap.sh --with-torch)" >&2
+    exit 1
+  fi
+  echo "export_test: SKIPPED: $py cannot import torch and torchvision" \
+    "(tools/bootstrap.sh --with-torch installs python3-torch)"
+  exit 0
+fi
+out=${TEST_TMPDIR:-$(mktemp -d)}
+fail() { echo "export_test: FAILED: $*" >&2; exit 1; }
+
+# name | constructor | kwargs | input | module-style expected
+models=(
+  "resnet18|torchvision.models:resnet18|{\"num_classes\": 10}|2x3x32x32|yes"
+  "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes"
+  "vit_b_16|torchvision.models:vit_b_16|{\"image_size\": 64}|1x3x64x64|no"
+  "small_gpt|overlap_export.testing.small_gpt:small_gpt|{}|2x16:int64:64|yes"
+)
+schedulers=$("$overlap" schedule --list-algorithms | awk '{print $1}')
+for m in "${models[@]}"; do
+  IFS='|' read -r name ctor kwargs input module <<<"$m"
+  start=$(date +%s)
+  log=$("$py" -m overlap_export "$ctor" --kwargs "$kwargs" --input "$input" --aot --loss ce \
+          -o "$out/$name" 2>&1) || fail "$name: export: $log"
+  echo "$log"
+  want=$(grep -o 'parameters: [0-9,]*' <<<"$log" | head -1 | tr -d ,)
+  files=("$out/$name.forward.json" "$out/$name.backward.json")
+  if [ "$module" = yes ]; then
+    files+=("$out/$name.json")
+  elif [ -e "$out/$name.json" ] || ! grep -q "AOT only" <<<"$log"; then
+    fail "$name: torch.fx cannot trace it, yet a module-style file was written"
+  fi
+  for f in "${files[@]}"; do
+    got=$("$overlap" inspect "$f" | grep -o '^parameters: [0-9,]*' | tr -d ,) ||
+      fail "$f does not read or verify"
+    [ "$got" = "$want" ] || fail "$f: '$got', the exporter counted '$want'"
+  done
+  if [ "$module" = yes ]; then
+    for mode in default reference; do
+      "$overlap" partition "$out/$name.json" --mode "$mode" >/dev/null ||
+        fail "$name: partition --mode $mode"
+    done
+  fi
+  for s in $schedulers; do
+    "$overlap" schedule "$out/$name.forward.json" --algorithm "$s" >/dev/null ||
+      fail "$name: schedule forward by $s"
+    "$overlap" schedule "$out/$name.backward.json" --backward --algorithm "$s" >/dev/null ||
+      fail "$name: schedule backward by $s"
+  done
+  echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
+done
+
+# A constructor that does not import: exit 1, the step named, no file.
+if "$py" -m overlap_export no_such_module:model --input 2 -o "$out/bad" 2>"$out/bad.err"; then
+  fail "an unimportable model exported"
+fi
+grep -q "^overlap_export: import: ModuleNotFoundError" "$out/bad.err" ||
+  fail "the import error does not name the step: $(cat "$out/bad.err")"
+! ls "$out"/bad* 2>/dev/null | grep -q json || fail "a partial file was written"
+echo "export_test: ok"

@@ -1,0 +1,75 @@
+"""python3 -m overlap_export MODULE:CONSTRUCTOR --input SHAPE[:DTYPE[:HIGH]] ... -o PREFIX
+
+Writes PREFIX.json (the module-style torch.fx forward, when torch.fx can trace the model)
+and, with --aot, PREFIX.forward.json and PREFIX.backward.json (the AOT pair in ATen ops,
+docs/ops.md's convention). Exits 1 naming the failed step and PyTorch's exception, having
+written no partial file; 2 on bad usage. Run it with Debian's interpreter
+(/usr/bin/python3), the one python3-torch is installed for.
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+
+from . import export
+from .graph_json import ExportError
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="overlap_export", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="an importable constructor, e.g. torchvision.models:resnet18")
+    ap.add_argument("--kwargs", default="{}", help="the constructor's keyword arguments (JSON)")
+    ap.add_argument("--input", action="append", required=True,
+                    help="an example input: 2x3x32x32, 2x3x32x32:float64, 4x16:int64:50")
+    ap.add_argument("--aot", action="store_true", help="also write the AOT forward / backward")
+    ap.add_argument("--loss", default="sum", help="the AOT pair's loss: sum, mse, ce, none")
+    ap.add_argument("--train", action="store_true",
+                    help="export in training mode (default: eval, e.g. batch norm's running "
+                         "statistics)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-o", "--output", required=True, help="the output files' prefix")
+    a = ap.parse_args(argv)
+    try:
+        kwargs = json.loads(a.kwargs)
+    except json.JSONDecodeError as e:
+        ap.error(f"--kwargs is not JSON: {e}")
+    torch.manual_seed(a.seed)
+    try:
+        model = export.load_model(a.model, kwargs)
+        model.train(a.train)
+        inputs = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
+        name = a.model.split(":")[-1]
+        written = []
+        docs = []
+        try:
+            docs.append((a.output + ".json", export.export_module_style(model, inputs, name)))
+            path = "torch.fx (module style)"
+        except ExportError as e:
+            if e.step != "trace":
+                raise
+            if not a.aot:
+                raise
+            print(f"overlap_export: {e}; taking the AOT path only", file=sys.stderr)
+            path = "AOT only"
+        if a.aot:
+            target = export.loss_target(a.loss, model, inputs, a.seed + 100)
+            fw, bw = export.export_aot(model, inputs, a.loss, target, name)
+            docs.append((a.output + ".forward.json", fw))
+            docs.append((a.output + ".backward.json", bw))
+        for file, doc in docs:  # all built before any is written
+            export.write_json(file, doc)
+            written.append(file)
+        storages, elements = export.unique_parameter_storages(model)
+        print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
+              f"storages; wrote " + ", ".join(written))
+    except ExportError as e:
+        print(f"overlap_export: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""Exports a PyTorch model as overlap graphs: the module-style torch.fx forward (for the DDP
+partitioner) and the AOT forward / backward pair in ATen ops (for ZeRO-3 and the executor),
+following docs/format.md and docs/ops.md's calling convention of AOT pairs.
+"""
+
+import importlib
+import json
+import os
+import tempfile
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+from . import graph_json
+from .graph_json import ExportError
+
+# ---- loading ----
+
+
+def load_model(spec, kwargs=None):
+    """`pkg.mod:fn` called with `kwargs`: the model (an nn.Module)."""
+    if ":" not in spec:
+        raise ExportError("import", f"'{spec}' is not of the form pkg.module:constructor")
+    module_name, attr = spec.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+        fn = module
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+        model = fn(**(kwargs or {}))
+    except Exception as e:  # noqa: BLE001 - every failure is reported with its step
+        raise ExportError("import", f"{type(e).__name__}: {e}") from e
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError("import", f"{spec} returned a {type(model).__name__}, not a Module")
+    return model
+
+
+def parse_input(spec, seed):
+    """`2x3x32x32` (float32), `2x3x32x32:float64`, or `4x16:int64:50` (integers in [0, 50))."""
+    parts = spec.split(":")
+    try:
+        shape = [int(d) for d in parts[0].split("x")] if parts[0] else []
+        dtype = getattr(torch, parts[1]) if len(parts) > 1 else torch.float32
+        g = torch.Generator().manual_seed(seed)
+        if dtype.is_floating_point:
+            return torch.randn(shape, dtype=dtype, generator=g)
+        high = int(parts[2]) if len(parts) > 2 else 2
+        return torch.randint(0, high, shape, dtype=dtype, generator=g)
+    except (ValueError, AttributeError, IndexError) as e:
+        raise ExportError("inputs", f"bad input spec '{spec}': {e}") from e
+
+
+def _storage_key(t):
+    return t.storage().data_ptr()
+
+
+def _storage_bytes(t):
+    return int(t.storage().nbytes())
+
+
+def _param_entry(name, owner, p, storage):
+    e = {
+        "name": name,
+        "owner": owner,
+        "shape": [int(d) for d in p.shape],
+        "dtype": graph_json.dtype_name(p.dtype),
+        "bytes": _storage_bytes(p),
+    }
+    if not p.requires_grad:
+        e["requires_grad"] = False
+    if storage != name:
+        e["storage"] = storage
+    return e
+
+
+def all_named_parameters(module, prefix=""):
+    """(name, parameter) for every path to a parameter, tied ones and shared modules included
+    (what named_parameters(remove_duplicate=False) gives in later versions; 1.13 lacks it)."""
+    for n, p in module._parameters.items():
+        if p is not None:
+            yield prefix + n, p
+    for n, child in module._modules.items():
+        if child is not None:
+            yield from all_named_parameters(child, prefix + n + ".")
+
+
+def unique_parameter_storages(model):
+    """(storages, elements) over the model's parameters, each storage once."""
+    seen = {}
+    for p in model.parameters():
+        seen.setdefault(_storage_key(p), p.numel())
+    return len(seen), sum(seen.values())
+
+
+# ---- module style (torch.fx) ----
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs a traced module, recording each node's tensor metadata and whether its result
+    shares storage with its first tensor input (aliases_input)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.aliases = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if isinstance(result, torch.Tensor):
+            n.meta["tensor_meta"] = _extract_tensor_metadata(result)
+            for i in n.all_input_nodes:
+                v = self.env.get(i)
+                if isinstance(v, torch.Tensor):
+                    if result.numel() > 0 and _storage_key(v) == _storage_key(result):
+                        self.aliases[n.name] = True
+                    break
+        elif isinstance(result, (tuple, list)) and result and all(
+                r is None or isinstance(r, torch.Tensor) for r in result):
+            n.meta["tensor_meta"] = [
+                None if r is None else _extract_tensor_metadata(r) for r in result]
+        return result
+
+
+def export_module_style(model, inputs, name):
+    """The forward as torch.fx traces it (call_module / get_attr), with the parameter table
+    by owner. ExportError("trace") when torch.fx cannot trace the model symbolically."""
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as e:  # noqa: BLE001
+        raise ExportError("trace", f"torch.fx cannot trace it symbolically: "
+                          f"{type(e).__name__}: {e}") from e
+    rec = _Recorder(gm)
+    with torch.no_grad():
+        rec.run(*inputs)
+    first = {}
+    for n, p in all_named_parameters(model):
+        first.setdefault(_storage_key(p), n)
+    params, seen = [], set()
+    for node in gm.graph.nodes:
+        owned = []
+        if node.op == "call_module":
+            mod = gm.get_submodule(node.target)
+            owned = [(f"{node.target}.{n}", p) for n, p in all_named_parameters(mod)]
+        elif node.op == "get_attr":
+            obj = gm
+            for part in node.target.split("."):
+                obj = getattr(obj, part)
+            if isinstance(obj, torch.nn.Parameter):
+                owned = [(node.target, obj)]
+        for pname, p in owned:
+            if (node.target, pname) in seen:
+                continue
+            seen.add((node.target, pname))
+            params.append(_param_entry(pname, node.target, p, first[_storage_key(p)]))
+    doc = graph_json.graph_json(name, gm.graph, params, aliases=rec.aliases)
+    return doc
+
+
+# ---- AOT (functorch) ----
+
+
+def _schema_aliases(node):
+    t = node.target
+    if node.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+        return False
+    returns = t._schema.returns
+    return bool(returns) and returns[0].alias_info is not None
+
+
+def _loss_fn(kind, out, target):
+    if kind == "none":
+        return out
+    if kind == "sum":
+        return out.sum()
+    if kind == "mse":
+        return torch.nn.functional.mse_loss(out, target)
+    if kind == "ce":
+        if out.dim() == 3:  # language models: [batch, seq, vocab]
+            return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                     target.reshape(-1))
+        return torch.nn.functional.cross_entropy(out, target)
+    raise ExportError("loss", f"unknown loss '{kind}' (none, sum, mse, ce)")
+
+
+def loss_target(kind, model, inputs, seed):
+    """The labels a loss needs (None for none / sum): MSE's target of the output's shape,
+    cross-entropy's class indices over the output's last dimension."""
+    if kind in ("none", "sum"):
+        return None
+    with torch.no_grad():
+        out = model(*inputs)
+    g = torch.Generator().manual_seed(seed)
+    if kind == "mse":
+        return torch.randn(out.shape, dtype=out.dtype, generator=g)
+    if kind == "ce":
+        return torch.randint(0, out.shape[-1], out.shape[:-1], generator=g)
+    raise ExportError("loss", f"unknown loss '{kind}' (none, sum, mse, ce)")
+
+
+def export_aot(model, inputs, loss, target, name):
+    """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
+    docs/ops.md's convention. Returns (forward_doc, backward_doc, state) where state lists
+    the names of the lifted parameters and buffers in placeholder order."""
+    try:
+        from functorch.compile import aot_function, make_boxed_func, default_partition
+    except ImportError as e:
+        raise ExportError("aot", f"functorch is not importable: {e}") from e
+    named = list(model.named_parameters())  # one per storage (tied weights once)
+    buffers = list(model.named_buffers())
+    aliases = {}  # every parameter name -> the name its storage is lifted as
+    first_by_storage = {_storage_key(p): n for n, p in named}
+    for n, p in all_named_parameters(model):
+        aliases[n] = first_by_storage[_storage_key(p)]
+    state_names = [n for n, _ in named] + [n for n, _ in buffers]
+    k = len(state_names)
+    n_in = len(inputs)
+    captured = {}
+
+    def fw_compiler(gm, _):
+        captured["fw"] = gm
+        return make_boxed_func(gm.forward)
+
+    def bw_compiler(gm, _):
+        captured["bw"] = gm
+        return make_boxed_func(gm.forward)
+
+    def step(*args):
+        state = dict(zip(state_names, args[:k]))
+        for alias, first in aliases.items():
+            state[alias] = state[first]
+        out = torch.nn.utils.stateless.functional_call(model, state, tuple(args[k:k + n_in]))
+        return (_loss_fn(loss, out, args[k + n_in] if target is not None else None),)
+
+    args = [p.detach().requires_grad_(p.requires_grad) for _, p in named]
+    args += [b.detach() for _, b in buffers] + list(inputs)
+    if target is not None:
+        args.append(target)
+    try:
+        compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition)
+        result = compiled(*args)[0]
+        if result.requires_grad:
+            result.sum().backward()
+    except Exception as e:  # noqa: BLE001
+        raise ExportError("aot", f"{type(e).__name__}: {e}") from e
+    if "fw" not in captured or "bw" not in captured:
+        raise ExportError("aot", "AOTAutograd produced no backward (no parameter needs a "
+                                 "gradient?)")
+    # Every value's metadata (tuples included) from a run on the example inputs: the
+    # forward on the step's arguments, the backward on its saved values and ones tangents.
+    with torch.no_grad():
+        fw_out = list(_Recorder(captured["fw"]).run(*args))
+        n_saved = len([n for n in captured["bw"].graph.nodes
+                       if n.op == "placeholder" and not n.name.startswith("tangents")])
+        n_user = len(fw_out) - n_saved
+        tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
+        _Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents)
+    fw, bw = captured["fw"].graph, captured["bw"].graph
+    return _convention(fw, bw, named, buffers, aliases, name)
+
+
+def _primal_chain(node, primal_param):
+    """The view ops from a primal placeholder to `node` (first input each, other arguments
+    constants), or None when `node` is not a view of a primal."""
+    chain = []
+    while node.op == "call_function":
+        if not _schema_aliases(node) or not node.args or not isinstance(node.args[0],
+                                                                        torch.fx.Node):
+            return None
+        if any(isinstance(a, torch.fx.Node) for a in node.all_input_nodes[1:]):
+            return None
+        chain.append(node)
+        node = node.args[0]
+    if node.op == "placeholder" and node.name in primal_param:
+        return node, list(reversed(chain))
+    return None
+
+
+def _convention(fw, bw, named, buffers, aliases, name):
+    fw_phs = [n for n in fw.nodes if n.op == "placeholder"]
+    primal_param = {}  # fw placeholder name -> parameter name
+    for i, (pname, _) in enumerate(named):
+        primal_param[fw_phs[i].name] = pname
+    # Buffers (batch norm's running statistics) are inputs, not parameters: nothing buckets,
+    # gathers or reduces them (DDP broadcasts them, ZeRO-3 replicates them); their
+    # placeholders carry meta.buffer, so a runner can bind them from the weights file.
+    buffer_of = {fw_phs[len(named) + j].name: bname for j, (bname, _) in enumerate(buffers)}
+    trainable = {fw_phs[i].name for i, (_, p) in enumerate(named) if p.requires_grad}
+
+    # Saved values that are primals or views of primals leave the forward's outputs; the
+    # backward reads the primal and recomputes the view.
+    fw_out = next(n for n in fw.nodes if n.op == "output")
+    outs = list(fw_out.args[0])
+    n_outputs = len(outs) - len([n for n in bw.nodes if n.op == "placeholder"
+                                 and not n.name.startswith("tangents")])
+    kept, recompute = outs[:n_outputs], {}
+    for s in outs[n_outputs:]:
+        chain = _primal_chain(s, primal_param) if isinstance(s, torch.fx.Node) else None
+        if chain is None:
+            kept.append(s)
+        else:
+            recompute[s.name] = chain
+    fw_out.args = (tuple(kept),)
+    fw.lint()
+
+    # The backward: primals first (fw order), then the saved tensors, then the tangents.
+    fw_by_name = {n.name: n for n in fw.nodes}
+    bw_phs = [n for n in bw.nodes if n.op == "placeholder"]
+    primals_needed = []
+    for ph in bw_phs:
+        if ph.name in recompute:
+            p = recompute[ph.name][0]
+            if p.name not in primals_needed:
+                primals_needed.append(p.name)
+    order = {n.name: i for i, n in enumerate(fw_phs)}
+    primals_needed.sort(key=lambda n: order[n])
+    new = torch.fx.Graph()
+    env = {}
+    primal_nodes = {}
+    for pn in primals_needed:
+        node = new.placeholder(pn)
+        node.meta = dict(fw_by_name[pn].meta)
+        primal_nodes[pn] = node
+    for ph in bw_phs:
+        if ph.name in recompute:
+            continue
+        node = new.placeholder(ph.name)
+        node.meta = dict(ph.meta)
+        env[ph] = node
+    for ph in bw_phs:  # recomputed views, right after the placeholders
+        if ph.name not in recompute:
+            continue
+        primal, chain = recompute[ph.name]
+        cur = primal_nodes[primal.name]
+        local = {primal: cur}
+        for c in chain:
+            cur = new.node_copy(c, lambda x: local[x])
+            cur.meta = dict(c.meta)
+            local[c] = cur
+        env[ph] = cur
+    for n in bw.nodes:
+        if n.op == "placeholder":
+            continue
+        copy = new.node_copy(n, lambda x: env[x])
+        copy.meta = dict(n.meta)
+        env[n] = copy
+    new.lint()
+
+    extra_fw, extra_bw = {}, {}
+    for ph_name, pname in primal_param.items():
+        extra_fw[ph_name] = {"param": pname}
+    for ph_name, bname in buffer_of.items():
+        extra_fw[ph_name] = {"buffer": bname}
+    for pn, node in primal_nodes.items():
+        extra_bw[node.name] = {"param": primal_param[pn]}
+    bw_out = next(n for n in new.nodes if n.op == "output")
+    grads = list(bw_out.args[0])
+    for i, g in enumerate(grads):
+        if i < len(fw_phs) and fw_phs[i].name in trainable and isinstance(g, torch.fx.Node):
+            extra_bw.setdefault(g.name, {})["grad_of"] = primal_param[fw_phs[i].name]
+
+    table = []
+    for i, (pname, p) in enumerate(named):
+        owner = fw_phs[i].name
+        for alias, first in aliases.items():
+            if first == pname:
+                table.append(_param_entry(alias, owner, p, pname))
+
+    fw_aliases = {n.name: True for n in fw.nodes if _schema_aliases(n)}
+    bw_aliases = {n.name: True for n in new.nodes if _schema_aliases(n)}
+    fw_doc = graph_json.graph_json(name, fw, table, extra_fw, fw_aliases)
+    bw_doc = graph_json.graph_json(name + ".backward", new, table, extra_bw, bw_aliases)
+    return fw_doc, bw_doc
+
+
+# ---- files ----
+
+
+def write_json(path, doc):
+    """Writes `doc` to `path` atomically (a temporary file renamed): no partial file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=directory)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would create it
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,1 @@
+"""Models the interop tests export (plain torch.nn: no dependency beyond torch)."""
