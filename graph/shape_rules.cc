@@ -1,6 +1,7 @@
 #include "graph/shape_rules.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -73,12 +74,26 @@ std::string DtypeName(absl::string_view s) {
   return std::string(s);
 }
 
+// The type of a tuple's undefined element: an output a backward's mask leaves out (null in
+// a node's `shapes` / `dtypes`).
+constexpr absl::string_view kUndefinedDtype = "none";
+TensorType Undefined() { return TensorType{{}, std::string(kUndefinedDtype)}; }
+
+// `t` with the elements `mask` leaves out undefined.
+std::vector<TensorType> Masked(std::vector<TensorType> t, const std::vector<bool>& mask) {
+  for (size_t i = 0; i < t.size() && i < mask.size(); ++i) {
+    if (!mask[i]) t[i] = Undefined();
+  }
+  return t;
+}
+
 // A node's arguments, read by position or by the schema's keyword name.
 class Args {
  public:
   Args(const Graph& g, const Node& n) : g_(g), n_(n) {}
 
   const Node& node() const { return n_; }
+  const Graph& graph() const { return g_; }
 
   absl::Status Error(const std::string& what) const {
     return absl::InvalidArgumentError(
@@ -162,6 +177,19 @@ class Args {
     if (v != nullptr && v->kind() == Value::Kind::kInt) return static_cast<double>(v->as_int());
     if (v != nullptr && v->kind() == Value::Kind::kDouble) return v->as_double();
     return Error(absl::StrCat("argument ", name, " is not a number"));
+  }
+
+  // A backward's output_mask at position `i` (default: every output).
+  absl::StatusOr<std::vector<bool>> Mask(int i) const {
+    const Value* v = Get(i, "output_mask");
+    if (v == nullptr || v->is_none()) return std::vector<bool>{true, true, true};
+    if (v->kind() != Value::Kind::kList) return Error("output_mask is not a list");
+    std::vector<bool> out;
+    for (const Value& b : v->items()) {
+      if (b.kind() != Value::Kind::kBool) return Error("output_mask holds a non-bool");
+      out.push_back(b.as_bool());
+    }
+    return out;
   }
 
   absl::StatusOr<bool> Bool(int i, absl::string_view name, bool fallback) const {
@@ -457,6 +485,15 @@ Result FlashAttentionBackward(const Args& a) {
 }
 
 Result GetItem(const Args& a) {
+  // Python indexing of a tensor or a size (module-style graphs: x[:, :d], x.shape[1]) is
+  // not tuple access: no rule (counted as such, not checked).
+  const Value* index = a.Get(1, "index");
+  const Value* self = a.Get(0, "self");
+  if (index == nullptr || index->kind() != Value::Kind::kInt || self == nullptr ||
+      !self->is_ref() || a.graph().node(self->as_ref()).meta().has_shape ||
+      StatedTypes(a.graph().node(self->as_ref())).empty()) {
+    return absl::NotFoundError("getitem of a tensor or a size: no rule");
+  }
   OVERLAP_ASSIGN_OR_RETURN(Types t, a.Tuple(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t i, a.Int(1, "index"));
   if (i < 0) i += static_cast<int64_t>(t.size());
@@ -566,7 +603,8 @@ Result LayerNormBackward(const Args& a) {
                              a.OptionalTensor(i, i == 5 ? "weight" : "bias"));
     out.push_back(p ? *p : TensorType{Shape(norm.begin(), norm.end()), x.dtype});
   }
-  return out;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(7));
+  return Masked(std::move(out), mask);
 }
 
 Result Topk(const Args& a) {
@@ -709,7 +747,8 @@ Result ConvolutionBackward(const Args& a) {
                                 FormatShape(x.shape), " and weight ", FormatShape(w.shape)));
   }
   Shape bias = bias_sizes.empty() ? Shape{w.shape[0]} : Shape(bias_sizes.begin(), bias_sizes.end());
-  return Types{x, w, {bias, g.dtype}};
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(10));
+  return Masked(Types{x, w, {bias, g.dtype}}, mask);
 }
 
 Result BatchNorm(const Args& a) {
@@ -721,7 +760,10 @@ Result BatchNorm(const Args& a) {
                              a.OptionalTensor(i, i == 1 ? "weight" : "bias"));
     if (p && p->shape != Shape{c}) return a.Error("weight and bias must be [channels]");
   }
-  return Types{x, {{c}, AccDtype(x.dtype)}, {{c}, AccDtype(x.dtype)}};
+  // Evaluation mode saves no statistics: ATen returns them empty ([0]).
+  OVERLAP_ASSIGN_OR_RETURN(bool training, a.Bool(5, "training", true));
+  const int64_t saved = training ? c : 0;
+  return Types{x, {{saved}, AccDtype(x.dtype)}, {{saved}, AccDtype(x.dtype)}};
 }
 
 Result BatchNormBackward(const Args& a) {
@@ -731,7 +773,8 @@ Result BatchNormBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> w, a.OptionalTensor(2, "weight"));
   const int64_t c = x.shape.size() >= 2 ? x.shape[1] : 1;
   const std::string pd = w ? w->dtype : x.dtype;
-  return Types{x, {{c}, pd}, {{c}, pd}};
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(9));
+  return Masked(Types{x, {{c}, pd}, {{c}, pd}}, mask);
 }
 
 Result MaxPool(const Args& a) {
@@ -892,6 +935,9 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
 }
 
 // Parses a JSON array of int arrays ("[[2,3],[4]]"); false when malformed.
+// A tuple's undefined element (null in `shapes` / `dtypes`: an output a mask left out).
+constexpr int64_t kUndefinedDim = std::numeric_limits<int64_t>::min();
+
 bool ParseShapes(absl::string_view s, std::vector<Shape>* out) {
   size_t i = 0;
   auto skip = [&] {
@@ -908,6 +954,12 @@ bool ParseShapes(absl::string_view s, std::vector<Shape>* out) {
   if (!eat('[')) return false;
   if (eat(']')) return true;
   do {
+    skip();
+    if (s.substr(i, 4) == "null") {  // an undefined element of a tuple
+      i += 4;
+      out->push_back(Shape{kUndefinedDim});
+      continue;
+    }
     if (!eat('[')) return false;
     Shape shape;
     if (!eat(']')) {
@@ -940,6 +992,16 @@ bool ParseStrings(absl::string_view s, std::vector<std::string>* out) {
   if (i < s.size() && s[i] == ']') return true;
   while (true) {
     skip();
+    if (s.substr(i, 4) == "null") {
+      i += 4;
+      out->emplace_back(kUndefinedDtype);
+      skip();
+      if (i < s.size() && s[i] == ',') {
+        ++i;
+        continue;
+      }
+      return i < s.size() && s[i] == ']';
+    }
     if (i >= s.size() || s[i++] != '"') return false;
     const size_t end = s.find('"', i);
     if (end == absl::string_view::npos) return false;
@@ -975,6 +1037,10 @@ std::vector<TensorType> StatedTypes(const Node& n) {
   if (dtypes != nullptr && (!ParseStrings(*dtypes, &ds) || ds.size() != ss.size())) return {};
   std::vector<TensorType> out;
   for (size_t i = 0; i < ss.size(); ++i) {
+    if (ss[i] == Shape{kUndefinedDim}) {
+      out.push_back(Undefined());
+      continue;
+    }
     out.push_back({std::move(ss[i]), dtypes != nullptr ? ds[i] : (m.has_dtype ? m.dtype : "")});
   }
   return out;
@@ -1013,7 +1079,15 @@ absl::StatusOr<ShapeCheckReport> CheckShapes(const Graph& g, const ShapeCheckOpt
       ++report.unstated;
       continue;
     }
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorType> rule, it->second(Args(g, n)));
+    absl::StatusOr<std::vector<TensorType>> inferred = it->second(Args(g, n));
+    if (absl::IsNotFound(inferred.status()) && !options.require_rules) {
+      // A use of the target its rule does not cover (getitem of a tensor).
+      ++report.no_rule;
+      const std::string what = absl::StrCat(n.target(), " (", inferred.status().message(), ")");
+      if (seen.insert(what).second) report.targets_without_rule.push_back(what);
+      continue;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorType> rule, std::move(inferred));
     // A stated dtype may be absent (""): then only shapes are compared.
     bool same = rule.size() == stated.size();
     for (size_t i = 0; same && i < rule.size(); ++i) {

@@ -171,5 +171,56 @@ TEST(ShapeRulesTest, ConvolutionAndPoolingFollowPyTorchsArithmetic) {
   EXPECT_EQ(FormatType((*pool)[1]), "[2, 3, 113, 113] int64");  // ceil_mode
 }
 
+// What exported (torch 1.13) graphs state: a backward's masked-out outputs as null in
+// `shapes` / `dtypes`; evaluation-mode batch norm's empty statistics; getitem indexing a
+// tensor (module style), which no rule covers.
+TEST(ShapeRulesTest, ExportedGraphsMaskedOutputsEvalBatchNormAndTensorIndexing) {
+  absl::StatusOr<Graph> g = GraphFromParts(
+      R"({"name": "x", "op": "placeholder", "target": "x", "args": [],
+          "meta": {"shape": [2, 3, 8, 8], "dtype": "float32"}},
+         {"name": "w", "op": "placeholder", "target": "w", "args": [],
+          "meta": {"shape": [4, 3, 3, 3], "dtype": "float32"}},
+         {"name": "gy", "op": "placeholder", "target": "gy", "args": [],
+          "meta": {"shape": [2, 4, 6, 6], "dtype": "float32"}},
+         {"name": "c", "op": "placeholder", "target": "c", "args": [],
+          "meta": {"shape": [3], "dtype": "float32"}},
+         {"name": "cb", "op": "call_function", "target": "aten.convolution_backward.default",
+          "args": ["%gy", "%x", "%w", [0], [1, 1], [0, 0], [1, 1], false, [0, 0], 1,
+                   [false, true, false]],
+          "meta": {"shapes": [null, [4, 3, 3, 3], null], "dtypes": [null, "float32", null]}},
+         {"name": "gw", "op": "call_function", "target": "operator.getitem",
+          "args": ["%cb", 1], "meta": {"shape": [4, 3, 3, 3], "dtype": "float32"}},
+         {"name": "bn", "op": "call_function", "target": "aten.native_batch_norm.default",
+          "args": ["%x", "%c", "%c", "%c", "%c", false, 0.1, 1e-05],
+          "meta": {"shapes": [[2, 3, 8, 8], [0], [0]],
+                   "dtypes": ["float32", "float32", "float32"]}},
+         {"name": "row", "op": "call_function", "target": "operator.getitem",
+          "args": ["%x", 0], "meta": {"shape": [3, 8, 8], "dtype": "float32"}},)" +
+          OutputJson(R"(["%gw", "%bn", "%row"])"),
+      "");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<ShapeCheckReport> r = CheckShapes(*g);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->checked, 3);
+  EXPECT_EQ(r->no_rule, 1);  // x[0]
+  // A masked-out output stated as defined is a mismatch; so is training-mode statistics
+  // stated empty.
+  absl::StatusOr<Graph> bad = GraphFromParts(
+      R"({"name": "x", "op": "placeholder", "target": "x", "args": [],
+          "meta": {"shape": [2, 3, 8, 8], "dtype": "float32"}},
+         {"name": "c", "op": "placeholder", "target": "c", "args": [],
+          "meta": {"shape": [3], "dtype": "float32"}},
+         {"name": "bn", "op": "call_function", "target": "aten.native_batch_norm.default",
+          "args": ["%x", "%c", "%c", null, null, true, 0.1, 1e-05],
+          "meta": {"shapes": [[2, 3, 8, 8], [0], [0]],
+                   "dtypes": ["float32", "float32", "float32"]}},)" +
+          OutputJson(R"("%bn")"),
+      "");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  absl::StatusOr<ShapeCheckReport> rb = CheckShapes(*bad);
+  ASSERT_FALSE(rb.ok());
+  EXPECT_THAT(std::string(rb.status().message()), HasSubstr("gives [2, 3, 8, 8] float32, [3]"));
+}
+
 }  // namespace
 }  // namespace overlap

@@ -6,7 +6,8 @@
 #   overlap_export/testing (tied embedding and head);
 #   - the exporter's parameter count (elements over unique storages) equals `overlap
 #     inspect`'s for every file;
-#   - `overlap inspect` reads and verifies each file;
+#   - `overlap inspect --shapes` reads and verifies each file, and each node with a shape
+#     rule (docs/ops.md) states what its rule gives;
 #   - module-style graphs: `overlap partition` in both modes (default and reference);
 #   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
 #     inserted, the schedule verified and simulated);
@@ -51,8 +52,9 @@ for m in "${models[@]}"; do
     fail "$name: torch.fx cannot trace it, yet a module-style file was written"
   fi
   for f in "${files[@]}"; do
-    got=$("$overlap" inspect "$f" | grep -o '^parameters: [0-9,]*' | tr -d ,) ||
-      fail "$f does not read or verify"
+    report=$("$overlap" inspect --shapes "$f" 2>&1) ||
+      fail "$f does not read, verify or pass the shape check: $(tail -1 <<<"$report")"
+    got=$(grep -o '^parameters: [0-9,]*' <<<"$report" | tr -d ,)
     [ "$got" = "$want" ] || fail "$f: '$got', the exporter counted '$want'"
   done
   if [ "$module" = yes ]; then

@@ -57,6 +57,8 @@ def target_name(node):
     name = torch.fx.node._get_qualified_name(t)
     if name.startswith("_operator."):
         name = "operator." + name[len("_operator."):]
+    if name.startswith("torch._C._nn."):  # where F.gelu and friends live
+        name = "torch.nn.functional." + name[len("torch._C._nn."):]
     return name
 
 
