@@ -30,19 +30,47 @@ fi
 out=${TEST_TMPDIR:-$(mktemp -d)}
 fail() { echo "export_test: FAILED: $*" >&2; exit 1; }
 
-# name | constructor | kwargs | input | module-style expected
+# name | constructor | kwargs | input | module-style expected | weights file
 models=(
-  "resnet18|torchvision.models:resnet18|{\"num_classes\": 10}|2x3x32x32|yes"
-  "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes"
-  "vit_b_16|torchvision.models:vit_b_16|{\"image_size\": 64}|1x3x64x64|no"
-  "small_gpt|overlap_export.testing.small_gpt:small_gpt|{}|2x16:int64:64|yes"
+  "resnet18|torchvision.models:resnet18|{\"num_classes\": 10}|2x3x32x32|yes|yes"
+  "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes|no"
+  "vit_b_16|torchvision.models:vit_b_16|{\"image_size\": 64}|1x3x64x64|no|no"
+  "small_gpt|overlap_export.testing.small_gpt:small_gpt|{}|2x16:int64:64|yes|yes"
 )
+
+# Every forward placeholder's meta.param / meta.buffer / meta.input names a tensor of the
+# weights file, and every trainable parameter has torch's gradient there.
+check_weights() {
+  "$py" - "$1" "$2" <<'PY'
+import json, struct, sys
+graph, weights = json.load(open(sys.argv[1])), open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", weights[:8])[0]
+keys = set(json.loads(weights[8:8 + n]))
+missing = []
+for node in graph["nodes"]:
+    meta = node.get("meta", {})
+    for field, prefix in (("param", "param/"), ("buffer", "buffer/"), ("input", "")):
+        if field in meta and prefix + meta[field] not in keys:
+            missing.append(prefix + meta[field])
+for p in graph["params"]:
+    if p.get("requires_grad", True) and p.get("storage", p["name"]) == p["name"] \
+            and "ref/grad/" + p["name"] not in keys:
+        missing.append("ref/grad/" + p["name"])
+if missing or "ref/loss" not in keys:
+    sys.exit("weights file lacks " + ", ".join(missing or ["ref/loss"]))
+PY
+}
 schedulers=$("$overlap" schedule --list-algorithms | awk '{print $1}')
 for m in "${models[@]}"; do
-  IFS='|' read -r name ctor kwargs input module <<<"$m"
+  IFS='|' read -r name ctor kwargs input module weights <<<"$m"
   start=$(date +%s)
+  extra=()
+  [ "$weights" = yes ] && extra=(--weights "$out/$name.safetensors" --reference)
   log=$("$py" -m overlap_export "$ctor" --kwargs "$kwargs" --input "$input" --aot --loss ce \
-          -o "$out/$name" 2>&1) || fail "$name: export: $log"
+          -o "$out/$name" "${extra[@]}" 2>&1) || fail "$name: export: $log"
+  if [ "$weights" = yes ]; then
+    check_weights "$out/$name.forward.json" "$out/$name.safetensors" || fail "$name: weights"
+  fi
   echo "$log"
   want=$(grep -o 'parameters: [0-9,]*' <<<"$log" | head -1 | tr -d ,)
   files=("$out/$name.forward.json" "$out/$name.backward.json")

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from . import export
+from . import export, safetensors
 from .graph_json import ExportError
 
 
@@ -29,6 +29,12 @@ def main(argv=None):
     ap.add_argument("--train", action="store_true",
                     help="export in training mode (default: eval, e.g. batch norm's running "
                          "statistics)")
+    ap.add_argument("--weights", metavar="FILE",
+                    help="write parameters, buffers, the example inputs and the loss's target "
+                         "(safetensors: param/<name>, buffer/<name>, input/<i>, target)")
+    ap.add_argument("--reference", action="store_true",
+                    help="with --weights: also torch's output, loss and gradients on those "
+                         "inputs (ref/output, ref/loss, ref/grad/<name>)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", required=True, help="the output files' prefix")
     a = ap.parse_args(argv)
@@ -54,14 +60,26 @@ def main(argv=None):
                 raise
             print(f"overlap_export: {e}; taking the AOT path only", file=sys.stderr)
             path = "AOT only"
+        target = export.loss_target(a.loss, model, inputs, a.seed + 100)
         if a.aot:
-            target = export.loss_target(a.loss, model, inputs, a.seed + 100)
             fw, bw = export.export_aot(model, inputs, a.loss, target, name)
             docs.append((a.output + ".forward.json", fw))
             docs.append((a.output + ".backward.json", bw))
+        blob = None
+        if a.weights:
+            tensors = export.weights(model, inputs, target)
+            if a.reference:
+                tensors.update(export.reference(model, inputs, a.loss, target))
+            blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
+                                                  "torch": torch.__version__})
+        elif a.reference:
+            ap.error("--reference needs --weights")
         for file, doc in docs:  # all built before any is written
             export.write_json(file, doc)
             written.append(file)
+        if blob is not None:
+            export.write_bytes(a.weights, blob)
+            written.append(a.weights)
         storages, elements = export.unique_parameter_storages(model)
         print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
               f"storages; wrote " + ", ".join(written))

@@ -152,8 +152,9 @@ def export_module_style(model, inputs, name):
                 continue
             seen.add((node.target, pname))
             params.append(_param_entry(pname, node.target, p, first[_storage_key(p)]))
-    doc = graph_json.graph_json(name, gm.graph, params, aliases=rec.aliases)
-    return doc
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    extra = {n.name: {"input": f"input/{i}"} for i, n in enumerate(phs)}
+    return graph_json.graph_json(name, gm.graph, params, extra, aliases=rec.aliases)
 
 
 # ---- AOT (functorch) ----
@@ -255,7 +256,7 @@ def export_aot(model, inputs, loss, target, name):
         tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
         _Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents)
     fw, bw = captured["fw"].graph, captured["bw"].graph
-    return _convention(fw, bw, named, buffers, aliases, name)
+    return _convention(fw, bw, named, buffers, aliases, name, n_in, target is not None)
 
 
 def _primal_chain(node, primal_param):
@@ -275,7 +276,7 @@ def _primal_chain(node, primal_param):
     return None
 
 
-def _convention(fw, bw, named, buffers, aliases, name):
+def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
     fw_phs = [n for n in fw.nodes if n.op == "placeholder"]
     primal_param = {}  # fw placeholder name -> parameter name
     for i, (pname, _) in enumerate(named):
@@ -350,6 +351,13 @@ def _convention(fw, bw, named, buffers, aliases, name):
         extra_fw[ph_name] = {"param": pname}
     for ph_name, bname in buffer_of.items():
         extra_fw[ph_name] = {"buffer": bname}
+    # The example inputs and the loss's target: meta.input names their tensor in the
+    # weights file (input/0, ..., target).
+    first_input = len(named) + len(buffers)
+    for i in range(n_inputs):
+        extra_fw[fw_phs[first_input + i].name] = {"input": f"input/{i}"}
+    if has_target:
+        extra_fw[fw_phs[first_input + n_inputs].name] = {"input": "target"}
     for pn, node in primal_nodes.items():
         extra_bw[node.name] = {"param": primal_param[pn]}
     bw_out = next(n for n in new.nodes if n.op == "output")
@@ -372,7 +380,59 @@ def _convention(fw, bw, named, buffers, aliases, name):
     return fw_doc, bw_doc
 
 
+# ---- weights and torch's reference ----
+
+
+def weights(model, inputs, target):
+    """The tensors a runner binds: param/<name> per storage (its first name), buffer/<name>,
+    input/<i>, target."""
+    out = {}
+    for n, p in model.named_parameters():
+        out[f"param/{n}"] = p.detach()
+    for n, b in model.named_buffers():
+        out[f"buffer/{n}"] = b.detach()
+    for i, x in enumerate(inputs):
+        out[f"input/{i}"] = x
+    if target is not None:
+        out["target"] = target
+    return out
+
+
+def reference(model, inputs, loss, target):
+    """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
+    trainable storage (its first name), in the model's current mode."""
+    model.zero_grad(set_to_none=True)
+    out = model(*inputs)
+    value = _loss_fn(loss, out, target)
+    ref = {"ref/output": out.detach()}
+    if value is not out:
+        ref["ref/loss"] = value.detach()
+        value.backward()
+        for n, p in model.named_parameters():
+            if p.grad is not None:
+                ref[f"ref/grad/{n}"] = p.grad.detach()
+    model.zero_grad(set_to_none=True)
+    return ref
+
+
 # ---- files ----
+
+
+def write_bytes(path, data):
+    """Writes `data` to `path` atomically (a temporary file renamed)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=directory)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def write_json(path, doc):
