@@ -337,6 +337,17 @@ Result TRule(const Args& a) {
   return Types{x};
 }
 
+Result ReshapeAlias(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  return Types{{Shape(size.begin(), size.end()), x.dtype}};
+}
+
+Result Same(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  return Types{x};
+}
+
 Result View(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
@@ -868,6 +879,8 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.mm.default", Mm},
       {"aten.addmm.default", Addmm},
       {"aten.t.default", TRule},
+      {"aten._reshape_alias.default", ReshapeAlias},
+      {"aten.detach.default", Same},
       {"aten.view.default", View},
       {"aten._unsafe_view.default", View},
       {"aten.reshape.default", View},

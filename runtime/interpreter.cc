@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -55,11 +56,39 @@ absl::Status CheckType(const Node& n, const TensorType& stated, const Tensor& ac
 
 }  // namespace
 
+namespace {
+
+// An unknown meta key's value when it is a plain JSON string ("\"x\"" -> x).
+std::optional<std::string> ExtraString(const NodeMeta& m, absl::string_view key) {
+  for (const auto& [k, v] : m.extra) {
+    if (k != key) continue;
+    if (v.size() < 2 || v.front() != '"' || v.back() != '"' || v.find('\\') != std::string::npos) {
+      return std::nullopt;
+    }
+    return v.substr(1, v.size() - 2);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs) {
   auto it = inputs.find(placeholder.name());
   if (it != inputs.end()) return &it->second;
   if (placeholder.meta().has_param) {
-    it = inputs.find(placeholder.meta().param);
+    for (const std::string& key :
+         {placeholder.meta().param, absl::StrCat("param/", placeholder.meta().param)}) {
+      it = inputs.find(key);
+      if (it != inputs.end()) return &it->second;
+    }
+  }
+  // The exporter's weights files (docs/interop.md): buffer/<meta.buffer>, <meta.input>.
+  if (std::optional<std::string> b = ExtraString(placeholder.meta(), "buffer")) {
+    it = inputs.find(absl::StrCat("buffer/", *b));
+    if (it != inputs.end()) return &it->second;
+  }
+  if (std::optional<std::string> key = ExtraString(placeholder.meta(), "input")) {
+    it = inputs.find(*key);
     if (it != inputs.end()) return &it->second;
   }
   for (int row : g.ParamsOwnedBy(placeholder.name())) {

@@ -114,7 +114,9 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
                                     const InterpreterOptions& options = {});
 
 // The tensor a placeholder takes from `inputs`: by its name, else (a parameter placeholder)
-// by its meta.param or the name of a parameter-table row it owns; nullptr when none.
+// by its meta.param (or "param/" + it) or the name of a parameter-table row it owns, else
+// by an exporter's binding (docs/interop.md): "buffer/" + meta.buffer, or meta.input;
+// nullptr when none.
 const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs);
 
 }  // namespace overlap

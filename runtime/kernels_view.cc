@@ -100,6 +100,23 @@ absl::StatusOr<std::vector<Tensor>> T(KernelCall& c) {
   return One(x.Transpose(0, 1));
 }
 
+// aten._reshape_alias (torch 1.13's AOT graphs: a view with explicit strides) and
+// aten.detach (the same tensor, no autograd here).
+absl::StatusOr<std::vector<Tensor>> ReshapeAlias(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg(2, "stride"));
+  if (size.size() != stride.size()) return c.Error("size and stride differ in length");
+  absl::StatusOr<Tensor> v = x.AsStrided(size, stride, x.offset());
+  if (!v.ok()) return c.Error(v.status().message());
+  return std::vector<Tensor>{*v};
+}
+
+absl::StatusOr<std::vector<Tensor>> Detach(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return std::vector<Tensor>{x};
+}
+
 absl::StatusOr<std::vector<Tensor>> Transpose(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t a, c.IntArg(1, "dim0"));
@@ -232,6 +249,8 @@ void RegisterViewKernels(KernelRegistry& r) {
   r.Register("aten._unsafe_view.default", ViewKernel(true));
   r.Register("aten.reshape.default", ViewKernel(true));
   r.Register("aten.t.default", T);
+  r.Register("aten._reshape_alias.default", ReshapeAlias);
+  r.Register("aten.detach.default", Detach);
   r.Register("aten.transpose.int", Transpose);
   r.Register("aten.unsqueeze.default", Unsqueeze);
   r.Register("aten.squeeze.dim", SqueezeDim);

@@ -11,6 +11,8 @@
 #   - module-style graphs: `overlap partition` in both modes (default and reference);
 #   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
 #     inserted, the schedule verified and simulated);
+#   - resnet18 runs in the executor (`overlap exec`) on torch's weights and inputs, its loss
+#     and every parameter gradient within 1e-4 * max|torch| of torch's own (compare.py);
 #   - a model that cannot be imported exits 1 naming the step, writing no file.
 # Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
 # sets it: tools/bootstrap.sh --with-torch installed it).
@@ -99,6 +101,16 @@ for m in "${models[@]}"; do
   done
   echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
 done
+
+# The executor against torch: resnet18 (evaluation-mode batch norm) with torch's weights and
+# inputs, its loss and every parameter gradient within 1e-4 * max|torch|.
+"$overlap" exec "$out/resnet18.forward.json" --backward-graph "$out/resnet18.backward.json" \
+  --weights "$out/resnet18.safetensors" --save "$out/resnet18.out.safetensors" >"$out/exec.log" ||
+  fail "resnet18: exec: $(tail -3 "$out/exec.log")"
+grep -q "inputs: [0-9]* from files, 0 seeded" "$out/exec.log" ||
+  fail "resnet18: exec seeded inputs the weights file should have bound: $(grep inputs: "$out/exec.log")"
+"$py" -m overlap_export.compare "$out/resnet18.forward.json" "$out/resnet18.safetensors" \
+  "$out/resnet18.out.safetensors" || fail "resnet18: the executor differs from torch"
 
 # A constructor that does not import: exit 1, the step named, no file.
 if "$py" -m overlap_export no_such_module:model --input 2 -o "$out/bad" 2>"$out/bad.err"; then
