@@ -337,6 +337,22 @@ Result TRule(const Args& a) {
   return Types{x};
 }
 
+Result Bmm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "mat2"));
+  if (x.shape.size() != 3 || y.shape.size() != 3 || x.shape[0] != y.shape[0] ||
+      x.shape[2] != y.shape[1]) {
+    return a.Error(absl::StrCat("bmm of ", FormatShape(x.shape), " and ", FormatShape(y.shape)));
+  }
+  return Types{{{x.shape[0], x.shape[1], y.shape[2]}, Promote(x.dtype, y.dtype)}};
+}
+
+Result OnesLike(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  const std::string d = a.DtypeKwarg();
+  return Types{{x.shape, d.empty() ? x.dtype : d}};
+}
+
 Result ReshapeAlias(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
@@ -881,6 +897,10 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.t.default", TRule},
       {"aten._reshape_alias.default", ReshapeAlias},
       {"aten.detach.default", Same},
+      {"aten.bmm.default", Bmm},
+      {"aten.ones_like.default", OnesLike},
+      {"aten.masked_fill.Scalar", Same},
+      {"aten.triu.default", Same},
       {"aten.view.default", View},
       {"aten._unsafe_view.default", View},
       {"aten.reshape.default", View},
@@ -912,6 +932,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.add.Tensor", Binary},
       {"aten.sub.Tensor", Binary},
       {"aten.mul.Tensor", Binary},
+      {"aten.div.Tensor", Binary},
       {"aten.div.Tensor", Binary},
       {"aten.mean.dim", Reduce},
       {"aten.sum.dim_IntList", Reduce},

@@ -784,6 +784,39 @@ TEST(KernelTest, EdgeCasesAreErrorsOrPyTorchsAnswer) {
   EXPECT_EQ((*r)[1]->data, (std::vector<double>{1, 2}));
 }
 
+// The ops torch 1.13's exported graphs add (docs/interop.md): bmm against per-batch
+// products, triu, _reshape_alias as a strided view, div.Tensor with a broadcast divisor.
+TEST(KernelTest, OpsOfExportedGraphs) {
+  const RefTensor a = Rand({2, 3, 4}), b = Rand({2, 4, 5});
+  RefTensor want;
+  want.shape = {2, 3, 5};
+  for (int64_t i = 0; i < 2; ++i) {
+    RefTensor ai, bi;
+    ai.shape = {3, 4};
+    bi.shape = {4, 5};
+    ai.data.assign(a.data.begin() + i * 12, a.data.begin() + (i + 1) * 12);
+    bi.data.assign(b.data.begin() + i * 20, b.data.begin() + (i + 1) * 20);
+    const RefTensor p = ref::Mm(ai, bi);
+    want.data.insert(want.data.end(), p.data.begin(), p.data.end());
+  }
+  Check("aten.bmm.default", {F(a), F(b)}, {want});
+  const RefTensor sq = Rand({2, 3, 3});
+  RefTensor upper = sq;
+  for (int64_t i = 0; i < upper.data.size(); ++i) {
+    if ((i % 3) - (i / 3) % 3 < 1) upper.data[i] = 0;  // diagonal 1: strictly above
+  }
+  Check("aten.triu.default", {F(sq), C(Value::Int(1))}, {upper});
+  RefTensor flat = a;
+  flat.shape = {6, 4};
+  // Its strides are absolute (as_strided's): exported graphs use it on contiguous inputs only.
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> viewed =
+      RunKernel("aten._reshape_alias.default", {F(a), C(Ints({6, 4})), C(Ints({4, 1}))});
+  ASSERT_TRUE(viewed.ok()) << viewed.status();
+  ExpectClose(*(*viewed)[0], flat, 0, "_reshape_alias");
+  const RefTensor s0 = ref::Make({}, {2.5});
+  Check("aten.div.Tensor", {F(a), F(s0)}, {ref::DivScalar(a, 2.5)});
+}
+
 TEST(KernelTest, EveryOpOfTheOpsTableHasAKernel) {
   // Every ATen target docs/ops.md names (its tables are the contract).
   std::ifstream in("docs/ops.md");

@@ -220,6 +220,53 @@ Results ZerosLike(KernelCall& c) {
   return One(c.NewOutput(d, x.shape()));
 }
 
+Results OnesLike(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
+  return std::vector<Tensor>{out};
+}
+
+// masked_fill(self, mask, value): value where mask (broadcast to self) is true.
+Results MaskedFill(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor m0, c.TensorArg(1, "mask"));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg(2, "value"));
+  if (m0.dtype() != DType::kBool) return c.Error("mask should be a bool tensor");
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, x0.shape(), m0.shape()));
+  if (shape != x0.shape()) return c.Error("mask does not broadcast to self's shape");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor spread,
+                           m0.AsStrided(shape, BroadcastStrides(m0, shape), m0.offset()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor m, Contiguous(c, spread));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      o[i] = GetElement(m, i) != 0 ? static_cast<T>(value) : in[i];
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// triu(self, diagonal): the upper triangle of the last two dimensions, zeros below.
+Results Triu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg(1, "diagonal", 0));
+  if (x0.dim() < 2) return c.Error("triu needs at least two dimensions");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t r = (i / cols) % std::max<int64_t>(rows, 1), col = i % cols;
+    SetElement(out, i, col - r >= diagonal ? GetElement(x, i) : 0.0);
+  }
+  return std::vector<Tensor>{out};
+}
+
 Results NewZeros(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
@@ -241,6 +288,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });
   r.Register("aten.div.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kDiv)); });
   r.Register("aten.div.Tensor_mode", DivMode);
+  r.Register("aten.div.Tensor", DivMode);  // no rounding_mode: true division
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
   r.Register("aten.rsqrt.default", Rsqrt);
   r.Register("aten.relu.default", Relu);
@@ -251,6 +299,9 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.threshold_backward.default", ThresholdBackward);
   r.Register("aten.zeros_like.default", ZerosLike);
   r.Register("aten.new_zeros.default", NewZeros);
+  r.Register("aten.ones_like.default", OnesLike);
+  r.Register("aten.masked_fill.Scalar", MaskedFill);
+  r.Register("aten.triu.default", Triu);
 }
 
 }  // namespace overlap

@@ -102,6 +102,30 @@ Results Addmm(KernelCall& c) {
   });
 }
 
+// bmm(self [b, n, m], mat2 [b, m, p]) -> [b, n, p]: one GEMM per batch.
+Results Bmm(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg(1, "mat2"));
+  if (a0.dim() != 3 || b0.dim() != 3 || a0.shape()[0] != b0.shape()[0] ||
+      a0.shape()[2] != b0.shape()[1] || a0.dtype() != b0.dtype()) {
+    return c.Error(absl::StrCat("bmm of ", a0.DebugString(), " and ", b0.DebugString()));
+  }
+  const int64_t batch = a0.shape()[0], n = a0.shape()[1], m = a0.shape()[2], p = b0.shape()[2];
+  OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {n, m, p}));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, Contiguous(c, a0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, Contiguous(c, b0));
+  return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), {batch, n, p}));
+    for (int64_t i = 0; i < batch && n > 0 && p > 0; ++i) {
+      Gemm(false, false, n, p, m, T{1}, a.data<T>() + i * n * m, std::max<int64_t>(m, 1),
+           b.data<T>() + i * m * p, std::max<int64_t>(p, 1), T{0}, out.data<T>() + i * n * p,
+           std::max<int64_t>(p, 1));
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
 // The fused backwards' results: a new tensor of shapes[i] for each gradient the mask asks
 // for and that has a shape (a missing weight has no gradient), undefined otherwise.
 absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
@@ -793,6 +817,7 @@ Results MseLossBackward(KernelCall& c) {
 void RegisterNnKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.mm.default", Mm);
+  r.Register("aten.bmm.default", Bmm);
   r.Register("aten.addmm.default", Addmm);
   r.Register("aten.native_layer_norm.default", NativeLayerNorm);
   r.Register("aten.native_layer_norm_backward.default", NativeLayerNormBackward);

@@ -11,8 +11,10 @@
 #   - module-style graphs: `overlap partition` in both modes (default and reference);
 #   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
 #     inserted, the schedule verified and simulated);
-#   - resnet18 runs in the executor (`overlap exec`) on torch's weights and inputs, its loss
-#     and every parameter gradient within 1e-4 * max|torch| of torch's own (compare.py);
+#   - resnet18 and the small GPT run in the executor (`overlap exec`) on torch's weights and
+#     inputs, the loss and every parameter gradient within 1e-4 * max|torch| of torch's own
+#     (compare.py);
+#   - a non-finite constant (the format cannot hold one yet) is refused, naming it;
 #   - a model that cannot be imported exits 1 naming the step, writing no file.
 # Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
 # sets it: tools/bootstrap.sh --with-torch installed it).
@@ -102,15 +104,38 @@ for m in "${models[@]}"; do
   echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
 done
 
-# The executor against torch: resnet18 (evaluation-mode batch norm) with torch's weights and
-# inputs, its loss and every parameter gradient within 1e-4 * max|torch|.
-"$overlap" exec "$out/resnet18.forward.json" --backward-graph "$out/resnet18.backward.json" \
-  --weights "$out/resnet18.safetensors" --save "$out/resnet18.out.safetensors" >"$out/exec.log" ||
-  fail "resnet18: exec: $(tail -3 "$out/exec.log")"
-grep -q "inputs: [0-9]* from files, 0 seeded" "$out/exec.log" ||
-  fail "resnet18: exec seeded inputs the weights file should have bound: $(grep inputs: "$out/exec.log")"
-"$py" -m overlap_export.compare "$out/resnet18.forward.json" "$out/resnet18.safetensors" \
-  "$out/resnet18.out.safetensors" || fail "resnet18: the executor differs from torch"
+# The executor against torch: resnet18 (evaluation-mode batch norm) and the small GPT (tied
+# embedding and head, causal attention through bmm and masked_fill) on torch's weights and
+# inputs; the loss and every parameter gradient within 1e-4 * max|torch|.
+for name in resnet18 small_gpt; do
+  "$overlap" exec "$out/$name.forward.json" --backward-graph "$out/$name.backward.json" \
+    --weights "$out/$name.safetensors" --save "$out/$name.out.safetensors" >"$out/exec.log" ||
+    fail "$name: exec: $(tail -3 "$out/exec.log")"
+  grep -q "inputs: [0-9]* from files, 0 seeded" "$out/exec.log" ||
+    fail "$name: exec seeded what the weights file should bind: $(grep inputs: "$out/exec.log")"
+  "$py" -m overlap_export.compare "$out/$name.forward.json" "$out/$name.safetensors" \
+    "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
+done
+
+# A non-finite constant the format cannot hold: refused, naming the step, no file.
+cat >"$out/neginf.py" <<'PY'
+import torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+    def forward(self, x):
+        return (x * self.w).masked_fill(x > 0, float("-inf"))
+def make():
+    return M()
+PY
+if (cd "$out" && PYTHONPATH="$PYTHONPATH:$out" "$py" -m overlap_export neginf:make --input 4 \
+      -o "$out/neginf" 2>"$out/neginf.err"); then
+  fail "a graph with -inf exported"
+fi
+grep -q "arguments: a non-finite constant" "$out/neginf.err" ||
+  fail "-inf refused without naming it: $(cat "$out/neginf.err")"
+[ ! -e "$out/neginf.json" ] || fail "a partial file was written for -inf"
 
 # A constructor that does not import: exit 1, the step named, no file.
 if "$py" -m overlap_export no_such_module:model --input 2 -o "$out/bad" 2>"$out/bad.err"; then

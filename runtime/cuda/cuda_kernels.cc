@@ -250,6 +250,7 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
          OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
          return Unary(c, EwOp::kDiv, other);
        }},
+      {"aten.div.Tensor", [](KernelCall& c) { return WithOther(c, EwOp::kDiv, 0); }},
       {"aten.div.Tensor_mode",
        [](KernelCall& c) -> R {
          const Value* m = c.Arg(2, "rounding_mode");

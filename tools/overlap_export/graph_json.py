@@ -69,7 +69,13 @@ def value_json(v):
     if v is None or isinstance(v, bool) or isinstance(v, int):
         return v
     if isinstance(v, float):
-        return v if math.isfinite(v) else None
+        if not math.isfinite(v):
+            # The format writes non-finite floats as null (JSON has none): exporting one
+            # would silently change the graph, so it is an error until the format has a
+            # spelling for them (docs/interop.md).
+            raise ExportError("arguments", f"a non-finite constant ({v}): the format cannot "
+                              "hold it yet")
+        return v
     if isinstance(v, str):
         return "%" + v if v.startswith("%") else v
     if isinstance(v, (list, tuple)):

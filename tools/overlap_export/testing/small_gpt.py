@@ -33,8 +33,10 @@ class Block(nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(d // h)
         # The causal mask from the scores themselves (torch.fx traces ops on traced values,
         # not constructors called with a traced size).
+        # -1e4, not -inf: the graph format has no spelling for non-finite constants yet
+        # (docs/interop.md); exp(-1e4 - max) is 0 in float32 all the same.
         future = torch.ones_like(scores, dtype=torch.bool).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
+        scores = scores.masked_fill(future, -1e4)
         y = scores.softmax(dim=-1) @ v
         y = y.transpose(1, 2).reshape(b, s, d)
         x = x + self.proj(y)
