@@ -347,6 +347,33 @@ Result Bmm(const Args& a) {
   return Types{{{x.shape[0], x.shape[1], y.shape[2]}, Promote(x.dtype, y.dtype)}};
 }
 
+Result PermuteRule(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dims"));
+  if (dims.size() != x.shape.size()) return a.Error("dims should name every dimension");
+  Shape out;
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dims"));
+    out.push_back(x.shape[d]);
+  }
+  return Types{{out, x.dtype}};
+}
+
+Result SelectRule(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  if (x.shape.empty()) return a.Error("select of a 0-d tensor");
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  x.shape.erase(x.shape.begin() + d);
+  return Types{x};
+}
+
+Result SelectBackwardRule(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints(1, "input_sizes"));
+  return Types{{Shape(sizes.begin(), sizes.end()), g.dtype}};
+}
+
 Result OnesLike(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   const std::string d = a.DtypeKwarg();
@@ -898,6 +925,9 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten._reshape_alias.default", ReshapeAlias},
       {"aten.detach.default", Same},
       {"aten.bmm.default", Bmm},
+      {"aten.permute.default", PermuteRule},
+      {"aten.select.int", SelectRule},
+      {"aten.select_backward.default", SelectBackwardRule},
       {"aten.ones_like.default", OnesLike},
       {"aten.masked_fill.Scalar", Same},
       {"aten.triu.default", Same},

@@ -112,6 +112,61 @@ absl::StatusOr<std::vector<Tensor>> ReshapeAlias(KernelCall& c) {
   return std::vector<Tensor>{*v};
 }
 
+absl::StatusOr<std::vector<Tensor>> Permute(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg(1, "dims"));
+  if (static_cast<int64_t>(dims.size()) != x.dim())
+    return c.Error("dims should name every dimension");
+  std::vector<int64_t> shape, strides;
+  std::vector<bool> seen(x.dim(), false);
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    if (seen[d]) return c.Error("dims repeats a dimension");
+    seen[d] = true;
+    shape.push_back(x.shape()[d]);
+    strides.push_back(x.strides()[d]);
+  }
+  return One(x.AsStrided(shape, strides, x.offset()));
+}
+
+// select(self, dim, index): the slice at `index` of `dim`, that dimension removed (a view).
+absl::StatusOr<Tensor> SelectView(const KernelCall& c, const Tensor& x, int64_t dim,
+                                  int64_t index) {
+  if (x.dim() == 0) return c.Error("select of a 0-d tensor");
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x.dim()));
+  const int64_t n = x.shape()[dim];
+  if (index < -n || index >= n) {
+    return c.Error(absl::StrCat("select index ", index, " out of range for size ", n));
+  }
+  if (index < 0) index += n;
+  std::vector<int64_t> shape = x.shape(), strides = x.strides();
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return x.AsStrided(shape, strides, x.offset() + index * x.strides()[dim]);
+}
+
+absl::StatusOr<std::vector<Tensor>> Select(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg(2, "index"));
+  return One(SelectView(c, x, dim, index));
+}
+
+// select_backward(grad, input_sizes, dim, index): zeros of input_sizes, grad at the slice.
+absl::StatusOr<std::vector<Tensor>> SelectBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg(1, "input_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg(3, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor dst, SelectView(c, out, dim, index));
+  if (dst.shape() != g.shape()) {
+    return c.Error(absl::StrCat("grad ", g.DebugString(), " does not fit ", dst.DebugString()));
+  }
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, g, dst));
+  return std::vector<Tensor>{out};
+}
+
 absl::StatusOr<std::vector<Tensor>> Detach(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   return std::vector<Tensor>{x};
@@ -251,6 +306,9 @@ void RegisterViewKernels(KernelRegistry& r) {
   r.Register("aten.t.default", T);
   r.Register("aten._reshape_alias.default", ReshapeAlias);
   r.Register("aten.detach.default", Detach);
+  r.Register("aten.permute.default", Permute);
+  r.Register("aten.select.int", Select);
+  r.Register("aten.select_backward.default", SelectBackward);
   r.Register("aten.transpose.int", Transpose);
   r.Register("aten.unsqueeze.default", Unsqueeze);
   r.Register("aten.squeeze.dim", SqueezeDim);

@@ -11,7 +11,7 @@
 #   - module-style graphs: `overlap partition` in both modes (default and reference);
 #   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
 #     inserted, the schedule verified and simulated);
-#   - resnet18 and the small GPT run in the executor (`overlap exec`) on torch's weights and
+#   - resnet18, the small GPT and the small ViT run in the executor (`overlap exec`) on torch's weights and
 #     inputs, the loss and every parameter gradient within 1e-4 * max|torch| of torch's own
 #     (compare.py);
 #   - a non-finite constant (the format cannot hold one yet) is refused, naming it;
@@ -40,6 +40,7 @@ models=(
   "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes|no"
   "vit_b_16|torchvision.models:vit_b_16|{\"image_size\": 64}|1x3x64x64|no|no"
   "small_gpt|overlap_export.testing.small_gpt:small_gpt|{}|2x16:int64:64|yes|yes"
+  "small_vit|torchvision.models.vision_transformer:VisionTransformer|{\"image_size\": 32, \"patch_size\": 16, \"num_layers\": 2, \"num_heads\": 4, \"hidden_dim\": 64, \"mlp_dim\": 128, \"num_classes\": 10}|2x3x32x32|no|yes"
 )
 
 # Every forward placeholder's meta.param / meta.buffer / meta.input names a tensor of the
@@ -104,10 +105,11 @@ for m in "${models[@]}"; do
   echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
 done
 
-# The executor against torch: resnet18 (evaluation-mode batch norm) and the small GPT (tied
-# embedding and head, causal attention through bmm and masked_fill) on torch's weights and
-# inputs; the loss and every parameter gradient within 1e-4 * max|torch|.
-for name in resnet18 small_gpt; do
+# The executor against torch: resnet18 (evaluation-mode batch norm), the small GPT (tied
+# embedding and head, causal attention through bmm and masked_fill) and the small ViT
+# (torchvision's VisionTransformer: 2 layers, hidden 64, image 32, patch 16) on torch's
+# weights and inputs; the loss and every parameter gradient within 1e-4 * max|torch|.
+for name in resnet18 small_gpt small_vit; do
   "$overlap" exec "$out/$name.forward.json" --backward-graph "$out/$name.backward.json" \
     --weights "$out/$name.safetensors" --save "$out/$name.out.safetensors" >"$out/exec.log" ||
     fail "$name: exec: $(tail -3 "$out/exec.log")"

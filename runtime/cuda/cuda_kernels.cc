@@ -1369,7 +1369,8 @@ constexpr absl::string_view kAllocatingOps[] = {"aten.zeros_like.default",
                                                 "aten.new_zeros.default"};
 // Ops whose CPU kernel only allocates and copies (kernel_util.h's CopyInto): on the device,
 // its copies are the device's copy kernel.
-constexpr absl::string_view kCopyingOps[] = {"aten.cat.default", "aten.slice_backward.default"};
+constexpr absl::string_view kCopyingOps[] = {"aten.cat.default", "aten.slice_backward.default",
+                                             "aten.select_backward.default"};
 
 }  // namespace
 
