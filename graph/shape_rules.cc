@@ -368,29 +368,6 @@ Result SelectRule(const Args& a) {
   return Types{x};
 }
 
-Result SelectBackwardRule(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints(1, "input_sizes"));
-  return Types{{Shape(sizes.begin(), sizes.end()), g.dtype}};
-}
-
-Result OnesLike(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  const std::string d = a.DtypeKwarg();
-  return Types{{x.shape, d.empty() ? x.dtype : d}};
-}
-
-Result ReshapeAlias(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
-  return Types{{Shape(size.begin(), size.end()), x.dtype}};
-}
-
-Result Same(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  return Types{x};
-}
-
 Result View(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
@@ -922,15 +899,15 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.mm.default", Mm},
       {"aten.addmm.default", Addmm},
       {"aten.t.default", TRule},
-      {"aten._reshape_alias.default", ReshapeAlias},
-      {"aten.detach.default", Same},
+      {"aten._reshape_alias.default", View},  // its strides do not change the shape
+      {"aten.detach.default", Identity},
       {"aten.bmm.default", Bmm},
       {"aten.permute.default", PermuteRule},
       {"aten.select.int", SelectRule},
-      {"aten.select_backward.default", SelectBackwardRule},
-      {"aten.ones_like.default", OnesLike},
-      {"aten.masked_fill.Scalar", Same},
-      {"aten.triu.default", Same},
+      {"aten.select_backward.default", SliceBackward},  // input_sizes, as slice's
+      {"aten.ones_like.default", Identity},
+      {"aten.masked_fill.Scalar", Identity},
+      {"aten.triu.default", Identity},
       {"aten.view.default", View},
       {"aten._unsafe_view.default", View},
       {"aten.reshape.default", View},

@@ -108,8 +108,8 @@ inline absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> t) {
 inline int64_t IndexAt(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
 }
-// An integer tensor's first element's address (for NnArgs::index).
-inline const void* IndexData(const Tensor& t) {
+// The address of `t`'s first element (any dtype; NnArgs::index, raw row copies).
+inline std::byte* Bytes(const Tensor& t) {
   return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
 }
 // Fails unless `t` is an int64 or int32 tensor.

@@ -14,10 +14,6 @@ namespace {
 
 using Results = absl::StatusOr<std::vector<Tensor>>;
 
-std::byte* Bytes(const Tensor& t) {
-  return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
-}
-
 absl::Status CheckIndex(const KernelCall& c, int64_t i, int64_t n, absl::string_view what) {
   if (i < 0 || i >= n) {
     return c.Error(absl::StrCat(what, " index ", i, " out of range [0, ", n, ")"));
@@ -69,7 +65,7 @@ Results EmbeddingDenseBackward(KernelCall& c) {
     a.cols = d;
     a.cols2 = rows;
     a.g = g.data<T>();
-    a.index = IndexData(idx);
+    a.index = Bytes(idx);
     a.index32 = idx.dtype() == DType::kInt32;
     a.ignore = padding;
     a.out = out.data<T>();
@@ -246,7 +242,7 @@ Results IndexAdd(KernelCall& c, bool in_place) {
     n.cols = a.inner;
     n.cols2 = a.n;
     n.b = src.data<T>();
-    n.index = IndexData(idx);
+    n.index = Bytes(idx);
     n.index32 = idx.dtype() == DType::kInt32;
     n.scale = alpha;
     n.out = out.data<T>();

@@ -547,7 +547,7 @@ Results MaxPool2dBackward(KernelCall& c) {
     a.pool.ho = g.shape()[g.dim() - 2];
     a.pool.wo = g.shape()[g.dim() - 1];
     a.g = g.data<T>();
-    a.index = IndexData(idx);
+    a.index = Bytes(idx);
     a.index32 = idx.dtype() == DType::kInt32;
     a.out = out.data<T>();
     OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "pooling index"));
@@ -696,7 +696,7 @@ Results NllLossForward(KernelCall& c) {
     a.rows = n;
     a.cols = classes;
     a.x = x.data<T>();
-    a.index = IndexData(t);
+    a.index = Bytes(t);
     a.index32 = t.dtype() == DType::kInt32;
     a.w = pw ? pw->data<T>() : nullptr;
     a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
@@ -743,7 +743,7 @@ Results NllLossBackward(KernelCall& c) {
     a.rows = n;
     a.cols = classes;
     a.g = pg.data<T>();
-    a.index = IndexData(t);
+    a.index = Bytes(t);
     a.index32 = t.dtype() == DType::kInt32;
     a.w = pw ? pw->data<T>() : nullptr;
     a.mean = pt.data<T>();

@@ -690,19 +690,22 @@ absl::Status FakeGpuApi::Reduce(const ReduceArgs& r, GpuStream* s) {
   return absl::OkStatus();
 }
 
-absl::Status FakeGpuApi::Nn(const NnArgs& a, GpuStream* s) {
+absl::Status FakeGpuApi::Nn(const NnArgs& a, GpuStream* s) { return RunNn(a, s, "nn"); }
+
+// The nn kernel's units on the host, each buffer's use checked against the stream order (the
+// error word is read and written, atomically on a device).
+absl::Status FakeGpuApi::RunNn(const NnArgs& a, GpuStream* s, const char* what) {
   absl::StatusOr<Stream*> st = Entered(s);
   if (!st.ok()) return st.status();
   std::lock_guard<std::mutex> lock(mu_);
-  const Op op = Stamp(**st, "nn");
+  const Op op = Stamp(**st, what);
   for (const void* in : {a.x, a.g, a.w, a.b, a.mean, a.var, a.index}) {
     if (in != nullptr) Use(op, in, false);
   }
-  for (const void* out : {a.out, a.out2, a.out3}) {
+  for (const void* out : {static_cast<const void*>(a.out), static_cast<const void*>(a.out2),
+                          static_cast<const void*>(a.out3), static_cast<const void*>(a.error)}) {
     if (out != nullptr) Use(op, out, true);
   }
-  // The kernel's error word, read and written by the kernel (atomically on a device).
-  if (a.error != nullptr) Use(op, a.error, true);
   NnRunOnHost(a);
   return absl::OkStatus();
 }
@@ -714,10 +717,6 @@ absl::Status FakeGpuApi::BatchNorm(const BatchNormArgs& a, GpuStream* s) {
   if (a.weight == nullptr || (a.bias == nullptr && a.pass != BatchNormPass::kBackward)) {
     return absl::InvalidArgumentError("BatchNorm: cuDNN needs the weight and the bias");
   }
-  absl::StatusOr<Stream*> st = Entered(s);
-  if (!st.ok()) return st.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  const Op op = Stamp(**st, "batch norm");
   NnArgs n;
   n.is_double = a.dtype == DType::kFloat64;
   n.batch = a.batch;
@@ -749,14 +748,7 @@ absl::Status FakeGpuApi::BatchNorm(const BatchNormArgs& a, GpuStream* s) {
       n.out3 = a.dbias;
       break;
   }
-  for (const void* in : {n.x, n.g, n.w, n.b, n.mean, n.var}) {
-    if (in != nullptr) Use(op, in, false);
-  }
-  for (const void* out : {n.out, n.out2, n.out3}) {
-    if (out != nullptr) Use(op, out, true);
-  }
-  NnRunOnHost(n);
-  return absl::OkStatus();
+  return RunNn(n, s, "batch norm");
 }
 
 absl::Status FakeGpuApi::Convolution(ConvPass pass, const ConvShape& g, const void* a,

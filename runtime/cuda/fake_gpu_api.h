@@ -152,6 +152,8 @@ class FakeGpuApi final : public GpuApi {
   absl::StatusOr<Stream*> Entered(GpuStream* s);
   Op Stamp(Stream& st, std::string what);
   void Use(const Op& op, const void* p, bool write);
+  // Runs the nn kernel's units as the operation `what` (Nn, and BatchNorm's definition).
+  absl::Status RunNn(const NnArgs& a, GpuStream* s, const char* what);
   Block* Find(const void* p);
   absl::Status WaitAll(std::vector<std::shared_ptr<FakeOpState>> deps, const char* what);
 

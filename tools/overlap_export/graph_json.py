@@ -3,7 +3,7 @@
 Values map one to one: a node reference is "%name", tuples and lists are arrays, dicts are
 objects, slices {"$slice": [...]}, dtypes / devices / layouts / memory formats their str()
 ("torch.float32"), a string starting with "%" gets another "%". Shapes, dtypes and
-tensor_size come from each node's tensor_meta (ShapeProp, or make_fx's fake tensors).
+tensor_size come from each node's tensor_meta (export.py records it by running the graph).
 """
 
 import math
@@ -94,11 +94,7 @@ def value_json(v):
 def meta_json(node, aliases=None):
     """shape / dtype / tensor_size (or shapes / dtypes for tuples) of a node's result."""
     m = {}
-    meta = node.meta.get("tensor_meta")
-    if meta is None and isinstance(node.meta.get("val"), torch.Tensor):
-        v = node.meta["val"]
-        meta = torch.fx.passes.shape_prop.TensorMetadata(
-            v.shape, v.dtype, False, v.stride(), None, False, {})
+    meta = node.meta.get("tensor_meta")  # recorded by export.py's run of the graph
     if meta is None:
         return m
     if isinstance(meta, (list, tuple)) and not hasattr(meta, "shape"):
