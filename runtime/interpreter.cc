@@ -72,6 +72,19 @@ std::optional<std::string> ExtraString(const NodeMeta& m, absl::string_view key)
 
 }  // namespace
 
+TensorMap BufferInputs(const Graph& g, const TensorMap& given) {
+  TensorMap out;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    if (std::optional<std::string> b = ExtraString(n.meta(), "buffer")) {
+      auto it = given.find(absl::StrCat("buffer/", *b));
+      if (it != given.end()) out.insert(*it);
+    }
+  }
+  return out;
+}
+
 const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs) {
   auto it = inputs.find(placeholder.name());
   if (it != inputs.end()) return &it->second;

@@ -119,6 +119,11 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
 // nullptr when none.
 const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs);
 
+// The tensors of `given` that feed buffer placeholders of `g` (FindInput's "buffer/" +
+// meta.buffer binding), under the same keys: the constants a training step adds to every
+// batch, apart from the parameters and the data. O(placeholders).
+TensorMap BufferInputs(const Graph& g, const TensorMap& given);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_RUNTIME_INTERPRETER_H_

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -180,8 +182,16 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
   }
   if (!o.data_path.empty()) {
     OVERLAP_ASSIGN_OR_RETURN(TensorMap all, ReadSafetensorsFile(o.data_path, *p->alloc));
-    OVERLAP_ASSIGN_OR_RETURN(TensorMap mine, ShardRows(all, rank, world));
-    p->batch = [mine](int64_t) -> absl::StatusOr<TensorMap> { return mine; };
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorMap> batches, SplitBatches(all));
+    if (batches.empty()) return absl::InvalidArgumentError(absl::StrCat(o.data_path, " is empty"));
+    std::vector<TensorMap> mine;
+    for (const TensorMap& b : batches) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap rows, ShardRows(b, rank, world));
+      mine.push_back(std::move(rows));
+    }
+    p->batch = [mine](int64_t step) -> absl::StatusOr<TensorMap> {
+      return mine[step % static_cast<int64_t>(mine.size())];
+    };
   }
   // Parameters: seeded (the same on every rank), or read.
   SeededInputsOptions only_params;
@@ -191,6 +201,15 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
   TensorMap given;
   if (!o.weights_path.empty()) {
     OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
+  }
+  // Buffers (an exporter's "buffer/" entries) join every batch.
+  const TensorMap buffers = BufferInputs(p->pair.forward, given);
+  if (!buffers.empty()) {
+    p->batch = [rows = std::move(p->batch), buffers](int64_t step) -> absl::StatusOr<TensorMap> {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, rows(step));
+      for (const auto& [key, t] : buffers) batch.emplace(key, t);
+      return batch;
+    };
   }
   for (NodeId id : p->pair.forward.order()) {
     const Node& n = p->pair.forward.node(id);
@@ -207,6 +226,34 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     p->params[name] = *w;
   }
   return p;
+}
+
+// `params` in a safetensors file by parameter name (device tensors copied to the host
+// first), written whole to a temporary and renamed: no partial file.
+absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, CudaDevice* device) {
+  Allocator host;
+  TensorMap on_host;
+  for (const auto& [name, t] : params) {
+    if (t.device() == Device::kCpu || device == nullptr) {
+      on_host[name] = t;
+      continue;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor h, Tensor::Uninitialized(host, t.dtype(), t.shape()));
+    OVERLAP_RETURN_IF_ERROR(device->Copy(t, h));
+    on_host[name] = std::move(h);
+  }
+  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
+  const std::string bytes = WriteSafetensors(on_host, {{"producer", "overlap run"}});
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f.good()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
 }
 
 // ZeRO-3: insertion (unless the graphs have the ops) and the scheduler, on both graphs.
@@ -409,9 +456,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
                    " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
                    " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
-                   " wd=", o.optimizer.weight_decay, " seed=", o.seed, " det=", o.deterministic,
-                   " scale=", o.time_scale, " world=", world,
-                   " device=", static_cast<int>(o.device), " nccl=", nccl);
+                   " momentum=", o.optimizer.momentum, " wd=", o.optimizer.weight_decay,
+                   " seed=", o.seed, " det=", o.deterministic, " scale=", o.time_scale,
+                   " world=", world, " device=", static_cast<int>(o.device), " nccl=", nccl);
   int64_t cap = o.bucket_cap_bytes;
   for (const std::string& algorithm : algorithms) {
     AotPair pair = program->pair;
@@ -568,6 +615,19 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
         graph_times.empty() ? 0 : *std::min_element(graph_times.begin(), graph_times.end());
     timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
     summary.simulated_peak_bytes = timing.simulated_peak_bytes;
+    // The trained parameters, whole, written by rank 0 (ZeRO-3 gathers its shards: every
+    // rank takes part). The last scheduler's, when several trained in turn.
+    if (!o.save_path.empty() && a + 1 == pairs.size()) {
+      TensorMap trained;
+      if (zero3 != nullptr) {
+        absl::StatusOr<TensorMap> gathered = zero3->GatherParams();
+        if (!gathered.ok()) return explain(gathered.status(), o.steps);
+        trained = *std::move(gathered);
+      } else {
+        trained = ddp->params();
+      }
+      if (rank == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o.save_path, trained, device.get()));
+    }
     if (zero3 != nullptr) {
       summary.state = zero3->state_bytes();
       summary.predicted_step_s = timing.predicted_step_s;

@@ -79,10 +79,13 @@ struct JobOptions {
   Preset preset = Preset::kTiny;
   int64_t batch = 0;
   std::string graph_path, backward_graph_path, weights_path;
-  // A global batch (safetensors, data placeholders by name, dimension 0 = rows x world):
-  // every step trains on it, rank r on its block of rows. Empty: the synthetic task (built-in
-  // models) or seeded inputs per rank and step (graph files).
+  // Global batches (safetensors, SplitBatches: one batch, or "batch/<k>/<input>" keys;
+  // dimension 0 = rows x world): step s trains on batch (s - 1) mod K, rank r on its block
+  // of rows. Empty: the synthetic task (built-in models) or seeded inputs per rank and step
+  // (graph files).
   std::string data_path;
+  // Write the trained parameters here (rank 0; safetensors by parameter name), if set.
+  std::string save_path;
   int64_t steps = 20;
   std::string algorithm = "lookahead";  // ZeRO-3's scheduler
   // ZeRO-3: the scheduler's budget on graph values (0: none), or the device's memory from

@@ -159,12 +159,46 @@ NodeId FindPlaceholder(const Graph& g, absl::string_view name) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors) {
+  std::map<int64_t, TensorMap> by_index;
+  for (const auto& [key, t] : tensors) {
+    if (!absl::StartsWith(key, "batch/")) continue;
+    const absl::string_view rest = absl::string_view(key).substr(6);
+    const size_t slash = rest.find('/');
+    int64_t k = -1;
+    if (slash == absl::string_view::npos || slash + 1 == rest.size() ||
+        !absl::SimpleAtoi(rest.substr(0, slash), &k) || k < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data key '", key, "' is not batch/<index>/<input>"));
+    }
+    by_index[k][std::string(rest.substr(slash + 1))] = t;
+  }
+  std::vector<TensorMap> out;
+  if (by_index.empty()) {
+    if (!tensors.empty()) out.push_back(tensors);
+    return out;
+  }
+  for (auto& [k, batch] : by_index) {
+    if (k != static_cast<int64_t>(out.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the data has batch ", k, " but no batch ", out.size()));
+    }
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
+
 absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
                                         TrainOptions options) {
   ModelOptions mo;
   mo.style = ParamStyle::kLifted;
   OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(model, mo, preset));
   OVERLAP_ASSIGN_OR_RETURN(AotPair pair, BuildAotPair(g));
+  return FromPair(std::move(pair), model, std::move(options));
+}
+
+absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
+                                          TrainOptions options) {
   // Refused up front: what the step would need (the larger graph's peak, the parameters
   // and their gradients, the optimizer's two float64 moments).
   {
@@ -198,6 +232,8 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
   t.seed_ = options.seed;
   t.optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
   t.task_ = std::make_unique<SyntheticTask>(t.pair_->forward, options.seed);
+  t.batches_ = std::move(options.batches);
+  t.constants_ = BufferInputs(t.pair_->forward, options.initial_params);
   const Graph& fwd = t.pair_->forward;
   SeededInputsOptions only_params;
   only_params.data = false;
@@ -287,7 +323,16 @@ absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world)
   return out;
 }
 
-absl::StatusOr<TensorMap> Trainer::Batch() { return task_->Batch(step_); }
+absl::StatusOr<TensorMap> Trainer::Batch() {
+  TensorMap batch;
+  if (batches_.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(batch, task_->Batch(step_));
+  } else {
+    batch = batches_[(step_ - 1) % static_cast<int64_t>(batches_.size())];
+  }
+  for (const auto& [key, t] : constants_) batch.emplace(key, t);
+  return batch;
+}
 
 absl::StatusOr<TrainStepResult> Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();

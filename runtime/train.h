@@ -88,7 +88,17 @@ struct TrainOptions {
   // Refuse up front a model whose step needs more than this many bytes of graph values and
   // parameters (simulated; 0: the machine's available memory).
   int64_t memory_limit_bytes = 0;
+  // The data: step k trains on batches[(k - 1) mod size] (inputs by placeholder name or
+  // binding, FindInput). Empty: the synthetic task (SyntheticTask).
+  std::vector<TensorMap> batches;
 };
+
+// The batches of a data file's tensors (docs/runtime.md, "Data files"): keys
+// "batch/<k>/<input>" make batch k (k = 0 .. K-1, every index present; other keys are then
+// ignored: a file may carry weights and torch's reference too); a map without "batch/"
+// keys is one batch of all its tensors. InvalidArgument naming a malformed key or a
+// missing index. O(tensors).
+absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors);
 
 struct TrainStepResult {
   int64_t step = 0;  // from 1
@@ -131,6 +141,11 @@ class Trainer {
  public:
   static absl::StatusOr<Trainer> Create(absl::string_view model, Preset preset,
                                         TrainOptions options);
+  // Any AOT pair (graph/aot.h's convention; e.g. read from an exporter's files), named
+  // `name` in errors. Parameters: options.initial_params (every parameter, with the
+  // graph's shape and dtype; "buffer/" entries feed buffer placeholders) or seeded.
+  static absl::StatusOr<Trainer> FromPair(AotPair pair, absl::string_view name,
+                                          TrainOptions options);
   // One optimizer step on a new batch. O(forward + backward).
   absl::StatusOr<TrainStepResult> Step();
   // The current parameters, by parameter name.
@@ -148,6 +163,8 @@ class Trainer {
   uint64_t seed_ = 1;
   int64_t step_ = 0;
   std::unique_ptr<SyntheticTask> task_;
+  std::vector<TensorMap> batches_;
+  TensorMap constants_;  // buffers, added to every batch
 };
 
 }  // namespace overlap

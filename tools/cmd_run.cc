@@ -47,8 +47,10 @@ constexpr FlagSpec kJobFlags[] = {
     {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
     {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
     {"data", 0, "D",
-     "a global batch (safetensors, inputs by placeholder name): every step trains on it,\n"
-     "each rank on its block of rows (default: the synthetic task / seeded inputs)"},
+     "global batches (safetensors: inputs by placeholder name, or batch/<k>/<input> for\n"
+     "step k+1, cycling): each rank trains on its block of rows (default: the synthetic\n"
+     "task / seeded inputs)"},
+    {"save", 0, "OUT", "write the trained parameters (rank 0; safetensors, by parameter name)"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
     {"algorithm", 0, "A",
      "zero3: the scheduler (default lookahead; overlap schedule\n"
@@ -62,8 +64,10 @@ constexpr FlagSpec kJobFlags[] = {
      "zero3: derive the budget from the device's memory\n"
      "(schedule/budget.h)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
-    {"optimizer", 0, "O", "sgd (momentum 0.9) or adamw (default)"},
+    {"optimizer", 0, "O", "sgd or adamw (default)"},
     {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
+    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD)"},
+    {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
     {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
     {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
@@ -163,6 +167,9 @@ JobOptions ReadJobFlags(Invocation& in) {
     in.AddUsageError(std::string(kind.status().message()));
   }
   o.optimizer.lr = in.Positive("lr", 1e3, o.optimizer.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
+  o.optimizer.momentum = in.NonNegative("momentum", 1, 0.9);
+  o.optimizer.weight_decay = in.NonNegative("weight-decay", 1e3, 0);
+  o.save_path = in.Path("save").value_or("");
   o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   o.timeout = absl::Seconds(in.Positive("timeout", 86400, 60));
   o.deterministic = in.Switch("deterministic");

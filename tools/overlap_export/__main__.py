@@ -35,6 +35,20 @@ def main(argv=None):
     ap.add_argument("--reference", action="store_true",
                     help="with --weights: also torch's output, loss and gradients on those "
                          "inputs (ref/output, ref/loss, ref/grad/<name>)")
+    ap.add_argument("--train-data", metavar="FILE",
+                    help="train a copy of the model in torch and write FILE: the batches "
+                         "(batch/<k>/input/<i>, batch/<k>/target), the start (param/<name>), "
+                         "torch's losses (ref/loss/<k>) and trained parameters "
+                         "(ref/param/<name>): what `overlap train --data` is checked against")
+    ap.add_argument("--train-steps", type=int, default=5, help="with --train-data (default 5)")
+    ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adamw"),
+                    help="with --train-data (default sgd)")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="with --train-data (default 0.1 for sgd, 1e-3 for adamw)")
+    ap.add_argument("--momentum", type=float, default=0.0, help="sgd's (default 0)")
+    ap.add_argument("--weight-decay", type=float, default=None,
+                    help="sgd's L2 / adamw's decoupled decay (default 0 for sgd, 0.01 for "
+                         "adamw, torch's defaults)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", required=True, help="the output files' prefix")
     a = ap.parse_args(argv)
@@ -74,12 +88,31 @@ def main(argv=None):
                                                   "torch": torch.__version__})
         elif a.reference:
             ap.error("--reference needs --weights")
+        train_blob = None
+        if a.train_data:
+            import copy
+            opt = {"kind": a.optimizer, "momentum": a.momentum, "betas": (0.9, 0.999),
+                   "eps": 1e-8,
+                   "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
+                   "weight_decay": a.weight_decay if a.weight_decay is not None
+                   else (0.0 if a.optimizer == "sgd" else 0.01)}
+            if a.train_steps < 1:
+                ap.error("--train-steps must be >= 1")
+            tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
+                                             a.train_steps, opt, a.seed)
+            meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
+                    "steps": str(a.train_steps)}
+            meta.update({k: str(v) for k, v in opt.items()})
+            train_blob = safetensors.to_bytes(tensors, meta)
         for file, doc in docs:  # all built before any is written
             export.write_json(file, doc)
             written.append(file)
         if blob is not None:
             export.write_bytes(a.weights, blob)
             written.append(a.weights)
+        if train_blob is not None:
+            export.write_bytes(a.train_data, train_blob)
+            written.append(a.train_data)
         storages, elements = export.unique_parameter_storages(model)
         print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
               f"storages; wrote " + ", ".join(written))

@@ -1,10 +1,15 @@
 """python3 -m overlap_export.compare FORWARD.json WEIGHTS.safetensors OUT.safetensors [--tolerance T]
+   python3 -m overlap_export.compare --trained DATA.safetensors OUT.safetensors [--losses LOG]
 
-The executor's numbers (`overlap exec ... --save OUT`) against torch's (the exporter's
---reference tensors in WEIGHTS): the loss (the forward's first output) and every parameter
-gradient (`grad:<name>` against `ref/grad/<name>`), each within T * max|torch| in max
-absolute difference (default 1e-4: float32). Prints one line per tensor that fails and a
-summary; exits 1 when any fails or is missing.
+The executor's numbers against torch's, each tensor within T * max|torch| in max absolute
+difference (default 1e-4: float32):
+- the executor's forward and backward (`overlap exec ... --save OUT`) against the
+  exporter's --reference tensors in WEIGHTS: the loss (the forward's first output) and
+  every parameter gradient (`grad:<name>` against `ref/grad/<name>`);
+- with --trained, trained parameters (`overlap train / run ... --save OUT`, by parameter
+  name) against the exporter's --train-data file (`ref/param/<name>`), and with --losses
+  the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
+Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing.
 """
 
 import argparse
@@ -32,28 +37,61 @@ def read(path):
     return out
 
 
+def _loss_lines(path):
+    """{step: loss} from `step k loss x` lines (overlap train / run's stdout)."""
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 4 and f[0] == "step" and f[2] == "loss":
+            out[int(f[1])] = float(f[3])
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="overlap_export.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("forward")
-    ap.add_argument("weights")
-    ap.add_argument("got")
+    ap.add_argument("files", nargs="+", help="FORWARD WEIGHTS OUT, or with --trained DATA OUT")
+    ap.add_argument("--trained", action="store_true",
+                    help="compare trained parameters with --train-data's ref/param/<name>")
+    ap.add_argument("--losses", metavar="LOG",
+                    help="with --trained: `step k loss x` lines to compare with ref/loss/<k-1>")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     a = ap.parse_args(argv)
-    graph = json.load(open(a.forward))
-    ref, got = read(a.weights), read(a.got)
-    output = next(n for n in graph["nodes"] if n["op"] == "output")["args"][0]
-    loss_node = (output[0] if isinstance(output, list) else output)[1:]
-    pairs = [("loss", loss_node, "ref/loss")]
-    pairs += [(k[len("ref/grad/"):], "grad:" + k[len("ref/grad/"):], k) for k in sorted(ref)
-              if k.startswith("ref/grad/")]
+    if a.trained:
+        if len(a.files) != 2:
+            ap.error("--trained takes DATA OUT")
+        ref, got = read(a.files[0]), read(a.files[1])
+        pairs = [(k[len("ref/param/"):], ref[k], got.get(k[len("ref/param/"):]))
+                 for k in sorted(ref) if k.startswith("ref/param/")]
+        if a.losses:
+            steps = _loss_lines(a.losses)
+            for k in sorted(int(key[len("ref/loss/"):]) for key in ref
+                            if key.startswith("ref/loss/")):
+                value = steps.get(k + 1)
+                pairs.append((f"loss at step {k + 1}", ref[f"ref/loss/{k}"],
+                              None if value is None else np.array(value)))
+    else:
+        if len(a.files) != 3:
+            ap.error("takes FORWARD WEIGHTS OUT")
+        graph = json.load(open(a.files[0]))
+        ref, got = read(a.files[1]), read(a.files[2])
+        output = next(n for n in graph["nodes"] if n["op"] == "output")["args"][0]
+        loss_node = (output[0] if isinstance(output, list) else output)[1:]
+        pairs = [("loss", ref.get("ref/loss"), got.get(loss_node))]
+        pairs += [(k[len("ref/grad/"):], ref[k], got.get("grad:" + k[len("ref/grad/"):]))
+                  for k in sorted(ref) if k.startswith("ref/grad/")]
+    if not pairs:
+        print("compare: no reference tensors to compare")
+        return 1
     bad, worst, worst_name = 0, 0.0, ""
-    for name, got_key, ref_key in pairs:
-        if got_key not in got or ref_key not in ref:
-            print(f"compare: {name}: missing ({got_key} / {ref_key})")
+    for name, r, g in pairs:
+        if g is None or r is None:
+            print(f"compare: {name}: missing ({'ours' if g is None else 'torch'})")
             bad += 1
             continue
-        g, r = got[got_key].astype(np.float64), ref[ref_key].astype(np.float64)
+        g, r = np.asarray(g, dtype=np.float64), np.asarray(r, dtype=np.float64)
+        if g.shape != r.shape and g.size == r.size == 1:
+            g = g.reshape(r.shape)
         if g.shape != r.shape:
             print(f"compare: {name}: shape {g.shape}, torch {r.shape}")
             bad += 1

@@ -415,6 +415,49 @@ def reference(model, inputs, loss, target):
     return ref
 
 
+def train_reference(model, specs, loss, steps, optimizer, seed):
+    """torch training the model for `steps` optimizer steps on fresh batches: batch k's
+    inputs drawn as the example inputs are (parse_input, seed + 1000 k + i; batch 0 is the
+    example batch itself) and its loss target as loss_target draws it. `optimizer` is a
+    dict: kind (sgd, adamw), lr, momentum, weight_decay, betas, eps. Returns the tensors of a
+    data file (docs/interop.md): batch/<k>/input/<i>, batch/<k>/target, param/<name> (the
+    start), ref/loss/<k> (the loss step k+1 saw, before its update) and ref/param/<name>
+    (after the last step). The model is trained in place: pass a copy."""
+    if loss in ("none",):
+        raise ExportError("train", "training needs a loss (--loss sum, mse or ce)")
+    out = {}
+    for n, p in model.named_parameters():
+        out[f"param/{n}"] = p.detach().clone()
+    params = [p for p in model.parameters() if p.requires_grad]
+    kind = optimizer["kind"]
+    if kind == "sgd":
+        opt = torch.optim.SGD(params, lr=optimizer["lr"], momentum=optimizer["momentum"],
+                              weight_decay=optimizer["weight_decay"])
+    elif kind == "adamw":
+        opt = torch.optim.AdamW(params, lr=optimizer["lr"], betas=optimizer["betas"],
+                                eps=optimizer["eps"], weight_decay=optimizer["weight_decay"])
+    else:
+        raise ExportError("train", f"unknown optimizer '{kind}' (sgd, adamw)")
+    for k in range(steps):
+        if k == 0:
+            inputs = [parse_input(s, seed + i) for i, s in enumerate(specs)]
+        else:
+            inputs = [parse_input(s, seed + 1000 * k + i) for i, s in enumerate(specs)]
+        target = loss_target(loss, model, inputs, seed + 100 + 1000 * k)
+        for i, x in enumerate(inputs):
+            out[f"batch/{k}/input/{i}"] = x
+        if target is not None:
+            out[f"batch/{k}/target"] = target
+        opt.zero_grad(set_to_none=True)
+        value = _loss_fn(loss, model(*inputs), target)
+        out[f"ref/loss/{k}"] = value.detach().clone()
+        value.backward()
+        opt.step()
+    for n, p in model.named_parameters():
+        out[f"ref/param/{n}"] = p.detach().clone()
+    return out
+
+
 # ---- files ----
 
 
