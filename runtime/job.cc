@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "graph/json_reader.h"
@@ -185,8 +186,27 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorMap> batches, SplitBatches(all));
     if (batches.empty()) return absl::InvalidArgumentError(absl::StrCat(o.data_path, " is empty"));
     std::vector<TensorMap> mine;
-    for (const TensorMap& b : batches) {
-      OVERLAP_ASSIGN_OR_RETURN(TensorMap rows, ShardRows(b, rank, world));
+    for (size_t k = 0; k < batches.size(); ++k) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap rows, ShardRows(batches[k], rank, world));
+      // The file holds global batches and the graph is one rank's: say so up front, naming
+      // the placeholder, rather than failing inside the first step.
+      const Graph& fwd = p->pair.forward;
+      for (NodeId id : fwd.order()) {
+        const Node& n = fwd.node(id);
+        if (n.op() != Op::kPlaceholder || IsParameterPlaceholder(fwd, id) || !n.meta().has_shape) {
+          continue;
+        }
+        const Tensor* t = FindInput(fwd, n, rows);
+        if (t == nullptr || std::equal(t->shape().begin(), t->shape().end(), n.meta().shape.begin(),
+                                       n.meta().shape.end()))
+          continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            o.data_path, ": batch ", k, " gives placeholder '", n.name(), "' shape [",
+            absl::StrJoin(t->shape(), ", "), "] on each of ", world,
+            " rank(s) (the file's global batch split by rows), but the graph expects [",
+            absl::StrJoin(n.meta().shape, ", "),
+            "]: export the graph at the per-rank batch (global rows / ranks)"));
+      }
       mine.push_back(std::move(rows));
     }
     p->batch = [mine](int64_t step) -> absl::StatusOr<TensorMap> {

@@ -10,7 +10,8 @@
 // Data: each step's global batch is the synthetic task's (runtime/train.h) at
 // batch x world rows, and rank r trains on its block of rows (ShardRows), so N ranks see
 // what one process would on the whole batch. Graph files (--graph) get seeded inputs per
-// rank and step instead.
+// rank and step instead, unless a data file (data_path: global batches, split by rows the
+// same way) gives them; the graph is then one rank's, at global rows / world.
 //
 // The hidden-communication fraction (docs/runtime.md) of a step is 1 - exposed / total:
 // total = the summed run time of the step's collectives on the communication thread,

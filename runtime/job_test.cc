@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -25,8 +27,11 @@
 #include "graph/models.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher.h"
+#include "runtime/safetensors.h"
+#include "runtime/synthetic.h"
 #include "runtime/tcp_store.h"
 #include "runtime/testing/ranks.h"
+#include "runtime/train.h"
 #include "schedule/scheduler_registry.h"
 
 namespace overlap {
@@ -148,6 +153,95 @@ TEST(JobTest, HealthyJobsTrainWithAFallingLoss) {
       EXPECT_EQ(first_line(out.messages[r]), first_line(out.messages[0]))
           << "every rank reports the mean loss";
     }
+  }
+}
+
+// A data file of two global batches and a weights file: 2-rank DDP and 2-rank ZeRO-3
+// (every scheduler) train 3 steps (batch 1, 2, then 1 again) to the parameters one process
+// reaches on the whole batches (Trainer, the global model), rank 0 saving them; a file whose
+// batch is one rank's rows is refused up front naming the placeholder.
+TEST(JobTest, ADataFileTrainsRanksToWhatOneProcessReaches) {
+  ModelOptions mo;
+  mo.style = ParamStyle::kLifted;
+  absl::StatusOr<Graph> local = BuildModel("mlp", mo, Preset::kTiny);
+  ASSERT_TRUE(local.ok()) << local.status();
+  int64_t rows = 0;
+  for (NodeId id : local->order()) {
+    const Node& n = local->node(id);
+    if (n.op() == Op::kPlaceholder && n.name() == "x") rows = n.meta().shape[0];
+  }
+  ASSERT_GT(rows, 0);
+  mo.batch = 2 * rows;
+  absl::StatusOr<Graph> global = BuildModel("mlp", mo, Preset::kTiny);
+  ASSERT_TRUE(global.ok()) << global.status();
+  absl::StatusOr<AotPair> pair = BuildAotPair(*global);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  Allocator alloc;
+  SeededInputsOptions only_data;
+  only_data.parameters = false;
+  TrainOptions t;
+  t.optimizer.kind = OptimizerKind::kSgd;
+  t.optimizer.lr = 0.1;
+  t.optimizer.momentum = 0.9;
+  TensorMap file;
+  for (int k = 0; k < 2; ++k) {
+    absl::StatusOr<TensorMap> b = SeededInputs(pair->forward, 40 + k, alloc, only_data);
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (const auto& [name, v] : *b) file[absl::StrCat("batch/", k, "/", name)] = v;
+    t.batches.push_back(*b);
+  }
+  absl::StatusOr<Trainer> one = Trainer::FromPair(*pair, "mlp", t);
+  ASSERT_TRUE(one.ok()) << one.status();
+  const std::string dir = FreshStoreDir("jobdata");
+  const std::string data = dir + "/data.safetensors", weights = dir + "/w.safetensors";
+  std::ofstream(data, std::ios::binary) << WriteSafetensors(file);
+  std::ofstream(weights, std::ios::binary) << WriteSafetensors(one->params());
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(one->Step().ok());
+
+  std::vector<std::pair<Strategy, std::string>> runs = {{Strategy::kDdp, ""}};
+  for (const SchedulerEntry& e : Schedulers())
+    runs.push_back({Strategy::kZero3, std::string(e.name)});
+  for (const auto& [strategy, algorithm] : runs) {
+    SCOPED_TRACE(absl::StrCat(StrategyName(strategy), " ", algorithm));
+    JobOptions o = Mlp(strategy, 3);
+    if (!algorithm.empty()) o.algorithm = algorithm;
+    o.optimizer = t.optimizer;
+    o.data_path = data;
+    o.weights_path = weights;
+    o.save_path = dir + "/trained.safetensors";
+    std::remove(o.save_path.c_str());
+    const Outcome out = RunJob(2, o);
+    ASSERT_EQ(out.codes, std::vector<int>({0, 0})) << out.messages[0] << out.messages[1];
+    absl::StatusOr<TensorMap> saved = ReadSafetensorsFile(o.save_path, alloc);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    ASSERT_EQ(saved->size(), one->params().size());
+    for (const auto& [name, p] : one->params()) {
+      ASSERT_TRUE(saved->count(name)) << name;
+      const Tensor& q = saved->at(name);
+      ASSERT_EQ(q.numel(), p.numel()) << name;
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        scale = std::max(scale, std::abs(GetElement(p, i)));
+        worst = std::max(worst, std::abs(GetElement(p, i) - GetElement(q, i)));
+      }
+      EXPECT_LE(worst, 1e-5 * scale) << name;
+    }
+  }
+
+  // One rank's rows in the file: each of 2 ranks would get half of what its graph takes.
+  absl::StatusOr<AotPair> local_pair = BuildAotPair(*local);
+  ASSERT_TRUE(local_pair.ok()) << local_pair.status();
+  absl::StatusOr<TensorMap> small = SeededInputs(local_pair->forward, 40, alloc, only_data);
+  ASSERT_TRUE(small.ok()) << small.status();
+  std::ofstream(data, std::ios::binary) << WriteSafetensors(*small);
+  JobOptions o = Mlp(Strategy::kDdp, 1);
+  o.data_path = data;
+  const Outcome bad = RunJob(2, o);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(bad.codes[r], 1);
+    EXPECT_TRUE(absl::StrContains(bad.messages[r], "placeholder 'x'") &&
+                absl::StrContains(bad.messages[r], "per-rank batch"))
+        << bad.messages[r];
   }
 }
 

@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/synthetic.h"
 
 namespace overlap {
 namespace {
@@ -76,6 +79,77 @@ TEST(TrainTest, StartsFromGivenWeightsAndRefusesWrongOnes) {
   ASSERT_FALSE(v.ok());
   EXPECT_THAT(v.status().message(), ::testing::HasSubstr("no parameter"));
   EXPECT_FALSE(ParseOptimizerKind("lion").ok());
+}
+
+// Data files: "batch/<k>/<input>" keys make batch k (other keys ignored); a file without
+// them is one batch; a malformed key or a missing index is refused, naming it.
+TEST(TrainTest, SplitBatchesByKey) {
+  Allocator alloc;
+  auto scalar = [&](double v) {
+    Tensor t = *Tensor::Empty(alloc, DType::kFloat32, {1});
+    SetElement(t, 0, v);
+    return t;
+  };
+  TensorMap file = {{"batch/1/x", scalar(1)},
+                    {"batch/0/x", scalar(0)},
+                    {"batch/0/y", scalar(2)},
+                    {"param/w", scalar(3)}};
+  absl::StatusOr<std::vector<TensorMap>> b = SplitBatches(file);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->size(), 2u);
+  EXPECT_EQ(GetElement((*b)[0].at("x"), 0), 0);
+  EXPECT_EQ(GetElement((*b)[0].at("y"), 0), 2);
+  EXPECT_EQ(GetElement((*b)[1].at("x"), 0), 1);
+  EXPECT_FALSE((*b)[0].count("param/w"));
+  absl::StatusOr<std::vector<TensorMap>> whole = SplitBatches({{"x", scalar(5)}});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 1u);
+  EXPECT_EQ(GetElement(whole->front().at("x"), 0), 5);
+  const std::pair<const char*, const char*> bad[] = {
+      {"batch/one/x", "'batch/one/x' is not batch/<index>/<input>"},
+      {"batch/0", "'batch/0' is not"},
+      {"batch/2/x", "batch 2 but no batch 1"}};
+  for (const auto& [key, want] : bad) {
+    TensorMap f = {{"batch/0/x", scalar(0)}, {key, scalar(1)}};
+    absl::StatusOr<std::vector<TensorMap>> r = SplitBatches(f);
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr(want)) << key;
+  }
+}
+
+// Step k trains on batches[(k - 1) mod K]: three steps on {A, B} are three steps on
+// {A, B, A}, and not on {A, B, B}.
+TEST(TrainTest, StepsCycleThroughTheGivenBatches) {
+  absl::StatusOr<Trainer> probe = Trainer::Create("mlp", Preset::kTiny, TrainOptions{});
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  Allocator alloc;
+  SeededInputsOptions only_data;
+  only_data.parameters = false;
+  absl::StatusOr<TensorMap> a = SeededInputs(probe->pair().forward, 7, alloc, only_data);
+  absl::StatusOr<TensorMap> b = SeededInputs(probe->pair().forward, 8, alloc, only_data);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto losses = [&](std::vector<TensorMap> batches) {
+    TrainOptions o;
+    o.optimizer.kind = OptimizerKind::kSgd;
+    o.optimizer.lr = 0.1;
+    o.batches = std::move(batches);
+    std::vector<double> out;
+    absl::StatusOr<Trainer> t = Trainer::Create("mlp", Preset::kTiny, o);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return out;
+    for (int k = 0; k < 3; ++k) {
+      absl::StatusOr<TrainStepResult> s = t->Step();
+      EXPECT_TRUE(s.ok()) << s.status();
+      if (s.ok()) out.push_back(s->loss);
+    }
+    return out;
+  };
+  const std::vector<double> ab = losses({*a, *b}), aba = losses({*a, *b, *a}),
+                            abb = losses({*a, *b, *b});
+  ASSERT_EQ(ab.size(), 3u);
+  EXPECT_EQ(ab, aba);
+  EXPECT_NE(ab[2], abb[2]);
+  EXPECT_NE(ab[0], ab[1]);
 }
 
 }  // namespace

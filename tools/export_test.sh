@@ -14,6 +14,9 @@
 #   - resnet18, the small GPT and the small ViT run in the executor (`overlap exec`) on torch's weights and
 #     inputs, the loss and every parameter gradient within 1e-4 * max|torch| of torch's own
 #     (compare.py);
+#   - training the small GPT (SGD and AdamW, 5 steps) in `overlap train`, 2-rank DDP and
+#     2-rank ZeRO-3 under every scheduler matches torch's own training (below);
+#   - two exports of one model are byte-identical;
 #   - a non-finite constant (the format cannot hold one yet) is refused, naming it;
 #   - a model that cannot be imported exits 1 naming the step, writing no file.
 # Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
@@ -118,6 +121,57 @@ for name in resnet18 small_gpt small_vit; do
   "$py" -m overlap_export.compare "$out/$name.forward.json" "$out/$name.safetensors" \
     "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
 done
+
+# Training against torch: the small GPT, 5 steps of SGD (lr 0.1) and of AdamW (lr 1e-3,
+# betas 0.9 / 0.999, eps 1e-8, weight decay 0.01) on the batches of the exporter's
+# --train-data file (global batch 4), which also holds torch's losses and trained
+# parameters: single-process `overlap train` (the batch-4 graph), then 2-rank DDP and 2-rank
+# ZeRO-3 under every scheduler (the batch-2 graph: each rank its 2 rows); every parameter
+# and every step's loss within 1e-4 * max|torch| (1e-3 for AdamW).
+start=$(date +%s)
+gpt=overlap_export.testing.small_gpt:small_gpt
+"$py" -m overlap_export "$gpt" --input 4x16:int64:64 --aot --loss ce -o "$out/gpt4" \
+  --train-data "$out/sgd.safetensors" --optimizer sgd --lr 0.1 >/dev/null ||
+  fail "small_gpt: --train-data sgd"
+"$py" -m overlap_export "$gpt" --input 4x16:int64:64 --aot --loss ce -o "$out/gpt4b" \
+  --train-data "$out/adamw.safetensors" --optimizer adamw --lr 1e-3 >/dev/null ||
+  fail "small_gpt: --train-data adamw"
+"$py" -m overlap_export "$gpt" --input 2x16:int64:64 --aot --loss ce -o "$out/gpt2" >/dev/null ||
+  fail "small_gpt: the per-rank export"
+# Two exports of one model are byte-identical (torch 1.13 orders saved values by object id;
+# the exporter re-orders them).
+for f in forward backward; do
+  cmp -s "$out/gpt4.$f.json" "$out/gpt4b.$f.json" || fail "two exports differ: $f"
+done
+trained() {  # what, optimizer, output, log
+  local tol=1e-4
+  [ "$2" = adamw ] && tol=1e-3
+  "$py" -m overlap_export.compare --trained "$out/$2.safetensors" "$3" --losses "$4" \
+    --tolerance "$tol" || fail "$1 with $2 differs from torch"
+  echo "export_test: $1 with $2 matches torch"
+}
+for opt in sgd adamw; do
+  flags=(--optimizer "$opt" --lr 0.1 --momentum 0)
+  [ "$opt" = adamw ] && flags=(--optimizer adamw --lr 1e-3 --weight-decay 0.01)
+  d="$out/$opt.safetensors"
+  "$overlap" train --graph "$out/gpt4.forward.json" --backward-graph "$out/gpt4.backward.json" \
+    --weights "$d" --data "$d" --steps 5 "${flags[@]}" --save "$out/t.safetensors" \
+    >"$out/t.log" 2>&1 || fail "train $opt: $(tail -3 "$out/t.log")"
+  trained "overlap train" "$opt" "$out/t.safetensors" "$out/t.log"
+  runs=("ddp ddp")
+  for s in $schedulers; do runs+=("zero3 $s"); done
+  for r in "${runs[@]}"; do
+    read -r strategy algorithm <<<"$r"
+    extra=()
+    [ "$strategy" = zero3 ] && extra=(--algorithm "$algorithm")
+    "$overlap" run --nproc 2 --strategy "$strategy" "${extra[@]}" \
+      --graph "$out/gpt2.forward.json" --backward-graph "$out/gpt2.backward.json" \
+      --weights "$d" --data "$d" --steps 5 "${flags[@]}" --save "$out/r.safetensors" \
+      >"$out/r.log" 2>&1 || fail "run $strategy $algorithm $opt: $(tail -3 "$out/r.log")"
+    trained "2-rank $strategy ($algorithm)" "$opt" "$out/r.safetensors" "$out/r.log"
+  done
+done
+echo "export_test: training ok ($(( $(date +%s) - start )) s)"
 
 # A non-finite constant the format cannot hold: refused, naming the step, no file.
 cat >"$out/neginf.py" <<'PY'

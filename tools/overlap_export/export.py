@@ -300,6 +300,15 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
             kept.append(s)
         else:
             recompute[s.name] = chain
+    # torch 1.13's partitioner orders the saved values by a set's iteration (object ids):
+    # two exports of one model would differ. Forward order instead, on both sides (the
+    # backward's saved placeholders carry the forward values' names).
+    fw_pos = {n.name: i for i, n in enumerate(fw.nodes)}
+    saved = kept[n_outputs:]
+    bw_saved = [n for n in bw.nodes if n.op == "placeholder"
+                and not n.name.startswith("tangents") and n.name not in recompute]
+    if [s.name for s in saved] == [n.name for n in bw_saved]:
+        kept = kept[:n_outputs] + sorted(saved, key=lambda s: fw_pos[s.name])
     fw_out.args = (tuple(kept),)
     fw.lint()
 
@@ -321,15 +330,16 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
         node = new.placeholder(pn)
         node.meta = dict(fw_by_name[pn].meta)
         primal_nodes[pn] = node
-    for ph in bw_phs:
-        if ph.name in recompute:
-            continue
+    saved_rank = {n.name: i for i, n in enumerate(kept[n_outputs:])}
+    rest = [ph for ph in bw_phs if ph.name not in recompute]
+    rest.sort(key=lambda ph: (ph.name.startswith("tangents"), saved_rank.get(ph.name, 0)))
+    for ph in rest:
         node = new.placeholder(ph.name)
         node.meta = dict(ph.meta)
         env[ph] = node
-    for ph in bw_phs:  # recomputed views, right after the placeholders
-        if ph.name not in recompute:
-            continue
+    views = sorted((ph for ph in bw_phs if ph.name in recompute),
+                   key=lambda ph: fw_pos.get(ph.name, 0))
+    for ph in views:  # recomputed views, right after the placeholders (forward order)
         primal, chain = recompute[ph.name]
         cur = primal_nodes[primal.name]
         local = {primal: cur}

@@ -17,7 +17,13 @@ class Block(nn.Module):
         self.heads = heads
         self.dim = dim
         self.ln_1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
+        # No bias on the projection: attention is invariant to the key's bias (it shifts a
+        # row of scores by a constant), so that bias's gradient is zero in exact arithmetic
+        # and round-off noise in float32. SGD moves it by lr * noise, harmlessly; AdamW
+        # divides by sqrt(v) and moves it by up to lr in a noise-chosen direction, so no two
+        # float32 implementations (nor two orders of summation) train it alike. GPT-2-style
+        # models without projection biases (nanoGPT bias=False, LLaMA) avoid the same thing.
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
         self.proj = nn.Linear(dim, dim)
         self.ln_2 = nn.LayerNorm(dim)
         self.fc = nn.Linear(dim, 4 * dim)
