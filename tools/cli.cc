@@ -15,7 +15,7 @@ namespace {
 const CommandSpec* const* Commands(size_t* n) {
   static const CommandSpec* const kCommands[] = {
       // clang-format off
-      &GenCommand(), &InspectCommand(), &PrintCommand(), &PartitionCommand(),
+      &GenCommand(), &InspectCommand(), &AnnotateCommand(), &PrintCommand(), &PartitionCommand(),
       &ScheduleCommand(), &SimulateCommand(), &ExecCommand(), &TrainCommand(),
 #ifndef OVERLAP_NO_GLOO  // the fuzzers' build has no Gloo (.clusterfuzzlite/build.sh)
       &RunCommand(), &WorkerCommand(), &BenchCommCommand(),

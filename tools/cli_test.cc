@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "graph/json_reader.h"
 #include "gtest/gtest.h"
 #include "schedule/scheduler_registry.h"
 
@@ -17,6 +18,7 @@ namespace overlap {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int code;
@@ -525,6 +527,48 @@ TEST(CliTest, ABackwardGraphWithAbsentParametersInspectsAndSchedules) {
     EXPECT_EQ(r.code, kExitOk) << e.name << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("peak gathered 16 B")) << e.name;  // b only, never a
   }
+}
+
+// `annotate` fills what an exported graph lacks and keeps what it has; the report names the
+// ops without a formula; -o is required and the graph it writes schedules.
+TEST(CliTest, AnnotateFillsMissingTimesAndReportsTheFallback) {
+  const std::string path = Tmp("unannotated.json");
+  WriteFile(path, R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [],
+     "meta": {"shape": [1024, 1024], "dtype": "float32"}},
+    {"name": "w", "op": "placeholder", "target": "w", "args": [],
+     "meta": {"shape": [1024, 1024], "dtype": "float32", "param": "w"}},
+    {"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%w"],
+     "meta": {"shape": [1024, 1024], "dtype": "float32"}},
+    {"name": "odd", "op": "call_function", "target": "aten.odd.default", "args": ["%mm"],
+     "meta": {"shape": [1024, 1024], "dtype": "float32", "device_time": 0.25}},
+    {"name": "odder", "op": "call_function", "target": "aten.odder.default", "args": ["%odd"],
+     "meta": {"shape": [1024, 1024], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%odder"]}],
+   "params": [{"name": "w", "owner": "w", "shape": [1024, 1024], "dtype": "float32",
+               "bytes": 4194304}]})");
+  EXPECT_EQ(Overlap({"annotate", path}).code, kExitUsage);
+  const std::string out = Tmp("annotated.json");
+  // 1 TFLOP/s fp32: the 2 x 1024^3 FLOP matmul takes 2.15 ms.
+  Result r = Overlap({"annotate", path, "-o", out, "--peak-tflops-fp32", "1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("2 nodes filled (1 by formula, 1 by the memory-only fallback), 1 kept"));
+  EXPECT_THAT(r.out, HasSubstr("aten.odder.default: 1"));
+  Result inspect = Overlap({"inspect", out});
+  ASSERT_EQ(inspect.code, kExitOk) << inspect.err;
+  EXPECT_THAT(inspect.out, Not(HasSubstr("no device_time")));
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(out);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_NEAR(g->node(g->FindNode("mm")).meta().device_time, 2.0 * 1024 * 1024 * 1024 / 1e12,
+              1e-12);
+  EXPECT_EQ(g->node(g->FindNode("odd")).meta().device_time, 0.25);
+  EXPECT_EQ(g->node(g->FindNode("x")).meta().tensor_size, 4 << 20);
+  // To stdout, the report goes to stderr.
+  Result piped = Overlap({"annotate", path, "-o", "-"});
+  ASSERT_EQ(piped.code, kExitOk) << piped.err;
+  EXPECT_THAT(piped.err, HasSubstr("by formula"));
+  EXPECT_EQ(Overlap({"schedule", out}).code, kExitOk);
 }
 
 // `gen --preset tiny --backward` and `--loss`, as docs/ops.md describes them.

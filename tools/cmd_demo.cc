@@ -451,7 +451,7 @@ const CommandSpec& DemoCommand() {
         "budget an 80 GB device leaves after the per-rank state and draws that step as SVG;\n"
         "finally runs the model's tiny pair on the CPU kernels (measured memory beside the\n"
         "simulator's) and trains it for 30 steps.\n";
-    s.flags = {kDemoFlags, ModelFlags()};
+    s.flags = {kDemoFlags, ModelFlags(), DeviceFlags()};
     s.min_positional = 0;
     s.max_positional = 1;
     s.positional_name = "model name";

@@ -42,7 +42,7 @@ const CommandSpec& GenCommand() {
         "saves; the backward takes the primals it reads, the saved tensors and the\n"
         "tangents, and returns one gradient or null per forward placeholder).\n\n"
         "models: mlp, gpt2, llama-7b, llama-70b, resnet18, moe, random\n";
-    s.flags = {kFlags, ModelFlags()};
+    s.flags = {kFlags, ModelFlags(), DeviceFlags()};
     s.min_positional = 1;
     s.max_positional = 1;
     s.positional_name = "model name";

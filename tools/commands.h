@@ -9,6 +9,7 @@ namespace overlap {
 // Each command's spec, built once on first use (static storage).
 const CommandSpec& GenCommand();
 const CommandSpec& InspectCommand();
+const CommandSpec& AnnotateCommand();
 const CommandSpec& PrintCommand();
 const CommandSpec& PartitionCommand();
 const CommandSpec& ScheduleCommand();

@@ -9,8 +9,10 @@
 #   - `overlap inspect --shapes` reads and verifies each file, and each node with a shape
 #     rule (docs/ops.md) states what its rule gives;
 #   - module-style graphs: `overlap partition` in both modes (default and reference);
-#   - AOT pairs: `overlap schedule` by every scheduler, forward and backward (ZeRO-3 ops
-#     inserted, the schedule verified and simulated);
+#   - `overlap annotate` gives every file the cost model's device times, with a formula
+#     for every op (none takes the fallback);
+#   - AOT pairs, annotated: `overlap schedule` by every scheduler, forward and backward
+#     (ZeRO-3 ops inserted, the schedule verified and simulated);
 #   - resnet18, the small GPT and the small ViT run in the executor (`overlap exec`) on torch's weights and
 #     inputs, the loss and every parameter gradient within 1e-4 * max|torch| of torch's own
 #     (compare.py);
@@ -99,11 +101,19 @@ for m in "${models[@]}"; do
         fail "$name: partition --mode $mode"
     done
   fi
+  # Exported graphs have no device times: `annotate` gives them the cost model's, and every
+  # op these models use has a formula (docs/cost-model.md), so none takes the fallback.
+  for f in "${files[@]}"; do
+    report=$("$overlap" annotate "$f" -o "${f%.json}.annotated.json" 2>&1) ||
+      fail "$f: annotate: $report"
+    grep -q " 0 by the memory-only fallback" <<<"$report" ||
+      fail "$f: ops without a cost formula: $report"
+  done
   for s in $schedulers; do
-    "$overlap" schedule "$out/$name.forward.json" --algorithm "$s" >/dev/null ||
+    "$overlap" schedule "$out/$name.forward.annotated.json" --algorithm "$s" >/dev/null ||
       fail "$name: schedule forward by $s"
-    "$overlap" schedule "$out/$name.backward.json" --backward --algorithm "$s" >/dev/null ||
-      fail "$name: schedule backward by $s"
+    "$overlap" schedule "$out/$name.backward.annotated.json" --backward --algorithm "$s" \
+      >/dev/null || fail "$name: schedule backward by $s"
   done
   echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
 done

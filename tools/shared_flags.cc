@@ -39,6 +39,12 @@ constexpr FlagSpec kBudgetFlags[] = {
     {"reserve", 0, "SIZE", "with --device-memory: what tensors cannot use (default 512 MiB + 5%)"},
 };
 
+constexpr FlagSpec kDeviceFlags[] = {
+    {"peak-tflops", 0, "X", "16-bit peak of the roofline cost model (default 989, H100 SXM)"},
+    {"peak-tflops-fp32", 0, "X", "32-bit (TF32) peak (default 494)"},
+    {"mem-bandwidth", 0, "X", "memory bandwidth in GB/s (default 3350)"},
+};
+
 constexpr FlagSpec kModelFlags[] = {
     {"lifted", 0, "",
      "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
@@ -52,9 +58,6 @@ constexpr FlagSpec kModelFlags[] = {
     {"seq", 0, "N", "override the preset's sequence length (transformers)"},
     {"layers", 0, "N", "override the preset's layer count (transformers; mlp: N linear layers)"},
     {"width", 0, "W", "mlp only: the hidden layers' width (default: the preset's)"},
-    {"peak-tflops", 0, "X", "16-bit peak of the roofline cost model (default 989, H100 SXM)"},
-    {"peak-tflops-fp32", 0, "X", "32-bit (TF32) peak (default 494)"},
-    {"mem-bandwidth", 0, "X", "memory bandwidth in GB/s (default 3350)"},
     {"nodes", 0, "N", "random only: total nodes (default 100)"},
     {"seed", 0, "S", "random only: seed (default 1); the same seed gives the same graph"},
     {"sparse-meta", 0, "", "random only: give metadata to about half of the nodes only"},
@@ -143,10 +146,8 @@ std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes) {
 }
 
 absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
+absl::Span<const FlagSpec> DeviceFlags() { return kDeviceFlags; }
 
-namespace {
-
-// The roofline cost model's flags.
 DeviceSpec ReadDeviceFlags(Invocation& in) {
   DeviceSpec d;
   // Only a given flag changes a default (a unit round trip could change its last bit).
@@ -161,6 +162,8 @@ DeviceSpec ReadDeviceFlags(Invocation& in) {
   }
   return d;
 }
+
+namespace {
 
 absl::StatusOr<Graph> BuildUnchecked(Invocation& in, const std::string& name, bool lifted) {
   ModelOptions o;

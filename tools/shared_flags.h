@@ -43,9 +43,16 @@ absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const G
 // the peak fits"), empty without a budget. O(1).
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes);
 
-// --lifted, --loss, --batch, --seq, --layers, the cost-model flags, and random's --nodes,
-// --seed, --sparse-meta (gen, demo).
+// --lifted, --loss, --batch, --seq, --layers, and random's --nodes, --seed, --sparse-meta
+// (gen, demo; with DeviceFlags).
 absl::Span<const FlagSpec> ModelFlags();
+
+// The roofline cost model's --peak-tflops, --peak-tflops-fp32, --mem-bandwidth (gen, demo,
+// annotate).
+absl::Span<const FlagSpec> DeviceFlags();
+// The device they describe; a flag not given keeps graph/cost_model.h's default. An
+// out-of-range value is a usage error recorded in `in`.
+DeviceSpec ReadDeviceFlags(Invocation& in);
 
 // Which graph of a model BuildModelFromFlags returns.
 enum class ModelGraph {

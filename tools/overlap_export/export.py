@@ -154,6 +154,12 @@ def export_module_style(model, inputs, name):
             params.append(_param_entry(pname, node.target, p, first[_storage_key(p)]))
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     extra = {n.name: {"input": f"input/{i}"} for i, n in enumerate(phs)}
+    # The module's class, by which `overlap annotate` picks a cost formula
+    # (docs/cost-model.md): a call_module node's target is only its path in the model.
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            cls = type(gm.get_submodule(node.target))
+            extra[node.name] = {"module": f"{cls.__module__}.{cls.__qualname__}"}
     return graph_json.graph_json(name, gm.graph, params, extra, aliases=rec.aliases)
 
 

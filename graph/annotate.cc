@@ -1,0 +1,485 @@
+#include "graph/annotate.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "graph/shape_rules.h"
+
+namespace overlap {
+namespace {
+
+// How an op's FLOPs follow from its operands (docs/cost-model.md has the table).
+enum class Kind {
+  kFree,               // a view, getitem or metadata query: no kernel
+  kMatmul,             // 2 x out elements x K, K the contraction length
+  kConv,               // 2 x out elements x (weight elements / out channels)
+  kConvBackward,       // 2 x grad_out elements x (weight elements / out channels) per gradient
+  kElementwise,        // 1 per element
+  kTranscendental,     // 4 per element (exp, tanh, erf, ... and their backwards)
+  kNorm,               // 8 per element (mean, variance, normalise, affine)
+  kSoftmax,            // 5 per element (max, subtract, exp, sum, divide)
+  kReduction,          // 1 per element (sums, means, maxima, losses)
+  kPool,               // 1 per element
+  kMemory,             // 0 FLOPs: gathers, scatters, concatenation, copies
+  kEmbedding,          // 0 FLOPs; reads the gathered rows, not the whole table
+  kAttention,          // fused attention: 4 x B x H x Sq x Sk x D, half when causal
+  kAttentionBackward,  // 2.5 x the forward's (two matmuls recomputed, four for gradients)
+};
+
+const absl::flat_hash_map<std::string, Kind>& OpKinds() {
+  static const auto* kinds = [] {
+    auto* m = new absl::flat_hash_map<std::string, Kind>();
+    auto add = [&](Kind k, std::initializer_list<const char*> names) {
+      for (const char* name : names) (*m)[name] = k;
+    };
+    add(Kind::kFree, {"view",       "_unsafe_view", "_reshape_alias",
+                      "reshape",    "flatten",      "expand",
+                      "expand_as",  "view_as",      "t",
+                      "transpose",  "permute",      "squeeze",
+                      "unsqueeze",  "alias",        "detach",
+                      "as_strided", "split",        "split_with_sizes",
+                      "chunk",      "unbind",       "select",
+                      "slice",      "narrow",       "getitem",
+                      "getattr",    "size",         "dim",
+                      "numel",      "stride",       "sym_size"});
+    add(Kind::kMatmul, {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm"});
+    add(Kind::kConv, {"convolution", "_convolution", "conv1d", "conv2d", "conv3d"});
+    add(Kind::kConvBackward, {"convolution_backward"});
+    add(Kind::kElementwise, {"add",
+                             "sub",
+                             "rsub",
+                             "mul",
+                             "div",
+                             "neg",
+                             "abs",
+                             "relu",
+                             "threshold",
+                             "threshold_backward",
+                             "hardtanh",
+                             "hardtanh_backward",
+                             "relu6",
+                             "clamp",
+                             "clamp_min",
+                             "clamp_max",
+                             "maximum",
+                             "minimum",
+                             "where",
+                             "masked_fill",
+                             "eq",
+                             "ne",
+                             "lt",
+                             "le",
+                             "gt",
+                             "ge",
+                             "logical_not",
+                             "sign",
+                             "dropout",
+                             "native_dropout",
+                             "native_dropout_backward",
+                             "clone",
+                             "copy",
+                             "_to_copy",
+                             "to",
+                             "contiguous",
+                             "type_as",
+                             "float",
+                             "lift_fresh_copy",
+                             "fill",
+                             "zeros",
+                             "zeros_like",
+                             "ones",
+                             "ones_like",
+                             "full",
+                             "full_like",
+                             "empty",
+                             "empty_like",
+                             "new_zeros",
+                             "new_ones",
+                             "new_empty",
+                             "new_full",
+                             "scalar_tensor",
+                             "arange",
+                             "triu",
+                             "tril",
+                             "iadd",
+                             "isub",
+                             "imul",
+                             "truediv",
+                             "floordiv",
+                             "pow_by_natural",
+                             "addcmul",
+                             "addcdiv",
+                             "lerp"});
+    add(Kind::kTranscendental, {"exp",         "log",
+                                "log1p",       "expm1",
+                                "tanh",        "tanh_backward",
+                                "sigmoid",     "sigmoid_backward",
+                                "gelu",        "gelu_backward",
+                                "silu",        "silu_backward",
+                                "erf",         "rsqrt",
+                                "sqrt",        "pow",
+                                "reciprocal",  "softplus",
+                                "hardswish",   "hardswish_backward",
+                                "hardsigmoid", "hardsigmoid_backward",
+                                "sin",         "cos",
+                                "elu",         "elu_backward",
+                                "leaky_relu",  "leaky_relu_backward",
+                                "mish"});
+    add(Kind::kNorm, {"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+                      "native_batch_norm_backward", "_native_batch_norm_legit",
+                      "_native_batch_norm_legit_no_training", "batch_norm", "layer_norm",
+                      "group_norm", "native_group_norm", "native_group_norm_backward", "rms_norm",
+                      "cudnn_batch_norm", "cudnn_batch_norm_backward", "instance_norm"});
+    add(Kind::kSoftmax, {"_softmax", "softmax", "_log_softmax", "log_softmax",
+                         "_softmax_backward_data", "_log_softmax_backward_data"});
+    add(Kind::kReduction, {"sum",
+                           "mean",
+                           "amax",
+                           "amin",
+                           "max",
+                           "min",
+                           "var",
+                           "std",
+                           "var_mean",
+                           "argmax",
+                           "argmin",
+                           "logsumexp",
+                           "norm",
+                           "nll_loss",
+                           "nll_loss_forward",
+                           "nll_loss_backward",
+                           "nll_loss2d_forward",
+                           "nll_loss2d_backward",
+                           "cross_entropy",
+                           "mse_loss",
+                           "mse_loss_backward",
+                           "any",
+                           "all"});
+    add(Kind::kPool,
+        {"max_pool2d", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
+         "avg_pool2d_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
+         "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d"});
+    add(Kind::kMemory,
+        {"cat", "stack", "index", "index_select", "gather", "scatter", "scatter_add", "index_put",
+         "index_add", "slice_backward", "select_backward", "embedding_dense_backward",
+         "constant_pad_nd", "pad", "repeat", "roll", "flip"});
+    add(Kind::kEmbedding, {"embedding"});
+    add(Kind::kAttention,
+        {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+         "scaled_dot_product_attention", "_scaled_dot_product_cudnn_attention"});
+    add(Kind::kAttentionBackward, {"_scaled_dot_product_flash_attention_backward",
+                                   "_scaled_dot_product_efficient_attention_backward",
+                                   "_scaled_dot_product_cudnn_attention_backward"});
+    add(Kind::kReduction, {"topk", "sort", "argsort"});
+    return m;
+  }();
+  return *kinds;
+}
+
+// call_module classes (the last component of meta.module).
+const absl::flat_hash_map<std::string, Kind>& ModuleKinds() {
+  static const auto* kinds = [] {
+    auto* m = new absl::flat_hash_map<std::string, Kind>();
+    auto add = [&](Kind k, std::initializer_list<const char*> names) {
+      for (const char* name : names) (*m)[name] = k;
+    };
+    add(Kind::kFree, {"Identity", "Flatten", "Unflatten"});
+    add(Kind::kMatmul, {"Linear"});
+    add(Kind::kConv, {"Conv1d", "Conv2d", "Conv3d"});
+    add(Kind::kElementwise,
+        {"ReLU", "ReLU6", "Hardtanh", "Dropout", "Dropout1d", "Dropout2d", "Threshold"});
+    add(Kind::kTranscendental, {"GELU", "SiLU", "Tanh", "Sigmoid", "Hardswish", "Hardsigmoid",
+                                "ELU", "LeakyReLU", "Softplus", "Mish"});
+    add(Kind::kNorm, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+                      "RMSNorm", "InstanceNorm2d", "SyncBatchNorm"});
+    add(Kind::kSoftmax, {"Softmax", "LogSoftmax"});
+    add(Kind::kReduction, {"CrossEntropyLoss", "MSELoss", "NLLLoss"});
+    add(Kind::kPool, {"MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+                      "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"});
+    add(Kind::kEmbedding, {"Embedding"});
+    return m;
+  }();
+  return *kinds;
+}
+
+double PerElementFlops(Kind k) {
+  switch (k) {
+    case Kind::kElementwise:
+    case Kind::kReduction:
+    case Kind::kPool:
+      return 1;
+    case Kind::kTranscendental:
+      return 4;
+    case Kind::kSoftmax:
+      return 5;
+    case Kind::kNorm:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+int64_t Numel(const TensorType& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+struct Totals {
+  double bytes = 0;
+  double max_numel = 0;
+  double numel = 0;
+};
+
+Totals Sum(const std::vector<TensorType>& types) {
+  Totals t;
+  for (const TensorType& x : types) {
+    if (x.dtype == "none") continue;  // an undefined element of a tuple (a null in `shapes`)
+    const double n = static_cast<double>(Numel(x));
+    t.bytes += n * static_cast<double>(DtypeBytes(x.dtype));
+    t.numel += n;
+    t.max_numel = std::max(t.max_numel, n);
+  }
+  return t;
+}
+
+// The first stated type of the node argument i references, if any.
+std::optional<TensorType> ArgType(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.args().size() || !n.args()[i].is_ref()) return std::nullopt;
+  std::vector<TensorType> t = StatedTypes(g.node(n.args()[i].as_ref()));
+  if (t.empty()) return std::nullopt;
+  return t[0];
+}
+
+// A call_module node's parameter named "<owner>.weight", if listed with a shape.
+std::optional<TensorType> ModuleWeight(const Graph& g, const Node& n) {
+  for (int i : g.ParamsOwnedBy(n.target())) {
+    const Param& p = g.params()[i];
+    if (p.has_shape && absl::EndsWith(p.name, ".weight")) return TensorType{p.shape, p.dtype};
+  }
+  return std::nullopt;
+}
+
+// The class in meta.module ("torch.nn.modules.linear.Linear"), empty when absent.
+std::string ModuleClass(const Node& n) {
+  for (const auto& [key, raw] : n.meta().extra) {
+    if (key != "module") continue;
+    absl::string_view v = raw;
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"')
+      return std::string(v.substr(1, v.size() - 2));
+  }
+  return "";
+}
+
+// A boolean argument given by position or keyword; false when absent.
+bool BoolArg(const Node& n, size_t i, absl::string_view key) {
+  if (i < n.args().size() && n.args()[i].kind() == Value::Kind::kBool) return n.args()[i].as_bool();
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == key && v.kind() == Value::Kind::kBool) return v.as_bool();
+  }
+  return false;
+}
+
+// Fused attention's FLOPs from q [..., Sq, D] and k [..., Sk, D] (arguments qi, qi + 1): the
+// two matmuls, 2 x 2 x (batch x heads) x Sq x Sk x D, half the scores when causal.
+double AttentionFlops(const Graph& g, const Node& n, size_t qi, bool causal) {
+  std::optional<TensorType> q = ArgType(g, n, qi);
+  std::optional<TensorType> k = ArgType(g, n, qi + 1);
+  if (!q || !k || q->shape.size() < 2 || k->shape.size() < 2) return 0;
+  const double sk = static_cast<double>(k->shape[k->shape.size() - 2]);
+  const double f = 4.0 * static_cast<double>(Numel(*q)) * sk;
+  return causal ? f / 2 : f;
+}
+
+// Weight elements per output element (the contraction length of a convolution).
+double ConvK(const TensorType& w) {
+  if (w.shape.empty() || w.shape[0] <= 0) return 0;
+  return static_cast<double>(Numel(w)) / static_cast<double>(w.shape[0]);
+}
+
+}  // namespace
+
+std::string BaseOpName(absl::string_view target) {
+  absl::string_view t = target;
+  std::vector<absl::string_view> parts = absl::StrSplit(t, '.');
+  absl::string_view base;
+  if (parts.size() >= 2 && (parts[0] == "aten" || parts[0] == "prims")) {
+    base = parts[1];  // aten.<op>.<overload>
+  } else {
+    base = parts.back();  // torch.nn.functional.relu, operator.add, a method name
+  }
+  // An in-place variant costs what its functional form does.
+  if (base.size() > 1 && base.back() == '_' && base.front() != '_') base.remove_suffix(1);
+  return std::string(base);
+}
+
+absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& options) {
+  const DeviceSpec& d = options.device;
+  if (!(d.peak_flops_16bit > 0) || !(d.peak_flops_32bit > 0) || !(d.memory_bandwidth > 0)) {
+    return absl::InvalidArgumentError("annotate: device peaks and bandwidth must be > 0");
+  }
+  const CostModel model(d);
+  AnnotateReport r;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    const std::vector<TensorType> out = StatedTypes(n);
+    NodeMeta& meta = g.mutable_node(id).mutable_meta();
+    if (!out.empty() && n.op() != Op::kOutput && (!meta.has_tensor_size || options.overwrite)) {
+      meta.set_tensor_size(static_cast<int64_t>(Sum(out).bytes));
+      ++r.tensor_sizes_filled;
+    }
+    const bool call =
+        n.op() == Op::kCallFunction || n.op() == Op::kCallMethod || n.op() == Op::kCallModule;
+    if (!call) continue;
+    if (meta.has_device_time && !options.overwrite) {
+      ++r.kept;
+      r.total_device_time += meta.device_time;
+      continue;
+    }
+    std::optional<Kind> kind;
+    std::string op_key;
+    if (n.op() == Op::kCallModule) {
+      const std::string cls = ModuleClass(n);
+      op_key = cls.empty() ? "call_module" : cls;
+      auto it = ModuleKinds().find(BaseOpName(cls));
+      if (!cls.empty() && it != ModuleKinds().end()) kind = it->second;
+    } else {
+      op_key = n.target();
+      auto it = OpKinds().find(BaseOpName(n.target()));
+      if (it != OpKinds().end()) kind = it->second;
+    }
+    if (IsView(n)) kind = Kind::kFree;
+    // Python values (x.shape, its items) have no stated type and need none.
+    if (out.empty() && kind != Kind::kFree) ++r.untyped;
+
+    Totals outs = Sum(out);
+    Totals ins;
+    for (NodeId in : n.inputs()) {
+      Totals t = Sum(StatedTypes(g.node(in)));
+      ins.bytes += t.bytes;
+      ins.numel += t.numel;
+      ins.max_numel = std::max(ins.max_numel, t.max_numel);
+    }
+    if (n.op() == Op::kCallModule) {
+      for (int i : g.ParamsOwnedBy(n.target())) ins.bytes += g.params()[i].bytes;
+    }
+    double bytes = ins.bytes + outs.bytes;
+    double flops = 0;
+    const double elements = std::max(ins.max_numel, outs.max_numel);
+    if (kind.has_value()) {
+      switch (*kind) {
+        case Kind::kFree:
+          bytes = 0;
+          break;
+        case Kind::kMatmul: {
+          double k = 0;
+          if (n.op() == Op::kCallModule) {
+            std::optional<TensorType> w = ModuleWeight(g, n);
+            if (w && w->shape.size() == 2) k = static_cast<double>(w->shape[1]);
+          } else {
+            const std::string base = BaseOpName(n.target());
+            const size_t a = (base == "addmm" || base == "baddbmm") ? 1 : 0;
+            std::optional<TensorType> x = ArgType(g, n, a);
+            if (x && !x->shape.empty()) k = static_cast<double>(x->shape.back());
+          }
+          flops = 2 * outs.numel * k;
+          break;
+        }
+        case Kind::kConv: {
+          std::optional<TensorType> w =
+              n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1);
+          // A transposed convolution's weight is [in, out / groups, ...]: its MACs follow
+          // the input's elements.
+          const bool transposed = n.op() == Op::kCallFunction && n.args().size() > 6 &&
+                                  n.args()[6].kind() == Value::Kind::kBool && n.args()[6].as_bool();
+          std::optional<TensorType> x = ArgType(g, n, 0);
+          const double per = transposed && x ? static_cast<double>(Numel(*x)) : outs.numel;
+          if (w) flops = 2 * per * ConvK(*w);
+          break;
+        }
+        case Kind::kConvBackward: {
+          std::optional<TensorType> grad_out = ArgType(g, n, 0);
+          std::optional<TensorType> w = ArgType(g, n, 2);
+          int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
+          if (n.args().size() > 10 && n.args()[10].kind() == Value::Kind::kList) {
+            gradients = 0;
+            const std::vector<Value>& mask = n.args()[10].items();
+            for (size_t i = 0; i < mask.size() && i < 2; ++i) {
+              if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
+            }
+          }
+          if (grad_out && w)
+            flops = 2.0 * gradients * static_cast<double>(Numel(*grad_out)) * ConvK(*w);
+          break;
+        }
+        case Kind::kEmbedding: {
+          // The indices and the rows read (as large as the result), and the result written.
+          std::optional<TensorType> idx =
+              n.op() == Op::kCallModule ? ArgType(g, n, 0) : ArgType(g, n, 1);
+          bytes = 2 * outs.bytes + (idx ? Sum({*idx}).bytes : 0);
+          break;
+        }
+        case Kind::kMemory:
+          break;
+        case Kind::kAttention: {
+          // flash / efficient: (q, k, v, dropout_p, is_causal); the public op: (q, k, v,
+          // attn_mask, dropout_p, is_causal).
+          const bool pub = BaseOpName(n.target()) == "scaled_dot_product_attention";
+          flops = AttentionFlops(g, n, 0, BoolArg(n, pub ? 5 : 4, "is_causal"));
+          break;
+        }
+        case Kind::kAttentionBackward:
+          // (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+          //  dropout_p, is_causal, ...).
+          flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, 11, "is_causal"));
+          break;
+        default:
+          flops = PerElementFlops(*kind) * elements;
+          break;
+      }
+      ++r.by_formula;
+    } else {
+      ++r.fallback;
+      ++r.fallback_ops[op_key];
+    }
+    std::string dtype = !out.empty() ? out[0].dtype : "float32";
+    if (out.empty() && !n.inputs().empty()) {
+      std::vector<TensorType> first = StatedTypes(g.node(n.inputs()[0]));
+      if (!first.empty()) dtype = first[0].dtype;
+    }
+    meta.set_device_time(model.KernelTime(flops, bytes, dtype));
+    r.total_device_time += meta.device_time;
+    ++r.device_times_filled;
+  }
+  return r;
+}
+
+std::string FormatAnnotateReport(const AnnotateReport& r) {
+  std::string out = absl::StrFormat(
+      "device_time: %d nodes filled (%d by formula, %d by the memory-only fallback), %d kept\n"
+      "tensor_size: %d nodes filled\n"
+      "total device time: %.6g s\n",
+      r.device_times_filled, r.by_formula, r.fallback, r.kept, r.tensor_sizes_filled,
+      r.total_device_time);
+  if (r.untyped > 0) {
+    absl::StrAppend(&out, "  ", r.untyped,
+                    " call nodes have no stated shape: their bytes count inputs only\n");
+  }
+  if (!r.fallback_ops.empty()) {
+    absl::StrAppend(&out, "fallback (no formula; docs/cost-model.md), by op:\n");
+    for (const auto& [op, count] : r.fallback_ops) {
+      absl::StrAppend(&out, "  ", op, ": ", count, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace overlap

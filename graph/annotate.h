@@ -1,0 +1,66 @@
+// Fills the device_time and tensor_size a graph's metadata leaves out, from the roofline cost
+// model (graph/cost_model.h), so that graphs from other exporters (torch.fx, AOT) can be
+// scheduled and simulated. `overlap annotate` runs it; no other pass estimates: the
+// simulator and the schedulers take an absent device_time as 0 and `overlap inspect` counts
+// such nodes.
+//
+// Per node: tensor_size is the sum of numel x dtype bytes over the node's stated types.
+// device_time = KernelTime(flops, bytes, dtype), where bytes are what the kernel reads and
+// writes (its inputs' and its outputs' stated sizes, plus a call_module's own parameters)
+// and flops come from a per-op formula keyed by the op's base name (aten.addmm.default ->
+// addmm, torch.nn.functional.gelu -> gelu, operator.add -> add; call_module nodes by the
+// class in meta.module, which overlap_export writes). The table is in docs/cost-model.md.
+// Views (meta.aliases_input), getitem and size queries take 0. An op without a formula
+// gets the memory-bound fallback (flops 0, bytes as above) and is counted in the report.
+#ifndef OVERLAP_GRAPH_ANNOTATE_H_
+#define OVERLAP_GRAPH_ANNOTATE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "graph/cost_model.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+struct AnnotateOptions {
+  DeviceSpec device;
+  // Replace device_time / tensor_size where the metadata already has them (default: fill
+  // only what is missing, so an exporter's measured times survive).
+  bool overwrite = false;
+};
+
+struct AnnotateReport {
+  int64_t device_times_filled = 0;  // call nodes given a device_time
+  int64_t tensor_sizes_filled = 0;  // nodes given a tensor_size
+  int64_t by_formula = 0;           // filled device times with a formula (views included)
+  int64_t fallback = 0;             // filled device times from the memory-only fallback
+  // Fallback nodes per op: the call_function / call_method target, or for call_module the
+  // class from meta.module ("call_module" when it is absent). Sorted by name.
+  std::map<std::string, int64_t> fallback_ops;
+  int64_t kept = 0;  // call nodes whose device_time was present and kept
+  // Call nodes (views and getitem aside) whose own result has no stated type: their bytes
+  // count their inputs only.
+  int64_t untyped = 0;
+  double total_device_time = 0;  // seconds, over every call node after annotating
+};
+
+// The op's base name that the formulas are keyed by, from a call_function / call_method
+// target: "aten.native_layer_norm.default" -> "native_layer_norm", "aten.add_.Tensor" ->
+// "add", "torch.nn.functional.relu" -> "relu", "operator.getitem" -> "getitem". O(length).
+std::string BaseOpName(absl::string_view target);
+
+// Annotates `g` in place as above. Only call_function, call_method and call_module nodes
+// get a device_time; every node with a stated type but no tensor_size gets one. Never
+// fails on an op it does not know (that is the fallback); InvalidArgument only when the
+// device figures are not positive. O(N + E).
+absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& options = {});
+
+// The report as a few lines for the CLI. O(fallback ops).
+std::string FormatAnnotateReport(const AnnotateReport& r);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_GRAPH_ANNOTATE_H_

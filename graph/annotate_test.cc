@@ -1,0 +1,179 @@
+// The annotator's formulas on hand-checked nodes (each figure recomputed here from the
+// roofline), what it keeps and what it counts, and its coverage of the built-in models.
+#include "graph/annotate.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "graph/aot.h"
+#include "graph/json_reader.h"
+#include "graph/models.h"
+#include "graph/verifier.h"
+#include "gtest/gtest.h"
+
+namespace overlap {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Round figures: 1 TFLOP/s at every precision, 1 GB/s.
+AnnotateOptions Simple() {
+  AnnotateOptions o;
+  o.device.peak_flops_16bit = 1e12;
+  o.device.peak_flops_32bit = 1e12;
+  o.device.memory_bandwidth = 1e9;
+  return o;
+}
+
+double Roofline(double flops, double bytes) { return std::max(flops / 1e12, bytes / 1e9); }
+
+const Node& N(const Graph& g, const char* name) { return g.node(g.FindNode(name)); }
+
+constexpr char kGraph[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [64, 128], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [128, 256], "dtype": "float32"}},
+  {"name": "mm", "op": "call_function", "target": "aten.mm.default", "args": ["%x", "%w"],
+   "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "relu", "op": "call_function", "target": "aten.relu.default", "args": ["%mm"],
+   "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "v", "op": "call_function", "target": "aten.view.default", "args": ["%relu", [16384]],
+   "meta": {"shape": [16384], "dtype": "float32", "aliases_input": true}},
+  {"name": "odd", "op": "call_function", "target": "aten.mystery_op.default", "args": ["%v"],
+   "meta": {"shape": [16384], "dtype": "float16"}},
+  {"name": "timed", "op": "call_function", "target": "aten.neg.default", "args": ["%odd"],
+   "meta": {"shape": [16384], "dtype": "float16", "device_time": 0.5, "tensor_size": 7}},
+  {"name": "img", "op": "placeholder", "target": "img", "args": [], "meta": {"shape": [2, 3, 8, 8], "dtype": "float32"}},
+  {"name": "k", "op": "placeholder", "target": "k", "args": [], "meta": {"shape": [4, 3, 3, 3], "dtype": "float32"}},
+  {"name": "conv", "op": "call_function", "target": "aten.convolution.default",
+   "args": ["%img", "%k", null, [1, 1], [1, 1], [1, 1], false, [0, 0], 1],
+   "meta": {"shape": [2, 4, 8, 8], "dtype": "float32"}},
+  {"name": "gout", "op": "placeholder", "target": "gout", "args": [], "meta": {"shape": [2, 4, 8, 8], "dtype": "float32"}},
+  {"name": "convb", "op": "call_function", "target": "aten.convolution_backward.default",
+   "args": ["%gout", "%img", "%k", [4], [1, 1], [1, 1], [1, 1], false, [0, 0], 1, [false, true, false]],
+   "meta": {"shapes": [null, [4, 3, 3, 3], null], "dtypes": [null, "float32", null]}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%timed", "%conv", "%convb"]]}
+]})";
+
+TEST(AnnotateTest, BaseOpNames) {
+  EXPECT_EQ(BaseOpName("aten.native_layer_norm.default"), "native_layer_norm");
+  EXPECT_EQ(BaseOpName("aten.add_.Tensor"), "add");
+  EXPECT_EQ(BaseOpName("aten._softmax.default"), "_softmax");
+  EXPECT_EQ(BaseOpName("torch.nn.functional.relu"), "relu");
+  EXPECT_EQ(BaseOpName("operator.getitem"), "getitem");
+  EXPECT_EQ(BaseOpName("view"), "view");
+  EXPECT_EQ(BaseOpName("torch.nn.modules.linear.Linear"), "Linear");
+}
+
+TEST(AnnotateTest, FormulasOnHandCheckedNodes) {
+  absl::StatusOr<Graph> g = ReadGraphJson(kGraph);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, Simple());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(Verify(*g).ok());
+
+  // mm: 2 x 64 x 256 x 128 FLOPs; reads 32 KiB + 128 KiB, writes 64 KiB.
+  const double mm_bytes = (64 * 128 + 128 * 256 + 64 * 256) * 4.0;
+  EXPECT_DOUBLE_EQ(N(*g, "mm").meta().device_time, Roofline(2.0 * 64 * 256 * 128, mm_bytes));
+  EXPECT_EQ(N(*g, "mm").meta().tensor_size, 64 * 256 * 4);
+  // relu: memory-bound, one read and one write.
+  EXPECT_DOUBLE_EQ(N(*g, "relu").meta().device_time, Roofline(64 * 256, 2 * 64 * 256 * 4.0));
+  // A view moves nothing.
+  EXPECT_EQ(N(*g, "v").meta().device_time, 0);
+  EXPECT_TRUE(N(*g, "v").meta().has_device_time);
+  // An unknown op: the memory-only fallback (a float32 read, a float16 write), counted.
+  EXPECT_DOUBLE_EQ(N(*g, "odd").meta().device_time, Roofline(0, 16384 * 4.0 + 16384 * 2.0));
+  EXPECT_EQ(r->fallback, 1);
+  EXPECT_EQ(r->fallback_ops.at("aten.mystery_op.default"), 1);
+  // Given figures are kept.
+  EXPECT_EQ(N(*g, "timed").meta().device_time, 0.5);
+  EXPECT_EQ(N(*g, "timed").meta().tensor_size, 7);
+  EXPECT_EQ(r->kept, 1);
+  // Convolution: 2 x output elements x (3 x 3 x 3) weights each.
+  const double conv_bytes = (2 * 3 * 8 * 8 + 4 * 27 + 2 * 4 * 8 * 8) * 4.0;
+  EXPECT_DOUBLE_EQ(N(*g, "conv").meta().device_time, Roofline(2.0 * 512 * 27, conv_bytes));
+  // Its backward with output_mask [false, true, false]: the weight gradient only.
+  const double convb_bytes = (512 + 384 + 108 + 108) * 4.0;
+  EXPECT_DOUBLE_EQ(N(*g, "convb").meta().device_time, Roofline(2.0 * 512 * 27, convb_bytes));
+  EXPECT_EQ(N(*g, "convb").meta().tensor_size, 108 * 4);
+  // Placeholders get sizes, not times.
+  EXPECT_EQ(N(*g, "x").meta().tensor_size, 64 * 128 * 4);
+  EXPECT_FALSE(N(*g, "x").meta().has_device_time);
+  EXPECT_EQ(r->device_times_filled, 6);
+  EXPECT_EQ(r->by_formula, 5);
+  EXPECT_EQ(r->untyped, 0);
+  EXPECT_THAT(FormatAnnotateReport(*r), HasSubstr("aten.mystery_op.default: 1"));
+}
+
+TEST(AnnotateTest, OverwriteReplacesGivenFigures) {
+  absl::StatusOr<Graph> g = ReadGraphJson(kGraph);
+  ASSERT_TRUE(g.ok()) << g.status();
+  AnnotateOptions o = Simple();
+  o.overwrite = true;
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kept, 0);
+  EXPECT_DOUBLE_EQ(N(*g, "timed").meta().device_time, Roofline(16384, 2 * 16384 * 2.0));
+  EXPECT_EQ(N(*g, "timed").meta().tensor_size, 16384 * 2);
+}
+
+TEST(AnnotateTest, ModulesByTheirClass) {
+  constexpr char kModules[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [8, 32], "dtype": "float32"}},
+    {"name": "fc", "op": "call_module", "target": "fc", "args": ["%x"],
+     "meta": {"shape": [8, 16], "dtype": "float32", "module": "torch.nn.modules.linear.Linear"}},
+    {"name": "mha", "op": "call_module", "target": "mha", "args": ["%fc"],
+     "meta": {"shape": [8, 16], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%mha"]}],
+   "params": [
+    {"name": "fc.weight", "owner": "fc", "shape": [16, 32], "dtype": "float32", "bytes": 2048},
+    {"name": "fc.bias", "owner": "fc", "shape": [16], "dtype": "float32", "bytes": 64}]})";
+  absl::StatusOr<Graph> g = ReadGraphJson(kModules);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, Simple());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Linear: 2 x 8 x 16 x 32 FLOPs; reads x and its own parameters, writes the result.
+  EXPECT_DOUBLE_EQ(N(*g, "fc").meta().device_time,
+                   Roofline(2.0 * 8 * 16 * 32, 8 * 32 * 4.0 + 2048 + 64 + 8 * 16 * 4.0));
+  // No meta.module: the fallback, counted under "call_module".
+  EXPECT_DOUBLE_EQ(N(*g, "mha").meta().device_time, Roofline(0, 2 * 8 * 16 * 4.0));
+  EXPECT_EQ(r->fallback_ops.at("call_module"), 1);
+}
+
+TEST(AnnotateTest, RefusesANonPositiveDevice) {
+  absl::StatusOr<Graph> g = ReadGraphJson(kGraph);
+  ASSERT_TRUE(g.ok());
+  AnnotateOptions o;
+  o.device.memory_bandwidth = 0;
+  EXPECT_FALSE(AnnotateCosts(*g, o).ok());
+}
+
+// Every op of the built-in models' AOT graphs has a formula, and the annotator's times stay
+// within a factor of a few of the models' own estimates (a second, independent use of the
+// roofline: models.cc counts FLOPs per layer as it builds them).
+TEST(AnnotateTest, BuiltInModelsHaveFormulasAndAgreeWithTheBuilders) {
+  for (const char* name : {"gpt2", "resnet18", "llama-7b"}) {
+    SCOPED_TRACE(name);
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> fwd = BuildModel(name, mo);
+    ASSERT_TRUE(fwd.ok()) << fwd.status();
+    absl::StatusOr<AotPair> pair = BuildAotPair(*fwd);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    for (Graph* g : {&pair->forward, &pair->backward}) {
+      double builder_total = 0;
+      for (NodeId id : g->order()) builder_total += g->node(id).meta().device_time;
+      AnnotateOptions o;
+      o.overwrite = true;
+      absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->fallback, 0) << FormatAnnotateReport(*r);
+      EXPECT_TRUE(Verify(*g).ok());
+      EXPECT_GT(r->total_device_time, builder_total / 3) << FormatAnnotateReport(*r);
+      EXPECT_LT(r->total_device_time, builder_total * 3) << FormatAnnotateReport(*r);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace overlap
