@@ -929,6 +929,8 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.pow.Tensor_Scalar", Identity},
       {"aten.rsqrt.default", Identity},
       {"aten.relu.default", Identity},
+      {"aten.hardtanh.default", Identity},
+      {"aten.hardtanh_backward.default", LikeGrad},
       {"aten.silu.default", Identity},
       {"aten.gelu.default", Identity},
       {"aten.neg.default", Identity},

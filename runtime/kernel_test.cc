@@ -236,6 +236,10 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
         {{"approximate", Value::String("tanh")}});
   Check("aten.silu.default", {F(wide)}, {ref::Silu(wide)});
   Check("aten.relu.default", {F(wide)}, {ref::Relu(wide)});
+  // ReLU6 (mobilenet_v2) and the default [-1, 1].
+  Check("aten.hardtanh.default", {F(wide), C(Value::Double(0)), C(Value::Double(6))},
+        {ref::Hardtanh(wide, 0, 6)});
+  Check("aten.hardtanh.default", {F(wide)}, {ref::Hardtanh(wide, -1, 1)});
   Check("aten._softmax.default", {F(m1), C(Value::Int(1)), C(Value::Bool(false))},
         {ref::Softmax(m1, 1)});
   Check("aten._log_softmax.default", {F(m1), C(Value::Int(-1)), C(Value::Bool(false))},
@@ -307,6 +311,15 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
         {ref::SliceBackward(sg, {2, 5, 4}, 1, 1, 5, 2)});
   Check("aten.threshold_backward.default", {F(wide), F(ref::Relu(Rand({3, 4}))), C(Value::Int(0))},
         {std::nullopt});
+  {
+    // On the bounds themselves the gradient is 0 (ATen's rule), inside it passes.
+    RefTensor x = Rand({3, 4}, -2, 8);
+    x.data[0] = 0;
+    x.data[1] = 6;
+    const RefTensor g = Rand({3, 4});
+    Check("aten.hardtanh_backward.default", {F(g), F(x), C(Value::Double(0)), C(Value::Double(6))},
+          {ref::HardtanhBackward(g, x, 0, 6)});
+  }
   const RefTensor gy = Rand({3, 4}), y = ref::Relu(Rand({3, 4}));
   Check("aten.threshold_backward.default", {F(gy), F(y), C(Value::Int(0))},
         {ref::ThresholdBackward(gy, y, 0)});
@@ -439,6 +452,21 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
         return std::vector<std::optional<RefTensor>>{
             Out("aten.silu_backward.default", {F(g), F(x[0])})};
       });
+  {
+    RefTensor x = Rand({4, 3}, 0.2, 5.8);  // away from ReLU6's kinks at 0 and 6
+    x.data[0] = -1;
+    x.data[1] = 7;
+    CheckFiniteDifferences(
+        "hardtanh", {x},
+        [](const std::vector<RefTensor>& x) {
+          return Out("aten.hardtanh.default", {F(x[0]), C(Value::Double(0)), C(Value::Double(6))});
+        },
+        [](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten.hardtanh_backward.default",
+                  {F(g), F(x[0]), C(Value::Double(0)), C(Value::Double(6))})};
+        });
+  }
   RefTensor away = Rand({4, 3}, 0.1, 1);  // away from relu's kink
   for (size_t i = 0; i < away.data.size(); i += 2) away.data[i] = -away.data[i];
   CheckFiniteDifferences(
@@ -776,6 +804,14 @@ TEST(KernelTest, EdgeCasesAreErrorsOrPyTorchsAnswer) {
       RunKernel("aten.relu.default", {F(ref::Make({2}, {NAN, -1}))});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(std::isnan((*r)[0]->data[0]));
+  r = RunKernel("aten.hardtanh.default",
+                {F(ref::Make({2}, {NAN, 9})), C(Value::Double(0)), C(Value::Double(6))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isnan((*r)[0]->data[0]));
+  EXPECT_EQ((*r)[0]->data[1], 6);
+  EXPECT_FALSE(RunKernel("aten.hardtanh.default",
+                         {F(ref::Make({1}, {1})), C(Value::Double(6)), C(Value::Double(0))})
+                   .ok());
   r = RunKernel("aten.add.Scalar", {F(ref::Make({1}, {1})), C(Value::Int(1)), C(Value::Int(2))});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0]->data[0], 3);

@@ -125,6 +125,38 @@ Results Relu(KernelCall& c) {
   return Unary(c, x, EwFn1(EwOp::kRelu));  // NaN stays NaN
 }
 
+// hardtanh(x, min_val=-1, max_val=1): clamp, NaN kept as ATen's clamp keeps it. mobilenet_v2's
+// ReLU6 is hardtanh(x, 0, 6).
+absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c, int pos) {
+  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg(pos, "min_val", -1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg(pos + 1, "max_val", 1.0));
+  if (!(lo <= hi)) {
+    return c.Error(absl::StrCat("min_val (", lo, ") must not exceed max_val (", hi, ")"));
+  }
+  return std::make_pair(lo, hi);
+}
+
+Results Hardtanh(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 1));
+  return Unary(c, x, [bounds](auto v) {
+    using T = decltype(v);
+    const T lo = static_cast<T>(bounds.first), hi = static_cast<T>(bounds.second);
+    return v != v ? v : (v < lo ? lo : (v > hi ? hi : v));
+  });
+}
+
+// ATen's rule: the gradient passes strictly inside (min_val, max_val), 0 on and outside.
+Results HardtanhBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 2));
+  return Binary(c, g, x, [bounds](auto gv, auto xv) {
+    using T = decltype(gv);
+    return xv <= static_cast<T>(bounds.first) || xv >= static_cast<T>(bounds.second) ? T(0) : gv;
+  });
+}
+
 Results Silu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
   return Unary(c, x, EwFn1(EwOp::kSilu));
@@ -292,6 +324,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
   r.Register("aten.rsqrt.default", Rsqrt);
   r.Register("aten.relu.default", Relu);
+  r.Register("aten.hardtanh.default", Hardtanh);
+  r.Register("aten.hardtanh_backward.default", HardtanhBackward);
   r.Register("aten.silu.default", Silu);
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);

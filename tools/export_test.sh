@@ -13,7 +13,7 @@
 #     for every op (none takes the fallback);
 #   - AOT pairs, annotated: `overlap schedule` by every scheduler, forward and backward
 #     (ZeRO-3 ops inserted, the schedule verified and simulated);
-#   - resnet18, the small GPT and the small ViT run in the executor (`overlap exec`) on torch's weights and
+#   - resnet18, mobilenet_v2, the small GPT and the small ViT run in the executor (`overlap exec`) on torch's weights and
 #     inputs, the loss and every parameter gradient within 1e-4 * max|torch| of torch's own
 #     (compare.py);
 #   - training the small GPT (SGD and AdamW, 5 steps) in `overlap train`, 2-rank DDP and
@@ -42,7 +42,7 @@ fail() { echo "export_test: FAILED: $*" >&2; exit 1; }
 # name | constructor | kwargs | input | module-style expected | weights file
 models=(
   "resnet18|torchvision.models:resnet18|{\"num_classes\": 10}|2x3x32x32|yes|yes"
-  "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes|no"
+  "mobilenet_v2|torchvision.models:mobilenet_v2|{\"num_classes\": 10}|2x3x32x32|yes|yes"
   "vit_b_16|torchvision.models:vit_b_16|{\"image_size\": 64}|1x3x64x64|no|no"
   "small_gpt|overlap_export.testing.small_gpt:small_gpt|{}|2x16:int64:64|yes|yes"
   "small_vit|torchvision.models.vision_transformer:VisionTransformer|{\"image_size\": 32, \"patch_size\": 16, \"num_layers\": 2, \"num_heads\": 4, \"hidden_dim\": 64, \"mlp_dim\": 128, \"num_classes\": 10}|2x3x32x32|no|yes"
@@ -118,11 +118,12 @@ for m in "${models[@]}"; do
   echo "export_test: $name ok ($(( $(date +%s) - start )) s)"
 done
 
-# The executor against torch: resnet18 (evaluation-mode batch norm), the small GPT (tied
+# The executor against torch: resnet18 (evaluation-mode batch norm), mobilenet_v2
+# (evaluation-mode batch norm, depthwise convolutions, ReLU6 as hardtanh), the small GPT (tied
 # embedding and head, causal attention through bmm and masked_fill) and the small ViT
 # (torchvision's VisionTransformer: 2 layers, hidden 64, image 32, patch 16) on torch's
 # weights and inputs; the loss and every parameter gradient within 1e-4 * max|torch|.
-for name in resnet18 small_gpt small_vit; do
+for name in resnet18 mobilenet_v2 small_gpt small_vit; do
   "$overlap" exec "$out/$name.forward.json" --backward-graph "$out/$name.backward.json" \
     --weights "$out/$name.safetensors" --save "$out/$name.out.safetensors" >"$out/exec.log" ||
     fail "$name: exec: $(tail -3 "$out/exec.log")"

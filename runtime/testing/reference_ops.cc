@@ -790,6 +790,18 @@ RefTensor Relu(const RefTensor& x) {
       x, [](double v) { return std::isnan(v) || v > 0.0 ? v : 0.0; }, "relu: self");
 }
 
+RefTensor Hardtanh(const RefTensor& x, double lo, double hi) {
+  return Map(
+      x, [lo, hi](double v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); },
+      "hardtanh: self");
+}
+
+RefTensor HardtanhBackward(const RefTensor& g, const RefTensor& x, double lo, double hi) {
+  return Broadcast2(
+      g, x, [lo, hi](double gv, double xv) { return xv <= lo || xv >= hi ? 0.0 : gv; },
+      "hardtanh_backward");
+}
+
 std::vector<RefTensor> MaxPool2dWithIndices(const RefTensor& x,
                                             const std::vector<int64_t>& kernel_size,
                                             const std::vector<int64_t>& stride,

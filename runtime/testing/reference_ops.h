@@ -88,6 +88,10 @@ std::vector<RefTensor> NativeBatchNorm(const RefTensor& input, const RefTensor* 
                                        const RefTensor* running_var = nullptr);
 // aten.relu.default: max(x, 0), NaN kept (as clamp_min).
 RefTensor Relu(const RefTensor& x);
+// aten.hardtanh.default: x clamped to [lo, hi] (ReLU6 is [0, 6]), NaN kept (as clamp).
+RefTensor Hardtanh(const RefTensor& x, double lo, double hi);
+// aten.hardtanh_backward.default: g where lo < x < hi, else 0 (a NaN x passes g).
+RefTensor HardtanhBackward(const RefTensor& g, const RefTensor& x, double lo, double hi);
 // aten.max_pool2d_with_indices.default on [C, H, W] or [N, C, H, W] -> {out, flat h*W+w}.
 std::vector<RefTensor> MaxPool2dWithIndices(const RefTensor& x,
                                             const std::vector<int64_t>& kernel_size,

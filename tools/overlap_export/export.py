@@ -51,12 +51,17 @@ def parse_input(spec, seed):
         raise ExportError("inputs", f"bad input spec '{spec}': {e}") from e
 
 
+def _storage(t):
+    # 2.x: untyped_storage() (storage() warns there, as TypedStorage is deprecated); 1.13.
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 def _storage_key(t):
-    return t.storage().data_ptr()
+    return _storage(t).data_ptr()
 
 
 def _storage_bytes(t):
-    return int(t.storage().nbytes())
+    return int(_storage(t).nbytes())
 
 
 def _param_entry(name, owner, p, storage):
@@ -204,14 +209,38 @@ def loss_target(kind, model, inputs, seed):
     raise ExportError("loss", f"unknown loss '{kind}' (none, sum, mse, ce)")
 
 
-def export_aot(model, inputs, loss, target, name):
-    """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
-    docs/ops.md's convention. Returns (forward_doc, backward_doc, state) where state lists
-    the names of the lifted parameters and buffers in placeholder order."""
+def aot_api():
+    """(aot_function, make_boxed_func, default_partition): PyTorch 2.x's torch._functorch
+    when present, else 1.13's functorch.compile (which 2.x keeps as a deprecated re-export).
+    Only the 1.13 path is tested here (docs/interop.md, "PyTorch 2.x")."""
+    try:
+        from torch._functorch.aot_autograd import aot_function, make_boxed_func
+        from torch._functorch.partitioners import default_partition
+        return aot_function, make_boxed_func, default_partition
+    except ImportError:
+        pass
     try:
         from functorch.compile import aot_function, make_boxed_func, default_partition
     except ImportError as e:
         raise ExportError("aot", f"functorch is not importable: {e}") from e
+    return aot_function, make_boxed_func, default_partition
+
+
+def functional_call_api():
+    """torch.func.functional_call (2.x) when present, else 1.13's
+    torch.nn.utils.stateless.functional_call (deprecated in 2.x)."""
+    func = getattr(torch, "func", None)
+    if func is not None and hasattr(func, "functional_call"):
+        return func.functional_call
+    return torch.nn.utils.stateless.functional_call
+
+
+def export_aot(model, inputs, loss, target, name):
+    """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
+    docs/ops.md's convention. Returns (forward_doc, backward_doc, state) where state lists
+    the names of the lifted parameters and buffers in placeholder order."""
+    aot_function, make_boxed_func, default_partition = aot_api()
+    functional_call = functional_call_api()
     named = list(model.named_parameters())  # one per storage (tied weights once)
     buffers = list(model.named_buffers())
     aliases = {}  # every parameter name -> the name its storage is lifted as
@@ -235,7 +264,7 @@ def export_aot(model, inputs, loss, target, name):
         state = dict(zip(state_names, args[:k]))
         for alias, first in aliases.items():
             state[alias] = state[first]
-        out = torch.nn.utils.stateless.functional_call(model, state, tuple(args[k:k + n_in]))
+        out = functional_call(model, state, tuple(args[k:k + n_in]))
         return (_loss_fn(loss, out, args[k + n_in] if target is not None else None),)
 
     args = [p.detach().requires_grad_(p.requires_grad) for _, p in named]
