@@ -1,6 +1,7 @@
 #include "graph/annotate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -227,9 +228,10 @@ double PerElementFlops(Kind k) {
   }
 }
 
-int64_t Numel(const TensorType& t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
+// In double: a file's shape may hold dimensions whose product overflows int64.
+double Numel(const TensorType& t) {
+  double n = 1;
+  for (int64_t d : t.shape) n *= static_cast<double>(std::max<int64_t>(d, 0));
   return n;
 }
 
@@ -243,7 +245,7 @@ Totals Sum(const std::vector<TensorType>& types) {
   Totals t;
   for (const TensorType& x : types) {
     if (x.dtype == "none") continue;  // an undefined element of a tuple (a null in `shapes`)
-    const double n = static_cast<double>(Numel(x));
+    const double n = Numel(x);
     t.bytes += n * static_cast<double>(DtypeBytes(x.dtype));
     t.numel += n;
     t.max_numel = std::max(t.max_numel, n);
@@ -295,14 +297,14 @@ double AttentionFlops(const Graph& g, const Node& n, size_t qi, bool causal) {
   std::optional<TensorType> k = ArgType(g, n, qi + 1);
   if (!q || !k || q->shape.size() < 2 || k->shape.size() < 2) return 0;
   const double sk = static_cast<double>(k->shape[k->shape.size() - 2]);
-  const double f = 4.0 * static_cast<double>(Numel(*q)) * sk;
+  const double f = 4.0 * Numel(*q) * sk;
   return causal ? f / 2 : f;
 }
 
 // Weight elements per output element (the contraction length of a convolution).
 double ConvK(const TensorType& w) {
   if (w.shape.empty() || w.shape[0] <= 0) return 0;
-  return static_cast<double>(Numel(w)) / static_cast<double>(w.shape[0]);
+  return Numel(w) / static_cast<double>(w.shape[0]);
 }
 
 }  // namespace
@@ -328,14 +330,36 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
   }
   const CostModel model(d);
   AnnotateReport r;
+  // Computed first and applied only when every figure fits the format, so a failure leaves
+  // `g` as it was.
+  struct Update {
+    NodeId id;
+    std::optional<int64_t> tensor_size;
+    std::optional<double> device_time;
+  };
+  std::vector<Update> updates;
+  int64_t tensor_total = 0;
+  auto error = [](const Node& n, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("annotate: node \"", n.name(), "\": ", what));
+  };
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     const std::vector<TensorType> out = StatedTypes(n);
-    NodeMeta& meta = g.mutable_node(id).mutable_meta();
+    const NodeMeta& meta = n.meta();
+    Update u{id, std::nullopt, std::nullopt};
     if (!out.empty() && n.op() != Op::kOutput && (!meta.has_tensor_size || options.overwrite)) {
-      meta.set_tensor_size(static_cast<int64_t>(Sum(out).bytes));
+      const double size = Sum(out).bytes;
+      if (!(size < 0x1p63)) {
+        return error(n, absl::StrCat("its stated types take ", size, " bytes, beyond 64 bits"));
+      }
+      u.tensor_size = static_cast<int64_t>(size);
       ++r.tensor_sizes_filled;
     }
+    const int64_t size = u.tensor_size.value_or(meta.has_tensor_size ? meta.tensor_size : 0);
+    if (__builtin_add_overflow(tensor_total, size, &tensor_total)) {
+      return error(n, "the sum of tensor_size over the graph would overflow 64 bits");
+    }
+    if (u.tensor_size.has_value()) updates.push_back(u);
     const bool call =
         n.op() == Op::kCallFunction || n.op() == Op::kCallMethod || n.op() == Op::kCallModule;
     if (!call) continue;
@@ -401,7 +425,7 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
           const bool transposed = n.op() == Op::kCallFunction && n.args().size() > 6 &&
                                   n.args()[6].kind() == Value::Kind::kBool && n.args()[6].as_bool();
           std::optional<TensorType> x = ArgType(g, n, 0);
-          const double per = transposed && x ? static_cast<double>(Numel(*x)) : outs.numel;
+          const double per = transposed && x ? Numel(*x) : outs.numel;
           if (w) flops = 2 * per * ConvK(*w);
           break;
         }
@@ -416,8 +440,7 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
               if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
             }
           }
-          if (grad_out && w)
-            flops = 2.0 * gradients * static_cast<double>(Numel(*grad_out)) * ConvK(*w);
+          if (grad_out && w) flops = 2.0 * gradients * Numel(*grad_out) * ConvK(*w);
           break;
         }
         case Kind::kEmbedding: {
@@ -455,9 +478,23 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
       std::vector<TensorType> first = StatedTypes(g.node(n.inputs()[0]));
       if (!first.empty()) dtype = first[0].dtype;
     }
-    meta.set_device_time(model.KernelTime(flops, bytes, dtype));
-    r.total_device_time += meta.device_time;
+    const double time = model.KernelTime(flops, bytes, dtype);
+    if (!std::isfinite(time)) {
+      return error(n, absl::StrCat("its estimated device time is not finite (", flops, " FLOPs, ",
+                                   bytes, " bytes)"));
+    }
+    if (!updates.empty() && updates.back().id == id) {
+      updates.back().device_time = time;
+    } else {
+      updates.push_back(Update{id, std::nullopt, time});
+    }
+    r.total_device_time += time;
     ++r.device_times_filled;
+  }
+  for (const Update& u : updates) {
+    NodeMeta& meta = g.mutable_node(u.id).mutable_meta();
+    if (u.tensor_size.has_value()) meta.set_tensor_size(*u.tensor_size);
+    if (u.device_time.has_value()) meta.set_device_time(*u.device_time);
   }
   return r;
 }

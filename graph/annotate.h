@@ -54,8 +54,10 @@ std::string BaseOpName(absl::string_view target);
 
 // Annotates `g` in place as above. Only call_function, call_method and call_module nodes
 // get a device_time; every node with a stated type but no tensor_size gets one. Never
-// fails on an op it does not know (that is the fallback); InvalidArgument only when the
-// device figures are not positive. O(N + E).
+// fails on an op it does not know (that is the fallback); InvalidArgument when the device
+// figures are not positive, or naming the node whose stated shape takes more than 2^63
+// bytes, pushes the graph's total tensor_size past 64 bits, or gives a non-finite time
+// (the verifier would refuse the result). On error `g` is unchanged. O(N + E).
 absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& options = {});
 
 // The report as a few lines for the CLI. O(fallback ops).

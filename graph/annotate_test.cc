@@ -148,6 +148,37 @@ TEST(AnnotateTest, RefusesANonPositiveDevice) {
   EXPECT_FALSE(AnnotateCosts(*g, o).ok());
 }
 
+// Shapes a file may state but no tensor can have: an error naming the node, the graph as it
+// was (the verifier would refuse what a silent wrap-around wrote).
+TEST(AnnotateTest, ShapesBeyondSixtyFourBitsAreErrorsNamingTheNode) {
+  constexpr char kHuge[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [],
+     "meta": {"shape": [4], "dtype": "float32"}},
+    {"name": "big", "op": "call_function", "target": "aten.relu.default", "args": ["%x"],
+     "meta": {"shape": [4294967296, 4294967296], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%big"]}]})";
+  absl::StatusOr<Graph> g = ReadGraphJson(kHuge);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Graph before = *g;
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("node \"big\""));
+  EXPECT_TRUE(*g == before);
+
+  // Each fits, their sum does not.
+  constexpr char kSum[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a", "op": "placeholder", "target": "a", "args": [],
+     "meta": {"shape": [1729382256910270464], "dtype": "float32"}},
+    {"name": "b", "op": "placeholder", "target": "b", "args": [],
+     "meta": {"shape": [1729382256910270464], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%a", "%b"]]}]})";
+  g = ReadGraphJson(kSum);
+  ASSERT_TRUE(g.ok()) << g.status();
+  r = AnnotateCosts(*g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("node \"b\": the sum of tensor_size"));
+}
+
 // Every op of the built-in models' AOT graphs has a formula, and the annotator's times stay
 // within a factor of a few of the models' own estimates (a second, independent use of the
 // roofline: models.cc counts FLOPs per layer as it builds them).
