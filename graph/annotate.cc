@@ -173,10 +173,16 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
          "index_add", "slice_backward", "select_backward", "embedding_dense_backward",
          "constant_pad_nd", "pad", "repeat", "roll", "flip"});
     add(Kind::kEmbedding, {"embedding"});
+    add(Kind::kNorm, {"_native_batch_norm_legit_functional"});
+    add(Kind::kMemory, {"slice_scatter", "select_scatter", "as_strided_scatter"});
+    add(Kind::kElementwise, {"bernoulli", "logical_and", "logical_or", "logical_xor"});
+    add(Kind::kReduction, {"cumsum", "cumprod"});
     add(Kind::kAttention,
         {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-         "scaled_dot_product_attention", "_scaled_dot_product_cudnn_attention"});
-    add(Kind::kAttentionBackward, {"_scaled_dot_product_flash_attention_backward",
+         "scaled_dot_product_attention", "_scaled_dot_product_cudnn_attention",
+         "_scaled_dot_product_flash_attention_for_cpu"});
+    add(Kind::kAttentionBackward, {"_scaled_dot_product_flash_attention_for_cpu_backward",
+                                   "_scaled_dot_product_flash_attention_backward",
                                    "_scaled_dot_product_efficient_attention_backward",
                                    "_scaled_dot_product_cudnn_attention_backward"});
     add(Kind::kReduction, {"topk", "sort", "argsort"});
@@ -230,8 +236,11 @@ double PerElementFlops(Kind k) {
 
 // In double: a file's shape may hold dimensions whose product overflows int64.
 double Numel(const TensorType& t) {
+  for (int64_t d : t.shape) {
+    if (d <= 0) return 0;  // before any product could reach infinity (inf x 0 is NaN)
+  }
   double n = 1;
-  for (int64_t d : t.shape) n *= static_cast<double>(std::max<int64_t>(d, 0));
+  for (int64_t d : t.shape) n *= static_cast<double>(d);
   return n;
 }
 
@@ -253,11 +262,22 @@ Totals Sum(const std::vector<TensorType>& types) {
   return t;
 }
 
-// The first stated type of the node argument i references, if any.
-std::optional<TensorType> ArgType(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.args().size() || !n.args()[i].is_ref()) return std::nullopt;
-  std::vector<TensorType> t = StatedTypes(g.node(n.args()[i].as_ref()));
-  if (t.empty()) return std::nullopt;
+// Argument i, or the keyword argument `key` when there are not that many positional ones.
+const Value* Arg(const Node& n, size_t i, absl::string_view key) {
+  if (i < n.args().size()) return &n.args()[i];
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+// The first stated type of the node argument i (or keyword `key`) references, if any.
+std::optional<TensorType> ArgType(const Graph& g, const Node& n, size_t i,
+                                  absl::string_view key = "") {
+  const Value* v = Arg(n, i, key);
+  if (v == nullptr || !v->is_ref()) return std::nullopt;
+  std::vector<TensorType> t = StatedTypes(g.node(v->as_ref()));
+  if (t.empty() || t[0].dtype == "none") return std::nullopt;
   return t[0];
 }
 
@@ -283,18 +303,33 @@ std::string ModuleClass(const Node& n) {
 
 // A boolean argument given by position or keyword; false when absent.
 bool BoolArg(const Node& n, size_t i, absl::string_view key) {
-  if (i < n.args().size() && n.args()[i].kind() == Value::Kind::kBool) return n.args()[i].as_bool();
-  for (const auto& [k, v] : n.kwargs()) {
-    if (k == key && v.kind() == Value::Kind::kBool) return v.as_bool();
-  }
-  return false;
+  const Value* v = Arg(n, i, key);
+  return v != nullptr && v->kind() == Value::Kind::kBool && v->as_bool();
+}
+
+// Where each fused attention op has is_causal, by the PyTorch 2.x schemas (a keyword is
+// read too). The efficient op's schema changed in 2.1: 2.0's (q, k, v, compute_log_sumexp,
+// is_causal) has a bool at 3, later ones (q, k, v, attn_bias, compute_log_sumexp,
+// dropout_p, is_causal) do not; its backward likewise (2.0: is_causal at 6, later 11).
+size_t CausalIndex(const std::string& base, const Node& n) {
+  const auto bool_at = [&n](size_t i) {
+    return i < n.args().size() && n.args()[i].kind() == Value::Kind::kBool;
+  };
+  if (base == "scaled_dot_product_attention") return 5;
+  if (base == "_scaled_dot_product_efficient_attention") return bool_at(3) ? 4 : 6;
+  if (base == "_scaled_dot_product_cudnn_attention") return 6;
+  if (base == "_scaled_dot_product_flash_attention_backward") return 11;
+  if (base == "_scaled_dot_product_flash_attention_for_cpu_backward") return 7;
+  if (base == "_scaled_dot_product_efficient_attention_backward") return bool_at(6) ? 6 : 11;
+  if (base == "_scaled_dot_product_cudnn_attention_backward") return 14;
+  return 4;  // _scaled_dot_product_flash_attention(_for_cpu)
 }
 
 // Fused attention's FLOPs from q [..., Sq, D] and k [..., Sk, D] (arguments qi, qi + 1): the
 // two matmuls, 2 x 2 x (batch x heads) x Sq x Sk x D, half the scores when causal.
 double AttentionFlops(const Graph& g, const Node& n, size_t qi, bool causal) {
-  std::optional<TensorType> q = ArgType(g, n, qi);
-  std::optional<TensorType> k = ArgType(g, n, qi + 1);
+  std::optional<TensorType> q = ArgType(g, n, qi, "query");
+  std::optional<TensorType> k = ArgType(g, n, qi + 1, "key");
   if (!q || !k || q->shape.size() < 2 || k->shape.size() < 2) return 0;
   const double sk = static_cast<double>(k->shape[k->shape.size() - 2]);
   const double f = 4.0 * Numel(*q) * sk;
@@ -311,6 +346,7 @@ double ConvK(const TensorType& w) {
 
 std::string BaseOpName(absl::string_view target) {
   absl::string_view t = target;
+  absl::ConsumePrefix(&t, "torch.ops.");  // torch.ops.aten.mm.default
   std::vector<absl::string_view> parts = absl::StrSplit(t, '.');
   absl::string_view base;
   if (parts.size() >= 2 && (parts[0] == "aten" || parts[0] == "prims")) {
@@ -381,12 +417,13 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
       if (it != OpKinds().end()) kind = it->second;
     }
     if (IsView(n)) kind = Kind::kFree;
-    // Python values (x.shape, its items) have no stated type and need none.
-    if (out.empty() && kind != Kind::kFree) ++r.untyped;
 
     Totals outs = Sum(out);
     Totals ins;
-    for (NodeId in : n.inputs()) {
+    // A free op moves nothing: its inputs are not read (a getitem of a k-tuple would read
+    // the k shapes each time).
+    const bool free = kind.has_value() && *kind == Kind::kFree;
+    for (NodeId in : free ? NodeList() : n.inputs()) {
       Totals t = Sum(StatedTypes(g.node(in)));
       ins.bytes += t.bytes;
       ins.numel += t.numel;
@@ -395,6 +432,9 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     if (n.op() == Op::kCallModule) {
       for (int i : g.ParamsOwnedBy(n.target())) ins.bytes += g.params()[i].bytes;
     }
+    // A tensor op without a stated result; Python values (x.shape, its items, arithmetic on
+    // them) have no types on either side and need none.
+    if (out.empty() && !free && ins.numel > 0) ++r.untyped;
     double bytes = ins.bytes + outs.bytes;
     double flops = 0;
     const double elements = std::max(ins.max_numel, outs.max_numel);
@@ -410,8 +450,13 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
             if (w && w->shape.size() == 2) k = static_cast<double>(w->shape[1]);
           } else {
             const std::string base = BaseOpName(n.target());
-            const size_t a = (base == "addmm" || base == "baddbmm") ? 1 : 0;
-            std::optional<TensorType> x = ArgType(g, n, a);
+            std::optional<TensorType> x;
+            if (base == "addmm" || base == "baddbmm") {
+              x = ArgType(g, n, 1, base == "addmm" ? "mat1" : "batch1");
+            } else {
+              x = ArgType(g, n, 0, "input");
+              if (!x) x = ArgType(g, n, 0, "self");
+            }
             if (x && !x->shape.empty()) k = static_cast<double>(x->shape.back());
           }
           flops = 2 * outs.numel * k;
@@ -419,51 +464,58 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
         }
         case Kind::kConv: {
           std::optional<TensorType> w =
-              n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1);
+              n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1, "weight");
           // A transposed convolution's weight is [in, out / groups, ...]: its MACs follow
           // the input's elements.
-          const bool transposed = n.op() == Op::kCallFunction && n.args().size() > 6 &&
-                                  n.args()[6].kind() == Value::Kind::kBool && n.args()[6].as_bool();
-          std::optional<TensorType> x = ArgType(g, n, 0);
+          const bool transposed = n.op() == Op::kCallFunction && BoolArg(n, 6, "transposed");
+          std::optional<TensorType> x = ArgType(g, n, 0, "input");
           const double per = transposed && x ? Numel(*x) : outs.numel;
           if (w) flops = 2 * per * ConvK(*w);
           break;
         }
         case Kind::kConvBackward: {
-          std::optional<TensorType> grad_out = ArgType(g, n, 0);
-          std::optional<TensorType> w = ArgType(g, n, 2);
+          // Per gradient, the forward's MACs: grad_output's elements (the input's for a
+          // transposed convolution, whose weight is [in, out / groups, ...]) x ConvK.
+          std::optional<TensorType> per = BoolArg(n, 7, "transposed")
+                                              ? ArgType(g, n, 1, "input")
+                                              : ArgType(g, n, 0, "grad_output");
+          std::optional<TensorType> w = ArgType(g, n, 2, "weight");
           int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
-          if (n.args().size() > 10 && n.args()[10].kind() == Value::Kind::kList) {
+          const Value* mask_v = Arg(n, 10, "output_mask");
+          if (mask_v != nullptr && mask_v->kind() == Value::Kind::kList) {
             gradients = 0;
-            const std::vector<Value>& mask = n.args()[10].items();
+            const std::vector<Value>& mask = mask_v->items();
             for (size_t i = 0; i < mask.size() && i < 2; ++i) {
               if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
             }
           }
-          if (grad_out && w) flops = 2.0 * gradients * Numel(*grad_out) * ConvK(*w);
+          if (per && w) flops = 2.0 * gradients * Numel(*per) * ConvK(*w);
           break;
         }
         case Kind::kEmbedding: {
           // The indices and the rows read (as large as the result), and the result written.
+          // aten.embedding / torch.embedding take (weight, indices); F.embedding and the
+          // module (input, weight).
+          const bool input_first =
+              n.op() == Op::kCallModule || absl::StartsWith(n.target(), "torch.nn.functional.");
           std::optional<TensorType> idx =
-              n.op() == Op::kCallModule ? ArgType(g, n, 0) : ArgType(g, n, 1);
+              input_first ? ArgType(g, n, 0, "input") : ArgType(g, n, 1, "indices");
           bytes = 2 * outs.bytes + (idx ? Sum({*idx}).bytes : 0);
           break;
         }
         case Kind::kMemory:
           break;
         case Kind::kAttention: {
-          // flash / efficient: (q, k, v, dropout_p, is_causal); the public op: (q, k, v,
-          // attn_mask, dropout_p, is_causal).
-          const bool pub = BaseOpName(n.target()) == "scaled_dot_product_attention";
-          flops = AttentionFlops(g, n, 0, BoolArg(n, pub ? 5 : 4, "is_causal"));
+          const std::string base = BaseOpName(n.target());
+          flops = AttentionFlops(g, n, 0, BoolArg(n, CausalIndex(base, n), "is_causal"));
           break;
         }
-        case Kind::kAttentionBackward:
-          // (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
-          //  dropout_p, is_causal, ...).
-          flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, 11, "is_causal"));
+        case Kind::kAttentionBackward: {
+          // (grad_out, query, key, ...).
+          const std::string base = BaseOpName(n.target());
+          flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, CausalIndex(base, n), "is_causal"));
           break;
+        }
         default:
           flops = PerElementFlops(*kind) * elements;
           break;
@@ -473,11 +525,19 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
       ++r.fallback;
       ++r.fallback_ops[op_key];
     }
-    std::string dtype = !out.empty() ? out[0].dtype : "float32";
-    if (out.empty() && !n.inputs().empty()) {
-      std::vector<TensorType> first = StatedTypes(g.node(n.inputs()[0]));
-      if (!first.empty()) dtype = first[0].dtype;
-    }
+    // The peak is the result's dtype's: its first defined element's, else the first input's.
+    std::string dtype;
+    auto first_defined = [&dtype](const std::vector<TensorType>& types) {
+      for (const TensorType& t : types) {
+        if (t.dtype != "none" && !t.dtype.empty()) {
+          dtype = t.dtype;
+          return;
+        }
+      }
+    };
+    first_defined(out);
+    if (dtype.empty() && !n.inputs().empty()) first_defined(StatedTypes(g.node(n.inputs()[0])));
+    if (dtype.empty()) dtype = "float32";
     const double time = model.KernelTime(flops, bytes, dtype);
     if (!std::isfinite(time)) {
       return error(n, absl::StrCat("its estimated device time is not finite (", flops, " FLOPs, ",
@@ -490,6 +550,10 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     }
     r.total_device_time += time;
     ++r.device_times_filled;
+  }
+  if (!std::isfinite(r.total_device_time)) {
+    return absl::InvalidArgumentError(
+        "annotate: the sum of device_time over the graph would not be finite");
   }
   for (const Update& u : updates) {
     NodeMeta& meta = g.mutable_node(u.id).mutable_meta();

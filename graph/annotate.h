@@ -41,8 +41,8 @@ struct AnnotateReport {
   // class from meta.module ("call_module" when it is absent). Sorted by name.
   std::map<std::string, int64_t> fallback_ops;
   int64_t kept = 0;  // call nodes whose device_time was present and kept
-  // Call nodes (views and getitem aside) whose own result has no stated type: their bytes
-  // count their inputs only.
+  // Call nodes with a typed input but no stated result type (not views): their bytes count
+  // their inputs only. Python values (sizes and arithmetic on them) count in neither.
   int64_t untyped = 0;
   double total_device_time = 0;  // seconds, over every call node after annotating
 };
@@ -53,7 +53,8 @@ struct AnnotateReport {
 std::string BaseOpName(absl::string_view target);
 
 // Annotates `g` in place as above. Only call_function, call_method and call_module nodes
-// get a device_time; every node with a stated type but no tensor_size gets one. Never
+// get a device_time; every node but the output with a stated type and no tensor_size gets
+// one. Never
 // fails on an op it does not know (that is the fallback); InvalidArgument when the device
 // figures are not positive, or naming the node whose stated shape takes more than 2^63
 // bytes, pushes the graph's total tensor_size past 64 bits, or gives a non-finite time

@@ -63,6 +63,7 @@ TEST(AnnotateTest, BaseOpNames) {
   EXPECT_EQ(BaseOpName("operator.getitem"), "getitem");
   EXPECT_EQ(BaseOpName("view"), "view");
   EXPECT_EQ(BaseOpName("torch.nn.modules.linear.Linear"), "Linear");
+  EXPECT_EQ(BaseOpName("torch.ops.aten.mm.default"), "mm");
 }
 
 TEST(AnnotateTest, FormulasOnHandCheckedNodes) {
@@ -103,6 +104,68 @@ TEST(AnnotateTest, FormulasOnHandCheckedNodes) {
   EXPECT_EQ(r->by_formula, 5);
   EXPECT_EQ(r->untyped, 0);
   EXPECT_THAT(FormatAnnotateReport(*r), HasSubstr("aten.mystery_op.default: 1"));
+}
+
+// The formulas that read particular arguments: attention's is_causal (by each schema's
+// position or by keyword), addmm's mat1, F.embedding's indices (first, unlike aten's), a
+// transposed convolution's backward, and the peak of a 16-bit tuple whose first element is
+// undefined.
+constexpr char kArgs[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+  {"name": "q", "op": "placeholder", "target": "q", "args": [], "meta": {"shape": [2, 4, 64, 32], "dtype": "bfloat16"}},
+  {"name": "k", "op": "placeholder", "target": "k", "args": [], "meta": {"shape": [2, 4, 128, 32], "dtype": "bfloat16"}},
+  {"name": "flash", "op": "call_function", "target": "aten._scaled_dot_product_flash_attention.default",
+   "args": ["%q", "%k", "%k", 0.0, true],
+   "meta": {"shapes": [[2, 4, 64, 32], [2, 4, 64]], "dtypes": ["bfloat16", "float32"]}},
+  {"name": "eff", "op": "call_function", "target": "aten._scaled_dot_product_efficient_attention.default",
+   "args": ["%q", "%k", "%k", null, true, 0.0, false],
+   "meta": {"shapes": [[2, 4, 64, 32], [2, 4, 64]], "dtypes": ["bfloat16", "float32"]}},
+  {"name": "sdpa", "op": "call_function", "target": "torch.nn.functional.scaled_dot_product_attention",
+   "args": ["%q", "%k", "%k"], "kwargs": {"is_causal": true},
+   "meta": {"shape": [2, 4, 64, 32], "dtype": "bfloat16"}},
+  {"name": "b", "op": "placeholder", "target": "b", "args": [], "meta": {"shape": [16], "dtype": "float32"}},
+  {"name": "m1", "op": "placeholder", "target": "m1", "args": [], "meta": {"shape": [8, 1000], "dtype": "float32"}},
+  {"name": "m2", "op": "placeholder", "target": "m2", "args": [], "meta": {"shape": [1000, 16], "dtype": "float32"}},
+  {"name": "addmm", "op": "call_function", "target": "torch.ops.aten.addmm.default", "args": ["%b", "%m1", "%m2"],
+   "meta": {"shape": [8, 16], "dtype": "float32"}},
+  {"name": "ids", "op": "placeholder", "target": "ids", "args": [], "meta": {"shape": [2, 3], "dtype": "int64"}},
+  {"name": "table", "op": "placeholder", "target": "table", "args": [], "meta": {"shape": [50000, 8], "dtype": "float32"}},
+  {"name": "emb", "op": "call_function", "target": "torch.nn.functional.embedding", "args": ["%ids", "%table"],
+   "meta": {"shape": [2, 3, 8], "dtype": "float32"}},
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 8, 4, 4], "dtype": "bfloat16"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [8, 2, 3, 3], "dtype": "bfloat16"}},
+  {"name": "gy", "op": "placeholder", "target": "gy", "args": [], "meta": {"shape": [1, 2, 8, 8], "dtype": "bfloat16"}},
+  {"name": "convtb", "op": "call_function", "target": "aten.convolution_backward.default",
+   "args": ["%gy", "%x", "%w", [2], [2, 2], [1, 1], [1, 1], true, [1, 1], 1, [false, true, false]],
+   "meta": {"shapes": [null, [8, 2, 3, 3], null], "dtypes": [null, "bfloat16", null]}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%flash", "%eff", "%sdpa", "%addmm", "%emb", "%convtb"]]}
+]})";
+
+TEST(AnnotateTest, FormulasReadTheRightArguments) {
+  absl::StatusOr<Graph> g = ReadGraphJson(kArgs);
+  ASSERT_TRUE(g.ok()) << g.status();
+  AnnotateOptions o = Simple();
+  o.device.peak_flops_16bit = 2e12;  // tells the 16-bit peak from the 32-bit one
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->fallback, 0) << FormatAnnotateReport(*r);
+  auto roofline16 = [](double flops, double bytes) { return std::max(flops / 2e12, bytes / 1e9); };
+  // Attention: 4 x q elements x Sk, causal halves it. q and k: 16 Ki and 32 Ki bf16 elements.
+  const double qn = 2 * 4 * 64 * 32, kn = 2 * 4 * 128 * 32;
+  const double attn_bytes = (qn + kn) * 2 + qn * 2 + 2 * 4 * 64 * 4;  // k and v are one node
+  EXPECT_DOUBLE_EQ(N(*g, "flash").meta().device_time, roofline16(4 * qn * 128 / 2, attn_bytes));
+  // The 2.2 efficient schema: compute_log_sumexp (true) at 4 is not is_causal (false at 6).
+  EXPECT_DOUBLE_EQ(N(*g, "eff").meta().device_time, roofline16(4 * qn * 128, attn_bytes));
+  EXPECT_DOUBLE_EQ(N(*g, "sdpa").meta().device_time,
+                   roofline16(4 * qn * 128 / 2, (qn + kn) * 2 + qn * 2));
+  // addmm: K from mat1 (1000), not from the bias.
+  EXPECT_DOUBLE_EQ(N(*g, "addmm").meta().device_time,
+                   Roofline(2.0 * 8 * 16 * 1000, (16 + 8000 + 16000 + 128) * 4.0));
+  // F.embedding(input, weight): the indices and the rows, not the 1.6 MB table.
+  EXPECT_DOUBLE_EQ(N(*g, "emb").meta().device_time, Roofline(0, 6 * 8.0 + 2 * 48 * 4.0));
+  // A transposed convolution's weight gradient: the input's elements x (2 x 3 x 3) each,
+  // at the bf16 peak (the result's first element is undefined; its second is bf16).
+  EXPECT_DOUBLE_EQ(N(*g, "convtb").meta().device_time,
+                   roofline16(2.0 * 128 * 18, (128 + 144 + 128 + 144) * 2.0));
 }
 
 TEST(AnnotateTest, OverwriteReplacesGivenFigures) {
