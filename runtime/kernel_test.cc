@@ -260,6 +260,12 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
         {F(img), F(kern), F(cb), C(Ints({2, 1})), C(Ints({1, 1})), C(Ints({1, 2})),
          C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(2))},
         {ref::Convolution(img, kern, &cb, {2, 1}, {1, 1}, {1, 2}, 2)});
+  // Depthwise (groups = channels, as mobilenet_v2's 3 x 3 layers), without a bias.
+  const RefTensor dw = Rand({4, 1, 3, 3});
+  Check("aten.convolution.default",
+        {F(img), F(dw), C(Value()), C(Ints({2, 2})), C(Ints({1, 1})), C(Ints({1, 1})),
+         C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(4))},
+        {ref::Convolution(img, dw, nullptr, {2, 2}, {1, 1}, {1, 1}, 4)});
   const RefTensor bw = Rand({4}), bb = Rand({4});
   {
     std::vector<RefTensor> r = ref::NativeBatchNorm(img, &bw, &bb, true, 1e-5);
@@ -533,7 +539,8 @@ TEST(KernelTest, ConvolutionAndPoolingBackwardsMatchFiniteDifferences) {
     int64_t groups;
   };
   for (const Geometry& geo :
-       {Geometry{{1, 1}, {0, 0}, {1, 1}, 1}, Geometry{{2, 1}, {1, 2}, {1, 2}, 2}}) {
+       {Geometry{{1, 1}, {0, 0}, {1, 1}, 1}, Geometry{{2, 1}, {1, 2}, {1, 2}, 2},
+        Geometry{{2, 2}, {1, 1}, {1, 1}, 4}}) {  // the last depthwise
     auto conv_args = [&](const std::vector<RefTensor>& x) {
       return std::vector<In>{F(x[0]),
                              F(x[1]),
