@@ -568,7 +568,14 @@ TEST(CliTest, AnnotateFillsMissingTimesAndReportsTheFallback) {
   Result piped = Overlap({"annotate", path, "-o", "-"});
   ASSERT_EQ(piped.code, kExitOk) << piped.err;
   EXPECT_THAT(piped.err, HasSubstr("by formula"));
-  EXPECT_EQ(Overlap({"schedule", out}).code, kExitOk);
+  // schedule and simulate say when times are missing, and only then.
+  Result before = Overlap({"schedule", path});
+  ASSERT_EQ(before.code, kExitOk) << before.err;
+  EXPECT_THAT(before.err, HasSubstr("2 of 3 compute nodes have no device_time"));
+  Result after = Overlap({"schedule", out});
+  ASSERT_EQ(after.code, kExitOk) << after.err;
+  EXPECT_THAT(after.err, Not(HasSubstr("device_time")));
+  EXPECT_THAT(Overlap({"simulate", path}).err, HasSubstr("overlap annotate"));
 }
 
 // `gen --preset tiny --backward` and `--loss`, as docs/ops.md describes them.

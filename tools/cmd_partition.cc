@@ -86,6 +86,7 @@ int Run(Invocation& in) {
   if (!g.ok()) return in.BadInput(g.status());
   std::optional<CapChoice> choice;
   if (auto_cap) {
+    NoteMissingDeviceTimes(in, *g);  // the cap's model overlaps the allreduces with them
     absl::StatusOr<CapChoice> c =
         ChooseBucketCap(*g, bo.mode, comm, first.value_or(kDefaultFirstBucketCapBytes));
     if (!c.ok()) return in.BadInput(c.status());

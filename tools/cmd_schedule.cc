@@ -96,6 +96,7 @@ int Run(Invocation& in) {
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
+  NoteMissingDeviceTimes(in, *g);
   bool inserted_here = false;
   if (!HasZero3Ops(*g)) {
     const GraphKind kind = in.Switch("backward") ? GraphKind::kBackward : GraphKind::kForward;

@@ -26,6 +26,7 @@ int Run(Invocation& in) {
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
+  NoteMissingDeviceTimes(in, *g);
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
   if (!budget.ok()) return in.BadInput(budget.status());
   absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);

@@ -8,7 +8,8 @@
 #     inspect`'s for every file;
 #   - `overlap inspect --shapes` reads and verifies each file, and each node with a shape
 #     rule (docs/ops.md) states what its rule gives;
-#   - module-style graphs: `overlap partition` in both modes (default and reference);
+#   - module-style graphs: `overlap partition` in both modes (default and reference); the
+#     ViTs, which have none, in the default mode on the AOT forward;
 #   - `overlap annotate` gives every file the cost model's device times, with a formula
 #     for every op (none takes the fallback);
 #   - AOT pairs, annotated: `overlap schedule` by every scheduler, forward and backward
@@ -100,6 +101,13 @@ for m in "${models[@]}"; do
       "$overlap" partition "$out/$name.json" --mode "$mode" >/dev/null ||
         fail "$name: partition --mode $mode"
     done
+  else
+    # No module-style graph: the default mode buckets the AOT forward's lifted parameters
+    # (PyTorch's reference mode sees only module-owned ones, so it has none to bucket).
+    buckets=$("$overlap" partition "$out/$name.forward.json" --mode default) ||
+      fail "$name: partition --mode default on the AOT forward"
+    grep -q "^[1-9][0-9]* buckets" <<<"$buckets" ||
+      fail "$name: no DDP buckets on the AOT forward: $buckets"
   fi
   # Exported graphs have no device times: `annotate` gives them the cost model's, and every
   # op these models use has a formula (docs/cost-model.md), so none takes the fallback.

@@ -1,8 +1,10 @@
 #include "tools/shared_flags.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
 #include "graph/errors.h"
@@ -143,6 +145,25 @@ std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes) {
   absl::StrAppend(&out, peak_memory_bytes <= *b.budget_bytes ? ": the peak fits\n"
                                                              : ": the peak does NOT fit\n");
   return out;
+}
+
+void NoteMissingDeviceTimes(const Invocation& in, const Graph& g) {
+  int64_t calls = 0, missing = 0;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kCallFunction && n.op() != Op::kCallMethod && n.op() != Op::kCallModule) {
+      continue;
+    }
+    if (absl::StartsWith(n.target(), "dc.")) continue;  // ZeRO-3's ops take no compute time
+    ++calls;
+    missing += !n.meta().has_device_time;
+  }
+  if (missing == 0) return;
+  std::fprintf(in.err(),
+               "overlap: note: %lld of %lld compute nodes have no device_time and count as 0 "
+               "(graphs exported from PyTorch have none): `overlap annotate FILE -o OUT` "
+               "estimates them (docs/cost-model.md)\n",
+               static_cast<long long>(missing), static_cast<long long>(calls));
 }
 
 absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }

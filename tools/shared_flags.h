@@ -84,6 +84,12 @@ absl::Status WriteGraphFile(const Invocation& in, const std::string& path, const
 // $OVERLAP_WORKER_BINARY when set, else this process's own (/proc/self/exe).
 std::string WorkerExecutable();
 
+// Writes a note to stderr when call nodes of `g` (ZeRO-3's dc.* ops aside) have no
+// device_time: they count as 0, so simulated times are communication alone there (graphs
+// exported from PyTorch have none); `overlap annotate` estimates them. Nothing otherwise.
+// O(N).
+void NoteMissingDeviceTimes(const Invocation& in, const Graph& g);
+
 // Verify(g) after the CLI changed a graph, naming the step when it fails (an internal error:
 // every pass must leave a valid graph).
 absl::Status CheckAfter(const Graph& g, absl::string_view step);
