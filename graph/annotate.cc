@@ -342,6 +342,142 @@ double ConvK(const TensorType& w) {
   return Numel(w) / static_cast<double>(w.shape[0]);
 }
 
+// One call node's roofline inputs, and how they were found.
+struct Estimate {
+  double flops = 0;
+  double bytes = 0;
+  std::string dtype;     // the result's: its first defined element's, else the first input's
+  bool formula = false;  // false: the memory-only fallback
+  std::string op_key;    // what the fallback counts it as
+  bool untyped = false;  // a tensor op without a stated result (its bytes are inputs only)
+};
+
+Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorType>& out) {
+  Estimate e;
+  std::optional<Kind> kind;
+  std::string base;
+  if (n.op() == Op::kCallModule) {
+    const std::string cls = ModuleClass(n);
+    e.op_key = cls.empty() ? "call_module" : cls;
+    base = BaseOpName(cls);
+    auto it = ModuleKinds().find(base);
+    if (!cls.empty() && it != ModuleKinds().end()) kind = it->second;
+  } else {
+    e.op_key = n.target();
+    base = BaseOpName(n.target());
+    auto it = OpKinds().find(base);
+    if (it != OpKinds().end()) kind = it->second;
+  }
+  if (IsView(n)) kind = Kind::kFree;
+
+  Totals outs = Sum(out);
+  Totals ins;
+  // A free op moves nothing: its inputs are not read (a getitem of a k-tuple would read
+  // the k shapes each time).
+  const bool free = kind.has_value() && *kind == Kind::kFree;
+  for (NodeId in : free ? NodeList() : n.inputs()) {
+    Totals t = Sum(StatedTypes(g.node(in)));
+    ins.bytes += t.bytes;
+    ins.numel += t.numel;
+    ins.max_numel = std::max(ins.max_numel, t.max_numel);
+  }
+  if (n.op() == Op::kCallModule) {
+    for (int i : g.ParamsOwnedBy(n.target())) ins.bytes += g.params()[i].bytes;
+  }
+  // Python values (x.shape, its items, arithmetic on them) have no types on either side and
+  // need none.
+  e.untyped = out.empty() && !free && ins.numel > 0;
+  e.bytes = ins.bytes + outs.bytes;
+  e.formula = kind.has_value();
+  const double elements = std::max(ins.max_numel, outs.max_numel);
+  switch (kind.value_or(Kind::kMemory)) {
+    case Kind::kFree:
+      e.bytes = 0;
+      break;
+    case Kind::kMatmul: {
+      double k = 0;
+      if (n.op() == Op::kCallModule) {
+        std::optional<TensorType> w = ModuleWeight(g, n);
+        if (w && w->shape.size() == 2) k = static_cast<double>(w->shape[1]);
+      } else {
+        std::optional<TensorType> x;
+        if (base == "addmm" || base == "baddbmm") {
+          x = ArgType(g, n, 1, base == "addmm" ? "mat1" : "batch1");
+        } else {
+          x = ArgType(g, n, 0, "input");
+          if (!x) x = ArgType(g, n, 0, "self");
+        }
+        if (x && !x->shape.empty()) k = static_cast<double>(x->shape.back());
+      }
+      e.flops = 2 * outs.numel * k;
+      break;
+    }
+    case Kind::kConv: {
+      std::optional<TensorType> w =
+          n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1, "weight");
+      // A transposed convolution's weight is [in, out / groups, ...]: its MACs follow the
+      // input's elements.
+      const bool transposed = n.op() == Op::kCallFunction && BoolArg(n, 6, "transposed");
+      std::optional<TensorType> x = ArgType(g, n, 0, "input");
+      const double per = transposed && x ? Numel(*x) : outs.numel;
+      if (w) e.flops = 2 * per * ConvK(*w);
+      break;
+    }
+    case Kind::kConvBackward: {
+      // Per gradient, the forward's MACs: grad_output's elements (the input's for a
+      // transposed convolution, whose weight is [in, out / groups, ...]) x ConvK.
+      std::optional<TensorType> per =
+          BoolArg(n, 7, "transposed") ? ArgType(g, n, 1, "input") : ArgType(g, n, 0, "grad_output");
+      std::optional<TensorType> w = ArgType(g, n, 2, "weight");
+      int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
+      const Value* mask_v = Arg(n, 10, "output_mask");
+      if (mask_v != nullptr && mask_v->kind() == Value::Kind::kList) {
+        gradients = 0;
+        const std::vector<Value>& mask = mask_v->items();
+        for (size_t i = 0; i < mask.size() && i < 2; ++i) {
+          if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
+        }
+      }
+      if (per && w) e.flops = 2.0 * gradients * Numel(*per) * ConvK(*w);
+      break;
+    }
+    case Kind::kEmbedding: {
+      // The indices and the rows read (as large as the result), and the result written.
+      // aten.embedding / torch.embedding take (weight, indices); F.embedding and the module
+      // (input, weight).
+      const bool input_first =
+          n.op() == Op::kCallModule || absl::StartsWith(n.target(), "torch.nn.functional.");
+      std::optional<TensorType> idx =
+          input_first ? ArgType(g, n, 0, "input") : ArgType(g, n, 1, "indices");
+      e.bytes = 2 * outs.bytes + (idx ? Sum({*idx}).bytes : 0);
+      break;
+    }
+    case Kind::kMemory:  // and the fallback: bytes alone
+      break;
+    case Kind::kAttention:
+      e.flops = AttentionFlops(g, n, 0, BoolArg(n, CausalIndex(base, n), "is_causal"));
+      break;
+    case Kind::kAttentionBackward:  // (grad_out, query, key, ...)
+      e.flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, CausalIndex(base, n), "is_causal"));
+      break;
+    default:
+      e.flops = PerElementFlops(*kind) * elements;
+      break;
+  }
+  auto first_defined = [&e](const std::vector<TensorType>& types) {
+    for (const TensorType& t : types) {
+      if (t.dtype != "none" && !t.dtype.empty()) {
+        e.dtype = t.dtype;
+        return;
+      }
+    }
+  };
+  first_defined(out);
+  if (e.dtype.empty() && !n.inputs().empty()) first_defined(StatedTypes(g.node(n.inputs()[0])));
+  if (e.dtype.empty()) e.dtype = "float32";
+  return e;
+}
+
 }  // namespace
 
 std::string BaseOpName(absl::string_view target) {
@@ -395,161 +531,30 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     if (__builtin_add_overflow(tensor_total, size, &tensor_total)) {
       return error(n, "the sum of tensor_size over the graph would overflow 64 bits");
     }
-    if (u.tensor_size.has_value()) updates.push_back(u);
     const bool call =
         n.op() == Op::kCallFunction || n.op() == Op::kCallMethod || n.op() == Op::kCallModule;
-    if (!call) continue;
-    if (meta.has_device_time && !options.overwrite) {
+    if (call && meta.has_device_time && !options.overwrite) {
       ++r.kept;
       r.total_device_time += meta.device_time;
-      continue;
-    }
-    std::optional<Kind> kind;
-    std::string op_key;
-    if (n.op() == Op::kCallModule) {
-      const std::string cls = ModuleClass(n);
-      op_key = cls.empty() ? "call_module" : cls;
-      auto it = ModuleKinds().find(BaseOpName(cls));
-      if (!cls.empty() && it != ModuleKinds().end()) kind = it->second;
-    } else {
-      op_key = n.target();
-      auto it = OpKinds().find(BaseOpName(n.target()));
-      if (it != OpKinds().end()) kind = it->second;
-    }
-    if (IsView(n)) kind = Kind::kFree;
-
-    Totals outs = Sum(out);
-    Totals ins;
-    // A free op moves nothing: its inputs are not read (a getitem of a k-tuple would read
-    // the k shapes each time).
-    const bool free = kind.has_value() && *kind == Kind::kFree;
-    for (NodeId in : free ? NodeList() : n.inputs()) {
-      Totals t = Sum(StatedTypes(g.node(in)));
-      ins.bytes += t.bytes;
-      ins.numel += t.numel;
-      ins.max_numel = std::max(ins.max_numel, t.max_numel);
-    }
-    if (n.op() == Op::kCallModule) {
-      for (int i : g.ParamsOwnedBy(n.target())) ins.bytes += g.params()[i].bytes;
-    }
-    // A tensor op without a stated result; Python values (x.shape, its items, arithmetic on
-    // them) have no types on either side and need none.
-    if (out.empty() && !free && ins.numel > 0) ++r.untyped;
-    double bytes = ins.bytes + outs.bytes;
-    double flops = 0;
-    const double elements = std::max(ins.max_numel, outs.max_numel);
-    if (kind.has_value()) {
-      switch (*kind) {
-        case Kind::kFree:
-          bytes = 0;
-          break;
-        case Kind::kMatmul: {
-          double k = 0;
-          if (n.op() == Op::kCallModule) {
-            std::optional<TensorType> w = ModuleWeight(g, n);
-            if (w && w->shape.size() == 2) k = static_cast<double>(w->shape[1]);
-          } else {
-            const std::string base = BaseOpName(n.target());
-            std::optional<TensorType> x;
-            if (base == "addmm" || base == "baddbmm") {
-              x = ArgType(g, n, 1, base == "addmm" ? "mat1" : "batch1");
-            } else {
-              x = ArgType(g, n, 0, "input");
-              if (!x) x = ArgType(g, n, 0, "self");
-            }
-            if (x && !x->shape.empty()) k = static_cast<double>(x->shape.back());
-          }
-          flops = 2 * outs.numel * k;
-          break;
-        }
-        case Kind::kConv: {
-          std::optional<TensorType> w =
-              n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1, "weight");
-          // A transposed convolution's weight is [in, out / groups, ...]: its MACs follow
-          // the input's elements.
-          const bool transposed = n.op() == Op::kCallFunction && BoolArg(n, 6, "transposed");
-          std::optional<TensorType> x = ArgType(g, n, 0, "input");
-          const double per = transposed && x ? Numel(*x) : outs.numel;
-          if (w) flops = 2 * per * ConvK(*w);
-          break;
-        }
-        case Kind::kConvBackward: {
-          // Per gradient, the forward's MACs: grad_output's elements (the input's for a
-          // transposed convolution, whose weight is [in, out / groups, ...]) x ConvK.
-          std::optional<TensorType> per = BoolArg(n, 7, "transposed")
-                                              ? ArgType(g, n, 1, "input")
-                                              : ArgType(g, n, 0, "grad_output");
-          std::optional<TensorType> w = ArgType(g, n, 2, "weight");
-          int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
-          const Value* mask_v = Arg(n, 10, "output_mask");
-          if (mask_v != nullptr && mask_v->kind() == Value::Kind::kList) {
-            gradients = 0;
-            const std::vector<Value>& mask = mask_v->items();
-            for (size_t i = 0; i < mask.size() && i < 2; ++i) {
-              if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
-            }
-          }
-          if (per && w) flops = 2.0 * gradients * Numel(*per) * ConvK(*w);
-          break;
-        }
-        case Kind::kEmbedding: {
-          // The indices and the rows read (as large as the result), and the result written.
-          // aten.embedding / torch.embedding take (weight, indices); F.embedding and the
-          // module (input, weight).
-          const bool input_first =
-              n.op() == Op::kCallModule || absl::StartsWith(n.target(), "torch.nn.functional.");
-          std::optional<TensorType> idx =
-              input_first ? ArgType(g, n, 0, "input") : ArgType(g, n, 1, "indices");
-          bytes = 2 * outs.bytes + (idx ? Sum({*idx}).bytes : 0);
-          break;
-        }
-        case Kind::kMemory:
-          break;
-        case Kind::kAttention: {
-          const std::string base = BaseOpName(n.target());
-          flops = AttentionFlops(g, n, 0, BoolArg(n, CausalIndex(base, n), "is_causal"));
-          break;
-        }
-        case Kind::kAttentionBackward: {
-          // (grad_out, query, key, ...).
-          const std::string base = BaseOpName(n.target());
-          flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, CausalIndex(base, n), "is_causal"));
-          break;
-        }
-        default:
-          flops = PerElementFlops(*kind) * elements;
-          break;
+    } else if (call) {
+      const Estimate e = EstimateCost(g, n, out);
+      const double time = model.KernelTime(e.flops, e.bytes, e.dtype);
+      if (!std::isfinite(time)) {
+        return error(n, absl::StrCat("its estimated device time is not finite (", e.flops,
+                                     " FLOPs, ", e.bytes, " bytes)"));
       }
-      ++r.by_formula;
-    } else {
-      ++r.fallback;
-      ++r.fallback_ops[op_key];
-    }
-    // The peak is the result's dtype's: its first defined element's, else the first input's.
-    std::string dtype;
-    auto first_defined = [&dtype](const std::vector<TensorType>& types) {
-      for (const TensorType& t : types) {
-        if (t.dtype != "none" && !t.dtype.empty()) {
-          dtype = t.dtype;
-          return;
-        }
+      u.device_time = time;
+      r.total_device_time += time;
+      ++r.device_times_filled;
+      r.untyped += e.untyped;
+      if (e.formula) {
+        ++r.by_formula;
+      } else {
+        ++r.fallback;
+        ++r.fallback_ops[e.op_key];
       }
-    };
-    first_defined(out);
-    if (dtype.empty() && !n.inputs().empty()) first_defined(StatedTypes(g.node(n.inputs()[0])));
-    if (dtype.empty()) dtype = "float32";
-    const double time = model.KernelTime(flops, bytes, dtype);
-    if (!std::isfinite(time)) {
-      return error(n, absl::StrCat("its estimated device time is not finite (", flops, " FLOPs, ",
-                                   bytes, " bytes)"));
     }
-    if (!updates.empty() && updates.back().id == id) {
-      updates.back().device_time = time;
-    } else {
-      updates.push_back(Update{id, std::nullopt, time});
-    }
-    r.total_device_time += time;
-    ++r.device_times_filled;
+    if (u.tensor_size.has_value() || u.device_time.has_value()) updates.push_back(u);
   }
   if (!std::isfinite(r.total_device_time)) {
     return absl::InvalidArgumentError(
