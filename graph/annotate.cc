@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "graph/shape_rules.h"
+#include "graph/text.h"
 
 namespace overlap {
 namespace {
@@ -518,6 +519,12 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     const Node& n = g.node(id);
     const std::vector<TensorType> out = StatedTypes(n);
     const NodeMeta& meta = n.meta();
+    for (const TensorType& t : out) {
+      if (!t.dtype.empty() && t.dtype != "none" && !KnownDtypeBytes(t.dtype).has_value()) {
+        return error(n, absl::StrCat("unknown dtype \"", Printable(t.dtype),
+                                     "\" (docs/format.md lists the dtypes)"));
+      }
+    }
     Update u{id, std::nullopt, std::nullopt};
     if (!out.empty() && n.op() != Op::kOutput && (!meta.has_tensor_size || options.overwrite)) {
       const double size = Sum(out).bytes;

@@ -7,23 +7,81 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 
 namespace overlap {
 
-int64_t DtypeBytes(absl::string_view dtype) {
-  if (dtype == "float32" || dtype == "int32" || dtype == "float") return 4;
-  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16" || dtype == "half") return 2;
-  if (dtype == "float64" || dtype == "int64" || dtype == "double" || dtype == "long") return 8;
-  if (dtype == "int8" || dtype == "uint8" || dtype == "bool" || dtype == "float8_e4m3fn" ||
-      dtype == "float8_e5m2") {
-    return 1;
-  }
-  return 4;
+std::optional<int64_t> KnownDtypeBytes(absl::string_view dtype) {
+  static const auto* const kSizes = new absl::flat_hash_map<absl::string_view, int64_t>{
+      {"float64", 8},
+      {"double", 8},
+      {"float32", 4},
+      {"float", 4},
+      {"float16", 2},
+      {"half", 2},
+      {"bfloat16", 2},
+      {"complex32", 4},
+      {"chalf", 4},
+      {"complex64", 8},
+      {"cfloat", 8},
+      {"complex128", 16},
+      {"cdouble", 16},
+      {"uint8", 1},
+      {"int8", 1},
+      {"int16", 2},
+      {"short", 2},
+      {"int32", 4},
+      {"int", 4},
+      {"int64", 8},
+      {"long", 8},
+      {"uint16", 2},
+      {"uint32", 4},
+      {"uint64", 8},
+      {"bool", 1},
+      {"qint8", 1},
+      {"quint8", 1},
+      {"qint32", 4},
+      {"quint4x2", 1},
+      {"quint2x4", 1},
+      {"float8_e4m3fn", 1},
+      {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1},
+      {"float8_e5m2fnuz", 1},
+      {"float8_e8m0fnu", 1},
+      {"float4_e2m1fn_x2", 1},
+      {"bits8", 1},
+      {"bits16", 2},
+      {"bits1x8", 1},
+      {"bits2x4", 1},
+      {"bits4x2", 1},
+      {"int1", 1},
+      {"int2", 1},
+      {"int3", 1},
+      {"int4", 1},
+      {"int5", 1},
+      {"int6", 1},
+      {"int7", 1},
+      {"uint1", 1},
+      {"uint2", 1},
+      {"uint3", 1},
+      {"uint4", 1},
+      {"uint5", 1},
+      {"uint6", 1},
+      {"uint7", 1},
+  };
+  absl::string_view name = dtype;
+  absl::ConsumePrefix(&name, "torch.");
+  auto it = kSizes->find(name);
+  if (it == kSizes->end()) return std::nullopt;
+  return it->second;
 }
+
+int64_t DtypeBytes(absl::string_view dtype) { return KnownDtypeBytes(dtype).value_or(4); }
 
 double CostModel::KernelTime(double flops, double bytes, absl::string_view dtype) const {
   const double peak = DtypeBytes(dtype) <= 2 ? spec_.peak_flops_16bit : spec_.peak_flops_32bit;

@@ -12,6 +12,7 @@
 #define OVERLAP_GRAPH_COST_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,12 @@ struct DeviceSpec {
 
 // Bytes per element of a dtype name ("float32", "bfloat16", "int64", ...); 4 if unknown.
 int64_t DtypeBytes(absl::string_view dtype);
+
+// Bytes per element of every dtype PyTorch names (torch.<name>, its element_size()): the
+// floats and their aliases, float8 / float4 variants, complex32 / complex64 / complex128
+// (4 / 8 / 16), every signed and unsigned integer, bool, the quantized qint8, quint8,
+// qint32, quint4x2, quint2x4 and the bits types; nullopt for any other name. O(1).
+std::optional<int64_t> KnownDtypeBytes(absl::string_view dtype);
 
 class CostModel {
  public:

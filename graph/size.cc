@@ -12,18 +12,33 @@ namespace overlap {
 
 absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
   absl::string_view s = absl::StripAsciiWhitespace(text);
-  size_t digits = 0;
-  while (digits < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[digits]))) {
-    ++digits;
-  }
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid size \"", Printable(text), "\": ", why));
   };
-  if (digits == 0) return bad("expected a non-negative integer with an optional unit");
+  size_t digits = 0;
+  while (digits < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[digits]))) {
+    ++digits;
+  }
+  if (digits == 0) return bad("expected a non-negative number with an optional unit");
   uint64_t value;
   if (!absl::SimpleAtoi(s.substr(0, digits), &value)) return bad("number too large");
-  absl::string_view unit = absl::StripAsciiWhitespace(s.substr(digits));
+  // A fraction, as FormatBytes prints sizes ("195.1 KiB"): up to 9 digits.
+  uint64_t fraction = 0, scale = 1;
+  size_t end = digits;
+  if (end < s.size() && s[end] == '.') {
+    ++end;
+    const size_t first = end;
+    while (end < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[end]))) {
+      if (end - first < 9) {
+        fraction = fraction * 10 + static_cast<uint64_t>(s[end] - '0');
+        scale *= 10;
+      }
+      ++end;
+    }
+    if (end == first) return bad("expected digits after the decimal point");
+  }
+  absl::string_view unit = absl::StripAsciiWhitespace(s.substr(end));
   struct Unit {
     const char* name;
     uint64_t factor;
@@ -35,21 +50,26 @@ absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
       {"MB", 1000ULL * 1000},
       {"GB", 1000ULL * 1000 * 1000},
       {"TB", 1000ULL * 1000 * 1000 * 1000},
+      {"PB", 1000ULL * 1000 * 1000 * 1000 * 1000},
+      {"EB", 1000ULL * 1000 * 1000 * 1000 * 1000 * 1000},
       {"KiB", 1ULL << 10},
       {"MiB", 1ULL << 20},
       {"GiB", 1ULL << 30},
       {"TiB", 1ULL << 40},
+      {"PiB", 1ULL << 50},
+      {"EiB", 1ULL << 60},
   };
   for (const Unit& u : kUnits) {
-    if (unit == u.name) {
-      uint64_t bytes;
-      if (__builtin_mul_overflow(value, u.factor, &bytes) || bytes > INT64_MAX) {
-        return bad("overflows 64 bits");
-      }
-      return static_cast<int64_t>(bytes);
-    }
+    if (unit != u.name) continue;
+    // Exact: whole part x factor plus the fraction's share, rounded to the nearest byte.
+    const unsigned __int128 part =
+        (static_cast<unsigned __int128>(fraction) * u.factor + scale / 2) / scale;
+    if (fraction > 0 && u.factor == 1) return bad("a number of bytes is whole");
+    const unsigned __int128 bytes = static_cast<unsigned __int128>(value) * u.factor + part;
+    if (bytes > static_cast<unsigned __int128>(INT64_MAX)) return bad("overflows 64 bits");
+    return static_cast<int64_t>(bytes);
   }
-  return bad("unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
+  return bad("unknown unit (use B, KB, MB, GB, TB, PB, EB, KiB, MiB, GiB, TiB, PiB or EiB)");
 }
 
 std::string FormatBytes(int64_t bytes) {

@@ -1,9 +1,11 @@
 // Byte sizes on the command line and in reports.
 //
-// ParseSize accepts an integer with an optional unit, as the interchange format's CLI
-// results define them: KB / MB / GB / TB are powers of 1000, KiB / MiB / GiB / TiB powers
-// of 1024, B or nothing means bytes ("25MiB", "1MB", "1048576"). Negative numbers, unknown
-// units and sizes beyond int64 are errors naming the text.
+// ParseSize accepts a number with an optional unit, as the interchange format's CLI
+// results define them: KB / MB / GB / TB / PB / EB are powers of 1000, KiB / MiB / GiB /
+// TiB / PiB / EiB powers of 1024, B or nothing means bytes ("25MiB", "1MB", "1048576").
+// A decimal fraction is allowed with a unit and rounded to the nearest byte, so that what
+// FormatBytes prints reads back ("195.1 KiB" -> 199782). Negative numbers, fractional
+// bytes, unknown units and sizes beyond int64 are errors naming the text.
 #ifndef OVERLAP_GRAPH_SIZE_H_
 #define OVERLAP_GRAPH_SIZE_H_
 

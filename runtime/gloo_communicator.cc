@@ -128,8 +128,11 @@ class GlooCommunicator : public Communicator {
         auto stream = std::make_unique<Stream>();
         gloo::rendezvous::PrefixStore prefix(absl::StrCat(options_.prefix, "/stream", s), *store_);
         stream->context = std::make_shared<gloo::rendezvous::Context>(options_.rank, options_.size);
-        stream->context->setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+        stream->context->setTimeout(absl::ToChronoMilliseconds(
+            options_.connect_timeout > absl::ZeroDuration() ? options_.connect_timeout
+                                                            : options_.timeout));
         stream->context->connectFullMesh(prefix, device_);
+        stream->context->setTimeout(absl::ToChronoMilliseconds(options_.timeout));
         streams_.push_back(std::move(stream));
       }
     } catch (const std::exception& e) {

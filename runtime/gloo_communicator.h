@@ -45,6 +45,8 @@ struct GlooOptions {
   std::string hostname = "127.0.0.1";
   // Bounds connecting and every collective.
   absl::Duration timeout = absl::Seconds(30);
+  // When > 0, bounds connecting instead (what is left of a job's rendezvous deadline).
+  absl::Duration connect_timeout = absl::ZeroDuration();
   // Communication streams (threads, Gloo contexts).
   int streams = 1;
   // Sum every element in rank order (x_0 + x_1 + ... + x_{P-1}), so results do not depend

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
+#include "graph/output_file.h"
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
@@ -32,8 +33,10 @@
 #include "runtime/cuda/nccl_communicator.h"
 #include "runtime/ddp.h"
 #include "runtime/gloo_communicator.h"
+#include "runtime/replay.h"
 #include "runtime/safetensors.h"
 #include "runtime/synthetic.h"
+#include "runtime/tensor.h"
 #include "runtime/watchdog.h"
 #include "schedule/budget.h"
 #include "schedule/scheduler_registry.h"
@@ -139,7 +142,26 @@ struct Program {
   std::unique_ptr<SyntheticTask> task;
 };
 
-absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world) {
+absl::Status CheckPairMemory(const AotPair& pair, const JobOptions& o, int world, int local_ranks) {
+  if (o.device == ComputeDevice::kCuda) return absl::OkStatus();  // the device's memory, not ours
+  OVERLAP_ASSIGN_OR_RETURN(const RankMemoryEstimate e, EstimateRankMemory(pair, o, world));
+  const int64_t available = AvailableMemoryBytes();
+  const int64_t per_rank = e.total();
+  if (per_rank > 0 && local_ranks > 0 && per_rank > available / local_ranks) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "each rank needs about ", FormatBytes(per_rank), " (graph values at their peak ",
+        FormatBytes(e.graph_peak), ", saved tensors ", FormatBytes(e.saved), ", parameters ",
+        FormatBytes(e.params), ", gradients ", FormatBytes(e.gradients), ", optimizer state ",
+        FormatBytes(e.optimizer), ", communication buffers ", FormatBytes(e.buffers), "); ",
+        local_ranks, " rank(s) on this machine need ", FormatBytes(per_rank * local_ranks),
+        ", more than the ", FormatBytes(available),
+        " available (a smaller preset, batch or --nproc; ZeRO-3 shards the state)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world,
+                                                     int local_ranks) {
   auto p = std::make_unique<Program>();
   if (!o.graph_path.empty()) {
     if (o.backward_graph_path.empty()) {
@@ -147,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     }
     OVERLAP_ASSIGN_OR_RETURN(p->pair.forward, ReadGraphJsonFile(o.graph_path));
     OVERLAP_ASSIGN_OR_RETURN(p->pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
     Program* raw = p.get();
     const uint64_t seed = o.seed;
     p->batch = [raw, seed, rank](int64_t step) -> absl::StatusOr<TensorMap> {
@@ -161,6 +184,7 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     mo.batch = o.batch;
     OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
     OVERLAP_ASSIGN_OR_RETURN(p->pair, BuildAotPair(g));
+    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
     // The global batch: the same model at batch x world rows.
     int64_t rows = 0;
     for (NodeId id : g.order()) {
@@ -249,7 +273,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
 }
 
 // `params` in a safetensors file by parameter name (device tensors copied to the host
-// first), written whole to a temporary and renamed: no partial file.
+// first), through the output writer (graph/output_file.h): no partial file, never a device
+// replaced, a planted link's target replaced whole.
 absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, CudaDevice* device) {
   Allocator host;
   TensorMap on_host;
@@ -263,17 +288,7 @@ absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, C
     on_host[name] = std::move(h);
   }
   if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
-  const std::string bytes = WriteSafetensors(on_host, {{"producer", "overlap run"}});
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f.good()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, WriteSafetensors(on_host, {{"producer", "overlap run"}}));
 }
 
 // ZeRO-3: insertion (unless the graphs have the ops) and the scheduler, on both graphs.
@@ -323,6 +338,10 @@ std::unique_ptr<KernelRegistry> ReplayKernels(double scale) {
     r->Register(target, [real, scale](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
       if (SharesInputStorage(c.node())) return (*real)(c);
       const double t = TimeOf(c.node()) * scale;
+      if (!(t <= kMaxReplayWaitSeconds)) {
+        return c.Error(absl::StrCat("timed replay would wait ", t, " s, more than the bound of ",
+                                    kMaxReplayWaitSeconds, " s a node"));
+      }
       if (t > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::max(t, 1e-3)));
       }
@@ -352,13 +371,67 @@ Graph ReplayTimes(Graph g, double scale) {
   return g;
 }
 
+// The options every rank must share, as text for the fingerprints.
+std::string JobText(const JobOptions& o, int world, bool nccl) {
+  return absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
+                      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+                      " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
+                      " momentum=", o.optimizer.momentum, " wd=", o.optimizer.weight_decay,
+                      " seed=", o.seed, " det=", o.deterministic, " scale=", o.time_scale,
+                      " world=", world, " device=", static_cast<int>(o.device), " nccl=", nccl);
+}
+
 }  // namespace
+
+absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const JobOptions& o,
+                                                      int world) {
+  RankMemoryEstimate e;
+  CollectiveModel one;
+  one.world_size = 1;
+  SimulationOptions so;
+  so.record_trace = false;
+  for (const Graph* g : {&pair.forward, &pair.backward}) {
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim,
+                             Simulator(*g, one).Run(g->OrderVector(), so));
+    e.graph_peak = std::max(e.graph_peak, sim.peak_memory_bytes);
+  }
+  e.saved = pair.saved_bytes;
+  int64_t whole = 0;
+  for (const Param& p : pair.forward.params()) whole += p.bytes;
+  const int64_t moments = o.optimizer.kind == OptimizerKind::kAdamW ? 2
+                          : o.optimizer.momentum > 0                ? 1
+                                                                    : 0;
+  // Moments are float64 beside float32 parameters: twice their bytes each.
+  const int64_t share =
+      o.strategy == Strategy::kZero3 ? (whole + world - 1) / std::max(world, 1) : whole;
+  e.params = share;
+  e.gradients = share;
+  e.optimizer = 2 * moments * share;
+  e.buffers = whole;  // DDP's buckets; ZeRO-3's gathered parameters at most
+  return e;
+}
+
+absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks) {
+  AotPair pair;
+  if (!o.graph_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+  } else {
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    mo.batch = o.batch;
+    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
+    OVERLAP_ASSIGN_OR_RETURN(pair, BuildAotPair(g));
+  }
+  return CheckPairMemory(pair, o, world, local_ranks);
+}
 
 absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo& info,
                                       const std::function<void(const StepReport&)>& on_step) {
   const int rank = info.rank, world = info.world_size;
   JobSummary summary;
-  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, LoadProgram(o, rank, world));
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program,
+                           LoadProgram(o, rank, world, std::max(info.local_world_size, 1)));
 
   // The device, when the forward and backward run on one.
   const bool on_device = o.device != ComputeDevice::kCpu;
@@ -401,9 +474,22 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
     device_kernels = std::make_unique<KernelRegistry>(CudaKernels(*device));
   }
 
-  // Join: the store, the communicator, the watchdog.
+  // Join: the store, the join check, the communicator, the watchdog, all within one
+  // deadline. Every rank publishes its world size and a fingerprint of what it was given
+  // before Gloo connects, so a mismatch is named instead of failing inside Gloo's mesh.
+  const absl::Time join_deadline = absl::Now() + o.timeout;
+  const auto join_left = [&] {
+    return std::max(join_deadline - absl::Now(), absl::Milliseconds(1));
+  };
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
+  {
+    std::string given = JobText(o, world, nccl);
+    absl::StrAppend(&given, "\n", WriteGraphJson(program->pair.forward), "\n",
+                    WriteGraphJson(program->pair.backward));
+    OVERLAP_RETURN_IF_ERROR(CheckJoin(*store, rank, world, Fingerprint(given), join_left()));
+  }
   GlooOptions go;
+  go.connect_timeout = join_left();
   go.rank = rank;
   go.size = world;
   go.store = store;
@@ -472,13 +558,7 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   std::vector<std::string> algorithms = o.compare_algorithms;
   if (algorithms.empty() || o.strategy == Strategy::kDdp) algorithms = {o.algorithm};
   std::vector<AotPair> pairs;
-  std::string text =
-      absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
-                   " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
-                   " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
-                   " momentum=", o.optimizer.momentum, " wd=", o.optimizer.weight_decay,
-                   " seed=", o.seed, " det=", o.deterministic, " scale=", o.time_scale,
-                   " world=", world, " device=", static_cast<int>(o.device), " nccl=", nccl);
+  std::string text = JobText(o, world, nccl);
   int64_t cap = o.bucket_cap_bytes;
   for (const std::string& algorithm : algorithms) {
     AotPair pair = program->pair;
@@ -628,11 +708,15 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       summary.steps.push_back(report);
       if (on_step) on_step(report);
     }
-    // The fastest step after the first (which pays the first touches of every buffer):
-    // timing noise on a shared machine only ever adds.
+    // The median step after the first (which pays the first touches of every buffer): one
+    // noisy step on a shared machine moves it little.
     if (graph_times.size() > 1) graph_times.erase(graph_times.begin());
-    timing.measured_step_s =
-        graph_times.empty() ? 0 : *std::min_element(graph_times.begin(), graph_times.end());
+    if (!graph_times.empty()) {
+      std::sort(graph_times.begin(), graph_times.end());
+      const size_t k = graph_times.size();
+      timing.measured_step_s =
+          k % 2 == 1 ? graph_times[k / 2] : (graph_times[k / 2 - 1] + graph_times[k / 2]) / 2;
+    }
     timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
     summary.simulated_peak_bytes = timing.simulated_peak_bytes;
     // The trained parameters, whole, written by rank 0 (ZeRO-3 gathers its shards: every

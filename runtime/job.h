@@ -137,7 +137,7 @@ struct TraceEvent {
 struct AlgorithmTiming {
   std::string algorithm;
   double predicted_step_s = 0;  // simulated forward + backward under the job's model
-  double measured_step_s = 0;   // forward + backward + drain: the fastest step after the first
+  double measured_step_s = 0;   // forward + backward + drain: the median step after the first
   double hidden = 1;            // measured hidden-communication fraction, all steps
   int64_t peak_bytes = 0, simulated_peak_bytes = 0;
 };
@@ -155,6 +155,26 @@ struct JobSummary {
   CollectiveModel collectives;              // the model used (calibrated or given)
   std::vector<AlgorithmTiming> comparison;  // one per scheduler trained, in order
 };
+
+// What one rank of a job needs, estimated before anything is allocated: the larger
+// graph's simulated peak of graph values (the unscheduled order), the forward's saved
+// tensors, and the state beside the graphs: parameters, gradients and the optimizer's
+// moments (float64: AdamW two, SGD with momentum one), whole under DDP (plus its buckets,
+// one more copy of the gradients) and 1/world each under ZeRO-3 (plus the gathered
+// parameters, at most one whole copy). An estimate, not a bound: kernels' scratch and the
+// process itself come on top.
+struct RankMemoryEstimate {
+  int64_t graph_peak = 0, saved = 0, params = 0, gradients = 0, optimizer = 0, buffers = 0;
+  int64_t total() const { return graph_peak + saved + params + gradients + optimizer + buffers; }
+};
+absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const JobOptions& o,
+                                                      int world);
+
+// The job's AOT pair as the options give it (a built-in model or the files), estimated for
+// one rank, times `local_ranks` against the memory available now: ResourceExhausted naming
+// every figure when it does not fit. What `run` checks before starting ranks and each
+// worker before allocating. O(graph) plus the simulator's run.
+absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks);
 
 // Runs this rank's part of the job; `on_step` (may be empty) sees each step's report on
 // every rank. Errors: the model's or files', the start-up check (naming the first rank

@@ -6,6 +6,14 @@
 // errors, naming the lost rank) and are then killed (SIGKILL). Never hangs: the whole job
 // is bounded by `deadline` too.
 //
+// Workers die with their job: each child asks the kernel for SIGTERM when the launcher
+// dies (a parent-death signal, so even a SIGKILLed launcher takes its ranks with it);
+// SIGTERM, SIGINT and SIGHUP sent to the launcher alone are passed on to every rank, which
+// then get `grace` before SIGKILL; the store's sockets are close-on-exec, so no rank holds
+// the store open. The store is guarded by a fresh per-job secret (32 random bytes, hex),
+// handed to the ranks as OVERLAP_STORE_SECRET (store_server.h); variables of the same
+// names in the launcher's own environment are replaced, not duplicated.
+//
 //   LaunchOptions o; o.nproc = 4; o.argv = {"/proc/self/exe", "worker", "--model", "gpt2"};
 //   absl::StatusOr<LaunchResult> r = Launch(o);   // r->exit_code: 0 when every rank succeeded
 #ifndef OVERLAP_RUNTIME_LAUNCHER_H_
@@ -33,7 +41,9 @@ struct LaunchResult {
   int first_failed_rank = -1;
   std::vector<int> codes;  // per rank, as exit_code
   std::vector<bool> killed_by_launcher;
-  std::string message;  // what happened, for the user ("rank 1 was killed by signal 9; ...")
+  std::string message;         // what happened, for the user ("rank 1 was killed by signal 9; ...")
+  int signal = 0;              // the signal the launcher was sent and passed on, if any
+  int64_t store_rejected = 0;  // store connections refused (no or a wrong secret)
 };
 
 // Starts and supervises the ranks. Errors: no store port, a fork failure.

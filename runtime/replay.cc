@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "graph/text.h"
 #include "runtime/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
@@ -78,6 +79,20 @@ absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options
 absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& options,
                                       ReplayDevice& device) {
   if (!(options.time_scale >= 0)) return absl::InvalidArgumentError("time scale must be >= 0");
+  // Every wait is checked before the first: a wait past the bound would overflow the
+  // clock (1e300 s once waited nothing) and no replay is meant to take that long.
+  if (options.time_scale > 0) {
+    for (NodeId id : g.order()) {
+      const Node& node = g.node(id);
+      const double seconds = TimeOf(node) * options.time_scale;
+      if (IsCallNode(node) && !IsZero3Op(node) && !(seconds <= kMaxReplayWaitSeconds)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node \"", Printable(node.name()), "\": replay would wait ", seconds,
+                         " s (device_time x time scale), more than the bound of ",
+                         kMaxReplayWaitSeconds, " s a node"));
+      }
+    }
+  }
   const MemoryPlan plan = BuildMemoryPlan(g);
   const std::vector<NodeId>& order = plan.order;
   const int64_t n = static_cast<int64_t>(order.size());

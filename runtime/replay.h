@@ -32,6 +32,10 @@
 
 namespace overlap {
 
+// The longest one node may wait in a replay (device_time x time scale): longer is refused
+// up front, naming the node (docs/limits.md).
+inline constexpr double kMaxReplayWaitSeconds = 3600;
+
 struct ReplayOptions {
   // Each compute node waits device_time * time_scale seconds (0: no waiting). Must be >= 0.
   double time_scale = 0;

@@ -1,10 +1,17 @@
 #include "runtime/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/text.h"
 #include "nlohmann/json.hpp"
 
 namespace overlap {
@@ -102,11 +109,32 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
                                                    " runs past the end of the ", bytes.size(),
                                                    "-byte file"));
   }
+  if (n > kMaxSafetensorsHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("safetensors: header length ", n,
+                                                   " is over the format's limit of ",
+                                                   kMaxSafetensorsHeaderBytes, " bytes"));
+  }
   const absl::string_view data = bytes.substr(8 + n);
-  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n), nullptr,
+  // The top-level names as they come: a JSON object keeps one of duplicate keys, and which
+  // tensor a name means must not depend on that.
+  absl::flat_hash_set<std::string> names;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t note_names =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+            !names.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        return true;
+      };
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n), note_names,
                                                 /*allow_exceptions=*/false);
   if (!header.is_object()) {
     return absl::InvalidArgumentError("safetensors: the header is not a JSON object");
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors: tensor \"", Printable(duplicate), "\" appears twice"));
   }
   TensorMap out;
   std::vector<std::pair<int64_t, int64_t>> ranges;
@@ -122,11 +150,19 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
     absl::StatusOr<DType> dtype = FromCode(e["dtype"].get<std::string>());
     if (!dtype.ok()) return Bad(name, std::string(dtype.status().message()));
     std::vector<int64_t> shape;
+    // The byte count from the shape, checked against the offsets before any allocation: a
+    // 75-byte file may declare gigabytes.
+    uint64_t need = static_cast<uint64_t>(DTypeSize(*dtype));
+    bool overflow = false;
     for (const nlohmann::json& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) {
         return Bad(name, "a dimension is not a non-negative integer");
       }
       shape.push_back(d.get<int64_t>());
+      overflow = overflow || __builtin_mul_overflow(need, d.get<uint64_t>(), &need);
+    }
+    if (overflow || need > (uint64_t{1} << 62)) {
+      return Bad(name, "the shape's byte count does not fit in 62 bits");
     }
     const nlohmann::json& off = e["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
@@ -137,14 +173,12 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
       return Bad(name, absl::StrCat("data_offsets [", begin, ", ", end, "] outside the ",
                                     data.size(), " data bytes"));
     }
-    absl::StatusOr<Tensor> t = Tensor::Empty(alloc, *dtype, shape);
-    if (!t.ok()) return Bad(name, std::string(t.status().message()));
-    if (static_cast<uint64_t>(t->nbytes()) != end - begin) {
-      return Bad(name, absl::StrCat("shape and dtype need ", t->nbytes(),
-                                    " bytes, data_offsets "
-                                    "give ",
+    if (need != end - begin) {
+      return Bad(name, absl::StrCat("shape and dtype need ", need, " bytes, data_offsets give ",
                                     end - begin));
     }
+    absl::StatusOr<Tensor> t = Tensor::Empty(alloc, *dtype, shape);
+    if (!t.ok()) return Bad(name, std::string(t.status().message()));
     if (end > begin) std::memcpy(t->storage()->data(), data.data() + begin, end - begin);
     ranges.push_back({static_cast<int64_t>(begin), static_cast<int64_t>(end)});
     out.emplace(name, *std::move(t));
@@ -168,15 +202,52 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
 }
 
 absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  const std::string shown = Printable(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("cannot open \"", shown, "\": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat \"", shown, "\": ", std::strerror(err)));
+  }
+  // By type first: a folder opens, and a device (/dev/zero) never ends.
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", shown, "\" is ",
+                     S_ISDIR(st.st_mode) ? "a directory" : "not a regular file (nor a pipe)",
+                     ": a safetensors file is expected"));
+  }
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxSafetensorsFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown, ": ", st.st_size, " bytes: over the limit of ", kMaxSafetensorsFileBytes, " bytes"));
+  }
   std::string bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-  std::fclose(f);
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("reading \"", shown, "\": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    if (bytes.size() + static_cast<size_t>(n) > kMaxSafetensorsFileBytes) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(shown, ": over the limit of ", kMaxSafetensorsFileBytes, " bytes"));
+    }
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
   absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc);
-  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", m.status().message()));
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(shown, ": ", m.status().message()));
   return m;
 }
 

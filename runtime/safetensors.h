@@ -6,6 +6,7 @@
 #ifndef OVERLAP_RUNTIME_SAFETENSORS_H_
 #define OVERLAP_RUNTIME_SAFETENSORS_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -30,14 +31,23 @@ absl::string_view SafetensorsDType(DType d);
 std::string WriteSafetensors(const TensorMap& tensors,
                              const std::map<std::string, std::string>& metadata = {});
 
+// The reader's bounds (docs/limits.md): the header as the format caps it (100 MB), the whole
+// file (the tensors are read into memory).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+inline constexpr uint64_t kMaxSafetensorsFileBytes = uint64_t{64} << 30;
+
 // Parses a file's bytes into tensors allocated from `alloc` (Pool::kValues). InvalidArgument
-// naming the tensor or field for: a header length past the end, a header that is not a JSON
-// object, an unknown dtype, a negative dimension, offsets out of order, overlapping, past
-// the data or not matching the shape's bytes, or data the offsets do not cover. O(bytes).
+// naming the tensor or field for: a header length past the end or over
+// kMaxSafetensorsHeaderBytes, a header that is not a JSON object, a tensor name given
+// twice, an unknown dtype, a negative dimension, offsets out of order, overlapping, past
+// the data or not matching the shape's bytes (checked before anything is allocated), or
+// data the offsets do not cover. O(bytes).
 absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc);
 
-// ReadSafetensors of a file's bytes; NotFound when it cannot be opened, errors prefixed
-// with the path. O(bytes).
+// ReadSafetensors of a file's bytes; NotFound when it cannot be opened; InvalidArgument
+// for a folder, a device or a socket (refused by type before reading: /dev/zero never
+// ends), for a file over kMaxSafetensorsFileBytes (a regular file by its size, a pipe as
+// it is read); errors prefixed with the path. O(bytes).
 absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc);
 
 }  // namespace overlap

@@ -100,5 +100,41 @@ TEST(SafetensorsTest, BadFilesAreErrorsNamingTheTensor) {
               HasSubstr("2 data bytes belong to no tensor"));
 }
 
+// A 75-byte file declaring 2 GB once cost 2.1 GB and 12 s: the byte count is checked
+// against the offsets before anything is allocated.
+TEST(SafetensorsTest, DeclaredSizesAreCheckedBeforeAllocating) {
+  Allocator alloc;
+  const std::string gigabytes =
+      File(R"({"x":{"dtype":"F32","shape":[536870912],"data_offsets":[0,0]}})", "");
+  EXPECT_THAT(Message(ReadSafetensors(gigabytes, alloc)),
+              HasSubstr("shape and dtype need 2147483648 bytes, data_offsets give 0"));
+  const std::string overflow =
+      File(R"({"x":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
+           std::string(8, '\0'));
+  EXPECT_THAT(Message(ReadSafetensors(overflow, alloc)), HasSubstr("does not fit in 62 bits"));
+  EXPECT_EQ(alloc.peak(Pool::kValues), 0);
+}
+
+TEST(SafetensorsTest, ADuplicateNameIsAnErrorNamingIt) {
+  Allocator alloc;
+  const std::string twice = File(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                 std::string(8, '\0'));
+  EXPECT_THAT(Message(ReadSafetensors(twice, alloc)), HasSubstr("tensor \"w\" appears twice"));
+}
+
+// `--weights /dev/zero` read until out of memory; a folder opened and read as nothing.
+TEST(SafetensorsTest, DevicesAndFoldersAreRefusedByType) {
+  Allocator alloc;
+  absl::StatusOr<TensorMap> zero = ReadSafetensorsFile("/dev/zero", alloc);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(std::string(zero.status().message()), HasSubstr("not a regular file"));
+  absl::StatusOr<TensorMap> dir = ReadSafetensorsFile(testing::TempDir(), alloc);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(std::string(dir.status().message()), HasSubstr("is a directory"));
+  EXPECT_EQ(ReadSafetensorsFile("/nonexistent/w.safetensors", alloc).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace overlap

@@ -4,11 +4,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -20,6 +23,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/status_macros.h"
+#include "graph/text.h"
 
 namespace overlap {
 namespace {
@@ -47,9 +53,14 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
   v = EnvInt("WORLD_SIZE", std::nullopt);
   if (!v.ok()) return v.status();
   info.world_size = *v;
-  if (info.world_size < 1 || info.rank >= info.world_size) {
+  if (info.world_size < 1 || info.world_size > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat("RANK=", info.rank, " is not in WORLD_SIZE=", info.world_size));
+        absl::StrCat("WORLD_SIZE=", info.world_size, " is out of range: 1 to ", kMaxWorldSize));
+  }
+  if (info.rank >= info.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("RANK=", info.rank, " is out of range: 0 to ",
+                                                   info.world_size - 1,
+                                                   " (WORLD_SIZE=", info.world_size, ")"));
   }
   v = EnvInt("LOCAL_RANK", info.rank);
   if (!v.ok()) return v.status();
@@ -57,22 +68,126 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
   v = EnvInt("LOCAL_WORLD_SIZE", info.world_size);
   if (!v.ok()) return v.status();
   info.local_world_size = *v;
+  if (info.local_world_size < 1 || info.local_world_size > info.world_size ||
+      info.local_rank >= info.local_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LOCAL_RANK=", info.local_rank, " LOCAL_WORLD_SIZE=", info.local_world_size,
+        " are out of range: 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE <= WORLD_SIZE=", info.world_size));
+  }
   if (const char* a = std::getenv("MASTER_ADDR")) info.master_addr = a;
   v = EnvInt("MASTER_PORT", 29500);
   if (!v.ok()) return v.status();
-  if (*v < 1 || *v > 65535) return absl::InvalidArgumentError("MASTER_PORT out of range");
+  if (*v < 1 || *v > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MASTER_PORT=", *v, " is out of range: 1 to 65535"));
+  }
   info.master_port = *v;
   if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) {
     info.agent_store = absl::AsciiStrToLower(a) == "true" || std::string(a) == "1";
   }
+  const char* secret = std::getenv("OVERLAP_STORE_SECRET");
+  const char* secret_file = std::getenv("OVERLAP_STORE_SECRET_FILE");
+  if (secret != nullptr && secret_file != nullptr) {
+    return absl::InvalidArgumentError(
+        "OVERLAP_STORE_SECRET and OVERLAP_STORE_SECRET_FILE are both set: give one");
+  }
+  if (secret != nullptr) info.secret = secret;
+  if (secret_file != nullptr) {
+    std::FILE* f = std::fopen(secret_file, "rb");
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file, ": ", std::strerror(errno)));
+    }
+    char buf[store_wire::kMaxSecretBytes + 2];
+    const size_t n = std::fread(buf, 1, sizeof(buf), f);
+    std::fclose(f);
+    std::string line(buf, n);
+    line = line.substr(0, line.find('\n'));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (n > store_wire::kMaxSecretBytes && line.size() == n) {
+      return absl::InvalidArgumentError(absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file,
+                                                     ": longer than ", store_wire::kMaxSecretBytes,
+                                                     " bytes"));
+    }
+    if (line.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file, ": the first line is empty"));
+    }
+    info.secret = line;
+  }
+  if (info.secret.size() > store_wire::kMaxSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("OVERLAP_STORE_SECRET is longer than ",
+                                                   store_wire::kMaxSecretBytes, " bytes"));
+  }
   return info;
 }
+
+namespace {
+
+// A connected, authenticated socket to `res`, or why not before `deadline`.
+absl::StatusOr<int> ConnectOnce(const addrinfo* res, const std::string& secret,
+                                const std::string& where, absl::Time deadline, bool& refused) {
+  refused = false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  int r = connect(fd, res->ai_addr, res->ai_addrlen);
+  if (r != 0 && errno == EINPROGRESS) {
+    if (store_wire::WaitReady(fd, POLLOUT, deadline)) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      errno = err;
+      r = err == 0 ? 0 : -1;
+    } else {
+      errno = ETIMEDOUT;
+    }
+  }
+  if (r != 0) {
+    const int err = errno;
+    close(fd);
+    refused = err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET;
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the store at ", where, ": ", std::strerror(err)));
+  }
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // Keepalive: a peer host that vanishes is noticed in about 10 + 3 x 5 s.
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  const int idle = 10, interval = 5, count = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  const uint32_t len = static_cast<uint32_t>(secret.size());
+  uint8_t ok = 1;
+  const absl::Time hello_deadline = std::min(deadline, absl::Now() + store_wire::kHelloTimeout);
+  if (!store_wire::SendAll(fd, &store_wire::kHello, 1, hello_deadline) ||
+      !store_wire::SendAll(fd, &len, 4, hello_deadline) ||
+      !store_wire::SendAll(fd, secret.data(), len, hello_deadline) ||
+      !store_wire::RecvAll(fd, &ok, 1, hello_deadline) || ok != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == ETIMEDOUT) {
+      return absl::UnavailableError(absl::StrCat(
+          "the store at ", where, " accepted the connection but did not answer within ",
+          absl::FormatDuration(store_wire::kHelloTimeout), " (a stopped launcher?)"));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the store at ", where,
+        " closed the connection at the handshake: it is not overlap's store, or it wants a "
+        "secret this process does not have (OVERLAP_STORE_SECRET / OVERLAP_STORE_SECRET_FILE "
+        "must match the one the store was started with)"));
+  }
+  return fd;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo& info,
                                                             absl::Duration timeout) {
   std::shared_ptr<TcpStore> store(new TcpStore());
   store->timeout_ = timeout;
   const std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
+  store->where_ = where;
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -82,8 +197,10 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
     return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR ", where));
   }
   if (info.rank == 0 && !info.agent_store) {
+    StoreServerOptions so;
+    so.secret = info.secret;
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-        TcpStoreServer::Serve(info.master_addr, info.master_port);
+        TcpStoreServer::Serve(info.master_addr, info.master_port, so);
     if (!server.ok()) {
       freeaddrinfo(res);
       return server.status();
@@ -91,15 +208,19 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
     store->server_ = std::move(*server);
   }
   const absl::Time deadline = absl::Now() + timeout;
+  absl::Status last;
   while (true) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      const int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      store->fd_ = fd;
+    bool retry = false;
+    absl::StatusOr<int> fd = ConnectOnce(res, info.secret, where, deadline, retry);
+    if (fd.ok()) {
+      store->fd_ = *fd;
       break;
     }
-    close(fd);
+    last = fd.status();
+    if (!retry) {
+      freeaddrinfo(res);
+      return absl::Status(last.code(), absl::StrCat("rank ", info.rank, ": ", last.message()));
+    }
     if (absl::Now() > deadline) {
       freeaddrinfo(res);
       return absl::DeadlineExceededError(absl::StrCat("rank ", info.rank, ": no store at ", where,
@@ -116,41 +237,81 @@ TcpStore::~TcpStore() {
   server_.reset();
 }
 
+absl::Status TcpStore::Broken(absl::Status why) {
+  if (broken_.ok()) broken_ = why;
+  return broken_;
+}
+
 absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
+  if (key.size() > store_wire::kMaxKeyBytes || value.size() > store_wire::kMaxValueBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store: cannot set '", Printable(key.substr(0, 64)), "': keys hold at most ",
+                     store_wire::kMaxKeyBytes, " bytes and values ", store_wire::kMaxValueBytes));
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) return broken_;
+  // A set is answered at once: the grace, and a second per MiB for a large value.
+  const absl::Duration allowed = kStoreReplyGrace + absl::Seconds(value.size() >> 20);
+  const absl::Time deadline = absl::Now() + allowed;
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t vlen = value.size();
   uint8_t ok = 1;
-  if (!store_wire::SendAll(fd_, &store_wire::kSet, 1) || !store_wire::SendAll(fd_, &klen, 4) ||
-      !store_wire::SendAll(fd_, key.data(), klen) || !store_wire::SendAll(fd_, &vlen, 8) ||
-      !store_wire::SendAll(fd_, value.data(), vlen) || !store_wire::RecvAll(fd_, &ok, 1) ||
-      ok != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("store: cannot set '", key, "' (the store is gone)"));
+  if (!store_wire::SendAll(fd_, &store_wire::kSet, 1, deadline) ||
+      !store_wire::SendAll(fd_, &klen, 4, deadline) ||
+      !store_wire::SendAll(fd_, key.data(), klen, deadline) ||
+      !store_wire::SendAll(fd_, &vlen, 8, deadline) ||
+      !store_wire::SendAll(fd_, value.data(), vlen, deadline) ||
+      !store_wire::RecvAll(fd_, &ok, 1, deadline) || ok != 0) {
+    const bool late = errno == ETIMEDOUT;
+    return Broken(absl::UnavailableError(absl::StrCat(
+        "store: cannot set '", Printable(key), "': ",
+        late ? absl::StrCat("no answer from the store at ", where_, " within ",
+                            absl::FormatDuration(allowed), " (a stopped or hung launcher?)")
+             : absl::StrCat("lost the store at ", where_, " (the store is gone)"))));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration timeout) {
+  if (key.size() > store_wire::kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store: cannot get '", Printable(key.substr(0, 64)), "': keys hold at most ",
+                     store_wire::kMaxKeyBytes, " bytes"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) return broken_;
+  if (timeout < absl::ZeroDuration()) timeout = absl::ZeroDuration();
+  const absl::Time deadline = absl::Now() + timeout + kStoreReplyGrace;
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t ms = static_cast<uint64_t>(absl::ToInt64Milliseconds(timeout));
   uint8_t status = 2;
-  if (!store_wire::SendAll(fd_, &store_wire::kGet, 1) || !store_wire::SendAll(fd_, &klen, 4) ||
-      !store_wire::SendAll(fd_, key.data(), klen) || !store_wire::SendAll(fd_, &ms, 8) ||
-      !store_wire::RecvAll(fd_, &status, 1)) {
-    return absl::UnavailableError(
-        absl::StrCat("store: cannot get '", key, "' (the store is gone)"));
+  uint64_t vlen = 0;
+  std::string value;
+  bool ok = store_wire::SendAll(fd_, &store_wire::kGet, 1, deadline) &&
+            store_wire::SendAll(fd_, &klen, 4, deadline) &&
+            store_wire::SendAll(fd_, key.data(), klen, deadline) &&
+            store_wire::SendAll(fd_, &ms, 8, deadline) &&
+            store_wire::RecvAll(fd_, &status, 1, deadline) && status <= 1;
+  if (ok && status == 0) {
+    ok = store_wire::RecvAll(fd_, &vlen, 8, deadline) && vlen <= store_wire::kMaxValueBytes;
+    if (ok) {
+      value.resize(vlen);
+      ok = store_wire::RecvAll(fd_, value.data(), vlen, deadline);
+    }
+  }
+  if (!ok) {
+    const bool late = errno == ETIMEDOUT;
+    return Broken(absl::UnavailableError(
+        absl::StrCat("store: cannot get '", Printable(key), "': ",
+                     late ? absl::StrCat("no answer from the store at ", where_, " within ",
+                                         absl::FormatDuration(timeout + kStoreReplyGrace),
+                                         " (a stopped or hung launcher?)")
+                          : absl::StrCat("lost the store at ", where_, " (the store is gone)"))));
   }
   if (status != 0) {
     return absl::DeadlineExceededError(
-        absl::StrCat("store: no '", key, "' within ", absl::FormatDuration(timeout)));
+        absl::StrCat("store: no '", Printable(key), "' within ", absl::FormatDuration(timeout)));
   }
-  uint64_t vlen = 0;
-  if (!store_wire::RecvAll(fd_, &vlen, 8)) return absl::UnavailableError("store: connection lost");
-  std::string value(vlen, '\0');
-  if (!store_wire::RecvAll(fd_, value.data(), vlen))
-    return absl::UnavailableError("store: connection lost");
   return value;
 }
 
@@ -175,6 +336,80 @@ void TcpStore::wait(const std::vector<std::string>& keys,
     absl::StatusOr<std::string> v = Get(key, absl::FromChrono(timeout));
     if (!v.ok()) throw std::runtime_error(std::string(v.status().message()));
   }
+}
+
+absl::Status CheckJoin(TcpStore& store, int rank, int world_size, const std::string& fingerprint,
+                       absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const auto left = [&] { return std::max(deadline - absl::Now(), absl::ZeroDuration()); };
+  // "<world size> <fingerprint>"
+  const auto parse = [](const std::string& v, int& world, std::string& print) {
+    const size_t space = v.find(' ');
+    print = space == std::string::npos ? "" : v.substr(space + 1);
+    return absl::SimpleAtoi(v.substr(0, space), &world);
+  };
+  OVERLAP_RETURN_IF_ERROR(
+      store.Set(absl::StrCat("join/", rank), absl::StrCat(world_size, " ", fingerprint)));
+  if (rank != 0) {
+    absl::StatusOr<std::string> first = store.Get("join/0", left());
+    if (!first.ok()) {
+      return absl::Status(first.status().code(),
+                          absl::StrCat("rank 0 did not join within ", absl::FormatDuration(timeout),
+                                       " (", first.status().message(), ")"));
+    }
+    int world0 = 0;
+    std::string print0;
+    if (parse(*first, world0, print0) && world0 != world_size) {
+      return absl::FailedPreconditionError(absl::StrCat("WORLD_SIZE differs: rank ", rank, " has ",
+                                                        world_size, ", rank 0 has ", world0));
+    }
+    absl::StatusOr<std::string> verdict = store.Get("join/verdict", left());
+    if (!verdict.ok()) {
+      return absl::Status(
+          verdict.status().code(),
+          absl::StrCat("rank 0 did not confirm the join within ", absl::FormatDuration(timeout),
+                       " (", verdict.status().message(), ")"));
+    }
+    if (*verdict != "ok") {
+      return absl::FailedPreconditionError(absl::StrCat("rank 0: ", Printable(*verdict)));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status verdict;
+  std::vector<std::string> missing;
+  for (int r = 1; r < world_size && verdict.ok(); ++r) {
+    absl::StatusOr<std::string> v = store.Get(absl::StrCat("join/", r), left());
+    if (!v.ok()) {
+      if (v.status().code() != absl::StatusCode::kDeadlineExceeded) return v.status();
+      missing.push_back(absl::StrCat(r));
+      continue;
+    }
+    int world = 0;
+    std::string print;
+    if (!parse(*v, world, print)) {
+      verdict =
+          absl::FailedPreconditionError(absl::StrCat("rank ", r, " sent a malformed join record"));
+    } else if (world != world_size) {
+      verdict = absl::FailedPreconditionError(absl::StrCat("WORLD_SIZE differs: rank ", r, " has ",
+                                                           world, ", rank 0 has ", world_size));
+    } else if (print != fingerprint) {
+      verdict = absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r,
+          " runs a different program from rank 0 (graphs, parameter table, flags or files "
+          "differ): every rank must be given the same job"));
+    }
+  }
+  if (verdict.ok() && !missing.empty()) {
+    const size_t shown = std::min<size_t>(missing.size(), 8);
+    verdict = absl::DeadlineExceededError(absl::StrCat(
+        missing.size(), " of ", world_size, " ranks did not join within ",
+        absl::FormatDuration(timeout), " (rank", missing.size() > 1 ? "s " : " ",
+        absl::StrJoin(missing.begin(), missing.begin() + shown, ", "),
+        missing.size() > shown ? ", ..." : "",
+        "): is every rank started, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?"));
+  }
+  store.Set("join/verdict", verdict.ok() ? "ok" : std::string(verdict.message())).IgnoreError();
+  return verdict;
 }
 
 absl::Status CheckSameProgram(TcpStore& store, int rank, int world_size,

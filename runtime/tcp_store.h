@@ -35,19 +35,36 @@ struct RendezvousInfo {
   // TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store (so it outlives any
   // rank), and rank 0 connects like the others.
   bool agent_store = false;
+  // The job's store secret (store_server.h): every connection presents it, and rank 0's
+  // server requires it. Empty: an open store.
+  std::string secret;
 };
 
-// Reads RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-// (defaults as torchrun's), TORCHELASTIC_USE_AGENT_STORE. InvalidArgument naming the
-// variable otherwise.
+// The bounds RendezvousFromEnv enforces (docs/limits.md): a world of at most kMaxWorldSize
+// ranks (Gloo's full mesh opens world - 1 connections per rank and stream).
+inline constexpr int kMaxWorldSize = 1024;
+// How long a store reply may take beyond the wait it was asked for (a get's timeout; a set
+// waits for nothing) before the store counts as gone: a stopped launcher or a
+// server that accepts and never answers.
+inline constexpr absl::Duration kStoreReplyGrace = absl::Seconds(5);
+
+// Reads RANK, WORLD_SIZE (required; 1 <= WORLD_SIZE <= kMaxWorldSize, RANK < WORLD_SIZE),
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (defaults as torchrun's),
+// TORCHELASTIC_USE_AGENT_STORE, and the store secret: OVERLAP_STORE_SECRET, or the first
+// line of the file OVERLAP_STORE_SECRET_FILE names (at most 1 KiB). InvalidArgument naming
+// the variable and its range otherwise.
 absl::StatusOr<RendezvousInfo> RendezvousFromEnv();
 
 class TcpStore : public gloo::rendezvous::Store {
  public:
   // Rank 0 serves at master_addr:master_port (and connects to itself) unless
-  // info.agent_store; the others connect, retrying until `timeout`. Unavailable /
-  // DeadlineExceeded naming the address otherwise. Requests from several threads are
-  // serialised (one connection).
+  // info.agent_store; the others connect, retrying until `timeout`, and present
+  // info.secret. Unavailable / DeadlineExceeded naming the address otherwise
+  // (PermissionDenied when the store refuses the secret). Requests from several threads
+  // are serialised (one connection). Every request has a deadline: a set kStoreReplyGrace
+  // (plus a second per MiB of value), a get its wait plus kStoreReplyGrace; past it the
+  // store is taken for gone and every later request on this connection fails at once. TCP keepalive
+  // notices a peer host that vanished.
   static absl::StatusOr<std::shared_ptr<TcpStore>> Connect(const RendezvousInfo& info,
                                                            absl::Duration timeout);
   ~TcpStore() override;
@@ -59,17 +76,35 @@ class TcpStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
-  // The same as values: NotFound / DeadlineExceeded / Unavailable instead of exceptions.
+  // The same as values: DeadlineExceeded (a get's key did not appear in time),
+  // Unavailable (the store is gone or did not answer in time), InvalidArgument (a key or
+  // value past the store's bounds) instead of exceptions.
   absl::Status Set(const std::string& key, const std::string& value);
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout);
 
+  // "127.0.0.1:29500": where the store is, for messages.
+  const std::string& address() const { return where_; }
+
  private:
   TcpStore() = default;
+  // Marks the connection broken with `why` (the first reason wins) and returns it.
+  absl::Status Broken(absl::Status why);
   int fd_ = -1;
   absl::Duration timeout_;
-  std::mutex mu_;                           // one request at a time on fd_
+  std::string where_;
+  absl::Status broken_;  // set once a request failed mid-way: the protocol is out of step
+  std::mutex mu_;        // one request at a time on fd_
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 only, without an agent store
 };
+
+// The join check, before any communicator connects: every rank publishes its world size
+// and `fingerprint` (of what it was given to run); rank 0 reads every rank's and publishes
+// the verdict, which the others wait for, so that every rank fails alike. Errors:
+// FailedPrecondition "WORLD_SIZE differs: rank 1 has 4, rank 0 has 2" or "rank 2 runs a
+// different program from rank 0 ...", DeadlineExceeded naming the ranks that did not join
+// within `timeout`. O(world size) store operations; no sockets beyond the store's.
+absl::Status CheckJoin(TcpStore& store, int rank, int world_size, const std::string& fingerprint,
+                       absl::Duration timeout);
 
 // Every rank publishes `fingerprint` (a hash of its graphs, order, parameter table and
 // flags) and compares it with every other rank's; FailedPrecondition naming the first rank

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -101,6 +103,82 @@ TEST(TcpStoreTest, MissingVariablesAndAbsentStoresAreErrors) {
       TcpStore::Connect(alone, absl::Milliseconds(300));
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(TcpStoreTest, RendezvousVariablesHaveStatedBounds) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "100000", 1);
+  absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(
+      absl::StrContains(info.status().message(), "WORLD_SIZE=100000 is out of range: 1 to "))
+      << info.status();
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "2", 1);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "RANK=2 is out of range: 0 to 1"))
+      << info.status();
+  setenv("RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "3", 1);
+  EXPECT_FALSE(RendezvousFromEnv().ok());
+  unsetenv("LOCAL_WORLD_SIZE");
+  // The secret: a variable, or the first line of a file; not both.
+  const std::string file = testing::TempDir() + "/secret";
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    std::fputs("from-file\nignored\n", f);
+    std::fclose(f);
+  }
+  setenv("OVERLAP_STORE_SECRET_FILE", file.c_str(), 1);
+  info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->secret, "from-file");
+  setenv("OVERLAP_STORE_SECRET", "from-env", 1);
+  EXPECT_FALSE(RendezvousFromEnv().ok());
+  unsetenv("OVERLAP_STORE_SECRET_FILE");
+  info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->secret, "from-env");
+  unsetenv("OVERLAP_STORE_SECRET");
+}
+
+// WORLD_SIZE differing between ranks is named before any communicator connects (it was
+// Gloo's "enforce fail ... address.cc"), and a rank that never comes ends the join within
+// the timeout, naming it.
+TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
+  const int port = FreePort();
+  const std::vector<int> codes = RunRanks(2, [&](int rank) {
+    RendezvousInfo info;
+    info.rank = rank;
+    info.world_size = rank == 1 ? 4 : 2;
+    info.master_port = port;
+    info.secret = "job";
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+    if (!store.ok()) return 2;
+    absl::Status s = CheckJoin(**store, rank, info.world_size, "same", absl::Seconds(20));
+    const std::string want = "WORLD_SIZE differs: rank 1 has 4, rank 0 has 2";
+    if (s.ok() || !absl::StrContains(s.message(), want)) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
+      return 3;
+    }
+    (*store)->Set(absl::StrCat("done/", rank), "1").IgnoreError();
+    if (rank == 0 && !(*store)->Get("done/1", absl::Seconds(20)).ok()) return 4;
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+
+  RendezvousInfo alone;
+  alone.world_size = 3;
+  alone.master_port = FreePort();
+  absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(alone, absl::Seconds(5));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = CheckJoin(**store, 0, 3, "p", absl::Milliseconds(500));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(absl::StrContains(s.message(), "2 of 3 ranks did not join")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "ranks 1, 2")) << s;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "graph/text.h"
 
 namespace overlap {
 
@@ -39,7 +40,12 @@ std::string Watchdog::RecentOperations() const {
   for (const std::shared_ptr<Work>& w : comm_->Recent()) {
     std::string state;
     if (w->Done()) {
-      state = absl::StrCat("done in ", absl::FormatDuration(absl::Seconds(w->run_seconds())));
+      const absl::Status status = w->Wait(absl::ZeroDuration());
+      state =
+          status.ok()
+              ? absl::StrCat("done in ", absl::FormatDuration(absl::Seconds(w->run_seconds())))
+              : absl::StrCat("failed after ", absl::FormatDuration(absl::Seconds(w->run_seconds())),
+                             ": ", status.message().substr(0, 120));
     } else if (w->started() != absl::InfinitePast()) {
       state = absl::StrCat("running for ", absl::FormatDuration(now - w->started()));
     } else {
@@ -95,10 +101,14 @@ absl::Status Watchdog::Explain(const absl::Status& failure) {
     message = absl::StrCat(lost.size() == 1 ? "rank " : "ranks ", absl::StrJoin(lost, ", "),
                            lost.size() == 1 ? " is" : " are", " lost (no heartbeat for ",
                            absl::FormatDuration(wait), "): ", failure.message());
-  } else {
+  } else if (absl::IsDeadlineExceeded(failure) || absl::IsUnavailable(failure) ||
+             absl::IsAborted(failure)) {
+    // Said only where it is the diagnosis: a communication failure with no rank lost.
     message = absl::StrCat(failure.message(),
                            " (every rank's heartbeat advances: no rank is "
                            "lost; a rank is silent or slow)");
+  } else {
+    message = std::string(failure.message());
   }
   PublishAbort(message);
   return absl::Status(failure.code(), message);
@@ -109,12 +119,19 @@ void Watchdog::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    store_->Set(absl::StrCat("hb/", options_.rank), absl::StrCat(++beat)).IgnoreError();
-    // Another rank's abort.
+    const absl::Status beat_status =
+        store_->Set(absl::StrCat("hb/", options_.rank), absl::StrCat(++beat));
+    // A lost store (its launcher or rank 0 gone, or stopped): this rank cannot be told of
+    // the others' failures any more, so it ends too rather than train on alone.
+    if (absl::IsUnavailable(beat_status) && !aborted_.load()) {
+      AbortAll(absl::StrCat("rank ", options_.rank, ": lost the rendezvous store (",
+                            beat_status.message(), "): the launcher or rank 0 is gone"));
+    }
+    // Another rank's abort. Its text came through the store: shown escaped.
     if (!aborted_.load()) {
       absl::StatusOr<std::string> other = store_->Get("abort", absl::ZeroDuration());
       if (other.ok() && !absl::StartsWith(*other, absl::StrCat("rank ", options_.rank, ":"))) {
-        AbortAll(absl::StrCat("aborted by another rank: ", *other));
+        AbortAll(absl::StrCat("aborted by another rank: ", Printable(*other)));
       }
     }
     // Deadlines.

@@ -1,17 +1,20 @@
 // overlap bench-comm: collective bandwidths across local ranks (Gloo over loopback TCP), as
 // nccl-tests prints them, and the fitted per-collective model the schedulers accept
 // (--collective-model). runtime/bench_comm.h defines the figures.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/cost_model.h"
+#include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/bench_comm.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/launcher.h"
 #include "runtime/tcp_store.h"
+#include "runtime/tensor.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -29,7 +32,10 @@ constexpr FlagSpec kFlags[] = {
 
 int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
-  if (!info.ok()) return in.BadInput(info.status());
+  if (!info.ok()) {
+    in.AddUsageError(std::string(info.status().message()));
+    return in.UsageError();
+  }
   absl::StatusOr<std::vector<int64_t>> sizes = ParseSizeRange(range, 4 * info->world_size);
   if (!sizes.ok()) return in.BadInput(sizes.status());
   absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(*info, timeout);
@@ -61,6 +67,10 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
                  static_cast<long long>(r.iterations), r.seconds * 1e6, r.algbw / 1e9,
                  r.busbw / 1e9, MemcpyBandwidth(r.bytes) / 1e9);
   }
+  if (bo.sizes.size() < 2) {  // measured and printed: a fit needs two sizes
+    std::fprintf(in.out(), "(one size: no latency / bandwidth fit; give a range for one)\n");
+    return kExitOk;
+  }
   absl::StatusOr<CollectiveModel> m = FitCollectiveModel(*rows, world);
   if (!m.ok()) return in.BadInput(m.status());
   for (auto [name, fit] :
@@ -90,6 +100,26 @@ int Run(Invocation& in) {
     in.AddUsageError(std::string(sizes.status().message()));
     return in.UsageError();
   }
+  const std::optional<std::string> save = in.Path("save");
+  if (save && sizes->size() < 2) {
+    in.AddUsageError(absl::StrCat("--save writes the fit, which needs two sizes or more; --sizes ",
+                                  range, " is one"));
+    return in.UsageError();
+  }
+  if (save) {
+    if (absl::Status s = CheckOutputPath(*save); !s.ok()) return in.BadInput(s);
+  }
+  // Each rank holds a size's full tensor and its 1/N part (rank 0 also memcpy's two
+  // buffers), plus the process and Gloo's own buffers: refused before any rank starts.
+  const int64_t largest = *std::max_element(sizes->begin(), sizes->end());
+  const int64_t per_rank = 4 * largest + (int64_t{64} << 20);
+  const int64_t available = AvailableMemoryBytes();
+  if (per_rank > available / world) {
+    return in.BadInput(absl::ResourceExhaustedError(absl::StrCat(
+        "the largest size, ", FormatBytes(largest), ", needs about ", FormatBytes(per_rank),
+        " per rank, ", FormatBytes(per_rank * world), " for ", world, " ranks: more than the ",
+        FormatBytes(available), " available (a smaller --sizes range)")));
+  }
   LaunchOptions lo;
   lo.nproc = world;
   lo.argv = {WorkerExecutable(),
@@ -100,9 +130,9 @@ int Run(Invocation& in) {
              "--timeout",
              absl::StrCat(absl::ToDoubleSeconds(timeout))};
   if (in.Switch("deterministic")) lo.argv.push_back("--deterministic");
-  if (std::optional<std::string> path = in.Path("save")) {
+  if (save) {
     lo.argv.push_back("--save");
-    lo.argv.push_back(*path);
+    lo.argv.push_back(*save);
   }
   lo.grace = absl::Seconds(10);
   std::fflush(in.out());

@@ -1,5 +1,6 @@
 // overlap exec: run a graph (and its backward) on the CPU kernels, or replay it without
 // kernels (runtime/replay.h), printing checksums, time and measured vs simulated memory.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -8,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "graph/aot.h"
 #include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/blas.h"
 #include "runtime/interpreter.h"
@@ -15,6 +18,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/synthetic.h"
 #include "runtime/train.h"
+#include "schedule/simulator.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -77,7 +81,11 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   ReplayOptions o;
   if (in.Has("time-scale")) o.time_scale = in.NonNegative("time-scale", 1e6, 0);
   o.count_only = in.Switch("count-only");
-  if (std::optional<int64_t> limit = in.Size("memory-limit")) o.memory_limit_bytes = *limit;
+  if (std::optional<int64_t> limit = in.Size("memory-limit")) {
+    if (*limit == 0)
+      in.AddUsageError("--memory-limit must be > 0 (omit it for the memory available)");
+    o.memory_limit_bytes = *limit;
+  }
   for (const char* f : {"weights", "inputs", "save", "double", "seed"}) {
     if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " runs kernels: not with --replay"));
   }
@@ -120,6 +128,40 @@ int Run(Invocation& in) {
     absl::StatusOr<Graph> bwd = ReadGraphJsonFile(*backward_path);
     if (!bwd.ok()) return in.BadInput(bwd.status());
     pair.backward = *std::move(bwd);
+    // A forward given as its own backward runs, and answers something else: refused.
+    if (WriteGraphJson(pair.backward) == WriteGraphJson(pair.forward)) {
+      return in.BadInput(absl::InvalidArgumentError(absl::StrCat(
+          "--backward-graph \"", *backward_path,
+          "\" is the forward graph itself, not its AOT "
+          "backward (overlap gen M --backward, or the exporter's PREFIX.backward.json)")));
+    }
+  }
+  if (std::optional<std::string> out = in.Path("save")) {
+    if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);
+  }
+  // Refused before a byte is seeded or read: the graphs' simulated peaks of graph values
+  // (float32 run as float64 under --double) against the memory available. A graph of a
+  // kilobyte may declare gigabytes.
+  {
+    CollectiveModel one;
+    one.world_size = 1;
+    SimulationOptions so;
+    so.record_trace = false;
+    int64_t peak = 0;
+    for (const Graph* g : {&pair.forward, &pair.backward}) {
+      if (g->order().empty()) continue;
+      absl::StatusOr<SimulationResult> sim = Simulator(*g, one).Run(g->OrderVector(), so);
+      if (!sim.ok()) return in.BadInput(sim.status());
+      peak = std::max(peak, sim->peak_memory_bytes);
+    }
+    const int64_t need = in.Switch("double") && peak < INT64_MAX / 2 ? 2 * peak : peak;
+    const int64_t available = AvailableMemoryBytes();
+    if (need > available) {
+      return in.BadInput(absl::ResourceExhaustedError(absl::StrCat(
+          "the graph needs ", FormatBytes(need), " of graph values at its peak, more than the ",
+          FormatBytes(available),
+          " available (a smaller preset or batch, or `overlap exec --replay --count-only`)")));
+    }
   }
   // Tensors: files first, seeded for the rest.
   Allocator alloc;

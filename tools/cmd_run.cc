@@ -2,6 +2,7 @@
 // `run` starts N local ranks of `worker` (runtime/launcher.h) and merges their traces;
 // `worker` is one rank, joining a job from the torchrun variables (so two hosts each run
 // `overlap worker` with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set).
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/models.h"
+#include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/cuda/cuda_gpu_api.h"
 #include "runtime/job.h"
@@ -150,6 +152,9 @@ JobOptions ReadJobFlags(Invocation& in) {
   if (!o.compare_algorithms.empty()) o.algorithm = o.compare_algorithms.front();
   o.calibrate = in.Switch("calibrate");
   o.memory_limit_bytes = in.Size("memory-limit").value_or(0);
+  if (in.Has("memory-limit") && o.memory_limit_bytes == 0 && !in.has_usage_error()) {
+    in.AddUsageError("--memory-limit must be > 0 (omit it for no limit)");
+  }
   o.device_memory_bytes = in.Size("device-memory").value_or(0);
   if (o.memory_limit_bytes > 0 && o.device_memory_bytes > 0) {
     in.AddUsageError("--memory-limit or --device-memory, not both");
@@ -197,11 +202,28 @@ int CheckDevice(Invocation& in, const JobOptions& o) {
 }
 
 int Worker(Invocation& in) {
+  // Named in ps and top as what it is (the kernel's name is the executable's otherwise);
+  // set before any thread starts, so that its threads inherit it.
+  prctl(PR_SET_NAME, "overlap worker");
   JobOptions o = ReadJobFlags(in);
   if (in.has_usage_error()) return in.UsageError();
   if (int d = CheckDevice(in, o); d != kExitOk) return d;
   absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
-  if (!info.ok()) return in.BadInput(info.status());
+  if (!info.ok()) {
+    in.AddUsageError(std::string(info.status().message()));
+    return in.UsageError();
+  }
+  if (info->rank == 0 && !info->agent_store && info->secret.empty()) {
+    std::fprintf(in.err(),
+                 "overlap: note: the store at %s:%d has no secret: any process that reaches "
+                 "that port can read and steer this job (set OVERLAP_STORE_SECRET or "
+                 "OVERLAP_STORE_SECRET_FILE on every rank; docs/runtime.md)\n",
+                 info->master_addr.c_str(), info->master_port);
+  }
+  if (!o.save_path.empty() && info->rank == 0) {
+    // Checked before step 1, not found wanting after the last.
+    if (absl::Status s = CheckOutputPath(o.save_path); !s.ok()) return in.BadInput(s);
+  }
   absl::StatusOr<std::optional<FaultSpec>> fault = FaultFromEnv();
   if (!fault.ok()) return in.BadInput(fault.status());
   o.fault = *fault;
@@ -306,6 +328,17 @@ int Run(Invocation& in) {
   const JobOptions o = ReadJobFlags(in);
   if (in.has_usage_error()) return in.UsageError();
   if (int d = CheckDevice(in, o); d != kExitOk) return d;
+  // Refused before any rank starts: outputs that cannot be written, and a job whose ranks
+  // would not fit in this machine's memory together.
+  for (const char* flag : {"save", "trace"}) {
+    if (std::optional<std::string> path = in.Path(flag)) {
+      if (absl::Status s = CheckOutputPath(*path); !s.ok()) return in.BadInput(s);
+    }
+  }
+  if (o.device == ComputeDevice::kCpu) {
+    absl::Status fits = CheckJobMemory(o, static_cast<int>(nproc), static_cast<int>(nproc));
+    if (!fits.ok()) return in.BadInput(fits);
+  }
   LaunchOptions lo;
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};
@@ -325,7 +358,8 @@ int Run(Invocation& in) {
   absl::StatusOr<LaunchResult> r = Launch(lo);
   if (!r.ok()) return in.BadInput(r.status());
   if (r->exit_code != 0) {
-    return in.BadInput(absl::UnavailableError(absl::StrCat("the job failed: ", r->message)));
+    in.BadInput(absl::UnavailableError(absl::StrCat("the job failed: ", r->message)));
+    return r->signal != 0 ? 128 + r->signal : kExitBadInput;
   }
   if (trace) {
     std::string merged = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

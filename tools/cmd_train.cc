@@ -6,6 +6,7 @@
 #include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
+#include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/blas.h"
 #include "runtime/safetensors.h"
@@ -37,6 +38,11 @@ constexpr FlagSpec kFlags[] = {
 
 int Run(Invocation& in) {
   const std::string model = in.String("model").value_or(std::string(kDefaultModel));
+  if (model == "random") {
+    in.AddUsageError(
+        "--model random has no kernels to train (its ops are placeholders): use mlp, gpt2, "
+        "llama-7b, llama-70b, resnet18 or moe, or `overlap exec --replay` for a random graph");
+  }
   absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
   if (!preset.ok()) in.AddUsageError(std::string(preset.status().message()));
   absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
@@ -56,6 +62,10 @@ int Run(Invocation& in) {
   o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   const int64_t threads = in.Int("threads", 1, 1024, 0);
   if (in.has_usage_error()) return in.UsageError();
+  if (std::optional<std::string> out = in.Path("save")) {
+    // Checked before step 1, not found wanting after the last.
+    if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);
+  }
   if (threads > 0) SetBlasThreads(static_cast<int>(threads));
   Allocator alloc;
   if (std::optional<std::string> path = in.Path("weights")) {

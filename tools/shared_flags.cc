@@ -1,5 +1,7 @@
 #include "tools/shared_flags.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -125,6 +127,7 @@ BudgetRequest ReadBudgetFlags(Invocation& in, int world_size) {
   r.device_memory = in.Size("device-memory");
   r.reserve = in.Size("reserve");
   r.memory_limit = in.Size("memory-limit");
+  if (r.memory_limit == 0) in.AddUsageError("--memory-limit must be > 0 (omit it for no limit)");
   return r;
 }
 
@@ -317,7 +320,13 @@ absl::StatusOr<Graph> BuildModelFromFlags(Invocation& in, const std::string& nam
 
 std::string WorkerExecutable() {
   const char* b = std::getenv("OVERLAP_WORKER_BINARY");
-  return b != nullptr ? b : "/proc/self/exe";
+  if (b != nullptr) return b;
+  // The real path, not /proc/self/exe: the kernel names a process after the file it runs,
+  // so the ranks show as `overlap`, not `exe`, in ps and top.
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "/proc/self/exe";
+  return std::string(path, static_cast<size_t>(n));
 }
 
 absl::Status WriteTextFile(const Invocation& in, const std::string& path, absl::string_view text) {

@@ -2,30 +2,61 @@
 
 Writes PREFIX.json (the module-style torch.fx forward, when torch.fx can trace the model)
 and, with --aot, PREFIX.forward.json and PREFIX.backward.json (the AOT pair in ATen ops,
-docs/ops.md's convention). Exits 1 naming the failed step and PyTorch's exception, having
-written no partial file; 2 on bad usage. Run it with Debian's interpreter
-(/usr/bin/python3), the one python3-torch is installed for.
+docs/ops.md's convention). Exits 1 naming the failed step and the exception (one line),
+having written no file: every output is built in memory first, then all are written
+together (each atomically; on a failure none is left). Exits 2 on bad usage (arguments,
+input specs, output paths that cannot be written), before the model is loaded. Run it
+with Debian's interpreter (/usr/bin/python3), the one python3-torch is installed for.
 """
 
 import argparse
 import json
+import os
 import sys
+import textwrap
 
-import torch
+from . import files, inputs
+from .errors import ExportError
 
-from . import export, safetensors
-from .graph_json import ExportError
+LOSSES = ("sum", "mse", "ce", "none")
+
+_LOSS_HELP = (
+    "the AOT pair's loss, the scalar its backward differentiates (default sum):\n"
+    "sum: the sum of all the output's elements (aten.sum.default, a full reduction to a "
+    "scalar; each output element's gradient is 1);\n"
+    "mse: the mean squared error, averaged over all elements, against a random target of "
+    "the output's shape (standard normal, drawn from --seed);\n"
+    "ce: cross-entropy against random class indices over the output's last dimension "
+    "(drawn from --seed), averaged over the batch (a [batch, seq, vocab] output is "
+    "flattened to [batch*seq, vocab]: averaged over every position);\n"
+    "none: no loss: the forward returns the model's output, and the backward takes the "
+    "output's gradient as an input (a tangent); --train-data needs a loss")
 
 
-def main(argv=None):
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The description as written; each argument's help wrapped line by line (its explicit
+    line breaks kept), words not broken at hyphens."""
+
+    def _split_lines(self, text, width):
+        out = []
+        for line in text.splitlines():
+            out += textwrap.wrap(line, width, break_on_hyphens=False) or [""]
+        return out
+
+
+def _parser():
     ap = argparse.ArgumentParser(prog="overlap_export", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=_Formatter)
     ap.add_argument("model", help="an importable constructor, e.g. torchvision.models:resnet18")
-    ap.add_argument("--kwargs", default="{}", help="the constructor's keyword arguments (JSON)")
+    ap.add_argument("--kwargs", default="{}",
+                    help="the constructor's keyword arguments (a JSON object)")
     ap.add_argument("--input", action="append", required=True,
-                    help="an example input: 2x3x32x32, 2x3x32x32:float64, 4x16:int64:50")
+                    help="an example input: 2x3x32x32 (float32), 2x3x32x32:float64, "
+                         "4x16:int64:50 (integers in [0, 50); [0, 2) without a bound); "
+                         "one per forward argument (--input=SPEC for a spec starting "
+                         "with -)")
     ap.add_argument("--aot", action="store_true", help="also write the AOT forward / backward")
-    ap.add_argument("--loss", default="sum", help="the AOT pair's loss: sum, mse, ce, none")
+    ap.add_argument("--loss", default="sum", choices=LOSSES, help=_LOSS_HELP)
     ap.add_argument("--train", action="store_true",
                     help="export in training mode (default: eval, e.g. batch norm's running "
                          "statistics)")
@@ -50,45 +81,110 @@ def main(argv=None):
                     help="sgd's L2 / adamw's decoupled decay (default 0 for sgd, 0.01 for "
                          "adamw, torch's defaults)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("-o", "--output", required=True, help="the output files' prefix")
-    a = ap.parse_args(argv)
+    ap.add_argument("-o", "--output", required=True,
+                    help="the output files' prefix (PREFIX.json, PREFIX.forward.json, "
+                         "PREFIX.backward.json): not a folder")
+    return ap
+
+
+def _check_usage(ap, a):
+    """Every usage error, before the model is loaded: returns the constructor's kwargs."""
     try:
         kwargs = json.loads(a.kwargs)
     except json.JSONDecodeError as e:
         ap.error(f"--kwargs is not JSON: {e}")
-    torch.manual_seed(a.seed)
-    try:
-        model = export.load_model(a.model, kwargs)
-        model.train(a.train)
-        inputs = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
-        name = a.model.split(":")[-1]
-        written = []
-        docs = []
+    if not isinstance(kwargs, dict):
+        ap.error(f"--kwargs must be a JSON object of keyword arguments, not "
+                 f"{type(kwargs).__name__} ({a.kwargs})")
+    for spec in a.input:
         try:
-            docs.append((a.output + ".json", export.export_module_style(model, inputs, name)))
+            inputs.input_spec(spec)
+        except ValueError as e:
+            ap.error(f"--input '{spec}': {e}")
+    if a.reference and not a.weights:
+        ap.error("--reference needs --weights")
+    if a.train_data:
+        if a.train_steps < 1:
+            ap.error("--train-steps must be >= 1")
+        if a.loss == "none":
+            ap.error("--train-data needs a loss (--loss sum, mse or ce)")
+    prefix = "it is the output files' prefix (-o out/resnet18 writes out/resnet18.json, ...)"
+    if a.output == "":
+        ap.error(f"-o is empty: {prefix}")
+    if a.output.endswith(os.sep) or (os.altsep and a.output.endswith(os.altsep)):
+        ap.error(f"-o '{a.output}' ends with a path separator, naming a folder: {prefix}")
+    if os.path.isdir(a.output):
+        ap.error(f"-o '{a.output}' is an existing folder: {prefix}")
+    targets = [("-o", a.output + ".json")]
+    if a.aot:
+        targets += [("-o", a.output + ".forward.json"), ("-o", a.output + ".backward.json")]
+    if a.weights is not None:
+        targets.append(("--weights", a.weights))
+    if a.train_data is not None:
+        targets.append(("--train-data", a.train_data))
+    for i, (flag, path) in enumerate(targets):
+        problem = files.output_problem(path)
+        if problem:
+            ap.error(f"{flag} '{path}': {problem}")
+        for other_flag, other in targets[:i]:
+            if files.same_destination(path, other):
+                ap.error(f"{flag} '{path}' and {other_flag}'s '{other}' are the same file")
+    return kwargs
+
+
+def _one_line(text):
+    """An error message on one line (torch's often span several; torch.fx's interpreter
+    adds an empty "Original traceback: None")."""
+    text = str(text).replace("\nOriginal traceback:\nNone", "")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def main(argv=None):
+    ap = _parser()
+    a = ap.parse_args(argv)
+    kwargs = _check_usage(ap, a)
+    try:  # after the usage checks: a usage error does not wait for torch
+        import torch
+
+        from . import export, safetensors
+    except ImportError as e:
+        print(f"overlap_export: torch: {sys.executable} cannot import it: {e}",
+              file=sys.stderr)
+        return 1
+    torch.manual_seed(a.seed)
+    user = export.user_code
+    try:
+        examples = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
+        model = export.load_model(a.model, kwargs)
+        with user("import", "the model's train()"):
+            model.train(a.train)
+        name = a.model.split(":")[-1]
+        outputs = []  # (path, bytes): all built before any is written
+        try:
+            doc = export.export_module_style(model, examples, name)
+            outputs.append((a.output + ".json", files.json_bytes(doc)))
             path = "torch.fx (module style)"
         except ExportError as e:
-            if e.step != "trace":
+            if e.step != "trace" or e.fatal or not a.aot:
                 raise
-            if not a.aot:
-                raise
-            print(f"overlap_export: {e}; taking the AOT path only", file=sys.stderr)
+            print(f"overlap_export: {_one_line(e)}; taking the AOT path only", file=sys.stderr)
             path = "AOT only"
-        target = export.loss_target(a.loss, model, inputs, a.seed + 100)
+        with user("loss", "the model's forward"):
+            target = export.loss_target(a.loss, model, examples, a.seed + 100)
         if a.aot:
-            fw, bw = export.export_aot(model, inputs, a.loss, target, name)
-            docs.append((a.output + ".forward.json", fw))
-            docs.append((a.output + ".backward.json", bw))
-        blob = None
+            with user("aot", "the model's forward"):
+                fw, bw = export.export_aot(model, examples, a.loss, target, name)
+            outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
+            outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
         if a.weights:
-            tensors = export.weights(model, inputs, target)
+            tensors = export.weights(model, examples, target)
             if a.reference:
-                tensors.update(export.reference(model, inputs, a.loss, target))
-            blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
-                                                  "torch": torch.__version__})
-        elif a.reference:
-            ap.error("--reference needs --weights")
-        train_blob = None
+                with user("reference", "the model's forward"):
+                    tensors.update(export.reference(model, examples, a.loss, target))
+            with user("weights", "the weights' serialization"):
+                blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
+                                                      "torch": torch.__version__})
+            outputs.append((a.weights, blob))
         if a.train_data:
             import copy
             opt = {"kind": a.optimizer, "momentum": a.momentum, "betas": (0.9, 0.999),
@@ -96,28 +192,19 @@ def main(argv=None):
                    "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
                    "weight_decay": a.weight_decay if a.weight_decay is not None
                    else (0.0 if a.optimizer == "sgd" else 0.01)}
-            if a.train_steps < 1:
-                ap.error("--train-steps must be >= 1")
-            tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
-                                             a.train_steps, opt, a.seed)
-            meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
-                    "steps": str(a.train_steps)}
-            meta.update({k: str(v) for k, v in opt.items()})
-            train_blob = safetensors.to_bytes(tensors, meta)
-        for file, doc in docs:  # all built before any is written
-            export.write_json(file, doc)
-            written.append(file)
-        if blob is not None:
-            export.write_bytes(a.weights, blob)
-            written.append(a.weights)
-        if train_blob is not None:
-            export.write_bytes(a.train_data, train_blob)
-            written.append(a.train_data)
+            with user("train", "the model's forward"):
+                tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
+                                                 a.train_steps, opt, a.seed)
+                meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
+                        "steps": str(a.train_steps)}
+                meta.update({k: str(v) for k, v in opt.items()})
+                outputs.append((a.train_data, safetensors.to_bytes(tensors, meta)))
+        files.write_files(outputs)
         storages, elements = export.unique_parameter_storages(model)
         print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
-              f"storages; wrote " + ", ".join(written))
+              f"storages; wrote " + ", ".join(p for p, _ in outputs))
     except ExportError as e:
-        print(f"overlap_export: {e}", file=sys.stderr)
+        print(f"overlap_export: {_one_line(e)}", file=sys.stderr)
         return 1
     return 0
 

@@ -9,7 +9,8 @@ difference (default 1e-4: float32):
 - with --trained, trained parameters (`overlap train / run ... --save OUT`, by parameter
   name) against the exporter's --train-data file (`ref/param/<name>`), and with --losses
   the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
-Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing.
+Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing,
+or when a file is missing, unreadable or malformed (one line naming it); 2 on bad usage.
 """
 
 import argparse
@@ -23,27 +24,104 @@ _DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int3
            "U8": np.uint8, "BOOL": np.bool_, "F16": np.float16}
 
 
+class BadFile(Exception):
+    """A file that cannot be read or is not what it should be: the message names it."""
+
+    def __init__(self, path, why):
+        super().__init__(f"{path}: {why}")
+
+
+def _open_error(path, e):
+    return BadFile(path, e.strerror or str(e))
+
+
+def _bf16(raw):
+    """bfloat16 bits (uint16) as float32."""
+    return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
 def read(path):
-    data = open(path, "rb").read()
+    """{name: array} of a safetensors file; BadFile when it is not one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise _open_error(path, e) from None
+    if len(data) < 8:
+        raise BadFile(path, f"not a safetensors file ({len(data)} bytes, no header length)")
     n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
+    if n > len(data) - 8:
+        raise BadFile(path, f"not a safetensors file (a header of {n} bytes in a file of "
+                            f"{len(data)})")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadFile(path, f"not a safetensors file (its header is not JSON: {e})") from None
+    if not isinstance(header, dict):
+        raise BadFile(path, "not a safetensors file (its header is not a JSON object)")
+    body = len(data) - 8 - n
     out = {}
     for key, v in header.items():
         if key == "__metadata__":
             continue
-        begin, end = v["data_offsets"]
-        out[key] = np.frombuffer(data[8 + n + begin:8 + n + end],
-                                 dtype=_DTYPES[v["dtype"]]).reshape(v["shape"])
+        try:
+            code, shape, (begin, end) = v["dtype"], v["shape"], v["data_offsets"]
+            if code != "BF16" and code not in _DTYPES:
+                raise ValueError(f"dtype {code!r} is not one of "
+                                 + ", ".join(sorted(list(_DTYPES) + ["BF16"])))
+            if not all(isinstance(x, int) and x >= 0 for x in [begin, end] + list(shape)):
+                raise ValueError("its shape and offsets are not non-negative integers")
+            if not begin <= end <= body:
+                raise ValueError(f"data_offsets [{begin}, {end}] outside the {body} data "
+                                 "bytes")
+            raw = data[8 + n + begin:8 + n + end]
+            if code == "BF16":
+                out[key] = _bf16(np.frombuffer(raw, dtype=np.uint16)).reshape(shape)
+            else:
+                out[key] = np.frombuffer(raw, dtype=_DTYPES[code]).reshape(shape)
+        except (KeyError, TypeError, ValueError) as e:
+            what = f"no {e}" if isinstance(e, KeyError) else str(e)
+            raise BadFile(path, f"tensor '{key}' is malformed: {what}") from None
     return out
+
+
+def _read_graph(path):
+    """The forward graph's loss node name (the first output); BadFile when it has none."""
+    try:
+        with open(path, "rb") as f:
+            graph = json.loads(f.read())
+    except OSError as e:
+        raise _open_error(path, e) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadFile(path, f"not JSON: {e}") from None
+    try:
+        output = next(n for n in graph["nodes"] if n["op"] == "output")["args"][0]
+        loss = output[0] if isinstance(output, list) else output
+        if not isinstance(loss, str) or not loss.startswith("%"):
+            raise ValueError(f"its first output is {loss!r}, not a node")
+        return loss[1:]
+    except StopIteration:
+        raise BadFile(path, "not an overlap graph (no output node)") from None
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+        what = f"no {e}" if isinstance(e, KeyError) else str(e)
+        raise BadFile(path, f"not an overlap graph ({what})") from None
 
 
 def _loss_lines(path):
     """{step: loss} from `step k loss x` lines (overlap train / run's stdout)."""
     out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 4 and f[0] == "step" and f[2] == "loss":
-            out[int(f[1])] = float(f[3])
+    try:
+        with open(path, errors="replace") as log:
+            for i, line in enumerate(log, 1):
+                f = line.split()
+                if len(f) >= 4 and f[0] == "step" and f[2] == "loss":
+                    try:
+                        out[int(f[1])] = float(f[3])
+                    except ValueError:
+                        raise BadFile(path, f"line {i} is not `step k loss x`: "
+                                            f"{line.strip()}") from None
+    except OSError as e:
+        raise _open_error(path, e) from None
     return out
 
 
@@ -57,9 +135,21 @@ def main(argv=None):
                     help="with --trained: `step k loss x` lines to compare with ref/loss/<k-1>")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     a = ap.parse_args(argv)
+    if a.trained and len(a.files) != 2:
+        ap.error("--trained takes DATA OUT")
+    if not a.trained and len(a.files) != 3:
+        ap.error("takes FORWARD WEIGHTS OUT")
+    try:
+        pairs = _pairs(a)
+    except BadFile as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 1
+    return _compare(pairs, a.tolerance)
+
+
+def _pairs(a):
+    """(name, torch's tensor, ours) to compare."""
     if a.trained:
-        if len(a.files) != 2:
-            ap.error("--trained takes DATA OUT")
         ref, got = read(a.files[0]), read(a.files[1])
         pairs = [(k[len("ref/param/"):], ref[k], got.get(k[len("ref/param/"):]))
                  for k in sorted(ref) if k.startswith("ref/param/")]
@@ -71,15 +161,15 @@ def main(argv=None):
                 pairs.append((f"loss at step {k + 1}", ref[f"ref/loss/{k}"],
                               None if value is None else np.array(value)))
     else:
-        if len(a.files) != 3:
-            ap.error("takes FORWARD WEIGHTS OUT")
-        graph = json.load(open(a.files[0]))
+        loss_node = _read_graph(a.files[0])
         ref, got = read(a.files[1]), read(a.files[2])
-        output = next(n for n in graph["nodes"] if n["op"] == "output")["args"][0]
-        loss_node = (output[0] if isinstance(output, list) else output)[1:]
         pairs = [("loss", ref.get("ref/loss"), got.get(loss_node))]
         pairs += [(k[len("ref/grad/"):], ref[k], got.get("grad:" + k[len("ref/grad/"):]))
                   for k in sorted(ref) if k.startswith("ref/grad/")]
+    return pairs
+
+
+def _compare(pairs, tolerance):
     if not pairs:
         print("compare: no reference tensors to compare")
         return 1
@@ -100,10 +190,10 @@ def main(argv=None):
         err = float(np.abs(g - r).max()) / scale if r.size else 0.0
         if err > worst:
             worst, worst_name = err, name
-        if not err <= a.tolerance:
-            print(f"compare: {name}: max|a-b| / max|b| = {err:.3g} > {a.tolerance:g}")
+        if not err <= tolerance:
+            print(f"compare: {name}: max|a-b| / max|b| = {err:.3g} > {tolerance:g}")
             bad += 1
-    print(f"compare: {len(pairs) - bad} of {len(pairs)} tensors within {a.tolerance:g} "
+    print(f"compare: {len(pairs) - bad} of {len(pairs)} tensors within {tolerance:g} "
           f"(worst {worst:.3g}: {worst_name})")
     return 1 if bad else 0
 

@@ -3,17 +3,41 @@ partitioner) and the AOT forward / backward pair in ATen ops (for ZeRO-3 and the
 following docs/format.md and docs/ops.md's calling convention of AOT pairs.
 """
 
+import contextlib
 import importlib
-import json
-import os
-import tempfile
 
 import torch
 import torch.fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from . import graph_json
-from .graph_json import ExportError
+from .errors import ExportError
+from . import files
+from .inputs import input_spec
+
+# ---- the user's code ----
+
+
+def _exit_call(e):
+    """How the code that raised SystemExit `e` called it: sys.exit(3), sys.exit()."""
+    return "sys.exit()" if e.code is None else f"sys.exit({e.code!r})"
+
+
+@contextlib.contextmanager
+def user_code(step, who):
+    """Runs the model's own code (its module's import, its constructor, its forward) as
+    export step `step`: any exception it raises becomes ExportError(step) naming the
+    exception, and a SystemExit (sys.exit) a fatal one saying that `who` called it. The
+    exporter's own ExportErrors and KeyboardInterrupt pass through unchanged."""
+    try:
+        yield
+    except ExportError:
+        raise
+    except SystemExit as e:
+        raise ExportError(step, f"{who} called {_exit_call(e)}", fatal=True) from None
+    except Exception as e:  # noqa: BLE001 - every failure is reported with its step
+        raise ExportError(step, f"{type(e).__name__}: {e}") from e
+
 
 # ---- loading ----
 
@@ -23,31 +47,30 @@ def load_model(spec, kwargs=None):
     if ":" not in spec:
         raise ExportError("import", f"'{spec}' is not of the form pkg.module:constructor")
     module_name, attr = spec.split(":", 1)
-    try:
+    with user_code("import", f"importing {module_name}"):
         module = importlib.import_module(module_name)
+    with user_code("import", f"{spec}'s lookup"):
         fn = module
         for part in attr.split("."):
             fn = getattr(fn, part)
+    with user_code("import", "the model's constructor"):
         model = fn(**(kwargs or {}))
-    except Exception as e:  # noqa: BLE001 - every failure is reported with its step
-        raise ExportError("import", f"{type(e).__name__}: {e}") from e
     if not isinstance(model, torch.nn.Module):
         raise ExportError("import", f"{spec} returned a {type(model).__name__}, not a Module")
     return model
 
 
 def parse_input(spec, seed):
-    """`2x3x32x32` (float32), `2x3x32x32:float64`, or `4x16:int64:50` (integers in [0, 50))."""
-    parts = spec.split(":")
+    """`2x3x32x32` (float32), `2x3x32x32:float64`, or `4x16:int64:50` (integers in [0, 50);
+    [0, 2) without a bound)."""
     try:
-        shape = [int(d) for d in parts[0].split("x")] if parts[0] else []
-        dtype = getattr(torch, parts[1]) if len(parts) > 1 else torch.float32
+        shape, dtype_name, high = input_spec(spec)
+        dtype = getattr(torch, dtype_name)
         g = torch.Generator().manual_seed(seed)
-        if dtype.is_floating_point:
+        if high is None:
             return torch.randn(shape, dtype=dtype, generator=g)
-        high = int(parts[2]) if len(parts) > 2 else 2
         return torch.randint(0, high, shape, dtype=dtype, generator=g)
-    except (ValueError, AttributeError, IndexError) as e:
+    except (ValueError, RuntimeError) as e:
         raise ExportError("inputs", f"bad input spec '{spec}': {e}") from e
 
 
@@ -131,11 +154,16 @@ def export_module_style(model, inputs, name):
     by owner. ExportError("trace") when torch.fx cannot trace the model symbolically."""
     try:
         gm = torch.fx.symbolic_trace(model)
+    except SystemExit as e:
+        raise ExportError("trace", f"the model's forward called {_exit_call(e)}",
+                          fatal=True) from None
     except Exception as e:  # noqa: BLE001
         raise ExportError("trace", f"torch.fx cannot trace it symbolically: "
                           f"{type(e).__name__}: {e}") from e
     rec = _Recorder(gm)
-    with torch.no_grad():
+    # The traced forward on the example inputs (wrong input shapes fail here): not a
+    # tracing failure, so not one the AOT path would get past.
+    with torch.no_grad(), user_code("forward", "the model's forward"):
         rec.run(*inputs)
     first = {}
     for n, p in all_named_parameters(model):
@@ -504,38 +532,9 @@ def train_reference(model, specs, loss, steps, optimizer, seed):
 
 
 # ---- files ----
+# In files.py (no torch: the command line checks output paths before loading torch); these
+# names stay here for export.py's callers.
 
-
-def write_bytes(path, data):
-    """Writes `data` to `path` atomically (a temporary file renamed)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path, doc):
-    """Writes `doc` to `path` atomically (a temporary file renamed): no partial file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open() would create it
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=None, separators=(",", ":"))
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+json_bytes = files.json_bytes
+write_bytes = files.write_bytes
+write_json = files.write_json

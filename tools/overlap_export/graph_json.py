@@ -11,6 +11,8 @@ import math
 import torch
 import torch.fx
 
+from .errors import ExportError
+
 FORMAT = "overlap-graph"
 
 # torch dtype -> the format's dtype names.
@@ -26,14 +28,6 @@ _DTYPES = {
     torch.uint8: "uint8",
     torch.bool: "bool",
 }
-
-
-class ExportError(Exception):
-    """An export step failed: `step` names it; the message carries PyTorch's exception."""
-
-    def __init__(self, step, message):
-        super().__init__(f"{step}: {message}")
-        self.step = step
 
 
 def dtype_name(dtype):

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The exporter's command line against a user's mistakes (tools/overlap_export/testing/
+# cli_test.py): a model calling sys.exit or raising names the step; bad -o prefixes,
+# --input strings and --kwargs are usage errors before the model loads; outputs are written
+# all or none, devices and FIFOs in place, links kept; compare's bad files give one line.
+# Skips without torch, as export_test does, unless OVERLAP_REQUIRE_TORCH=1.
+set -euo pipefail
+cd "$PWD/tools"
+py=/usr/bin/python3
+if ! "$py" -c "import torch" 2>/dev/null; then
+  if [ "${OVERLAP_REQUIRE_TORCH:-0}" = 1 ]; then
+    echo "export_cli_test: torch is not importable by $py (tools/bootstrap.sh --with-torch)" >&2
+    exit 1
+  fi
+  echo "export_cli_test: SKIPPED: $py cannot import torch"
+  exit 0
+fi
+export TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}}
+exec "$py" -m unittest overlap_export.testing.cli_test -v

@@ -1,0 +1,453 @@
+"""The exporter's command lines (python3 -m overlap_export, python3 -m overlap_export.compare)
+run in subprocesses in temporary folders, on testing/tiny_models.py's models:
+
+- the model's own failures (sys.exit, an exception in its constructor or forward, a wrong
+  input shape) are one-line errors naming the step, exit 1, no traceback, no file; a
+  KeyboardInterrupt is not swallowed;
+- output paths: -o "" and -o naming a folder, and outputs whose folder is missing or that
+  are folders, are usage errors (exit 2) before the model is loaded; a failed write leaves
+  no file of the run; a symbolic link stays a link, a FIFO or a device is written in place;
+- bad --input specs and a --kwargs that is not a JSON object are usage errors naming them;
+- --help says what each --loss computes;
+- compare: a missing, unreadable or malformed file is one line naming it, exit 1.
+
+Run: cd tools && /usr/bin/python3 -m unittest overlap_export.testing.cli_test -v
+"""
+
+import json
+import os
+import shutil
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = "overlap_export.testing.tiny_models"
+TINY = MODELS + ":tiny"
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = TOOLS + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"  # modest CPU use: the models are tiny
+    return env
+
+
+def run(module, args, cwd, timeout=120):
+    env = _env()
+    env["COLUMNS"] = "100"  # argparse's help, wrapped alike everywhere
+    return subprocess.run([sys.executable, "-m", module] + list(args), cwd=cwd, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+
+
+def export(args, cwd):
+    return run("overlap_export", args, cwd)
+
+
+def compare(args, cwd):
+    return run("overlap_export.compare", args, cwd)
+
+
+def lines(text):
+    return [line for line in text.splitlines() if line.strip()]
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="overlap_export_cli_test.")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def files(self):
+        """Every name in the test's folder (temporary files included), sorted."""
+        out = []
+        for root, dirs, names in os.walk(self.dir):
+            rel = os.path.relpath(root, self.dir)
+            out += [os.path.normpath(os.path.join(rel, n)) for n in names]
+        return sorted(out)
+
+    def assertOneLineError(self, r, code, *needles):
+        """Exit `code`, no traceback, stderr a single line holding every needle."""
+        msg = f"rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+        self.assertEqual(r.returncode, code, msg)
+        self.assertNotIn("Traceback", r.stderr, msg)
+        self.assertEqual(len(lines(r.stderr)), 1, msg)
+        for n in needles:
+            self.assertIn(n, r.stderr, msg)
+
+    def assertUsageError(self, r, *needles):
+        """argparse's exit 2: its usage, then one `error:` line holding every needle."""
+        msg = f"rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+        self.assertEqual(r.returncode, 2, msg)
+        self.assertNotIn("Traceback", r.stderr, msg)
+        last = lines(r.stderr)[-1]
+        self.assertIn("error:", last, msg)
+        for n in needles:
+            self.assertIn(n, last, msg)
+
+
+class ModelFailureTest(Base):
+    """Finding 1: the model's own failures are the exporter's one-line errors."""
+
+    def test_constructor_sys_exit(self):
+        r = export([f"{MODELS}:ExitInConstructor", "--input", "2x4", "--aot", "--weights",
+                    "w.safetensors", "-o", "m"], self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: import:",
+                                "the model's constructor called sys.exit(3)")
+        self.assertEqual(self.files(), [])
+
+    def test_forward_sys_exit_while_tracing(self):
+        for extra in ([], ["--aot"]):  # no fallback to the AOT path: the model asked to stop
+            with self.subTest(extra=extra):
+                r = export([f"{MODELS}:ExitInForward", "--input", "2x4", "-o", "m"] + extra,
+                           self.dir)
+                self.assertOneLineError(r, 1, "overlap_export: trace:",
+                                        "the model's forward called sys.exit(4)")
+                self.assertEqual(self.files(), [])
+
+    def test_forward_sys_exit_on_aot_path(self):
+        r = export([f"{MODELS}:ExitInAotForward", "--input", "2x4", "--aot", "-o", "m"],
+                   self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        # The fallback's note, then the error.
+        self.assertIn("taking the AOT path only", r.stderr)
+        self.assertIn("overlap_export: aot: the model's forward called sys.exit(5)",
+                      lines(r.stderr)[-1])
+        self.assertEqual(self.files(), [])
+
+    def test_forward_exception(self):
+        r = export([f"{MODELS}:RaiseInForward", "--input", "2x4", "--aot", "-o", "m"],
+                   self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: forward: ValueError: the tiny model "
+                                      "refuses its input")
+        self.assertEqual(self.files(), [])
+
+    def test_wrong_input_shape(self):
+        for extra in ([], ["--aot", "--loss", "mse"]):
+            with self.subTest(extra=extra):
+                r = export([TINY, "--input", "2x5", "-o", "m"] + extra, self.dir)
+                self.assertOneLineError(r, 1, "overlap_export: forward: RuntimeError:",
+                                        "2x5")
+                self.assertEqual(self.files(), [])
+
+    def test_keyboard_interrupt_propagates_sys_exit_does_not(self):
+        r = export([f"{MODELS}:InterruptInConstructor", "--input", "2x4", "-o", "m"],
+                   self.dir)
+        # Python's own ending for an uncaught KeyboardInterrupt: killed by SIGINT.
+        self.assertIn(r.returncode, (-2, 130), r.stderr)
+        self.assertIn("KeyboardInterrupt", r.stderr)
+        self.assertNotIn("overlap_export: import:", r.stderr)
+        self.assertEqual(self.files(), [])
+        r = export([f"{MODELS}:ExitInConstructor", "--input", "2x4", "-o", "m"], self.dir)
+        self.assertOneLineError(r, 1, "sys.exit(3)")
+
+
+class OutputPathTest(Base):
+    """Findings 2 and 3: output paths checked before the model is loaded (ExitInConstructor
+    would exit 1 if it were), all files written or none."""
+
+    BOOBY = f"{MODELS}:ExitInConstructor"
+
+    def test_empty_prefix(self):
+        r = export([self.BOOBY, "--input", "2x4", "-o", ""], self.dir)
+        self.assertUsageError(r, "-o is empty")
+        self.assertEqual(self.files(), [])
+
+    def test_prefix_naming_a_folder(self):
+        os.mkdir(self.path("out"))
+        for prefix in ("out/", "out" + os.sep + os.sep, "out", "."):
+            with self.subTest(prefix=prefix):
+                r = export([self.BOOBY, "--input", "2x4", "-o", prefix], self.dir)
+                self.assertUsageError(r, f"-o '{prefix}'", "prefix")
+                self.assertEqual(self.files(), [])
+
+    def test_missing_folders(self):
+        cases = [
+            (["-o", "m", "--aot", "--weights", "nowhere/w.safetensors"], "--weights",
+             "nowhere does not exist"),
+            (["-o", "m", "--aot", "--train-data", "nowhere/t.safetensors"], "--train-data",
+             "nowhere does not exist"),
+            (["-o", "nowhere/m"], "-o", "nowhere does not exist"),
+            (["-o", "m", "--weights", "plain/w.safetensors"], "--weights",
+             "plain is not a folder"),
+        ]
+        with open(self.path("plain"), "w"):
+            pass
+        for args, flag, why in cases:
+            with self.subTest(args=args):
+                r = export([self.BOOBY, "--input", "2x4"] + args, self.dir)
+                self.assertUsageError(r, flag, why)
+                self.assertEqual(self.files(), ["plain"])
+        # With a model that loads, still nothing: before, the graph files were written and
+        # the weights' write failed.
+        r = export([TINY, "--input", "2x4", "--aot", "-o", "m", "--weights",
+                    "nowhere/w.safetensors"], self.dir)
+        self.assertUsageError(r, "--weights", "nowhere does not exist")
+        self.assertEqual(self.files(), ["plain"])
+
+    def test_outputs_that_are_folders(self):
+        os.mkdir(self.path("d"))
+        os.mkdir(self.path("m.forward.json"))
+        os.symlink("d", self.path("link"))
+        cases = [(["--weights", "d"], "--weights 'd'"),
+                 (["--train-data", "d"], "--train-data 'd'"),
+                 (["--weights", "link"], "--weights 'link'"),
+                 (["--aot"], "-o 'm.forward.json'")]
+        for args, needle in cases:
+            with self.subTest(args=args):
+                r = export([TINY, "--input", "2x4", "-o", "m"] + args, self.dir)
+                self.assertUsageError(r, needle, "folder")
+                self.assertEqual(self.files(), [])
+
+    def test_two_outputs_one_file(self):
+        r = export([self.BOOBY, "--input", "2x4", "--aot", "-o", "m", "--weights", "m.json"],
+                   self.dir)
+        self.assertUsageError(r, "--weights 'm.json'", "same file")
+        r = export([self.BOOBY, "--input", "2x4", "-o", "m", "--weights", "w",
+                    "--train-data", "./w"], self.dir)
+        self.assertUsageError(r, "--train-data './w'", "same file")
+        self.assertEqual(self.files(), [])
+
+    def test_export_writes_every_file_and_keeps_links(self):
+        os.mkdir(self.path("real"))
+        with open(self.path("real", "fw.json"), "w") as f:
+            f.write("old\n")
+        os.symlink(os.path.join("real", "fw.json"), self.path("m.forward.json"))
+        os.symlink(os.path.join("real", "w.safetensors"), self.path("w.safetensors"))  # dangling
+        r = export([TINY, "--input", "2x4", "--aot", "--weights", "w.safetensors",
+                    "--reference", "--train-data", "t.safetensors", "--train-steps", "2",
+                    "-o", "m"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("wrote m.json, m.forward.json, m.backward.json, w.safetensors, "
+                      "t.safetensors", r.stdout)
+        self.assertEqual(self.files(), sorted([
+            "m.json", "m.forward.json", "m.backward.json", "w.safetensors", "t.safetensors",
+            os.path.join("real", "fw.json"), os.path.join("real", "w.safetensors")]))
+        for name in ("m.json", "m.forward.json", "m.backward.json"):
+            with open(self.path(name)) as f:
+                self.assertEqual(json.load(f)["format"], "overlap-graph")
+        # The links stay links; their targets hold the new contents.
+        self.assertTrue(os.path.islink(self.path("m.forward.json")))
+        self.assertTrue(os.path.islink(self.path("w.safetensors")))
+        with open(self.path("real", "fw.json")) as f:
+            self.assertIn("aten.", f.read())
+        keys = _safetensors_keys(self.path("real", "w.safetensors"))
+        self.assertIn("ref/loss", keys)
+        self.assertIn("ref/grad/fc1.weight", keys)
+        self.assertIn("ref/param/fc2.bias", _safetensors_keys(self.path("t.safetensors")))
+
+    def test_fifo_written_in_place(self):
+        fifo = self.path("weights.fifo")
+        os.mkfifo(fifo)
+        with open(self.path("got"), "wb") as out:
+            reader = subprocess.Popen(["cat", fifo], stdout=out)
+        try:
+            r = export([TINY, "--input", "2x4", "--aot", "--weights", fifo, "-o", "m"],
+                       self.dir)
+            try:
+                reader.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass  # never opened for writing
+        finally:
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced")
+        self.assertIn("param/fc1.weight", _safetensors_keys(self.path("got")))
+
+    def test_devices_written_in_place_and_a_failed_write_leaves_nothing(self):
+        null, full = self.path("null"), self.path("full")
+        try:  # /dev/null's and /dev/full's twins, so that no real device is at risk
+            os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        except (PermissionError, OSError) as e:
+            self.skipTest(f"cannot make device nodes here: {e}")
+        r = export([TINY, "--input", "2x4", "--aot", "--weights", null, "-o", "m"],
+                    self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(stat.S_ISCHR(os.lstat(null).st_mode), "the device was replaced")
+        for name in ("m.json", "m.forward.json", "m.backward.json"):
+            os.unlink(self.path(name))
+        with open(self.path("q.json"), "w") as f:
+            f.write("old\n")
+        # Writing /dev/full fails (ENOSPC): no graph file of the run is left, the earlier
+        # q.json is untouched, no temporary file remains.
+        r = export([TINY, "--input", "2x4", "--aot", "--weights", full, "-o", "q"],
+                    self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: write:", full)
+        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode), "the device was replaced")
+        self.assertEqual(self.files(), ["full", "null", "q.json"])
+        with open(self.path("q.json")) as f:
+            self.assertEqual(f.read(), "old\n")
+
+    def test_write_files_all_or_none(self):
+        sys.path.insert(0, TOOLS)
+        from overlap_export import files as ex
+        from overlap_export.errors import ExportError
+        with open(self.path("a"), "w") as f:
+            f.write("old a\n")
+        # The second file's folder is gone: nothing is written, the first keeps its bytes.
+        with self.assertRaises(ExportError) as cm:
+            ex.write_files([(self.path("a"), b"new a\n"), (self.path("b"), b"b\n"),
+                            (self.path("gone", "c"), b"c\n")])
+        self.assertIn("gone", str(cm.exception))
+        self.assertEqual(self.files(), ["a"])
+        with open(self.path("a")) as f:
+            self.assertEqual(f.read(), "old a\n")
+        ex.write_files([(self.path("a"), b"new a\n"), (self.path("b"), b"b\n")])
+        self.assertEqual(self.files(), ["a", "b"])
+        with open(self.path("a")) as f:
+            self.assertEqual(f.read(), "new a\n")
+
+
+class UsageTest(Base):
+    """Finding 4: bad --input and --kwargs are usage errors naming them; finding 6: --help
+    says what each loss computes."""
+
+    def test_bad_input_specs(self):
+        for spec in ("2xfoo", "2x3:float99", "-1x3", "", "2x3:int64:abc", "2x3:Tensor",
+                     "2x3:float32:5", "2x3:int8:1000", "2x3:int64:5:7", "2x"):
+            with self.subTest(spec=spec):
+                r = export([f"{MODELS}:ExitInConstructor", f"--input={spec}", "-o", "m"],
+                           self.dir)
+                self.assertUsageError(r, f"--input '{spec}':")
+                self.assertEqual(self.files(), [])
+
+    def test_good_input_specs(self):
+        r = export([TINY, "--input", "3x4:float64", "-o", "m"], self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)  # float64 into float32 weights
+        self.assertOneLineError(r, 1, "overlap_export: forward: RuntimeError")
+        r = export([TINY, "--input=2x4", "-o", "m"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_kwargs_not_an_object(self):
+        for kwargs in ("[1]", "3", '"x"', "null"):
+            with self.subTest(kwargs=kwargs):
+                r = export([f"{MODELS}:ExitInConstructor", "--kwargs", kwargs, "--input",
+                            "2x4", "-o", "m"], self.dir)
+                self.assertUsageError(r, "--kwargs", "JSON object")
+        r = export([TINY, "--kwargs", "{oops", "--input", "2x4", "-o", "m"], self.dir)
+        self.assertUsageError(r, "--kwargs is not JSON")
+        self.assertEqual(self.files(), [])
+
+    def test_loss_help_says_what_each_loss_computes(self):
+        r = export(["--help"], self.dir)
+        self.assertEqual(r.returncode, 0)
+        text = " ".join(r.stdout.split())
+        for needle in ("sum: the sum of all the output's elements", "aten.sum.default",
+                       "mse: the mean squared error", "ce: cross-entropy", "none: no loss",
+                       "default sum"):
+            self.assertIn(needle, text)
+        r = export([f"{MODELS}:ExitInConstructor", "--loss", "l1", "--input", "2x4", "-o",
+                    "m"], self.dir)
+        self.assertUsageError(r, "--loss", "l1")
+
+
+class CompareTest(Base):
+    """Finding 5: compare's files, missing or malformed, are one-line errors naming them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shared = tempfile.mkdtemp(prefix="overlap_export_cli_test.")
+        r = export([TINY, "--input", "2x4", "--aot", "--weights", "w.safetensors",
+                    "--reference", "-o", "m"], cls.shared)
+        if r.returncode != 0:
+            raise RuntimeError(f"the tiny export failed: {r.stderr}")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.shared, ignore_errors=True)
+
+    def copy(self, name):
+        shutil.copy(os.path.join(self.shared, name), self.path(name))
+
+    def write_out(self):
+        """The executor's output as `overlap exec --save` would write it: torch's own
+        numbers (the loss under the forward's output node, grad:<name>)."""
+        sys.path.insert(0, TOOLS)
+        import torch
+        from overlap_export import compare as cmp, safetensors
+        with open(self.path("m.forward.json")) as f:
+            graph = json.load(f)
+        out = next(n for n in graph["nodes"] if n["op"] == "output")["args"][0]
+        ref = cmp.read(self.path("w.safetensors"))
+        tensors = {out[0][1:]: torch.tensor(ref["ref/loss"])}
+        tensors.update({"grad:" + k[len("ref/grad/"):]: torch.tensor(v.copy())
+                        for k, v in ref.items() if k.startswith("ref/grad/")})
+        # A bfloat16 tensor (not compared), as the exporter's writer can write: compare
+        # reads it (it failed on the dtype code BF16 before).
+        tensors["extra"] = torch.tensor([1.5, -2.0, 3.0], dtype=torch.bfloat16)
+        with open(self.path("out.safetensors"), "wb") as f:
+            f.write(safetensors.to_bytes(tensors))
+        self.assertEqual(cmp.read(self.path("out.safetensors"))["extra"].tolist(),
+                         [1.5, -2.0, 3.0])
+
+    def test_matching_numbers_pass(self):
+        self.copy("m.forward.json")
+        self.copy("w.safetensors")
+        self.write_out()
+        r = compare(["m.forward.json", "w.safetensors", "out.safetensors"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("compare: 5 of 5 tensors within", r.stdout)
+
+    def test_missing_files(self):
+        self.copy("m.forward.json")
+        self.copy("w.safetensors")
+        for args, name in (
+                (["m.forward.json", "w.safetensors", "nope.safetensors"], "nope.safetensors"),
+                (["nope.json", "w.safetensors", "w.safetensors"], "nope.json"),
+                (["--trained", "w.safetensors", "nope.safetensors"], "nope.safetensors"),
+                (["--trained", "w.safetensors", "w.safetensors", "--losses", "nope.log"],
+                 "nope.log")):
+            with self.subTest(args=args):
+                r = compare(args, self.dir)
+                self.assertOneLineError(r, 1, f"compare: {name}:", "No such file")
+
+    def test_malformed_files(self):
+        self.copy("m.forward.json")
+        self.copy("w.safetensors")
+        with open(self.path("w.safetensors"), "rb") as f:
+            good = f.read()
+        header = json.dumps({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 80]}})
+        bad = {
+            "empty": b"",
+            "short": b"\x01\x02",
+            "truncated": good[:len(good) // 2][:40],
+            "text": b"this is not a safetensors file at all",
+            "offsets": struct.pack("<Q", len(header)) + header.encode() + b"\0" * 8,
+            "graph.json": b"{not json",
+            "nodes.json": b'{"nodes": []}',
+        }
+        for name, data in bad.items():
+            with open(self.path(name), "wb") as f:
+                f.write(data)
+        os.mkdir(self.path("folder"))
+        for name in ("empty", "short", "truncated", "text", "offsets", "folder"):
+            with self.subTest(name=name):
+                r = compare(["m.forward.json", "w.safetensors", name], self.dir)
+                self.assertOneLineError(r, 1, f"compare: {name}:")
+        for name in ("graph.json", "nodes.json", "w.safetensors"):
+            with self.subTest(name=name):
+                r = compare([name, "w.safetensors", "w.safetensors"], self.dir)
+                self.assertOneLineError(r, 1, f"compare: {name}:")
+        r = compare(["--trained", "w.safetensors"], self.dir)
+        self.assertUsageError(r, "--trained takes DATA OUT")
+
+
+def _safetensors_keys(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    return set(json.loads(data[8:8 + n]))
+
+
+if __name__ == "__main__":
+    unittest.main()
