@@ -784,6 +784,10 @@ TEST(KernelTest, BadArgumentsAreErrorsNamingTheNode) {
   r = RunKernel("aten.relu.default", {I(Idx({2}, 3))});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("int64"));
+  // A dimension named twice (0 and -2 of a matrix): ATen refuses; it once summed once.
+  r = RunKernel("aten.sum.dim_IntList", {F(Rand({2, 3})), C(Ints({0, -2})), C(Value::Bool(false))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("appears more than once"));
 }
 
 // What a review found: inputs that read out of bounds or differ from PyTorch before.

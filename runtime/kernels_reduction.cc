@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_util.h"
@@ -27,7 +28,13 @@ Results ReduceDims(KernelCall& c, bool mean) {
   OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg(2, "keepdim", false));
   std::vector<bool> reduced(x.dim(), dims.empty());
   for (int64_t d : dims) {
+    const int64_t given = d;
     OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    // As ATen: a dimension named twice (0 and -2 of a matrix alike) is refused.
+    if (x.dim() > 0 && reduced[d]) {
+      return c.Error(absl::StrCat("argument 'dim': dimension ", given,
+                                  " appears more than once in the list of dims"));
+    }
     if (x.dim() > 0) reduced[d] = true;
   }
   std::vector<int64_t> keep_shape, out_shape;

