@@ -115,31 +115,9 @@ absl::StatusOr<std::string> FinalTarget(const std::string& path) {
 
 enum class TargetKind { kReplace, kInPlace };
 
-// What `target` (no link) is: replaced through a temporary (absent, or a regular file:
-// `existing` says which, `st` its mode and owner), written in place (a character device
-// or FIFO), or refused (InvalidArgument naming its type).
-absl::StatusOr<TargetKind> Classify(const std::string& path, const std::string& target,
-                                    struct stat& st, bool& existing) {
-  existing = false;
-  if (::lstat(target.c_str(), &st) != 0) return TargetKind::kReplace;  // the create says why
-  const auto refuse = [&](absl::string_view type) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write \"", path, "\"",
-        target == path ? "" : absl::StrCat(" (a link to \"", target, "\")"), ": it is ", type,
-        "; outputs replace regular files and write devices and FIFOs"));
-  };
-  if (S_ISREG(st.st_mode)) {
-    existing = true;
-    return TargetKind::kReplace;
-  }
-  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return TargetKind::kInPlace;
-  if (S_ISDIR(st.st_mode)) return refuse("a folder");
-  if (S_ISBLK(st.st_mode)) return refuse("a block device");
-  if (S_ISSOCK(st.st_mode)) return refuse("a socket");
-  return refuse("not a regular file");
-}
-
-// An output path followed to the file it changes, and what that file is.
+// An output path followed to the file it changes, and what that file is: replaced through
+// a temporary (absent, or a regular file: `existing`, `st` its mode and owner), or written
+// in place (a character device or FIFO).
 struct Resolved {
   std::string target;
   struct stat st {};
@@ -147,16 +125,32 @@ struct Resolved {
   TargetKind kind = TargetKind::kReplace;
 };
 
+// InvalidArgument naming the type of a target that is neither.
 absl::StatusOr<Resolved> Resolve(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("an output path is empty");
   Resolved r;
   absl::StatusOr<std::string> target = FinalTarget(path);
   if (!target.ok()) return target.status();
   r.target = *std::move(target);
-  absl::StatusOr<TargetKind> kind = Classify(path, r.target, r.st, r.existing);
-  if (!kind.ok()) return kind.status();
-  r.kind = *kind;
-  return r;
+  if (::lstat(r.target.c_str(), &r.st) != 0) return r;  // absent: the create says why not
+  const auto refuse = [&](absl::string_view type) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write \"", path, "\"",
+        r.target == path ? "" : absl::StrCat(" (a link to \"", r.target, "\")"), ": it is ", type,
+        "; outputs replace regular files and write devices and FIFOs"));
+  };
+  if (S_ISREG(r.st.st_mode)) {
+    r.existing = true;
+    return r;
+  }
+  if (S_ISCHR(r.st.st_mode) || S_ISFIFO(r.st.st_mode)) {
+    r.kind = TargetKind::kInPlace;
+    return r;
+  }
+  if (S_ISDIR(r.st.st_mode)) return refuse("a folder");
+  if (S_ISBLK(r.st.st_mode)) return refuse("a block device");
+  if (S_ISSOCK(r.st.st_mode)) return refuse("a socket");
+  return refuse("not a regular file");
 }
 
 }  // namespace
@@ -165,12 +159,10 @@ absl::StatusOr<OutputFile> OutputFile::Open(const std::string& path, std::FILE* 
   if (path == "-") return OutputFile(path, "", stdout_stream, false);
   absl::StatusOr<Resolved> resolved = Resolve(path);
   if (!resolved.ok()) return resolved.status();
-  const std::string* target = &resolved->target;
-  const struct stat& st = resolved->st;
-  const bool existing = resolved->existing;
-  if (resolved->kind == TargetKind::kInPlace) {
+  const Resolved& r = *resolved;
+  if (r.kind == TargetKind::kInPlace) {
     // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of waiting for one.
-    const int fd = ::open(target->c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    const int fd = ::open(r.target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
       const int err = errno;
       return absl::InvalidArgumentError(
@@ -184,14 +176,14 @@ absl::StatusOr<OutputFile> OutputFile::Open(const std::string& path, std::FILE* 
       ::close(fd);
       return Failure("opening", path, err);
     }
-    return OutputFile(*target, "", f, true);
+    return OutputFile(r.target, "", f, true);
   }
   InstallCleanupHandlers();
   static std::atomic<int> counter{0};
   // A name no other writer uses: the pid and a per-process counter; O_EXCL makes sure (and
   // with O_NOFOLLOW never follows a link planted under that name).
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string temp = absl::StrCat(*target, ".tmp-", getpid(), "-",
+    const std::string temp = absl::StrCat(r.target, ".tmp-", getpid(), "-",
                                           counter.fetch_add(1, std::memory_order_relaxed));
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
@@ -200,17 +192,17 @@ absl::StatusOr<OutputFile> OutputFile::Open(const std::string& path, std::FILE* 
           absl::StrCat("cannot write \"", path, "\": ", std::strerror(errno)));
     }
     const int slot = RegisterTemp(temp);
-    if (existing) {
+    if (r.existing) {
       // The owner first: changing it clears set-id bits, which the mode then restores. Not
       // being allowed to give the file away (EPERM) leaves it ours, as an editor's save.
-      if (::fchown(fd, st.st_uid, st.st_gid) != 0 && errno != EPERM) {
+      if (::fchown(fd, r.st.st_uid, r.st.st_gid) != 0 && errno != EPERM) {
         const int err = errno;
         ::close(fd);
         ::unlink(temp.c_str());
         UnregisterTemp(slot);
         return Failure("keeping the owner of", path, err);
       }
-      ::fchmod(fd, st.st_mode & 07777);
+      ::fchmod(fd, r.st.st_mode & 07777);
     }
     std::FILE* f = fdopen(fd, "wb");
     if (f == nullptr) {
@@ -220,7 +212,7 @@ absl::StatusOr<OutputFile> OutputFile::Open(const std::string& path, std::FILE* 
       UnregisterTemp(slot);
       return Failure("opening", path, err);
     }
-    OutputFile out(*target, temp, f, false);
+    OutputFile out(r.target, temp, f, false);
     out.slot_ = slot;
     return out;
   }

@@ -61,10 +61,10 @@ absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
   };
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
+    if (fraction > 0 && u.factor == 1) return bad("a number of bytes is whole");
     // Exact: whole part x factor plus the fraction's share, rounded to the nearest byte.
     const unsigned __int128 part =
         (static_cast<unsigned __int128>(fraction) * u.factor + scale / 2) / scale;
-    if (fraction > 0 && u.factor == 1) return bad("a number of bytes is whole");
     const unsigned __int128 bytes = static_cast<unsigned __int128>(value) * u.factor + part;
     if (bytes > static_cast<unsigned __int128>(INT64_MAX)) return bad("overflows 64 bits");
     return static_cast<int64_t>(bytes);

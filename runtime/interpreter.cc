@@ -140,11 +140,7 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
 
   RunResult result;
   if (options.simulate || options.memory_limit_bytes > 0) {
-    CollectiveModel one;
-    one.world_size = 1;
-    SimulationOptions so;
-    so.record_trace = false;
-    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, Simulator(g, one).Run(plan.order, so));
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g, plan.order));
     result.simulated_peak_bytes = sim.peak_memory_bytes;
     const int64_t scale = in_double ? 2 : 1;  // float32 values run as float64
     if (options.memory_limit_bytes > 0 &&

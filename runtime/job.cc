@@ -386,15 +386,7 @@ std::string JobText(const JobOptions& o, int world, bool nccl) {
 absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const JobOptions& o,
                                                       int world) {
   RankMemoryEstimate e;
-  CollectiveModel one;
-  one.world_size = 1;
-  SimulationOptions so;
-  so.record_trace = false;
-  for (const Graph* g : {&pair.forward, &pair.backward}) {
-    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim,
-                             Simulator(*g, one).Run(g->OrderVector(), so));
-    e.graph_peak = std::max(e.graph_peak, sim.peak_memory_bytes);
-  }
+  OVERLAP_ASSIGN_OR_RETURN(e.graph_peak, LargestPeakBytes({&pair.forward, &pair.backward}));
   e.saved = pair.saved_bytes;
   int64_t whole = 0;
   for (const Param& p : pair.forward.params()) whole += p.bytes;

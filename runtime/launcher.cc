@@ -12,6 +12,8 @@
 #include <memory>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -37,13 +39,8 @@ absl::StatusOr<std::string> NewSecret() {
     if (n <= 0) return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
     got += static_cast<size_t>(n);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) {
-    hex.push_back(kHex[b >> 4]);
-    hex.push_back(kHex[b & 15]);
-  }
-  return hex;
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 // The variables the launcher sets for each rank: inherited ones of these names are dropped
@@ -91,13 +88,9 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
     sa.sa_flags = SA_RESTART;
     sigaction(kForwarded[k], &sa, &previous[k]);
   }
-  struct RestoreSignals {
-    const int* signals;
-    struct sigaction* previous;
-    ~RestoreSignals() {
-      for (int k = 0; k < 3; ++k) sigaction(signals[k], &previous[k], nullptr);
-    }
-  } restore{kForwarded, previous};
+  absl::Cleanup restore = [&] {
+    for (int k = 0; k < 3; ++k) sigaction(kForwarded[k], &previous[k], nullptr);
+  };
 
   std::vector<pid_t> pids(o.nproc, -1);
   LaunchResult r;

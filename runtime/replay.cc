@@ -60,14 +60,6 @@ class HostDevice final : public ReplayDevice {
   absl::flat_hash_map<NodeId, std::shared_ptr<Storage>> held_;
 };
 
-absl::StatusOr<SimulationResult> SimulateOne(const Graph& g, const std::vector<NodeId>& order) {
-  CollectiveModel one;
-  one.world_size = 1;
-  SimulationOptions so;
-  so.record_trace = false;
-  return Simulator(g, one).Run(order, so);
-}
-
 }  // namespace
 
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options) {
@@ -100,7 +92,7 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
   const absl::flat_hash_set<int64_t>& resident = plan.resident;
   // The simulator's peak: reported beside the measured one, and with real buffers the
   // test that refuses up front what cannot fit.
-  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateOne(g, order));
+  OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g, order));
   if (!options.count_only) {
     const int64_t limit =
         options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();

@@ -124,10 +124,11 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
 
 namespace {
 
-// A connected, authenticated socket to `res`, or why not before `deadline`.
+// A connected, authenticated socket to `res`, or why not before `deadline`; `retry` says
+// whether the store may simply not be up yet (refused, reset, timed out).
 absl::StatusOr<int> ConnectOnce(const addrinfo* res, const std::string& secret,
-                                const std::string& where, absl::Time deadline, bool& refused) {
-  refused = false;
+                                const std::string& where, absl::Time deadline, bool& retry) {
+  retry = false;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
   int r = connect(fd, res->ai_addr, res->ai_addrlen);
@@ -145,7 +146,7 @@ absl::StatusOr<int> ConnectOnce(const addrinfo* res, const std::string& secret,
   if (r != 0) {
     const int err = errno;
     close(fd);
-    refused = err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET;
+    retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET;
     return absl::UnavailableError(
         absl::StrCat("cannot reach the store at ", where, ": ", std::strerror(err)));
   }
@@ -208,7 +209,6 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
     store->server_ = std::move(*server);
   }
   const absl::Time deadline = absl::Now() + timeout;
-  absl::Status last;
   while (true) {
     bool retry = false;
     absl::StatusOr<int> fd = ConnectOnce(res, info.secret, where, deadline, retry);
@@ -216,10 +216,10 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
       store->fd_ = *fd;
       break;
     }
-    last = fd.status();
     if (!retry) {
       freeaddrinfo(res);
-      return absl::Status(last.code(), absl::StrCat("rank ", info.rank, ": ", last.message()));
+      return absl::Status(fd.status().code(),
+                          absl::StrCat("rank ", info.rank, ": ", fd.status().message()));
     }
     if (absl::Now() > deadline) {
       freeaddrinfo(res);
@@ -360,10 +360,13 @@ absl::Status CheckJoin(TcpStore& store, int rank, int world_size, const std::str
     int world0 = 0;
     std::string print0;
     if (parse(*first, world0, print0) && world0 != world_size) {
+      store.Set(absl::StrCat("join/seen/", rank), "1").IgnoreError();  // it needs no verdict
       return absl::FailedPreconditionError(absl::StrCat("WORLD_SIZE differs: rank ", rank, " has ",
                                                         world_size, ", rank 0 has ", world0));
     }
     absl::StatusOr<std::string> verdict = store.Get("join/verdict", left());
+    // Seen: rank 0 may now end (and with it a store it serves).
+    if (verdict.ok()) store.Set(absl::StrCat("join/seen/", rank), "1").IgnoreError();
     if (!verdict.ok()) {
       return absl::Status(
           verdict.status().code(),
@@ -409,6 +412,15 @@ absl::Status CheckJoin(TcpStore& store, int rank, int world_size, const std::str
         "): is every rank started, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?"));
   }
   store.Set("join/verdict", verdict.ok() ? "ok" : std::string(verdict.message())).IgnoreError();
+  if (!verdict.ok()) {
+    // Rank 0 ending at once would take a store it serves with it before the others read
+    // why: it waits (a few seconds at most) until every rank that joined has seen it.
+    const absl::Time until = absl::Now() + kStoreReplyGrace;
+    for (int r = 1; r < world_size; ++r) {
+      if (std::find(missing.begin(), missing.end(), absl::StrCat(r)) != missing.end()) continue;
+      if (!store.Get(absl::StrCat("join/seen/", r), until - absl::Now()).ok()) break;
+    }
+  }
   return verdict;
 }
 

@@ -99,7 +99,9 @@ class TcpStore : public gloo::rendezvous::Store {
 
 // The join check, before any communicator connects: every rank publishes its world size
 // and `fingerprint` (of what it was given to run); rank 0 reads every rank's and publishes
-// the verdict, which the others wait for, so that every rank fails alike. Errors:
+// the verdict, which the others wait for, so that every rank fails alike (a failing rank 0
+// waits up to kStoreReplyGrace for the others to have seen it: the store it may serve ends
+// with it). Errors:
 // FailedPrecondition "WORLD_SIZE differs: rank 1 has 4, rank 0 has 2" or "rank 2 runs a
 // different program from rank 0 ...", DeadlineExceeded naming the ranks that did not join
 // within `timeout`. O(world size) store operations; no sockets beyond the store's.

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,32 @@ TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
   EXPECT_TRUE(absl::StrContains(s.message(), "2 of 3 ranks did not join")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "ranks 1, 2")) << s;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
+// Rank 0 serves the store and ends as soon as its join check fails: the others still read
+// why (it once took the store away first: "lost the store" instead of the difference).
+TEST(TcpStoreTest, EveryRankReadsTheVerdictBeforeRankZerosStoreEnds) {
+  const int port = FreePort();
+  const std::vector<int> codes = RunRanks(3, [&](int rank) {
+    RendezvousInfo info;
+    info.rank = rank;
+    info.world_size = 3;
+    info.master_port = port;
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+    if (!store.ok()) return 2;
+    if (rank == 1) {
+      // Joined (its record is in), then slow to read the verdict: rank 0 is done by then.
+      if (!(*store)->Set("join/1", "3 other").ok()) return 4;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    absl::Status s = CheckJoin(**store, rank, 3, rank == 1 ? "other" : "same", absl::Seconds(20));
+    if (s.ok() || !absl::StrContains(s.message(), "rank 1 runs a different program")) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
+      return 3;
+    }
+    return 0;  // rank 0 ends here, and its store with it
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 }  // namespace

@@ -202,16 +202,8 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
   // Refused up front: what the step would need (the larger graph's peak, the parameters
   // and their gradients, the optimizer's two float64 moments).
   {
-    CollectiveModel one;
-    one.world_size = 1;
-    SimulationOptions so;
-    so.record_trace = false;
-    int64_t peak = 0, param_bytes = 0;
-    for (const Graph* h : {&pair.forward, &pair.backward}) {
-      OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim,
-                               Simulator(*h, one).Run(h->OrderVector(), so));
-      peak = std::max(peak, sim.peak_memory_bytes);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(const int64_t peak, LargestPeakBytes({&pair.forward, &pair.backward}));
+    int64_t param_bytes = 0;
     for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
     // The forward's outputs (loss and saved tensors) stay alive while the backward copies
     // them into its own memory (RunAotStep's caller keeps them): counted once more.

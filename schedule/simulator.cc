@@ -400,6 +400,24 @@ absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeI
   return Simulator(g, model).Run(order);
 }
 
+absl::StatusOr<SimulationResult> SimulateAlone(const Graph& g, absl::Span<const NodeId> order) {
+  CollectiveModel one;
+  one.world_size = 1;
+  SimulationOptions so;
+  so.record_trace = false;
+  return Simulator(g, one).Run(order, so);
+}
+
+absl::StatusOr<int64_t> LargestPeakBytes(std::initializer_list<const Graph*> graphs) {
+  int64_t peak = 0;
+  for (const Graph* g : graphs) {
+    if (g->size() == 0) continue;
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(*g, g->OrderVector()));
+    peak = std::max(peak, sim.peak_memory_bytes);
+  }
+  return peak;
+}
+
 std::string ChromeTraceJson(const Graph& g, const SimulationResult& r) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out.append(

@@ -80,6 +80,7 @@
 #define OVERLAP_SCHEDULE_SIMULATOR_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -179,6 +180,16 @@ class Simulator {
 // with the trace. O(N log N + E).
 absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeId> order,
                                           const CollectiveModel& model = {});
+
+// `order` of `g` alone (world size 1: collectives take no time), without the trace: the
+// executor's memory rule, what the interpreter, replay and the up-front memory checks
+// compare against. O(N log N + E).
+absl::StatusOr<SimulationResult> SimulateAlone(const Graph& g, absl::Span<const NodeId> order);
+
+// The largest simulated peak of graph values among `graphs`, each alone in its node order
+// (an AOT pair's forward and backward: what a step holds at most); a graph without nodes
+// counts 0. O(sum of N log N + E).
+absl::StatusOr<int64_t> LargestPeakBytes(std::initializer_list<const Graph*> graphs);
 
 // The Chrome / Perfetto trace of a simulation: one track per stream, a memory counter.
 // O(events + memory changes).

@@ -1,6 +1,5 @@
 // overlap exec: run a graph (and its backward) on the CPU kernels, or replay it without
 // kernels (runtime/replay.h), printing checksums, time and measured vs simulated memory.
-#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -81,9 +80,7 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   ReplayOptions o;
   if (in.Has("time-scale")) o.time_scale = in.NonNegative("time-scale", 1e6, 0);
   o.count_only = in.Switch("count-only");
-  if (std::optional<int64_t> limit = in.Size("memory-limit")) {
-    if (*limit == 0)
-      in.AddUsageError("--memory-limit must be > 0 (omit it for the memory available)");
+  if (std::optional<int64_t> limit = in.PositiveSize("memory-limit", "the memory available")) {
     o.memory_limit_bytes = *limit;
   }
   for (const char* f : {"weights", "inputs", "save", "double", "seed"}) {
@@ -143,18 +140,9 @@ int Run(Invocation& in) {
   // (float32 run as float64 under --double) against the memory available. A graph of a
   // kilobyte may declare gigabytes.
   {
-    CollectiveModel one;
-    one.world_size = 1;
-    SimulationOptions so;
-    so.record_trace = false;
-    int64_t peak = 0;
-    for (const Graph* g : {&pair.forward, &pair.backward}) {
-      if (g->size() == 0) continue;
-      absl::StatusOr<SimulationResult> sim = Simulator(*g, one).Run(g->OrderVector(), so);
-      if (!sim.ok()) return in.BadInput(sim.status());
-      peak = std::max(peak, sim->peak_memory_bytes);
-    }
-    const int64_t need = in.Switch("double") && peak < INT64_MAX / 2 ? 2 * peak : peak;
+    absl::StatusOr<int64_t> peak = LargestPeakBytes({&pair.forward, &pair.backward});
+    if (!peak.ok()) return in.BadInput(peak.status());
+    const int64_t need = in.Switch("double") && *peak < INT64_MAX / 2 ? 2 * *peak : *peak;
     const int64_t available = AvailableMemoryBytes();
     if (need > available) {
       return in.BadInput(absl::ResourceExhaustedError(absl::StrCat(

@@ -151,10 +151,7 @@ JobOptions ReadJobFlags(Invocation& in) {
   }
   if (!o.compare_algorithms.empty()) o.algorithm = o.compare_algorithms.front();
   o.calibrate = in.Switch("calibrate");
-  o.memory_limit_bytes = in.Size("memory-limit").value_or(0);
-  if (in.Has("memory-limit") && o.memory_limit_bytes == 0 && !in.has_usage_error()) {
-    in.AddUsageError("--memory-limit must be > 0 (omit it for no limit)");
-  }
+  o.memory_limit_bytes = in.PositiveSize("memory-limit", "no limit").value_or(0);
   o.device_memory_bytes = in.Size("device-memory").value_or(0);
   if (o.memory_limit_bytes > 0 && o.device_memory_bytes > 0) {
     in.AddUsageError("--memory-limit or --device-memory, not both");

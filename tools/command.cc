@@ -211,6 +211,13 @@ std::optional<int64_t> Invocation::Size(absl::string_view name) {
   return *size;
 }
 
+std::optional<int64_t> Invocation::PositiveSize(absl::string_view name, absl::string_view omitted) {
+  std::optional<int64_t> size = Size(name);
+  if (size != 0) return size;
+  AddUsageError(absl::StrCat("--", name, " must be > 0 (omit it for ", omitted, ")"));
+  return std::nullopt;
+}
+
 void Invocation::AddUsageError(std::string message) {
   if (!usage_error_) usage_error_ = std::move(message);
 }

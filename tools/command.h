@@ -107,6 +107,9 @@ class Invocation {
   double NonNegative(absl::string_view name, double max, double fallback);
   // A size with an optional unit (graph/size.h), when given.
   std::optional<int64_t> Size(absl::string_view name);
+  // The same, where 0 would silently mean "none": a usage error "--NAME must be > 0 (omit
+  // it for OMITTED)" and nullopt for 0.
+  std::optional<int64_t> PositiveSize(absl::string_view name, absl::string_view omitted);
   // Records a usage error (only the first is kept).
   void AddUsageError(std::string message);
 

@@ -7,12 +7,12 @@
 set -euo pipefail
 cd "$PWD/tools"
 py=/usr/bin/python3
-if ! "$py" -c "import torch" 2>/dev/null; then
+if ! "$py" -c "import torch, functorch" 2>/dev/null; then
   if [ "${OVERLAP_REQUIRE_TORCH:-0}" = 1 ]; then
     echo "export_cli_test: torch is not importable by $py (tools/bootstrap.sh --with-torch)" >&2
     exit 1
   fi
-  echo "export_cli_test: SKIPPED: $py cannot import torch"
+  echo "export_cli_test: SKIPPED: $py cannot import torch and functorch"
   exit 0
 fi
 export TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}}

@@ -9,6 +9,8 @@ overlap=$PWD/tools/overlap
 export OVERLAP_WORKER_BINARY=$overlap
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$tmp"
+# A failed step says which, with what the commands wrote to stderr.
+trap 'rc=$?; echo "run_test: FAILED at line $LINENO (exit $rc)" >&2; for f in *.err; do echo "--- $f" >&2; tail -20 "$f" >&2; done' ERR
 
 # The demo's last step: two ranks.
 $overlap demo mlp >demo.out 2>demo.err

@@ -126,8 +126,7 @@ BudgetRequest ReadBudgetFlags(Invocation& in, int world_size) {
   }
   r.device_memory = in.Size("device-memory");
   r.reserve = in.Size("reserve");
-  r.memory_limit = in.Size("memory-limit");
-  if (r.memory_limit == 0) in.AddUsageError("--memory-limit must be > 0 (omit it for no limit)");
+  r.memory_limit = in.PositiveSize("memory-limit", "no limit");
   return r;
 }
 

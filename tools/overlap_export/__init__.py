@@ -5,14 +5,14 @@ and overlap_export.compare (numpy only) start without it.
 """
 
 from .errors import ExportError
+from .files import write_json
 
 __all__ = [
     "ExportError", "export_aot", "export_module_style", "load_model", "loss_target",
     "parse_input", "unique_parameter_storages", "write_json"
 ]
 
-_FROM_EXPORT = {"export_aot", "export_module_style", "load_model", "loss_target",
-                "parse_input", "unique_parameter_storages", "write_json"}
+_FROM_EXPORT = set(__all__) - {"ExportError", "write_json"}
 
 
 def __getattr__(name):

@@ -11,7 +11,6 @@ with Debian's interpreter (/usr/bin/python3), the one python3-torch is installed
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 
@@ -98,9 +97,13 @@ def _check_usage(ap, a):
                  f"{type(kwargs).__name__} ({a.kwargs})")
     for spec in a.input:
         try:
-            inputs.input_spec(spec)
+            dtype = inputs.input_spec(spec)[1]
         except ValueError as e:
             ap.error(f"--input '{spec}': {e}")
+        # The executor's tensor files have no 8- or 16-bit integers (docs/runtime.md).
+        if dtype in ("int8", "int16") and (a.weights or a.train_data):
+            ap.error(f"--input '{spec}': {dtype} inputs cannot be written to --weights / "
+                     f"--train-data (safetensors as the executor reads it has no {dtype})")
     if a.reference and not a.weights:
         ap.error("--reference needs --weights")
     if a.train_data:
@@ -108,13 +111,10 @@ def _check_usage(ap, a):
             ap.error("--train-steps must be >= 1")
         if a.loss == "none":
             ap.error("--train-data needs a loss (--loss sum, mse or ce)")
-    prefix = "it is the output files' prefix (-o out/resnet18 writes out/resnet18.json, ...)"
-    if a.output == "":
-        ap.error(f"-o is empty: {prefix}")
-    if a.output.endswith(os.sep) or (os.altsep and a.output.endswith(os.altsep)):
-        ap.error(f"-o '{a.output}' ends with a path separator, naming a folder: {prefix}")
-    if os.path.isdir(a.output):
-        ap.error(f"-o '{a.output}' is an existing folder: {prefix}")
+    problem = files.folder_problem(a.output)
+    if problem:
+        ap.error(f"-o '{a.output}': {problem}; it is the output files' prefix (-o out/resnet18 "
+                 f"writes out/resnet18.json, ...)")
     targets = [("-o", a.output + ".json")]
     if a.aot:
         targets += [("-o", a.output + ".forward.json"), ("-o", a.output + ".backward.json")]
@@ -169,18 +169,15 @@ def main(argv=None):
                 raise
             print(f"overlap_export: {_one_line(e)}; taking the AOT path only", file=sys.stderr)
             path = "AOT only"
-        with user("loss", "the model's forward"):
-            target = export.loss_target(a.loss, model, examples, a.seed + 100)
+        target = export.loss_target(a.loss, model, examples, a.seed + 100)
         if a.aot:
-            with user("aot", "the model's forward"):
-                fw, bw = export.export_aot(model, examples, a.loss, target, name)
+            fw, bw = export.export_aot(model, examples, a.loss, target, name)
             outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
             outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
         if a.weights:
             tensors = export.weights(model, examples, target)
             if a.reference:
-                with user("reference", "the model's forward"):
-                    tensors.update(export.reference(model, examples, a.loss, target))
+                tensors.update(export.reference(model, examples, a.loss, target))
             with user("weights", "the weights' serialization"):
                 blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
                                                       "torch": torch.__version__})
@@ -192,12 +189,12 @@ def main(argv=None):
                    "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
                    "weight_decay": a.weight_decay if a.weight_decay is not None
                    else (0.0 if a.optimizer == "sgd" else 0.01)}
-            with user("train", "the model's forward"):
-                tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
-                                                 a.train_steps, opt, a.seed)
-                meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
-                        "steps": str(a.train_steps)}
-                meta.update({k: str(v) for k, v in opt.items()})
+            tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
+                                             a.train_steps, opt, a.seed)
+            meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
+                    "steps": str(a.train_steps)}
+            meta.update({k: str(v) for k, v in opt.items()})
+            with user("train", "the data file's serialization"):
                 outputs.append((a.train_data, safetensors.to_bytes(tensors, meta)))
         files.write_files(outputs)
         storages, elements = export.unique_parameter_storages(model)

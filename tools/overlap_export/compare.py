@@ -155,10 +155,15 @@ def _pairs(a):
                  for k in sorted(ref) if k.startswith("ref/param/")]
         if a.losses:
             steps = _loss_lines(a.losses)
-            for k in sorted(int(key[len("ref/loss/"):]) for key in ref
-                            if key.startswith("ref/loss/")):
+            steps_of = {}
+            for key in ref:
+                if key.startswith("ref/loss/"):
+                    if not key[len("ref/loss/"):].isdigit():
+                        raise BadFile(a.files[0], f"'{key}' is not ref/loss/<step>")
+                    steps_of[int(key[len("ref/loss/"):])] = key
+            for k in sorted(steps_of):
                 value = steps.get(k + 1)
-                pairs.append((f"loss at step {k + 1}", ref[f"ref/loss/{k}"],
+                pairs.append((f"loss at step {k + 1}", ref[steps_of[k]],
                               None if value is None else np.array(value)))
     else:
         loss_node = _read_graph(a.files[0])

@@ -12,7 +12,6 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from . import graph_json
 from .errors import ExportError
-from . import files
 from .inputs import input_spec
 
 # ---- the user's code ----
@@ -152,14 +151,12 @@ class _Recorder(torch.fx.Interpreter):
 def export_module_style(model, inputs, name):
     """The forward as torch.fx traces it (call_module / get_attr), with the parameter table
     by owner. ExportError("trace") when torch.fx cannot trace the model symbolically."""
-    try:
-        gm = torch.fx.symbolic_trace(model)
-    except SystemExit as e:
-        raise ExportError("trace", f"the model's forward called {_exit_call(e)}",
-                          fatal=True) from None
-    except Exception as e:  # noqa: BLE001
-        raise ExportError("trace", f"torch.fx cannot trace it symbolically: "
-                          f"{type(e).__name__}: {e}") from e
+    with user_code("trace", "the model's forward"):  # sys.exit: fatal, not untraceable
+        try:
+            gm = torch.fx.symbolic_trace(model)
+        except Exception as e:  # noqa: BLE001
+            raise ExportError("trace", f"torch.fx cannot trace it symbolically: "
+                              f"{type(e).__name__}: {e}") from e
     rec = _Recorder(gm)
     # The traced forward on the example inputs (wrong input shapes fail here): not a
     # tracing failure, so not one the AOT path would get past.
@@ -227,7 +224,7 @@ def loss_target(kind, model, inputs, seed):
     cross-entropy's class indices over the output's last dimension."""
     if kind in ("none", "sum"):
         return None
-    with torch.no_grad():
+    with torch.no_grad(), user_code("loss", "the model's forward"):
         out = model(*inputs)
     g = torch.Generator().manual_seed(seed)
     if kind == "mse":
@@ -299,13 +296,11 @@ def export_aot(model, inputs, loss, target, name):
     args += [b.detach() for _, b in buffers] + list(inputs)
     if target is not None:
         args.append(target)
-    try:
+    with user_code("aot", "the model's forward"):
         compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition)
         result = compiled(*args)[0]
         if result.requires_grad:
             result.sum().backward()
-    except Exception as e:  # noqa: BLE001
-        raise ExportError("aot", f"{type(e).__name__}: {e}") from e
     if "fw" not in captured or "bw" not in captured:
         raise ExportError("aot", "AOTAutograd produced no backward (no parameter needs a "
                                  "gradient?)")
@@ -475,12 +470,14 @@ def reference(model, inputs, loss, target):
     """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
     trainable storage (its first name), in the model's current mode."""
     model.zero_grad(set_to_none=True)
-    out = model(*inputs)
-    value = _loss_fn(loss, out, target)
+    with user_code("reference", "the model's forward"):
+        out = model(*inputs)
+        value = _loss_fn(loss, out, target)
+        if value is not out:
+            value.backward()
     ref = {"ref/output": out.detach()}
     if value is not out:
         ref["ref/loss"] = value.detach()
-        value.backward()
         for n, p in model.named_parameters():
             if p.grad is not None:
                 ref[f"ref/grad/{n}"] = p.grad.detach()
@@ -512,29 +509,19 @@ def train_reference(model, specs, loss, steps, optimizer, seed):
     else:
         raise ExportError("train", f"unknown optimizer '{kind}' (sgd, adamw)")
     for k in range(steps):
-        if k == 0:
-            inputs = [parse_input(s, seed + i) for i, s in enumerate(specs)]
-        else:
-            inputs = [parse_input(s, seed + 1000 * k + i) for i, s in enumerate(specs)]
+        inputs = [parse_input(s, seed + 1000 * k + i) for i, s in enumerate(specs)]
         target = loss_target(loss, model, inputs, seed + 100 + 1000 * k)
         for i, x in enumerate(inputs):
             out[f"batch/{k}/input/{i}"] = x
         if target is not None:
             out[f"batch/{k}/target"] = target
         opt.zero_grad(set_to_none=True)
-        value = _loss_fn(loss, model(*inputs), target)
+        with user_code("train", "the model's forward"):
+            value = _loss_fn(loss, model(*inputs), target)
+            value.backward()
+            opt.step()
         out[f"ref/loss/{k}"] = value.detach().clone()
-        value.backward()
-        opt.step()
     for n, p in model.named_parameters():
         out[f"ref/param/{n}"] = p.detach().clone()
     return out
 
-
-# ---- files ----
-# In files.py (no torch: the command line checks output paths before loading torch); these
-# names stay here for export.py's callers.
-
-json_bytes = files.json_bytes
-write_bytes = files.write_bytes
-write_json = files.write_json

@@ -1,6 +1,6 @@
 """The exporter's output files, without torch: where each path's bytes go (a symbolic link's
 target; a device or FIFO in place), why a path cannot be written (checked before the model is
-loaded), and writing all of a run's files or none."""
+loaded), and writing a run's files once all of them are complete."""
 
 import contextlib
 import json
@@ -15,7 +15,7 @@ def _destination(path):
     """(where `path`'s bytes go, whether they are written there directly): a symbolic link's
     target (the link stays a link), and an existing file that is not a regular one (a
     device such as /dev/null, a FIFO) is written in place, never replaced."""
-    real = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
+    real = os.path.realpath(path)
     try:
         mode = os.stat(real).st_mode
     except OSError:  # none there yet (or a folder on the way is not one: output_problem)
@@ -23,19 +23,26 @@ def _destination(path):
     return real, not stat.S_ISREG(mode)
 
 
-def output_problem(path):
-    """Why `path` cannot be written (a sentence), or None: it names a folder (or is empty, or
-    ends with a separator), its folder does not exist or is not writable, or it is an
-    existing non-regular file that is not writable."""
+def folder_problem(path):
+    """Why `path` names a folder rather than a file (a sentence), or None: it is empty, ends
+    with a path separator, or is an existing folder (or a link to one)."""
     if not path:
         return "it is empty"
-    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+    if path.endswith(os.sep):
         return "it ends with a path separator (it names a folder)"
     if os.path.isdir(path):
         return "it is an existing folder"
+    return None
+
+
+def output_problem(path):
+    """Why `path` cannot be written (a sentence), or None: it names a folder
+    (folder_problem), its folder does not exist or is not writable, or it is an existing
+    non-regular file that is not writable."""
+    problem = folder_problem(path)
+    if problem:
+        return problem
     real, direct = _destination(path)
-    if os.path.isdir(real):
-        return f"it is a link to the folder {real}"
     if direct:
         return None if os.access(real, os.W_OK) else "it is not writable"
     folder = os.path.dirname(real)
@@ -76,13 +83,15 @@ def _stage(real, data):
 
 
 def write_files(files):
-    """Writes each (path, bytes) of `files`, all or none: each regular file is first written
-    to a temporary file in its folder, and only when all are complete are they renamed over
+    """Writes each (path, bytes) of `files`: each regular file is first written to a
+    temporary file in its folder, and only when all are complete are they renamed over
     their paths (atomically each; a symbolic link's target, the link kept). Existing paths
     that are not regular files (/dev/null, a FIFO) are written in place, after the temporary
-    files and before the renames. On any failure the temporary files and the files this
-    call already renamed into place are removed, and ExportError("write") names the path."""
-    staged, direct, renamed = [], [], []
+    files and before the renames. A failure while writing (a full disk) leaves every path as
+    it was; a rename that fails (rare: the temporary is in the same folder) leaves the files
+    renamed before it new and the rest as they were, never a path removed. The temporary
+    files are removed, and ExportError("write") names the path."""
+    staged, direct = [], []
     current = None
     try:
         for path, data in files:
@@ -99,14 +108,10 @@ def write_files(files):
         for path, tmp, real in staged:
             current = path
             os.replace(tmp, real)
-            renamed.append(real)
     except BaseException as e:
         for _, tmp, _ in staged:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a renamed one is gone already
                 os.unlink(tmp)
-        for real in renamed:
-            with contextlib.suppress(OSError):
-                os.unlink(real)
         if isinstance(e, OSError):
             raise ExportError("write", f"{current}: {e.strerror or e}") from e
         raise
@@ -115,11 +120,6 @@ def write_files(files):
 def json_bytes(doc):
     """A graph document's file contents (compact JSON, a final newline)."""
     return (json.dumps(doc, indent=None, separators=(",", ":")) + "\n").encode()
-
-
-def write_bytes(path, data):
-    """Writes `data` to `path` atomically (a temporary file renamed): no partial file."""
-    write_files([(path, data)])
 
 
 def write_json(path, doc):

@@ -12,22 +12,13 @@ import torch
 import torch.fx
 
 from .errors import ExportError
+from .inputs import DTYPES
 
 FORMAT = "overlap-graph"
 
 # torch dtype -> the format's dtype names.
-_DTYPES = {
-    torch.float32: "float32",
-    torch.float64: "float64",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.int64: "int64",
-    torch.int32: "int32",
-    torch.int16: "int16",
-    torch.int8: "int8",
-    torch.uint8: "uint8",
-    torch.bool: "bool",
-}
+# The format's dtypes (inputs.DTYPES, which --input accepts), by torch's dtype.
+_DTYPES = {getattr(torch, name): name for name in DTYPES}
 
 
 def dtype_name(dtype):
