@@ -36,6 +36,17 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// Rank `rank` of `world` on 127.0.0.1:port, connected (rank 0 serving the store).
+absl::StatusOr<std::shared_ptr<TcpStore>> JoinStore(int rank, int world, int port,
+                                                    const std::string& secret = "") {
+  RendezvousInfo info;
+  info.rank = rank;
+  info.world_size = world;
+  info.master_port = port;
+  info.secret = secret;
+  return TcpStore::Connect(info, absl::Seconds(20));
+}
+
 TEST(TcpStoreTest, RanksMeetThroughTorchrunsVariablesAndAllreduce) {
   const int port = FreePort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
@@ -71,11 +82,7 @@ TEST(TcpStoreTest, RanksMeetThroughTorchrunsVariablesAndAllreduce) {
 TEST(TcpStoreTest, TheStartUpCheckNamesTheRankThatDiffers) {
   const int port = FreePort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
-    RendezvousInfo info;
-    info.rank = rank;
-    info.world_size = 3;
-    info.master_port = port;
-    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, 3, port);
     if (!store.ok()) return 2;
     absl::Status s =
         CheckSameProgram(**store, rank, 3, rank == 2 ? "other" : "same", absl::Seconds(20));
@@ -150,14 +157,10 @@ TEST(TcpStoreTest, RendezvousVariablesHaveStatedBounds) {
 TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
   const int port = FreePort();
   const std::vector<int> codes = RunRanks(2, [&](int rank) {
-    RendezvousInfo info;
-    info.rank = rank;
-    info.world_size = rank == 1 ? 4 : 2;
-    info.master_port = port;
-    info.secret = "job";
-    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+    const int world = rank == 1 ? 4 : 2;
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, world, port, "job");
     if (!store.ok()) return 2;
-    absl::Status s = CheckJoin(**store, rank, info.world_size, "same", absl::Seconds(20));
+    absl::Status s = CheckJoin(**store, rank, world, "same", absl::Seconds(20));
     const std::string want = "WORLD_SIZE differs: rank 1 has 4, rank 0 has 2";
     if (s.ok() || !absl::StrContains(s.message(), want)) {
       std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
@@ -187,11 +190,7 @@ TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
 TEST(TcpStoreTest, EveryRankReadsTheVerdictBeforeRankZerosStoreEnds) {
   const int port = FreePort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
-    RendezvousInfo info;
-    info.rank = rank;
-    info.world_size = 3;
-    info.master_port = port;
-    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, 3, port);
     if (!store.ok()) return 2;
     if (rank == 1) {
       // Joined (its record is in), then slow to read the verdict: rank 0 is done by then.

@@ -83,7 +83,8 @@ if ((!quick)); then
   # TSan cannot see (uninstrumented), which it would report as races on every sgemm.
   suite "TSan (runtime, ranks)" --config=tsan --build_tests_only --test_env=OPENBLAS_NUM_THREADS=1 \
     --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/tsan.supp halt_on_error=1" \
-    //runtime:gloo_communicator_test //runtime:tcp_store_test //runtime:ddp_test \
+    //runtime:gloo_communicator_test //runtime:store_server_test //runtime:tcp_store_test \
+    //runtime:ddp_test \
     //runtime:zero3_test //runtime:job_test //runtime/cuda:nccl_communicator_test \
     //runtime/cuda:gpu_replay_test
   stage "consumer workspace" tools/check_consumer.sh
