@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -479,6 +480,18 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
   return e;
 }
 
+// ATen ops whose result is always a view of their first input (never a copy), so a
+// graph that leaves meta.aliases_input out gets it: the simulator then counts what the
+// executor allocates (nothing). reshape and flatten copy when the layout allows no view,
+// and split / unbind return tuples: they are left as stated.
+bool AlwaysAView(absl::string_view base) {
+  static const auto* views = new absl::flat_hash_set<std::string>{
+      "view",       "_unsafe_view", "_reshape_alias", "expand",    "t",
+      "transpose",  "permute",      "squeeze",        "unsqueeze", "alias",
+      "as_strided", "select",       "slice",          "narrow",    "detach"};
+  return views->contains(base);
+}
+
 }  // namespace
 
 std::string BaseOpName(absl::string_view target) {
@@ -509,6 +522,7 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     NodeId id;
     std::optional<int64_t> tensor_size;
     std::optional<double> device_time;
+    bool mark_view = false;
   };
   std::vector<Update> updates;
   int64_t tensor_total = 0;
@@ -526,6 +540,11 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
       }
     }
     Update u{id, std::nullopt, std::nullopt};
+    if (n.op() == Op::kCallFunction && !meta.has_aliases_input && out.size() <= 1 &&
+        absl::StartsWith(n.target(), "aten.") && AlwaysAView(BaseOpName(n.target()))) {
+      u.mark_view = true;
+      ++r.views_marked;
+    }
     if (!out.empty() && n.op() != Op::kOutput && (!meta.has_tensor_size || options.overwrite)) {
       const double size = Sum(out).bytes;
       if (!(size < 0x1p63)) {
@@ -561,7 +580,9 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
         ++r.fallback_ops[e.op_key];
       }
     }
-    if (u.tensor_size.has_value() || u.device_time.has_value()) updates.push_back(u);
+    if (u.tensor_size.has_value() || u.device_time.has_value() || u.mark_view) {
+      updates.push_back(u);
+    }
   }
   if (!std::isfinite(r.total_device_time)) {
     return absl::InvalidArgumentError(
@@ -571,6 +592,7 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
     NodeMeta& meta = g.mutable_node(u.id).mutable_meta();
     if (u.tensor_size.has_value()) meta.set_tensor_size(*u.tensor_size);
     if (u.device_time.has_value()) meta.set_device_time(*u.device_time);
+    if (u.mark_view) meta.set_aliases_input(true);
   }
   return r;
 }
@@ -582,6 +604,10 @@ std::string FormatAnnotateReport(const AnnotateReport& r) {
       "total device time: %.6g s\n",
       r.device_times_filled, r.by_formula, r.fallback, r.kept, r.tensor_sizes_filled,
       r.total_device_time);
+  if (r.views_marked > 0) {
+    absl::StrAppend(&out, "aliases_input: ", r.views_marked,
+                    " view nodes marked (their results share their input's storage)\n");
+  }
   if (r.untyped > 0) {
     absl::StrAppend(&out, "  ", r.untyped,
                     " call nodes have no stated shape: their bytes count inputs only\n");

@@ -10,7 +10,9 @@
 // and flops come from a per-op formula keyed by the op's base name (aten.addmm.default ->
 // addmm, torch.nn.functional.gelu -> gelu, operator.add -> add; call_module nodes by the
 // class in meta.module, which overlap_export writes). The table is in docs/cost-model.md.
-// Views (meta.aliases_input), getitem and size queries take 0. An op without a formula
+// Views (meta.aliases_input), getitem and size queries take 0; an ATen op that always
+// returns a view and whose meta leaves aliases_input out is marked a view (the report
+// counts them). An op without a formula
 // gets the memory-bound fallback (flops 0, bytes as above) and is counted in the report.
 #ifndef OVERLAP_GRAPH_ANNOTATE_H_
 #define OVERLAP_GRAPH_ANNOTATE_H_
@@ -45,6 +47,9 @@ struct AnnotateReport {
   // their inputs only. Python values (sizes and arithmetic on them) count in neither.
   int64_t untyped = 0;
   double total_device_time = 0;  // seconds, over every call node after annotating
+  // ATen views (expand, transpose, slice, ...) whose meta left aliases_input out, marked
+  // true: their results are views in every executor, so they take no memory of their own.
+  int64_t views_marked = 0;
 };
 
 // The op's base name that the formulas are keyed by, from a call_function / call_method

@@ -180,6 +180,31 @@ TEST(AnnotateTest, OverwriteReplacesGivenFigures) {
   EXPECT_EQ(N(*g, "timed").meta().tensor_size, 16384 * 2);
 }
 
+// An ATen view whose meta leaves aliases_input out is marked one (the executor returns a
+// view, so the simulator must count no buffer); a stated value and ops that may copy are
+// left alone.
+TEST(AnnotateTest, ViewsWithoutAliasesInputAreMarked) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [3, 1], "dtype": "float32"}},
+  {"name": "e", "op": "call_function", "target": "aten.expand.default", "args": ["%x", [5, 3, 4]],
+   "meta": {"shape": [5, 3, 4], "dtype": "float32"}},
+  {"name": "t", "op": "call_function", "target": "aten.t.default", "args": ["%x"],
+   "meta": {"shape": [1, 3], "dtype": "float32", "aliases_input": false}},
+  {"name": "r", "op": "call_function", "target": "aten.reshape.default", "args": ["%x", [3]],
+   "meta": {"shape": [3], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%e", "%t", "%r"]]}
+]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, Simple());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->views_marked, 1);
+  EXPECT_TRUE(IsView(N(*g, "e")));
+  EXPECT_FALSE(IsView(N(*g, "t")));
+  EXPECT_FALSE(N(*g, "r").meta().has_aliases_input);
+  EXPECT_THAT(FormatAnnotateReport(*r), HasSubstr("aliases_input: 1 view nodes marked"));
+  EXPECT_TRUE(Verify(*g).ok());
+}
+
 TEST(AnnotateTest, ModulesByTheirClass) {
   constexpr char kModules[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
     {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [8, 32], "dtype": "float32"}},

@@ -446,6 +446,7 @@ Result Expand(const Args& a) {
 }
 
 // sum.dim_IntList / mean.dim: self, dim (None or [] = every dimension), keepdim, dtype.
+// sum.default / mean.default: self and the dtype keyword only, so every dimension.
 Result Reduce(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dim", std::vector<int64_t>{}));
@@ -861,6 +862,10 @@ Result NllLoss(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(3, "reduction", 1));
+  if (reduction < 0 || reduction > 2) {
+    return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
+                                "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
+  }
   if (x.shape.size() < 1 || x.shape.size() > 2 || IsFloating(t.dtype) ||
       t.shape != Shape(x.shape.begin(), x.shape.end() - 1)) {
     return a.Error(absl::StrCat("self ", FormatShape(x.shape), " (N, C) and target ",
@@ -882,6 +887,10 @@ Result MseLoss(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(2, "reduction", 1));
+  if (reduction < 0 || reduction > 2) {
+    return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
+                                "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
+  }
   return One(reduction == 0 ? x.shape : Shape{}, x.dtype);
 }
 
@@ -945,6 +954,8 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.div.Tensor", Binary},
       {"aten.mean.dim", Reduce},
       {"aten.sum.dim_IntList", Reduce},
+      {"aten.sum.default", Reduce},  // no dim: every dimension
+      {"aten.mean.default", Reduce},
       {"aten.gelu_backward.default", LikeGrad},
       {"aten.silu_backward.default", LikeGrad},
       {"aten.threshold_backward.default", LikeGrad},

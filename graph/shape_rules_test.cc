@@ -82,6 +82,12 @@ TEST(ShapeRulesTest, ArgumentsThatDoNotFitTheRuleAreErrorsNamingTheNode) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("cannot infer the -1 dimension"));
   r = CheckOne("aten.transpose.int", R"("%x", 0, 2)", R"({"shape": [8, 4], "dtype": "float32"})");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("dim1 2 is out of range for rank 2"));
+  r = CheckOne("aten.mse_loss.default", R"("%x", "%x", 3)", R"({"shape": [], "dtype": "float32"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("argument 'reduction' is 3"));
+  r = CheckOne("aten.arange.default", R"(-2)", R"({"shape": [0], "dtype": "int64"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("end must be >= 0"));
 }
 
 TEST(ShapeRulesTest, TargetsWithoutARuleAreCountedOrRefused) {

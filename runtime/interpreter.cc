@@ -311,11 +311,23 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         }
       } else if (node.target() == kGetItem) {
         const Value* src = node.args().empty() ? nullptr : &node.args()[0];
-        if (src == nullptr || !src->is_ref() || node.args().size() < 2 ||
-            node.args()[1].kind() != Value::Kind::kInt) {
-          return NodeError(node, "getitem needs a tuple and an index");
+        if (src == nullptr || !src->is_ref()) {
+          return NodeError(node, "getitem: argument 'self' should be a tuple node");
         }
+        const Node& from = g.node(src->as_ref());
         const std::vector<Tensor>& tuple = values[src->as_ref()];
+        // Python indexing of a tensor (x[0], x[:, :d]) selects rows; returning the tensor
+        // itself would be a different answer. A source is a tensor when it is an input, an
+        // element, or states one shape and computed one result.
+        if (from.op() == Op::kPlaceholder || from.op() == Op::kGetAttr ||
+            from.target() == kGetItem || (from.meta().has_shape && tuple.size() == 1)) {
+          return NodeError(node, absl::StrCat("getitem: argument 'self' is node '", from.name(),
+                                              "', a tensor, not a tuple; indexing a tensor "
+                                              "has no kernel (use aten.select / aten.slice)"));
+        }
+        if (node.args().size() < 2 || node.args()[1].kind() != Value::Kind::kInt) {
+          return NodeError(node, "getitem: argument 'index' should be an int");
+        }
         const int64_t k = node.args()[1].as_int();
         if (k < 0 || k >= static_cast<int64_t>(tuple.size())) {
           return NodeError(node, absl::StrCat("index ", k, " out of range for a tuple of ",
@@ -376,7 +388,11 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
             ++result.view_copies;
             result.view_copy_bytes += r.nbytes();
           }
-          if (convert || (!view && aliases_input)) {
+          // A result that shares its input's storage stays a view (as in ATen) unless the
+          // graph states it is not one (aliases_input false): then the memory model counts
+          // a buffer of its own, and the copy keeps measured and simulated memory equal.
+          const bool stated_not_view = node.meta().has_aliases_input && !node.meta().aliases_input;
+          if (convert || (!view && aliases_input && stated_not_view)) {
             OVERLAP_ASSIGN_OR_RETURN(Tensor owned, Tensor::Empty(alloc, want, r.shape()));
             OVERLAP_RETURN_IF_ERROR(copy_to(r, owned));
             r = std::move(owned);

@@ -9,7 +9,12 @@
 //
 // What runs where:
 //   - call_function nodes run the registry's kernel for their target (kernel.h); views
-//     allocate nothing; a value is freed after its last reader (replay.h's rules);
+//     allocate nothing; a value is freed after its last reader (replay.h's rules); a
+//     result the kernel returns as a view of its input stays a view (an expand of 72 B is
+//     72 B, whatever its shape), unless meta states aliases_input false: then it is copied
+//     into a buffer of its own, the one the simulator counts;
+//   - operator.getitem of a tensor (Python's x[i], not tuple access) is refused naming the
+//     node, as is an argument ATen refuses (kernel.h);
 //   - ZeRO-3 ops in one process: allgather copies the whole parameter into a new buffer,
 //     wait hands it on, release frees the oldest gathered copy when its count reaches
 //     n_users, reduce_grad adds the gradient into the per-ds_id reduced gradient (state kept

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "graph/aot.h"
 #include "graph/models.h"
+#include "graph/test_graphs.h"
 #include "gtest/gtest.h"
 #include "runtime/synthetic.h"
 #include "runtime/train.h"
@@ -182,6 +183,71 @@ TEST(InterpreterTest, ErrorsNameTheNode) {
   r = Interpret(*module, in);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("module"));
+}
+
+// A kernel's view stays a view when meta does not say otherwise (an expand of 12 B takes
+// 12 B, not its expanded 12 MB); meta stating aliases_input false gets its own buffer.
+TEST(InterpreterTest, ViewResultsStayViewsUnlessMetaSaysOtherwise) {
+  Allocator alloc;
+  absl::StatusOr<Tensor> x = Tensor::Empty(alloc, DType::kFloat32, {3, 1});
+  ASSERT_TRUE(x.ok());
+  for (const std::string& alias : {std::string(""), std::string(", \"aliases_input\": false")}) {
+    SCOPED_TRACE(alias);
+    Graph g = ParseGraphParts(
+        absl::StrCat(
+            R"({"name": "x", "op": "placeholder", "target": "x", "args": [],
+                "meta": {"shape": [3, 1], "dtype": "float32"}},)",
+            CallJson("e", "aten.expand.default", R"("%x", [1000, 3, 1000])",
+                     absl::StrCat(R"({"shape": [1000, 3, 1000], "dtype": "float32")", alias, "}")),
+            ",", OutputJson(R"("%e")")),
+        "");
+    absl::StatusOr<RunResult> r = Interpret(g, {{"x", *x}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->outputs.size(), 1u);
+    if (alias.empty()) {
+      EXPECT_EQ(r->outputs[0].strides(), (std::vector<int64_t>{0, 1, 0}));
+      EXPECT_EQ(r->peak_bytes, 12);
+    } else {
+      EXPECT_TRUE(r->outputs[0].IsContiguous());
+      EXPECT_EQ(r->peak_bytes, 12 + 12'000'000);
+    }
+  }
+}
+
+// Python indexing of a tensor (x[0]) selects a row; the interpreter refuses it by name
+// instead of returning the whole tensor, and still picks tuple elements.
+TEST(InterpreterTest, GetItemOfATensorIsRefusedByName) {
+  Allocator alloc;
+  absl::StatusOr<Tensor> x = Tensor::Empty(alloc, DType::kFloat32, {2, 3});
+  ASSERT_TRUE(x.ok());
+  const std::string x_node =
+      R"({"name": "x", "op": "placeholder", "target": "x", "args": [],
+          "meta": {"shape": [2, 3], "dtype": "float32"}})";
+  const std::string add =
+      CallJson("y", "aten.add.Tensor", R"("%x", "%x")", R"({"shape": [2, 3], "dtype": "float32"})");
+  for (const std::string& of : {std::string("x"), std::string("y")}) {
+    SCOPED_TRACE(of);
+    Graph g = ParseGraphParts(
+        absl::StrCat(x_node, ",", add, ",",
+                     CallJson("row", "operator.getitem", absl::StrCat("\"%", of, "\", 0")), ",",
+                     OutputJson(R"("%row")")),
+        "");
+    absl::StatusOr<RunResult> r = Interpret(g, {{"x", *x}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("node 'row'"));
+    EXPECT_THAT(r.status().message(), HasSubstr("argument 'self' is node '" + of + "', a tensor"));
+  }
+  // A tuple's element is still picked.
+  Graph g = ParseGraphParts(
+      absl::StrCat(x_node, ",", CallJson("parts", "aten.split.Tensor", R"("%x", 1)"), ",",
+                   CallJson("second", "operator.getitem", R"("%parts", 1)"), ",",
+                   OutputJson(R"("%second")")),
+      "");
+  absl::StatusOr<RunResult> r = Interpret(g, {{"x", *x}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  EXPECT_EQ(r->outputs[0].shape(), (std::vector<int64_t>{1, 3}));
 }
 
 }  // namespace

@@ -303,6 +303,9 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
   // Backward-graph ops with closed forms.
   Check("aten.sum.dim_IntList", {F(m1), C(Ints({0, 2})), C(Value::Bool(true))},
         {ref::SumDimIntList(m1, {0, 2}, true)});
+  // The overloads without a dim reduce everything (the exporter's default `sum` loss).
+  Check("aten.sum.default", {F(m1)}, {ref::SumDimIntList(m1, {}, false)});
+  Check("aten.mean.default", {F(m1)}, {ref::MeanDim(m1, {}, false)});
   Check("aten.div.Scalar", {F(m1), C(Value::Int(3))}, {ref::DivScalar(m1, 3)});
   Check("aten.mul.Scalar", {F(m1), C(Value::Double(-0.5))}, {ref::MulScalar(m1, -0.5)});
   const RefTensor p1 = Rand({2, 1, 4});
@@ -788,6 +791,23 @@ TEST(KernelTest, BadArgumentsAreErrorsNamingTheNode) {
   r = RunKernel("aten.sum.dim_IntList", {F(Rand({2, 3})), C(Ints({0, -2})), C(Value::Bool(false))});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("appears more than once"));
+  // A reduction outside ATen's enum (0 none, 1 mean, 2 sum): ATen refuses; it once summed.
+  for (int64_t reduction : {3, -1}) {
+    r = RunKernel("aten.mse_loss.default",
+                  {F(Rand({2, 3})), F(Rand({2, 3})), C(Value::Int(reduction))});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'reduction' is"));
+  }
+  r = RunKernel("aten.nll_loss_forward.default", {F(Rand({2, 3})), I(Idx({2}, 3)), C(Value()),
+                                                  C(Value::Int(7)), C(Value::Int(-100))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'reduction' is 7"));
+  // arange with a negative end: ATen refuses; it once gave an empty tensor. End 0 is empty.
+  r = RunKernel("aten.arange.default", {C(Value::Int(-3))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'end' is -3"));
+  r = RunKernel("aten.arange.default", {C(Value::Int(0))});
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 // What a review found: inputs that read out of bounds or differ from PyTorch before.

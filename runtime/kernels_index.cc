@@ -1,6 +1,7 @@
 // Indexing kernels: embedding, gathers and scatters along a dimension, concatenation,
 // sorting and top-k, arange. Indices out of range are errors naming the node.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <type_traits>
 
@@ -87,7 +88,12 @@ Results Arange(KernelCall& c) {
     d = *parsed;
   }
   OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(0, "end"));
-  const int64_t n = e <= 0 ? 0 : static_cast<int64_t>(std::ceil(e));
+  // ATen refuses an end below the start (0) and a non-finite one.
+  if (!(e >= 0) || !std::isfinite(e)) {
+    return c.Error(absl::StrCat("argument 'end' is ", e, "; arange(end) needs 0 <= end"));
+  }
+  if (e > 0x1p62) return c.Error(absl::StrCat("argument 'end' is ", e, ", too many elements"));
+  const int64_t n = static_cast<int64_t>(std::ceil(e));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(d, {n}));
   for (int64_t i = 0; i < n; ++i) SetElement(out, i, static_cast<double>(i));
   return std::vector<Tensor>{out};

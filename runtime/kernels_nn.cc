@@ -665,11 +665,22 @@ Results FlashAttentionBackward(KernelCall& c) {
 
 constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
 
+// ATen's reduction enum (none, mean, sum); any other value is refused as ATen refuses it,
+// instead of being read as "sum".
+absl::StatusOr<int64_t> ReductionArg(const KernelCall& c, int pos) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(pos, "reduction", kReductionMean));
+  if (reduction < kReductionNone || reduction > kReductionSum) {
+    return c.Error(absl::StrCat("argument 'reduction' is ", reduction,
+                                "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
+  }
+  return reduction;
+}
+
 Results NllLossForward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(1, "target"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg(2, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(3, "reduction", kReductionMean));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 3));
   OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg(4, "ignore_index", -100));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
   if (x0.dim() < 1 || x0.dim() > 2) return c.Error("self should be [N, C] or [C]");
@@ -713,7 +724,7 @@ Results NllLossBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(2, "target"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg(3, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(4, "reduction", kReductionMean));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 4));
   OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg(5, "ignore_index", -100));
   OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.TensorArg(6, "total_weight"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
@@ -758,7 +769,7 @@ Results NllLossBackward(KernelCall& c) {
 Results MseLoss(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(1, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(2, "reduction", kReductionMean));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 2));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
@@ -784,7 +795,7 @@ Results MseLossBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(1, "self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(2, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(3, "reduction", kReductionMean));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 3));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
   const bool none = reduction == kReductionNone;
   OVERLAP_RETURN_IF_ERROR(CheckDType(c, g0, x0.dtype(), "grad_output"));

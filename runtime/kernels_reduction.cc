@@ -153,6 +153,10 @@ void RegisterReductionKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.sum.dim_IntList", [](KernelCall& c) { return ReduceDims(c, false); });
   r.Register("aten.mean.dim", [](KernelCall& c) { return ReduceDims(c, true); });
+  // The overloads without a dim reduce every dimension (the exporter's default loss is
+  // aten.sum.default): ReduceDims reads no dim and no keepdim from them.
+  r.Register("aten.sum.default", [](KernelCall& c) { return ReduceDims(c, false); });
+  r.Register("aten.mean.default", [](KernelCall& c) { return ReduceDims(c, true); });
   r.Register("aten._softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, false); });
   r.Register("aten._log_softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, true); });
   r.Register("aten._softmax_backward_data.default",

@@ -361,7 +361,7 @@ Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
     const int64_t rank = x->dim();
     std::vector<bool> reduced(rank, dims.empty());
     for (int64_t d : dims) {
-      if (d < -rank || d >= rank) return host(c);
+      if (d < -rank || d >= rank || reduced[d < 0 ? d + rank : d]) return host(c);  // refuses
       reduced[d < 0 ? d + rank : d] = true;
     }
     std::vector<int64_t> keep_shape, out_shape, kept, gone;
@@ -1359,6 +1359,8 @@ constexpr absl::string_view kNnOps[] = {"aten.native_layer_norm.default",
 
 constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
                                                "aten.mean.dim",
+                                               "aten.sum.default",
+                                               "aten.mean.default",
                                                "aten._softmax.default",
                                                "aten._log_softmax.default",
                                                "aten._softmax_backward_data.default",
@@ -1419,6 +1421,8 @@ KernelRegistry CudaKernels(CudaDevice& device) {
   auto host = [&](absl::string_view t) { return OnHost(*cpu.Find(t), dev); };
   r.Register("aten.sum.dim_IntList", SumOnDevice(false, host("aten.sum.dim_IntList"), dev));
   r.Register("aten.mean.dim", SumOnDevice(true, host("aten.mean.dim"), dev));
+  r.Register("aten.sum.default", SumOnDevice(false, host("aten.sum.default"), dev));
+  r.Register("aten.mean.default", SumOnDevice(true, host("aten.mean.default"), dev));
   r.Register("aten._softmax.default",
              SoftmaxOnDevice(false, false, host("aten._softmax.default"), dev));
   r.Register("aten._log_softmax.default",

@@ -346,9 +346,11 @@ TEST(CudaKernelsTest, ReductionFamilyMatchesTheCpuKernels) {
           {"aten.sum.dim_IntList", {r("x"), Value()}, {}},
           {"aten.mean.dim", {r("x"), dims({-1})}, {}},
           {"aten.mean.dim", {r("xt"), dims({0})}, {{"keepdim", Value::Bool(true)}}},
+          {"aten.sum.default", {r("x")}, {}},
+          {"aten.mean.default", {r("xt")}, {}},
       },
       1e-6);
-  EXPECT_EQ(t.Ran("reduce"), 12);  // every case on the device
+  EXPECT_EQ(t.Ran("reduce"), 14);  // every case on the device
   EXPECT_EQ(CudaKernelKind("aten.mean.dim"), "reduction");
 }
 
