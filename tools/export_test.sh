@@ -141,6 +141,19 @@ for name in resnet18 mobilenet_v2 small_gpt small_vit; do
     "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
 done
 
+# The exporter's default loss (`sum` of the model's output: aten.sum.default) runs in the
+# executor too, and agrees with torch: the small GPT without --loss.
+"$py" -m overlap_export overlap_export.testing.small_gpt:small_gpt --input 2x16:int64:64 --aot \
+  -o "$out/gpt_sum" --weights "$out/gpt_sum.safetensors" --reference >/dev/null ||
+  fail "gpt_sum: export with the default loss"
+grep -q '"aten.sum.default"' "$out/gpt_sum.forward.json" ||
+  fail "gpt_sum: the default loss is no longer aten.sum.default"
+"$overlap" exec "$out/gpt_sum.forward.json" --backward-graph "$out/gpt_sum.backward.json" \
+  --weights "$out/gpt_sum.safetensors" --save "$out/gpt_sum.out.safetensors" >"$out/exec.log" ||
+  fail "gpt_sum: exec: $(tail -3 "$out/exec.log")"
+"$py" -m overlap_export.compare "$out/gpt_sum.forward.json" "$out/gpt_sum.safetensors" \
+  "$out/gpt_sum.out.safetensors" || fail "gpt_sum: the executor differs from torch"
+
 # Training against torch: the small GPT, 5 steps of SGD (lr 0.1) and of AdamW (lr 1e-3,
 # betas 0.9 / 0.999, eps 1e-8, weight decay 0.01) on the batches of the exporter's
 # --train-data file (global batch 4), which also holds torch's losses and trained
