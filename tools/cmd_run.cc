@@ -190,6 +190,17 @@ JobOptions ReadJobFlags(Invocation& in) {
 
 std::string Fraction(double x) { return absl::StrFormat("%.1f%%", 100 * x); }
 
+// What a ZeRO-3 step's prediction is for: the simulator runs the graphs' device_time (the
+// cost model's device, docs/cost-model.md), which is not the CPU whose kernels were timed,
+// unless the step replayed those times (--time-scale).
+std::string PredictionBasis(const JobOptions& o) {
+  if (o.time_scale > 0) {
+    return absl::StrFormat(" (the replayed device times x %g: comparable with the measured step)",
+                           o.time_scale);
+  }
+  return " on the cost model's device (the graphs' device_time), not this CPU's kernels";
+}
+
 // --device cuda needs a usable GPU: the reason otherwise (exit 1) before any rank starts.
 int CheckDevice(Invocation& in, const JobOptions& o) {
   if (o.device != ComputeDevice::kCuda) return kExitOk;
@@ -293,10 +304,17 @@ int Worker(Invocation& in) {
                   .c_str()
             : absl::StrCat("; ", s->algorithm, ", ", s->buckets,
                            " reduce-scatter buckets, predicted step ",
-                           FormatSeconds(s->predicted_step_s))
+                           FormatSeconds(s->predicted_step_s), PredictionBasis(o))
                   .c_str());
   }
   if (rank == 0 && s->comparison.size() > 1) {
+    if (o.time_scale <= 0) {
+      std::fprintf(in.out(),
+                   "predicted: the schedule on the cost model's device (the graphs' device_time) "
+                   "with the fitted collectives; measured: this machine's kernels, so the ratio "
+                   "is mostly the gap between the two (`--time-scale` replays the device times "
+                   "here instead)\n");
+    }
     const CollectiveModel& m = s->collectives;
     const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
     std::fprintf(in.out(), "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.2f GB/s)\n",

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The multi-process commands end to end: `overlap run` (DDP and ZeRO-3, a trace with a track
+# The multi-process commands end to end: the demo's two ranks, workers named `overlap worker`
+# under a launcher that SIGTERM ends, `overlap run` (DDP and ZeRO-3, a trace with a track
 # per rank and stream, an injected kill ending in an error naming the lost rank), two
 # `overlap worker`s joined as two single-rank "hosts" through the torchrun variables alone
 # (rank 0 serving the store), the start-up check refusing a rank with other flags, and
@@ -16,6 +17,30 @@ trap 'rc=$?; echo "run_test: FAILED at line $LINENO (exit $rc)" >&2; for f in *.
 $overlap demo mlp >demo.out 2>demo.err
 grep -q '^\[10\] two ranks' demo.out
 grep -q '^step 10 loss' demo.out
+# ... whose prediction says which device it is for.
+grep -q "predicted step .* on the cost model's device" demo.out
+
+# Workers show as `overlap worker` (their comm, what ps and top print), two children of the
+# launcher; SIGTERM to the launcher alone ends the job with 128+15.
+$overlap run --nproc 2 --strategy ddp --model mlp --steps 1000000 --timeout 20 >ps.out 2>ps.err &
+launcher=$!
+named=0
+for _ in $(seq 300); do
+  named=0
+  for p in /proc/[0-9]*; do
+    if [ "$(cat "$p/comm" 2>/dev/null)" = "overlap worker" ] &&
+      grep -qx "PPid:[[:space:]]*$launcher" "$p/status" 2>/dev/null; then
+      named=$((named + 1))
+    fi
+  done
+  [ "$named" -ge 2 ] && break
+  sleep 0.1
+done
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+test "$named" = 2
+test "$rc" = 143
 
 # run: DDP with a trace.
 $overlap run --nproc 2 --strategy ddp --model mlp --steps 3 --trace trace.json >run.out 2>run.err
