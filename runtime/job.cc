@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -517,11 +518,15 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   wo.rank = rank;
   wo.world_size = world;
   wo.timeout = o.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
+  if (info.protocol == StoreProtocol::kC10d)
+    wo.store_server = "torchrun's agent (the store's server)";
   Watchdog watchdog(watch_store, comm.get(), wo);
   // A failure with the lost rank named and the last collectives listed.
   auto explain = [&](const absl::Status& failed, int64_t step) -> absl::Status {
     if (watchdog.aborted()) {
-      return absl::AbortedError(absl::StrCat("rank ", rank, ": ", watchdog.reason()));
+      const std::string self = absl::StrCat("rank ", rank, ": ");
+      const std::string reason = watchdog.reason();  // this rank's own starts with `self`
+      return absl::AbortedError(absl::StartsWith(reason, self) ? reason : self + reason);
     }
     absl::Status explained = watchdog.Explain(failed);
     return absl::Status(explained.code(),

@@ -54,7 +54,10 @@ bool SetByLauncher(const char* entry) {
                                            "MASTER_PORT=",
                                            "TORCHELASTIC_USE_AGENT_STORE=",
                                            "OVERLAP_STORE_SECRET=",
-                                           "OVERLAP_STORE_SECRET_FILE="};
+                                           "OVERLAP_STORE_SECRET_FILE=",
+                                           "OVERLAP_STORE_PROTOCOL=",
+                                           "OVERLAP_C10D_WIRE=",
+                                           "TORCHELASTIC_RESTART_COUNT="};
   for (const char* name : kNames) {
     if (std::strncmp(entry, name, std::strlen(name)) == 0) return true;
   }
@@ -109,6 +112,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
     env.push_back("MASTER_ADDR=127.0.0.1");
     env.push_back(absl::StrCat("MASTER_PORT=", port));
     env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    env.push_back("OVERLAP_STORE_PROTOCOL=overlap");  // the agent's store is overlap's own
     env.push_back(absl::StrCat("OVERLAP_STORE_SECRET=", *secret));
     std::vector<char*> envp, argv;
     for (std::string& e : env) envp.push_back(e.data());

@@ -151,6 +151,103 @@ TEST(TcpStoreTest, RendezvousVariablesHaveStatedBounds) {
   unsetenv("OVERLAP_STORE_SECRET");
 }
 
+TEST(TcpStoreTest, TheFirstSlurmHostIsTheStoresHost) {
+  EXPECT_EQ(*FirstSlurmHost("node[07-09,12],gpu1"), "node07");
+  EXPECT_EQ(*FirstSlurmHost("rack[1-2]-n[01-04]"), "rack1-n01");
+  EXPECT_EQ(*FirstSlurmHost("a,b"), "a");
+  EXPECT_EQ(*FirstSlurmHost("localhost"), "localhost");
+  EXPECT_EQ(*FirstSlurmHost("gpu[003]"), "gpu003");
+  for (const char* bad : {"", "node[07", "node[]", "node[x-2]", "[", "n]["}) {
+    EXPECT_FALSE(FirstSlurmHost(bad).ok()) << bad;
+  }
+}
+
+// srun's variables stand in for torchrun's when RANK is absent; RANK wins when both are set.
+TEST(TcpStoreTest, SlurmsVariablesMapToTheRendezvous) {
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  unsetenv("MASTER_ADDR");
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  setenv("SLURM_NODEID", "2", 1);
+  setenv("SLURM_TASKS_PER_NODE", "3(x2),2", 1);
+  setenv("SLURM_JOB_NODELIST", "gpu[011-014]", 1);
+  absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->rank, 5);
+  EXPECT_EQ(info->world_size, 8);
+  EXPECT_EQ(info->local_rank, 1);
+  EXPECT_EQ(info->local_world_size, 2);  // node 2's entry
+  EXPECT_EQ(info->master_addr, "gpu011");
+  EXPECT_EQ(info->launcher, "Slurm");
+  EXPECT_EQ(info->protocol, StoreProtocol::kOverlap);
+  setenv("MASTER_ADDR", "10.0.0.9", 1);
+  EXPECT_EQ(RendezvousFromEnv()->master_addr, "10.0.0.9");
+  unsetenv("MASTER_ADDR");
+  setenv("SLURM_NODEID", "3", 1);  // no entry for node 3
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "SLURM_TASKS_PER_NODE")) << info.status();
+  setenv("SLURM_NODEID", "0", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_PROCID", "4", 1);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "SLURM_PROCID=4 is out of range"))
+      << info.status();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->launcher, "torchrun");
+  EXPECT_EQ(info->world_size, 1);
+  for (const char* v : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
+                        "SLURM_TASKS_PER_NODE", "SLURM_JOB_NODELIST", "RANK", "WORLD_SIZE"}) {
+    unsetenv(v);
+  }
+}
+
+// Under torchrun's agent store the store is PyTorch's (keys under the attempt's prefix);
+// overlap's launcher says its agent store is overlap's own; a secret cannot go with c10d.
+TEST(TcpStoreTest, TheAgentStoresProtocolFollowsTheVariables) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  setenv("TORCHELASTIC_RESTART_COUNT", "4", 1);
+  absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->protocol, StoreProtocol::kC10d);
+  EXPECT_EQ(info->key_prefix, "/worker/attempt_4/");
+  EXPECT_EQ(info->c10d_wire, 0);
+  setenv("OVERLAP_C10D_WIRE", "3", 1);
+  EXPECT_FALSE(RendezvousFromEnv().ok());
+  setenv("OVERLAP_C10D_WIRE", "2", 1);
+  EXPECT_EQ(RendezvousFromEnv()->c10d_wire, 2);
+  unsetenv("OVERLAP_C10D_WIRE");
+  setenv("OVERLAP_STORE_SECRET", "s", 1);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "c10d TCPStore")) << info.status();
+  setenv("OVERLAP_STORE_PROTOCOL", "overlap", 1);
+  info = RendezvousFromEnv();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->protocol, StoreProtocol::kOverlap);
+  EXPECT_EQ(info->secret, "s");
+  setenv("OVERLAP_STORE_PROTOCOL", "gloo", 1);
+  EXPECT_FALSE(RendezvousFromEnv().ok());
+  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  unsetenv("OVERLAP_STORE_SECRET");
+  setenv("OVERLAP_STORE_PROTOCOL", "c10d", 1);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "TORCHELASTIC_USE_AGENT_STORE"));
+  for (const char* v :
+       {"OVERLAP_STORE_PROTOCOL", "TORCHELASTIC_RESTART_COUNT", "RANK", "WORLD_SIZE"}) {
+    unsetenv(v);
+  }
+}
+
 // WORLD_SIZE differing between ranks is named before any communicator connects (it was
 // Gloo's "enforce fail ... address.cc"), and a rank that never comes ends the join within
 // the timeout, naming it.

@@ -125,7 +125,7 @@ void Watchdog::Loop() {
     // the others' failures any more, so it ends too rather than train on alone.
     if (absl::IsUnavailable(beat_status) && !aborted_.load()) {
       AbortAll(absl::StrCat("rank ", options_.rank, ": lost the rendezvous store (",
-                            beat_status.message(), "): the launcher or rank 0 is gone"));
+                            beat_status.message(), "): ", options_.store_server, " is gone"));
     }
     // Another rank's abort. Its text came through the store: shown escaped.
     if (!aborted_.load()) {

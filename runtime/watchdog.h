@@ -37,6 +37,8 @@ struct WatchdogOptions {
   absl::Duration grace = absl::Seconds(3);     // after an abort, before ending the process
   // Ends the process after the grace period (tests of the watchdog itself turn it off).
   bool exit_process = true;
+  // Who serves the store, for the message when it is lost.
+  std::string store_server = "the launcher or rank 0";
 };
 
 class Watchdog {

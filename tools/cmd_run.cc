@@ -428,7 +428,10 @@ const CommandSpec& WorkerCommand() {
     s.description =
         "Joins a job from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (LOCAL_RANK and\n"
         "LOCAL_WORLD_SIZE optional; rank 0 serves the store unless\n"
-        "TORCHELASTIC_USE_AGENT_STORE=True), so a job spans hosts with one command per host.\n"
+        "TORCHELASTIC_USE_AGENT_STORE=True, where torchrun's agent serves PyTorch's TCPStore),\n"
+        "or under srun from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and the first host of\n"
+        "SLURM_JOB_NODELIST, so a job spans hosts with one command per host (docs/runtime.md,\n"
+        "\"Under the launchers users already have\").\n"
         "Every rank must be given the same flags: the start-up check compares a hash of the\n"
         "compiled graphs and flags and fails naming the first rank that differs.\n";
     s.flags = {kWorkerFlags, kJobFlags};

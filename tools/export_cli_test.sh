@@ -5,15 +5,9 @@
 # all or none, devices and FIFOs in place, links kept; compare's bad files give one line.
 # Skips without torch, as export_test does, unless OVERLAP_REQUIRE_TORCH=1.
 set -euo pipefail
+source "$PWD/tools/require_torch.sh"
+require_torch export_cli_test "import torch, functorch"
 cd "$PWD/tools"
 py=/usr/bin/python3
-if ! "$py" -c "import torch, functorch" 2>/dev/null; then
-  if [ "${OVERLAP_REQUIRE_TORCH:-0}" = 1 ]; then
-    echo "export_cli_test: torch is not importable by $py (tools/bootstrap.sh --with-torch)" >&2
-    exit 1
-  fi
-  echo "export_cli_test: SKIPPED: $py cannot import torch and functorch"
-  exit 0
-fi
 export TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}}
 exec "$py" -m unittest overlap_export.testing.cli_test -v

@@ -28,15 +28,8 @@ set -euo pipefail
 overlap=$PWD/tools/overlap
 export PYTHONPATH=$PWD/tools
 py=/usr/bin/python3
-if ! "$py" -c "import torch, torchvision, functorch" 2>/dev/null; then
-  if [ "${OVERLAP_REQUIRE_TORCH:-0}" = 1 ]; then
-    echo "export_test: torch is not importable by $py (tools/bootstrap.sh --with-torch)" >&2
-    exit 1
-  fi
-  echo "export_test: SKIPPED: $py cannot import torch and torchvision" \
-    "(tools/bootstrap.sh --with-torch installs python3-torch)"
-  exit 0
-fi
+source "$PWD/tools/require_torch.sh"
+require_torch export_test "import torch, torchvision, functorch"
 out=${TEST_TMPDIR:-$(mktemp -d)}
 fail() { echo "export_test: FAILED: $*" >&2; exit 1; }
 
