@@ -328,9 +328,11 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
         if (node.args().size() < 2 || node.args()[1].kind() != Value::Kind::kInt) {
           return NodeError(node, "getitem: argument 'index' should be an int");
         }
-        const int64_t k = node.args()[1].as_int();
+        const int64_t given = node.args()[1].as_int();
+        // Python's indexing: -1 is the last element.
+        const int64_t k = given < 0 ? given + static_cast<int64_t>(tuple.size()) : given;
         if (k < 0 || k >= static_cast<int64_t>(tuple.size())) {
-          return NodeError(node, absl::StrCat("index ", k, " out of range for a tuple of ",
+          return NodeError(node, absl::StrCat("index ", given, " out of range for a tuple of ",
                                               tuple.size(), (tuple.empty() ? " (freed?)" : "")));
         }
         values[id] = {tuple[k]};

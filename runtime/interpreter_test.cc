@@ -248,6 +248,19 @@ TEST(InterpreterTest, GetItemOfATensorIsRefusedByName) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->outputs.size(), 1u);
   EXPECT_EQ(r->outputs[0].shape(), (std::vector<int64_t>{1, 3}));
+  // Python's negative index picks from the end; past either end is an error naming it.
+  for (const auto& [index, ok] : {std::pair<int, bool>{-1, true}, {-3, false}, {2, false}}) {
+    Graph h = ParseGraphParts(
+        absl::StrCat(x_node, ",", CallJson("parts", "aten.split.Tensor", R"("%x", 1)"), ",",
+                     CallJson("pick", "operator.getitem", absl::StrCat(R"("%parts", )", index)),
+                     ",", OutputJson(R"("%pick")")),
+        "");
+    r = Interpret(h, {{"x", *x}});
+    EXPECT_EQ(r.ok(), ok) << index << ": " << r.status();
+    if (!ok) {
+      EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("index ", index, " out of range")));
+    }
+  }
 }
 
 }  // namespace
