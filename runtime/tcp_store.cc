@@ -271,6 +271,8 @@ struct C10dCodes {
 constexpr C10dCodes kC10dWire1{0, 2, 4};
 constexpr C10dCodes kC10dWire2{1, 3, 5};
 constexpr uint8_t kC10dValidate = 0;
+constexpr uint8_t kC10dAdd1 = 3, kC10dAdd2 = 4;  // ADD: key, an 8-byte amount; the sum back
+constexpr absl::string_view kC10dInitKey = "init/";
 constexpr uint32_t kC10dMagic = 0x3C85F7CE;
 constexpr uint8_t kC10dGetNumKeys1 = 6;  // 1.x; the 2.x server reads it as WAIT
 constexpr uint8_t kC10dReady = 0;
@@ -419,6 +421,22 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
         freeaddrinfo(res);
         return absl::UnavailableError(absl::StrCat("rank ", info.rank, ": lost the store at ",
                                                    where, " at its VALIDATE message"));
+      }
+      // As PyTorch's worker-side client does on connecting: one more on "init/" (a raw key,
+      // outside the "/" prefix), which a server made with wait_for_workers counts before
+      // its constructor returns.
+      const uint8_t add = *wire == 2 ? kC10dAdd2 : kC10dAdd1;
+      const uint64_t klen = kC10dInitKey.size();
+      const int64_t one = 1;
+      int64_t count = 0;
+      if (!store_wire::SendAll(*fd, &add, 1, deadline) ||
+          !store_wire::SendAll(*fd, &klen, 8, deadline) ||
+          !store_wire::SendAll(*fd, kC10dInitKey.data(), klen, deadline) ||
+          !store_wire::SendAll(*fd, &one, 8, deadline) ||
+          !store_wire::RecvAll(*fd, &count, 8, deadline)) {
+        freeaddrinfo(res);
+        return absl::UnavailableError(absl::StrCat("rank ", info.rank, ": lost the store at ",
+                                                   where, " at its 'init/' count"));
       }
       break;
     }

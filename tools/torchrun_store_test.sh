@@ -2,7 +2,8 @@
 # `overlap worker` under torchrun's agent store: PyTorch's own c10d TCPStore (Debian's torch,
 # served from /usr/bin/python3 as torchrun's agent serves it; torch.distributed.run itself
 # does not start under Debian's Python 3.11) with only the variables torchrun gives its
-# workers. Two ranks train DDP and ZeRO-3; their keys are where torch.distributed's env://
+# workers. Two ranks train DDP and ZeRO-3, counted on "init/" as PyTorch's own clients count
+# themselves; their keys are where torch.distributed's env://
 # rendezvous puts a worker's (PrefixStore "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"),
 # read back through torch's own client; a store secret beside it is a usage error; a store
 # that goes away mid-job ends both ranks with an error naming it.
@@ -20,16 +21,24 @@ trap 'rc=$?; if [[ $- == *e* ]]; then echo "torchrun_store_test: FAILED at line 
 
 # The agent's store: serves until `stop` appears, then checks the workers' keys with torch's
 # client and exits 0 only if they are there.
-serve() {
+serve() {  # the attempt, and the world its constructor waits for (0: none)
   rm -f port stop
-  "$py" - "$1" >store.out 2>store.err <<'PY' &
-import datetime, os, sys, time
+  "$py" - "$1" "${2:-0}" >store.out 2>store.err <<'PY' &
+import datetime, os, socket, sys, time
 from torch.distributed import PrefixStore, TCPStore
-attempt = sys.argv[1]
-store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=30),
-                 wait_for_workers=False)
-open("port.tmp", "w").write(str(store.port))
+attempt, world = sys.argv[1], int(sys.argv[2])
+# world > 0: made as torchrun's static rendezvous makes it (wait_for_workers): the
+# constructor returns once `world` clients (itself included) have counted themselves on
+# "init/" as PyTorch's clients do. Its port is chosen first, since it returns late.
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+port = s.getsockname()[1]
+s.close()
+open("port.tmp", "w").write(str(port))
 os.rename("port.tmp", "port")
+store = TCPStore("127.0.0.1", port, world or None, True, timeout=datetime.timedelta(seconds=30),
+                 wait_for_workers=world > 0)
+print("store: constructed", flush=True)
 while not os.path.exists("stop"):
     time.sleep(0.05)
 if open("stop").read().strip() == "check":
@@ -77,12 +86,14 @@ for strategy in ddp zero3; do
   echo "torchrun_store_test: $strategy under PyTorch's TCPStore ok"
 done
 
-# The generation given instead of probed.
-serve 3
+# The generation given instead of probed; a server whose constructor waits for the
+# server and both workers to count themselves returns.
+serve 3 3
 workers ddp OVERLAP_C10D_WIRE=1
 test "$rc0" = 0 && test "$rc1" = 0
 echo check >stop
 wait $store_pid
+grep -q 'store: constructed' store.out
 
 # A secret with PyTorch's store: a usage error naming it, before any connection.
 serve 3
