@@ -1,8 +1,8 @@
 // Collectives across ranks, asynchronous: each call queues the operation on one of the
 // communicator's streams (a communication thread each, never the caller's) and returns a
 // Work to wait on. The executor's training steps (DDP, ZeRO-3) use this interface; the Gloo
-// implementation (gloo_communicator.h) runs ranks as processes or hosts over TCP, a NCCL one
-// will run them on GPUs.
+// implementation (gloo_communicator.h) runs ranks as processes or hosts over TCP, the NCCL
+// one (cuda/nccl_communicator.h) runs them on GPUs.
 //
 //   std::shared_ptr<Work> w = comm->AllReduce(grads, {.stream = 1});
 //   ... compute goes on ...

@@ -307,8 +307,10 @@ absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& 
     } else if (o.device_memory_bytes > 0) {
       StateOptions state;
       state.world_size = world;
-      state.optimizer =
-          o.optimizer.kind == OptimizerKind::kSgd ? Optimizer::kMomentum : Optimizer::kAdam;
+      // The budget counts the state the update keeps: SGD without momentum keeps none.
+      state.optimizer = o.optimizer.kind == OptimizerKind::kAdamW ? Optimizer::kAdam
+                        : o.optimizer.momentum != 0               ? Optimizer::kMomentum
+                                                                  : Optimizer::kSgd;
       OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b,
                                DeviceMemoryBudget(*g, o.device_memory_bytes, state));
       options.lookahead.memory_limit_bytes = b.budget_bytes;

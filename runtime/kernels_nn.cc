@@ -663,13 +663,11 @@ Results FlashAttentionBackward(KernelCall& c) {
 
 // ---- losses ----
 
-constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
-
 // ATen's reduction enum (none, mean, sum); any other value is refused as ATen refuses it,
 // instead of being read as "sum".
 absl::StatusOr<int64_t> ReductionArg(const KernelCall& c, int pos) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(pos, "reduction", kReductionMean));
-  if (reduction < kReductionNone || reduction > kReductionSum) {
+  if (!IsAtenReduction(reduction)) {
     return c.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
   }

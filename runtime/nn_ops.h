@@ -85,6 +85,13 @@ struct NnPool {
           ho = 0, wo = 0;
 };
 
+// ATen's loss reduction enum (at::Reduction), as the losses' `reduction` argument and
+// NnArgs::flag carry it. Any other value is refused before a kernel runs, as ATen refuses it.
+inline constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
+inline constexpr bool IsAtenReduction(int64_t r) {
+  return r == kReductionNone || r == kReductionMean || r == kReductionSum;
+}
+
 // One call's arguments: plain data (a device kernel takes it by value). Pointers are to T
 // elements (float or double by is_double), contiguous, except `index` (int64, or int32
 // when index32) and max pooling's int64 out2. Which fields an op reads: NnOp's comments.

@@ -1,7 +1,7 @@
 // Training in one process: an AOT pair's forward and backward run by the interpreter, an
 // optimizer (SGD with momentum, AdamW) on the parameters, and synthetic tasks that a tiny
-// model learns in a few dozen steps. What `overlap train` runs; the executor issues after
-// this one add ranks (Gloo) and devices (CUDA/NCCL) around the same step.
+// model learns in a few dozen steps. What `overlap train` runs; DDP and ZeRO-3 (ranks over
+// Gloo) and the CUDA backend run the same step.
 //
 //   absl::StatusOr<Trainer> t = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
 //   for (int k = 0; k < 50; ++k) absl::StatusOr<TrainStepResult> s = t->Step();

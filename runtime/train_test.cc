@@ -1,6 +1,6 @@
 // Training in one process learns: `overlap train --model M --preset tiny --steps 50 --seed 1`
-// ends with a loss at most half of its first for gpt2, llama-7b and mlp (the issue's
-// acceptance test), with AdamW (the default) and SGD.
+// ends with a loss at most half of its first for gpt2, llama-7b and mlp, with AdamW (the
+// default) and SGD.
 #include "runtime/train.h"
 
 #include <cmath>

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fails on C++ that clang-format (.clang-format: Google, column 100) would change, and on
 BUILD files whose `deps` lists are not sorted (local ":x" first, then "//pkg", then "@repo",
-each group alphabetical, as buildifier orders them).
+each group alphabetical, as buildifier orders them), and on headers that their folder's
+README.md (the nearest one above them) does not name, by their path from that folder.
 
   tools/check_format.py          check (exit 1 and list the offenders)
   tools/check_format.py --fix    rewrite the files in place
@@ -45,6 +46,24 @@ def sort_deps(text):
     return DEPS.sub(fix, text)
 
 
+def unlisted_headers(headers):
+    """Headers whose nearest README.md above them does not name them by their path from the
+    README's folder ("cuda/gpu_api.h" in runtime/README.md)."""
+    out = []
+    texts = {}
+    for h in headers:
+        d = h.parent
+        while d != ROOT and not (d / "README.md").exists():
+            d = d.parent
+        readme = d / "README.md"
+        if readme not in texts:
+            texts[readme] = readme.read_text() if readme.exists() else ""
+        rel = h.relative_to(d).as_posix()
+        if rel not in texts[readme]:
+            out.append(f"{h.relative_to(ROOT).as_posix()} (not in {readme.relative_to(ROOT)})")
+    return out
+
+
 def main():
     fix = "--fix" in sys.argv[1:]
     bad = []
@@ -62,12 +81,20 @@ def main():
                 build.write_text(fixed)
             else:
                 bad.append(f"{build} (deps not sorted)")
+    unlisted = unlisted_headers([p for p in cc if p.suffix == ".h"])
+    if unlisted:
+        print("check_format: headers their folder's README.md does not name:")
+        for h in unlisted:
+            print("  " + h)
     if bad:
         print("check_format: not formatted (run tools/check_format.py --fix):")
         for b in bad:
             print("  " + str(b))
         return 1
-    print(f"check_format: {len(cc)} C++ files and the BUILD files are formatted")
+    if unlisted:
+        return 1
+    print(f"check_format: {len(cc)} C++ files and the BUILD files are formatted; every header "
+          "is named in its folder's README")
     return 0
 
 

@@ -1,5 +1,5 @@
-// The CLI end to end, in-process: exit codes, messages, and the issue's acceptance flow
-// (gen llama-70b -o g.json, then inspect g.json prints 68,976,648,192 parameters).
+// The CLI end to end, in-process: exit codes, messages, and the first user's flow (gen
+// llama-70b -o g.json, then inspect g.json prints 68,976,648,192 parameters).
 #include "tools/cli.h"
 
 #include <cstdio>
@@ -662,7 +662,7 @@ TEST(CliTest, DemoExplainsOursChoice) {
 namespace overlap {
 namespace {
 
-// Regression tests from an adversarial campaign (issue "Hardening II").
+// Regression tests from an adversarial campaign: inputs that once crashed or misled.
 
 TEST(CliHardeningTest, ADsIdOutsideTheParameterTableIsBadInputNotACrash) {
   const std::string path = Tmp("bad_ds.json");

@@ -66,10 +66,6 @@ constexpr FlagSpec kJobFlags[] = {
      "zero3: derive the budget from the device's memory\n"
      "(schedule/budget.h)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
-    {"optimizer", 0, "O", "sgd or adamw (default)"},
-    {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
-    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD)"},
-    {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
     {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
     {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
@@ -162,15 +158,7 @@ JobOptions ReadJobFlags(Invocation& in) {
       in.AddUsageError("--bucket-cap must be > 0 (or auto)");
     }
   }
-  absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
-  if (kind.ok()) {
-    o.optimizer.kind = *kind;
-  } else {
-    in.AddUsageError(std::string(kind.status().message()));
-  }
-  o.optimizer.lr = in.Positive("lr", 1e3, o.optimizer.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
-  o.optimizer.momentum = in.NonNegative("momentum", 1, 0.9);
-  o.optimizer.weight_decay = in.NonNegative("weight-decay", 1e3, 0);
+  o.optimizer = ReadTrainingOptimizerFlags(in);
   o.save_path = in.Path("save").value_or("");
   o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   o.timeout = absl::Seconds(in.Positive("timeout", 86400, 60));
@@ -357,10 +345,13 @@ int Run(Invocation& in) {
   LaunchOptions lo;
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};
-  for (const FlagSpec& f : kJobFlags) {
-    if (!in.Has(f.name)) continue;
-    lo.argv.push_back(absl::StrCat("--", f.name));
-    if (!f.value.empty()) lo.argv.push_back(*in.String(f.name));
+  for (absl::Span<const FlagSpec> group :
+       {absl::Span<const FlagSpec>(kJobFlags), TrainingOptimizerFlags()}) {
+    for (const FlagSpec& f : group) {
+      if (!in.Has(f.name)) continue;
+      lo.argv.push_back(absl::StrCat("--", f.name));
+      if (!f.value.empty()) lo.argv.push_back(*in.String(f.name));
+    }
   }
   const std::optional<std::string> trace = in.Path("trace");
   if (trace) {
@@ -411,7 +402,7 @@ const CommandSpec& RunCommand() {
         "prints `step k loss x` (the mean over ranks), its time and the hidden-communication\n"
         "fraction (1 - exposed / total communication; docs/runtime.md). Each rank prints its\n"
         "peak of graph values beside the simulator's prediction.\n";
-    s.flags = {kRunFlags, kJobFlags};
+    s.flags = {kRunFlags, kJobFlags, TrainingOptimizerFlags()};
     s.footer = "Faults for tests: OVERLAP_FAULT=rank=R,step=K,node=NAME,action=kill|hang.\n";
     s.run = &Run;
     return s;
@@ -434,7 +425,7 @@ const CommandSpec& WorkerCommand() {
         "\"Under the launchers users already have\").\n"
         "Every rank must be given the same flags: the start-up check compares a hash of the\n"
         "compiled graphs and flags and fails naming the first rank that differs.\n";
-    s.flags = {kWorkerFlags, kJobFlags};
+    s.flags = {kWorkerFlags, kJobFlags, TrainingOptimizerFlags()};
     s.footer =
         "Two hosts: on host A (10.0.0.1)\n"
         "  RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 overlap worker --model gpt2\n"

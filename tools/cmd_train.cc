@@ -26,10 +26,6 @@ constexpr FlagSpec kFlags[] = {
      "the batches (safetensors: inputs by placeholder name, or batch/<k>/<input> for step\n"
      "k+1, cycling; default: the synthetic task)"},
     {"steps", 0, "K", "optimizer steps (default 50)"},
-    {"optimizer", 0, "O", "sgd or adamw (default)"},
-    {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
-    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD)"},
-    {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
     {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"weights", 0, "W", "start from these parameters (safetensors, by parameter name)"},
     {"save", 0, "OUT", "write the trained parameters (safetensors, by parameter name)"},
@@ -45,14 +41,9 @@ int Run(Invocation& in) {
   }
   absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
   if (!preset.ok()) in.AddUsageError(std::string(preset.status().message()));
-  absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
-  if (!kind.ok()) in.AddUsageError(std::string(kind.status().message()));
   const int64_t steps = in.Int("steps", 1, 1000000, 50);
   TrainOptions o;
-  if (kind.ok()) o.optimizer.kind = *kind;
-  o.optimizer.lr = in.Positive("lr", 1e3, o.optimizer.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
-  o.optimizer.weight_decay = in.NonNegative("weight-decay", 1e3, 0);
-  o.optimizer.momentum = in.NonNegative("momentum", 1, 0.9);
+  o.optimizer = ReadTrainingOptimizerFlags(in);
   const std::optional<std::string> graph = in.Path("graph");
   const std::optional<std::string> backward = in.Path("backward-graph");
   if (graph.has_value() != backward.has_value()) {
@@ -160,7 +151,7 @@ const CommandSpec& TrainCommand() {
         "--graph / --backward-graph train an AOT pair read from files (e.g. the exporter's,\n"
         "docs/interop.md) from --weights, on the batches of --data.\n"
         "Prints `step k loss x` per step on stdout and a summary with the time per step.\n";
-    s.flags = {kFlags};
+    s.flags = {kFlags, TrainingOptimizerFlags()};
     s.run = &Run;
     return s;
   }();

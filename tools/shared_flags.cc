@@ -49,6 +49,13 @@ constexpr FlagSpec kDeviceFlags[] = {
     {"mem-bandwidth", 0, "X", "memory bandwidth in GB/s (default 3350)"},
 };
 
+constexpr FlagSpec kTrainingOptimizerFlags[] = {
+    {"optimizer", 0, "O", "sgd or adamw (default)"},
+    {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
+    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD)"},
+    {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
+};
+
 constexpr FlagSpec kModelFlags[] = {
     {"lifted", 0, "",
      "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
@@ -169,6 +176,22 @@ void NoteMissingDeviceTimes(const Invocation& in, const Graph& g) {
 }
 
 absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
+
+absl::Span<const FlagSpec> TrainingOptimizerFlags() { return kTrainingOptimizerFlags; }
+
+OptimizerOptions ReadTrainingOptimizerFlags(Invocation& in) {
+  OptimizerOptions o;
+  absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
+  if (kind.ok()) {
+    o.kind = *kind;
+  } else {
+    in.AddUsageError(std::string(kind.status().message()));
+  }
+  o.lr = in.Positive("lr", 1e3, o.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
+  o.momentum = in.NonNegative("momentum", 1, 0.9);
+  o.weight_decay = in.NonNegative("weight-decay", 1e3, 0);
+  return o;
+}
 absl::Span<const FlagSpec> DeviceFlags() { return kDeviceFlags; }
 
 DeviceSpec ReadDeviceFlags(Invocation& in) {

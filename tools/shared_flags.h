@@ -14,6 +14,7 @@
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
+#include "runtime/train.h"
 #include "schedule/budget.h"
 #include "tools/command.h"
 
@@ -42,6 +43,13 @@ absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const G
 // The budget as one summary line ("budget 12.0 GiB (device 80 GB - state ... - reserve ...):
 // the peak fits"), empty without a budget. O(1).
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes);
+
+// --optimizer (sgd or adamw), --lr, --momentum, --weight-decay: the update rule of training
+// (train, run, worker).
+absl::Span<const FlagSpec> TrainingOptimizerFlags();
+// The update rule they describe (defaults: AdamW at lr 0.01; SGD at lr 0.1, momentum 0.9).
+// An unknown optimizer or an out-of-range value is a usage error recorded in `in`.
+OptimizerOptions ReadTrainingOptimizerFlags(Invocation& in);
 
 // --lifted, --loss, --batch, --seq, --layers, and random's --nodes, --seed, --sparse-meta
 // (gen, demo; with DeviceFlags).

@@ -858,13 +858,9 @@ Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
   };
 }
 
-constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
-
-int64_t ReductionFlag(int64_t reduction) {
-  return reduction == kReductionNone   ? kReductionNone
-         : reduction == kReductionMean ? kReductionMean
-                                       : kReductionSum;
-}
+// The flag a device loss kernel takes; only called on IsAtenReduction values (any other
+// goes to the host kernel, which refuses it).
+int64_t ReductionFlag(int64_t reduction) { return reduction; }
 
 Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
@@ -873,8 +869,9 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
     absl::StatusOr<int64_t> reduction = c.IntArg(3, "reduction", kReductionMean);
     absl::StatusOr<int64_t> ignore = c.IntArg(4, "ignore_index", -100);
-    if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !ignore.ok() ||
-        !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 || x->dim() > 2) {
+    if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
+        !ignore.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
+        x->dim() > 2) {
       return host(c);
     }
     const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
@@ -914,10 +911,10 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<int64_t> reduction = c.IntArg(4, "reduction", kReductionMean);
     absl::StatusOr<int64_t> ignore = c.IntArg(5, "ignore_index", -100);
     absl::StatusOr<Tensor> total = c.TensorArg(6, "total_weight");
-    if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !ignore.ok() ||
-        !total.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
-        x->dim() > 2 || g->dtype() != x->dtype() || total->dtype() != x->dtype() ||
-        total->numel() != 1) {
+    if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() ||
+        !IsAtenReduction(*reduction) || !ignore.ok() || !total.ok() || !IndexType(t->dtype()) ||
+        !FloatType(x->dtype()) || x->dim() < 1 || x->dim() > 2 || g->dtype() != x->dtype() ||
+        total->dtype() != x->dtype() || total->numel() != 1) {
       return host(c);
     }
     const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
@@ -955,8 +952,8 @@ Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
     absl::StatusOr<Tensor> x = c.TensorArg(first, "self");
     absl::StatusOr<Tensor> t = c.TensorArg(first + 1, "target");
     absl::StatusOr<int64_t> reduction = c.IntArg(first + 2, "reduction", kReductionMean);
-    if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !FloatType(x->dtype()) ||
-        t->shape() != x->shape() || t->dtype() != x->dtype()) {
+    if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
+        !FloatType(x->dtype()) || t->shape() != x->shape() || t->dtype() != x->dtype()) {
       return host(c);
     }
     const bool none = *reduction == kReductionNone;

@@ -504,5 +504,19 @@ TEST(CudaKernelsTest, BadIndexOnTheDeviceFailsTheNextHostWait) {
   for (int64_t j = 0; j < 3; ++j) EXPECT_NE(GetElement(back, j), 0.0);
 }
 
+// Arguments ATen refuses are refused on the device too (the host kernel names them), never
+// read as something else: a loss reduction outside 0..2, a dimension summed twice.
+TEST(CudaKernelsTest, WhatATenRefusesIsRefusedOnTheDevice) {
+  DeviceVersusCpu t;
+  absl::StatusOr<std::vector<Tensor>> r =
+      t.RunOnDevice("aten.mse_loss.default", {t.Ref("x"), t.Ref("x"), Value::Int(3)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("argument 'reduction'"));
+  r = t.RunOnDevice("aten.sum.dim_IntList",
+                    {t.Ref("x"), Value::List({Value::Int(0), Value::Int(-3)}), Value::Bool(false)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("appears more than once"));
+}
+
 }  // namespace
 }  // namespace overlap

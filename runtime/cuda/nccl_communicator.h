@@ -1,4 +1,4 @@
-// Collectives on GPUs: Executor II's Communicator over NCCL, through the GpuApi seam.
+// Collectives on GPUs: the Communicator (communicator.h) over NCCL, through the GpuApi seam.
 //
 //   OVERLAP_ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator({.api = api, .store = store,
 //       .rank = r, .world_size = n, .stream = comm_stream}));
