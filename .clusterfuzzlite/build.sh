@@ -54,7 +54,7 @@ for f in $(find graph partition runtime schedule tools -name '*.cc' ! -name '*_t
   # the CUDA backend (no CUDA either; the demo drops its CUDA step under OVERLAP_NO_CUDA).
   if grep -qE '^int main\(' "$f" ||
      grep -qE '^#include [<"](gtest|gmock|rapidcheck|benchmark|gloo|cuda|nccl)' "$f" ||
-     grep -qE '^#include "runtime/(tcp_store|gloo_communicator|watchdog|job)\.h"' "$f" ||
+     grep -qE '^#include "runtime/(comm/tcp_store|comm/gloo_communicator|comm/watchdog|job/job)\.h"' "$f" ||
      [[ $f == runtime/cuda/* ]]; then
     continue
   fi

@@ -1,4 +1,4 @@
-// Fuzz target: raw bytes as a safetensors file (runtime/safetensors.h), what `--weights`,
+// Fuzz target: raw bytes as a safetensors file (runtime/core/safetensors.h), what `--weights`,
 // `--inputs` and `--data` read. Every rejection carries a message; nothing is allocated
 // beyond what the bytes themselves hold (a shape declaring gigabytes is refused before any
 // allocation, so the allocator's total never exceeds the input's size); whatever is
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/safetensors.h"
-#include "runtime/tensor.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/core/tensor.h"
 
 namespace overlap {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "benchmark/benchmark.h"
 #include "graph/graph.h"
-#include "runtime/blas.h"
-#include "runtime/kernel.h"
-#include "runtime/tensor.h"
-#include "runtime/train.h"
+#include "runtime/core/blas.h"
+#include "runtime/core/tensor.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/train/train.h"
 
 namespace overlap {
 namespace {

@@ -25,7 +25,7 @@ packages=(
   libbenchmark-dev
   nlohmann-json3-dev
   libgloo-dev
-  libopenblas-dev        # the CPU kernels' matrix products (runtime/blas.h)
+  libopenblas-dev        # the CPU kernels' matrix products (runtime/core/blas.h)
   zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
   unzip                  # tools/check_oss_fuzz.sh reads them back
   graphviz               # tools/pictures_test.sh renders the partition DOT files

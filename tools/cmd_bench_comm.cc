@@ -1,6 +1,6 @@
 // overlap bench-comm: collective bandwidths across local ranks (Gloo over loopback TCP), as
 // nccl-tests prints them, and the fitted per-collective model the schedulers accept
-// (--collective-model). runtime/bench_comm.h defines the figures.
+// (--collective-model). runtime/comm/bench_comm.h defines the figures.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -10,11 +10,11 @@
 #include "graph/cost_model.h"
 #include "graph/output_file.h"
 #include "graph/size.h"
-#include "runtime/bench_comm.h"
-#include "runtime/gloo_communicator.h"
-#include "runtime/launcher.h"
-#include "runtime/tcp_store.h"
-#include "runtime/tensor.h"
+#include "runtime/comm/bench_comm.h"
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/tcp_store.h"
+#include "runtime/core/tensor.h"
+#include "runtime/job/launcher.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 

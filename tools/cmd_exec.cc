@@ -1,5 +1,5 @@
 // overlap exec: run a graph (and its backward) on the CPU kernels, or replay it without
-// kernels (runtime/replay.h), printing checksums, time and measured vs simulated memory.
+// kernels (runtime/exec/replay.h), printing checksums, time and measured vs simulated memory.
 #include <cmath>
 #include <map>
 #include <string>
@@ -11,12 +11,12 @@
 #include "graph/json_writer.h"
 #include "graph/output_file.h"
 #include "graph/size.h"
-#include "runtime/blas.h"
-#include "runtime/interpreter.h"
-#include "runtime/replay.h"
-#include "runtime/safetensors.h"
-#include "runtime/synthetic.h"
-#include "runtime/train.h"
+#include "runtime/core/blas.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/exec/replay.h"
+#include "runtime/train/synthetic.h"
+#include "runtime/train/train.h"
 #include "schedule/simulator.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"

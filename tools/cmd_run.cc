@@ -1,5 +1,5 @@
-// overlap run / overlap worker: data-parallel training across processes (runtime/job.h).
-// `run` starts N local ranks of `worker` (runtime/launcher.h) and merges their traces;
+// overlap run / overlap worker: data-parallel training across processes (runtime/job/job.h).
+// `run` starts N local ranks of `worker` (runtime/job/launcher.h) and merges their traces;
 // `worker` is one rank, joining a job from the torchrun variables (so two hosts each run
 // `overlap worker` with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set).
 #include <sys/prctl.h>
@@ -19,10 +19,10 @@
 #include "graph/models.h"
 #include "graph/output_file.h"
 #include "graph/size.h"
+#include "runtime/comm/tcp_store.h"
 #include "runtime/cuda/cuda_gpu_api.h"
-#include "runtime/job.h"
-#include "runtime/launcher.h"
-#include "runtime/tcp_store.h"
+#include "runtime/job/job.h"
+#include "runtime/job/launcher.h"
 #include "schedule/scheduler_registry.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"

@@ -1,5 +1,5 @@
 // overlap train: a built-in model's AOT pair trained in one process on a synthetic task
-// (runtime/train.h), printing `step k loss x` lines.
+// (runtime/train/train.h), printing `step k loss x` lines.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -8,9 +8,9 @@
 #include "graph/models.h"
 #include "graph/output_file.h"
 #include "graph/size.h"
-#include "runtime/blas.h"
-#include "runtime/safetensors.h"
-#include "runtime/train.h"
+#include "runtime/core/blas.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/train/train.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 

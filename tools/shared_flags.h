@@ -14,7 +14,7 @@
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 #include "schedule/budget.h"
 #include "tools/command.h"
 

@@ -25,9 +25,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/tensor.h"
 #include "runtime/cuda/gpu_api.h"
-#include "runtime/tensor.h"
 
 namespace overlap {
 

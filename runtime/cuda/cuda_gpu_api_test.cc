@@ -16,9 +16,9 @@
 #include "runtime/cuda/gpu_replay.h"
 #include "runtime/cuda/nccl_communicator.h"
 #include "runtime/cuda/testing/differential.h"
-#include "runtime/interpreter.h"
-#include "runtime/synthetic.h"
-#include "runtime/train.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/train/synthetic.h"
+#include "runtime/train/train.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/zero3_insertion.h"
 

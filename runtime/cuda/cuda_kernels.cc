@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "graph/status_macros.h"
-#include "runtime/conv_args.h"
+#include "runtime/kernels/conv_args.h"
 
 namespace overlap {
 namespace {

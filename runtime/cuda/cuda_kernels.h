@@ -37,7 +37,7 @@
 
 #include "absl/strings/string_view.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/kernel.h"
+#include "runtime/kernels/kernel.h"
 
 namespace overlap {
 

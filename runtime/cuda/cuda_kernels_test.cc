@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/cuda/fake_gpu_api.h"
 #include "runtime/cuda/testing/differential.h"
-#include "runtime/interpreter.h"
+#include "runtime/exec/interpreter.h"
 
 namespace overlap {
 namespace {

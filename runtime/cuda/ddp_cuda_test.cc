@@ -13,9 +13,9 @@
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/fake_gpu_api.h"
 #include "runtime/cuda/testing/fake_ranks.h"
-#include "runtime/ddp.h"
 #include "runtime/testing/parallel.h"
-#include "runtime/train.h"
+#include "runtime/train/ddp.h"
+#include "runtime/train/train.h"
 
 namespace overlap {
 namespace {

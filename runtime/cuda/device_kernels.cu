@@ -3,9 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../elementwise_ops.h"
-#include "../nn_ops.h"
-#include "../reduction_ops.h"
+#include "../kernels/elementwise_ops.h"
+#include "../kernels/nn_ops.h"
+#include "../kernels/reduction_ops.h"
 
 namespace overlap {
 namespace {

@@ -9,7 +9,7 @@
 
 namespace overlap {
 
-struct NnArgs;  // runtime/nn_ops.h
+struct NnArgs;  // runtime/kernels/nn_ops.h
 
 // One thread that holds the stream for `nanoseconds` of device time (the global timer, so
 // the clock rate does not matter): timed replay's stand-in for a node's kernels. Returns the
@@ -75,7 +75,7 @@ struct ReduceKernelArgs {
 };
 cudaError_t LaunchReduceKernel(cudaStream_t stream, const ReduceKernelArgs& args);
 
-// NnUnit (runtime/nn_ops.h) on every unit of `args`, one thread per unit.
+// NnUnit (runtime/kernels/nn_ops.h) on every unit of `args`, one thread per unit.
 cudaError_t LaunchNnKernel(cudaStream_t stream, const NnArgs& args);
 
 }  // namespace overlap

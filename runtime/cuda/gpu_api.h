@@ -25,10 +25,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "runtime/elementwise_ops.h"
-#include "runtime/nn_ops.h"
-#include "runtime/reduction_ops.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
+#include "runtime/kernels/elementwise_ops.h"
+#include "runtime/kernels/nn_ops.h"
+#include "runtime/kernels/reduction_ops.h"
 
 namespace overlap {
 

@@ -29,7 +29,7 @@
 #include "graph/graph.h"
 #include "runtime/cuda/gpu_api.h"
 #include "runtime/cuda/nccl_communicator.h"
-#include "runtime/replay.h"
+#include "runtime/exec/replay.h"
 
 namespace overlap {
 

@@ -32,9 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/tcp_store.h"
 #include "runtime/cuda/gpu_api.h"
-#include "runtime/tcp_store.h"
 
 namespace overlap {
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/store_server.h"
 #include "runtime/cuda/fake_gpu_api.h"
-#include "runtime/store_server.h"
 
 namespace overlap {
 namespace {

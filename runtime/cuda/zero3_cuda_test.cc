@@ -14,7 +14,7 @@
 #include "runtime/cuda/fake_gpu_api.h"
 #include "runtime/cuda/testing/fake_ranks.h"
 #include "runtime/testing/parallel.h"
-#include "runtime/zero3.h"
+#include "runtime/train/zero3.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/zero3_insertion.h"
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "graph/models.h"
 #include "graph/status_macros.h"
-#include "runtime/gloo_communicator.h"
-#include "runtime/synthetic.h"
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/train/synthetic.h"
 
 namespace overlap {
 

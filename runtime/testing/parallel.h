@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/aot.h"
-#include "runtime/communicator.h"
-#include "runtime/tensor.h"
-#include "runtime/train.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/tensor.h"
+#include "runtime/train/train.h"
 
 namespace overlap {
 

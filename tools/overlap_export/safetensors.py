@@ -1,4 +1,4 @@
-"""Tensors to the safetensors layout (what runtime/safetensors.h reads): an 8-byte
+"""Tensors to the safetensors layout (what runtime/core/safetensors.h reads): an 8-byte
 little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, then the
 raw little-endian data in name order. Our own writer: Debian has no python3-safetensors."""
 

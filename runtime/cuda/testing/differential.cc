@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
 #include "graph/models.h"
-#include "runtime/interpreter.h"
-#include "runtime/synthetic.h"
-#include "runtime/train.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/train/synthetic.h"
+#include "runtime/train/train.h"
 
 namespace overlap {
 namespace {

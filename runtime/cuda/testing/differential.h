@@ -10,7 +10,7 @@
 #include <string>
 
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/kernel.h"
+#include "runtime/kernels/kernel.h"
 
 namespace overlap {
 

@@ -3,9 +3,9 @@
 #include <memory>
 #include <thread>
 
+#include "runtime/comm/store_server.h"
+#include "runtime/comm/tcp_store.h"
 #include "runtime/cuda/nccl_communicator.h"
-#include "runtime/store_server.h"
-#include "runtime/tcp_store.h"
 #include "runtime/testing/parallel.h"
 #include "runtime/testing/ranks.h"
 

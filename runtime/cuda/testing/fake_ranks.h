@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/fake_gpu_api.h"
 

@@ -1,0 +1,70 @@
+// The benchmark's arithmetic: size ranges, bus bandwidth factors and the least-squares fit
+// (recovering a known latency and bandwidth from exact times), and one real run on a
+// single-rank communicator.
+#include "runtime/comm/bench_comm.h"
+
+#include "gtest/gtest.h"
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/testing/ranks.h"
+
+namespace overlap {
+namespace {
+
+TEST(BenchCommTest, SizeRanges) {
+  absl::StatusOr<std::vector<int64_t>> s = ParseSizeRange("4KiB..64KiB", 12);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, (std::vector<int64_t>{4104, 8196, 16392, 32772, 65544}));
+  EXPECT_FALSE(ParseSizeRange("64KiB..4KiB", 4).ok());
+  EXPECT_FALSE(ParseSizeRange("x..4KiB", 4).ok());
+  EXPECT_EQ(ParseSizeRange("1MiB", 4)->size(), 1u);
+}
+
+TEST(BenchCommTest, FitRecoversLatencyAndBusBandwidth) {
+  const int world = 4;
+  std::vector<BenchRow> rows;
+  for (CollectiveKind k :
+       {CollectiveKind::kAllreduce, CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
+    const double latency = k == CollectiveKind::kAllreduce ? 2e-3 : 1e-3;
+    const double busbw = k == CollectiveKind::kReduceScatter ? 0.5e9 : 1e9;
+    const double factor = (k == CollectiveKind::kAllreduce ? 2.0 : 1.0) * 3 / 4;
+    for (int64_t bytes : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 24}) {
+      BenchRow r;
+      r.kind = k;
+      r.bytes = bytes;
+      r.seconds = latency + factor * bytes / busbw;
+      rows.push_back(r);
+    }
+  }
+  absl::StatusOr<CollectiveModel> m = FitCollectiveModel(rows, world);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NEAR(m->allreduce.latency_s, 2e-3, 1e-9);
+  EXPECT_NEAR(m->allreduce.bandwidth_bytes_per_s, 1e9, 1e3);
+  EXPECT_NEAR(m->reduce_scatter.bandwidth_bytes_per_s, 0.5e9, 1e3);
+  EXPECT_NEAR(m->allgather.latency_s, 1e-3, 1e-9);
+  EXPECT_EQ(m->world_size, world);
+  // The model predicts what it was fitted on.
+  EXPECT_NEAR(m->Allreduce(int64_t{1} << 20), rows[1].seconds, 1e-9);
+  rows.resize(1);
+  EXPECT_FALSE(FitCollectiveModel(rows, world).ok());
+}
+
+TEST(BenchCommTest, RunsOnOneRank) {
+  GlooOptions o;
+  o.store_path = FreshStoreDir("bench");
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  BenchOptions b;
+  b.sizes = {4096, 65536};
+  b.bytes_per_size = 1 << 20;
+  absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(**comm, b);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 6u);
+  for (const BenchRow& r : *rows) {
+    EXPECT_GT(r.seconds, 0);
+    EXPECT_GE(r.iterations, 2);
+    EXPECT_EQ(r.busbw, 0);  // one rank moves nothing over a bus
+  }
+}
+
+}  // namespace
+}  // namespace overlap

@@ -1,0 +1,203 @@
+// The store's trust model and bounds: a connection without the job's secret reads and
+// writes nothing and is counted; keys and values past their bounds close the connection
+// (the client is told, never left waiting); a value's memory follows its bytes; departed
+// clients' descriptors are released (1,100 connect / close cycles under a 1,024-descriptor
+// limit); a store that accepts and never answers, or goes away, ends a client's request
+// within its deadline.
+#include "runtime/comm/store_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/comm/tcp_store.h"
+
+namespace overlap {
+namespace {
+
+// A raw connection to 127.0.0.1:port, -1 on failure.
+int Dial(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server closed `fd` (reads end) within 5 s.
+bool ClosedByServer(int fd) {
+  char c;
+  return store_wire::RecvAll(fd, &c, 1, absl::Now() + absl::Seconds(5)) == false &&
+         errno != ETIMEDOUT;
+}
+
+RendezvousInfo Client(int port, const std::string& secret) {
+  RendezvousInfo info;
+  info.rank = 1;
+  info.world_size = 2;
+  info.master_port = port;
+  info.agent_store = true;
+  info.secret = secret;
+  return info;
+}
+
+std::unique_ptr<TcpStoreServer> ServeWithSecret(const std::string& secret) {
+  StoreServerOptions o;
+  o.secret = secret;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> s = TcpStoreServer::Serve("127.0.0.1", 0, o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+TEST(StoreServerTest, OnlyTheSecretsHolderReadsOrWrites) {
+  std::unique_ptr<TcpStoreServer> server = ServeWithSecret("s3cret");
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::shared_ptr<TcpStore>> owner =
+      TcpStore::Connect(Client(server->port(), "s3cret"), absl::Seconds(5));
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  ASSERT_TRUE((*owner)->Set("step", "1").ok());
+
+  // A wrong secret, no secret: refused at the handshake, named as such.
+  for (const std::string& guess : {std::string("wrong"), std::string()}) {
+    absl::StatusOr<std::shared_ptr<TcpStore>> stranger =
+        TcpStore::Connect(Client(server->port(), guess), absl::Seconds(5));
+    ASSERT_FALSE(stranger.ok());
+    EXPECT_EQ(stranger.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_TRUE(absl::StrContains(stranger.status().message(), "OVERLAP_STORE_SECRET"));
+  }
+  // A raw client that skips the handshake and sends a SET of `abort`: closed, not stored.
+  const int fd = Dial(server->port());
+  ASSERT_GE(fd, 0);
+  const std::string key = "abort";
+  const uint32_t klen = static_cast<uint32_t>(key.size());
+  const uint64_t vlen = 5;
+  store_wire::SendAll(fd, &store_wire::kSet, 1);
+  store_wire::SendAll(fd, &klen, 4);
+  store_wire::SendAll(fd, key.data(), klen);
+  store_wire::SendAll(fd, &vlen, 8);
+  store_wire::SendAll(fd, "forge", 5);
+  EXPECT_TRUE(ClosedByServer(fd));
+  close(fd);
+  EXPECT_EQ((*owner)->Get("abort", absl::Milliseconds(100)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*(*owner)->Get("step", absl::Seconds(1)), "1");
+  // Counted: two wrong handshakes and the raw one.
+  for (int i = 0; i < 100 && server->rejected() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server->rejected(), 3);
+}
+
+TEST(StoreServerTest, KeysAndValuesPastTheirBoundsCloseTheConnection) {
+  std::unique_ptr<TcpStoreServer> server = ServeWithSecret("k");
+  ASSERT_NE(server, nullptr);
+  // The client refuses them itself, naming the bound.
+  absl::StatusOr<std::shared_ptr<TcpStore>> client =
+      TcpStore::Connect(Client(server->port(), "k"), absl::Seconds(5));
+  ASSERT_TRUE(client.ok());
+  absl::Status long_key = (*client)->Set(std::string(store_wire::kMaxKeyBytes + 1, 'k'), "v");
+  EXPECT_EQ(long_key.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*client)->Set("fine", "v").ok()) << "a refused request leaves the connection";
+
+  // A raw client declaring a key over the bound, or a value of 2^40 bytes: the server
+  // closes the connection at once (before reading or allocating what was declared).
+  for (bool value : {false, true}) {
+    const int fd = Dial(server->port());
+    ASSERT_GE(fd, 0);
+    const uint32_t slen = 1;
+    store_wire::SendAll(fd, &store_wire::kHello, 1);
+    store_wire::SendAll(fd, &slen, 4);
+    store_wire::SendAll(fd, "k", 1);
+    uint8_t ok = 1;
+    ASSERT_TRUE(store_wire::RecvAll(fd, &ok, 1, absl::Now() + absl::Seconds(5)));
+    const uint32_t klen = value ? 3 : store_wire::kMaxKeyBytes + 1;
+    store_wire::SendAll(fd, &store_wire::kSet, 1);
+    store_wire::SendAll(fd, &klen, 4);
+    if (value) {
+      const uint64_t vlen = uint64_t{1} << 40;
+      store_wire::SendAll(fd, "big", 3);
+      store_wire::SendAll(fd, &vlen, 8);
+    }
+    EXPECT_TRUE(ClosedByServer(fd)) << (value ? "value" : "key");
+    close(fd);
+  }
+  EXPECT_EQ(*(*client)->Get("fine", absl::Seconds(1)), "v");
+}
+
+TEST(StoreServerTest, DepartedClientsReleaseTheirDescriptors) {
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit small = old;
+  small.rlim_cur = std::min<rlim_t>(old.rlim_cur, 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &small), 0);
+  std::unique_ptr<TcpStoreServer> server = ServeWithSecret("fd");
+  ASSERT_NE(server, nullptr);
+  for (int i = 0; i < 1100; ++i) {
+    const int fd = Dial(server->port());
+    ASSERT_GE(fd, 0) << "cycle " << i;
+    close(fd);
+    // Let the server's side of the connection go too (the descriptors are one process's).
+    if (i % 100 == 99) {
+      for (int k = 0; k < 500 && server->connections() > 0; ++k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
+  absl::StatusOr<std::shared_ptr<TcpStore>> client =
+      TcpStore::Connect(Client(server->port(), "fd"), absl::Seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Set("still", "serving").ok());
+  EXPECT_EQ(*(*client)->Get("still", absl::Seconds(1)), "serving");
+  setrlimit(RLIMIT_NOFILE, &old);
+}
+
+TEST(StoreServerTest, AStoreThatNeverAnswersEndsTheRequestWithinItsDeadline) {
+  // Listens and accepts (the kernel does) but never reads: a stopped launcher.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  socklen_t len = sizeof(a);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<TcpStore>> client =
+      TcpStore::Connect(Client(ntohs(a.sin_port), "x"), absl::Seconds(2));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "did not answer")) << client.status();
+  EXPECT_LT(took, 30) << "bounded by the connect timeout and the handshake's";
+  close(listener);
+}
+
+TEST(StoreServerTest, ALostStoreFailsEveryLaterRequestAtOnce) {
+  std::unique_ptr<TcpStoreServer> server = ServeWithSecret("gone");
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::shared_ptr<TcpStore>> client =
+      TcpStore::Connect(Client(server->port(), "gone"), absl::Seconds(5));
+  ASSERT_TRUE(client.ok());
+  server.reset();
+  absl::Status first = (*client)->Set("hb/1", "1");
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(first.message(), "the store is gone")) << first;
+  EXPECT_EQ((*client)->Get("x", absl::Seconds(60)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace overlap

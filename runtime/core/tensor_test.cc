@@ -1,0 +1,82 @@
+#include "runtime/core/tensor.h"
+
+#include "gtest/gtest.h"
+
+namespace overlap {
+namespace {
+
+TEST(TensorTest, TheAllocatorCountsLiveAndPeakBytesPerPool) {
+  Allocator alloc;
+  {
+    absl::StatusOr<Tensor> a = Tensor::Empty(alloc, DType::kFloat32, {2, 3});
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(alloc.live(Pool::kValues), 24);
+    absl::StatusOr<Tensor> s = Tensor::Empty(alloc, DType::kFloat64, {4}, Pool::kScratch);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(alloc.live(Pool::kScratch), 32);
+    EXPECT_EQ(alloc.live(Pool::kValues), 24);  // pools apart
+    {
+      Tensor view = *a->Transpose(0, 1);  // views allocate nothing
+      EXPECT_EQ(alloc.live(Pool::kValues), 24);
+      absl::StatusOr<Tensor> b = Tensor::Empty(alloc, DType::kBFloat16, {10});
+      EXPECT_EQ(alloc.peak(Pool::kValues), 44);
+    }
+    EXPECT_EQ(alloc.live(Pool::kValues), 24);
+    EXPECT_EQ(alloc.peak(Pool::kValues), 44);
+    alloc.ResetPeak();
+    EXPECT_EQ(alloc.peak(Pool::kValues), 24);
+  }
+  EXPECT_EQ(alloc.live(Pool::kValues), 0);  // freed with the last view
+  EXPECT_EQ(alloc.live(Pool::kScratch), 0);
+}
+
+TEST(TensorTest, ViewsShareStorageAndIndexThroughStrides) {
+  Allocator alloc;
+  Tensor t = *Tensor::Empty(alloc, DType::kFloat32, {2, 3});
+  for (int i = 0; i < 6; ++i) t.data<float>()[i] = static_cast<float>(i);
+  Tensor tt = *t.Transpose(0, 1);  // 3 x 2
+  EXPECT_TRUE(tt.SharesStorageWith(t));
+  EXPECT_FALSE(tt.IsContiguous());
+  EXPECT_EQ(tt.shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(tt.data<float>()[tt.IndexOf({2, 1}) - tt.offset()], 5.0f);  // t[1][2]
+  Tensor row = *t.Select(0, 1);
+  EXPECT_EQ(row.shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(row.data<float>()[0], 3.0f);
+  Tensor every_other = *t.Slice(1, 0, 3, 2);
+  EXPECT_EQ(every_other.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(every_other.data<float>()[every_other.IndexOf({1, 1}) - every_other.offset()], 5.0f);
+  Tensor flat = *t.View({6});
+  EXPECT_TRUE(flat.IsContiguous());
+  EXPECT_FALSE(tt.View({6}).ok());  // not contiguous
+  EXPECT_FALSE(t.View({4}).ok());   // element count
+  EXPECT_EQ(tt.DebugString(), "float32[3, 2] strides [1, 3]");
+}
+
+TEST(TensorTest, SizeOneAndEmptyShapesAndBadInput) {
+  Allocator alloc;
+  Tensor scalar = *Tensor::Empty(alloc, DType::kInt64, {});
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_EQ(scalar.nbytes(), 8);
+  Tensor empty = *Tensor::Empty(alloc, DType::kFloat32, {0, 5});
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_TRUE(empty.IsContiguous());
+  Tensor ones = *Tensor::Empty(alloc, DType::kFloat32, {1, 4, 1});
+  EXPECT_TRUE(ones.Transpose(0, 2)->IsContiguous());  // size-1 dimensions' strides are free
+  EXPECT_FALSE(Tensor::Empty(alloc, DType::kFloat32, {-1}).ok());
+  EXPECT_FALSE(Tensor::Empty(alloc, DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 40}).ok());
+  EXPECT_FALSE(scalar.Select(0, 0).ok());
+  EXPECT_FALSE(ones.Select(1, 4).ok());
+}
+
+TEST(TensorTest, DTypesRoundTripThroughTheGraphsNames) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                  DType::kInt64, DType::kInt32, DType::kUInt8, DType::kBool}) {
+    EXPECT_EQ(*ParseDType(DTypeName(d)), d);
+  }
+  EXPECT_EQ(*ParseDType("half"), DType::kFloat16);
+  EXPECT_EQ(DTypeSize(DType::kBFloat16), 2);
+  EXPECT_FALSE(ParseDType("complex64").ok());
+}
+
+}  // namespace
+}  // namespace overlap

@@ -1,0 +1,134 @@
+// The interpreter: runs a graph with lifted parameters in its node order, one kernel per
+// call_function node, on given inputs and parameters, with the memory rules of timed replay
+// (replay.h), so its measured peak of graph values is the simulator's peak_memory_bytes at
+// world size 1.
+//
+//   TensorMap in = ...;  // by placeholder name (parameters also by parameter name)
+//   absl::StatusOr<RunResult> r = Interpret(graph, in);
+//   r->outputs[0]   // the loss of an AOT forward
+//
+// What runs where:
+//   - call_function nodes run the registry's kernel for their target (kernel.h); views
+//     allocate nothing; a value is freed after its last reader (replay.h's rules); a
+//     result the kernel returns as a view of its input stays a view (an expand of 72 B is
+//     72 B, whatever its shape), unless meta states aliases_input false: then it is copied
+//     into a buffer of its own, the one the simulator counts;
+//   - operator.getitem of a tensor (Python's x[i], not tuple access) is refused naming the
+//     node, as is an argument ATen refuses (kernel.h);
+//   - ZeRO-3 ops in one process: allgather copies the whole parameter into a new buffer,
+//     wait hands it on, release frees the oldest gathered copy when its count reaches
+//     n_users, reduce_grad adds the gradient into the per-ds_id reduced gradient (state kept
+//     outside the step's memory, as a shard's gradient is);
+//   - operator.getitem picks a tuple element; placeholders take the given tensors: a
+//     parameter placeholder (a parameter shard) uses the caller's tensor as is, any other
+//     input is copied into the step's memory, where the simulator counts it from time 0;
+//   - bfloat16 / float16 values are stored as such; non-view kernels see float32 copies and
+//     their float results are rounded to the stated dtype (nearest even).
+// Errors name the node: a missing input or parameter, a shape or dtype that differs from
+// meta, an unknown target, module-owned parameters (call_module / get_attr: the format
+// records no module types), call_method, a value read after it was freed.
+#ifndef OVERLAP_RUNTIME_EXEC_INTERPRETER_H_
+#define OVERLAP_RUNTIME_EXEC_INTERPRETER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "graph/shape_rules.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/core/tensor.h"
+#include "runtime/kernels/kernel.h"
+
+namespace overlap {
+
+// What runs a graph's ZeRO-3 ops across ranks (zero3.h's trainer implements it). Without
+// one the interpreter runs them in one process, as described above. With one:
+//   - a parameter shard placeholder takes the given tensor as is (the rank's flat shard;
+//     its shape is not checked against meta, which states the whole parameter);
+//   - dc.allgather_param calls Allgather, which starts gathering `shard` into a buffer of
+//     `full`'s type that it allocates from `alloc` (the step's memory) and returns; a
+//     resident (persistent) allgather is called before the first node, with resident set:
+//     it returns a gathered copy that the implementation keeps across graphs and steps
+//     (refreshing it in the forward), counted in RunResult::resident_bytes;
+//   - dc.wait_allgather calls Wait (blocking compute until that allgather is done);
+//     dc.release_param frees the gathered buffer at its count, as in one process;
+//   - dc.reduce_grad calls Reduce, which must copy `grad` before it returns (the gradient
+//     is freed on the plan's schedule); the node's result, and the output items that
+//     return it, are undefined tensors (the reduced shard lives with the implementation).
+class Zero3Collectives {
+ public:
+  virtual ~Zero3Collectives() = default;
+  virtual absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard,
+                                           const TensorType& full, bool resident,
+                                           Allocator& alloc) = 0;
+  virtual absl::Status Wait(const Node& node) = 0;
+  virtual absl::Status Reduce(const Node& node, const Tensor& grad) = 0;
+};
+
+struct InterpreterOptions {
+  // The kernels; nullptr: CpuKernels().
+  const KernelRegistry* kernels = nullptr;
+  // Run floating-point values in float64 whatever their stated dtype (finite-difference
+  // checks): float inputs are converted on entry and results are float64.
+  bool compute_in_double = false;
+  // Also simulate the graph (world size 1) and report its peak beside the measured one.
+  bool simulate = false;
+  // > 0: simulate first and refuse (ResourceExhausted, both figures) a graph whose peak of
+  // graph values exceeds this many bytes; AvailableMemoryBytes() is the usual choice.
+  int64_t memory_limit_bytes = 0;
+  // Called after each call node runs, with its results (before the plan frees anything), on
+  // the interpreter's thread; an error ends the run. The DDP step launches a bucket's
+  // allreduce from here once the bucket's last gradient exists. Results must not be
+  // modified; copy what must outlive the node.
+  std::function<absl::Status(const Node&, const std::vector<Tensor>&)> after_node;
+  // Runs the ZeRO-3 ops across ranks (above); nullptr: in one process. Not owned.
+  Zero3Collectives* zero3 = nullptr;
+  // The device the step's tensors live on (runtime/cuda/cuda_device.h); nullptr: the host.
+  // Inputs may be on either; they are copied (or used in place, a device shard) as above,
+  // and the kernels must be that device's (options.kernels). Results stay on the device.
+  // Not owned.
+  DeviceMemory* device = nullptr;
+};
+
+struct RunResult {
+  // One per item of the output node's list (undefined for None), in order.
+  std::vector<Tensor> outputs;
+  // ZeRO-3 graphs: the reduced gradient of each ds_id (in one process, the whole gradient).
+  std::map<int64_t, Tensor> reduced_grads;
+  // Measured peak of graph values (with options.zero3, plus resident_bytes: residents are
+  // held for the whole step, as the simulator counts them).
+  int64_t peak_bytes = 0;
+  int64_t resident_bytes = 0;         // with options.zero3: resident parameters' gathered copies
+  int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
+  int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
+  int64_t simulated_peak_bytes = -1;  // with options.simulate
+  // View nodes (SharesInputStorage) whose input's layout needed a copy (reshape of a
+  // transpose): bytes the plan did not count, so the measured peak may exceed the
+  // simulated one by up to this much. 0 for every graph overlap builds.
+  int64_t view_copies = 0;
+  int64_t view_copy_bytes = 0;
+  int64_t nodes_run = 0;
+  double wall_s = 0;
+};
+
+// Runs `g` on `inputs`. Cost: the kernels' plus O(N + E).
+absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
+                                    const InterpreterOptions& options = {});
+
+// The tensor a placeholder takes from `inputs`: by its name, else (a parameter placeholder)
+// by its meta.param (or "param/" + it) or the name of a parameter-table row it owns, else
+// by an exporter's binding (docs/interop.md): "buffer/" + meta.buffer, or meta.input;
+// nullptr when none.
+const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs);
+
+// The tensors of `given` that feed buffer placeholders of `g` (FindInput's "buffer/" +
+// meta.buffer binding), under the same keys: the constants a training step adds to every
+// batch, apart from the parameters and the data. O(placeholders).
+TensorMap BufferInputs(const Graph& g, const TensorMap& given);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_EXEC_INTERPRETER_H_

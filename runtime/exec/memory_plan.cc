@@ -1,0 +1,74 @@
+#include "runtime/exec/memory_plan.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+
+bool IsCallNode(const Node& n) {
+  return n.op() == Op::kCallFunction || n.op() == Op::kCallMethod || n.op() == Op::kCallModule;
+}
+
+MemoryPlan BuildMemoryPlan(const Graph& g) {
+  MemoryPlan p;
+  p.order = g.OrderVector();
+  const int64_t n = static_cast<int64_t>(p.order.size());
+  p.pos.assign(g.id_bound(), -1);
+  for (int64_t i = 0; i < n; ++i) p.pos[p.order[i]] = i;
+  p.root.assign(g.id_bound(), kNoNode);
+  p.owns.assign(g.id_bound(), 0);
+  p.members.assign(g.id_bound(), {});
+  std::vector<char> held(g.id_bound(), 0);
+  std::vector<int64_t> last(g.id_bound(), -1), reduced_at(g.id_bound(), -1);
+  for (NodeId id : p.order) {
+    const Node& node = g.node(id);
+    p.root[id] = id;
+    if (HandsOnStorage(node) && HandedOnFrom(node) != kNoNode) {
+      p.root[id] = p.root[HandedOnFrom(node)];
+    }
+    p.members[p.root[id]].push_back(id);
+    const bool value = node.op() == Op::kPlaceholder ? !IsParameterShard(g, id)
+                                                     : IsCallNode(node) && !HandsOnStorage(node) &&
+                                                           !IsAllgather(node) && !IsReduce(node);
+    // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
+    // freed after its last reader like any other.
+    p.owns[id] = value;
+    last[id] = p.pos[id];
+    if (IsPersistentAllgather(node)) p.resident.insert(DsId(node));
+  }
+  // A bucket's reduction runs at its last member (in one process: at once).
+  absl::flat_hash_map<int64_t, int64_t> bucket_end;
+  for (NodeId id : p.order) {
+    const Node& node = g.node(id);
+    if (IsReduce(node) && ReduceBucket(node) >= 0) bucket_end[ReduceBucket(node)] = p.pos[id];
+  }
+  for (NodeId u : p.order) {
+    const Node& user = g.node(u);
+    for (NodeId in : user.inputs()) {
+      const NodeId s = p.root[in];
+      if (s == kNoNode || !p.owns[s]) continue;
+      if (user.op() == Op::kOutput) {
+        held[s] = 1;
+      } else if (IsReduce(user)) {
+        const int64_t b = ReduceBucket(user);
+        reduced_at[s] = std::max(reduced_at[s], b >= 0 ? bucket_end[b] : p.pos[u]);
+      } else {
+        last[s] = std::max(last[s], p.pos[u]);
+      }
+    }
+  }
+  p.frees_at.assign(n, {});
+  for (NodeId id : p.order) {
+    if (!p.owns[id]) continue;
+    if (reduced_at[id] >= 0) {
+      p.frees_at[std::max(last[id], reduced_at[id])].push_back(id);
+    } else if (!held[id]) {
+      p.frees_at[last[id]].push_back(id);
+    }
+  }
+  return p;
+}
+
+}  // namespace overlap

@@ -1,0 +1,34 @@
+// The executor's memory rules as a plan over a graph's order (internal to runtime/): which
+// node owns a buffer, which buffer each node's result lives in, and after which position
+// each buffer dies. Timed replay and the interpreter both follow it, so that their measured
+// peaks are the simulator's (replay.h states the rules).
+#ifndef OVERLAP_RUNTIME_EXEC_MEMORY_PLAN_H_
+#define OVERLAP_RUNTIME_EXEC_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "graph/graph.h"
+
+namespace overlap {
+
+struct MemoryPlan {
+  std::vector<NodeId> order;                  // the graph's node order
+  std::vector<int64_t> pos;                   // position in `order` by node id (-1: dead)
+  std::vector<NodeId> root;                   // the node whose buffer a result lives in
+  std::vector<char> owns;                     // whether the node's result is a buffer of its own
+  std::vector<std::vector<NodeId>> frees_at;  // buffers (roots) freed after each position
+  std::vector<std::vector<NodeId>> members;   // by root: the nodes whose results live in it
+  absl::flat_hash_set<int64_t> resident;      // ds_ids of persistent (resident) parameters
+};
+
+// O(N + E).
+MemoryPlan BuildMemoryPlan(const Graph& g);
+
+// Whether `n` calls something (call_function, call_method, call_module).
+bool IsCallNode(const Node& n);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_EXEC_MEMORY_PLAN_H_

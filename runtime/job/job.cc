@@ -1,0 +1,752 @@
+#include "runtime/job/job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "graph/json_reader.h"
+#include "graph/json_writer.h"
+#include "graph/output_file.h"
+#include "graph/shape_rules.h"
+#include "graph/size.h"
+#include "graph/status_macros.h"
+#include "partition/bucket_cap.h"
+#include "runtime/comm/bench_comm.h"
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/watchdog.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/core/tensor.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_gpu_api.h"
+#include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/fake_gpu_api.h"
+#include "runtime/cuda/nccl_communicator.h"
+#include "runtime/exec/replay.h"
+#include "runtime/train/ddp.h"
+#include "runtime/train/synthetic.h"
+#include "schedule/budget.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
+  if (name == "ddp") return Strategy::kDdp;
+  if (name == "zero3") return Strategy::kZero3;
+  return absl::InvalidArgumentError(absl::StrCat("unknown strategy '", name, "' (ddp or zero3)"));
+}
+
+absl::string_view StrategyName(Strategy s) { return s == Strategy::kDdp ? "ddp" : "zero3"; }
+
+absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name) {
+  if (name == "cpu") return ComputeDevice::kCpu;
+  if (name == "cuda") return ComputeDevice::kCuda;
+  if (name == "cuda-emulated") return ComputeDevice::kCudaEmulated;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", name, "' (cpu, cuda or cuda-emulated)"));
+}
+
+absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name) {
+  if (name == "gloo") return CollectiveLibrary::kGloo;
+  if (name == "nccl") return CollectiveLibrary::kNccl;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown collectives library '", name, "' (gloo or nccl)"));
+}
+
+absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
+  const char* v = std::getenv("OVERLAP_FAULT");
+  if (v == nullptr || *v == '\0') return std::optional<FaultSpec>();
+  FaultSpec f;
+  bool has_node = false;
+  for (absl::string_view field : absl::StrSplit(v, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+    const std::string& key = kv.first;
+    int64_t n = 0;
+    if (key == "rank" && absl::SimpleAtoi(kv.second, &n) && n >= 0) {
+      f.rank = static_cast<int>(n);
+    } else if (key == "step" && absl::SimpleAtoi(kv.second, &n) && n >= 1) {
+      f.step = n;
+    } else if (key == "node" && !kv.second.empty()) {
+      f.node = kv.second;
+      has_node = true;
+    } else if (key == "action" && (kv.second == "kill" || kv.second == "hang")) {
+      f.action = kv.second == "kill" ? FaultSpec::Action::kKill : FaultSpec::Action::kHang;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OVERLAP_FAULT: bad field '", field,
+                       "' (rank=R,step=K,node=NAME,action=kill|hang; step from 1)"));
+    }
+  }
+  if (!has_node) return absl::InvalidArgumentError("OVERLAP_FAULT: no node=NAME");
+  return std::optional<FaultSpec>(f);
+}
+
+std::string Fingerprint(absl::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+std::string TraceEventsJson(const std::vector<TraceEvent>& events, int rank) {
+  std::string out = absl::StrFormat(
+      "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\"}},\n"
+      "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}"
+      ","
+      "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":"
+      "\"communication\"}}",
+      rank, rank, rank, rank);
+  for (const TraceEvent& e : events) {
+    std::string name;
+    for (char c : e.name) {
+      if (c == '"' || c == '\\') name += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) name += c;
+    }
+    absl::StrAppendFormat(&out,
+                          ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%d,"
+                          "\"dur\":%d}",
+                          rank, e.track, name, e.start_us, std::max<int64_t>(e.duration_us, 1));
+  }
+  return out;
+}
+
+namespace {
+
+int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
+
+// What a rank trains: the pair, its parameters, and each step's batch.
+struct Program {
+  AotPair pair;
+  TensorMap params;
+  std::function<absl::StatusOr<TensorMap>(int64_t step)> batch;  // this rank's rows
+  std::unique_ptr<Allocator> alloc = std::make_unique<Allocator>();
+  std::unique_ptr<Graph> global;  // the global batch's graph (built-in models)
+  std::unique_ptr<SyntheticTask> task;
+};
+
+absl::Status CheckPairMemory(const AotPair& pair, const JobOptions& o, int world, int local_ranks) {
+  if (o.device == ComputeDevice::kCuda) return absl::OkStatus();  // the device's memory, not ours
+  OVERLAP_ASSIGN_OR_RETURN(const RankMemoryEstimate e, EstimateRankMemory(pair, o, world));
+  const int64_t available = AvailableMemoryBytes();
+  const int64_t per_rank = e.total();
+  if (per_rank > 0 && local_ranks > 0 && per_rank > available / local_ranks) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "each rank needs about ", FormatBytes(per_rank), " (graph values at their peak ",
+        FormatBytes(e.graph_peak), ", saved tensors ", FormatBytes(e.saved), ", parameters ",
+        FormatBytes(e.params), ", gradients ", FormatBytes(e.gradients), ", optimizer state ",
+        FormatBytes(e.optimizer), ", communication buffers ", FormatBytes(e.buffers), "); ",
+        local_ranks, " rank(s) on this machine need ", FormatBytes(per_rank * local_ranks),
+        ", more than the ", FormatBytes(available),
+        " available (a smaller preset, batch or --nproc; ZeRO-3 shards the state)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world,
+                                                     int local_ranks) {
+  auto p = std::make_unique<Program>();
+  if (!o.graph_path.empty()) {
+    if (o.backward_graph_path.empty()) {
+      return absl::InvalidArgumentError("--graph needs --backward-graph (an AOT pair)");
+    }
+    OVERLAP_ASSIGN_OR_RETURN(p->pair.forward, ReadGraphJsonFile(o.graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(p->pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
+    Program* raw = p.get();
+    const uint64_t seed = o.seed;
+    p->batch = [raw, seed, rank](int64_t step) -> absl::StatusOr<TensorMap> {
+      SeededInputsOptions only_data;
+      only_data.parameters = false;
+      return SeededInputs(raw->pair.forward, seed * 7919 + step * 1000003 + rank, *raw->alloc,
+                          only_data);
+    };
+  } else {
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    mo.batch = o.batch;
+    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
+    OVERLAP_ASSIGN_OR_RETURN(p->pair, BuildAotPair(g));
+    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
+    // The global batch: the same model at batch x world rows.
+    int64_t rows = 0;
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      if (n.op() == Op::kPlaceholder && !IsParameterPlaceholder(g, id) && n.meta().has_shape &&
+          !n.meta().shape.empty()) {
+        rows = n.meta().shape[0];
+        break;
+      }
+    }
+    mo.batch = rows * world;
+    OVERLAP_ASSIGN_OR_RETURN(Graph global, BuildModel(o.model, mo, o.preset));
+    p->global = std::make_unique<Graph>(std::move(global));
+    p->task = std::make_unique<SyntheticTask>(*p->global, o.seed);
+    Program* raw = p.get();
+    p->batch = [raw, rank, world](int64_t step) -> absl::StatusOr<TensorMap> {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap all, raw->task->Batch(step));
+      return ShardRows(all, rank, world);
+    };
+  }
+  if (!o.data_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap all, ReadSafetensorsFile(o.data_path, *p->alloc));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorMap> batches, SplitBatches(all));
+    if (batches.empty()) return absl::InvalidArgumentError(absl::StrCat(o.data_path, " is empty"));
+    std::vector<TensorMap> mine;
+    for (size_t k = 0; k < batches.size(); ++k) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap rows, ShardRows(batches[k], rank, world));
+      // The file holds global batches and the graph is one rank's: say so up front, naming
+      // the placeholder, rather than failing inside the first step.
+      const Graph& fwd = p->pair.forward;
+      for (NodeId id : fwd.order()) {
+        const Node& n = fwd.node(id);
+        if (n.op() != Op::kPlaceholder || IsParameterPlaceholder(fwd, id) || !n.meta().has_shape) {
+          continue;
+        }
+        const Tensor* t = FindInput(fwd, n, rows);
+        if (t == nullptr || std::equal(t->shape().begin(), t->shape().end(), n.meta().shape.begin(),
+                                       n.meta().shape.end()))
+          continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            o.data_path, ": batch ", k, " gives placeholder '", n.name(), "' shape [",
+            absl::StrJoin(t->shape(), ", "), "] on each of ", world,
+            " rank(s) (the file's global batch split by rows), but the graph expects [",
+            absl::StrJoin(n.meta().shape, ", "),
+            "]: export the graph at the per-rank batch (global rows / ranks)"));
+      }
+      mine.push_back(std::move(rows));
+    }
+    p->batch = [mine](int64_t step) -> absl::StatusOr<TensorMap> {
+      return mine[step % static_cast<int64_t>(mine.size())];
+    };
+  }
+  // Parameters: seeded (the same on every rank), or read.
+  SeededInputsOptions only_params;
+  only_params.data = false;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap seeded,
+                           SeededInputs(p->pair.forward, o.seed, *p->alloc, only_params));
+  TensorMap given;
+  if (!o.weights_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
+  }
+  // Buffers (an exporter's "buffer/" entries) join every batch.
+  const TensorMap buffers = BufferInputs(p->pair.forward, given);
+  if (!buffers.empty()) {
+    p->batch = [rows = std::move(p->batch), buffers](int64_t step) -> absl::StatusOr<TensorMap> {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, rows(step));
+      for (const auto& [key, t] : buffers) batch.emplace(key, t);
+      return batch;
+    };
+  }
+  for (NodeId id : p->pair.forward.order()) {
+    const Node& n = p->pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(p->pair.forward, id)) continue;
+    const std::string name = ParamNameOf(n);
+    if (given.empty()) {
+      p->params[name] = seeded.at(n.name());
+      continue;
+    }
+    const Tensor* w = FindInput(p->pair.forward, n, given);
+    if (w == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
+    }
+    p->params[name] = *w;
+  }
+  return p;
+}
+
+// `params` in a safetensors file by parameter name (device tensors copied to the host
+// first), through the output writer (graph/output_file.h): no partial file, never a device
+// replaced, a planted link's target replaced whole.
+absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, CudaDevice* device) {
+  Allocator host;
+  TensorMap on_host;
+  for (const auto& [name, t] : params) {
+    if (t.device() == Device::kCpu || device == nullptr) {
+      on_host[name] = t;
+      continue;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor h, Tensor::Uninitialized(host, t.dtype(), t.shape()));
+    OVERLAP_RETURN_IF_ERROR(device->Copy(t, h));
+    on_host[name] = std::move(h);
+  }
+  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
+  return WriteFileAtomically(path, WriteSafetensors(on_host, {{"producer", "overlap run"}}));
+}
+
+// ZeRO-3: insertion (unless the graphs have the ops) and the scheduler, on both graphs.
+absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& summary) {
+  SchedulerOptions so;
+  so.collectives = o.collectives;
+  so.collectives.world_size = world;
+  so.record_trace = false;
+  for (auto [g, kind] : {std::pair{&pair.forward, GraphKind::kForward},
+                         std::pair{&pair.backward, GraphKind::kBackward}}) {
+    if (!HasZero3Ops(*g)) OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(g).status());
+    SchedulerOptions options = so;
+    if (o.memory_limit_bytes > 0) {
+      options.lookahead.memory_limit_bytes = o.memory_limit_bytes;
+    } else if (o.device_memory_bytes > 0) {
+      StateOptions state;
+      state.world_size = world;
+      // The budget counts the state the update keeps: SGD without momentum keeps none.
+      state.optimizer = o.optimizer.kind == OptimizerKind::kAdamW ? Optimizer::kAdam
+                        : o.optimizer.momentum != 0               ? Optimizer::kMomentum
+                                                                  : Optimizer::kSgd;
+      OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b,
+                               DeviceMemoryBudget(*g, o.device_memory_bytes, state));
+      options.lookahead.memory_limit_bytes = b.budget_bytes;
+    }
+    if (options.lookahead.memory_limit_bytes) {
+      summary.memory_limit_bytes = *options.lookahead.memory_limit_bytes;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(ScheduleReport r, RunScheduler(o.algorithm, g, options));
+    if (r.lookahead.has_value() && !r.lookahead->feasible) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no schedule of the ", kind == GraphKind::kForward ? "forward" : "backward",
+          " keeps graph values within ", FormatBytes(*options.lookahead.memory_limit_bytes),
+          " (the smallest is ", FormatBytes(r.lookahead->min_feasible_bytes), ")"));
+    }
+  }
+  summary.algorithm = o.algorithm;
+  return absl::OkStatus();
+}
+
+// The timed-replay kernels: views run (they are free and must alias); every other node
+// waits its device time (scaled, at least 1 ms when it has one) and returns results of its
+// stated types, uninitialised (nothing reads their values; zeroing them would add CPU work
+// the simulator does not model).
+std::unique_ptr<KernelRegistry> ReplayKernels(double scale) {
+  auto r = std::make_unique<KernelRegistry>();
+  for (const std::string& target : CpuKernels().Targets()) {
+    const Kernel* real = CpuKernels().Find(target);
+    r->Register(target, [real, scale](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+      if (SharesInputStorage(c.node())) return (*real)(c);
+      const double t = TimeOf(c.node()) * scale;
+      if (!(t <= kMaxReplayWaitSeconds)) {
+        return c.Error(absl::StrCat("timed replay would wait ", t, " s, more than the bound of ",
+                                    kMaxReplayWaitSeconds, " s a node"));
+      }
+      if (t > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::max(t, 1e-3)));
+      }
+      std::vector<Tensor> out;
+      for (const TensorType& type : StatedTypes(c.node())) {
+        OVERLAP_ASSIGN_OR_RETURN(const DType d,
+                                 ParseDType(type.dtype.empty() ? "float32" : type.dtype));
+        const std::vector<int64_t> shape(type.shape.begin(), type.shape.end());
+        OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.NewUninitializedOutput(d, shape));
+        out.push_back(std::move(x));
+      }
+      if (out.empty()) return c.Error("timed replay needs meta.shape and meta.dtype");
+      return out;
+    });
+  }
+  return r;
+}
+
+// The graph with the device times timed replay waits, for the prediction.
+Graph ReplayTimes(Graph g, double scale) {
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() == Op::kCallFunction && !IsZero3Op(n) && !SharesInputStorage(n) && TimeOf(n) > 0) {
+      g.mutable_node(id).mutable_meta().set_device_time(std::max(TimeOf(n) * scale, 1e-3));
+    }
+  }
+  return g;
+}
+
+// The options every rank must share, as text for the fingerprints.
+std::string JobText(const JobOptions& o, int world, bool nccl) {
+  return absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
+                      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+                      " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
+                      " momentum=", o.optimizer.momentum, " wd=", o.optimizer.weight_decay,
+                      " seed=", o.seed, " det=", o.deterministic, " scale=", o.time_scale,
+                      " world=", world, " device=", static_cast<int>(o.device), " nccl=", nccl);
+}
+
+}  // namespace
+
+absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const JobOptions& o,
+                                                      int world) {
+  RankMemoryEstimate e;
+  OVERLAP_ASSIGN_OR_RETURN(e.graph_peak, LargestPeakBytes({&pair.forward, &pair.backward}));
+  e.saved = pair.saved_bytes;
+  int64_t whole = 0;
+  for (const Param& p : pair.forward.params()) whole += p.bytes;
+  const int64_t moments = o.optimizer.kind == OptimizerKind::kAdamW ? 2
+                          : o.optimizer.momentum > 0                ? 1
+                                                                    : 0;
+  // Moments are float64 beside float32 parameters: twice their bytes each.
+  const int64_t share =
+      o.strategy == Strategy::kZero3 ? (whole + world - 1) / std::max(world, 1) : whole;
+  e.params = share;
+  e.gradients = share;
+  e.optimizer = 2 * moments * share;
+  e.buffers = whole;  // DDP's buckets; ZeRO-3's gathered parameters at most
+  return e;
+}
+
+absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks) {
+  AotPair pair;
+  if (!o.graph_path.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+  } else {
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    mo.batch = o.batch;
+    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
+    OVERLAP_ASSIGN_OR_RETURN(pair, BuildAotPair(g));
+  }
+  return CheckPairMemory(pair, o, world, local_ranks);
+}
+
+absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo& info,
+                                      const std::function<void(const StepReport&)>& on_step) {
+  const int rank = info.rank, world = info.world_size;
+  JobSummary summary;
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program,
+                           LoadProgram(o, rank, world, std::max(info.local_world_size, 1)));
+
+  // The device, when the forward and backward run on one.
+  const bool on_device = o.device != ComputeDevice::kCpu;
+  // NCCL by default on a GPU; the emulated device's NCCL spans one process, so across
+  // processes it reduces through Gloo by default.
+  const bool nccl = on_device && (o.collective_library == CollectiveLibrary::kNccl ||
+                                  (o.collective_library == CollectiveLibrary::kDefault &&
+                                   (o.device == ComputeDevice::kCuda || world == 1)));
+  if (!on_device && o.collective_library == CollectiveLibrary::kNccl) {
+    return absl::InvalidArgumentError("NCCL collectives need --device cuda");
+  }
+  if (o.device == ComputeDevice::kCudaEmulated && nccl && world > 1) {
+    return absl::InvalidArgumentError(
+        "the emulated device's NCCL spans one process: use --collectives gloo with "
+        "--device cuda-emulated");
+  }
+  if (on_device && o.time_scale > 0) {
+    return absl::InvalidArgumentError(
+        "--time-scale replays on the host; on a GPU, gpu_benchmark overlap replays");
+  }
+  std::unique_ptr<GpuApi> gpu_api;
+  FakeGpuApi* emulated = nullptr;
+  std::unique_ptr<CudaDevice> device;
+  std::unique_ptr<KernelRegistry> device_kernels;
+  if (on_device) {
+    if (o.device == ComputeDevice::kCuda) {
+      gpu_api = CudaGpuApi();
+    } else {
+      FakeGpuOptions fo;
+      if (world == 1) fo.nccl = std::make_shared<FakeNcclWorld>();
+      auto fake = std::make_unique<FakeGpuApi>(fo);
+      emulated = fake.get();
+      gpu_api = std::move(fake);
+    }
+    // GPU LOCAL_RANK, wrapped around the devices present: ranks may share a GPU (Gloo
+    // through the host allows it; NCCL refuses two ranks on one device, by name).
+    OVERLAP_ASSIGN_OR_RETURN(const GpuInfo gpus, gpu_api->Probe());
+    const int index = gpus.device_count > 0 ? info.local_rank % gpus.device_count : 0;
+    OVERLAP_ASSIGN_OR_RETURN(device, CudaDevice::Create(gpu_api.get(), index));
+    device_kernels = std::make_unique<KernelRegistry>(CudaKernels(*device));
+  }
+
+  // Join: the store, the join check, the communicator, the watchdog, all within one
+  // deadline. Every rank publishes its world size and a fingerprint of what it was given
+  // before Gloo connects, so a mismatch is named instead of failing inside Gloo's mesh.
+  const absl::Time join_deadline = absl::Now() + o.timeout;
+  const auto join_left = [&] {
+    return std::max(join_deadline - absl::Now(), absl::Milliseconds(1));
+  };
+  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
+  {
+    std::string given = JobText(o, world, nccl);
+    absl::StrAppend(&given, "\n", WriteGraphJson(program->pair.forward), "\n",
+                    WriteGraphJson(program->pair.backward));
+    OVERLAP_RETURN_IF_ERROR(CheckJoin(*store, rank, world, Fingerprint(given), join_left()));
+  }
+  GlooOptions go;
+  go.connect_timeout = join_left();
+  go.rank = rank;
+  go.size = world;
+  go.store = store;
+  go.prefix = "gloo";
+  go.timeout = o.timeout;
+  go.deterministic = o.deterministic;
+  go.random_delays = o.race_check;
+  if (info.master_addr != "127.0.0.1" && info.master_addr != "localhost") {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) == 0) go.hostname = host;
+  }
+  if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
+  if (o.race_check) SetPoisonFreedStorage(true);
+  RendezvousInfo own = info;
+  own.agent_store = true;  // the watchdog's own connection: a client, never a second server
+  std::unique_ptr<Communicator> comm;
+  if (nccl) {
+    NcclOptions no;
+    no.api = gpu_api.get();
+    OVERLAP_ASSIGN_OR_RETURN(no.store, TcpStore::Connect(own, o.timeout));  // the poller's
+    no.rank = rank;
+    no.world_size = world;
+    no.stream = device->comm();
+    no.after = device->compute();
+    no.timeout = o.timeout;
+    OVERLAP_ASSIGN_OR_RETURN(comm, CreateNcclCommunicator(no));
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(go));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
+                           TcpStore::Connect(own, o.timeout));
+  WatchdogOptions wo;
+  wo.rank = rank;
+  wo.world_size = world;
+  wo.timeout = o.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
+  if (info.protocol == StoreProtocol::kC10d)
+    wo.store_server = "torchrun's agent (the store's server)";
+  Watchdog watchdog(watch_store, comm.get(), wo);
+  // A failure with the lost rank named and the last collectives listed.
+  auto explain = [&](const absl::Status& failed, int64_t step) -> absl::Status {
+    if (watchdog.aborted()) {
+      const std::string self = absl::StrCat("rank ", rank, ": ");
+      const std::string reason = watchdog.reason();  // this rank's own starts with `self`
+      return absl::AbortedError(absl::StartsWith(reason, self) ? reason : self + reason);
+    }
+    absl::Status explained = watchdog.Explain(failed);
+    return absl::Status(explained.code(),
+                        absl::StrCat("rank ", rank, step > 0 ? absl::StrCat(" at step ", step) : "",
+                                     ": ", explained.message(), "\nthe last collectives issued:\n",
+                                     watchdog.RecentOperations()));
+  };
+
+  // The collectives' model: given, or measured here (every rank gets the same fit: each
+  // size's time is the slowest rank's).
+  summary.collectives = o.collectives;
+  if (o.calibrate) {
+    BenchOptions bo;
+    OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("64KiB..16MiB", 4 * world));
+    bo.bytes_per_size = int64_t{64} << 20;
+    bo.timeout = o.timeout;
+    absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm, bo);
+    if (!rows.ok()) return explain(rows.status(), 0);
+    OVERLAP_ASSIGN_OR_RETURN(summary.collectives, FitCollectiveModel(*rows, world));
+  }
+  summary.collectives.world_size = world;
+  JobOptions compiled = o;
+  compiled.collectives = summary.collectives;
+
+  // Compile every program this rank will train, and check that every rank compiled the same.
+  std::vector<std::string> algorithms = o.compare_algorithms;
+  if (algorithms.empty() || o.strategy == Strategy::kDdp) algorithms = {o.algorithm};
+  std::vector<AotPair> pairs;
+  std::string text = JobText(o, world, nccl);
+  int64_t cap = o.bucket_cap_bytes;
+  for (const std::string& algorithm : algorithms) {
+    AotPair pair = program->pair;
+    if (o.strategy == Strategy::kZero3) {
+      compiled.algorithm = algorithm;
+      OVERLAP_RETURN_IF_ERROR(Compile(compiled, world, pair, summary));
+    } else if (cap <= 0) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          CapChoice choice,
+          ChooseBucketCap(pair.forward, PartitionMode::kDefault, summary.collectives));
+      cap = choice.cap_bytes;
+    }
+    absl::StrAppend(&text, "\n", algorithm, "\n", WriteGraphJson(pair.forward), "\n",
+                    WriteGraphJson(pair.backward));
+    pairs.push_back(std::move(pair));
+  }
+  summary.bucket_cap_bytes = o.strategy == Strategy::kDdp ? cap : 0;
+  OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, Fingerprint(text), o.timeout));
+
+  // The node hook: fault injection and the compute trace.
+  int64_t step = 0;
+  int64_t last_us = 0;
+  std::vector<TraceEvent>& trace = summary.trace;
+  auto node_hook = [&](const Node& node) -> absl::Status {
+    const int64_t now = NowUs();
+    if (o.record_trace) trace.push_back({node.name(), 0, last_us, now - last_us});
+    last_us = now;
+    if (o.fault && o.fault->rank == rank && o.fault->step == step && o.fault->node == node.name()) {
+      std::fprintf(stderr, "overlap: rank %d: injected fault at step %lld, node '%s': %s\n", rank,
+                   static_cast<long long>(step), node.name().c_str(),
+                   o.fault->action == FaultSpec::Action::kKill ? "kill" : "hang");
+      std::fflush(stderr);
+      if (o.fault->action == FaultSpec::Action::kKill) raise(SIGKILL);
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return absl::OkStatus();
+  };
+  std::unique_ptr<KernelRegistry> replay;
+  if (o.time_scale > 0) replay = ReplayKernels(o.time_scale);
+
+  Allocator scalars;
+  for (size_t a = 0; a < pairs.size(); ++a) {
+    const AotPair& pair = pairs[a];
+    AlgorithmTiming timing;
+    timing.algorithm = algorithms[a];
+    std::unique_ptr<DdpTrainer> ddp;
+    std::unique_ptr<Zero3Trainer> zero3;
+    if (o.strategy == Strategy::kDdp) {
+      DdpOptions d;
+      d.bucket_cap_bytes = cap;
+      d.optimizer = o.optimizer;
+      d.timeout = o.timeout;
+      d.node_hook = node_hook;
+      d.kernels = replay != nullptr ? replay.get() : device_kernels.get();
+      d.copy_gradients = replay == nullptr;
+      d.device = device.get();
+      OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
+      summary.buckets = static_cast<int64_t>(ddp->buckets().size());
+      // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
+      for (const Graph* g : {&pair.forward, &pair.backward}) {
+        SimulationOptions so;
+        so.record_trace = false;
+        OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                                 Simulator(*g, summary.collectives).Run(g->OrderVector(), so));
+        timing.simulated_peak_bytes = std::max(timing.simulated_peak_bytes, r.peak_memory_bytes);
+      }
+    } else {
+      Zero3Options z;
+      z.optimizer = o.optimizer;
+      z.timeout = o.timeout;
+      z.collectives = summary.collectives;
+      z.node_hook = node_hook;
+      z.kernels = replay != nullptr ? replay.get() : device_kernels.get();
+      z.copy_gradients = replay == nullptr;
+      z.device = device.get();
+      OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
+      summary.buckets = zero3->buckets();
+      timing.simulated_peak_bytes =
+          std::max(zero3->simulated_forward_peak_bytes(), zero3->simulated_backward_peak_bytes());
+      double predicted = 0;
+      for (const Graph* g : {&pair.forward, &pair.backward}) {
+        const Graph timed = o.time_scale > 0 ? ReplayTimes(*g, o.time_scale) : *g;
+        SimulationOptions so;
+        so.record_trace = false;
+        OVERLAP_ASSIGN_OR_RETURN(
+            SimulationResult r, Simulator(timed, summary.collectives).Run(timed.OrderVector(), so));
+        predicted += r.step_time_s;
+      }
+      timing.predicted_step_s = predicted;
+    }
+    std::vector<double> graph_times;
+    double comm_total = 0, exposed_total = 0;
+    for (step = 1; step <= o.steps; ++step) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program->batch(step - 1));
+      last_us = NowUs();
+      StepReport report;
+      report.step = step;
+      std::vector<std::shared_ptr<Work>> works;
+      // Either trainer's step result: the same fields, and the time the simulator predicts
+      // (ZeRO-3: without the optimizer; DDP has no prediction, its whole step).
+      auto take = [&](const auto& s, double graph_s) {
+        report.loss = s.loss;
+        report.seconds = s.seconds;
+        report.comm_s = s.comm_s;
+        report.exposed_s = s.exposed_s;
+        report.peak_bytes = std::max(s.forward_peak_bytes, s.backward_peak_bytes);
+        works = s.works;
+        graph_times.push_back(graph_s);
+      };
+      absl::Status failed;
+      if (ddp != nullptr) {
+        absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
+        if (s.ok()) take(*s, s->seconds);
+        failed = s.status();
+      } else {
+        absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
+        if (s.ok()) take(*s, s->graph_s);
+        failed = s.status();
+      }
+      // The mean loss over ranks (one scalar allreduce after the step's collectives).
+      Tensor loss;
+      if (failed.ok()) {
+        OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
+        loss.data<double>()[0] = report.loss;
+        if (comm->device() == Device::kCpu) {
+          failed = comm->AllReduce(loss)->Wait(o.timeout);
+        } else {  // NCCL reduces device memory: there and back
+          Allocator on_device(device.get());
+          OVERLAP_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(on_device, DType::kFloat64, {1}));
+          failed = device->Copy(loss, d);
+          if (failed.ok()) failed = comm->AllReduce(d)->Wait(o.timeout);
+          if (failed.ok()) failed = device->Copy(d, loss);
+        }
+      }
+      if (!failed.ok()) return explain(failed, step);
+      report.loss = loss.data<double>()[0] / world;
+      report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
+      comm_total += report.comm_s;
+      exposed_total += report.exposed_s;
+      timing.peak_bytes = std::max(timing.peak_bytes, report.peak_bytes);
+      if (o.record_trace) {
+        for (const std::shared_ptr<Work>& w : works) {
+          const int64_t start = absl::ToUnixMicros(w->started());
+          trace.push_back({w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
+        }
+      }
+      summary.steps.push_back(report);
+      if (on_step) on_step(report);
+    }
+    // The median step after the first (which pays the first touches of every buffer): one
+    // noisy step on a shared machine moves it little.
+    if (graph_times.size() > 1) graph_times.erase(graph_times.begin());
+    if (!graph_times.empty()) {
+      std::sort(graph_times.begin(), graph_times.end());
+      const size_t k = graph_times.size();
+      timing.measured_step_s =
+          k % 2 == 1 ? graph_times[k / 2] : (graph_times[k / 2 - 1] + graph_times[k / 2]) / 2;
+    }
+    timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
+    summary.simulated_peak_bytes = timing.simulated_peak_bytes;
+    // The trained parameters, whole, written by rank 0 (ZeRO-3 gathers its shards: every
+    // rank takes part). The last scheduler's, when several trained in turn.
+    if (!o.save_path.empty() && a + 1 == pairs.size()) {
+      TensorMap trained;
+      if (zero3 != nullptr) {
+        absl::StatusOr<TensorMap> gathered = zero3->GatherParams();
+        if (!gathered.ok()) return explain(gathered.status(), o.steps);
+        trained = *std::move(gathered);
+      } else {
+        trained = ddp->params();
+      }
+      if (rank == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o.save_path, trained, device.get()));
+    }
+    if (zero3 != nullptr) {
+      summary.state = zero3->state_bytes();
+      summary.predicted_step_s = timing.predicted_step_s;
+    }
+    summary.comparison.push_back(timing);
+  }
+  // Every rank is done before any tears its connections down.
+  OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
+  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
+  if (emulated != nullptr && !emulated->violations().empty()) {
+    const std::vector<std::string> v = emulated->violations();
+    return absl::InternalError(
+        absl::StrCat("rank ", rank, ": the emulated device saw ", v.size(),
+                     " buffer uses out of stream order; the first: ", v.front()));
+  }
+  return summary;
+}
+
+}  // namespace overlap

@@ -1,0 +1,222 @@
+#include "runtime/job/launcher.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "runtime/comm/store_server.h"
+
+extern char** environ;
+
+namespace overlap {
+namespace {
+
+// The signal the launcher was sent (0: none yet), for the supervising loop to pass on.
+std::atomic<int> g_received{0};
+
+void RecordSignal(int sig) { g_received.store(sig); }
+
+// 32 bytes from the kernel's random source, as 64 hex digits.
+absl::StatusOr<std::string> NewSecret() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
+    got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+// The variables the launcher sets for each rank: inherited ones of these names are dropped
+// (getenv takes the first of duplicates).
+bool SetByLauncher(const char* entry) {
+  static constexpr const char* kNames[] = {"RANK=",
+                                           "LOCAL_RANK=",
+                                           "WORLD_SIZE=",
+                                           "LOCAL_WORLD_SIZE=",
+                                           "MASTER_ADDR=",
+                                           "MASTER_PORT=",
+                                           "TORCHELASTIC_USE_AGENT_STORE=",
+                                           "OVERLAP_STORE_SECRET=",
+                                           "OVERLAP_STORE_SECRET_FILE=",
+                                           "OVERLAP_STORE_PROTOCOL=",
+                                           "OVERLAP_C10D_WIRE=",
+                                           "TORCHELASTIC_RESTART_COUNT="};
+  for (const char* name : kNames) {
+    if (std::strncmp(entry, name, std::strlen(name)) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
+  if (o.nproc < 1) return absl::InvalidArgumentError("--nproc must be >= 1");
+  if (o.argv.empty()) return absl::InvalidArgumentError("no worker command");
+  absl::StatusOr<std::string> secret = NewSecret();
+  if (!secret.ok()) return secret.status();
+  StoreServerOptions so;
+  so.secret = *secret;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Serve("127.0.0.1", 0, so);
+  if (!server.ok()) return server.status();
+  const int port = (*server)->port();
+  const pid_t launcher = getpid();
+
+  // Signals sent to the launcher alone reach every rank (installed before the first fork,
+  // so none is missed; restored when the job ends).
+  g_received.store(0);
+  constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
+  struct sigaction previous[3];
+  for (int k = 0; k < 3; ++k) {
+    struct sigaction sa {};
+    sa.sa_handler = &RecordSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(kForwarded[k], &sa, &previous[k]);
+  }
+  absl::Cleanup restore = [&] {
+    for (int k = 0; k < 3; ++k) sigaction(kForwarded[k], &previous[k], nullptr);
+  };
+
+  std::vector<pid_t> pids(o.nproc, -1);
+  LaunchResult r;
+  r.codes.assign(o.nproc, -1);
+  r.killed_by_launcher.assign(o.nproc, false);
+  for (int rank = 0; rank < o.nproc; ++rank) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!SetByLauncher(*e)) env.emplace_back(*e);
+    }
+    for (const std::string& e : o.env) env.push_back(e);
+    env.push_back(absl::StrCat("RANK=", rank));
+    env.push_back(absl::StrCat("LOCAL_RANK=", rank));
+    env.push_back(absl::StrCat("WORLD_SIZE=", o.nproc));
+    env.push_back(absl::StrCat("LOCAL_WORLD_SIZE=", o.nproc));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back(absl::StrCat("MASTER_PORT=", port));
+    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    env.push_back("OVERLAP_STORE_PROTOCOL=overlap");  // the agent's store is overlap's own
+    env.push_back(absl::StrCat("OVERLAP_STORE_SECRET=", *secret));
+    std::vector<char*> envp, argv;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = o.argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (pid_t p : pids) {
+        if (p > 0) kill(p, SIGKILL);
+      }
+      return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      // Die with the launcher, even a SIGKILLed one; and if it is already gone, now.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != launcher) _exit(128 + SIGTERM);
+      // The launcher's own handlers are not the rank's.
+      for (int sig : kForwarded) signal(sig, SIG_DFL);
+      execve(argv[0], argv.data(), envp.data());
+      std::fprintf(stderr, "overlap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+      _exit(127);
+    }
+    pids[rank] = pid;
+  }
+
+  const absl::Time start = absl::Now();
+  absl::Time kill_at =
+      o.deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + o.deadline;
+  int running = o.nproc;
+  std::vector<std::string> events;
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      int rank = -1;
+      for (int k = 0; k < o.nproc; ++k) {
+        if (pids[k] == pid) rank = k;
+      }
+      if (rank < 0) continue;
+      pids[rank] = -1;
+      --running;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                         : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+      r.codes[rank] = code;
+      if (code != 0) {
+        events.push_back(WIFSIGNALED(status)
+                             ? absl::StrCat("rank ", rank, " was killed by signal ",
+                                            WTERMSIG(status),
+                                            r.killed_by_launcher[rank] ? " (by the launcher)" : "")
+                             : absl::StrCat("rank ", rank, " exited with code ", code));
+        if (r.first_failed_rank < 0) {
+          r.first_failed_rank = rank;
+          r.exit_code = code;
+          kill_at = std::min(kill_at, absl::Now() + o.grace);
+        }
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    if (const int sig = g_received.exchange(0); sig != 0) {
+      // Passed on to every rank still running, which then get `grace` to end.
+      for (int k = 0; k < o.nproc; ++k) {
+        if (pids[k] > 0) kill(pids[k], sig);
+      }
+      if (r.signal == 0) {
+        r.signal = sig;
+        events.push_back(absl::StrCat("the launcher got signal ", sig, " (", strsignal(sig),
+                                      ") and passed it to the ranks"));
+        if (r.first_failed_rank < 0) r.exit_code = 128 + sig;
+        kill_at = std::min(kill_at, absl::Now() + o.grace);
+      }
+    }
+    if (absl::Now() > kill_at) {
+      for (int k = 0; k < o.nproc; ++k) {
+        if (pids[k] > 0 && !r.killed_by_launcher[k]) {
+          kill(pids[k], SIGKILL);
+          r.killed_by_launcher[k] = true;
+        }
+      }
+      if (r.signal != 0) {
+        events.push_back(absl::StrCat("the launcher killed the ranks still running ",
+                                      absl::FormatDuration(o.grace), " after passing signal ",
+                                      r.signal, " on"));
+      } else if (r.first_failed_rank < 0) {
+        r.exit_code = 124;
+        events.push_back(
+            absl::StrCat("the job passed its deadline of ", absl::FormatDuration(o.deadline)));
+      } else {
+        events.push_back(absl::StrCat("the launcher ended the ranks still running ",
+                                      absl::FormatDuration(o.grace), " after the first failure"));
+      }
+      kill_at = absl::InfiniteFuture();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  r.message = absl::StrJoin(events, "; ");
+  r.store_rejected = (*server)->rejected();
+  if (r.store_rejected > 0) {
+    absl::StrAppend(&r.message, r.message.empty() ? "" : "; ", "the store refused ",
+                    r.store_rejected, " connection(s) without the job's secret or past its bounds");
+  }
+  return r;
+}
+
+}  // namespace overlap

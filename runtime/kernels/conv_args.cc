@@ -1,0 +1,120 @@
+#include "runtime/kernels/conv_args.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+
+namespace overlap {
+
+absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, int pos, absl::string_view name,
+                                             int64_t fallback) {
+  const Value* v = c.Arg(pos, name);
+  if (v == nullptr || v->is_none()) return std::vector<int64_t>{fallback, fallback};
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(pos, name));
+  if (p.empty()) return std::vector<int64_t>{fallback, fallback};
+  if (p.size() == 1) p.push_back(p[0]);
+  if (p.size() != 2) return c.Error(absl::StrCat(name, " should have 2 entries"));
+  return p;
+}
+
+// Reads stride, padding, dilation, transposed, groups from positions `first`.. of the call.
+absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt, int first) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, first, "stride", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, first + 1, "padding", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, first + 2, "dilation", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg(first + 3, "transposed", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg(first + 5, "groups", 1));
+  if (transposed) return c.Error("transposed convolutions are not supported");
+  if (x.dim() != 4 || wt.dim() != 4) {
+    return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
+                                wt.DebugString()));
+  }
+  ConvGeometry gm;
+  gm.n = x.shape()[0], gm.c = x.shape()[1], gm.h = x.shape()[2], gm.w = x.shape()[3];
+  gm.o = wt.shape()[0], gm.kh = wt.shape()[2], gm.kw = wt.shape()[3], gm.groups = groups;
+  gm.sh = stride[0], gm.sw = stride[1], gm.ph = pad[0], gm.pw = pad[1], gm.dh = dil[0],
+  gm.dw = dil[1];
+  if (groups <= 0 || gm.c % groups != 0 || gm.o % groups != 0 || wt.shape()[1] * groups != gm.c) {
+    return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
+                                x.DebugString(), " with ", groups, " groups"));
+  }
+  if (gm.sh <= 0 || gm.sw <= 0 || gm.dh <= 0 || gm.dw <= 0 || gm.ph < 0 || gm.pw < 0) {
+    return c.Error("stride and dilation must be positive, padding non-negative");
+  }
+  gm.cg = gm.c / groups, gm.og = gm.o / groups;
+  if (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1 < 0 ||
+      gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1 < 0) {
+    return c.Error("the kernel is larger than the padded input");
+  }
+  gm.ho = (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1) / gm.sh + 1;
+  gm.wo = (gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1) / gm.sw + 1;
+  if (gm.ho <= 0 || gm.wo <= 0) return c.Error("the kernel is larger than the padded input");
+  return gm;
+}
+
+namespace {
+
+int64_t PlanesOf(const Tensor& x) {
+  int64_t p = 1;
+  for (int64_t i = 0; i + 2 < x.dim(); ++i) p *= x.shape()[i];
+  return p;
+}
+
+int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;  // the caller reports it
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x, int first) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, PairArg(c, first, "kernel_size", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, first + 1, "stride", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, first + 2, "padding", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, first + 3, "dilation", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg(first + 4, "ceil_mode", false));
+  if (s[0] == 0) s = k;  // PyTorch: an empty stride means the kernel size
+  if (x.dim() < 3) return c.Error(absl::StrCat("pooling input ", x.DebugString(), " is not 2-D"));
+  if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0 || p[0] < 0 ||
+      p[1] < 0 || 2 * p[0] > k[0] || 2 * p[1] > k[1]) {
+    return c.Error("bad kernel size, stride, padding or dilation");
+  }
+  NnPool g;
+  g.h = x.shape()[x.dim() - 2], g.w = x.shape()[x.dim() - 1];
+  g.planes = PlanesOf(x);
+  g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1];
+  g.dh = d[0], g.dw = d[1];
+  g.ho = PoolOutSize(g.h, g.kh, g.sh, g.ph, g.dh, ceil_mode);
+  g.wo = PoolOutSize(g.w, g.kw, g.sw, g.pw, g.dw, ceil_mode);
+  if (g.ho <= 0 || g.wo <= 0) return c.Error("the pooling window is larger than the input");
+  return g;
+}
+
+absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   int causal_pos, int dropout_pos) {
+  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg(dropout_pos, "dropout_p", 0.0));
+  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg(causal_pos, "is_causal", false));
+  if (dropout != 0) return c.Error("attention dropout is not supported (no RNG state)");
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.dtype() != k.dtype() ||
+      q.dtype() != v.dtype()) {
+    return c.Error("query, key and value should be [batch, heads, seq, dim] of one dtype");
+  }
+  AttnShape a{q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2],
+              k.shape()[2], q.shape()[3], v.shape()[3], 0,
+              causal};
+  if (k.shape()[0] != a.b || v.shape()[0] != a.b || k.shape()[3] != a.d || v.shape()[1] != a.hk ||
+      v.shape()[2] != a.sk || a.hk == 0 || a.h % a.hk != 0) {
+    return c.Error(absl::StrCat("query ", q.DebugString(), ", key ", k.DebugString(), " and value ",
+                                v.DebugString(), " do not fit"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(a.scale,
+                           c.DoubleArg(-1, "scale", 1.0 / std::sqrt(std::max<int64_t>(a.d, 1))));
+  return a;
+}
+
+}  // namespace overlap

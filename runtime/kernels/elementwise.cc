@@ -1,0 +1,341 @@
+// Elementwise kernels: arithmetic with broadcasting, activations and their backwards, and
+// the zero constructors. Inputs of any strides; results contiguous. The formulas are
+// elementwise_ops.h's, shared with the CUDA backend.
+#include <cmath>
+
+#include "graph/status_macros.h"
+#include "runtime/kernels/elementwise_ops.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace overlap {
+namespace kernels {
+namespace {
+
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+// f(a, b) = Ew(op, a, b, s) in a's type; and f(a) = Ew(op, a, b, s) for a fixed number b.
+auto EwFn(EwOp op, double s = 0) {
+  return [op, s](auto a, auto b) {
+    using T = decltype(a);
+    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
+  };
+}
+auto EwFn1(EwOp op, double b = 0, double s = 0) {
+  return [op, b, s](auto a) {
+    using T = decltype(a);
+    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
+  };
+}
+
+// out[i] = f(x[i]) over any strides; f is called with T.
+template <typename F>
+Results Unary(KernelCall& c, const Tensor& x, F&& f) {
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    if (x.IsContiguous()) {
+      const int64_t n = x.numel();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(in[i]));
+    } else {
+      int64_t k = 0;
+      ForEach2(x.shape(), x.strides(), x.strides(),
+               [&](int64_t a, int64_t) { o[k++] = static_cast<T>(f(in[a])); });
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// out = f(a, b) broadcast (NumPy rules); a and b of one float dtype.
+template <typename F>
+Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
+  if (a.dtype() != b.dtype()) {
+    return c.Error(absl::StrCat("operands ", a.DebugString(), " and ", b.DebugString(),
+                                " have different dtypes"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
+  return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), shape));
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* o = out.data<T>();
+    if (a.shape() == shape && b.shape() == shape && a.IsContiguous() && b.IsContiguous()) {
+      const int64_t n = out.numel();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(pa[i], pb[i]));
+    } else {
+      int64_t k = 0;
+      ForEach2(shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape),
+               [&](int64_t ia, int64_t ib) { o[k++] = static_cast<T>(f(pa[ia], pb[ib])); });
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// A binary op whose second operand may be a Python number (a 0-d constant).
+template <typename F>
+Results TensorOrScalar(KernelCall& c, F&& f) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
+  const Value* other = c.Arg(1, "other");
+  if (other != nullptr && !other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  if (b.dim() == 0 && b.dtype() != a.dtype()) {
+    // A 0-d tensor of another dtype takes part as a number (PyTorch keeps self's dtype).
+    const double s = GetElement(b, 0);
+    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+  }
+  return Binary(c, a, b, f);
+}
+
+Results AddTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+  return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
+}
+
+Results MulTensor(KernelCall& c) { return TensorOrScalar(c, EwFn(EwOp::kMul)); }
+
+// op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
+template <typename F>
+Results ScalarOp(KernelCall& c, F&& f) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+  return Unary(c, x, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
+}
+
+Results PowTensorScalar(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
+  if (e == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
+  if (e == 3) return Unary(c, x, EwFn1(EwOp::kCube));
+  return Unary(c, x, EwFn1(EwOp::kPow, e));
+}
+
+Results Rsqrt(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, EwFn1(EwOp::kRsqrt));
+}
+
+Results Relu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, EwFn1(EwOp::kRelu));  // NaN stays NaN
+}
+
+// hardtanh(x, min_val=-1, max_val=1): clamp, NaN kept as ATen's clamp keeps it. mobilenet_v2's
+// ReLU6 is hardtanh(x, 0, 6).
+absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c, int pos) {
+  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg(pos, "min_val", -1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg(pos + 1, "max_val", 1.0));
+  if (!(lo <= hi)) {
+    return c.Error(absl::StrCat("min_val (", lo, ") must not exceed max_val (", hi, ")"));
+  }
+  return std::make_pair(lo, hi);
+}
+
+Results Hardtanh(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 1));
+  return Unary(c, x, [bounds](auto v) {
+    using T = decltype(v);
+    const T lo = static_cast<T>(bounds.first), hi = static_cast<T>(bounds.second);
+    return v != v ? v : (v < lo ? lo : (v > hi ? hi : v));
+  });
+}
+
+// ATen's rule: the gradient passes strictly inside (min_val, max_val), 0 on and outside.
+Results HardtanhBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 2));
+  return Binary(c, g, x, [bounds](auto gv, auto xv) {
+    using T = decltype(gv);
+    return xv <= static_cast<T>(bounds.first) || xv >= static_cast<T>(bounds.second) ? T(0) : gv;
+  });
+}
+
+Results Silu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  return Unary(c, x, EwFn1(EwOp::kSilu));
+}
+
+// GELU, exact (erf) or PyTorch's tanh approximation.
+
+absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
+  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg(pos, "approximate", "none"));
+  if (approximate != "none" && approximate != "tanh") {
+    return c.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approximate, "'"));
+  }
+  return approximate == "tanh";
+}
+
+Results Gelu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 1));
+  return Unary(c, x, EwFn1(tanh_approx ? EwOp::kGeluTanh : EwOp::kGelu));
+}
+
+Results GeluBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 2));
+  return Binary(c, g, x, EwFn(tanh_approx ? EwOp::kGeluTanhBackward : EwOp::kGeluBackward));
+}
+
+Results SiluBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  return Binary(c, g, x, EwFn(EwOp::kSiluBackward));
+}
+
+Results ThresholdBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
+  // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
+  return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
+}
+
+// div with rounding_mode None / "trunc" / "floor"; integer tensors by an integer scalar
+// (MoE's slot -> token), floats by a tensor or a number.
+Results DivMode(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  const Value* mode_v = c.Arg(2, "rounding_mode");
+  std::string mode = "none";
+  if (mode_v != nullptr && mode_v->kind() == Value::Kind::kString) mode = mode_v->as_string();
+  if (mode != "none" && mode != "floor" && mode != "trunc") {
+    return c.Error(
+        absl::StrCat("rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'"));
+  }
+  if (x.dtype() == DType::kInt64 || x.dtype() == DType::kInt32) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "other"));
+    if (d == 0) return c.Error("integer division by zero");
+    if (d == -1) {
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        if (GetElement(x, i) <= -9.2233720368547758e18) return c.Error("integer overflow");
+      }
+    }
+    if (mode == "none") return c.Error("true division of integers gives floats: not supported");
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t v = static_cast<int64_t>(GetElement(x, i));
+      int64_t q = v / d;
+      if (mode == "floor" && (v % d != 0) && ((v < 0) != (d < 0))) --q;
+      SetElement(out, i, static_cast<double>(q));
+    }
+    return std::vector<Tensor>{out};
+  }
+  return TensorOrScalar(c, EwFn(mode == "floor"   ? EwOp::kDivFloor
+                                : mode == "trunc" ? EwOp::kDivTrunc
+                                                  : EwOp::kDiv));
+}
+
+absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
+  const Value* v = c.Arg(-1, "dtype");
+  if (v == nullptr || v->is_none()) return fallback;
+  if (v->kind() == Value::Kind::kString) {
+    std::string name = v->as_string();
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    absl::StatusOr<DType> d = ParseDType(name);
+    if (!d.ok()) return c.Error(d.status().message());
+    return *d;
+  }
+  return c.Error("dtype should be a dtype name");
+}
+
+Results ZerosLike(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  return One(c.NewOutput(d, x.shape()));
+}
+
+Results OnesLike(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
+  return std::vector<Tensor>{out};
+}
+
+// masked_fill(self, mask, value): value where mask (broadcast to self) is true.
+Results MaskedFill(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor m0, c.TensorArg(1, "mask"));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg(2, "value"));
+  if (m0.dtype() != DType::kBool) return c.Error("mask should be a bool tensor");
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, x0.shape(), m0.shape()));
+  if (shape != x0.shape()) return c.Error("mask does not broadcast to self's shape");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor spread,
+                           m0.AsStrided(shape, BroadcastStrides(m0, shape), m0.offset()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor m, Contiguous(c, spread));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      o[i] = GetElement(m, i) != 0 ? static_cast<T>(value) : in[i];
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// triu(self, diagonal): the upper triangle of the last two dimensions, zeros below.
+Results Triu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg(1, "diagonal", 0));
+  if (x0.dim() < 2) return c.Error("triu needs at least two dimensions");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t r = (i / cols) % std::max<int64_t>(rows, 1), col = i % cols;
+    SetElement(out, i, col - r >= diagonal ? GetElement(x, i) : 0.0);
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results NewZeros(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+  return One(c.NewOutput(d, size));
+}
+
+}  // namespace
+}  // namespace kernels
+
+void RegisterElementwiseKernels(KernelRegistry& r) {
+  using namespace kernels;  // NOLINT: the kernels of this file
+  r.Register("aten.add.Tensor", AddTensor);
+  r.Register("aten.mul.Tensor", MulTensor);
+  r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+    return ScalarOp(c, EwFn(EwOp::kAdd, alpha));
+  });
+  r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });
+  r.Register("aten.div.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kDiv)); });
+  r.Register("aten.div.Tensor_mode", DivMode);
+  r.Register("aten.div.Tensor", DivMode);  // no rounding_mode: true division
+  r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
+  r.Register("aten.rsqrt.default", Rsqrt);
+  r.Register("aten.relu.default", Relu);
+  r.Register("aten.hardtanh.default", Hardtanh);
+  r.Register("aten.hardtanh_backward.default", HardtanhBackward);
+  r.Register("aten.silu.default", Silu);
+  r.Register("aten.gelu.default", Gelu);
+  r.Register("aten.gelu_backward.default", GeluBackward);
+  r.Register("aten.silu_backward.default", SiluBackward);
+  r.Register("aten.threshold_backward.default", ThresholdBackward);
+  r.Register("aten.zeros_like.default", ZerosLike);
+  r.Register("aten.new_zeros.default", NewZeros);
+  r.Register("aten.ones_like.default", OnesLike);
+  r.Register("aten.masked_fill.Scalar", MaskedFill);
+  r.Register("aten.triu.default", Triu);
+}
+
+}  // namespace overlap

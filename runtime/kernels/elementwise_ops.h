@@ -1,0 +1,127 @@
+// The elementwise formulas, once, for every backend: the CPU kernels
+// (kernels/elementwise.cc), the CUDA kernel (runtime/cuda/device_kernels.cu) and the
+// emulated device all compute Ew(op, a, b, s) in the element type T, so the backends differ
+// only by their math libraries' last bits (exp, tanh, erf, pow).
+//
+// Each op is f(a, b, s): `a` the first operand, `b` the second (a tensor's element, or a
+// number: a scalar variant passes the number as b), `s` the op's scalar parameter (add's
+// alpha, threshold_backward's threshold). Header-only; host and device code.
+#ifndef OVERLAP_RUNTIME_KERNELS_ELEMENTWISE_OPS_H_
+#define OVERLAP_RUNTIME_KERNELS_ELEMENTWISE_OPS_H_
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define OVERLAP_HOST_DEVICE __host__ __device__
+#else
+#define OVERLAP_HOST_DEVICE
+#endif
+
+namespace overlap {
+
+enum class EwOp : int32_t {
+  kAdd,                // a + s b (aten.add: s = alpha)
+  kMul,                // a b
+  kDiv,                // a / b
+  kDivFloor,           // floor(a / b)
+  kDivTrunc,           // trunc(a / b)
+  kSquare,             // a a (pow 2)
+  kCube,               // a a a (pow 3)
+  kPow,                // a^b
+  kRsqrt,              // 1 / sqrt(a)
+  kRelu,               // a <= 0 ? 0 : a (NaN stays NaN)
+  kSilu,               // a / (1 + e^-a)
+  kGelu,               // exact, erf
+  kGeluTanh,           // PyTorch's tanh approximation
+  kGeluBackward,       // a: grad, b: x
+  kGeluTanhBackward,   // a: grad, b: x
+  kSiluBackward,       // a: grad, b: x
+  kThresholdBackward,  // a: grad, b: y; 0 where y <= s (ATen's rule)
+};
+
+// Whether `op` reads b.
+OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
+  switch (op) {
+    case EwOp::kAdd:
+    case EwOp::kMul:
+    case EwOp::kDiv:
+    case EwOp::kDivFloor:
+    case EwOp::kDivTrunc:
+    case EwOp::kPow:
+    case EwOp::kGeluBackward:
+    case EwOp::kGeluTanhBackward:
+    case EwOp::kSiluBackward:
+    case EwOp::kThresholdBackward:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline T Ew(EwOp op, T a, T b, T s) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+  constexpr double kGeluCoeff = 0.044715;
+  constexpr double kInvSqrt2 = 0.7071067811865476;
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+  using std::erf;
+  using std::exp;
+  using std::floor;
+  using std::pow;
+  using std::sqrt;
+  using std::tanh;
+  using std::trunc;
+  switch (op) {
+    case EwOp::kAdd:
+      return a + s * b;
+    case EwOp::kMul:
+      return a * b;
+    case EwOp::kDiv:
+      return a / b;
+    case EwOp::kDivFloor:
+      return floor(a / b);
+    case EwOp::kDivTrunc:
+      return trunc(a / b);
+    case EwOp::kSquare:
+      return a * a;
+    case EwOp::kCube:
+      return a * a * a;
+    case EwOp::kPow:
+      return pow(a, b);
+    case EwOp::kRsqrt:
+      return T(1) / sqrt(a);
+    case EwOp::kRelu:
+      return a <= T(0) ? T(0) : a;
+    case EwOp::kSilu:
+      return a / (T(1) + exp(-a));
+    case EwOp::kGelu:
+      return T(0.5) * a * (T(1) + erf(a * static_cast<T>(kInvSqrt2)));
+    case EwOp::kGeluTanh: {
+      const T u = static_cast<T>(kSqrt2OverPi) * (a + static_cast<T>(kGeluCoeff) * a * a * a);
+      return T(0.5) * a * (T(1) + tanh(u));
+    }
+    case EwOp::kGeluBackward: {
+      const T cdf = T(0.5) * (T(1) + erf(b * static_cast<T>(kInvSqrt2)));
+      const T pdf = static_cast<T>(kInvSqrt2Pi) * exp(T(-0.5) * b * b);
+      return a * (cdf + b * pdf);
+    }
+    case EwOp::kGeluTanhBackward: {
+      const T k = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCoeff);
+      const T t = tanh(k * (b + c * b * b * b));
+      const T du = k * (T(1) + T(3) * c * b * b);
+      return a * (T(0.5) * (T(1) + t) + T(0.5) * b * (T(1) - t * t) * du);
+    }
+    case EwOp::kSiluBackward: {
+      const T sg = T(1) / (T(1) + exp(-b));
+      return a * sg * (T(1) + b * (T(1) - sg));
+    }
+    case EwOp::kThresholdBackward:
+      return b <= s ? T(0) : a;
+  }
+  return a;
+}
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_KERNELS_ELEMENTWISE_OPS_H_

@@ -1,0 +1,380 @@
+// Indexing kernels: embedding, gathers and scatters along a dimension, concatenation,
+// sorting and top-k, arange. Indices out of range are errors naming the node.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <type_traits>
+
+#include "graph/status_macros.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace overlap {
+namespace kernels {
+namespace {
+
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+absl::Status CheckIndex(const KernelCall& c, int64_t i, int64_t n, absl::string_view what) {
+  if (i < 0 || i >= n) {
+    return c.Error(absl::StrCat(what, " index ", i, " out of range [0, ", n, ")"));
+  }
+  return absl::OkStatus();
+}
+
+Results Embedding(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg(0, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(1, "indices"));
+  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
+  if (w0.dim() != 2) return c.Error(absl::StrCat("weight should be 2-D, got ", w0.DebugString()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w, Contiguous(c, w0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  std::vector<int64_t> shape = idx.shape();
+  const int64_t d = w.shape()[1], rows = w.shape()[0], esz = DTypeSize(w.dtype());
+  shape.push_back(d);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(w.dtype(), shape));
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    const int64_t r = IndexAt(idx, i);
+    OVERLAP_RETURN_IF_ERROR(CheckIndex(c, r, rows, "embedding"));
+    std::memcpy(Bytes(out) + i * d * esz, Bytes(w) + r * d * esz, d * esz);
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results EmbeddingDenseBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(1, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t rows, c.IntArg(2, "num_weights"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg(3, "padding_idx", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg(4, "scale_grad_by_freq", false));
+  if (by_freq) return c.Error("scale_grad_by_freq is not supported");
+  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  const int64_t d = g.dim() == 0 ? 1 : g.shape().back();
+  if (g.numel() != idx.numel() * d) {
+    return c.Error(
+        absl::StrCat("grad ", g.DebugString(), " does not match indices ", idx.DebugString()));
+  }
+  return DispatchFloat(c, g.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), {rows, d}));
+    NnArgs a;
+    a.op = NnOp::kEmbeddingBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.rows = idx.numel();
+    a.cols = d;
+    a.cols2 = rows;
+    a.g = g.data<T>();
+    a.index = Bytes(idx);
+    a.index32 = idx.dtype() == DType::kInt32;
+    a.ignore = padding;
+    a.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "embedding index"));
+    return std::vector<Tensor>{out};
+  });
+}
+
+Results Arange(KernelCall& c) {
+  const Value* end = c.Arg(0, "end");
+  if (end == nullptr) return c.Error("arange needs an end");
+  DType d = end->kind() == Value::Kind::kInt ? DType::kInt64 : DType::kFloat32;
+  const Value* dv = c.Arg(-1, "dtype");
+  if (dv != nullptr && dv->kind() == Value::Kind::kString) {
+    std::string name = dv->as_string();
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    absl::StatusOr<DType> parsed = ParseDType(name);
+    if (!parsed.ok()) return c.Error(parsed.status().message());
+    d = *parsed;
+  }
+  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(0, "end"));
+  // ATen refuses an end below the start (0) and a non-finite one.
+  if (!(e >= 0) || !std::isfinite(e)) {
+    return c.Error(absl::StrCat("argument 'end' is ", e, "; arange(end) needs 0 <= end"));
+  }
+  if (e > 0x1p62) return c.Error(absl::StrCat("argument 'end' is ", e, ", too many elements"));
+  const int64_t n = static_cast<int64_t>(std::ceil(e));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(d, {n}));
+  for (int64_t i = 0; i < n; ++i) SetElement(out, i, static_cast<double>(i));
+  return std::vector<Tensor>{out};
+}
+
+// The order of the n values along `dim` for each (outer, inner) line: stable, ascending or
+// descending. Returns, per line, the sorted positions.
+template <typename T>
+void SortLine(const T* x, int64_t base, int64_t stride, int64_t n, bool descending,
+              std::vector<int64_t>& order) {
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
+  // NaN orders above every number, as in PyTorch (a strict weak order with NaNs).
+  auto less = [](T a, T b) {
+    if (a != a) return false;  // NaN is never less
+    if (b != b) return true;   // a number is less than NaN
+    return a < b;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const T va = x[base + a * stride], vb = x[base + b * stride];
+    return descending ? less(vb, va) : less(va, vb);
+  });
+}
+
+Results TopK(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t k, c.IntArg(1, "k"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool largest, c.BoolArg(3, "largest", true));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  const Around a = Split3(x.shape(), dim);
+  if (k < 0 || k > a.n) return c.Error(absl::StrCat("k ", k, " out of range for ", a.n));
+  std::vector<int64_t> shape = x.shape();
+  if (!shape.empty()) shape[dim] = k;
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor values, c.NewOutput(x.dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor indices, c.NewOutput(DType::kInt64, shape));
+    const T* in = x.data<T>();
+    std::vector<int64_t> order;
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        SortLine(in, p * a.n * a.inner + q, a.inner, a.n, largest, order);
+        for (int64_t i = 0; i < k; ++i) {
+          const int64_t at = p * k * a.inner + i * a.inner + q;
+          values.data<T>()[at] = in[p * a.n * a.inner + order[i] * a.inner + q];
+          indices.data<int64_t>()[at] = order[i];
+        }
+      }
+    }
+    return std::vector<Tensor>{values, indices};
+  });
+}
+
+Results ArgSort(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg(2, "descending", false));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  const Around a = Split3(x.shape(), dim);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(DType::kInt64, x.shape()));
+  auto sort = [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    std::vector<int64_t> order;
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        SortLine(x.data<T>(), p * a.n * a.inner + q, a.inner, a.n, descending, order);
+        for (int64_t i = 0; i < a.n; ++i) {
+          out.data<int64_t>()[p * a.n * a.inner + i * a.inner + q] = order[i];
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (x.dtype() == DType::kInt64) {
+    OVERLAP_RETURN_IF_ERROR(sort(int64_t{}));
+  } else {
+    OVERLAP_RETURN_IF_ERROR(DispatchFloat(c, x.dtype(), sort));
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results IndexSelect(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
+  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
+  if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
+  if (x0.dim() == 0 && idx0.numel() > 1)
+    return c.Error("index of a scalar has more than one value");
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  const Around a = Split3(x.shape(), dim);
+  const int64_t m = idx.numel(), esz = DTypeSize(x.dtype());
+  std::vector<int64_t> shape = x.shape();
+  if (!shape.empty()) shape[dim] = m;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), shape));
+  for (int64_t j = 0; j < m; ++j) {
+    OVERLAP_RETURN_IF_ERROR(CheckIndex(c, IndexAt(idx, j), a.n, "index_select"));
+  }
+  for (int64_t p = 0; p < a.outer; ++p) {
+    for (int64_t j = 0; j < m; ++j) {
+      std::memcpy(Bytes(out) + ((p * m + j) * a.inner) * esz,
+                  Bytes(x) + ((p * a.n + IndexAt(idx, j)) * a.inner) * esz, a.inner * esz);
+    }
+  }
+  return std::vector<Tensor>{out};
+}
+
+// index_add (functional: into a copy of self) and index_add_ (into self, returned).
+Results IndexAdd(KernelCall& c, bool in_place) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg(3, "source"));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(4, "alpha", 1.0));
+  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
+  if (src0.dtype() != self.dtype()) return c.Error("source and self differ in dtype");
+  if (self.dim() == 0 && idx0.numel() > 1)
+    return c.Error("index of a scalar has more than one value");
+  if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src, Contiguous(c, src0));
+  Tensor out = self;
+  if (!in_place) {
+    OVERLAP_ASSIGN_OR_RETURN(out, CopyToOutput(c, self));
+  } else if (!self.IsContiguous()) {
+    return c.Error("index_add_ into a non-contiguous tensor");
+  }
+  const Around a = Split3(out.shape(), dim);
+  const int64_t m = idx.numel();
+  std::vector<int64_t> want = out.shape();
+  if (!want.empty()) want[dim] = m;
+  if (src.shape() != want) {
+    return c.Error(absl::StrCat("source ", src.DebugString(), " should have shape [",
+                                absl::StrJoin(want, ", "), "]"));
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    OVERLAP_RETURN_IF_ERROR(CheckIndex(c, IndexAt(idx, j), a.n, "index_add"));
+  }
+  return DispatchFloat(c, out.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    NnArgs n;
+    n.op = NnOp::kIndexAdd;
+    n.is_double = std::is_same_v<T, double>;
+    n.batch = a.outer;
+    n.rows = m;
+    n.cols = a.inner;
+    n.cols2 = a.n;
+    n.b = src.data<T>();
+    n.index = Bytes(idx);
+    n.index32 = idx.dtype() == DType::kInt32;
+    n.scale = alpha;
+    n.out = out.data<T>();
+    OVERLAP_RETURN_IF_ERROR(RunNn(c, n, "index_add index"));
+    return std::vector<Tensor>{out};
+  });
+}
+
+Results ScatterSrc(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg(3, "src"));
+  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, self, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
+  if (src0.dtype() != self.dtype()) return c.Error("src and self differ in dtype");
+  if (idx0.dim() != self.dim() || src0.dim() != self.dim()) {
+    return c.Error("index, src and self should have the same number of dimensions");
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, CopyToOutput(c, self));
+  const int64_t esz = DTypeSize(self.dtype());
+  const std::vector<int64_t> out_strides = ContiguousStrides(out.shape());
+  // Walk index's positions; element `pos` of index writes src at the same position, with
+  // dimension `dim` replaced by the index value.
+  std::vector<int64_t> pos(idx.dim(), 0);
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t rem = i;
+    for (int64_t d = idx.dim() - 1; d >= 0; --d) {
+      pos[d] = rem % idx.shape()[d];
+      rem /= idx.shape()[d];
+    }
+    for (int64_t d = 0; d < idx.dim(); ++d) {
+      if (pos[d] >= src0.shape()[d] || (d != dim && pos[d] >= out.shape()[d])) {
+        return c.Error("index is larger than src or self");
+      }
+    }
+    const int64_t target = IndexAt(idx, i);
+    OVERLAP_RETURN_IF_ERROR(CheckIndex(c, target, out.shape()[dim], "scatter"));
+    int64_t o = 0;
+    for (int64_t d = 0; d < idx.dim(); ++d) o += (d == dim ? target : pos[d]) * out_strides[d];
+    std::memcpy(Bytes(out) + o * esz, Bytes(src0) + src0.IndexOf(pos) * esz - src0.offset() * esz,
+                esz);
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results Cat(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> parts, c.TensorListArg(0, "tensors"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim", 0));
+  if (parts.empty()) return c.Error("cat of no tensors");
+  // 1-D empty tensors are skipped, as PyTorch does.
+  std::vector<Tensor> used;
+  for (const Tensor& t : parts) {
+    if (!(t.dim() == 1 && t.numel() == 0)) used.push_back(t);
+  }
+  if (used.empty()) return One(c.NewOutput(parts[0].dtype(), {0}));
+  const Tensor& first = used[0];
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, first, "a tensor to concatenate"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, first.dim()));
+  std::vector<int64_t> shape = first.shape();
+  shape[dim] = 0;
+  for (const Tensor& t : used) {
+    if (t.dtype() != first.dtype() || t.dim() != first.dim()) {
+      return c.Error("cat of tensors with different dtypes or ranks");
+    }
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d != dim && t.shape()[d] != first.shape()[d]) {
+        return c.Error(
+            absl::StrCat("cat: ", t.DebugString(), " does not match ", first.DebugString()));
+      }
+    }
+    shape[dim] += t.shape()[dim];
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(first.dtype(), shape));
+  int64_t at = 0;
+  for (const Tensor& t : used) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dst, out.Slice(dim, at, at + t.shape()[dim]));
+    OVERLAP_RETURN_IF_ERROR(CopyInto(c, t, dst));
+    at += t.shape()[dim];
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results SliceBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg(1, "input_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg(3, "start"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg(4, "end"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg(5, "step", 1));
+  if (sizes.empty()) return c.Error("input_sizes should have a dimension");
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, static_cast<int64_t>(sizes.size())));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
+  const int64_t size = sizes[dim];
+  if (start < 0) start = std::max<int64_t>(start + size, 0);
+  if (end < 0) end = std::max<int64_t>(end + size, 0);
+  start = std::min(start, size);
+  end = std::min(end, size);
+  absl::StatusOr<Tensor> dst = out.Slice(dim, start, std::max(start, end), step);
+  if (!dst.ok()) return c.Error(dst.status().message());
+  if (dst->shape() != g.shape()) {
+    return c.Error(
+        absl::StrCat("grad ", g.DebugString(), " does not match the slice ", dst->DebugString()));
+  }
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, g, *dst));
+  return std::vector<Tensor>{out};
+}
+
+}  // namespace
+}  // namespace kernels
+
+void RegisterIndexKernels(KernelRegistry& r) {
+  using namespace kernels;  // NOLINT: the kernels of this file
+  r.Register("aten.embedding.default", Embedding);
+  r.Register("aten.embedding_dense_backward.default", EmbeddingDenseBackward);
+  r.Register("aten.arange.default", Arange);
+  r.Register("aten.topk.default", TopK);
+  r.Register("aten.argsort.default", ArgSort);
+  r.Register("aten.index_select.default", IndexSelect);
+  r.Register("aten.index_add.default", [](KernelCall& c) { return IndexAdd(c, false); });
+  r.Register("aten.index_add_.default", [](KernelCall& c) { return IndexAdd(c, true); });
+  r.Register("aten.scatter.src", ScatterSrc);
+  r.Register("aten.cat.default", Cat);
+  r.Register("aten.slice_backward.default", SliceBackward);
+}
+
+}  // namespace overlap

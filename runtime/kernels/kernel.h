@@ -1,0 +1,125 @@
+// Kernels and their registry: what runs one call_function node on tensors.
+//
+// A kernel gets a KernelCall (the node, its arguments resolved to tensors and constants,
+// the allocator) and returns the node's results: one tensor, or one per tuple element (an
+// undefined Tensor for a None element, e.g. a gradient its output mask did not ask for).
+//
+//   KernelRegistry kernels = CpuKernels();   // every op of docs/ops.md
+//   kernels.Register("mylib.fused_gelu.default", MyFusedGelu);
+//
+// Contract for kernels (the interpreter's memory accounting rests on it):
+//   - results are allocated with NewOutput (the graph-values pool, or scratch while the
+//     interpreter converts 16-bit floats), temporaries with NewScratch;
+//   - a kernel for a view op (docs/ops.md's "alias" column) returns a view of its first
+//     input and allocates nothing; every other kernel returns new storage;
+//   - errors are values naming the node (KernelCall::Error), never aborts.
+#ifndef OVERLAP_RUNTIME_KERNELS_KERNEL_H_
+#define OVERLAP_RUNTIME_KERNELS_KERNEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+#include "runtime/core/tensor.h"
+
+namespace overlap {
+
+// One node's call: its arguments and where its tensors come from.
+class KernelCall {
+ public:
+  // `tensor_of` gives the tensor of a referenced node (nullptr: not available, an error
+  // naming it). `output_pool` is where NewOutput allocates.
+  KernelCall(const Node& node, Allocator& alloc, std::function<const Tensor*(NodeId)> tensor_of,
+             Pool output_pool = Pool::kValues)
+      : node_(node), alloc_(alloc), tensor_of_(std::move(tensor_of)), output_pool_(output_pool) {}
+
+  const Node& node() const { return node_; }
+  Allocator& allocator() { return alloc_; }
+  // The tensor of a referenced node (what the typed arguments resolve through); nullptr
+  // when not available.
+  const Tensor* TensorOf(NodeId id) const { return tensor_of_(id); }
+
+  // The argument at position `pos`, else the keyword `name`, else nullptr. O(kwargs).
+  const Value* Arg(int pos, absl::string_view name) const;
+
+  // Typed arguments. Each fails with InvalidArgument naming the node, the argument and what
+  // it got when the argument is missing (and has no default) or of the wrong kind. Ints
+  // are accepted for doubles; a single int for an int list.
+  absl::StatusOr<Tensor> TensorArg(int pos, absl::string_view name) const;
+  // nullopt for None or a missing argument.
+  absl::StatusOr<std::optional<Tensor>> OptionalTensorArg(int pos, absl::string_view name) const;
+  absl::StatusOr<std::vector<Tensor>> TensorListArg(int pos, absl::string_view name) const;
+  absl::StatusOr<int64_t> IntArg(int pos, absl::string_view name,
+                                 std::optional<int64_t> fallback = std::nullopt) const;
+  absl::StatusOr<double> DoubleArg(int pos, absl::string_view name,
+                                   std::optional<double> fallback = std::nullopt) const;
+  absl::StatusOr<bool> BoolArg(int pos, absl::string_view name,
+                               std::optional<bool> fallback = std::nullopt) const;
+  absl::StatusOr<std::vector<int64_t>> IntListArg(int pos, absl::string_view name) const;
+  // A bool list (output masks); missing or None gives `fallback`.
+  absl::StatusOr<std::vector<bool>> BoolListArg(int pos, absl::string_view name,
+                                                std::vector<bool> fallback) const;
+  absl::StatusOr<std::string> StringArg(int pos, absl::string_view name,
+                                        std::optional<std::string> fallback = std::nullopt) const;
+
+  // A zeroed result / temporary. O(bytes).
+  absl::StatusOr<Tensor> NewOutput(DType dtype, absl::Span<const int64_t> shape);
+  // The same without zeroing, for a kernel that writes every element (or, in timed replay,
+  // none that anyone reads).
+  absl::StatusOr<Tensor> NewUninitializedOutput(DType dtype, absl::Span<const int64_t> shape);
+  absl::StatusOr<Tensor> NewScratch(DType dtype, absl::Span<const int64_t> shape);
+
+  // InvalidArgument "node 'name' (target): message".
+  absl::Status Error(absl::string_view message) const;
+
+ private:
+  const Node& node_;
+  Allocator& alloc_;
+  std::function<const Tensor*(NodeId)> tensor_of_;
+  Pool output_pool_;
+};
+
+// A kernel: the node's results (one per tuple element), or an error naming the node.
+using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(KernelCall&)>;
+
+// Kernels by call_function target. Copyable: a backend starts from CpuKernels() and adds or
+// replaces its own.
+class KernelRegistry {
+ public:
+  // Adds or replaces the kernel for `target`.
+  void Register(std::string target, Kernel kernel) {
+    kernels_[std::move(target)] = std::move(kernel);
+  }
+  // The kernel for `target`, nullptr when none is registered. O(1) expected.
+  const Kernel* Find(absl::string_view target) const;
+  // Registered targets, sorted. O(K log K).
+  std::vector<std::string> Targets() const;
+
+ private:
+  absl::flat_hash_map<std::string, Kernel> kernels_;
+};
+
+// The CPU kernels: every call_function target of docs/ops.md (forward, backward and loss),
+// for float32 and float64 tensors (the interpreter runs 16-bit floats through the float32
+// kernels). Built once; O(1) after.
+const KernelRegistry& CpuKernels();
+
+// Registration hooks of the kernel files (kernels/elementwise.cc, index.cc, nn.cc, reduction.cc,
+// view.cc); CpuKernels calls each once.
+void RegisterViewKernels(KernelRegistry& r);
+void RegisterElementwiseKernels(KernelRegistry& r);
+void RegisterReductionKernels(KernelRegistry& r);
+void RegisterIndexKernels(KernelRegistry& r);
+void RegisterNnKernels(KernelRegistry& r);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_KERNELS_KERNEL_H_

@@ -1,0 +1,920 @@
+// The CPU kernels against an independent oracle (runtime/testing/reference_ops.h, plain
+// double loops written from PyTorch's definitions), float against double, and every
+// backward kernel against central finite differences of its forward in double precision.
+//
+// Tolerances (docs/runtime.md):
+//   - double kernels vs the reference: max|a - b| <= 1e-10 * max(1, max|b|);
+//   - float kernels vs double kernels: max|a - b| <= 1e-4 * max|b| per tensor;
+//   - finite differences (h = 1e-6, central, double): |fd - g| <= 1e-6 * max(|fd|, |g|)
+//     + 1e-9, on up to 24 sampled coordinates per differentiated input.
+// Inputs are also given as non-contiguous views (every element at twice its stride), and
+// shapes include size-1 dimensions and empty batches where the op allows them.
+#include "runtime/kernels/kernel.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "graph/graph.h"
+#include "gtest/gtest.h"
+#include "runtime/core/tensor.h"
+#include "runtime/testing/reference_ops.h"
+#include "runtime/train/synthetic.h"
+
+namespace overlap {
+namespace {
+
+using ref::RefTensor;
+
+// ---- running one kernel --------------------------------------------------------------------
+
+struct In {
+  enum Kind { kFloat, kIndex, kConst } kind;
+  RefTensor t;
+  Value v;
+};
+In F(RefTensor t) { return {In::kFloat, std::move(t), Value()}; }
+In I(RefTensor t) { return {In::kIndex, std::move(t), Value()}; }
+In C(Value v) { return {In::kConst, {}, std::move(v)}; }
+Value Ints(std::vector<int64_t> v) {
+  std::vector<Value> items;
+  for (int64_t x : v) items.push_back(Value::Int(x));
+  return Value::List(std::move(items));
+}
+Value Bools(std::vector<bool> v) {
+  std::vector<Value> items;
+  for (bool x : v) items.push_back(Value::Bool(x));
+  return Value::List(std::move(items));
+}
+
+// A tensor of `dtype` holding r; non-contiguous: every element at twice its stride.
+Tensor Make(Allocator& alloc, const RefTensor& r, DType dtype, bool noncontiguous) {
+  std::vector<int64_t> big = r.shape;
+  if (noncontiguous && !big.empty()) big.back() *= 2;
+  if (noncontiguous && big.empty()) big = {2};
+  Tensor base = *Tensor::Empty(alloc, dtype, big);
+  Tensor t = base;
+  if (noncontiguous) {
+    std::vector<int64_t> strides = ContiguousStrides(big);
+    if (r.shape.empty()) strides.clear();
+    if (!strides.empty()) strides.back() = 2;
+    t = *base.AsStrided(r.shape, strides, 0);
+  }
+  for (size_t i = 0; i < r.data.size(); ++i) SetElement(t, static_cast<int64_t>(i), r.data[i]);
+  return t;
+}
+
+RefTensor ToRef(const Tensor& t) {
+  RefTensor r;
+  r.shape = t.shape();
+  for (int64_t i = 0; i < t.numel(); ++i) r.data.push_back(GetElement(t, i));
+  return r;
+}
+
+bool IsFloat(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+
+struct Options {
+  DType dtype = DType::kFloat64;
+  bool noncontiguous = false;
+};
+
+// Runs `target` on the inputs; results as reference tensors (nullopt for None).
+absl::StatusOr<std::vector<std::optional<RefTensor>>> RunKernel(const std::string& target,
+                                                                const std::vector<In>& ins,
+                                                                ValueDict kwargs = {},
+                                                                Options o = {}) {
+  Graph g;
+  std::vector<Value> args;
+  std::vector<Tensor> tensors;
+  Allocator alloc;
+  absl::flat_hash_map<NodeId, Tensor> by_id;
+  int k = 0;
+  for (const In& in : ins) {
+    if (in.kind == In::kConst) {
+      args.push_back(in.v);
+      continue;
+    }
+    absl::StatusOr<NodeId> id = g.AddNode(Op::kPlaceholder, absl::StrCat("p", k++), "p", {}, {});
+    if (!id.ok()) return id.status();
+    by_id[*id] =
+        Make(alloc, in.t, in.kind == In::kIndex ? DType::kInt64 : o.dtype, o.noncontiguous);
+    args.push_back(Value::Ref(*id));
+  }
+  absl::StatusOr<NodeId> call = g.AddNode(Op::kCallFunction, "op", target, args, kwargs);
+  if (!call.ok()) return call.status();
+  const Kernel* kernel = CpuKernels().Find(target);
+  if (kernel == nullptr) return absl::NotFoundError(target);
+  KernelCall c(g.node(*call), alloc, [&](NodeId id) -> const Tensor* {
+    auto it = by_id.find(id);
+    return it == by_id.end() ? nullptr : &it->second;
+  });
+  absl::StatusOr<std::vector<Tensor>> out = (*kernel)(c);
+  if (!out.ok()) return out.status();
+  std::vector<std::optional<RefTensor>> r;
+  for (const Tensor& t : *out) {
+    if (t.defined()) {
+      if (IsFloat(t.dtype()) && t.dtype() != o.dtype) {
+        return absl::InternalError(absl::StrCat("result dtype ", DTypeName(t.dtype())));
+      }
+      r.push_back(ToRef(t));
+    } else {
+      r.push_back(std::nullopt);
+    }
+  }
+  return r;
+}
+
+double MaxAbs(const RefTensor& t) {
+  double m = 0;
+  for (double v : t.data) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+void ExpectClose(const RefTensor& a, const RefTensor& b, double rel, const std::string& what) {
+  ASSERT_EQ(a.shape, b.shape) << what;
+  ASSERT_EQ(a.data.size(), b.data.size()) << what;
+  const double scale = std::max(1e-30, MaxAbs(b));
+  double worst = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    if (std::isnan(b.data[i])) {
+      EXPECT_TRUE(std::isnan(a.data[i])) << what << " element " << i;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(a.data[i] - b.data[i]));
+  }
+  EXPECT_LE(worst, rel * scale) << what << ": max|a-b| " << worst << " vs max|b| " << scale;
+}
+
+// ---- forward and backward kernels against the reference -----------------------------------
+
+Rng rng(7);
+RefTensor Rand(std::vector<int64_t> shape, double lo = -1, double hi = 1) {
+  RefTensor r;
+  r.shape = shape;
+  for (int64_t i = 0; i < ref::Numel(shape); ++i) r.data.push_back(lo + (hi - lo) * rng.Uniform());
+  return r;
+}
+RefTensor Idx(std::vector<int64_t> shape, int64_t bound) {
+  RefTensor r;
+  r.shape = shape;
+  for (int64_t i = 0; i < ref::Numel(shape); ++i) {
+    r.data.push_back(static_cast<double>(rng.Below(bound)));
+  }
+  return r;
+}
+
+// One case: the kernel on `ins` must give `want` (the reference's results, None allowed), in
+// double contiguous and non-contiguous, and float within 1e-4 of double.
+void Check(const std::string& target, const std::vector<In>& ins,
+           const std::vector<std::optional<RefTensor>>& want, ValueDict kwargs = {}) {
+  SCOPED_TRACE(target);
+  for (bool nc : {false, true}) {
+    Options o;
+    o.noncontiguous = nc;
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> got = RunKernel(target, ins, kwargs, o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_GE(got->size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!want[i]) continue;
+      ASSERT_TRUE((*got)[i].has_value()) << "result " << i;
+      ExpectClose(*(*got)[i], *want[i], 1e-10,
+                  absl::StrCat(nc ? "non-contiguous " : "", "result ", i));
+    }
+  }
+  Options f;
+  f.dtype = DType::kFloat32;
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> single = RunKernel(target, ins, kwargs, f);
+  ASSERT_TRUE(single.ok()) << single.status();
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> dbl = RunKernel(target, ins, kwargs);
+  ASSERT_TRUE(dbl.ok()) << dbl.status();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(*dbl)[i] || !(*single)[i]) continue;
+    ExpectClose(*(*single)[i], *(*dbl)[i], 1e-4, absl::StrCat("float vs double, result ", i));
+  }
+}
+
+TEST(KernelTest, ForwardOpsMatchTheReference) {
+  const RefTensor a = Rand({3, 5}), b = Rand({5, 4}), bias = Rand({4});
+  Check("aten.mm.default", {F(a), F(b)}, {ref::Mm(a, b)});
+  Check("aten.mm.default", {F(Rand({0, 5})), F(b)}, {ref::Mm(Rand({0, 5}), b)});
+  Check("aten.addmm.default", {F(bias), F(a), F(b)}, {ref::Addmm(bias, a, b)});
+  const RefTensor w = Rand({7, 3});
+  const RefTensor ids = Idx({2, 4}, 7);
+  Check("aten.embedding.default", {F(w), I(ids)}, {ref::Embedding(w, ids)});
+  const RefTensor x = Rand({2, 1, 6}), lw = Rand({6}), lb = Rand({6});
+  {
+    std::vector<RefTensor> r = ref::NativeLayerNorm(x, {6}, &lw, &lb, 1e-5);
+    Check("aten.native_layer_norm.default",
+          {F(x), C(Ints({6})), F(lw), F(lb), C(Value::Double(1e-5))}, {r[0], r[1], r[2]});
+  }
+  Check("aten.pow.Tensor_Scalar", {F(x), C(Value::Int(2))}, {ref::PowTensorScalar(x, 2)});
+  const RefTensor pos = Rand({2, 3}, 0.5, 2);
+  Check("aten.pow.Tensor_Scalar", {F(pos), C(Value::Double(1.5))},
+        {ref::PowTensorScalar(pos, 1.5)});
+  Check("aten.mean.dim", {F(x), C(Ints({-1})), C(Value::Bool(true))},
+        {ref::MeanDim(x, {-1}, true)});
+  Check("aten.mean.dim", {F(x), C(Ints({0, 2})), C(Value::Bool(false))},
+        {ref::MeanDim(x, {0, 2}, false)});
+  Check("aten.add.Scalar", {F(x), C(Value::Double(0.25))}, {ref::AddScalar(x, 0.25)});
+  Check("aten.rsqrt.default", {F(pos)}, {ref::Rsqrt(pos)});
+  const RefTensor m1 = Rand({2, 3, 4}), m2 = Rand({3, 1}), m3 = Rand({1, 1, 4});
+  Check("aten.mul.Tensor", {F(m1), F(m2)}, {ref::MulTensor(m1, m2)});
+  Check("aten.mul.Tensor", {F(m3), F(m1)}, {ref::MulTensor(m3, m1)});
+  Check("aten.add.Tensor", {F(m1), F(m2)}, {ref::AddTensor(m1, m2)});
+  Check("aten.add.Tensor", {F(m1), F(m3), C(Value::Double(0.5))}, {ref::AddTensor(m1, m3, 0.5)});
+  const RefTensor wide = Rand({3, 4}, -4, 4);
+  Check("aten.gelu.default", {F(wide)}, {ref::Gelu(wide)});
+  Check("aten.gelu.default", {F(wide)}, {ref::Gelu(wide, "tanh")},
+        {{"approximate", Value::String("tanh")}});
+  Check("aten.silu.default", {F(wide)}, {ref::Silu(wide)});
+  Check("aten.relu.default", {F(wide)}, {ref::Relu(wide)});
+  // ReLU6 (mobilenet_v2) and the default [-1, 1].
+  Check("aten.hardtanh.default", {F(wide), C(Value::Double(0)), C(Value::Double(6))},
+        {ref::Hardtanh(wide, 0, 6)});
+  Check("aten.hardtanh.default", {F(wide)}, {ref::Hardtanh(wide, -1, 1)});
+  Check("aten._softmax.default", {F(m1), C(Value::Int(1)), C(Value::Bool(false))},
+        {ref::Softmax(m1, 1)});
+  Check("aten._log_softmax.default", {F(m1), C(Value::Int(-1)), C(Value::Bool(false))},
+        {ref::LogSoftmax(m1, -1)});
+  {
+    std::vector<RefTensor> r = ref::TopK(m1, 2);
+    Check("aten.topk.default", {F(m1), C(Value::Int(2))}, {r[0], r[1]});
+  }
+  Check("aten.argsort.default", {F(m1)}, {ref::ArgSort(m1)});
+  const RefTensor sel = Idx({5}, 3);
+  Check("aten.index_select.default", {F(m1), C(Value::Int(1)), I(sel)},
+        {ref::IndexSelect(m1, 1, sel)});
+  const RefTensor src = Rand({2, 5, 4});
+  Check("aten.index_add.default", {F(m1), C(Value::Int(1)), I(sel), F(src)},
+        {ref::IndexAdd(m1, 1, sel, src)});
+  const RefTensor img = Rand({2, 4, 7, 6}), kern = Rand({6, 2, 3, 3}), cb = Rand({6});
+  Check("aten.convolution.default",
+        {F(img), F(kern), F(cb), C(Ints({2, 1})), C(Ints({1, 1})), C(Ints({1, 2})),
+         C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(2))},
+        {ref::Convolution(img, kern, &cb, {2, 1}, {1, 1}, {1, 2}, 2)});
+  // Depthwise (groups = channels, as mobilenet_v2's 3 x 3 layers), without a bias.
+  const RefTensor dw = Rand({4, 1, 3, 3});
+  Check("aten.convolution.default",
+        {F(img), F(dw), C(Value()), C(Ints({2, 2})), C(Ints({1, 1})), C(Ints({1, 1})),
+         C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(4))},
+        {ref::Convolution(img, dw, nullptr, {2, 2}, {1, 1}, {1, 1}, 4)});
+  const RefTensor bw = Rand({4}), bb = Rand({4});
+  {
+    std::vector<RefTensor> r = ref::NativeBatchNorm(img, &bw, &bb, true, 1e-5);
+    Check("aten.native_batch_norm.default",
+          {F(img), F(bw), F(bb), C(Value()), C(Value()), C(Value::Bool(true)),
+           C(Value::Double(0.1)), C(Value::Double(1e-5))},
+          {r[0], r[1], r[2]});
+  }
+  {
+    std::vector<RefTensor> r = ref::MaxPool2dWithIndices(img, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+    Check("aten.max_pool2d_with_indices.default",
+          {F(img), C(Ints({3, 3})), C(Ints({2, 2})), C(Ints({1, 1})), C(Ints({1, 1})),
+           C(Value::Bool(true))},
+          {r[0], r[1]});
+  }
+  RefTensor logp = ref::LogSoftmax(Rand({5, 4}), 1);
+  RefTensor target = Idx({5}, 4);
+  target.data[2] = -100;  // ignored
+  for (int64_t reduction : {0, 1, 2}) {
+    std::vector<RefTensor> r = ref::NllLossForward(logp, target, nullptr, reduction, -100);
+    Check("aten.nll_loss_forward.default",
+          {F(logp), I(target), C(Value()), C(Value::Int(reduction)), C(Value::Int(-100))},
+          {r[0], reduction == 0 ? std::nullopt : std::optional<RefTensor>(r[1])});
+    Check("aten.mse_loss.default", {F(m1), F(Rand({2, 3, 4})), C(Value::Int(reduction))},
+          {std::nullopt});  // shape and float vs double only; values below
+  }
+  const RefTensor t2 = Rand({2, 3, 4});
+  Check("aten.mse_loss.default", {F(m1), F(t2), C(Value::Int(1))}, {ref::MseLoss(m1, t2, 1)});
+  const RefTensor q = Rand({2, 2, 5, 4}), k = Rand({2, 2, 6, 4}), v = Rand({2, 2, 6, 3});
+  for (bool causal : {false, true}) {
+    std::vector<RefTensor> r = ref::ScaledDotProductFlashAttention(q, k, v, causal);
+    Check("aten._scaled_dot_product_flash_attention.default",
+          {F(q), F(k), F(v), C(Value::Double(0.0)), C(Value::Bool(causal))}, {r[0], r[1]});
+  }
+  // Backward-graph ops with closed forms.
+  Check("aten.sum.dim_IntList", {F(m1), C(Ints({0, 2})), C(Value::Bool(true))},
+        {ref::SumDimIntList(m1, {0, 2}, true)});
+  // The overloads without a dim reduce everything (the exporter's default `sum` loss).
+  Check("aten.sum.default", {F(m1)}, {ref::SumDimIntList(m1, {}, false)});
+  Check("aten.mean.default", {F(m1)}, {ref::MeanDim(m1, {}, false)});
+  Check("aten.div.Scalar", {F(m1), C(Value::Int(3))}, {ref::DivScalar(m1, 3)});
+  Check("aten.mul.Scalar", {F(m1), C(Value::Double(-0.5))}, {ref::MulScalar(m1, -0.5)});
+  const RefTensor p1 = Rand({2, 1, 4});
+  const RefTensor topi = ref::TopK(m1, 2)[1];
+  const RefTensor g2 = Rand({2, 3, 2});
+  Check("aten.scatter.src", {F(ref::NewZeros({2, 3, 4})), C(Value::Int(2)), I(topi), F(g2)},
+        {ref::ScatterSrc(ref::NewZeros({2, 3, 4}), 2, topi, g2)});
+  const RefTensor sg = Rand({2, 2, 4});
+  Check("aten.slice_backward.default",
+        {F(sg), C(Ints({2, 5, 4})), C(Value::Int(1)), C(Value::Int(1)), C(Value::Int(5)),
+         C(Value::Int(2))},
+        {ref::SliceBackward(sg, {2, 5, 4}, 1, 1, 5, 2)});
+  Check("aten.threshold_backward.default", {F(wide), F(ref::Relu(Rand({3, 4}))), C(Value::Int(0))},
+        {std::nullopt});
+  {
+    // On the bounds themselves the gradient is 0 (ATen's rule), inside it passes.
+    RefTensor x = Rand({3, 4}, -2, 8);
+    x.data[0] = 0;
+    x.data[1] = 6;
+    const RefTensor g = Rand({3, 4});
+    Check("aten.hardtanh_backward.default", {F(g), F(x), C(Value::Double(0)), C(Value::Double(6))},
+          {ref::HardtanhBackward(g, x, 0, 6)});
+  }
+  const RefTensor gy = Rand({3, 4}), y = ref::Relu(Rand({3, 4}));
+  Check("aten.threshold_backward.default", {F(gy), F(y), C(Value::Int(0))},
+        {ref::ThresholdBackward(gy, y, 0)});
+  Check("aten.squeeze.dim", {F(p1), C(Value::Int(1))}, {ref::SqueezeDim(p1, 1)});
+}
+
+// Empty batches where the op allows them: the right shapes, nothing read out of bounds.
+TEST(KernelTest, EmptyBatchesGiveEmptyResults) {
+  auto shape = [](const std::string& target, const std::vector<In>& ins, size_t k = 0) {
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> r = RunKernel(target, ins);
+    EXPECT_TRUE(r.ok()) << target << ": " << r.status();
+    return r.ok() && (*r)[k] ? (*r)[k]->shape : std::vector<int64_t>{-1};
+  };
+  const RefTensor e = Rand({0, 4});
+  EXPECT_EQ(shape("aten.add.Tensor", {F(e), F(Rand({4}))}), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(shape("aten.sum.dim_IntList", {F(e), C(Ints({1})), C(Value::Bool(false))}),
+            (std::vector<int64_t>{0}));
+  EXPECT_EQ(shape("aten._softmax.default", {F(e), C(Value::Int(-1)), C(Value::Bool(false))}),
+            (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(shape("aten.native_layer_norm.default",
+                  {F(e), C(Ints({4})), F(Rand({4})), F(Rand({4})), C(Value::Double(1e-5))}, 1),
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(shape("aten.embedding.default", {F(Rand({5, 3})), I(Idx({0}, 5))}),
+            (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(
+      shape("aten.convolution.default", {F(Rand({0, 2, 5, 5})), F(Rand({3, 2, 3, 3})), C(Value()),
+                                         C(Ints({1, 1})), C(Ints({0, 0})), C(Ints({1, 1})),
+                                         C(Value::Bool(false)), C(Ints({0, 0})), C(Value::Int(1))}),
+      (std::vector<int64_t>{0, 3, 3, 3}));
+  EXPECT_EQ(shape("aten._scaled_dot_product_flash_attention.default",
+                  {F(Rand({0, 2, 3, 4})), F(Rand({0, 2, 3, 4})), F(Rand({0, 2, 3, 4}))}),
+            (std::vector<int64_t>{0, 2, 3, 4}));
+  EXPECT_EQ(shape("aten.mm.default", {F(Rand({2, 0})), F(Rand({0, 3}))}),
+            (std::vector<int64_t>{2, 3}));  // an empty inner dimension: zeros
+}
+
+TEST(KernelTest, CatMatchesTheReference) {
+  const RefTensor p1 = Rand({2, 1, 4}), p2 = Rand({2, 3, 4});
+  // Cat's tensors come in a list: built by hand.
+  Graph g;
+  Allocator alloc;
+  const NodeId a = *g.AddNode(Op::kPlaceholder, "a", "a", {}, {});
+  const NodeId b = *g.AddNode(Op::kPlaceholder, "b", "b", {}, {});
+  const NodeId c = *g.AddNode(Op::kCallFunction, "cat", "aten.cat.default",
+                              {Value::List({Value::Ref(a), Value::Ref(b)}), Value::Int(1)}, {});
+  for (bool nc : {false, true}) {
+    absl::flat_hash_map<NodeId, Tensor> t = {{a, Make(alloc, p1, DType::kFloat64, nc)},
+                                             {b, Make(alloc, p2, DType::kFloat64, nc)}};
+    KernelCall call(g.node(c), alloc, [&](NodeId id) { return &t.at(id); });
+    absl::StatusOr<std::vector<Tensor>> r = (*CpuKernels().Find("aten.cat.default"))(call);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectClose(ToRef((*r)[0]), ref::Cat({p1, p2}, 1), 1e-15, "cat");
+  }
+}
+
+// ---- finite differences -------------------------------------------------------------------
+
+// sum(g * forward(inputs)) for the op whose output `out` is differentiated.
+using Forward = std::function<RefTensor(const std::vector<RefTensor>&)>;
+// The analytic gradients wrt each input (nullopt: not differentiated), given the cotangent.
+using Backward = std::function<std::vector<std::optional<RefTensor>>(const std::vector<RefTensor>&,
+                                                                     const RefTensor& g)>;
+
+double Dot(const RefTensor& a, const RefTensor& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) s += a.data[i] * b.data[i];
+  return s;
+}
+
+void CheckFiniteDifferences(const std::string& what, const std::vector<RefTensor>& inputs,
+                            const Forward& forward, const Backward& backward) {
+  SCOPED_TRACE(what);
+  const RefTensor y = forward(inputs);
+  const RefTensor g = Rand(y.shape);
+  const std::vector<std::optional<RefTensor>> grads = backward(inputs, g);
+  ASSERT_EQ(grads.size(), inputs.size());
+  int checked = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!grads[k]) continue;
+    ASSERT_EQ(grads[k]->shape, inputs[k].shape) << "gradient " << k;
+    const int64_t n = static_cast<int64_t>(inputs[k].data.size());
+    for (int s = 0; s < std::min<int64_t>(n, 24); ++s) {
+      const int64_t i = n <= 24 ? s : rng.Below(n);
+      std::vector<RefTensor> plus = inputs, minus = inputs;
+      const double h = 1e-6 * std::max(1.0, std::fabs(inputs[k].data[i]));
+      plus[k].data[i] += h;
+      minus[k].data[i] -= h;
+      const double fd = (Dot(forward(plus), g) - Dot(forward(minus), g)) / (2 * h);
+      const double an = grads[k]->data[i];
+      EXPECT_LE(std::fabs(fd - an), 1e-6 * std::max(std::fabs(fd), std::fabs(an)) + 1e-9)
+          << "input " << k << " element " << i << ": fd " << fd << " analytic " << an;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The kernel's result `index` (double, contiguous), failing the test on an error.
+RefTensor Out(const std::string& target, const std::vector<In>& ins, size_t index = 0,
+              ValueDict kwargs = {}) {
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel(target, ins, std::move(kwargs));
+  EXPECT_TRUE(r.ok()) << target << ": " << r.status();
+  if (!r.ok() || r->size() <= index || !(*r)[index]) return RefTensor{};
+  return *(*r)[index];
+}
+std::vector<std::optional<RefTensor>> Outs(const std::string& target, const std::vector<In>& ins,
+                                           ValueDict kwargs = {}) {
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel(target, ins, std::move(kwargs));
+  EXPECT_TRUE(r.ok()) << target << ": " << r.status();
+  return r.ok() ? *r : std::vector<std::optional<RefTensor>>{};
+}
+
+TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
+  for (const char* approx : {"none", "tanh"}) {
+    ValueDict kw = {{"approximate", Value::String(approx)}};
+    CheckFiniteDifferences(
+        absl::StrCat("gelu ", approx), {Rand({3, 1, 4}, -3, 3)},
+        [&](const std::vector<RefTensor>& x) { return Out("aten.gelu.default", {F(x[0])}, 0, kw); },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten.gelu_backward.default", {F(g), F(x[0])}, 0, kw)};
+        });
+  }
+  CheckFiniteDifferences(
+      "silu", {Rand({5}, -3, 3)},
+      [](const std::vector<RefTensor>& x) { return Out("aten.silu.default", {F(x[0])}); },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.silu_backward.default", {F(g), F(x[0])})};
+      });
+  {
+    RefTensor x = Rand({4, 3}, 0.2, 5.8);  // away from ReLU6's kinks at 0 and 6
+    x.data[0] = -1;
+    x.data[1] = 7;
+    CheckFiniteDifferences(
+        "hardtanh", {x},
+        [](const std::vector<RefTensor>& x) {
+          return Out("aten.hardtanh.default", {F(x[0]), C(Value::Double(0)), C(Value::Double(6))});
+        },
+        [](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten.hardtanh_backward.default",
+                  {F(g), F(x[0]), C(Value::Double(0)), C(Value::Double(6))})};
+        });
+  }
+  RefTensor away = Rand({4, 3}, 0.1, 1);  // away from relu's kink
+  for (size_t i = 0; i < away.data.size(); i += 2) away.data[i] = -away.data[i];
+  CheckFiniteDifferences(
+      "relu", {away},
+      [](const std::vector<RefTensor>& x) { return Out("aten.relu.default", {F(x[0])}); },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        const RefTensor y = Out("aten.relu.default", {F(x[0])});
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.threshold_backward.default", {F(g), F(y), C(Value::Int(0))})};
+      });
+  for (bool log : {false, true}) {
+    const std::string fwd = log ? "aten._log_softmax.default" : "aten._softmax.default";
+    const std::string bwd =
+        log ? "aten._log_softmax_backward_data.default" : "aten._softmax_backward_data.default";
+    CheckFiniteDifferences(
+        fwd, {Rand({2, 1, 5})},
+        [&](const std::vector<RefTensor>& x) {
+          return Out(fwd, {F(x[0]), C(Value::Int(-1)), C(Value::Bool(false))});
+        },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          const RefTensor y = Out(fwd, {F(x[0]), C(Value::Int(-1)), C(Value::Bool(false))});
+          return std::vector<std::optional<RefTensor>>{
+              Out(bwd, {F(g), F(y), C(Value::Int(-1)), C(Value::String("torch.float64"))})};
+        });
+  }
+}
+
+TEST(KernelTest, NormBackwardsMatchFiniteDifferences) {
+  CheckFiniteDifferences(
+      "layer norm", {Rand({2, 3, 4}), Rand({4}), Rand({4})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.native_layer_norm.default",
+                   {F(x[0]), C(Ints({4})), F(x[1]), F(x[2]), C(Value::Double(1e-5))});
+      },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        std::vector<std::optional<RefTensor>> f =
+            Outs("aten.native_layer_norm.default",
+                 {F(x[0]), C(Ints({4})), F(x[1]), F(x[2]), C(Value::Double(1e-5))});
+        return Outs("aten.native_layer_norm_backward.default",
+                    {F(g), F(x[0]), C(Ints({4})), F(*f[1]), F(*f[2]), F(x[1]), F(x[2]),
+                     C(Bools({true, true, true}))});
+      });
+  CheckFiniteDifferences(
+      "batch norm", {Rand({3, 2, 2, 3}), Rand({2}), Rand({2})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.native_batch_norm.default",
+                   {F(x[0]), F(x[1]), F(x[2]), C(Value()), C(Value()), C(Value::Bool(true)),
+                    C(Value::Double(0.1)), C(Value::Double(1e-5))});
+      },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        std::vector<std::optional<RefTensor>> f =
+            Outs("aten.native_batch_norm.default",
+                 {F(x[0]), F(x[1]), F(x[2]), C(Value()), C(Value()), C(Value::Bool(true)),
+                  C(Value::Double(0.1)), C(Value::Double(1e-5))});
+        return Outs("aten.native_batch_norm_backward.default",
+                    {F(g), F(x[0]), F(x[1]), C(Value()), C(Value()), F(*f[1]), F(*f[2]),
+                     C(Value::Bool(true)), C(Value::Double(1e-5)), C(Bools({true, true, true}))});
+      });
+}
+
+TEST(KernelTest, ConvolutionAndPoolingBackwardsMatchFiniteDifferences) {
+  struct Geometry {
+    std::vector<int64_t> stride, padding, dilation;
+    int64_t groups;
+  };
+  for (const Geometry& geo :
+       {Geometry{{1, 1}, {0, 0}, {1, 1}, 1}, Geometry{{2, 1}, {1, 2}, {1, 2}, 2},
+        Geometry{{2, 2}, {1, 1}, {1, 1}, 4}}) {  // the last depthwise
+    auto conv_args = [&](const std::vector<RefTensor>& x) {
+      return std::vector<In>{F(x[0]),
+                             F(x[1]),
+                             F(x[2]),
+                             C(Ints(geo.stride)),
+                             C(Ints(geo.padding)),
+                             C(Ints(geo.dilation)),
+                             C(Value::Bool(false)),
+                             C(Ints({0, 0})),
+                             C(Value::Int(geo.groups))};
+    };
+    CheckFiniteDifferences(
+        absl::StrCat("convolution, groups ", geo.groups),
+        {Rand({2, 4, 5, 6}), Rand({4, 4 / geo.groups, 3, 2}), Rand({4})},
+        [&](const std::vector<RefTensor>& x) {
+          return Out("aten.convolution.default", conv_args(x));
+        },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return Outs("aten.convolution_backward.default",
+                      {F(g), F(x[0]), F(x[1]), C(Ints({4})), C(Ints(geo.stride)),
+                       C(Ints(geo.padding)), C(Ints(geo.dilation)), C(Value::Bool(false)),
+                       C(Ints({0, 0})), C(Value::Int(geo.groups)), C(Bools({true, true, true}))});
+        });
+  }
+  auto pool_args = [](const RefTensor& x) {
+    return std::vector<In>{F(x),
+                           C(Ints({3, 3})),
+                           C(Ints({2, 2})),
+                           C(Ints({1, 1})),
+                           C(Ints({1, 1})),
+                           C(Value::Bool(false))};
+  };
+  CheckFiniteDifferences(
+      "max pool", {Rand({1, 2, 6, 5})},
+      [&](const std::vector<RefTensor>& x) {
+        return Out("aten.max_pool2d_with_indices.default", pool_args(x[0]));
+      },
+      [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+        const RefTensor idx = Out("aten.max_pool2d_with_indices.default", pool_args(x[0]), 1);
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.max_pool2d_with_indices_backward.default",
+                {F(g), F(x[0]), C(Ints({3, 3})), C(Ints({2, 2})), C(Ints({1, 1})), C(Ints({1, 1})),
+                 C(Value::Bool(false)), I(idx)})};
+      });
+}
+
+TEST(KernelTest, AttentionBackwardMatchesFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    auto args = [&](const std::vector<RefTensor>& x) {
+      return std::vector<In>{F(x[0]), F(x[1]), F(x[2]), C(Value::Double(0.0)),
+                             C(Value::Bool(causal))};
+    };
+    CheckFiniteDifferences(
+        absl::StrCat("attention, causal ", causal),
+        {Rand({1, 2, 4, 3}), Rand({1, 2, 4, 3}), Rand({1, 2, 4, 2})},
+        [&](const std::vector<RefTensor>& x) {
+          return Out("aten._scaled_dot_product_flash_attention.default", args(x));
+        },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          std::vector<std::optional<RefTensor>> f =
+              Outs("aten._scaled_dot_product_flash_attention.default", args(x));
+          return Outs(
+              "aten._scaled_dot_product_flash_attention_backward.default",
+              {F(g), F(x[0]), F(x[1]), F(x[2]), F(*f[0]), F(*f[1]), C(Value()), C(Value()),
+               C(Value::Int(4)), C(Value::Int(4)), C(Value::Double(0.0)), C(Value::Bool(causal))});
+        });
+  }
+}
+
+TEST(KernelTest, LossBackwardsMatchFiniteDifferences) {
+  RefTensor target = Idx({5}, 4);
+  target.data[1] = -100;
+  for (int64_t reduction : {0, 1, 2}) {
+    auto args = [&](const RefTensor& x) {
+      return std::vector<In>{F(x), I(target), C(Value()), C(Value::Int(reduction)),
+                             C(Value::Int(-100))};
+    };
+    CheckFiniteDifferences(
+        absl::StrCat("nll loss, reduction ", reduction), {Rand({5, 4})},
+        [&](const std::vector<RefTensor>& x) {
+          return Out("aten.nll_loss_forward.default", args(x[0]));
+        },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          const RefTensor total = Out("aten.nll_loss_forward.default", args(x[0]), 1);
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten.nll_loss_backward.default",
+                  {F(g), F(x[0]), I(target), C(Value()), C(Value::Int(reduction)),
+                   C(Value::Int(-100)), F(total)})};
+        });
+    CheckFiniteDifferences(
+        absl::StrCat("mse loss, reduction ", reduction), {Rand({3, 1, 2}), Rand({3, 1, 2})},
+        [&](const std::vector<RefTensor>& x) {
+          return Out("aten.mse_loss.default", {F(x[0]), F(x[1]), C(Value::Int(reduction))});
+        },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten.mse_loss_backward.default",
+                  {F(g), F(x[0]), F(x[1]), C(Value::Int(reduction))}),
+              std::nullopt};
+        });
+  }
+}
+
+// The backward-graph ops that are adjoints of forward ones: each checked as the gradient of
+// its forward partner.
+TEST(KernelTest, AdjointOpsMatchFiniteDifferences) {
+  CheckFiniteDifferences(
+      "mm", {Rand({3, 4}), Rand({4, 1})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.mm.default", {F(x[0]), F(x[1])});
+      },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        const RefTensor bt = Out("aten.t.default", {F(x[1])});
+        const RefTensor at = Out("aten.t.default", {F(x[0])});
+        return std::vector<std::optional<RefTensor>>{Out("aten.mm.default", {F(g), F(bt)}),
+                                                     Out("aten.mm.default", {F(at), F(g)})};
+      });
+  const RefTensor w = Rand({6, 3});
+  const RefTensor ids = Idx({2, 5}, 6);
+  CheckFiniteDifferences(
+      "embedding", {w},
+      [&](const std::vector<RefTensor>& x) {
+        return Out("aten.embedding.default", {F(x[0]), I(ids)});
+      },
+      [&](const std::vector<RefTensor>&, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.embedding_dense_backward.default",
+                {F(g), I(ids), C(Value::Int(6)), C(Value::Int(-1)), C(Value::Bool(false))})};
+      });
+  CheckFiniteDifferences(
+      "expand -> sum", {Rand({3, 1})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.clone.default",
+                   {F(Out("aten.expand.default", {F(x[0]), C(Ints({2, 3, 4}))}))});
+      },
+      [](const std::vector<RefTensor>&, const RefTensor& g) {
+        const RefTensor s =
+            Out("aten.sum.dim_IntList", {F(g), C(Ints({0, 2})), C(Value::Bool(true))});
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.view.default", {F(s), C(Ints({3, 1}))})};
+      });
+  const RefTensor sel = Idx({4}, 5);
+  CheckFiniteDifferences(
+      "index_select -> index_add", {Rand({5, 2})},
+      [&](const std::vector<RefTensor>& x) {
+        return Out("aten.index_select.default", {F(x[0]), C(Value::Int(0)), I(sel)});
+      },
+      [&](const std::vector<RefTensor>&, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{Out(
+            "aten.index_add.default", {F(ref::NewZeros({5, 2})), C(Value::Int(0)), I(sel), F(g)})};
+      });
+  CheckFiniteDifferences(
+      "topk -> scatter", {Rand({3, 5})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.topk.default", {F(x[0]), C(Value::Int(2))});
+      },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        const RefTensor idx = Out("aten.topk.default", {F(x[0]), C(Value::Int(2))}, 1);
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.scatter.src", {F(ref::NewZeros({3, 5})), C(Value::Int(-1)), I(idx), F(g)})};
+      });
+  CheckFiniteDifferences(
+      "slice -> slice_backward", {Rand({2, 7})},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.clone.default",
+                   {F(Out("aten.slice.Tensor", {F(x[0]), C(Value::Int(1)), C(Value::Int(1)),
+                                                C(Value::Int(6)), C(Value::Int(2))}))});
+      },
+      [](const std::vector<RefTensor>&, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{Out(
+            "aten.slice_backward.default", {F(g), C(Ints({2, 7})), C(Value::Int(1)),
+                                            C(Value::Int(1)), C(Value::Int(6)), C(Value::Int(2))})};
+      });
+  CheckFiniteDifferences(
+      "pow and rsqrt", {Rand({4}, 0.5, 2)},
+      [](const std::vector<RefTensor>& x) {
+        return Out("aten.rsqrt.default",
+                   {F(Out("aten.pow.Tensor_Scalar", {F(x[0]), C(Value::Int(2))}))});
+      },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        // d rsqrt(u) = -0.5 u^-1.5; d x^2 = 2x (docs/ops.md's formulas, as graphs emit them).
+        const RefTensor u = Out("aten.pow.Tensor_Scalar", {F(x[0]), C(Value::Int(2))});
+        const RefTensor y = Out("aten.rsqrt.default", {F(u)});
+        const RefTensor y3 = Out("aten.pow.Tensor_Scalar", {F(y), C(Value::Int(3))});
+        const RefTensor du = Out(
+            "aten.mul.Tensor", {F(g), F(Out("aten.mul.Scalar", {F(y3), C(Value::Double(-0.5))}))});
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.mul.Tensor",
+                {F(du), F(Out("aten.mul.Scalar", {F(x[0]), C(Value::Double(2.0))}))})};
+      });
+}
+
+TEST(KernelTest, ViewsShareStorageAndFollowPyTorchsStrideRules) {
+  Graph g;
+  Allocator alloc;
+  const NodeId p = *g.AddNode(Op::kPlaceholder, "p", "p", {}, {});
+  Tensor x = *Tensor::Empty(alloc, DType::kFloat32, {2, 3, 4});
+  Tensor xt = *x.Transpose(0, 1);  // [3, 2, 4], strides [4, 12, 1]
+  auto run = [&](const Tensor& in, const std::string& target,
+                 std::vector<Value> args) -> absl::StatusOr<std::vector<Tensor>> {
+    Graph h = g;
+    args.insert(args.begin(), Value::Ref(p));
+    const NodeId c = *h.AddNode(Op::kCallFunction, "v", target, args, {});
+    KernelCall call(h.node(c), alloc, [&](NodeId) { return &in; });
+    return (*CpuKernels().Find(target))(call);
+  };
+  const int64_t before = alloc.live(Pool::kValues);
+  for (const auto& [target, args] : std::vector<std::pair<std::string, std::vector<Value>>>{
+           {"aten.view.default", {Ints({3, 2, 2, 2})}},  // splits the contiguous last dim
+           {"aten.transpose.int", {Value::Int(0), Value::Int(2)}},
+           {"aten.unsqueeze.default", {Value::Int(1)}},
+           {"aten.expand.default", {Ints({5, 3, 2, 4})}},
+           {"aten.slice.Tensor", {Value::Int(2), Value::Int(1), Value::Int(3)}},
+           {"aten.split.Tensor", {Value::Int(2), Value::Int(2)}}}) {
+    absl::StatusOr<std::vector<Tensor>> r = run(xt, target, args);
+    ASSERT_TRUE(r.ok()) << target << ": " << r.status();
+    for (const Tensor& t : *r) EXPECT_TRUE(t.SharesStorageWith(x)) << target;
+  }
+  EXPECT_EQ(alloc.live(Pool::kValues), before);
+  // A view that would need a copy fails as in PyTorch; reshape copies.
+  absl::StatusOr<std::vector<Tensor>> bad = run(xt, "aten.view.default", {Ints({24})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("non-contiguous"));
+  absl::StatusOr<std::vector<Tensor>> copy = run(xt, "aten.reshape.default", {Ints({24})});
+  ASSERT_TRUE(copy.ok());
+  EXPECT_FALSE((*copy)[0].SharesStorageWith(x));
+}
+
+TEST(KernelTest, BadArgumentsAreErrorsNamingTheNode) {
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel("aten.mm.default", {F(Rand({2, 3})), F(Rand({4, 2}))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("node 'op' (aten.mm.default)"));
+  r = RunKernel("aten.embedding.default", {F(Rand({3, 2})), I(Idx({2}, 9))});
+  ASSERT_FALSE(r.ok());
+  r = RunKernel("aten.embedding.default", {F(Rand({3, 2})), I(ref::Make({1}, {5}))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("out of range"));
+  r = RunKernel("aten.gelu.default", {F(Rand({2})), C(Value::String("exact"))});
+  ASSERT_FALSE(r.ok());
+  r = RunKernel("aten.relu.default", {I(Idx({2}, 3))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("int64"));
+  // A dimension named twice (0 and -2 of a matrix): ATen refuses; it once summed once.
+  r = RunKernel("aten.sum.dim_IntList", {F(Rand({2, 3})), C(Ints({0, -2})), C(Value::Bool(false))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("appears more than once"));
+  // A reduction outside ATen's enum (0 none, 1 mean, 2 sum): ATen refuses; it once summed.
+  for (int64_t reduction : {3, -1}) {
+    r = RunKernel("aten.mse_loss.default",
+                  {F(Rand({2, 3})), F(Rand({2, 3})), C(Value::Int(reduction))});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'reduction' is"));
+  }
+  r = RunKernel("aten.nll_loss_forward.default", {F(Rand({2, 3})), I(Idx({2}, 3)), C(Value()),
+                                                  C(Value::Int(7)), C(Value::Int(-100))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'reduction' is 7"));
+  // arange with a negative end: ATen refuses; it once gave an empty tensor. End 0 is empty.
+  r = RunKernel("aten.arange.default", {C(Value::Int(-3))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("argument 'end' is -3"));
+  r = RunKernel("aten.arange.default", {C(Value::Int(0))});
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// What a review found: inputs that read out of bounds or differ from PyTorch before.
+TEST(KernelTest, EdgeCasesAreErrorsOrPyTorchsAnswer) {
+  const RefTensor scalar = ref::Make({}, {1.5});
+  EXPECT_FALSE(RunKernel("aten.index_select.default",
+                         {F(scalar), C(Value::Int(0)), I(ref::Make({2}, {0, 0}))})
+                   .ok());
+  EXPECT_FALSE(RunKernel("aten.split.Tensor", {F(scalar), C(Value::Int(1))}).ok());
+  EXPECT_FALSE(RunKernel("aten.slice.Tensor",
+                         {F(scalar), C(Value::Int(0)), C(Value::Int(0)), C(Value::Int(1))})
+                   .ok());
+  EXPECT_FALSE(
+      RunKernel("aten.view.default", {F(Rand({2})), C(Ints({3, 6148914691236517206}))}).ok());
+  EXPECT_FALSE(RunKernel("aten.convolution.default",
+                         {F(Rand({1, 1, 4, 4})), F(Rand({1, 1, 5, 5})), C(Value()), C(Ints({2, 2})),
+                          C(Ints({0, 0})), C(Ints({1, 1})), C(Value::Bool(false)), C(Ints({0, 0})),
+                          C(Value::Int(1))})
+                   .ok());
+  EXPECT_FALSE(RunKernel("aten.max_pool2d_with_indices.default",
+                         {F(Rand({1, 1, 2, 2})), C(Ints({3, 3})), C(Ints({2, 2})), C(Ints({0, 0}))})
+                   .ok());
+  // relu keeps NaN; add.Scalar takes alpha; topk ranks NaN above every number.
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel("aten.relu.default", {F(ref::Make({2}, {NAN, -1}))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isnan((*r)[0]->data[0]));
+  r = RunKernel("aten.hardtanh.default",
+                {F(ref::Make({2}, {NAN, 9})), C(Value::Double(0)), C(Value::Double(6))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isnan((*r)[0]->data[0]));
+  EXPECT_EQ((*r)[0]->data[1], 6);
+  EXPECT_FALSE(RunKernel("aten.hardtanh.default",
+                         {F(ref::Make({1}, {1})), C(Value::Double(6)), C(Value::Double(0))})
+                   .ok());
+  r = RunKernel("aten.add.Scalar", {F(ref::Make({1}, {1})), C(Value::Int(1)), C(Value::Int(2))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0]->data[0], 3);
+  r = RunKernel("aten.topk.default", {F(ref::Make({4}, {1, NAN, 3, 2})), C(Value::Int(2))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[1]->data, (std::vector<double>{1, 2}));
+}
+
+// The ops torch 1.13's exported graphs add (docs/interop.md): bmm against per-batch
+// products, triu, _reshape_alias as a strided view, div.Tensor with a broadcast divisor.
+TEST(KernelTest, OpsOfExportedGraphs) {
+  const RefTensor a = Rand({2, 3, 4}), b = Rand({2, 4, 5});
+  RefTensor want;
+  want.shape = {2, 3, 5};
+  for (int64_t i = 0; i < 2; ++i) {
+    RefTensor ai, bi;
+    ai.shape = {3, 4};
+    bi.shape = {4, 5};
+    ai.data.assign(a.data.begin() + i * 12, a.data.begin() + (i + 1) * 12);
+    bi.data.assign(b.data.begin() + i * 20, b.data.begin() + (i + 1) * 20);
+    const RefTensor p = ref::Mm(ai, bi);
+    want.data.insert(want.data.end(), p.data.begin(), p.data.end());
+  }
+  Check("aten.bmm.default", {F(a), F(b)}, {want});
+  const RefTensor sq = Rand({2, 3, 3});
+  RefTensor upper = sq;
+  for (int64_t i = 0; i < upper.data.size(); ++i) {
+    if ((i % 3) - (i / 3) % 3 < 1) upper.data[i] = 0;  // diagonal 1: strictly above
+  }
+  Check("aten.triu.default", {F(sq), C(Value::Int(1))}, {upper});
+  RefTensor flat = a;
+  flat.shape = {6, 4};
+  // Its strides are absolute (as_strided's): exported graphs use it on contiguous inputs only.
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> viewed =
+      RunKernel("aten._reshape_alias.default", {F(a), C(Ints({6, 4})), C(Ints({4, 1}))});
+  ASSERT_TRUE(viewed.ok()) << viewed.status();
+  ExpectClose(*(*viewed)[0], flat, 0, "_reshape_alias");
+  const RefTensor s0 = ref::Make({}, {2.5});
+  Check("aten.div.Tensor", {F(a), F(s0)}, {ref::DivScalar(a, 2.5)});
+}
+
+TEST(KernelTest, EveryOpOfTheOpsTableHasAKernel) {
+  // Every ATen target docs/ops.md names (its tables are the contract).
+  std::ifstream in("docs/ops.md");
+  ASSERT_TRUE(in) << "docs/ops.md is missing from the runfiles";
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int found = 0;
+  for (size_t at = doc.find("`aten."); at != std::string::npos; at = doc.find("`aten.", at + 1)) {
+    size_t end = at + 1;
+    while (end < doc.size() && (std::isalnum(static_cast<unsigned char>(doc[end])) ||
+                                doc[end] == '_' || doc[end] == '.')) {
+      ++end;
+    }
+    const std::string target = doc.substr(at + 1, end - at - 1);
+    if (std::count(target.begin(), target.end(), '.') != 2) continue;  // prose, not a target
+    EXPECT_NE(CpuKernels().Find(target), nullptr) << target;
+    ++found;
+  }
+  EXPECT_GE(found, 59);
+}
+
+TEST(KernelTest, SixteenBitFloatsRoundToNearestEven) {
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.00390625f)), 1.0f);       // a tie: to even
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.01171875f)), 1.015625f);  // a tie: to even (up)
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(65520.0f))));
+  EXPECT_EQ(HalfToFloat(FloatToHalf(5.960464477539063e-08f)), 5.960464477539063e-08f);  // subnormal
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 1.0f / 2048)), 1.0f);  // a tie: to even
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
+}
+
+}  // namespace
+}  // namespace overlap

@@ -1,0 +1,137 @@
+#include "runtime/kernels/kernel_util.h"
+
+#include <algorithm>
+
+namespace overlap {
+namespace kernels {
+
+absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);  // a scalar accepts 0 and -1
+  if (d < -n || d >= n) {
+    return c.Error(absl::StrCat("dimension ", d, " out of range for ", ndim, " dimensions"));
+  }
+  return d < 0 ? d + n : d;
+}
+
+void CopyElements(const Tensor& src, Tensor& dst) {
+  const int64_t size = DTypeSize(src.dtype());
+  if (src.numel() == 0) return;
+  const std::byte* s = src.storage()->data() + src.offset() * size;
+  std::byte* d = dst.storage()->data() + dst.offset() * size;
+  if (src.IsContiguous() && dst.IsContiguous()) {
+    std::memcpy(d, s, src.nbytes());
+    return;
+  }
+  ForEach2(src.shape(), src.strides(), dst.strides(),
+           [&](int64_t os, int64_t od) { std::memcpy(d + od * size, s + os * size, size); });
+}
+
+absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t) {
+  if (t.IsContiguous()) return t;
+  absl::StatusOr<Tensor> out = c.NewScratch(t.dtype(), t.shape());
+  if (!out.ok()) return out.status();
+  CopyElements(t, *out);
+  return out;
+}
+
+absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t) {
+  absl::StatusOr<Tensor> out = c.NewOutput(t.dtype(), t.shape());
+  if (!out.ok()) return out.status();
+  if (DeviceMemory* d = c.allocator().device(); d != nullptr) {
+    absl::Status s = d->Copy(t, *out);  // on a device: its copy kernel
+    if (!s.ok()) return s;
+    return out;
+  }
+  CopyElements(t, *out);
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> BroadcastShape(const KernelCall& c,
+                                                    const std::vector<int64_t>& a,
+                                                    const std::vector<int64_t>& b) {
+  std::optional<std::vector<int64_t>> out = BroadcastShapes(a, b);
+  if (!out) {
+    return c.Error(absl::StrCat("shapes [", absl::StrJoin(a, ", "), "] and [",
+                                absl::StrJoin(b, ", "), "] do not broadcast"));
+  }
+  return *std::move(out);
+}
+
+std::vector<int64_t> BroadcastStrides(const Tensor& t, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 0);
+  const size_t lead = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    s[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return s;
+}
+
+int64_t Prod(const std::vector<int64_t>& shape, int64_t begin, int64_t end) {
+  int64_t p = 1;
+  for (int64_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
+Around Split3(const std::vector<int64_t>& shape, int64_t dim) {
+  if (shape.empty()) return {1, 1, 1};
+  return {Prod(shape, 0, dim), shape[dim],
+          Prod(shape, dim + 1, static_cast<int64_t>(shape.size()))};
+}
+
+absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what) {
+  if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) {
+    return c.Error(absl::StrCat(what, " should be an int64 tensor, got ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotScalar(const KernelCall& c, const Tensor& t, absl::string_view what) {
+  if (t.dim() == 0) return c.Error(absl::StrCat(what, " should have a dimension, got a scalar"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckDType(const KernelCall& c, const Tensor& t, DType d, absl::string_view what) {
+  if (t.dtype() != d) {
+    return c.Error(absl::StrCat(what, " is ", t.DebugString(), ", expected ", DTypeName(d)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims) {
+    if (d > 2147483647) return c.Error("a matrix dimension exceeds BLAS's 32-bit integers");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst) {
+  DeviceMemory* device = c.allocator().device();
+  if (device != nullptr && (src.device() != Device::kCpu || dst.device() != Device::kCpu)) {
+    return device->Copy(src, dst);
+  }
+  CopyElements(src, dst);
+  return absl::OkStatus();
+}
+
+absl::Status RunNn(const KernelCall& c, NnArgs a, absl::string_view what) {
+  int64_t error[3] = {0, 0, 0};
+  a.error = error;
+  a.tag = 1;
+  NnRunOnHost(a);
+  if (error[0] != 0) {
+    return c.Error(absl::StrCat(what, " ", error[1], " out of range [0, ", error[2], ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
+                       absl::string_view what) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
+    return c.Error(absl::StrCat(what, ": ", a.DebugString(), " and ", b.DebugString(),
+                                " should have one shape and dtype"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kernels
+}  // namespace overlap

@@ -1,0 +1,134 @@
+// Helpers shared by the CPU kernel files (internal): dtype dispatch, contiguous copies,
+// broadcasting and strided loops.
+#ifndef OVERLAP_RUNTIME_KERNELS_KERNEL_UTIL_H_
+#define OVERLAP_RUNTIME_KERNELS_KERNEL_UTIL_H_
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/core/tensor.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/nn_ops.h"
+
+namespace overlap {
+namespace kernels {
+
+// Calls fn(T{}) with T = float or double for `d`; an error naming the node otherwise
+// (16-bit floats reach kernels as float32: the interpreter converts them).
+template <typename F>
+auto DispatchFloat(const KernelCall& c, DType d, F&& fn) -> decltype(fn(float{})) {
+  if (d == DType::kFloat32) return fn(float{});
+  if (d == DType::kFloat64) return fn(double{});
+  return c.Error(absl::StrCat("no kernel for dtype ", DTypeName(d), " (float32 and float64 only)"));
+}
+
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kFloat64;
+}
+
+// A dimension index wrapped into [0, ndim); an error naming the node when out of range.
+absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim);
+
+// Copies src's elements into dst (same shape and dtype, any strides). O(numel).
+void CopyElements(const Tensor& src, Tensor& dst);
+
+// dst's elements become src's (equal shapes and dtypes), on the call's device when its
+// tensors live on one (the device's copy kernel), else on the host: what lets a kernel that
+// only moves elements (cat, slice_backward) run on every backend as it is. O(numel).
+absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst);
+
+// `t` itself when contiguous, else a contiguous copy in scratch.
+absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t);
+// A new contiguous result holding `t`'s elements.
+absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t);
+
+// Visits every index of `shape` in row-major order, calling fn(offset_a, offset_b) with the
+// storage offsets (relative to each tensor's first element) under strides `sa` and `sb`.
+template <typename F>
+void ForEach2(const std::vector<int64_t>& shape, const std::vector<int64_t>& sa,
+              const std::vector<int64_t>& sb, F&& fn) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  for (int64_t d : shape) {
+    if (d == 0) return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t oa = 0, ob = 0;
+  while (true) {
+    fn(oa, ob);
+    int64_t d = nd - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        oa += sa[d];
+        ob += sb[d];
+        break;
+      }
+      oa -= sa[d] * (shape[d] - 1);
+      ob -= sb[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// The broadcast shape of two shapes (NumPy rules); an error naming the node otherwise.
+absl::StatusOr<std::vector<int64_t>> BroadcastShape(const KernelCall& c,
+                                                    const std::vector<int64_t>& a,
+                                                    const std::vector<int64_t>& b);
+// Strides that read `t` broadcast to `shape` (zero strides on broadcast dimensions).
+std::vector<int64_t> BroadcastStrides(const Tensor& t, const std::vector<int64_t>& shape);
+
+// The product of shape[begin, end).
+int64_t Prod(const std::vector<int64_t>& shape, int64_t begin, int64_t end);
+
+// A contiguous tensor of `shape` seen as [outer, n, inner] around dimension `dim` (already
+// wrapped); a scalar is [1, 1, 1].
+struct Around {
+  int64_t outer, n, inner;
+};
+Around Split3(const std::vector<int64_t>& shape, int64_t dim);
+
+// One result as a kernel's return value.
+inline absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> t) {
+  if (!t.ok()) return t.status();
+  return std::vector<Tensor>{*std::move(t)};
+}
+
+// Reads an integer tensor's element (int64 or int32) at flat contiguous index i.
+inline int64_t IndexAt(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+}
+// The address of `t`'s first element (any dtype; NnArgs::index, raw row copies).
+inline std::byte* Bytes(const Tensor& t) {
+  return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
+}
+// Fails unless `t` is an int64 or int32 tensor.
+absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what);
+// Fails unless `t` has at least one dimension (ops PyTorch refuses on scalars).
+absl::Status CheckNotScalar(const KernelCall& c, const Tensor& t, absl::string_view what);
+// Fails unless `t` has dtype `d`.
+absl::Status CheckDType(const KernelCall& c, const Tensor& t, DType d, absl::string_view what);
+// Fails when a GEMM dimension exceeds what BLAS's 32-bit integers hold.
+absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> dims);
+// Fails unless a and b have the same dtype and shape.
+absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
+                       absl::string_view what);
+
+// Runs every unit of `a` (nn_ops.h) on the host; a bad index it met is an error naming the
+// node: "<what> <index> out of range [0, <bound>)". O(the op's work).
+absl::Status RunNn(const KernelCall& c, NnArgs a, absl::string_view what);
+
+}  // namespace kernels
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_KERNELS_KERNEL_UTIL_H_

@@ -1,0 +1,480 @@
+// The formulas of the nn kernels that are neither elementwise nor plain reductions (layer
+// and batch norm, max pooling, the losses, embedding's backward, attention's softmax rows),
+// once, for every backend: the CPU kernels (kernels/nn.cc, kernels/index.cc), the CUDA
+// backend's nn kernel (runtime/cuda/device_kernels.cu, one thread per unit) and the
+// emulated device all run NnUnit(args, u) for every unit u < NnUnits(args), so they agree
+// to the last bit but for their math libraries (exp, sqrt).
+//
+// A unit is the work one device thread does alone: a row, a column, a channel, a plane or
+// one output element, chosen so that no two units write the same element and every sum is
+// taken in one fixed order (deterministic, no atomics). Sums accumulate in double whatever
+// T is (float or double).
+//
+// Indices read from tensors (pooling indices, targets, embedding rows) are checked: a bad
+// one is recorded in `error` ([0] tag, [1] the index, [2] the bound; the first writer wins)
+// and its unit skips it, since a device kernel cannot return an error; the caller turns a
+// recorded one into a Status (the CPU kernels at once, the CUDA device at the step's end).
+// Header-only; host and device code.
+#ifndef OVERLAP_RUNTIME_KERNELS_NN_OPS_H_
+#define OVERLAP_RUNTIME_KERNELS_NN_OPS_H_
+
+#include <cmath>
+#include <cstdint>
+
+// Relative: nvcc compiles this header with no workspace include path.
+#include "elementwise_ops.h"  // OVERLAP_HOST_DEVICE
+
+namespace overlap {
+
+enum class NnOp : int32_t {
+  // Units: rows (rows of cols). x, w?, b? -> out, out2 = mean [rows], out3 = rstd [rows].
+  kLayerNorm,
+  // Units: rows. g, x, w?, mean, var = rstd -> out = grad of x.
+  kLayerNormBackward,
+  // Units: cols. g, x, mean, var = rstd (rows of cols) -> out2 = grad of w?, out3 = of b?.
+  kLayerNormParamBackward,
+  // Units: channels of [batch, channels, inner]. x, w?, b?; flag 1 (training): batch
+  // statistics -> out, out2 = mean, out3 = invstd; flag 0: running mean and var (mean,
+  // var) -> out.
+  kBatchNorm,
+  // Units: channels. g, x, w?, mean, var (flag 1: the saved invstd; flag 0: the running
+  // variance) -> out = grad of x?, out2 = grad of w?, out3 = grad of b?.
+  kBatchNormBackward,
+  // Units: planes * pool.ho * pool.wo outputs. x [planes, h, w] -> out, out2 = int64
+  // indices into each plane (ATen's rule: the last NaN, else the first maximum).
+  kMaxPool,
+  // Units: planes. g [planes, ho, wo], index -> out [planes, h, w] (zeroed, then each
+  // output's gradient added at its index, in output order).
+  kMaxPoolBackward,
+  // One unit. x [rows, cols] log-probabilities, index = targets [rows], w? [cols]; flag =
+  // reduction (0 none, 1 mean, 2 sum), ignore -> out (loss: [rows] for none, else one),
+  // out2 = total weight (one).
+  kNllLoss,
+  // Units: rows. g (one, or [rows] for none), index, w?, mean = total weight; flag, ignore
+  // -> out [rows, cols] (each row zeroed, then its target's gradient).
+  kNllLossBackward,
+  // One unit (flag 1 mean, 2 sum), or units: rows elements (flag 0, none). x, b = target
+  // (rows elements) -> out.
+  kMseLoss,
+  // Units: rows elements. g (one, or per element for none), x, b = target; flag -> out.
+  kMseLossBackward,
+  // Units: rows indices. w [cols2, cols] (table), index -> out [rows, cols].
+  kEmbedding,
+  // Units: cols. g [rows, cols], index [rows]; ignore = padding_idx -> out [cols2, cols]
+  // (each column zeroed, then every index's row added, in index order).
+  kEmbeddingBackward,
+  // Units: rows of cols, unit u being query position u % inner. out holds the scaled scores
+  // and becomes softmax probabilities (flag 1: causal, positions after the query's are 0);
+  // out2 = logsumexp per row.
+  kAttentionSoftmax,
+  // Units: rows of cols. x = P, out = dP on entry and dS on exit, g = dO and b = O
+  // (rows of inner): dS_j = P_j (dP_j - sum dO O).
+  kAttentionSoftmaxBackward,
+  // Units: batch * rows output rows. x [batch, cols2, cols] (around the dimension),
+  // index [rows] -> out [batch, rows, cols]: row (p, j) is x's row (p, index[j]).
+  kIndexSelect,
+  // Units: batch * cols columns. b = source [batch, rows, cols], index [rows]; out [batch,
+  // cols2, cols] holds self on entry: out[p, index[j], q] += scale * source[p, j, q], over j
+  // in order.
+  kIndexAdd,
+};
+
+// Max pooling's geometry (2-D windows over planes [h, w]).
+struct NnPool {
+  int64_t planes = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1,
+          ho = 0, wo = 0;
+};
+
+// ATen's loss reduction enum (at::Reduction), as the losses' `reduction` argument and
+// NnArgs::flag carry it. Any other value is refused before a kernel runs, as ATen refuses it.
+inline constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
+inline constexpr bool IsAtenReduction(int64_t r) {
+  return r == kReductionNone || r == kReductionMean || r == kReductionSum;
+}
+
+// One call's arguments: plain data (a device kernel takes it by value). Pointers are to T
+// elements (float or double by is_double), contiguous, except `index` (int64, or int32
+// when index32) and max pooling's int64 out2. Which fields an op reads: NnOp's comments.
+struct NnArgs {
+  NnOp op = NnOp::kLayerNorm;
+  bool is_double = false;
+  bool index32 = false;
+  int64_t rows = 0, cols = 0, cols2 = 0, inner = 0;
+  int64_t batch = 0;  // batch norm's leading dimension
+  const void* x = nullptr;
+  const void* g = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  const void* mean = nullptr;
+  const void* var = nullptr;
+  const void* index = nullptr;
+  void* out = nullptr;
+  void* out2 = nullptr;
+  void* out3 = nullptr;
+  double eps = 0;
+  double scale = 1;
+  int64_t flag = 0;
+  int64_t ignore = -100;
+  NnPool pool;
+  int64_t* error = nullptr;  // 3 int64: tag, index, bound (see the top of this file)
+  int64_t tag = 1;
+};
+
+// How many units `a` has.
+OVERLAP_HOST_DEVICE inline int64_t NnUnits(const NnArgs& a) {
+  switch (a.op) {
+    case NnOp::kLayerNorm:
+    case NnOp::kLayerNormBackward:
+    case NnOp::kNllLossBackward:
+    case NnOp::kMseLossBackward:
+    case NnOp::kEmbedding:
+    case NnOp::kAttentionSoftmax:
+    case NnOp::kAttentionSoftmaxBackward:
+      return a.rows;
+    case NnOp::kLayerNormParamBackward:
+    case NnOp::kEmbeddingBackward:
+      return a.cols;
+    case NnOp::kBatchNorm:
+    case NnOp::kBatchNormBackward:
+      return a.cols;  // channels
+    case NnOp::kMaxPool:
+      return a.pool.planes * a.pool.ho * a.pool.wo;
+    case NnOp::kMaxPoolBackward:
+      return a.pool.planes;
+    case NnOp::kIndexSelect:
+      return a.batch * a.rows;
+    case NnOp::kIndexAdd:
+      return a.batch * a.cols;
+    case NnOp::kNllLoss:
+      return 1;
+    case NnOp::kMseLoss:
+      return a.flag == 0 ? a.rows : 1;
+  }
+  return 0;
+}
+
+namespace nn_internal {
+
+OVERLAP_HOST_DEVICE inline int64_t IndexAt(const NnArgs& a, int64_t i) {
+  return a.index32 ? static_cast<const int32_t*>(a.index)[i]
+                   : static_cast<const int64_t*>(a.index)[i];
+}
+
+// Whether 0 <= i < bound; records the first bad index otherwise.
+OVERLAP_HOST_DEVICE inline bool InRange(const NnArgs& a, int64_t i, int64_t bound) {
+  if (i >= 0 && i < bound) return true;
+  if (a.error != nullptr) {
+#if defined(__CUDA_ARCH__)
+    if (atomicCAS(reinterpret_cast<unsigned long long*>(a.error), 0ULL,
+                  static_cast<unsigned long long>(a.tag)) == 0ULL) {
+      a.error[1] = i;
+      a.error[2] = bound;
+    }
+#else
+    if (a.error[0] == 0) {
+      a.error[0] = a.tag;
+      a.error[1] = i;
+      a.error[2] = bound;
+    }
+#endif
+  }
+  return false;
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline double At(const void* p, int64_t i) {
+  return static_cast<double>(static_cast<const T*>(p)[i]);
+}
+
+}  // namespace nn_internal
+
+// Unit `u` of `a` (u < NnUnits(a)), in element type T.
+template <typename T>
+OVERLAP_HOST_DEVICE inline void NnUnit(const NnArgs& a, int64_t u) {
+  using nn_internal::At;
+  using nn_internal::IndexAt;
+  using nn_internal::InRange;
+  using std::exp;
+  using std::log;
+  using std::sqrt;
+  const T* x = static_cast<const T*>(a.x);
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  T* out2 = static_cast<T*>(a.out2);
+  T* out3 = static_cast<T*>(a.out3);
+  switch (a.op) {
+    case NnOp::kLayerNorm: {
+      const int64_t n = a.cols;
+      const T* in = x + u * n;
+      double s = 0, s2 = 0;
+      for (int64_t j = 0; j < n; ++j) s += in[j];
+      const double mu = n > 0 ? s / n : 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double d = in[j] - mu;
+        s2 += d * d;
+      }
+      const double r = 1.0 / sqrt((n > 0 ? s2 / n : 0) + a.eps);
+      out2[u] = static_cast<T>(mu);
+      out3[u] = static_cast<T>(r);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = (in[j] - mu) * r;
+        if (a.w != nullptr) v *= At<T>(a.w, j);
+        if (a.b != nullptr) v += At<T>(a.b, j);
+        out[u * n + j] = static_cast<T>(v);
+      }
+      return;
+    }
+    case NnOp::kLayerNormBackward: {
+      const int64_t n = a.cols;
+      const double mu = At<T>(a.mean, u), r = At<T>(a.var, u);
+      double sa = 0, sb = 0;  // sums of dxhat and dxhat * xhat
+      for (int64_t j = 0; j < n; ++j) {
+        const double xh = (x[u * n + j] - mu) * r;
+        const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
+        sa += dxh;
+        sb += dxh * xh;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const double xh = (x[u * n + j] - mu) * r;
+        const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
+        out[u * n + j] = static_cast<T>(r * (dxh - sa / n - xh * sb / n));
+      }
+      return;
+    }
+    case NnOp::kLayerNormParamBackward: {
+      const int64_t n = a.cols;
+      double dw = 0, db = 0;
+      for (int64_t i = 0; i < a.rows; ++i) {
+        const double xh = (x[i * n + u] - At<T>(a.mean, i)) * At<T>(a.var, i);
+        dw += g[i * n + u] * xh;
+        db += g[i * n + u];
+      }
+      if (out2 != nullptr) out2[u] = static_cast<T>(dw);
+      if (out3 != nullptr) out3[u] = static_cast<T>(db);
+      return;
+    }
+    case NnOp::kBatchNorm: {
+      const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
+      double mu, inv;
+      if (a.flag != 0) {
+        double s = 0, s2 = 0;
+        for (int64_t i = 0; i < a.batch; ++i) {
+          for (int64_t j = 0; j < inner; ++j) s += x[(i * ch + u) * inner + j];
+        }
+        mu = count > 0 ? s / count : 0;
+        for (int64_t i = 0; i < a.batch; ++i) {
+          for (int64_t j = 0; j < inner; ++j) {
+            const double d = x[(i * ch + u) * inner + j] - mu;
+            s2 += d * d;
+          }
+        }
+        inv = 1.0 / sqrt((count > 0 ? s2 / count : 0) + a.eps);
+        out2[u] = static_cast<T>(mu);
+        out3[u] = static_cast<T>(inv);
+      } else {
+        mu = At<T>(a.mean, u);
+        inv = 1.0 / sqrt(At<T>(a.var, u) + a.eps);
+      }
+      const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
+      const double shift = a.b != nullptr ? At<T>(a.b, u) : 0.0;
+      for (int64_t i = 0; i < a.batch; ++i) {
+        for (int64_t j = 0; j < inner; ++j) {
+          const int64_t at = (i * ch + u) * inner + j;
+          out[at] = static_cast<T>((x[at] - mu) * inv * scale + shift);
+        }
+      }
+      return;
+    }
+    case NnOp::kBatchNormBackward: {
+      const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
+      const bool training = a.flag != 0;
+      const double mu = At<T>(a.mean, u);
+      const double inv = training ? At<T>(a.var, u) : 1.0 / sqrt(At<T>(a.var, u) + a.eps);
+      const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
+      double sg = 0, sgx = 0;  // sum g, sum g * xhat
+      for (int64_t i = 0; i < a.batch; ++i) {
+        for (int64_t j = 0; j < inner; ++j) {
+          const int64_t at = (i * ch + u) * inner + j;
+          sg += g[at];
+          sgx += g[at] * (x[at] - mu) * inv;
+        }
+      }
+      if (out2 != nullptr) out2[u] = static_cast<T>(sgx);
+      if (out3 != nullptr) out3[u] = static_cast<T>(sg);
+      if (out == nullptr) return;
+      for (int64_t i = 0; i < a.batch; ++i) {
+        for (int64_t j = 0; j < inner; ++j) {
+          const int64_t at = (i * ch + u) * inner + j;
+          const double xh = (x[at] - mu) * inv;
+          const double d = training ? inv * scale * (g[at] - sg / count - xh * sgx / count)
+                                    : g[at] * scale * inv;
+          out[at] = static_cast<T>(d);
+        }
+      }
+      return;
+    }
+    case NnOp::kMaxPool: {
+      const NnPool& p = a.pool;
+      const int64_t plane = u / (p.ho * p.wo), oh = (u / p.wo) % p.ho, ow = u % p.wo;
+      const T* in = x + plane * p.h * p.w;
+      T best = static_cast<T>(-HUGE_VAL);
+      int64_t at = -1;
+      for (int64_t i = 0; i < p.kh; ++i) {
+        const int64_t ih = oh * p.sh - p.ph + i * p.dh;
+        if (ih < 0 || ih >= p.h) continue;
+        for (int64_t j = 0; j < p.kw; ++j) {
+          const int64_t iw = ow * p.sw - p.pw + j * p.dw;
+          if (iw < 0 || iw >= p.w) continue;
+          const T v = in[ih * p.w + iw];
+          if (at < 0 || v > best || v != v) {  // ATen's rule: a NaN replaces, even a NaN
+            best = v;
+            at = ih * p.w + iw;
+          }
+        }
+      }
+      out[u] = best;
+      static_cast<int64_t*>(a.out2)[u] = at;
+      return;
+    }
+    case NnOp::kMaxPoolBackward: {
+      const NnPool& p = a.pool;
+      const int64_t hw = p.h * p.w, ohw = p.ho * p.wo;
+      for (int64_t i = 0; i < hw; ++i) out[u * hw + i] = T(0);
+      for (int64_t i = 0; i < ohw; ++i) {
+        const int64_t at = IndexAt(a, u * ohw + i);
+        if (!InRange(a, at, hw)) continue;
+        out[u * hw + at] += g[u * ohw + i];
+      }
+      return;
+    }
+    case NnOp::kNllLoss: {
+      double sum = 0, weight_sum = 0;
+      for (int64_t i = 0; i < a.rows; ++i) {
+        const int64_t cls = IndexAt(a, i);
+        double li = 0;
+        if (cls != a.ignore) {
+          if (!InRange(a, cls, a.cols)) return;
+          const double wi = a.w != nullptr ? At<T>(a.w, cls) : 1.0;
+          li = -wi * x[i * a.cols + cls];
+          weight_sum += wi;
+        }
+        sum += li;
+        if (a.flag == 0) out[i] = static_cast<T>(li);
+      }
+      if (a.flag != 0) out[0] = static_cast<T>(a.flag == 1 ? sum / weight_sum : sum);
+      out2[0] = static_cast<T>(weight_sum);
+      return;
+    }
+    case NnOp::kNllLossBackward: {
+      for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = T(0);
+      const int64_t cls = IndexAt(a, u);
+      if (cls == a.ignore || !InRange(a, cls, a.cols)) return;
+      const double wi = a.w != nullptr ? At<T>(a.w, cls) : 1.0;
+      double gi = g[a.flag == 0 ? u : 0];
+      if (a.flag == 1) gi /= At<T>(a.mean, 0);
+      out[u * a.cols + cls] = static_cast<T>(-wi * gi);
+      return;
+    }
+    case NnOp::kMseLoss: {
+      const T* t = static_cast<const T*>(a.b);
+      if (a.flag == 0) {
+        const double d = static_cast<double>(x[u]) - t[u];
+        out[u] = static_cast<T>(d * d);
+        return;
+      }
+      double sum = 0;
+      for (int64_t i = 0; i < a.rows; ++i) {
+        const double d = static_cast<double>(x[i]) - t[i];
+        sum += d * d;
+      }
+      out[0] = static_cast<T>(a.flag == 1 ? sum / a.rows : sum);
+      return;
+    }
+    case NnOp::kMseLossBackward: {
+      const T* t = static_cast<const T*>(a.b);
+      const double scale = a.flag == 1 ? 2.0 / a.rows : 2.0;
+      const double gi = g[a.flag == 0 ? u : 0];
+      out[u] = static_cast<T>(gi * scale * (static_cast<double>(x[u]) - t[u]));
+      return;
+    }
+    case NnOp::kEmbedding: {
+      const int64_t r = IndexAt(a, u);
+      if (!InRange(a, r, a.cols2)) return;
+      const T* w = static_cast<const T*>(a.w);
+      for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = w[r * a.cols + j];
+      return;
+    }
+    case NnOp::kEmbeddingBackward: {
+      const int64_t d = a.cols;
+      for (int64_t r = 0; r < a.cols2; ++r) out[r * d + u] = T(0);
+      for (int64_t i = 0; i < a.rows; ++i) {
+        const int64_t r = IndexAt(a, i);
+        if (!InRange(a, r, a.cols2) || r == a.ignore) continue;
+        out[r * d + u] += g[i * d + u];
+      }
+      return;
+    }
+    case NnOp::kAttentionSoftmax: {
+      T* row = out + u * a.cols;
+      const int64_t i = a.inner > 0 ? u % a.inner : 0;
+      const int64_t valid = a.flag != 0 ? (i + 1 < a.cols ? i + 1 : a.cols) : a.cols;
+      double mx = -HUGE_VAL;
+      for (int64_t j = 0; j < valid; ++j) {
+        const double v = row[j];
+        mx = mx < v ? v : mx;
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < valid; ++j) sum += exp(row[j] - mx);
+      const double lse = valid > 0 ? mx + log(sum) : -HUGE_VAL;
+      for (int64_t j = 0; j < a.cols; ++j) {
+        row[j] = j < valid ? static_cast<T>(exp(row[j] - lse)) : T(0);
+      }
+      out2[u] = static_cast<T>(lse);
+      return;
+    }
+    case NnOp::kAttentionSoftmaxBackward: {
+      const T* o = static_cast<const T*>(a.b);
+      double di = 0;
+      for (int64_t j = 0; j < a.inner; ++j) {
+        di += static_cast<double>(g[u * a.inner + j]) * o[u * a.inner + j];
+      }
+      const T* prow = x + u * a.cols;
+      T* dprow = out + u * a.cols;
+      for (int64_t j = 0; j < a.cols; ++j) dprow[j] = static_cast<T>(prow[j] * (dprow[j] - di));
+      return;
+    }
+    case NnOp::kIndexSelect: {
+      const int64_t p = u / a.rows, j = u % a.rows, r = IndexAt(a, j);
+      if (!InRange(a, r, a.cols2)) return;
+      for (int64_t q = 0; q < a.cols; ++q) out[u * a.cols + q] = x[(p * a.cols2 + r) * a.cols + q];
+      return;
+    }
+    case NnOp::kIndexAdd: {
+      const T* src = static_cast<const T*>(a.b);
+      const T scale = static_cast<T>(a.scale);
+      const int64_t p = u / a.cols, q = u % a.cols;
+      for (int64_t j = 0; j < a.rows; ++j) {
+        const int64_t r = IndexAt(a, j);
+        if (!InRange(a, r, a.cols2)) continue;
+        out[(p * a.cols2 + r) * a.cols + q] += scale * src[(p * a.rows + j) * a.cols + q];
+      }
+      return;
+    }
+  }
+}
+
+// Every unit of `a` in order, on the host (the CPU kernels and the emulated device).
+inline void NnRunOnHost(const NnArgs& a) {
+  const int64_t n = NnUnits(a);
+  for (int64_t u = 0; u < n; ++u) {
+    if (a.is_double) {
+      NnUnit<double>(a, u);
+    } else {
+      NnUnit<float>(a, u);
+    }
+  }
+}
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_KERNELS_NN_OPS_H_

@@ -1,0 +1,168 @@
+// Reduction kernels: sum and mean over dimensions, softmax and log-softmax and their
+// backwards. Sums accumulate in double whatever the dtype; the softmax family's formulas
+// are reduction_ops.h's, shared with the CUDA backend.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/reduction_ops.h"
+
+namespace overlap {
+namespace kernels {
+namespace {
+
+using Results = absl::StatusOr<std::vector<Tensor>>;
+
+// sum / mean over `dim` (None or empty: every dimension), times `scale_by_count` ? 1/N : 1.
+Results ReduceDims(KernelCall& c, bool mean) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  const Value* dv = c.Arg(1, "dim");
+  std::vector<int64_t> dims;
+  if (dv != nullptr && !dv->is_none()) {
+    OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg(1, "dim"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg(2, "keepdim", false));
+  std::vector<bool> reduced(x.dim(), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t given = d;
+    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    // As ATen: a dimension named twice (0 and -2 of a matrix alike) is refused.
+    if (x.dim() > 0 && reduced[d]) {
+      return c.Error(absl::StrCat("argument 'dim': dimension ", given,
+                                  " appears more than once in the list of dims"));
+    }
+    if (x.dim() > 0) reduced[d] = true;
+  }
+  std::vector<int64_t> keep_shape, out_shape;
+  int64_t count = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    keep_shape.push_back(reduced[i] ? 1 : x.shape()[i]);
+    if (!reduced[i]) out_shape.push_back(x.shape()[i]);
+    if (reduced[i]) count *= x.shape()[i];
+  }
+  std::vector<int64_t> acc_strides = ContiguousStrides(keep_shape);
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (reduced[i]) acc_strides[i] = 0;
+  }
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor acc_t, c.NewScratch(DType::kFloat64, {out.numel()}));
+    double* acc = acc_t.data<double>();
+    const T* in = x.data<T>();
+    // Reduced dimensions in one block [first, last] of a contiguous input: [outer, n, inner]
+    // loops that the compiler vectorizes; any other layout walks every index.
+    int64_t first = -1, last = -1;
+    bool block = x.IsContiguous();
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      if (!reduced[i]) continue;
+      if (first < 0) first = i;
+      if (last >= 0 && last != i - 1) block = false;
+      last = i;
+    }
+    if (block && first >= 0) {
+      const int64_t outer = Prod(x.shape(), 0, first), n = Prod(x.shape(), first, last + 1);
+      const int64_t inner = Prod(x.shape(), last + 1, x.dim());
+      for (int64_t p = 0; p < outer; ++p) {
+        double* a = acc + p * inner;
+        if (inner == 1) {  // one contiguous run: eight independent partial sums
+          const T* run = in + p * n;
+          double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t j = 0;
+          for (; j + 8 <= n; j += 8) {
+            for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(run[j + l]);
+          }
+          for (; j < n; ++j) lane[0] += static_cast<double>(run[j]);
+          for (int l = 0; l < 8; ++l) a[0] += lane[l];
+          continue;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = in + (p * n + j) * inner;
+          for (int64_t q = 0; q < inner; ++q) a[q] += static_cast<double>(row[q]);
+        }
+      }
+    } else {
+      ForEach2(x.shape(), x.strides(), acc_strides,
+               [&](int64_t a, int64_t o) { acc[o] += static_cast<double>(in[a]); });
+    }
+    const double scale =
+        mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(acc[i] * scale);
+    return std::vector<Tensor>{out};
+  });
+}
+
+Results SoftmaxKernel(KernelCall& c, bool log) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  const Around a = Split3(x.shape(), dim);
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        const int64_t base = p * a.n * a.inner + q;
+        ReduceColumn<T>(log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax, in + base, nullptr,
+                        o + base, a.n, a.inner, 1);
+      }
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// softmax: dx = y (g - sum(g y)); log-softmax: dx = g - exp(y) sum(g).
+Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y0, c.TensorArg(1, "output"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, y0, "grad_output and output"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, y0.dim()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, Contiguous(c, y0));
+  const Around a = Split3(y.shape(), dim);
+  return DispatchFloat(c, y.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(y.dtype(), y.shape()));
+    const T* pg = g.data<T>();
+    const T* py = y.data<T>();
+    T* o = out.data<T>();
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t q = 0; q < a.inner; ++q) {
+        const int64_t base = p * a.n * a.inner + q;
+        ReduceColumn<T>(log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward, pg + base,
+                        py + base, o + base, a.n, a.inner, 1);
+      }
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+}  // namespace
+}  // namespace kernels
+
+void RegisterReductionKernels(KernelRegistry& r) {
+  using namespace kernels;  // NOLINT: the kernels of this file
+  r.Register("aten.sum.dim_IntList", [](KernelCall& c) { return ReduceDims(c, false); });
+  r.Register("aten.mean.dim", [](KernelCall& c) { return ReduceDims(c, true); });
+  // The overloads without a dim reduce every dimension (the exporter's default loss is
+  // aten.sum.default): ReduceDims reads no dim and no keepdim from them.
+  r.Register("aten.sum.default", [](KernelCall& c) { return ReduceDims(c, false); });
+  r.Register("aten.mean.default", [](KernelCall& c) { return ReduceDims(c, true); });
+  r.Register("aten._softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, false); });
+  r.Register("aten._log_softmax.default", [](KernelCall& c) { return SoftmaxKernel(c, true); });
+  r.Register("aten._softmax_backward_data.default",
+             [](KernelCall& c) { return SoftmaxBackwardKernel(c, false); });
+  r.Register("aten._log_softmax_backward_data.default",
+             [](KernelCall& c) { return SoftmaxBackwardKernel(c, true); });
+}
+
+}  // namespace overlap

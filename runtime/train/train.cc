@@ -1,0 +1,343 @@
+#include "runtime/train/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "graph/shape_rules.h"
+#include "graph/size.h"
+#include "graph/status_macros.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+
+std::string ParamNameOf(const Node& placeholder) {
+  return placeholder.meta().has_param ? placeholder.meta().param : placeholder.name();
+}
+
+absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
+                                         const TensorMap& data, const InterpreterOptions& options,
+                                         const InterpreterOptions* backward_options) {
+  AotStepResult r;
+  TensorMap in = params;
+  for (const auto& [name, t] : data) in[name] = t;
+  OVERLAP_ASSIGN_OR_RETURN(r.forward, Interpret(pair.forward, in, options));
+  if (r.forward.outputs.empty() || !r.forward.outputs[0].defined() ||
+      r.forward.outputs[0].numel() != 1) {
+    return absl::InvalidArgumentError("the forward graph's first output is not a scalar loss");
+  }
+  Tensor loss = r.forward.outputs[0];
+  if (loss.device() != Device::kCpu && options.device != nullptr) {  // read on the host
+    Allocator host;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor h, Tensor::Uninitialized(host, loss.dtype(), loss.shape()));
+    OVERLAP_RETURN_IF_ERROR(options.device->Copy(loss, h));
+    loss = std::move(h);
+  }
+  r.loss = GetElement(loss, 0);
+
+  // The backward's inputs: primals by parameter name, saved tensors by the names of the
+  // forward values they are, tangents.
+  TensorMap bin = params;
+  const Node& out = pair.forward.node(pair.forward.last());
+  if (out.op() != Op::kOutput || out.args().empty() || out.args()[0].kind() != Value::Kind::kList) {
+    return absl::InvalidArgumentError("the forward graph does not end in a list output");
+  }
+  const std::vector<Value>& items = out.args()[0].items();
+  for (size_t i = 0; i < items.size() && i < r.forward.outputs.size(); ++i) {
+    if (!items[i].is_ref()) continue;
+    // A ZeRO-3 forward may return a release of the value: the saved name is the value's.
+    NodeId id = items[i].as_ref();
+    while (IsRelease(pair.forward.node(id)) || IsWait(pair.forward.node(id))) {
+      id = HandedOnFrom(pair.forward.node(id));
+    }
+    bin[pair.forward.node(id).name()] = r.forward.outputs[i];
+  }
+  // Tangents: tangents_k for forward output k (1 for the loss, zeros for the others).
+  Allocator tangents;
+  for (NodeId id : pair.backward.order()) {
+    const Node& n = pair.backward.node(id);
+    int64_t k = 0;
+    if (n.op() != Op::kPlaceholder || !absl::StartsWith(n.name(), "tangents_") ||
+        !absl::SimpleAtoi(n.name().substr(9), &k) || k < 1 ||
+        k > static_cast<int64_t>(r.forward.outputs.size()) || !r.forward.outputs[k - 1].defined()) {
+      continue;
+    }
+    const Tensor& o = r.forward.outputs[k - 1];
+    OVERLAP_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(tangents, o.dtype(), o.shape()));
+    if (k == 1) {
+      for (int64_t i = 0; i < t.numel(); ++i) SetElement(t, i, 1.0);
+    }
+    bin[n.name()] = std::move(t);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(
+      r.backward, Interpret(pair.backward, bin, backward_options ? *backward_options : options));
+
+  // One backward output per forward placeholder, in order.
+  int64_t k = 0;
+  for (NodeId id : pair.forward.order()) {
+    const Node& n = pair.forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    if (k < static_cast<int64_t>(r.backward.outputs.size()) && r.backward.outputs[k].defined() &&
+        IsParameterPlaceholder(pair.forward, id)) {
+      r.grads[ParamNameOf(n)] = r.backward.outputs[k];
+    }
+    ++k;
+  }
+  return r;
+}
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (sgd or adamw)"));
+}
+
+absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
+  const OptimizerOptions& o = options_;
+  for (auto& entry : params) {  // not a structured binding: the lambdas below capture p
+    const std::string& name = entry.first;
+    Tensor& p = entry.second;
+    auto git = grads.find(name);
+    if (git == grads.end()) continue;
+    const Tensor& g = git->second;
+    if (g.shape() != p.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of '", name, "' is ", g.DebugString(), ", the parameter ", p.DebugString()));
+    }
+    Tensor& m = m_[name];
+    if (!m.defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(m, Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      if (o.kind == OptimizerKind::kAdamW) {
+        OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      }
+    }
+    const int64_t n = p.numel();
+    const bool fast = p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 &&
+                      p.IsContiguous() && g.IsContiguous();
+    auto get_p = [&](int64_t i) { return fast ? p.data<float>()[i] : GetElement(p, i); };
+    auto get_g = [&](int64_t i) { return fast ? g.data<float>()[i] : GetElement(g, i); };
+    auto set_p = [&](int64_t i, double x) {
+      if (fast) {
+        p.data<float>()[i] = static_cast<float>(x);
+      } else {
+        SetElement(p, i, x);
+      }
+    };
+    double* mm = m.data<double>();
+    const int64_t step = ++steps_[name];
+    if (o.kind == OptimizerKind::kSgd) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = get_p(i), gi = get_g(i) + o.weight_decay * pi;
+        mm[i] = step == 1 ? gi : o.momentum * mm[i] + gi;
+        set_p(i, pi - o.lr * mm[i]);
+      }
+    } else {
+      double* vv = v_[name].data<double>();
+      const double c1 = 1 - std::pow(o.beta1, static_cast<double>(step));
+      const double c2 = 1 - std::pow(o.beta2, static_cast<double>(step));
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = get_p(i) * (1 - o.lr * o.weight_decay), gi = get_g(i);
+        mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * gi;
+        vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * gi * gi;
+        set_p(i, pi - o.lr * (mm[i] / c1) / (std::sqrt(vv[i] / c2) + o.eps));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+NodeId FindPlaceholder(const Graph& g, absl::string_view name) {
+  const NodeId id = g.FindNode(name);
+  return id != kNoNode && g.node(id).op() == Op::kPlaceholder ? id : kNoNode;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors) {
+  std::map<int64_t, TensorMap> by_index;
+  for (const auto& [key, t] : tensors) {
+    if (!absl::StartsWith(key, "batch/")) continue;
+    const absl::string_view rest = absl::string_view(key).substr(6);
+    const size_t slash = rest.find('/');
+    int64_t k = -1;
+    if (slash == absl::string_view::npos || slash + 1 == rest.size() ||
+        !absl::SimpleAtoi(rest.substr(0, slash), &k) || k < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data key '", key, "' is not batch/<index>/<input>"));
+    }
+    by_index[k][std::string(rest.substr(slash + 1))] = t;
+  }
+  std::vector<TensorMap> out;
+  if (by_index.empty()) {
+    if (!tensors.empty()) out.push_back(tensors);
+    return out;
+  }
+  for (auto& [k, batch] : by_index) {
+    if (k != static_cast<int64_t>(out.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the data has batch ", k, " but no batch ", out.size()));
+    }
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
+
+absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
+                                        TrainOptions options) {
+  ModelOptions mo;
+  mo.style = ParamStyle::kLifted;
+  OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(model, mo, preset));
+  OVERLAP_ASSIGN_OR_RETURN(AotPair pair, BuildAotPair(g));
+  return FromPair(std::move(pair), model, std::move(options));
+}
+
+absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
+                                          TrainOptions options) {
+  // Refused up front: what the step would need (the larger graph's peak, the parameters
+  // and their gradients, the optimizer's two float64 moments).
+  {
+    OVERLAP_ASSIGN_OR_RETURN(const int64_t peak, LargestPeakBytes({&pair.forward, &pair.backward}));
+    int64_t param_bytes = 0;
+    for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
+    // The forward's outputs (loss and saved tensors) stay alive while the backward copies
+    // them into its own memory (RunAotStep's caller keeps them): counted once more.
+    const int64_t need = peak + pair.saved_bytes + 2 * param_bytes + 4 * param_bytes;
+    const int64_t limit =
+        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
+    if (need > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "training ", model, " needs about ", FormatBytes(need), " (step peak ", FormatBytes(peak),
+          ", parameters, gradients and optimizer state), more than the ", FormatBytes(limit),
+          options.memory_limit_bytes > 0 ? " limit" : " available",
+          " (--preset tiny runs on a CPU)"));
+    }
+  }
+  Trainer t;
+  t.pair_ = std::make_unique<AotPair>(std::move(pair));
+  t.alloc_ = std::make_unique<Allocator>();
+  t.seed_ = options.seed;
+  t.optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
+  t.task_ = std::make_unique<SyntheticTask>(t.pair_->forward, options.seed);
+  t.batches_ = std::move(options.batches);
+  t.constants_ = BufferInputs(t.pair_->forward, options.initial_params);
+  const Graph& fwd = t.pair_->forward;
+  SeededInputsOptions only_params;
+  only_params.data = false;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap seeded,
+                           SeededInputs(fwd, options.seed, *t.alloc_, only_params));
+  for (NodeId id : fwd.order()) {
+    const Node& n = fwd.node(id);
+    if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(fwd, id)) continue;
+    const std::string name = ParamNameOf(n);
+    if (options.initial_params.empty()) {
+      t.params_[name] = seeded.at(n.name());
+      continue;
+    }
+    const Tensor* given = FindInput(fwd, n, options.initial_params);
+    const Tensor& want = seeded.at(n.name());
+    if (given == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
+    }
+    if (given->shape() != want.shape() || given->dtype() != want.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' is ",
+                                                     given->DebugString(), ", the model's ",
+                                                     want.DebugString()));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(*t.alloc_, want.dtype(), want.shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(*given, copy));
+    t.params_[name] = std::move(copy);
+  }
+  return t;
+}
+
+absl::StatusOr<TensorMap> SyntheticTask::Batch(int64_t step) {
+  const Graph& fwd = *forward_;
+  SeededInputsOptions only_data;
+  only_data.parameters = false;
+  const NodeId ids = FindPlaceholder(fwd, "input_ids"), labels = FindPlaceholder(fwd, "labels");
+  const NodeId x = FindPlaceholder(fwd, "x"), targets = FindPlaceholder(fwd, "targets");
+  if (ids != kNoNode && labels != kNoNode) {  // the copy task
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
+                             SeededInputs(fwd, seed_ * 7919 + step, *alloc_, only_data));
+    Tensor& l = batch.at("labels");
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(batch.at("input_ids"), l));
+    return batch;
+  }
+  if (x != kNoNode && targets != kNoNode) {  // regression onto a linear teacher
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch,
+                             SeededInputs(fwd, seed_ * 7919 + step, *alloc_, only_data));
+    const Tensor& in = batch.at("x");
+    Tensor& out = batch.at("targets");
+    if (in.dim() != 2 || out.dim() != 2) return batch;
+    const int64_t rows = in.shape()[0], k = in.shape()[1], m = out.shape()[1];
+    if (!teacher_.defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(teacher_, Tensor::Empty(*alloc_, DType::kFloat64, {k, m}));
+      Rng rng(seed_ ^ 0x7eac4e5ull);
+      for (int64_t i = 0; i < k * m; ++i) SetElement(teacher_, i, rng.Normal() / std::sqrt(k));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          s += GetElement(in, r * k + i) * teacher_.data<double>()[i * m + j];
+        }
+        SetElement(out, r * m + j, s);
+      }
+    }
+    return batch;
+  }
+  if (fixed_.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(fixed_, SeededInputs(fwd, seed_ * 7919, *alloc_, only_data));
+  }
+  return fixed_;
+}
+
+absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in a world of ", world));
+  }
+  TensorMap out;
+  for (const auto& [name, t] : batch) {
+    if (t.dim() == 0 || t.shape()[0] % world != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' (", t.DebugString(),
+                                                     ") does not split into ", world,
+                                                     " equal row blocks"));
+    }
+    const int64_t rows = t.shape()[0] / world;
+    OVERLAP_ASSIGN_OR_RETURN(out[name], t.Slice(0, rank * rows, (rank + 1) * rows));
+  }
+  return out;
+}
+
+absl::StatusOr<TensorMap> Trainer::Batch() {
+  TensorMap batch;
+  if (batches_.empty()) {
+    OVERLAP_ASSIGN_OR_RETURN(batch, task_->Batch(step_));
+  } else {
+    batch = batches_[(step_ - 1) % static_cast<int64_t>(batches_.size())];
+  }
+  for (const auto& [key, t] : constants_) batch.emplace(key, t);
+  return batch;
+}
+
+absl::StatusOr<TrainStepResult> Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  ++step_;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, Batch());
+  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch));
+  OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
+  TrainStepResult s;
+  s.step = step_;
+  s.loss = r.loss;
+  s.peak_bytes = std::max(r.forward.peak_bytes, r.backward.peak_bytes);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+}  // namespace overlap

@@ -1,0 +1,172 @@
+// Training in one process: an AOT pair's forward and backward run by the interpreter, an
+// optimizer (SGD with momentum, AdamW) on the parameters, and synthetic tasks that a tiny
+// model learns in a few dozen steps. What `overlap train` runs; DDP and ZeRO-3 (ranks over
+// Gloo) and the CUDA backend run the same step.
+//
+//   absl::StatusOr<Trainer> t = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
+//   for (int k = 0; k < 50; ++k) absl::StatusOr<TrainStepResult> s = t->Step();
+#ifndef OVERLAP_RUNTIME_TRAIN_TRAIN_H_
+#define OVERLAP_RUNTIME_TRAIN_TRAIN_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/aot.h"
+#include "graph/models.h"
+#include "runtime/core/safetensors.h"
+#include "runtime/core/tensor.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/train/synthetic.h"
+
+namespace overlap {
+
+// The parameter name a forward placeholder stands for: meta.param, else its name.
+std::string ParamNameOf(const Node& placeholder);
+
+// One forward + backward of an AOT pair (graph/aot.h's calling convention).
+struct AotStepResult {
+  double loss = 0;              // the forward's first output
+  TensorMap grads;              // by parameter name (ParamNameOf), trainable parameters only
+  RunResult forward, backward;  // the two runs (outputs, measured memory, time)
+};
+
+// Runs `pair.forward` on `params` (by parameter or placeholder name) and `data` (by
+// placeholder name), then `pair.backward` on the primals, the saved tensors (by the names
+// of the forward values they are) and the tangents (`tangents_k` for forward output k: ones
+// for the loss, zeros for the others). Uses only the two graphs, so graphs read from files
+// run too. The forward's outputs stay alive (in the result) while the backward copies the
+// saved ones into its own step memory. `backward_options`, when given, runs the backward
+// (the DDP step hooks its gradients there). Errors: the interpreter's, naming the node.
+// O(kernels).
+absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
+                                         const TensorMap& data,
+                                         const InterpreterOptions& options = {},
+                                         const InterpreterOptions* backward_options = nullptr);
+
+enum class OptimizerKind { kSgd, kAdamW };
+// "sgd" or "adamw"; InvalidArgument listing them otherwise.
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double lr = 1e-2;
+  double momentum = 0.9;                          // SGD
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  double weight_decay = 0.0;  // decoupled (AdamW), or L2 added to the gradient (SGD)
+};
+
+// PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
+// element in double, stored back in each parameter's dtype; each parameter counts its own
+// steps (AdamW's bias correction), as torch.optim's per-parameter state does.
+class TrainOptimizer {
+ public:
+  explicit TrainOptimizer(OptimizerOptions options) : options_(options) {}
+  // Updates `params` in place from `grads` (same names; a parameter without a gradient is
+  // left alone). InvalidArgument naming a gradient whose shape differs. O(elements).
+  absl::Status Step(TensorMap& params, const TensorMap& grads);
+  // Bytes of optimizer state (momenta, moments) held now.
+  int64_t state_bytes() const { return state_alloc_.live(Pool::kValues); }
+
+ private:
+  OptimizerOptions options_;
+  Allocator state_alloc_;
+  TensorMap m_, v_;                       // momentum / first and second moments, float64
+  std::map<std::string, int64_t> steps_;  // per parameter, as torch.optim keeps them
+};
+
+struct TrainOptions {
+  OptimizerOptions optimizer;
+  uint64_t seed = 1;
+  // Start from these parameters (by parameter name) instead of seeded ones; every
+  // parameter must be present, with the shape and dtype the model states.
+  TensorMap initial_params;
+  // Refuse up front a model whose step needs more than this many bytes of graph values and
+  // parameters (simulated; 0: the machine's available memory).
+  int64_t memory_limit_bytes = 0;
+  // The data: step k trains on batches[(k - 1) mod size] (inputs by placeholder name or
+  // binding, FindInput). Empty: the synthetic task (SyntheticTask).
+  std::vector<TensorMap> batches;
+};
+
+// The batches of a data file's tensors (docs/runtime.md, "Data files"): keys
+// "batch/<k>/<input>" make batch k (k = 0 .. K-1, every index present; other keys are then
+// ignored: a file may carry weights and torch's reference too); a map without "batch/"
+// keys is one batch of all its tensors. InvalidArgument naming a malformed key or a
+// missing index. O(tensors).
+absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors);
+
+struct TrainStepResult {
+  int64_t step = 0;  // from 1
+  double loss = 0;
+  double seconds = 0;      // wall time of forward, backward and update
+  int64_t peak_bytes = 0;  // the larger of the forward's and the backward's measured peaks
+};
+
+// The synthetic tasks a tiny model learns in a few dozen steps, by the forward's inputs:
+//   - language models (input_ids and labels placeholders): fresh random token sequences
+//     each step, the labels the inputs themselves (the copy task);
+//   - MSE models (x and targets): fresh standard-normal inputs, targets a fixed random
+//     linear teacher of them;
+//   - others (resnet18): one fixed seeded batch, memorised.
+// Batches are a function of (seed, step) only, so ranks that each build the global batch
+// and take their rows (ShardRows) see one consistent global batch.
+class SyntheticTask {
+ public:
+  // `forward` (not owned) must outlive the task; its placeholders give the batch's shapes.
+  SyntheticTask(const Graph& forward, uint64_t seed)
+      : forward_(&forward), seed_(seed), alloc_(std::make_unique<Allocator>()) {}
+  // Step `step`'s batch (data placeholders by name). O(batch).
+  absl::StatusOr<TensorMap> Batch(int64_t step);
+
+ private:
+  const Graph* forward_;
+  uint64_t seed_;
+  std::unique_ptr<Allocator> alloc_;
+  Tensor teacher_;
+  TensorMap fixed_;
+};
+
+// Rank `rank`'s block of rows of every tensor of a global batch (dimension 0 split into
+// `world` equal blocks; views, no copies). InvalidArgument naming a tensor that does not
+// split evenly.
+absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world);
+
+// A model's tiny AOT pair, its parameters, an optimizer and a SyntheticTask.
+class Trainer {
+ public:
+  static absl::StatusOr<Trainer> Create(absl::string_view model, Preset preset,
+                                        TrainOptions options);
+  // Any AOT pair (graph/aot.h's convention; e.g. read from an exporter's files), named
+  // `name` in errors. Parameters: options.initial_params (every parameter, with the
+  // graph's shape and dtype; "buffer/" entries feed buffer placeholders) or seeded.
+  static absl::StatusOr<Trainer> FromPair(AotPair pair, absl::string_view name,
+                                          TrainOptions options);
+  // One optimizer step on a new batch. O(forward + backward).
+  absl::StatusOr<TrainStepResult> Step();
+  // The current parameters, by parameter name.
+  const TensorMap& params() const { return params_; }
+  const AotPair& pair() const { return *pair_; }
+
+ private:
+  Trainer() = default;
+  absl::StatusOr<TensorMap> Batch();
+
+  std::unique_ptr<AotPair> pair_;
+  std::unique_ptr<Allocator> alloc_;
+  TensorMap params_;
+  std::unique_ptr<TrainOptimizer> optimizer_;
+  uint64_t seed_ = 1;
+  int64_t step_ = 0;
+  std::unique_ptr<SyntheticTask> task_;
+  std::vector<TensorMap> batches_;
+  TensorMap constants_;  // buffers, added to every batch
+};
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_TRAIN_TRAIN_H_

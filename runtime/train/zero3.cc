@@ -1,0 +1,492 @@
+#include "runtime/train/zero3.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "schedule/simulator.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+absl::Status NodeError(const Node& n, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "': ", message));
+}
+
+// Elements [begin, end) of a contiguous tensor's flat view.
+absl::StatusOr<Tensor> FlatSlice(const Tensor& t, int64_t begin, int64_t end) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor flat, t.View({t.numel()}));
+  return flat.Slice(0, begin, end);
+}
+
+// dst += src, elementwise (same shape).
+void AddInto(const Tensor& src, Tensor& dst) {
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    SetElement(dst, i, GetElement(dst, i) + GetElement(src, i));
+  }
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair& pair,
+                                                                   const TensorMap& params,
+                                                                   Communicator* comm,
+                                                                   const Zero3Options& options) {
+  if (comm == nullptr) return absl::InvalidArgumentError("ZeRO-3 needs a communicator");
+  if (!HasZero3Ops(pair.forward) || !HasZero3Ops(pair.backward)) {
+    return absl::InvalidArgumentError(
+        "the graphs have no ZeRO-3 ops: insert and schedule them first (overlap schedule)");
+  }
+  std::unique_ptr<Zero3Trainer> t(new Zero3Trainer());
+  t->pair_ = pair;
+  t->comm_ = comm;
+  t->options_ = options;
+  t->optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
+  const int world = comm->size(), rank = comm->rank();
+  const bool device_comm = comm->device() != Device::kCpu;
+  if (device_comm && options.device == nullptr) {
+    return absl::InvalidArgumentError("a device communicator needs Zero3Options::device");
+  }
+  t->comm_alloc_ = std::make_unique<Allocator>(device_comm ? options.device : nullptr);
+  t->resident_alloc_ = std::make_unique<Allocator>(options.device);
+  t->staging_alloc_ = std::make_unique<Allocator>();
+  t->streams_ = dynamic_cast<DeviceStreams*>(options.device);
+  for (const Param& p : pair.forward.params()) t->names_.push_back(p.name);
+  for (size_t i = 0; i < pair.backward.params().size(); ++i) {
+    if (i >= t->names_.size() || pair.backward.params()[i].name != t->names_[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the backward's parameter table differs from the forward's at row ", i,
+                       " (ds_ids must name the same parameters in both graphs)"));
+    }
+  }
+  // Shards, by parameter name.
+  for (const auto& [name, p] : params) {
+    const int64_t n = p.numel(), s = (n + world - 1) / world;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(t->shard_alloc_, p.dtype(), {s}));
+    const int64_t begin = std::min(n, rank * s), end = std::min(n, (rank + 1) * s);
+    if (end > begin) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor whole, Tensor::Empty(t->shard_alloc_, p.dtype(), p.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(p, whole));  // contiguous
+      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(whole, begin, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, shard.Slice(0, 0, end - begin));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+    }
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(t->device_shards_[name],
+                               Tensor::Empty(*t->comm_alloc_, p.dtype(), {s}));
+    }
+    t->shards_[name] = std::move(shard);
+    t->shapes_[name] = p.shape();
+  }
+  auto name_of = [&](const Node& node) -> absl::StatusOr<std::string> {
+    const int64_t ds = DsId(node);
+    if (ds < 0 || ds >= static_cast<int64_t>(t->names_.size())) {
+      return NodeError(node, absl::StrCat("ds_id ", ds, " is not a row of the parameter table"));
+    }
+    if (t->shards_.count(t->names_[ds]) == 0) {
+      return NodeError(node, absl::StrCat("no parameter '", t->names_[ds], "' was given"));
+    }
+    return t->names_[ds];
+  };
+  for (const Graph* g : {&pair.forward, &pair.backward}) {
+    for (NodeId id : g->order()) {
+      const Node& node = g->node(id);
+      if (IsAllgather(node) || IsReduce(node)) OVERLAP_RETURN_IF_ERROR(name_of(node).status());
+    }
+  }
+  // Reduce-scatter buckets, in the backward's order: {"bucket": b} groups, else one each.
+  absl::flat_hash_map<int64_t, int> bucket_of_kwarg;
+  for (NodeId id : pair.backward.order()) {
+    const Node& node = pair.backward.node(id);
+    if (!IsReduce(node)) continue;
+    const int64_t kw = ReduceBucket(node);
+    int b;
+    if (kw >= 0 && bucket_of_kwarg.contains(kw)) {
+      b = bucket_of_kwarg[kw];
+    } else {
+      b = static_cast<int>(t->buckets_.size());
+      t->buckets_.emplace_back();
+      if (kw >= 0) bucket_of_kwarg[kw] = b;
+    }
+    ScatterBucket& bucket = t->buckets_[b];
+    OVERLAP_ASSIGN_OR_RETURN(const std::string name, name_of(node));
+    const Tensor& shard = t->shards_.at(name);
+    if (shard.dtype() != DType::kFloat32 && shard.dtype() != DType::kFloat64) {
+      return NodeError(node, absl::StrCat("parameter '", name, "' is ", DTypeName(shard.dtype()),
+                                          ": reduced gradients must be float32 or float64"));
+    }
+    if (!bucket.members.empty() && bucket.dtype != shard.dtype()) {
+      return NodeError(node, "its bucket mixes dtypes (one flat buffer per bucket)");
+    }
+    bucket.dtype = shard.dtype();
+    Member m;
+    m.param = name;
+    m.numel = params.at(name).numel();
+    m.shard = shard.numel();
+    m.offset = bucket.segment;
+    bucket.segment += m.shard;
+    t->reduce_slot_[id] = {b, static_cast<int>(bucket.members.size())};
+    bucket.members.push_back(std::move(m));
+  }
+  for (ScatterBucket& b : t->buckets_) {
+    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(*t->comm_alloc_, b.dtype, {world * b.segment}));
+    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(*t->comm_alloc_, b.dtype, {b.segment}));
+    b.filled.assign(b.members.size(), 0);
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t->shard_alloc_, b.dtype, {b.segment}));
+      t->host_out_.push_back(std::move(host));
+    }
+  }
+  // The simulator's figures for this schedule at this world size.
+  CollectiveModel model = options.collectives;
+  model.world_size = world;
+  SimulationOptions so;
+  so.record_trace = false;
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult f,
+                           Simulator(pair.forward, model).Run(pair.forward.OrderVector(), so));
+  so.record_trace = true;  // the backward's collectives' completion times
+  const std::vector<NodeId> order = pair.backward.OrderVector();
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult b, Simulator(pair.backward, model).Run(order, so));
+  t->sim_forward_peak_ = f.peak_memory_bytes;
+  t->sim_backward_peak_ = b.peak_memory_bytes;
+  // Where each bucket's simulated reduce-scatter completes: after the last node that starts
+  // before it (the simulator frees at a time before the allocations at that time).
+  std::vector<double> start(order.size(), 0), done(t->buckets_.size(), 0);
+  absl::flat_hash_map<NodeId, double> compute_start;
+  for (const SimEvent& e : b.events) {
+    if (e.stream == 0) compute_start[e.node] = e.start_s;
+    auto slot = t->reduce_slot_.find(e.node);
+    if (e.stream == 1 && slot != t->reduce_slot_.end()) {
+      done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
+    }
+  }
+  double last = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = compute_start.find(order[i]);
+    if (it != compute_start.end()) last = it->second;
+    start[i] = last;
+    t->backward_pos_[order[i]] = static_cast<int64_t>(i);
+  }
+  t->release_after_.assign(t->buckets_.size(), -1);
+  for (size_t k = 0; k < t->buckets_.size(); ++k) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (start[i] < done[k]) t->release_after_[k] = static_cast<int64_t>(i);
+    }
+  }
+  return t;
+}
+
+absl::Status Zero3Trainer::CopyTo(const Tensor& src, Tensor& dst) {
+  return options_.device != nullptr ? options_.device->Copy(src, dst) : CopyConvert(src, dst);
+}
+
+absl::Status Zero3Trainer::AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = w->Wait(options_.timeout);
+  exposed_s_ += Since(start);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(why, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& shard,
+                                               const TensorType& full, bool resident,
+                                               Allocator& alloc) {
+  const int world = comm_->size();
+  OVERLAP_ASSIGN_OR_RETURN(const DType dtype, ParseDType(full.dtype));
+  const std::vector<int64_t> shape(full.shape.begin(), full.shape.end());
+  const int64_t n = Elements(shape);
+  const int64_t s = (n + world - 1) / world;
+  if (shard.dim() != 1 || shard.numel() != s) {
+    return NodeError(node, absl::StrCat("the shard has ", shard.numel(), " elements, a ", n,
+                                        "-element parameter in a world of ", world, " needs ", s));
+  }
+  const int64_t ds = DsId(node);
+  const bool backward = InBackwardGraph(node);
+  Tensor buffer;
+  if (resident) {
+    Tensor& kept = residents_[ds];
+    if (!kept.defined() || kept.dtype() != dtype) {
+      OVERLAP_ASSIGN_OR_RETURN(kept, Tensor::Empty(*resident_alloc_, dtype, {world * s}));
+    } else if (backward && refreshed_.contains(ds)) {
+      return FlatSlice(kept, 0, n).value().View(shape);  // gathered by this step's forward
+    }
+    buffer = kept;
+    refreshed_.insert(ds);
+  } else {
+    // The allgather writes every element (padding included): no zeroing.
+    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Uninitialized(alloc, dtype, {world * s}));
+  }
+  // Staged through the host: the collective lands here and is copied to the device at the
+  // wait.
+  const bool staged = buffer.device() != comm_->device();
+  Tensor target = buffer;
+  if (staged) {
+    OVERLAP_ASSIGN_OR_RETURN(target, Tensor::Uninitialized(*staging_alloc_, dtype, {world * s}));
+  }
+  Tensor source = shard;
+  if (shard.dtype() != dtype) {  // a fused down-cast (insertion rule 4): gather the cast
+    OVERLAP_ASSIGN_OR_RETURN(source, Tensor::Empty(*comm_alloc_, dtype, {s}));
+    OVERLAP_RETURN_IF_ERROR(CopyTo(shard, source));
+  }
+  CollectiveOptions co;
+  co.stream = options_.stream;
+  std::shared_ptr<Work> w = comm_->AllGather(source, target, co);
+  if (streams_ != nullptr && !staged) {
+    streams_->MarkCommunicated(target);
+    streams_->MarkCommunicated(source);
+  }
+  step_works_.push_back(w);
+  pending_[{backward, node.id()}] = {w, source, staged ? target : Tensor(),
+                                     staged ? buffer : Tensor()};
+  OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, n));
+  return whole.View(shape);
+}
+
+absl::Status Zero3Trainer::Wait(const Node& node) {
+  if (node.inputs().empty()) return NodeError(node, "a wait without its allgather");
+  auto it = pending_.find(Key{InBackwardGraph(node), node.inputs()[0]});
+  if (it == pending_.end()) return absl::OkStatus();  // a resident gathered by the forward
+  const Pending p = std::move(it->second);
+  pending_.erase(it);
+  if (p.staged.defined()) {  // through the host: there, then to the device
+    OVERLAP_RETURN_IF_ERROR(
+        AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather")));
+    Tensor target = p.target;
+    return CopyTo(p.staged, target);
+  }
+  if (streams_ != nullptr) {
+    OVERLAP_ASSIGN_OR_RETURN(const bool on_device, streams_->ComputeWaitFor(*p.work));
+    if (on_device) return absl::OkStatus();  // the device's compute waits, not the host
+  }
+  return AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather"));
+}
+
+absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
+  auto it = reduce_slot_.find(node.id());
+  if (it == reduce_slot_.end() || !InBackwardGraph(node)) {
+    return NodeError(node, "a reduce_grad outside the backward graph the trainer was built with");
+  }
+  ScatterBucket& b = buckets_[it->second.first];
+  const int k = it->second.second;
+  const Member& m = b.members[k];
+  if (grad.numel() != m.numel) {
+    return NodeError(node, absl::StrCat("the gradient has ", grad.numel(), " elements, parameter '",
+                                        m.param, "' ", m.numel));
+  }
+  const int world = comm_->size();
+  if (options_.copy_gradients) {
+    // Host buckets may come back from Gloo's reduce-scatter scribbled on; NCCL leaves its
+    // input alone, so a device bucket's padding stays as zeroed at creation.
+    if (!b.filled[k] && b.in.device() == Device::kCpu) {  // clear this member's padding
+      for (int r = 0; r < world; ++r) {
+        const int64_t valid = std::clamp<int64_t>(m.numel - r * m.shard, 0, m.shard);
+        if (valid == m.shard) continue;
+        const int64_t at = r * b.segment + m.offset;
+        OVERLAP_ASSIGN_OR_RETURN(Tensor pad, b.in.Slice(0, at + valid, at + m.shard));
+        std::fill_n(pad.storage()->data() + pad.offset() * DTypeSize(pad.dtype()), pad.nbytes(),
+                    std::byte{0});
+      }
+    }
+    Tensor flat = grad;
+    Allocator scratch(grad.device() != Device::kCpu ? options_.device : nullptr);
+    if (!grad.IsContiguous()) {
+      OVERLAP_ASSIGN_OR_RETURN(flat, Tensor::Uninitialized(scratch, grad.dtype(), grad.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyTo(grad, flat));
+    }
+    for (int r = 0; r < world; ++r) {
+      const int64_t begin = std::min(m.numel, r * m.shard),
+                    end = std::min(m.numel, (r + 1) * m.shard);
+      if (end <= begin) continue;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(flat, begin, end));
+      const int64_t at = r * b.segment + m.offset;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, b.in.Slice(0, at, at + end - begin));
+      if (b.filled[k]) {
+        if (src.device() != Device::kCpu || dst.device() != Device::kCpu) {
+          return NodeError(node, "a parameter reduced twice in one bucket, on a device");
+        }
+        AddInto(src, dst);  // a parameter reduced twice in one bucket
+      } else {
+        OVERLAP_RETURN_IF_ERROR(CopyTo(src, dst));
+      }
+    }
+  }
+  if (!b.filled[k]) ++b.arrived;
+  b.filled[k] = 1;
+  held_[it->second.first].push_back(grad);
+  if (b.arrived == static_cast<int64_t>(b.members.size())) {
+    CollectiveOptions co;
+    co.stream = options_.stream;
+    std::shared_ptr<Work> w = comm_->ReduceScatter(b.in, b.out, co);
+    step_works_.push_back(w);
+    bucket_work_[it->second.first] = w;
+    launched_.push_back(it->second.first);
+  }
+  return absl::OkStatus();
+}
+
+void Zero3Trainer::ReleaseFinished(int64_t position) {
+  for (size_t b = 0; b < held_.size(); ++b) {
+    if (!held_[b].empty() && position >= release_after_[b] && bucket_work_[b] != nullptr &&
+        bucket_work_[b]->Done()) {
+      held_[b].clear();
+    }
+  }
+}
+
+absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
+  const auto start = std::chrono::steady_clock::now();
+  pending_.clear();
+  refreshed_.clear();
+  step_works_.clear();
+  launched_.clear();
+  exposed_s_ = 0;
+  for (ScatterBucket& b : buckets_) {
+    b.arrived = 0;
+    std::fill(b.filled.begin(), b.filled.end(), 0);
+  }
+  held_.assign(buckets_.size(), {});
+  bucket_work_.assign(buckets_.size(), nullptr);
+  InterpreterOptions io;
+  io.zero3 = this;
+  io.kernels = options_.kernels;
+  io.device = options_.device;
+  for (auto& [name, d] : device_shards_) {  // this step's parameters, on the device
+    OVERLAP_RETURN_IF_ERROR(CopyTo(shards_.at(name), d));
+  }
+  if (options_.node_hook) {
+    io.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+      return options_.node_hook(node);
+    };
+  }
+  InterpreterOptions backward = io;
+  backward.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+    if (options_.node_hook) OVERLAP_RETURN_IF_ERROR(options_.node_hook(node));
+    auto it = backward_pos_.find(node.id());
+    ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<AotStepResult> step =
+      RunAotStep(pair_, device_shards_.empty() ? shards_ : device_shards_, data, io, &backward);
+  if (!step.ok()) {
+    // Collectives still in flight read buffers that are about to go: end them first.
+    comm_->Abort(step.status());
+    for (const std::shared_ptr<Work>& w : step_works_) w->Wait(options_.timeout).IgnoreError();
+    held_.assign(buckets_.size(), {});
+    return step.status();
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].arrived != static_cast<int64_t>(buckets_[b].members.size())) {
+      return absl::InternalError(
+          absl::StrCat("reduce-scatter bucket ", b, " never received all its gradients"));
+    }
+  }
+  Zero3StepResult result;
+  for (const std::shared_ptr<Work>& w : step_works_) {
+    OVERLAP_RETURN_IF_ERROR(AwaitWork(w, "the step's collectives"));
+  }
+  held_.assign(buckets_.size(), {});
+  result.graph_s = Since(start);
+  // Averaged shard gradients: views of the buckets' outputs (summed into a copy for a
+  // parameter reduced in two buckets).
+  // Device buckets' outputs come to the host (the collectives are done).
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (host_out_.empty()) {
+      outs.push_back(buckets_[k].out);
+    } else {
+      OVERLAP_RETURN_IF_ERROR(CopyTo(buckets_[k].out, host_out_[k]));
+      outs.push_back(host_out_[k]);
+    }
+  }
+  const double scale = 1.0 / comm_->size();
+  for (Tensor& out : outs) {
+    if (out.dtype() == DType::kFloat32) {
+      float* d = out.data<float>();
+      for (int64_t i = 0; i < out.numel(); ++i) d[i] *= static_cast<float>(scale);
+    } else {
+      double* d = out.data<double>();
+      for (int64_t i = 0; i < out.numel(); ++i) d[i] *= scale;
+    }
+  }
+  TensorMap grads;
+  Allocator scratch;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    for (const Member& m : buckets_[k].members) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor g, outs[k].Slice(0, m.offset, m.offset + m.shard));
+      auto it = grads.find(m.param);
+      if (it == grads.end()) {
+        grads[m.param] = g;
+        continue;
+      }
+      OVERLAP_ASSIGN_OR_RETURN(Tensor sum, Tensor::Empty(scratch, g.dtype(), g.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(it->second, sum));
+      AddInto(g, sum);
+      it->second = sum;
+    }
+  }
+  OVERLAP_RETURN_IF_ERROR(optimizer_->Step(shards_, grads));
+
+  for (const std::shared_ptr<Work>& w : step_works_) result.comm_s += w->run_seconds();
+  result.loss = step->loss;
+  result.allgathers =
+      static_cast<int64_t>(step_works_.size()) - static_cast<int64_t>(launched_.size());
+  result.reduce_scatters = static_cast<int64_t>(launched_.size());
+  result.works = step_works_;
+  result.forward_peak_bytes = step->forward.peak_bytes;
+  result.backward_peak_bytes = step->backward.peak_bytes;
+  result.exposed_s = std::min(exposed_s_, result.comm_s);
+  result.seconds = Since(start);
+  return result;
+}
+
+absl::StatusOr<TensorMap> Zero3Trainer::GatherParams() {
+  const int world = comm_->size();
+  TensorMap out;
+  Allocator alloc;
+  for (const auto& [name, host_shard] : shards_) {  // name order: the same on every rank
+    // Where the communicator takes tensors (the device for NCCL), then back here.
+    Tensor shard = host_shard;
+    if (!device_shards_.empty()) {
+      shard = device_shards_.at(name);
+      OVERLAP_RETURN_IF_ERROR(CopyTo(host_shard, shard));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor gathered,
+                             Tensor::Empty(*comm_alloc_, shard.dtype(), {world * shard.numel()}));
+    CollectiveOptions co;
+    co.stream = options_.stream;
+    OVERLAP_RETURN_IF_ERROR(comm_->AllGather(shard, gathered, co)->Wait(options_.timeout));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor buffer,
+                             Tensor::Empty(alloc, shard.dtype(), {world * shard.numel()}));
+    OVERLAP_RETURN_IF_ERROR(CopyTo(gathered, buffer));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor whole, FlatSlice(buffer, 0, Elements(shapes_.at(name))));
+    OVERLAP_ASSIGN_OR_RETURN(out[name], whole.View(shapes_.at(name)));
+  }
+  return out;
+}
+
+Zero3StateBytes Zero3Trainer::state_bytes() const {
+  Zero3StateBytes b;
+  b.shards = 0;
+  for (const auto& [name, s] : shards_) b.shards += s.nbytes();
+  b.optimizer = optimizer_->state_bytes();
+  b.buffers = comm_alloc_->live(Pool::kValues) + resident_alloc_->live(Pool::kValues);
+  for (const auto& [name, d] : device_shards_) b.buffers -= d.nbytes();  // counted as shards
+  return b;
+}
+
+}  // namespace overlap

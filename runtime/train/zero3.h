@@ -1,0 +1,197 @@
+// ZeRO-3 training on scheduled graphs, one rank per process: each rank holds 1/world of
+// every parameter and runs the scheduled AOT forward and backward (ZeRO-3 ops inserted and
+// ordered by any scheduler of schedule/scheduler_registry.h) through the interpreter, whose
+// dc.* ops this class carries out with a Communicator:
+//   - dc.allgather_param starts an allgather of the rank's shard into a full buffer of the
+//     step's memory on the communication stream; dc.wait_allgather blocks compute until it
+//     is done; dc.release_param frees the buffer when its count reaches n_users;
+//   - residents (allgathers marked persistent) keep a gathered copy across steps, refreshed
+//     once per step by the forward's allgather (issued before the first node, as the
+//     simulator models it); the backward uses it without communication;
+//   - dc.reduce_grad copies the gradient into its bucket's flat buffer ({"bucket": b}; a
+//     reduce_grad without one is a bucket of its own) and, when the bucket's last gradient
+//     has arrived, reduce-scatters it: one collective per bucket, launched in graph order.
+//     The gradient's own storage is kept until that collective has finished, and at least
+//     until compute has passed the position where the simulated schedule completes it
+//     (checked after every node). That is the simulator's memory rule for reduced
+//     storages, with the simulated completion as a lower bound, so that measured peaks do
+//     not depend on how much faster the real collective was than the model: when the
+//     network is no slower than modelled, the measured peak is the simulated one. (The
+//     copy would allow freeing at once; the flat buffers are communication buffers,
+//     reported apart.);
+//   - after the backward the reduced shards are averaged over the ranks and the optimizer
+//     steps on the shards.
+//
+// Sharding: parameter p of n elements, in a world of P ranks, is padded with zeros to
+// P * s elements, s = ceil(n / P); rank r holds elements [r s, (r + 1) s) as a flat tensor
+// of s elements (the padding is on the last ranks and stays zero: its gradient is zero).
+// A gathered buffer holds P * s elements, of which the first n are the parameter. A
+// bucket's buffer is P segments, one per rank, each the members' shard-sized slices in
+// bucket order, so a reduce-scatter leaves each rank exactly its shards.
+//
+//   absl::StatusOr<std::unique_ptr<Zero3Trainer>> t = Zero3Trainer::Create(pair, params, comm, {});
+//   absl::StatusOr<Zero3StepResult> s = (*t)->Step(my_batch);
+#ifndef OVERLAP_RUNTIME_TRAIN_ZERO3_H_
+#define OVERLAP_RUNTIME_TRAIN_ZERO3_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "graph/aot.h"
+#include "graph/cost_model.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/train/train.h"
+
+namespace overlap {
+
+struct Zero3Options {
+  OptimizerOptions optimizer;
+  absl::Duration timeout = absl::Seconds(60);  // any one wait for a collective
+  int stream = 0;                              // the communication stream every collective uses
+  // The collectives' model for the simulated figures reported beside the measured ones
+  // (its world_size is set to the communicator's).
+  CollectiveModel collectives;
+  // Called after every call node of the forward and the backward (fault injection, traces);
+  // an error ends the step.
+  std::function<absl::Status(const Node&)> node_hook;
+  // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
+  const KernelRegistry* kernels = nullptr;
+  // Copy each gradient into its bucket. Timed replay turns it off: its values mean nothing,
+  // and the copies are CPU work the simulator does not model, competing with the loopback
+  // collectives for the same cores (the buckets are still reduce-scattered at full size).
+  bool copy_gradients = true;
+  // The device the forward and backward run on (runtime/cuda/cuda_device.h; `kernels` must
+  // be its own); nullptr: the host. Shards and the optimizer stay on the host. With a device
+  // communicator (NCCL) the shards are copied to the device each step, gathered and
+  // reduce-scattered there, dc.wait_allgather makes the device's compute wait for the
+  // allgather (no host wait: exposed_s counts only the final drain), and gathered buffers
+  // are freed in the communication stream's order; with a host one (Gloo) collectives are
+  // staged through the host (an allgather lands on the host and is copied to the device
+  // at its wait; gradients are copied out into host buckets). Not owned.
+  DeviceMemory* device = nullptr;
+};
+
+struct Zero3StepResult {
+  double loss = 0;              // this rank's
+  int64_t allgathers = 0;       // allgathers that moved bytes (residents' refreshes included)
+  int64_t reduce_scatters = 0;  // one per bucket
+  // Measured peaks of graph values (gathered buffers and residents included), per graph.
+  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
+  double seconds = 0;    // the whole step, optimizer included
+  double graph_s = 0;    // forward, backward and the final drain: what the simulator predicts
+  double comm_s = 0;     // summed run time of this step's collectives
+  double exposed_s = 0;  // time compute spent blocked on them (waits, the final drain)
+  std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order
+};
+
+// Per-rank state outside the step's graph values, in bytes.
+struct Zero3StateBytes {
+  int64_t shards = 0;     // the rank's parameter shards
+  int64_t optimizer = 0;  // optimizer state on the shards
+  int64_t buffers = 0;    // bucket buffers and resident copies (communication buffers)
+};
+
+class Zero3Trainer : private Zero3Collectives {
+ public:
+  // `pair`: forward and backward with ZeRO-3 ops, scheduled (their node orders run as
+  // they are); `params`: every parameter, whole, by parameter name, identical on every
+  // rank (each rank keeps its shard). Errors: graphs without ZeRO-3 ops, a ds_id outside
+  // the parameter table or naming a parameter not given, a bucket mixing dtypes, a reduced
+  // parameter that is not floating point.
+  static absl::StatusOr<std::unique_ptr<Zero3Trainer>> Create(const AotPair& pair,
+                                                              const TensorMap& params,
+                                                              Communicator* comm,
+                                                              const Zero3Options& options);
+  // One step on this rank's batch (data placeholders by name). Errors: the interpreter's
+  // (naming the node), a collective's or a timeout (naming the collective).
+  absl::StatusOr<Zero3StepResult> Step(const TensorMap& data);
+  // Every parameter, whole, gathered from the shards: a collective (every rank must call
+  // it). For checks and saving.
+  absl::StatusOr<TensorMap> GatherParams();
+
+  const TensorMap& shards() const { return shards_; }
+  Zero3StateBytes state_bytes() const;
+  // The simulator's peaks of graph values for the two graphs as scheduled, at this world
+  // size, under options.collectives.
+  int64_t simulated_forward_peak_bytes() const { return sim_forward_peak_; }
+  int64_t simulated_backward_peak_bytes() const { return sim_backward_peak_; }
+  int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+
+ private:
+  struct Member {
+    std::string param;
+    int64_t numel = 0, shard = 0;  // whole and shard elements
+    int64_t offset = 0;            // in the bucket's per-rank segment
+  };
+  struct ScatterBucket {  // one reduce-scatter
+    std::vector<Member> members;
+    int64_t segment = 0;  // elements per rank
+    DType dtype = DType::kFloat32;
+    Tensor in, out;  // P * segment, segment
+    int64_t arrived = 0;
+    std::vector<char> filled;  // per member, this step
+  };
+  // A started allgather: its work and the tensor it reads (kept alive until done).
+  struct Pending {
+    std::shared_ptr<Work> work;
+    Tensor source;
+    Tensor staged, target;  // staged through the host: the landing buffer, the device copy
+  };
+  using Key = std::pair<bool, NodeId>;  // (backward graph, node id)
+
+  Zero3Trainer() = default;
+  absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard, const TensorType& full,
+                                   bool resident, Allocator& alloc) override;
+  absl::Status Wait(const Node& node) override;
+  absl::Status Reduce(const Node& node, const Tensor& grad) override;
+  absl::Status AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why);
+  // src into dst across the host and options_.device (CopyConvert without a device).
+  absl::Status CopyTo(const Tensor& src, Tensor& dst);
+
+  AotPair pair_;
+  Communicator* comm_ = nullptr;
+  Zero3Options options_;
+  std::vector<std::string> names_;  // by ds_id (the forward's parameter table)
+  Allocator shard_alloc_;
+  // Where the communicator takes its tensors (buckets, cast sources), and where residents
+  // and staged landings live.
+  std::unique_ptr<Allocator> comm_alloc_, resident_alloc_, staging_alloc_;
+  DeviceStreams* streams_ = nullptr;  // options_.device's, when it has them
+  TensorMap shards_;
+  TensorMap device_shards_;       // with a device communicator: the shards on the device
+  std::vector<Tensor> host_out_;  // with a device communicator: the buckets' outputs, here
+  std::map<std::string, std::vector<int64_t>> shapes_;  // whole parameters' shapes
+  std::unique_ptr<TrainOptimizer> optimizer_;
+  std::vector<ScatterBucket> buckets_;
+  absl::flat_hash_map<NodeId, std::pair<int, int>>
+      reduce_slot_;                                 // backward reduce -> (bucket, member)
+  absl::flat_hash_map<int64_t, Tensor> residents_;  // by ds_id
+  int64_t sim_forward_peak_ = 0, sim_backward_peak_ = 0;
+  // Per step.
+  absl::flat_hash_map<Key, Pending> pending_;
+  absl::flat_hash_set<int64_t> refreshed_;
+  std::vector<std::shared_ptr<Work>> step_works_;
+  std::vector<int> launched_;  // buckets, in launch order
+  // Gradients kept (their storages counted in the step's memory) until their bucket's
+  // reduce-scatter has finished, by bucket: the simulator's rule for reduced storages.
+  std::vector<std::vector<Tensor>> held_;
+  std::vector<std::shared_ptr<Work>> bucket_work_;  // by bucket, this step's
+  std::vector<int64_t> release_after_;  // by bucket: the simulated completion's position
+  absl::flat_hash_map<NodeId, int64_t> backward_pos_;
+  void ReleaseFinished(int64_t position);
+  double exposed_s_ = 0;
+};
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_TRAIN_ZERO3_H_
