@@ -31,11 +31,6 @@
 #include "runtime/comm/watchdog.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/core/tensor.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/cuda_gpu_api.h"
-#include "runtime/cuda/cuda_kernels.h"
-#include "runtime/cuda/fake_gpu_api.h"
-#include "runtime/cuda/nccl_communicator.h"
 #include "runtime/exec/replay.h"
 #include "runtime/train/ddp.h"
 #include "runtime/train/synthetic.h"
@@ -54,21 +49,6 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
 }
 
 absl::string_view StrategyName(Strategy s) { return s == Strategy::kDdp ? "ddp" : "zero3"; }
-
-absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name) {
-  if (name == "cpu") return ComputeDevice::kCpu;
-  if (name == "cuda") return ComputeDevice::kCuda;
-  if (name == "cuda-emulated") return ComputeDevice::kCudaEmulated;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown device '", name, "' (cpu, cuda or cuda-emulated)"));
-}
-
-absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name) {
-  if (name == "gloo") return CollectiveLibrary::kGloo;
-  if (name == "nccl") return CollectiveLibrary::kNccl;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown collectives library '", name, "' (gloo or nccl)"));
-}
 
 absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
   const char* v = std::getenv("OVERLAP_FAULT");
@@ -276,7 +256,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
 // `params` in a safetensors file by parameter name (device tensors copied to the host
 // first), through the output writer (graph/output_file.h): no partial file, never a device
 // replaced, a planted link's target replaced whole.
-absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, CudaDevice* device) {
+absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, Backend& backend) {
+  DeviceMemory* device = backend.device();
   Allocator host;
   TensorMap on_host;
   for (const auto& [name, t] : params) {
@@ -288,7 +269,7 @@ absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, C
     OVERLAP_RETURN_IF_ERROR(device->Copy(t, h));
     on_host[name] = std::move(h);
   }
-  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
+  OVERLAP_RETURN_IF_ERROR(backend.Synchronize());
   return WriteFileAtomically(path, WriteSafetensors(on_host, {{"producer", "overlap run"}}));
 }
 
@@ -428,46 +409,13 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program,
                            LoadProgram(o, rank, world, std::max(info.local_world_size, 1)));
 
-  // The device, when the forward and backward run on one.
-  const bool on_device = o.device != ComputeDevice::kCpu;
-  // NCCL by default on a GPU; the emulated device's NCCL spans one process, so across
-  // processes it reduces through Gloo by default.
-  const bool nccl = on_device && (o.collective_library == CollectiveLibrary::kNccl ||
-                                  (o.collective_library == CollectiveLibrary::kDefault &&
-                                   (o.device == ComputeDevice::kCuda || world == 1)));
-  if (!on_device && o.collective_library == CollectiveLibrary::kNccl) {
-    return absl::InvalidArgumentError("NCCL collectives need --device cuda");
-  }
-  if (o.device == ComputeDevice::kCudaEmulated && nccl && world > 1) {
-    return absl::InvalidArgumentError(
-        "the emulated device's NCCL spans one process: use --collectives gloo with "
-        "--device cuda-emulated");
-  }
-  if (on_device && o.time_scale > 0) {
-    return absl::InvalidArgumentError(
-        "--time-scale replays on the host; on a GPU, gpu_benchmark overlap replays");
-  }
-  std::unique_ptr<GpuApi> gpu_api;
-  FakeGpuApi* emulated = nullptr;
-  std::unique_ptr<CudaDevice> device;
-  std::unique_ptr<KernelRegistry> device_kernels;
-  if (on_device) {
-    if (o.device == ComputeDevice::kCuda) {
-      gpu_api = CudaGpuApi();
-    } else {
-      FakeGpuOptions fo;
-      if (world == 1) fo.nccl = std::make_shared<FakeNcclWorld>();
-      auto fake = std::make_unique<FakeGpuApi>(fo);
-      emulated = fake.get();
-      gpu_api = std::move(fake);
-    }
-    // GPU LOCAL_RANK, wrapped around the devices present: ranks may share a GPU (Gloo
-    // through the host allows it; NCCL refuses two ranks on one device, by name).
-    OVERLAP_ASSIGN_OR_RETURN(const GpuInfo gpus, gpu_api->Probe());
-    const int index = gpus.device_count > 0 ? info.local_rank % gpus.device_count : 0;
-    OVERLAP_ASSIGN_OR_RETURN(device, CudaDevice::Create(gpu_api.get(), index));
-    device_kernels = std::make_unique<KernelRegistry>(CudaKernels(*device));
-  }
+  BackendOptions bo;
+  bo.device = o.device;
+  bo.collectives = o.collective_library;
+  bo.time_scale = o.time_scale;
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                           Backend::Create(bo, world, info.local_rank));
+  const bool nccl = backend->nccl();
 
   // Join: the store, the join check, the communicator, the watchdog, all within one
   // deadline. Every rank publishes its world size and a fingerprint of what it was given
@@ -500,20 +448,8 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   if (o.race_check) SetPoisonFreedStorage(true);
   RendezvousInfo own = info;
   own.agent_store = true;  // the watchdog's own connection: a client, never a second server
-  std::unique_ptr<Communicator> comm;
-  if (nccl) {
-    NcclOptions no;
-    no.api = gpu_api.get();
-    OVERLAP_ASSIGN_OR_RETURN(no.store, TcpStore::Connect(own, o.timeout));  // the poller's
-    no.rank = rank;
-    no.world_size = world;
-    no.stream = device->comm();
-    no.after = device->compute();
-    no.timeout = o.timeout;
-    OVERLAP_ASSIGN_OR_RETURN(comm, CreateNcclCommunicator(no));
-  } else {
-    OVERLAP_ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(go));
-  }
+  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                           backend->Connect(go, own, o.timeout));
   OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
                            TcpStore::Connect(own, o.timeout));
   WatchdogOptions wo;
@@ -611,9 +547,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       d.optimizer = o.optimizer;
       d.timeout = o.timeout;
       d.node_hook = node_hook;
-      d.kernels = replay != nullptr ? replay.get() : device_kernels.get();
+      d.kernels = replay != nullptr ? replay.get() : backend->kernels();
       d.copy_gradients = replay == nullptr;
-      d.device = device.get();
+      d.device = backend->device();
       OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
       summary.buckets = static_cast<int64_t>(ddp->buckets().size());
       // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
@@ -630,9 +566,9 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       z.timeout = o.timeout;
       z.collectives = summary.collectives;
       z.node_hook = node_hook;
-      z.kernels = replay != nullptr ? replay.get() : device_kernels.get();
+      z.kernels = replay != nullptr ? replay.get() : backend->kernels();
       z.copy_gradients = replay == nullptr;
-      z.device = device.get();
+      z.device = backend->device();
       OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
       summary.buckets = zero3->buckets();
       timing.simulated_peak_bytes =
@@ -685,11 +621,11 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
         if (comm->device() == Device::kCpu) {
           failed = comm->AllReduce(loss)->Wait(o.timeout);
         } else {  // NCCL reduces device memory: there and back
-          Allocator on_device(device.get());
+          Allocator on_device(backend->device());
           OVERLAP_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(on_device, DType::kFloat64, {1}));
-          failed = device->Copy(loss, d);
+          failed = backend->device()->Copy(loss, d);
           if (failed.ok()) failed = comm->AllReduce(d)->Wait(o.timeout);
-          if (failed.ok()) failed = device->Copy(d, loss);
+          if (failed.ok()) failed = backend->device()->Copy(d, loss);
         }
       }
       if (!failed.ok()) return explain(failed, step);
@@ -729,7 +665,7 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
       } else {
         trained = ddp->params();
       }
-      if (rank == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o.save_path, trained, device.get()));
+      if (rank == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o.save_path, trained, *backend));
     }
     if (zero3 != nullptr) {
       summary.state = zero3->state_bytes();
@@ -739,13 +675,7 @@ absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo&
   }
   // Every rank is done before any tears its connections down.
   OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
-  if (device != nullptr) OVERLAP_RETURN_IF_ERROR(device->Synchronize());
-  if (emulated != nullptr && !emulated->violations().empty()) {
-    const std::vector<std::string> v = emulated->violations();
-    return absl::InternalError(
-        absl::StrCat("rank ", rank, ": the emulated device saw ", v.size(),
-                     " buffer uses out of stream order; the first: ", v.front()));
-  }
+  OVERLAP_RETURN_IF_ERROR(backend->Finish(rank));
   return summary;
 }
 

@@ -33,6 +33,7 @@
 #include "graph/cost_model.h"
 #include "graph/models.h"
 #include "runtime/comm/tcp_store.h"
+#include "runtime/job/backend.h"
 #include "runtime/train/train.h"
 #include "runtime/train/zero3.h"
 
@@ -43,18 +44,7 @@ enum class Strategy { kDdp, kZero3 };
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view name);
 absl::string_view StrategyName(Strategy s);
 
-// Where a rank's forward and backward run: the host's kernels, a CUDA device (GPU
-// LOCAL_RANK; runtime/cuda/), or the CUDA backend on an emulated device (host memory, with
-// the emulator's stream-order checks: runtime/cuda/fake_gpu_api.h), for machines without a
-// GPU.
-enum class ComputeDevice { kCpu, kCuda, kCudaEmulated };
-// "cpu", "cuda", "cuda-emulated"; InvalidArgument listing them otherwise.
-absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name);
-// Which library runs the collectives: the default (NCCL on CUDA and on one emulated
-// device, Gloo otherwise), Gloo (through the host for a device), or NCCL (a device; the
-// emulated one's spans one process).
-enum class CollectiveLibrary { kDefault, kGloo, kNccl };
-absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name);
+// ComputeDevice and CollectiveLibrary: runtime/job/backend.h.
 
 // The fault a test injects (OVERLAP_FAULT="rank=1,step=3,node=mm_2,action=kill"): when rank
 // `rank` has run node `node` (forward or backward) in step `step` (from 1), it kills itself
