@@ -112,8 +112,11 @@ std::optional<int> SlurmTasksOnNode(absl::string_view spec, int node) {
 
 }  // namespace
 
-absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
-  RendezvousInfo info;
+namespace {
+
+// The ranks and the store's address: torchrun's variables, else Slurm's (srun), each named
+// by its own variable in messages.
+absl::Status ReadRanks(RendezvousInfo& info) {
   // torchrun's variables, else Slurm's (srun), each with torchrun's names in messages.
   const bool slurm = std::getenv("RANK") == nullptr && std::getenv("SLURM_PROCID") != nullptr;
   if (slurm) info.launcher = "Slurm";
@@ -186,6 +189,12 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
         absl::StrCat("MASTER_PORT=", *v, " is out of range: 1 to 65535"));
   }
   info.master_port = *v;
+  return absl::OkStatus();
+}
+
+// Whose store it is (overlap's or PyTorch's c10d), and for c10d the attempt's key prefix and
+// the server's generation.
+absl::Status ReadStoreProtocol(RendezvousInfo& info) {
   if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) {
     info.agent_store = absl::AsciiStrToLower(a) == "true" || std::string(a) == "1";
   }
@@ -206,7 +215,7 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
           "OVERLAP_STORE_PROTOCOL=c10d needs TORCHELASTIC_USE_AGENT_STORE=True: PyTorch's store "
           "is served by torchrun's agent, not by a rank");
     }
-    v = EnvInt("TORCHELASTIC_RESTART_COUNT", 0);
+    absl::StatusOr<int> v = EnvInt("TORCHELASTIC_RESTART_COUNT", 0);
     if (!v.ok()) return v.status();
     info.key_prefix = absl::StrCat("/worker/attempt_", *v, "/");
     if (const char* w = std::getenv("OVERLAP_C10D_WIRE")) {
@@ -217,6 +226,11 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
       info.c10d_wire = w[0] - '0';
     }
   }
+  return absl::OkStatus();
+}
+
+// The store secret: OVERLAP_STORE_SECRET or the first line of OVERLAP_STORE_SECRET_FILE.
+absl::Status ReadSecret(RendezvousInfo& info) {
   const char* secret = std::getenv("OVERLAP_STORE_SECRET");
   const char* secret_file = std::getenv("OVERLAP_STORE_SECRET_FILE");
   if (secret != nullptr && secret_file != nullptr) {
@@ -257,6 +271,16 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
         "is PyTorch's c10d TCPStore (torchrun's agent store), which takes none: unset it, or "
         "serve overlap's store (OVERLAP_STORE_PROTOCOL=overlap)");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
+  RendezvousInfo info;
+  OVERLAP_RETURN_IF_ERROR(ReadRanks(info));
+  OVERLAP_RETURN_IF_ERROR(ReadStoreProtocol(info));
+  OVERLAP_RETURN_IF_ERROR(ReadSecret(info));
   return info;
 }
 

@@ -402,281 +402,340 @@ absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks) {
   return CheckPairMemory(pair, o, world, local_ranks);
 }
 
-absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo& info,
-                                      const std::function<void(const StepReport&)>& on_step) {
-  const int rank = info.rank, world = info.world_size;
-  JobSummary summary;
-  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Program> program,
-                           LoadProgram(o, rank, world, std::max(info.local_world_size, 1)));
+namespace {
 
-  BackendOptions bo;
-  bo.device = o.device;
-  bo.collectives = o.collective_library;
-  bo.time_scale = o.time_scale;
-  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                           Backend::Create(bo, world, info.local_rank));
-  const bool nccl = backend->nccl();
+// One rank's job, step by step: join, calibrate, compile, then train each program in turn.
+// The state the steps share (the backend, the communicator, the watchdog, the step counter
+// the fault hook reads) lives here, so each step is a function a reader can hold.
+class RankJob {
+ public:
+  RankJob(const JobOptions& o, const RendezvousInfo& info,
+          const std::function<void(const StepReport&)>& on_step)
+      : o_(o), info_(info), on_step_(on_step), rank_(info.rank), world_(info.world_size) {}
 
-  // Join: the store, the join check, the communicator, the watchdog, all within one
-  // deadline. Every rank publishes its world size and a fingerprint of what it was given
-  // before Gloo connects, so a mismatch is named instead of failing inside Gloo's mesh.
-  const absl::Time join_deadline = absl::Now() + o.timeout;
-  const auto join_left = [&] {
-    return std::max(join_deadline - absl::Now(), absl::Milliseconds(1));
-  };
-  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> store, TcpStore::Connect(info, o.timeout));
-  {
-    std::string given = JobText(o, world, nccl);
-    absl::StrAppend(&given, "\n", WriteGraphJson(program->pair.forward), "\n",
-                    WriteGraphJson(program->pair.backward));
-    OVERLAP_RETURN_IF_ERROR(CheckJoin(*store, rank, world, Fingerprint(given), join_left()));
+  absl::StatusOr<JobSummary> Run() {
+    OVERLAP_ASSIGN_OR_RETURN(program_,
+                             LoadProgram(o_, rank_, world_, std::max(info_.local_world_size, 1)));
+    BackendOptions bo;
+    bo.device = o_.device;
+    bo.collectives = o_.collective_library;
+    bo.time_scale = o_.time_scale;
+    OVERLAP_ASSIGN_OR_RETURN(backend_, Backend::Create(bo, world_, info_.local_rank));
+    OVERLAP_RETURN_IF_ERROR(Join());
+    OVERLAP_RETURN_IF_ERROR(Calibrate());
+    OVERLAP_RETURN_IF_ERROR(CompileAll());
+    if (o_.time_scale > 0) replay_ = ReplayKernels(o_.time_scale);
+    for (size_t a = 0; a < pairs_.size(); ++a) {
+      OVERLAP_RETURN_IF_ERROR(Train(a, /*save=*/a + 1 == pairs_.size()));
+    }
+    // Every rank is done before any tears its connections down.
+    OVERLAP_RETURN_IF_ERROR(comm_->Barrier()->Wait(o_.timeout));
+    OVERLAP_RETURN_IF_ERROR(backend_->Finish(rank_));
+    return std::move(summary_);
   }
-  GlooOptions go;
-  go.connect_timeout = join_left();
-  go.rank = rank;
-  go.size = world;
-  go.store = store;
-  go.prefix = "gloo";
-  go.timeout = o.timeout;
-  go.deterministic = o.deterministic;
-  go.random_delays = o.race_check;
-  if (info.master_addr != "127.0.0.1" && info.master_addr != "localhost") {
-    char host[256] = {0};
-    if (gethostname(host, sizeof(host) - 1) == 0) go.hostname = host;
+
+ private:
+  // The store, the join check, the communicator and the watchdog, all within one deadline.
+  // Every rank publishes its world size and a fingerprint of what it was given before Gloo
+  // connects, so a mismatch is named instead of failing inside Gloo's mesh.
+  absl::Status Join() {
+    const absl::Time deadline = absl::Now() + o_.timeout;
+    const auto left = [&] { return std::max(deadline - absl::Now(), absl::Milliseconds(1)); };
+    OVERLAP_ASSIGN_OR_RETURN(store_, TcpStore::Connect(info_, o_.timeout));
+    std::string given = JobText(o_, world_, backend_->nccl());
+    absl::StrAppend(&given, "\n", WriteGraphJson(program_->pair.forward), "\n",
+                    WriteGraphJson(program_->pair.backward));
+    OVERLAP_RETURN_IF_ERROR(CheckJoin(*store_, rank_, world_, Fingerprint(given), left()));
+    GlooOptions go;
+    go.connect_timeout = left();
+    go.rank = rank_;
+    go.size = world_;
+    go.store = store_;
+    go.prefix = "gloo";
+    go.timeout = o_.timeout;
+    go.deterministic = o_.deterministic;
+    go.random_delays = o_.race_check;
+    if (info_.master_addr != "127.0.0.1" && info_.master_addr != "localhost") {
+      char host[256] = {0};
+      if (gethostname(host, sizeof(host) - 1) == 0) go.hostname = host;
+    }
+    if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
+    if (o_.race_check) SetPoisonFreedStorage(true);
+    RendezvousInfo own = info_;
+    own.agent_store = true;  // the watchdog's own connection: a client, never a second server
+    OVERLAP_ASSIGN_OR_RETURN(comm_, backend_->Connect(go, own, o_.timeout));
+    OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
+                             TcpStore::Connect(own, o_.timeout));
+    WatchdogOptions wo;
+    wo.rank = rank_;
+    wo.world_size = world_;
+    wo.timeout = o_.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
+    if (info_.protocol == StoreProtocol::kC10d) {
+      wo.store_server = "torchrun's agent (the store's server)";
+    }
+    watchdog_ = std::make_unique<Watchdog>(watch_store, comm_.get(), wo);
+    return absl::OkStatus();
   }
-  if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
-  if (o.race_check) SetPoisonFreedStorage(true);
-  RendezvousInfo own = info;
-  own.agent_store = true;  // the watchdog's own connection: a client, never a second server
-  OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                           backend->Connect(go, own, o.timeout));
-  OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<TcpStore> watch_store,
-                           TcpStore::Connect(own, o.timeout));
-  WatchdogOptions wo;
-  wo.rank = rank;
-  wo.world_size = world;
-  wo.timeout = o.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
-  if (info.protocol == StoreProtocol::kC10d)
-    wo.store_server = "torchrun's agent (the store's server)";
-  Watchdog watchdog(watch_store, comm.get(), wo);
+
   // A failure with the lost rank named and the last collectives listed.
-  auto explain = [&](const absl::Status& failed, int64_t step) -> absl::Status {
-    if (watchdog.aborted()) {
-      const std::string self = absl::StrCat("rank ", rank, ": ");
-      const std::string reason = watchdog.reason();  // this rank's own starts with `self`
+  absl::Status Explain(const absl::Status& failed, int64_t step) {
+    if (watchdog_->aborted()) {
+      const std::string self = absl::StrCat("rank ", rank_, ": ");
+      const std::string reason = watchdog_->reason();  // this rank's own starts with `self`
       return absl::AbortedError(absl::StartsWith(reason, self) ? reason : self + reason);
     }
-    absl::Status explained = watchdog.Explain(failed);
-    return absl::Status(explained.code(),
-                        absl::StrCat("rank ", rank, step > 0 ? absl::StrCat(" at step ", step) : "",
-                                     ": ", explained.message(), "\nthe last collectives issued:\n",
-                                     watchdog.RecentOperations()));
-  };
+    absl::Status explained = watchdog_->Explain(failed);
+    return absl::Status(
+        explained.code(),
+        absl::StrCat("rank ", rank_, step > 0 ? absl::StrCat(" at step ", step) : "", ": ",
+                     explained.message(), "\nthe last collectives issued:\n",
+                     watchdog_->RecentOperations()));
+  }
 
   // The collectives' model: given, or measured here (every rank gets the same fit: each
   // size's time is the slowest rank's).
-  summary.collectives = o.collectives;
-  if (o.calibrate) {
-    BenchOptions bo;
-    OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("64KiB..16MiB", 4 * world));
-    bo.bytes_per_size = int64_t{64} << 20;
-    bo.timeout = o.timeout;
-    absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm, bo);
-    if (!rows.ok()) return explain(rows.status(), 0);
-    OVERLAP_ASSIGN_OR_RETURN(summary.collectives, FitCollectiveModel(*rows, world));
-  }
-  summary.collectives.world_size = world;
-  JobOptions compiled = o;
-  compiled.collectives = summary.collectives;
-
-  // Compile every program this rank will train, and check that every rank compiled the same.
-  std::vector<std::string> algorithms = o.compare_algorithms;
-  if (algorithms.empty() || o.strategy == Strategy::kDdp) algorithms = {o.algorithm};
-  std::vector<AotPair> pairs;
-  std::string text = JobText(o, world, nccl);
-  int64_t cap = o.bucket_cap_bytes;
-  for (const std::string& algorithm : algorithms) {
-    AotPair pair = program->pair;
-    if (o.strategy == Strategy::kZero3) {
-      compiled.algorithm = algorithm;
-      OVERLAP_RETURN_IF_ERROR(Compile(compiled, world, pair, summary));
-    } else if (cap <= 0) {
-      OVERLAP_ASSIGN_OR_RETURN(
-          CapChoice choice,
-          ChooseBucketCap(pair.forward, PartitionMode::kDefault, summary.collectives));
-      cap = choice.cap_bytes;
+  absl::Status Calibrate() {
+    summary_.collectives = o_.collectives;
+    if (o_.calibrate) {
+      BenchOptions bo;
+      OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("64KiB..16MiB", 4 * world_));
+      bo.bytes_per_size = int64_t{64} << 20;
+      bo.timeout = o_.timeout;
+      absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm_, bo);
+      if (!rows.ok()) return Explain(rows.status(), 0);
+      OVERLAP_ASSIGN_OR_RETURN(summary_.collectives, FitCollectiveModel(*rows, world_));
     }
-    absl::StrAppend(&text, "\n", algorithm, "\n", WriteGraphJson(pair.forward), "\n",
-                    WriteGraphJson(pair.backward));
-    pairs.push_back(std::move(pair));
+    summary_.collectives.world_size = world_;
+    return absl::OkStatus();
   }
-  summary.bucket_cap_bytes = o.strategy == Strategy::kDdp ? cap : 0;
-  OVERLAP_RETURN_IF_ERROR(CheckSameProgram(*store, rank, world, Fingerprint(text), o.timeout));
 
-  // The node hook: fault injection and the compute trace.
-  int64_t step = 0;
-  int64_t last_us = 0;
-  std::vector<TraceEvent>& trace = summary.trace;
-  auto node_hook = [&](const Node& node) -> absl::Status {
+  // Compiles every program this rank will train (one per scheduler compared), and checks
+  // that every rank compiled the same.
+  absl::Status CompileAll() {
+    JobOptions compiled = o_;
+    compiled.collectives = summary_.collectives;
+    algorithms_ = o_.compare_algorithms;
+    if (algorithms_.empty() || o_.strategy == Strategy::kDdp) algorithms_ = {o_.algorithm};
+    std::string text = JobText(o_, world_, backend_->nccl());
+    cap_ = o_.bucket_cap_bytes;
+    for (const std::string& algorithm : algorithms_) {
+      AotPair pair = program_->pair;
+      if (o_.strategy == Strategy::kZero3) {
+        compiled.algorithm = algorithm;
+        OVERLAP_RETURN_IF_ERROR(Compile(compiled, world_, pair, summary_));
+      } else if (cap_ <= 0) {
+        OVERLAP_ASSIGN_OR_RETURN(
+            CapChoice choice,
+            ChooseBucketCap(pair.forward, PartitionMode::kDefault, summary_.collectives));
+        cap_ = choice.cap_bytes;
+      }
+      absl::StrAppend(&text, "\n", algorithm, "\n", WriteGraphJson(pair.forward), "\n",
+                      WriteGraphJson(pair.backward));
+      pairs_.push_back(std::move(pair));
+    }
+    summary_.bucket_cap_bytes = o_.strategy == Strategy::kDdp ? cap_ : 0;
+    return CheckSameProgram(*store_, rank_, world_, Fingerprint(text), o_.timeout);
+  }
+
+  // Runs before each node: the compute trace, and the injected fault when this is its node.
+  absl::Status NodeHook(const Node& node) {
     const int64_t now = NowUs();
-    if (o.record_trace) trace.push_back({node.name(), 0, last_us, now - last_us});
-    last_us = now;
-    if (o.fault && o.fault->rank == rank && o.fault->step == step && o.fault->node == node.name()) {
-      std::fprintf(stderr, "overlap: rank %d: injected fault at step %lld, node '%s': %s\n", rank,
-                   static_cast<long long>(step), node.name().c_str(),
-                   o.fault->action == FaultSpec::Action::kKill ? "kill" : "hang");
+    if (o_.record_trace) summary_.trace.push_back({node.name(), 0, last_us_, now - last_us_});
+    last_us_ = now;
+    const std::optional<FaultSpec>& f = o_.fault;
+    if (f && f->rank == rank_ && f->step == step_ && f->node == node.name()) {
+      std::fprintf(stderr, "overlap: rank %d: injected fault at step %lld, node '%s': %s\n", rank_,
+                   static_cast<long long>(step_), node.name().c_str(),
+                   f->action == FaultSpec::Action::kKill ? "kill" : "hang");
       std::fflush(stderr);
-      if (o.fault->action == FaultSpec::Action::kKill) raise(SIGKILL);
+      if (f->action == FaultSpec::Action::kKill) raise(SIGKILL);
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     return absl::OkStatus();
-  };
-  std::unique_ptr<KernelRegistry> replay;
-  if (o.time_scale > 0) replay = ReplayKernels(o.time_scale);
+  }
 
-  Allocator scalars;
-  for (size_t a = 0; a < pairs.size(); ++a) {
-    const AotPair& pair = pairs[a];
-    AlgorithmTiming timing;
-    timing.algorithm = algorithms[a];
-    std::unique_ptr<DdpTrainer> ddp;
-    std::unique_ptr<Zero3Trainer> zero3;
-    if (o.strategy == Strategy::kDdp) {
+  // Program `a`'s trainer, and what the simulator says of it (its peak; ZeRO-3's predicted
+  // step, the forward and backward without the optimizer).
+  absl::Status MakeTrainer(size_t a, AlgorithmTiming& timing) {
+    const AotPair& pair = pairs_[a];
+    const KernelRegistry* kernels = replay_ != nullptr ? replay_.get() : backend_->kernels();
+    auto hook = [this](const Node& node) { return NodeHook(node); };
+    if (o_.strategy == Strategy::kDdp) {
       DdpOptions d;
-      d.bucket_cap_bytes = cap;
-      d.optimizer = o.optimizer;
-      d.timeout = o.timeout;
-      d.node_hook = node_hook;
-      d.kernels = replay != nullptr ? replay.get() : backend->kernels();
-      d.copy_gradients = replay == nullptr;
-      d.device = backend->device();
-      OVERLAP_ASSIGN_OR_RETURN(ddp, DdpTrainer::Create(pair, program->params, comm.get(), d));
-      summary.buckets = static_cast<int64_t>(ddp->buckets().size());
+      d.bucket_cap_bytes = cap_;
+      d.optimizer = o_.optimizer;
+      d.timeout = o_.timeout;
+      d.node_hook = hook;
+      d.kernels = kernels;
+      d.copy_gradients = replay_ == nullptr;
+      d.device = backend_->device();
+      OVERLAP_ASSIGN_OR_RETURN(ddp_, DdpTrainer::Create(pair, program_->params, comm_.get(), d));
+      summary_.buckets = static_cast<int64_t>(ddp_->buckets().size());
       // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
       for (const Graph* g : {&pair.forward, &pair.backward}) {
         SimulationOptions so;
         so.record_trace = false;
         OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
-                                 Simulator(*g, summary.collectives).Run(g->OrderVector(), so));
+                                 Simulator(*g, summary_.collectives).Run(g->OrderVector(), so));
         timing.simulated_peak_bytes = std::max(timing.simulated_peak_bytes, r.peak_memory_bytes);
       }
-    } else {
-      Zero3Options z;
-      z.optimizer = o.optimizer;
-      z.timeout = o.timeout;
-      z.collectives = summary.collectives;
-      z.node_hook = node_hook;
-      z.kernels = replay != nullptr ? replay.get() : backend->kernels();
-      z.copy_gradients = replay == nullptr;
-      z.device = backend->device();
-      OVERLAP_ASSIGN_OR_RETURN(zero3, Zero3Trainer::Create(pair, program->params, comm.get(), z));
-      summary.buckets = zero3->buckets();
-      timing.simulated_peak_bytes =
-          std::max(zero3->simulated_forward_peak_bytes(), zero3->simulated_backward_peak_bytes());
-      double predicted = 0;
-      for (const Graph* g : {&pair.forward, &pair.backward}) {
-        const Graph timed = o.time_scale > 0 ? ReplayTimes(*g, o.time_scale) : *g;
-        SimulationOptions so;
-        so.record_trace = false;
-        OVERLAP_ASSIGN_OR_RETURN(
-            SimulationResult r, Simulator(timed, summary.collectives).Run(timed.OrderVector(), so));
-        predicted += r.step_time_s;
-      }
-      timing.predicted_step_s = predicted;
+      return absl::OkStatus();
     }
+    Zero3Options z;
+    z.optimizer = o_.optimizer;
+    z.timeout = o_.timeout;
+    z.collectives = summary_.collectives;
+    z.node_hook = hook;
+    z.kernels = kernels;
+    z.copy_gradients = replay_ == nullptr;
+    z.device = backend_->device();
+    OVERLAP_ASSIGN_OR_RETURN(zero3_, Zero3Trainer::Create(pair, program_->params, comm_.get(), z));
+    summary_.buckets = zero3_->buckets();
+    timing.simulated_peak_bytes =
+        std::max(zero3_->simulated_forward_peak_bytes(), zero3_->simulated_backward_peak_bytes());
+    double predicted = 0;
+    for (const Graph* g : {&pair.forward, &pair.backward}) {
+      const Graph timed = o_.time_scale > 0 ? ReplayTimes(*g, o_.time_scale) : *g;
+      SimulationOptions so;
+      so.record_trace = false;
+      OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                               Simulator(timed, summary_.collectives).Run(timed.OrderVector(), so));
+      predicted += r.step_time_s;
+    }
+    timing.predicted_step_s = predicted;
+    return absl::OkStatus();
+  }
+
+  // One optimizer step of the current trainer on `batch`: the report (the loss averaged over
+  // ranks), the step's graph time (what the prediction is compared with) and its
+  // collectives. A failure comes back unexplained.
+  absl::Status Step(const TensorMap& batch, StepReport& report, double& graph_s,
+                    std::vector<std::shared_ptr<Work>>& works) {
+    // Either trainer's step result: the same fields, and the time the simulator predicts
+    // (ZeRO-3: without the optimizer; DDP has no prediction, its whole step).
+    auto take = [&](const auto& s, double graph_time) {
+      report.loss = s.loss;
+      report.seconds = s.seconds;
+      report.comm_s = s.comm_s;
+      report.exposed_s = s.exposed_s;
+      report.peak_bytes = std::max(s.forward_peak_bytes, s.backward_peak_bytes);
+      works = s.works;
+      graph_s = graph_time;
+    };
+    if (ddp_ != nullptr) {
+      OVERLAP_ASSIGN_OR_RETURN(DdpStepResult s, ddp_->Step(batch));
+      take(s, s.seconds);
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(Zero3StepResult s, zero3_->Step(batch));
+      take(s, s.graph_s);
+    }
+    // The mean loss over ranks (one scalar allreduce after the step's collectives).
+    OVERLAP_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty(scalars_, DType::kFloat64, {1}));
+    loss.data<double>()[0] = report.loss;
+    if (comm_->device() == Device::kCpu) {
+      OVERLAP_RETURN_IF_ERROR(comm_->AllReduce(loss)->Wait(o_.timeout));
+    } else {  // NCCL reduces device memory: there and back
+      Allocator on_device(backend_->device());
+      OVERLAP_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(on_device, DType::kFloat64, {1}));
+      OVERLAP_RETURN_IF_ERROR(backend_->device()->Copy(loss, d));
+      OVERLAP_RETURN_IF_ERROR(comm_->AllReduce(d)->Wait(o_.timeout));
+      OVERLAP_RETURN_IF_ERROR(backend_->device()->Copy(d, loss));
+    }
+    report.loss = loss.data<double>()[0] / world_;
+    report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
+    return absl::OkStatus();
+  }
+
+  // Trains program `a` for o.steps steps and records its figures; with `save`, writes the
+  // trained parameters (rank 0; ZeRO-3 gathers its shards, every rank taking part).
+  absl::Status Train(size_t a, bool save) {
+    AlgorithmTiming timing;
+    timing.algorithm = algorithms_[a];
+    ddp_.reset();
+    zero3_.reset();
+    OVERLAP_RETURN_IF_ERROR(MakeTrainer(a, timing));
     std::vector<double> graph_times;
     double comm_total = 0, exposed_total = 0;
-    for (step = 1; step <= o.steps; ++step) {
-      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program->batch(step - 1));
-      last_us = NowUs();
+    for (step_ = 1; step_ <= o_.steps; ++step_) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program_->batch(step_ - 1));
+      last_us_ = NowUs();
       StepReport report;
-      report.step = step;
+      report.step = step_;
+      double graph_s = 0;
       std::vector<std::shared_ptr<Work>> works;
-      // Either trainer's step result: the same fields, and the time the simulator predicts
-      // (ZeRO-3: without the optimizer; DDP has no prediction, its whole step).
-      auto take = [&](const auto& s, double graph_s) {
-        report.loss = s.loss;
-        report.seconds = s.seconds;
-        report.comm_s = s.comm_s;
-        report.exposed_s = s.exposed_s;
-        report.peak_bytes = std::max(s.forward_peak_bytes, s.backward_peak_bytes);
-        works = s.works;
-        graph_times.push_back(graph_s);
-      };
-      absl::Status failed;
-      if (ddp != nullptr) {
-        absl::StatusOr<DdpStepResult> s = ddp->Step(batch);
-        if (s.ok()) take(*s, s->seconds);
-        failed = s.status();
-      } else {
-        absl::StatusOr<Zero3StepResult> s = zero3->Step(batch);
-        if (s.ok()) take(*s, s->graph_s);
-        failed = s.status();
-      }
-      // The mean loss over ranks (one scalar allreduce after the step's collectives).
-      Tensor loss;
-      if (failed.ok()) {
-        OVERLAP_ASSIGN_OR_RETURN(loss, Tensor::Empty(scalars, DType::kFloat64, {1}));
-        loss.data<double>()[0] = report.loss;
-        if (comm->device() == Device::kCpu) {
-          failed = comm->AllReduce(loss)->Wait(o.timeout);
-        } else {  // NCCL reduces device memory: there and back
-          Allocator on_device(backend->device());
-          OVERLAP_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(on_device, DType::kFloat64, {1}));
-          failed = backend->device()->Copy(loss, d);
-          if (failed.ok()) failed = comm->AllReduce(d)->Wait(o.timeout);
-          if (failed.ok()) failed = backend->device()->Copy(d, loss);
-        }
-      }
-      if (!failed.ok()) return explain(failed, step);
-      report.loss = loss.data<double>()[0] / world;
-      report.hidden = report.comm_s > 0 ? 1 - report.exposed_s / report.comm_s : 1;
+      if (absl::Status s = Step(batch, report, graph_s, works); !s.ok()) return Explain(s, step_);
+      graph_times.push_back(graph_s);
       comm_total += report.comm_s;
       exposed_total += report.exposed_s;
       timing.peak_bytes = std::max(timing.peak_bytes, report.peak_bytes);
-      if (o.record_trace) {
+      if (o_.record_trace) {
         for (const std::shared_ptr<Work>& w : works) {
           const int64_t start = absl::ToUnixMicros(w->started());
-          trace.push_back({w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
+          summary_.trace.push_back(
+              {w->what(), 1, start, static_cast<int64_t>(w->run_seconds() * 1e6)});
         }
       }
-      summary.steps.push_back(report);
-      if (on_step) on_step(report);
+      summary_.steps.push_back(report);
+      if (on_step_) on_step_(report);
     }
-    // The median step after the first (which pays the first touches of every buffer): one
-    // noisy step on a shared machine moves it little.
-    if (graph_times.size() > 1) graph_times.erase(graph_times.begin());
-    if (!graph_times.empty()) {
-      std::sort(graph_times.begin(), graph_times.end());
-      const size_t k = graph_times.size();
-      timing.measured_step_s =
-          k % 2 == 1 ? graph_times[k / 2] : (graph_times[k / 2 - 1] + graph_times[k / 2]) / 2;
-    }
+    timing.measured_step_s = MedianAfterFirst(graph_times);
     timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
-    summary.simulated_peak_bytes = timing.simulated_peak_bytes;
-    // The trained parameters, whole, written by rank 0 (ZeRO-3 gathers its shards: every
-    // rank takes part). The last scheduler's, when several trained in turn.
-    if (!o.save_path.empty() && a + 1 == pairs.size()) {
+    summary_.simulated_peak_bytes = timing.simulated_peak_bytes;
+    if (save && !o_.save_path.empty()) {
       TensorMap trained;
-      if (zero3 != nullptr) {
-        absl::StatusOr<TensorMap> gathered = zero3->GatherParams();
-        if (!gathered.ok()) return explain(gathered.status(), o.steps);
+      if (zero3_ != nullptr) {
+        absl::StatusOr<TensorMap> gathered = zero3_->GatherParams();
+        if (!gathered.ok()) return Explain(gathered.status(), o_.steps);
         trained = *std::move(gathered);
       } else {
-        trained = ddp->params();
+        trained = ddp_->params();
       }
-      if (rank == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o.save_path, trained, *backend));
+      if (rank_ == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o_.save_path, trained, *backend_));
     }
-    if (zero3 != nullptr) {
-      summary.state = zero3->state_bytes();
-      summary.predicted_step_s = timing.predicted_step_s;
+    if (zero3_ != nullptr) {
+      summary_.state = zero3_->state_bytes();
+      summary_.predicted_step_s = timing.predicted_step_s;
     }
-    summary.comparison.push_back(timing);
+    summary_.comparison.push_back(timing);
+    return absl::OkStatus();
   }
-  // Every rank is done before any tears its connections down.
-  OVERLAP_RETURN_IF_ERROR(comm->Barrier()->Wait(o.timeout));
-  OVERLAP_RETURN_IF_ERROR(backend->Finish(rank));
-  return summary;
+
+  // The median of the steps after the first (which pays the first touches of every
+  // buffer): one noisy step on a shared machine moves it little. 0 without steps.
+  static double MedianAfterFirst(std::vector<double> times) {
+    if (times.size() > 1) times.erase(times.begin());
+    if (times.empty()) return 0;
+    std::sort(times.begin(), times.end());
+    const size_t k = times.size();
+    return k % 2 == 1 ? times[k / 2] : (times[k / 2 - 1] + times[k / 2]) / 2;
+  }
+
+  const JobOptions& o_;
+  const RendezvousInfo& info_;
+  const std::function<void(const StepReport&)>& on_step_;
+  const int rank_, world_;
+  JobSummary summary_;
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<TcpStore> store_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Watchdog> watchdog_;  // after comm_: it goes first
+  std::vector<std::string> algorithms_;
+  std::vector<AotPair> pairs_;
+  int64_t cap_ = 0;  // DDP's bucket cap
+  std::unique_ptr<KernelRegistry> replay_;
+  std::unique_ptr<DdpTrainer> ddp_;
+  std::unique_ptr<Zero3Trainer> zero3_;
+  Allocator scalars_;
+  int64_t step_ = 0;     // the step running now (from 1), for the fault hook
+  int64_t last_us_ = 0;  // when the last node (or the step) began, for the trace
+};
+
+}  // namespace
+
+absl::StatusOr<JobSummary> RunJobRank(const JobOptions& o, const RendezvousInfo& info,
+                                      const std::function<void(const StepReport&)>& on_step) {
+  return RankJob(o, info, on_step).Run();
 }
 
 }  // namespace overlap
