@@ -165,14 +165,7 @@ JobOptions ReadJobFlags(Invocation& in) {
   o.deterministic = in.Switch("deterministic");
   o.time_scale = in.NonNegative("time-scale", 1e9, 0);
   o.race_check = in.Switch("race-check");
-  if (std::optional<std::string> path = in.Path("collective-model")) {
-    absl::StatusOr<CollectiveModel> m = ReadCollectiveModelFile(*path);
-    if (m.ok()) {
-      o.collectives = *m;
-    } else {
-      in.AddUsageError(std::string(m.status().message()));
-    }
-  }
+  if (std::optional<CollectiveModel> m = ReadCollectiveModelFlag(in)) o.collectives = *m;
   return o;
 }
 

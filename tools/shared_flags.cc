@@ -90,16 +90,19 @@ constexpr double kMinBandwidthGbps = 1e-6;
 
 absl::Span<const FlagSpec> CollectiveFlags() { return kCollectiveFlags; }
 
-CollectiveModel ReadCollectiveFlags(Invocation& in) {
-  CollectiveModel model;
-  if (std::optional<std::string> path = in.Path("collective-model")) {
-    absl::StatusOr<CollectiveModel> m = ReadCollectiveModelFile(*path);
-    if (m.ok()) {
-      model = *m;
-    } else {
-      in.AddUsageError(absl::StrCat("--collective-model: ", m.status().message()));
-    }
+std::optional<CollectiveModel> ReadCollectiveModelFlag(Invocation& in) {
+  std::optional<std::string> path = in.Path("collective-model");
+  if (!path) return std::nullopt;
+  absl::StatusOr<CollectiveModel> m = ReadCollectiveModelFile(*path);
+  if (!m.ok()) {
+    in.AddUsageError(absl::StrCat("--collective-model: ", m.status().message()));
+    return std::nullopt;
   }
+  return *m;
+}
+
+CollectiveModel ReadCollectiveFlags(Invocation& in) {
+  CollectiveModel model = ReadCollectiveModelFlag(in).value_or(CollectiveModel());
   model.world_size = static_cast<int>(in.Int("world-size", 1, int64_t{1} << 24, model.world_size));
   // Only a given flag changes a default (a unit round trip could change its last bit).
   if (in.Has("latency-us") || in.Has("bandwidth")) {

@@ -24,6 +24,9 @@ namespace overlap {
 absl::Span<const FlagSpec> CollectiveFlags();
 // The collective model those flags describe (defaults: graph/cost_model.h).
 CollectiveModel ReadCollectiveFlags(Invocation& in);
+// The model --collective-model names (bench-comm --save's file), nullopt without the flag;
+// an unreadable file is a usage error recorded in `in`.
+std::optional<CollectiveModel> ReadCollectiveModelFlag(Invocation& in);
 
 // --memory-limit, --device-memory, --optimizer, --reserve (schedule, simulate).
 absl::Span<const FlagSpec> BudgetFlags();
