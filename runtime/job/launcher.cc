@@ -66,80 +66,61 @@ bool SetByLauncher(const char* entry) {
 
 }  // namespace
 
-absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
-  if (o.nproc < 1) return absl::InvalidArgumentError("--nproc must be >= 1");
-  if (o.argv.empty()) return absl::InvalidArgumentError("no worker command");
-  absl::StatusOr<std::string> secret = NewSecret();
-  if (!secret.ok()) return secret.status();
-  StoreServerOptions so;
-  so.secret = *secret;
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-      TcpStoreServer::Serve("127.0.0.1", 0, so);
-  if (!server.ok()) return server.status();
-  const int port = (*server)->port();
-  const pid_t launcher = getpid();
+namespace {
 
-  // Signals sent to the launcher alone reach every rank (installed before the first fork,
-  // so none is missed; restored when the job ends).
-  g_received.store(0);
-  constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
-  struct sigaction previous[3];
-  for (int k = 0; k < 3; ++k) {
-    struct sigaction sa {};
-    sa.sa_handler = &RecordSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(kForwarded[k], &sa, &previous[k]);
+// The signals the launcher passes on to its ranks.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
+
+// Rank `rank`'s environment: the launcher's own, less the variables it sets (getenv takes
+// the first of duplicates), then o.env, then the rendezvous variables of torchrun's agent
+// store, which here is overlap's own with the job's secret.
+std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int port,
+                                         const std::string& secret) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!SetByLauncher(*e)) env.emplace_back(*e);
   }
-  absl::Cleanup restore = [&] {
-    for (int k = 0; k < 3; ++k) sigaction(kForwarded[k], &previous[k], nullptr);
-  };
+  for (const std::string& e : o.env) env.push_back(e);
+  env.push_back(absl::StrCat("RANK=", rank));
+  env.push_back(absl::StrCat("LOCAL_RANK=", rank));
+  env.push_back(absl::StrCat("WORLD_SIZE=", o.nproc));
+  env.push_back(absl::StrCat("LOCAL_WORLD_SIZE=", o.nproc));
+  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back(absl::StrCat("MASTER_PORT=", port));
+  env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+  env.push_back("OVERLAP_STORE_PROTOCOL=overlap");  // the agent's store is overlap's own
+  env.push_back(absl::StrCat("OVERLAP_STORE_SECRET=", secret));
+  return env;
+}
 
-  std::vector<pid_t> pids(o.nproc, -1);
-  LaunchResult r;
-  r.codes.assign(o.nproc, -1);
-  r.killed_by_launcher.assign(o.nproc, false);
-  for (int rank = 0; rank < o.nproc; ++rank) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (!SetByLauncher(*e)) env.emplace_back(*e);
-    }
-    for (const std::string& e : o.env) env.push_back(e);
-    env.push_back(absl::StrCat("RANK=", rank));
-    env.push_back(absl::StrCat("LOCAL_RANK=", rank));
-    env.push_back(absl::StrCat("WORLD_SIZE=", o.nproc));
-    env.push_back(absl::StrCat("LOCAL_WORLD_SIZE=", o.nproc));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back(absl::StrCat("MASTER_PORT=", port));
-    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
-    env.push_back("OVERLAP_STORE_PROTOCOL=overlap");  // the agent's store is overlap's own
-    env.push_back(absl::StrCat("OVERLAP_STORE_SECRET=", *secret));
-    std::vector<char*> envp, argv;
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = o.argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      for (pid_t p : pids) {
-        if (p > 0) kill(p, SIGKILL);
-      }
-      return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-    }
-    if (pid == 0) {
-      // Die with the launcher, even a SIGKILLed one; and if it is already gone, now.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != launcher) _exit(128 + SIGTERM);
-      // The launcher's own handlers are not the rank's.
-      for (int sig : kForwarded) signal(sig, SIG_DFL);
-      execve(argv[0], argv.data(), envp.data());
-      std::fprintf(stderr, "overlap: cannot run %s: %s\n", argv[0], std::strerror(errno));
-      _exit(127);
-    }
-    pids[rank] = pid;
+// Starts one rank: `o.argv` with `env`, dying with the launcher (`launcher`'s pid).
+absl::StatusOr<pid_t> StartRank(const LaunchOptions& o, std::vector<std::string> env,
+                                pid_t launcher) {
+  std::vector<char*> envp, argv;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    // Die with the launcher, even a SIGKILLed one; and if it is already gone, now.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(128 + SIGTERM);
+    // The launcher's own handlers are not the rank's.
+    for (int sig : kForwarded) signal(sig, SIG_DFL);
+    execve(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "overlap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
   }
+  return pid;
+}
 
+// Waits for every rank: records each exit, passes the signals the launcher got on to the
+// ranks still running, and ends them `o.grace` after the first failure or signal (or at the
+// deadline). What happened goes to r.message, in order.
+void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r) {
   const absl::Time start = absl::Now();
   absl::Time kill_at =
       o.deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + o.deadline;
@@ -211,6 +192,53 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   r.message = absl::StrJoin(events, "; ");
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
+  if (o.nproc < 1) return absl::InvalidArgumentError("--nproc must be >= 1");
+  if (o.argv.empty()) return absl::InvalidArgumentError("no worker command");
+  absl::StatusOr<std::string> secret = NewSecret();
+  if (!secret.ok()) return secret.status();
+  StoreServerOptions so;
+  so.secret = *secret;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Serve("127.0.0.1", 0, so);
+  if (!server.ok()) return server.status();
+  const int port = (*server)->port();
+  const pid_t launcher = getpid();
+
+  // Signals sent to the launcher alone reach every rank (installed before the first fork,
+  // so none is missed; restored when the job ends).
+  g_received.store(0);
+  struct sigaction previous[3];
+  for (int k = 0; k < 3; ++k) {
+    struct sigaction sa {};
+    sa.sa_handler = &RecordSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(kForwarded[k], &sa, &previous[k]);
+  }
+  absl::Cleanup restore = [&] {
+    for (int k = 0; k < 3; ++k) sigaction(kForwarded[k], &previous[k], nullptr);
+  };
+
+  std::vector<pid_t> pids(o.nproc, -1);
+  LaunchResult r;
+  r.codes.assign(o.nproc, -1);
+  r.killed_by_launcher.assign(o.nproc, false);
+  for (int rank = 0; rank < o.nproc; ++rank) {
+    absl::StatusOr<pid_t> pid = StartRank(o, RankEnvironment(o, rank, port, *secret), launcher);
+    if (!pid.ok()) {
+      for (pid_t p : pids) {
+        if (p > 0) kill(p, SIGKILL);
+      }
+      return pid.status();
+    }
+    pids[rank] = *pid;
+  }
+  Supervise(o, pids, r);
   r.store_rejected = (*server)->rejected();
   if (r.store_rejected > 0) {
     absl::StrAppend(&r.message, r.message.empty() ? "" : "; ", "the store refused ",
