@@ -41,6 +41,131 @@ int64_t Elements(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+absl::Status Zero3Trainer::MakeShards(const TensorMap& params) {
+  const int world = comm_->size(), rank = comm_->rank();
+  const bool device_comm = comm_->device() != Device::kCpu;
+  // Shards, by parameter name.
+  for (const auto& [name, p] : params) {
+    const int64_t n = p.numel(), s = (n + world - 1) / world;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(shard_alloc_, p.dtype(), {s}));
+    const int64_t begin = std::min(n, rank * s), end = std::min(n, (rank + 1) * s);
+    if (end > begin) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor whole, Tensor::Empty(shard_alloc_, p.dtype(), p.shape()));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(p, whole));  // contiguous
+      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(whole, begin, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, shard.Slice(0, 0, end - begin));
+      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
+    }
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(device_shards_[name], Tensor::Empty(*comm_alloc_, p.dtype(), {s}));
+    }
+    shards_[name] = std::move(shard);
+    shapes_[name] = p.shape();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Zero3Trainer::NameOf(const Node& node) const {
+  const int64_t ds = DsId(node);
+  if (ds < 0 || ds >= static_cast<int64_t>(names_.size())) {
+    return NodeError(node, absl::StrCat("ds_id ", ds, " is not a row of the parameter table"));
+  }
+  if (shards_.count(names_[ds]) == 0) {
+    return NodeError(node, absl::StrCat("no parameter '", names_[ds], "' was given"));
+  }
+  return names_[ds];
+}
+
+absl::Status Zero3Trainer::MakeBuckets(const TensorMap& params) {
+  const int world = comm_->size();
+  const bool device_comm = comm_->device() != Device::kCpu;
+  // Reduce-scatter buckets, in the backward's order: {"bucket": b} groups, else one each.
+  absl::flat_hash_map<int64_t, int> bucket_of_kwarg;
+  for (NodeId id : pair_.backward.order()) {
+    const Node& node = pair_.backward.node(id);
+    if (!IsReduce(node)) continue;
+    const int64_t kw = ReduceBucket(node);
+    int b;
+    if (kw >= 0 && bucket_of_kwarg.contains(kw)) {
+      b = bucket_of_kwarg[kw];
+    } else {
+      b = static_cast<int>(buckets_.size());
+      buckets_.emplace_back();
+      if (kw >= 0) bucket_of_kwarg[kw] = b;
+    }
+    ScatterBucket& bucket = buckets_[b];
+    OVERLAP_ASSIGN_OR_RETURN(const std::string name, NameOf(node));
+    const Tensor& shard = shards_.at(name);
+    if (shard.dtype() != DType::kFloat32 && shard.dtype() != DType::kFloat64) {
+      return NodeError(node, absl::StrCat("parameter '", name, "' is ", DTypeName(shard.dtype()),
+                                          ": reduced gradients must be float32 or float64"));
+    }
+    if (!bucket.members.empty() && bucket.dtype != shard.dtype()) {
+      return NodeError(node, "its bucket mixes dtypes (one flat buffer per bucket)");
+    }
+    bucket.dtype = shard.dtype();
+    Member m;
+    m.param = name;
+    m.numel = params.at(name).numel();
+    m.shard = shard.numel();
+    m.offset = bucket.segment;
+    bucket.segment += m.shard;
+    reduce_slot_[id] = {b, static_cast<int>(bucket.members.size())};
+    bucket.members.push_back(std::move(m));
+  }
+  for (ScatterBucket& b : buckets_) {
+    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(*comm_alloc_, b.dtype, {world * b.segment}));
+    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(*comm_alloc_, b.dtype, {b.segment}));
+    b.filled.assign(b.members.size(), 0);
+    if (device_comm) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(shard_alloc_, b.dtype, {b.segment}));
+      host_out_.push_back(std::move(host));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Zero3Trainer::PlanReleases() {
+  const int world = comm_->size();
+  // The simulator's figures for this schedule at this world size.
+  CollectiveModel model = options_.collectives;
+  model.world_size = world;
+  SimulationOptions so;
+  so.record_trace = false;
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult f,
+                           Simulator(pair_.forward, model).Run(pair_.forward.OrderVector(), so));
+  so.record_trace = true;  // the backward's collectives' completion times
+  const std::vector<NodeId> order = pair_.backward.OrderVector();
+  OVERLAP_ASSIGN_OR_RETURN(SimulationResult b, Simulator(pair_.backward, model).Run(order, so));
+  sim_forward_peak_ = f.peak_memory_bytes;
+  sim_backward_peak_ = b.peak_memory_bytes;
+  // Where each bucket's simulated reduce-scatter completes: after the last node that starts
+  // before it (the simulator frees at a time before the allocations at that time).
+  std::vector<double> start(order.size(), 0), done(buckets_.size(), 0);
+  absl::flat_hash_map<NodeId, double> compute_start;
+  for (const SimEvent& e : b.events) {
+    if (e.stream == 0) compute_start[e.node] = e.start_s;
+    auto slot = reduce_slot_.find(e.node);
+    if (e.stream == 1 && slot != reduce_slot_.end()) {
+      done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
+    }
+  }
+  double last = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = compute_start.find(order[i]);
+    if (it != compute_start.end()) last = it->second;
+    start[i] = last;
+    backward_pos_[order[i]] = static_cast<int64_t>(i);
+  }
+  release_after_.assign(buckets_.size(), -1);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (start[i] < done[k]) release_after_[k] = static_cast<int64_t>(i);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair& pair,
                                                                    const TensorMap& params,
                                                                    Communicator* comm,
@@ -72,120 +197,15 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
                        " (ds_ids must name the same parameters in both graphs)"));
     }
   }
-  // Shards, by parameter name.
-  for (const auto& [name, p] : params) {
-    const int64_t n = p.numel(), s = (n + world - 1) / world;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(t->shard_alloc_, p.dtype(), {s}));
-    const int64_t begin = std::min(n, rank * s), end = std::min(n, (rank + 1) * s);
-    if (end > begin) {
-      OVERLAP_ASSIGN_OR_RETURN(Tensor whole, Tensor::Empty(t->shard_alloc_, p.dtype(), p.shape()));
-      OVERLAP_RETURN_IF_ERROR(CopyConvert(p, whole));  // contiguous
-      OVERLAP_ASSIGN_OR_RETURN(Tensor src, FlatSlice(whole, begin, end));
-      OVERLAP_ASSIGN_OR_RETURN(Tensor dst, shard.Slice(0, 0, end - begin));
-      OVERLAP_RETURN_IF_ERROR(CopyConvert(src, dst));
-    }
-    if (device_comm) {
-      OVERLAP_ASSIGN_OR_RETURN(t->device_shards_[name],
-                               Tensor::Empty(*t->comm_alloc_, p.dtype(), {s}));
-    }
-    t->shards_[name] = std::move(shard);
-    t->shapes_[name] = p.shape();
-  }
-  auto name_of = [&](const Node& node) -> absl::StatusOr<std::string> {
-    const int64_t ds = DsId(node);
-    if (ds < 0 || ds >= static_cast<int64_t>(t->names_.size())) {
-      return NodeError(node, absl::StrCat("ds_id ", ds, " is not a row of the parameter table"));
-    }
-    if (t->shards_.count(t->names_[ds]) == 0) {
-      return NodeError(node, absl::StrCat("no parameter '", t->names_[ds], "' was given"));
-    }
-    return t->names_[ds];
-  };
+  OVERLAP_RETURN_IF_ERROR(t->MakeShards(params));
   for (const Graph* g : {&pair.forward, &pair.backward}) {
     for (NodeId id : g->order()) {
       const Node& node = g->node(id);
-      if (IsAllgather(node) || IsReduce(node)) OVERLAP_RETURN_IF_ERROR(name_of(node).status());
+      if (IsAllgather(node) || IsReduce(node)) OVERLAP_RETURN_IF_ERROR(t->NameOf(node).status());
     }
   }
-  // Reduce-scatter buckets, in the backward's order: {"bucket": b} groups, else one each.
-  absl::flat_hash_map<int64_t, int> bucket_of_kwarg;
-  for (NodeId id : pair.backward.order()) {
-    const Node& node = pair.backward.node(id);
-    if (!IsReduce(node)) continue;
-    const int64_t kw = ReduceBucket(node);
-    int b;
-    if (kw >= 0 && bucket_of_kwarg.contains(kw)) {
-      b = bucket_of_kwarg[kw];
-    } else {
-      b = static_cast<int>(t->buckets_.size());
-      t->buckets_.emplace_back();
-      if (kw >= 0) bucket_of_kwarg[kw] = b;
-    }
-    ScatterBucket& bucket = t->buckets_[b];
-    OVERLAP_ASSIGN_OR_RETURN(const std::string name, name_of(node));
-    const Tensor& shard = t->shards_.at(name);
-    if (shard.dtype() != DType::kFloat32 && shard.dtype() != DType::kFloat64) {
-      return NodeError(node, absl::StrCat("parameter '", name, "' is ", DTypeName(shard.dtype()),
-                                          ": reduced gradients must be float32 or float64"));
-    }
-    if (!bucket.members.empty() && bucket.dtype != shard.dtype()) {
-      return NodeError(node, "its bucket mixes dtypes (one flat buffer per bucket)");
-    }
-    bucket.dtype = shard.dtype();
-    Member m;
-    m.param = name;
-    m.numel = params.at(name).numel();
-    m.shard = shard.numel();
-    m.offset = bucket.segment;
-    bucket.segment += m.shard;
-    t->reduce_slot_[id] = {b, static_cast<int>(bucket.members.size())};
-    bucket.members.push_back(std::move(m));
-  }
-  for (ScatterBucket& b : t->buckets_) {
-    OVERLAP_ASSIGN_OR_RETURN(b.in, Tensor::Empty(*t->comm_alloc_, b.dtype, {world * b.segment}));
-    OVERLAP_ASSIGN_OR_RETURN(b.out, Tensor::Empty(*t->comm_alloc_, b.dtype, {b.segment}));
-    b.filled.assign(b.members.size(), 0);
-    if (device_comm) {
-      OVERLAP_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t->shard_alloc_, b.dtype, {b.segment}));
-      t->host_out_.push_back(std::move(host));
-    }
-  }
-  // The simulator's figures for this schedule at this world size.
-  CollectiveModel model = options.collectives;
-  model.world_size = world;
-  SimulationOptions so;
-  so.record_trace = false;
-  OVERLAP_ASSIGN_OR_RETURN(SimulationResult f,
-                           Simulator(pair.forward, model).Run(pair.forward.OrderVector(), so));
-  so.record_trace = true;  // the backward's collectives' completion times
-  const std::vector<NodeId> order = pair.backward.OrderVector();
-  OVERLAP_ASSIGN_OR_RETURN(SimulationResult b, Simulator(pair.backward, model).Run(order, so));
-  t->sim_forward_peak_ = f.peak_memory_bytes;
-  t->sim_backward_peak_ = b.peak_memory_bytes;
-  // Where each bucket's simulated reduce-scatter completes: after the last node that starts
-  // before it (the simulator frees at a time before the allocations at that time).
-  std::vector<double> start(order.size(), 0), done(t->buckets_.size(), 0);
-  absl::flat_hash_map<NodeId, double> compute_start;
-  for (const SimEvent& e : b.events) {
-    if (e.stream == 0) compute_start[e.node] = e.start_s;
-    auto slot = t->reduce_slot_.find(e.node);
-    if (e.stream == 1 && slot != t->reduce_slot_.end()) {
-      done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
-    }
-  }
-  double last = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    auto it = compute_start.find(order[i]);
-    if (it != compute_start.end()) last = it->second;
-    start[i] = last;
-    t->backward_pos_[order[i]] = static_cast<int64_t>(i);
-  }
-  t->release_after_.assign(t->buckets_.size(), -1);
-  for (size_t k = 0; k < t->buckets_.size(); ++k) {
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (start[i] < done[k]) t->release_after_[k] = static_cast<int64_t>(i);
-    }
-  }
+  OVERLAP_RETURN_IF_ERROR(t->MakeBuckets(params));
+  OVERLAP_RETURN_IF_ERROR(t->PlanReleases());
   return t;
 }
 

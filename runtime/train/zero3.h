@@ -150,6 +150,14 @@ class Zero3Trainer : private Zero3Collectives {
   using Key = std::pair<bool, NodeId>;  // (backward graph, node id)
 
   Zero3Trainer() = default;
+  // Create's steps: this rank's 1/world shard of each parameter (and its device copy); the
+  // parameter a ZeRO-3 op's ds_id names (an error naming the node otherwise); the
+  // reduce-scatter buckets in the backward's order and their flat buffers; and, from the
+  // simulated backward, after which node each bucket's buffers may be released.
+  absl::Status MakeShards(const TensorMap& params);
+  absl::StatusOr<std::string> NameOf(const Node& node) const;
+  absl::Status MakeBuckets(const TensorMap& params);
+  absl::Status PlanReleases();
   absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard, const TensorType& full,
                                    bool resident, Allocator& alloc) override;
   absl::Status Wait(const Node& node) override;
