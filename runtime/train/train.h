@@ -21,6 +21,7 @@
 #include "runtime/core/safetensors.h"
 #include "runtime/core/tensor.h"
 #include "runtime/exec/interpreter.h"
+#include "runtime/train/data.h"
 #include "runtime/train/synthetic.h"
 
 namespace overlap {
@@ -93,48 +94,12 @@ struct TrainOptions {
   std::vector<TensorMap> batches;
 };
 
-// The batches of a data file's tensors (docs/runtime.md, "Data files"): keys
-// "batch/<k>/<input>" make batch k (k = 0 .. K-1, every index present; other keys are then
-// ignored: a file may carry weights and torch's reference too); a map without "batch/"
-// keys is one batch of all its tensors. InvalidArgument naming a malformed key or a
-// missing index. O(tensors).
-absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors);
-
 struct TrainStepResult {
   int64_t step = 0;  // from 1
   double loss = 0;
   double seconds = 0;      // wall time of forward, backward and update
   int64_t peak_bytes = 0;  // the larger of the forward's and the backward's measured peaks
 };
-
-// The synthetic tasks a tiny model learns in a few dozen steps, by the forward's inputs:
-//   - language models (input_ids and labels placeholders): fresh random token sequences
-//     each step, the labels the inputs themselves (the copy task);
-//   - MSE models (x and targets): fresh standard-normal inputs, targets a fixed random
-//     linear teacher of them;
-//   - others (resnet18): one fixed seeded batch, memorised.
-// Batches are a function of (seed, step) only, so ranks that each build the global batch
-// and take their rows (ShardRows) see one consistent global batch.
-class SyntheticTask {
- public:
-  // `forward` (not owned) must outlive the task; its placeholders give the batch's shapes.
-  SyntheticTask(const Graph& forward, uint64_t seed)
-      : forward_(&forward), seed_(seed), alloc_(std::make_unique<Allocator>()) {}
-  // Step `step`'s batch (data placeholders by name). O(batch).
-  absl::StatusOr<TensorMap> Batch(int64_t step);
-
- private:
-  const Graph* forward_;
-  uint64_t seed_;
-  std::unique_ptr<Allocator> alloc_;
-  Tensor teacher_;
-  TensorMap fixed_;
-};
-
-// Rank `rank`'s block of rows of every tensor of a global batch (dimension 0 split into
-// `world` equal blocks; views, no copies). InvalidArgument naming a tensor that does not
-// split evenly.
-absl::StatusOr<TensorMap> ShardRows(const TensorMap& batch, int rank, int world);
 
 // A model's tiny AOT pair, its parameters, an optimizer and a SyntheticTask.
 class Trainer {
