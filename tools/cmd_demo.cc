@@ -277,10 +277,7 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
 // otherwise: the CLI's tests run commands in-process, where this process is a test binary.
 std::string OverlapBinary() {
   if (std::getenv("OVERLAP_WORKER_BINARY") != nullptr) return WorkerExecutable();
-  char path[4096] = {0};
-  const ssize_t n = readlink(WorkerExecutable().c_str(), path, sizeof(path) - 1);
-  if (n <= 0) return "";
-  const std::string self(path, n);
+  const std::string self = WorkerExecutable();  // this process's real path
   return absl::EndsWith(self, "/overlap") ? self : "";
 }
 
