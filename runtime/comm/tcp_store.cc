@@ -142,8 +142,8 @@ absl::Status ReadRanks(RendezvousInfo& info) {
   if (!v.ok()) return v.status();
   info.local_rank = *v;
   if (slurm) {
-    // Every task of this node; a missing or unreadable count: as many as this task's
-    // local id says there are at least.
+    // The ranks on this node: this node's entry of SLURM_TASKS_PER_NODE; without it, at
+    // least as many as this rank's local id implies.
     info.local_world_size = info.local_rank + 1;
     const char* spec = std::getenv("SLURM_TASKS_PER_NODE");
     absl::StatusOr<int> node = EnvInt("SLURM_NODEID", 0);

@@ -858,10 +858,6 @@ Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
   };
 }
 
-// The flag a device loss kernel takes; only called on IsAtenReduction values (any other
-// goes to the host kernel, which refuses it).
-int64_t ReductionFlag(int64_t reduction) { return reduction; }
-
 Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
     absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
@@ -893,7 +889,7 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
     a.index = Ptr(pt);
     a.index32 = pt.dtype() == DType::kInt32;
     a.w = OptPtr(pw);
-    a.flag = ReductionFlag(*reduction);
+    a.flag = *reduction;  // IsAtenReduction: checked above
     a.ignore = *ignore;
     a.out = MutPtr(loss);
     a.out2 = MutPtr(total);
@@ -936,7 +932,7 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
     a.index32 = pt.dtype() == DType::kInt32;
     a.w = OptPtr(pw);
     a.mean = Ptr(ptot);
-    a.flag = ReductionFlag(*reduction);
+    a.flag = *reduction;  // IsAtenReduction: checked above
     a.ignore = *ignore;
     a.out = MutPtr(out);
     OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "target"));
@@ -967,7 +963,7 @@ Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
     a.rows = x->numel();
     a.x = Ptr(px);
     a.b = Ptr(pt);
-    a.flag = ReductionFlag(*reduction);
+    a.flag = *reduction;  // IsAtenReduction: checked above
     Tensor pg;
     if (backward) {
       OVERLAP_ASSIGN_OR_RETURN(pg, Packed(c, *dev, *g));

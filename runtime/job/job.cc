@@ -559,16 +559,19 @@ class RankJob {
   absl::Status MakeTrainer(size_t a, AlgorithmTiming& timing) {
     const AotPair& pair = pairs_[a];
     const KernelRegistry* kernels = replay_ != nullptr ? replay_.get() : backend_->kernels();
-    auto hook = [this](const Node& node) { return NodeHook(node); };
+    // What both trainers take alike.
+    auto common = [&](auto& options) {
+      options.optimizer = o_.optimizer;
+      options.timeout = o_.timeout;
+      options.node_hook = [this](const Node& node) { return NodeHook(node); };
+      options.kernels = kernels;
+      options.copy_gradients = replay_ == nullptr;
+      options.device = backend_->device();
+    };
     if (o_.strategy == Strategy::kDdp) {
       DdpOptions d;
+      common(d);
       d.bucket_cap_bytes = cap_;
-      d.optimizer = o_.optimizer;
-      d.timeout = o_.timeout;
-      d.node_hook = hook;
-      d.kernels = kernels;
-      d.copy_gradients = replay_ == nullptr;
-      d.device = backend_->device();
       OVERLAP_ASSIGN_OR_RETURN(ddp_, DdpTrainer::Create(pair, program_->params, comm_.get(), d));
       summary_.buckets = static_cast<int64_t>(ddp_->buckets().size());
       // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
@@ -582,13 +585,8 @@ class RankJob {
       return absl::OkStatus();
     }
     Zero3Options z;
-    z.optimizer = o_.optimizer;
-    z.timeout = o_.timeout;
+    common(z);
     z.collectives = summary_.collectives;
-    z.node_hook = hook;
-    z.kernels = kernels;
-    z.copy_gradients = replay_ == nullptr;
-    z.device = backend_->device();
     OVERLAP_ASSIGN_OR_RETURN(zero3_, Zero3Trainer::Create(pair, program_->params, comm_.get(), z));
     summary_.buckets = zero3_->buckets();
     timing.simulated_peak_bytes =

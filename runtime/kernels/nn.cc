@@ -708,7 +708,7 @@ Results NllLossForward(KernelCall& c) {
     a.index = Bytes(t);
     a.index32 = t.dtype() == DType::kInt32;
     a.w = pw ? pw->data<T>() : nullptr;
-    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.flag = reduction;  // ReductionArg: none, mean or sum
     a.ignore = ignore;
     a.out = loss.data<T>();
     a.out2 = total.data<T>();
@@ -756,7 +756,7 @@ Results NllLossBackward(KernelCall& c) {
     a.index32 = t.dtype() == DType::kInt32;
     a.w = pw ? pw->data<T>() : nullptr;
     a.mean = pt.data<T>();
-    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.flag = reduction;  // ReductionArg: none, mean or sum
     a.ignore = ignore;
     a.out = out.data<T>();
     OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "target"));
@@ -782,7 +782,7 @@ Results MseLoss(KernelCall& c) {
     a.rows = x.numel();
     a.x = x.data<T>();
     a.b = t.data<T>();
-    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.flag = reduction;  // ReductionArg: none, mean or sum
     a.out = out.data<T>();
     NnRunOnHost(a);
     return std::vector<Tensor>{out};
@@ -813,7 +813,7 @@ Results MseLossBackward(KernelCall& c) {
     a.g = g.data<T>();
     a.x = x.data<T>();
     a.b = t.data<T>();
-    a.flag = none ? kReductionNone : reduction == kReductionMean ? kReductionMean : kReductionSum;
+    a.flag = reduction;  // ReductionArg: none, mean or sum
     a.out = out.data<T>();
     NnRunOnHost(a);
     return std::vector<Tensor>{out};
