@@ -18,8 +18,8 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
-#include "runtime/cuda/cuda_gpu_api.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_plugin.h"
 #include "runtime/job/launcher.h"
 #include "runtime/train/train.h"
 #include "schedule/budget.h"
@@ -290,14 +290,22 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
   std::fputs("[11] CUDA backend: not in this build\n", in.out());
   return absl::OkStatus();
 #else
-  std::unique_ptr<GpuApi> api = CudaGpuApi();
-  OVERLAP_ASSIGN_OR_RETURN(GpuInfo info, api->Probe());
-  absl::Status usable = api->CheckUsable(0);
-  std::fprintf(in.out(), "[11] CUDA backend (built for %s, NCCL %s): %s\n",
-               CudaVersionString(info.runtime_version).c_str(),
-               NcclVersionString(info.nccl_version).c_str(),
-               usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
-                           : std::string(usable.message()).c_str());
+  // The real device's plugin (and with it the CUDA libraries) is opened here, as
+  // `--device cuda` would; a machine without them goes on with the emulated device.
+  absl::StatusOr<std::unique_ptr<GpuApi> > api = LoadCudaGpuApi();
+  GpuInfo info;
+  absl::Status usable = api.status();
+  if (api.ok()) {
+    OVERLAP_ASSIGN_OR_RETURN(info, (*api)->Probe());
+    usable = (*api)->CheckUsable(0);
+    std::fprintf(in.out(), "[11] CUDA backend (built for %s, NCCL %s): %s\n",
+                 CudaVersionString(info.runtime_version).c_str(),
+                 NcclVersionString(info.nccl_version).c_str(),
+                 usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
+                             : std::string(usable.message()).c_str());
+  } else {
+    std::fprintf(in.out(), "[11] CUDA backend: %s\n", std::string(usable.message()).c_str());
+  }
   if (model == "random") return absl::OkStatus();
   // Which kernel each op of the tiny model's forward and backward gets on the device.
   OVERLAP_ASSIGN_OR_RETURN(Trainer trainer, Trainer::Create(model, Preset::kTiny, TrainOptions()));

@@ -20,7 +20,7 @@
 #include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/comm/tcp_store.h"
-#include "runtime/cuda/cuda_gpu_api.h"
+#include "runtime/cuda/cuda_plugin.h"
 #include "runtime/job/job.h"
 #include "runtime/job/launcher.h"
 #include "schedule/scheduler_registry.h"
@@ -185,8 +185,8 @@ std::string PredictionBasis(const JobOptions& o) {
 // --device cuda needs a usable GPU: the reason otherwise (exit 1) before any rank starts.
 int CheckDevice(Invocation& in, const JobOptions& o) {
   if (o.device != ComputeDevice::kCuda) return kExitOk;
-  std::unique_ptr<GpuApi> api = CudaGpuApi();
-  absl::Status usable = api->CheckUsable(0);
+  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
+  absl::Status usable = api.ok() ? (*api)->CheckUsable(0) : api.status();
   return usable.ok() ? kExitOk : in.BadInput(usable);
 }
 

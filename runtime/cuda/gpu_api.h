@@ -1,11 +1,12 @@
 // The seam between the CUDA backend and the CUDA runtime / NCCL / cuBLAS: every device call
 // the backend makes (streams, events, stream-ordered memory, copies, its kernels, matrix
-// products, NCCL) goes through GpuApi. CudaGpuApi() (cuda_gpu_api.h) is the real one;
-// FakeGpuApi (fake_gpu_api.h, the emulated device) runs the same calls on the host, so the
-// backend's ordering, memory, kernels' wrapping and error handling are tested on machines
+// products, NCCL) goes through GpuApi. CudaGpuApi() (cuda_gpu_api.h) is the real one, which
+// programs reach through LoadCudaGpuApi() (cuda_plugin.h) so that only --device cuda loads the
+// CUDA libraries; FakeGpuApi (fake_gpu_api.h, the emulated device) runs the same calls on the host,
+// so the backend's ordering, memory, kernels' wrapping and error handling are tested on machines
 // without a GPU.
 //
-//   std::unique_ptr<GpuApi> api = CudaGpuApi();
+//   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<GpuApi> api, LoadCudaGpuApi());
 //   OVERLAP_ASSIGN_OR_RETURN(GpuStream* compute, api->CreateStream(/*high_priority=*/false));
 //
 // Contract for implementations:
@@ -19,6 +20,7 @@
 #define OVERLAP_RUNTIME_CUDA_GPU_API_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -241,6 +243,21 @@ class GpuApi {
   virtual absl::Status NcclGroupStart() = 0;
   virtual absl::Status NcclGroupEnd() = 0;
 };
+
+// Identifies this interface across the CUDA plugin's boundary (cuda_plugin.h): a plugin built
+// from another GpuApi is refused rather than called. The version changes with any method; the
+// sizes catch a changed argument struct. O(1), constant.
+inline constexpr uint64_t kGpuApiVersion = 1;
+constexpr uint64_t GpuApiFingerprint() {
+  uint64_t h = kGpuApiVersion;
+  for (uint64_t size :
+       {sizeof(GpuInfo), sizeof(DeviceView), sizeof(GemmArgs), sizeof(ElementwiseArgs),
+        sizeof(ReduceArgs), sizeof(ConvShape), sizeof(BatchNormArgs), sizeof(NnArgs),
+        sizeof(absl::Status), sizeof(absl::StatusOr<GpuInfo>), sizeof(std::string)}) {
+    h = h * 1000003 + size;
+  }
+  return h;
+}
 
 }  // namespace overlap
 

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/cuda_gpu_api.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_plugin.h"
 #include "runtime/cuda/fake_gpu_api.h"
 #include "runtime/cuda/nccl_communicator.h"
 
@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Backend::Create(const BackendOptions& o
   b->nccl_ = nccl;
   if (!on_device) return b;
   if (o.device == ComputeDevice::kCuda) {
-    b->api_ = CudaGpuApi();
+    OVERLAP_ASSIGN_OR_RETURN(b->api_, LoadCudaGpuApi());
   } else {
     FakeGpuOptions fo;
     if (world == 1) fo.nccl = std::make_shared<FakeNcclWorld>();

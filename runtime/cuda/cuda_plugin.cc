@@ -1,0 +1,92 @@
+#include "runtime/cuda/cuda_plugin.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace overlap {
+namespace {
+
+using Entry = GpuApi* (*)(uint64_t);
+
+std::string Executable() {
+  char path[PATH_MAX];
+  if (realpath("/proc/self/exe", path) == nullptr) return "";
+  return path;
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// The entry of the first plugin found, loaded once; or why there is none.
+absl::StatusOr<Entry> OpenPlugin() {
+  std::vector<std::string> tried;
+  for (const std::string& path : CudaPluginCandidates()) {
+    if (!Exists(path)) {
+      tried.push_back(path);
+      continue;
+    }
+    // RTLD_LOCAL: the plugin's symbols (its own copy of Abseil among them) stay its own.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device cuda needs CUDA 13 and NCCL 2.28 (docs/runtime.md); loading ",
+                       path, " failed: ", dlerror()));
+    }
+    void* entry = dlsym(handle, kCudaPluginEntry);
+    if (entry == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " is not overlap's CUDA plugin: it has no ", kCudaPluginEntry));
+    }
+    return reinterpret_cast<Entry>(entry);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--device cuda needs the CUDA plugin ", kCudaPluginFile,
+      " (built with the overlap binary; set OVERLAP_CUDA_PLUGIN to its path); not found at ",
+      absl::StrJoin(tried, ", ")));
+}
+
+}  // namespace
+
+std::vector<std::string> CudaPluginCandidates() {
+  if (const char* set = std::getenv("OVERLAP_CUDA_PLUGIN"); set != nullptr && *set != '\0') {
+    return {set};
+  }
+  std::vector<std::string> paths;
+  const std::string exe = Executable();
+  if (!exe.empty())
+    paths.push_back(absl::StrCat(exe.substr(0, exe.rfind('/') + 1), kCudaPluginFile));
+  const std::string in_runfiles = absl::StrCat("/overlap/runtime/cuda/", kCudaPluginFile);
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = std::getenv(var); dir != nullptr && *dir != '\0') {
+      paths.push_back(absl::StrCat(dir, in_runfiles));
+    }
+  }
+  if (!exe.empty()) paths.push_back(absl::StrCat(exe, ".runfiles", in_runfiles));
+  return paths;
+}
+
+absl::StatusOr<std::unique_ptr<GpuApi>> LoadCudaGpuApi() {
+  // Opened once: dlopen is reference-counted, but the first error is the answer for the
+  // process (the files do not change under it).
+  static std::once_flag once;
+  static absl::StatusOr<Entry>* entry = nullptr;
+  std::call_once(once, [] { entry = new absl::StatusOr<Entry>(OpenPlugin()); });
+  if (!entry->ok()) return entry->status();
+  GpuApi* api = (**entry)(GpuApiFingerprint());
+  if (api == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the CUDA plugin was built from another version of overlap (its GpuApi differs); "
+        "use the ",
+        kCudaPluginFile, " built with this binary"));
+  }
+  return std::unique_ptr<GpuApi>(api);
+}
+
+}  // namespace overlap
