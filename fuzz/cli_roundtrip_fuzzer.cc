@@ -108,12 +108,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "schedule",     in,   "--algorithm",          std::string(e.name), "--json",
         Path("s.json"), "-o", Path("scheduled.json"), "--trace",           Path("t.json")};
     if (backward) args.push_back("--backward");
-    if (e.honours_memory_limit && budget % 3 != 0) {
+    if (e.honours_budget && budget % 3 != 0) {
       args.push_back("--memory-limit");
       args.push_back(absl::StrCat(budget));
     }
     Run(args, {Path("scheduled.json")}, {Path("s.json"), Path("t.json")});
-    if (e.honours_memory_limit) {
+    if (e.honours_budget) {
       Run({"simulate", Path("scheduled.json"), "--json", Path("sim.json"), "--trace",
            Path("simt.json")},
           {}, {Path("sim.json"), Path("simt.json")});

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   SchedulerOptions options;
-  options.lookahead.memory_limit_bytes = static_cast<int64_t>(budget);
+  options.lookahead.budget_bytes = static_cast<int64_t>(budget);
   for (const SchedulerEntry& e : Schedulers()) {
     Graph scheduled = g;
     absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &scheduled, options);

@@ -112,7 +112,7 @@ void BM_TrainStepTinyGpt2(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    absl::StatusOr<TrainStepResult> s = t->Step();
+    absl::StatusOr<StepResult> s = t->Step();
     if (!s.ok()) {
       state.SkipWithError(std::string(s.status().message()).c_str());
       return;

@@ -32,32 +32,10 @@ int64_t Elements(const Param& p) {
 
 }  // namespace
 
-absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name) {
-  if (name == "sgd") return Optimizer::kSgd;
-  if (name == "momentum") return Optimizer::kMomentum;
-  if (name == "adam") return Optimizer::kAdam;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown optimizer \"", Printable(name), "\" (known: sgd, momentum, adam)"));
-}
-
-absl::string_view OptimizerName(Optimizer o) {
-  switch (o) {
-    case Optimizer::kSgd:
-      return "sgd";
-    case Optimizer::kMomentum:
-      return "momentum";
-    case Optimizer::kAdam:
-      return "adam";
-  }
-  return "?";
-}
-
 absl::StatusOr<RankState> PerRankState(const Graph& g, const StateOptions& options) {
   if (options.world_size < 1) return absl::InvalidArgumentError("world size must be >= 1");
   const int64_t world = options.world_size;
-  const int64_t states = options.optimizer == Optimizer::kAdam       ? 2
-                         : options.optimizer == Optimizer::kMomentum ? 1
-                                                                     : 0;
+  const int64_t states = OptimizerStateTensors(options.optimizer);
   RankState s;
   absl::flat_hash_set<std::string> seen;  // storages counted
   for (const Param& p : g.params()) {
@@ -97,7 +75,7 @@ absl::StatusOr<MemoryBudget> DeviceMemoryBudget(const Graph& g, int64_t device_b
   if (taken >= device_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device memory of ", FormatBytes(device_bytes), " leaves nothing for the step: per-rank ",
-        "state ", FormatBytes(b.state_bytes), " (", OptimizerName(options.optimizer), ", ",
+        "state ", FormatBytes(b.state_bytes), " (", OptimizerLabel(options.optimizer), ", ",
         options.world_size, " ranks) + reserve ", FormatBytes(b.reserve_bytes)));
   }
   b.budget_bytes = device_bytes - taken;
@@ -112,6 +90,22 @@ absl::StatusOr<MemoryBudget> DirectMemoryBudget(const Graph& g, std::optional<in
   b.state_bytes = state->total();
   b.budget_bytes = limit;
   return b;
+}
+
+absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g) {
+  if (request.budget_bytes && request.device_memory_bytes) {
+    return absl::InvalidArgumentError(
+        "a budget given directly and a device's memory both set the budget: give one");
+  }
+  if (request.reserve_bytes && !request.device_memory_bytes) {
+    return absl::InvalidArgumentError(
+        "a reserve applies only to a budget from the device's memory");
+  }
+  if (request.device_memory_bytes) {
+    return DeviceMemoryBudget(g, *request.device_memory_bytes, request.state,
+                              request.reserve_bytes);
+  }
+  return DirectMemoryBudget(g, request.budget_bytes, request.state);
 }
 
 std::string MemoryBudgetJsonFields(const MemoryBudget& b, int64_t peak_memory_bytes) {

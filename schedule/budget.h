@@ -30,20 +30,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/graph.h"
+#include "schedule/optimizer.h"
 
 namespace overlap {
 
-// The optimizer whose state each rank keeps for its shard.
-enum class Optimizer { kSgd, kMomentum, kAdam };
-
-// "sgd", "momentum" or "adam"; InvalidArgument listing them otherwise. O(1).
-absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name);
-// The name ParseOptimizer reads. O(1).
-absl::string_view OptimizerName(Optimizer o);
-
 // What the per-rank state depends on besides the graph.
 struct StateOptions {
-  Optimizer optimizer = Optimizer::kAdam;
+  // Its state per parameter: OptimizerStateTensors (AdamW 2, SGD 1, SGD at momentum 0 none).
+  OptimizerOptions optimizer;
   int world_size = 32;  // ranks the state is sharded over; must be >= 1
 };
 
@@ -82,6 +76,22 @@ absl::StatusOr<MemoryBudget> DeviceMemoryBudget(const Graph& g, int64_t device_b
 // O(parameters).
 absl::StatusOr<MemoryBudget> DirectMemoryBudget(const Graph& g, std::optional<int64_t> limit,
                                                 const StateOptions& options);
+
+// What a command asks its budget to be, before the graph is read: a budget given directly
+// (`--memory-limit`), or one derived from the device's memory (`--device-memory`, less the
+// per-rank state and `--reserve`), or none. One rule for schedule, simulate, run and worker.
+struct BudgetRequest {
+  std::optional<int64_t> budget_bytes;         // given directly
+  std::optional<int64_t> device_memory_bytes;  // derive it (not with budget_bytes)
+  std::optional<int64_t> reserve_bytes;        // with device_memory_bytes; default: 512 MiB + 5%
+  StateOptions state;
+  bool any() const { return budget_bytes || device_memory_bytes; }
+};
+
+// The request's budget for `g`: DeviceMemoryBudget with a device, else DirectMemoryBudget (the
+// state always computed). InvalidArgument when both a budget and a device are given, a reserve
+// without a device, or a device too small for the state. O(parameters).
+absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g);
 
 // The budget as result JSON keys (no braces, a leading ", "): state_bytes, and with a
 // budget budget_bytes, memory_limit_bytes (the same; older readers) and feasible (peak <=

@@ -30,11 +30,11 @@ TEST(BudgetTest, PerRankStateCountsShardsGradientsOptimizerAndMasterWeights) {
   EXPECT_EQ(adam->params, 13 * 2 + 1 * 4);
   EXPECT_EQ(adam->grads, 13 * 2);  // b has no gradient
   EXPECT_EQ(adam->optimizer, 13 * 8);
-  EXPECT_EQ(adam->master, 13 * 4);  // w is 16-bit
-  o.optimizer = Optimizer::kSgd;
-  EXPECT_EQ(PerRankState(Table(), o)->optimizer, 0);
-  o.optimizer = Optimizer::kMomentum;
+  EXPECT_EQ(adam->master, 13 * 4);         // w is 16-bit
+  o.optimizer.kind = OptimizerKind::kSgd;  // momentum 0.9: one buffer
   EXPECT_EQ(PerRankState(Table(), o)->optimizer, 13 * 4);
+  o.optimizer.momentum = 0;  // plain SGD keeps nothing
+  EXPECT_EQ(PerRankState(Table(), o)->optimizer, 0);
   o.world_size = 0;
   EXPECT_FALSE(PerRankState(Table(), o).ok());
 }
@@ -58,12 +58,23 @@ TEST(BudgetTest, DeviceMemoryLeavesWhatStateAndReserveDoNotTake) {
   EXPECT_EQ(h100->reserve_bytes, DefaultReserveBytes(int64_t{80} << 30));
 }
 
-TEST(BudgetTest, OptimizerNamesRoundTrip) {
-  for (Optimizer o : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam}) {
-    EXPECT_EQ(*ParseOptimizer(OptimizerName(o)), o);
-  }
-  EXPECT_THAT(std::string(ParseOptimizer("lamb").status().message()),
-              ::testing::HasSubstr("sgd, momentum, adam"));
+TEST(BudgetTest, OneRuleResolvesEveryRequest) {
+  BudgetRequest r;
+  r.state.world_size = 1;
+  absl::StatusOr<MemoryBudget> none = ResolveBudget(r, Table());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->budget_bytes.has_value());
+  EXPECT_GT(none->state_bytes, 0);  // computed for the report all the same
+  r.budget_bytes = 5000;
+  EXPECT_EQ(*ResolveBudget(r, Table())->budget_bytes, 5000);
+  r.device_memory_bytes = 10000;  // both: refused
+  EXPECT_FALSE(ResolveBudget(r, Table()).ok());
+  r.budget_bytes.reset();
+  r.reserve_bytes = 100;
+  EXPECT_EQ(*ResolveBudget(r, Table())->budget_bytes,
+            10000 - PerRankState(Table(), r.state)->total() - 100);
+  r.device_memory_bytes.reset();  // a reserve alone: refused
+  EXPECT_FALSE(ResolveBudget(r, Table()).ok());
 }
 
 TEST(BudgetTest, JsonFieldsSayWhetherThePeakFits) {

@@ -240,9 +240,7 @@ class LookaheadSearch {
     return r;
   }
 
-  bool Fits(int64_t peak) const {
-    return !options_.memory_limit_bytes || peak <= *options_.memory_limit_bytes;
-  }
+  bool Fits(int64_t peak) const { return !options_.budget_bytes || peak <= *options_.budget_bytes; }
 
   static LookaheadCandidate Row(absl::string_view base, int k, int64_t cap, size_t kept,
                                 const SimulationResult& sim) {
@@ -266,9 +264,8 @@ class LookaheadSearch {
   absl::Status KeepResidents(int k, int64_t cap, const SimulationResult& sim, Evaluation* e) const {
     e->rows.push_back(Row(e->base, k, cap, 0, sim));
     size_t best_row = e->rows.size() - 1;  // the prefix known to fit, until a longer one does
-    const int64_t left = options_.memory_limit_bytes
-                             ? *options_.memory_limit_bytes - sim.peak_memory_bytes
-                             : INT64_MAX;
+    const int64_t left =
+        options_.budget_bytes ? *options_.budget_bytes - sim.peak_memory_bytes : INT64_MAX;
     const size_t m = std::upper_bound(prefix_bytes_.begin(), prefix_bytes_.end(), left) -
                      prefix_bytes_.begin() - 1;
     size_t lo = 0, hi = m;  // prefix lo is known to fit
@@ -511,9 +508,9 @@ absl::string_view CandidateVerdictName(CandidateVerdict v) {
   return "?";
 }
 
-LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes) {
+LookaheadOptions WithBudget(std::optional<int64_t> budget_bytes) {
   LookaheadOptions o;
-  o.memory_limit_bytes = memory_limit_bytes;
+  o.budget_bytes = budget_bytes;
   return o;
 }
 

@@ -51,7 +51,7 @@ namespace overlap {
 // use.
 struct LookaheadOptions {
   // Budget on the simulated peak memory, in bytes; none: no limit.
-  std::optional<int64_t> memory_limit_bytes;
+  std::optional<int64_t> budget_bytes;
   // At most this many allgathers issued ahead of the compute that needs them (caps k); none:
   // up to the number of parameters. Apart from memory because each in-flight collective also
   // holds communication buffers and stream slots the simulator does not model. Must be >= 0.
@@ -88,7 +88,7 @@ struct LookaheadOptions {
 absl::Status ValidateLookaheadOptions(const LookaheadOptions& options);
 
 // The default LookaheadOptions with the given memory limit (none: no limit).
-LookaheadOptions WithMemoryLimit(std::optional<int64_t> memory_limit_bytes);
+LookaheadOptions WithBudget(std::optional<int64_t> budget_bytes);
 
 // Why a candidate choice was or was not taken.
 enum class CandidateVerdict {

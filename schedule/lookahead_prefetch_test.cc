@@ -33,8 +33,7 @@ Graph Lifted(const std::string& name) {
 TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
   for (const std::string& name : ModelNames()) {
     Graph g = Lifted(name);
-    absl::StatusOr<LookaheadResult> free =
-        LookaheadPrefetchSchedule(g, WithMemoryLimit(std::nullopt));
+    absl::StatusOr<LookaheadResult> free = LookaheadPrefetchSchedule(g, WithBudget(std::nullopt));
     ASSERT_TRUE(free.ok()) << name << ": " << free.status();
     EXPECT_TRUE(VerifySchedule(g, free->order).ok())
         << name << ": " << VerifySchedule(g, free->order);
@@ -56,7 +55,7 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
     EXPECT_GE(sim->step_time_s, sim->lower_bound_s);
     // With a budget of the just-in-time order's peak, the result fits it.
     absl::StatusOr<LookaheadResult> tight =
-        LookaheadPrefetchSchedule(g, WithMemoryLimit(free->peak_memory_bytes));
+        LookaheadPrefetchSchedule(g, WithBudget(free->peak_memory_bytes));
     ASSERT_TRUE(tight.ok());
     EXPECT_TRUE(tight->feasible);
     EXPECT_LE(tight->peak_memory_bytes, free->peak_memory_bytes);
@@ -66,7 +65,7 @@ TEST(LookaheadPrefetchTest, ValidSchedulesWithinTheBudgetOnBuiltInModels) {
 TEST(LookaheadPrefetchTest, TheInFlightLimitCapsTheLookaheadAndOptionsAreChecked) {
   Graph g = Lifted("llama-7b");
   for (int cap : {0, 1, 3}) {
-    LookaheadOptions o = WithMemoryLimit(int64_t{1} << 30);
+    LookaheadOptions o = WithBudget(int64_t{1} << 30);
     o.max_in_flight = cap;
     absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, o);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -96,13 +95,13 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
   ro.lifted = true;
   Graph g = RandomGraph(ro);
   ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
-  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, WithMemoryLimit(1));
+  absl::StatusOr<LookaheadResult> probe = LookaheadPrefetchSchedule(g, WithBudget(1));
   ASSERT_TRUE(probe.ok());
   ASSERT_FALSE(probe->feasible);
   // Just above the minimum: several candidates fit, none reaches the compute bound at once.
   const int64_t budget = probe->min_feasible_bytes + probe->min_feasible_bytes / 1000;
-  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
-  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
+  absl::StatusOr<LookaheadResult> a = LookaheadPrefetchSchedule(g, WithBudget(budget));
+  absl::StatusOr<LookaheadResult> b = LookaheadPrefetchSchedule(g, WithBudget(budget));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(a->feasible);
   EXPECT_GT(a->lookahead, 0);  // more than one candidate was evaluated
@@ -115,12 +114,12 @@ TEST(LookaheadPrefetchTest, ParallelCandidateEvaluationIsDeterministic) {
 
 TEST(LookaheadPrefetchTest, InfeasibleBudgetsReportTheSmallestFeasibleOne) {
   Graph g = Lifted("gpt2");
-  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, WithMemoryLimit(1));
+  absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, WithBudget(1));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->feasible);
   EXPECT_GT(r->min_feasible_bytes, 1);
   absl::StatusOr<LookaheadResult> at_min =
-      LookaheadPrefetchSchedule(g, WithMemoryLimit(r->min_feasible_bytes));
+      LookaheadPrefetchSchedule(g, WithBudget(r->min_feasible_bytes));
   ASSERT_TRUE(at_min.ok());
   EXPECT_TRUE(at_min->feasible);
   EXPECT_LE(at_min->peak_memory_bytes, r->min_feasible_bytes);
@@ -134,7 +133,7 @@ TEST(LookaheadPrefetchTest, BeatsFastFreeOnLlamaAtOneAndAQuarterItsPeak) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(g, *ff);
     ASSERT_TRUE(ff_sim.ok());
     const int64_t budget = ff_sim->peak_memory_bytes * 5 / 4;
-    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
+    absl::StatusOr<LookaheadResult> ours = LookaheadPrefetchSchedule(g, WithBudget(budget));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_LE(ours->peak_memory_bytes, budget);
@@ -148,13 +147,13 @@ RC_GTEST_PROP(LookaheadPrefetchPropertyTest, prop_NeverOverBudgetAndMonotoneInIt
   Graph g = *ArbitraryGraph(120);
   if (!Zero3Insertion(GraphKind::kForward).Run(&g).ok()) return;
   absl::StatusOr<LookaheadResult> unlimited =
-      LookaheadPrefetchSchedule(g, WithMemoryLimit(std::nullopt));
+      LookaheadPrefetchSchedule(g, WithBudget(std::nullopt));
   if (!unlimited.ok()) return;  // an order the graph's kwargs forbid: reported, not scheduled
   const int64_t top = unlimited->peak_memory_bytes;
   const int64_t a = *rc::gen::inRange<int64_t>(0, top + 2);
   const int64_t b = *rc::gen::inRange<int64_t>(a, top + 3);
-  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, WithMemoryLimit(a));
-  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, WithMemoryLimit(b));
+  absl::StatusOr<LookaheadResult> ra = LookaheadPrefetchSchedule(g, WithBudget(a));
+  absl::StatusOr<LookaheadResult> rb = LookaheadPrefetchSchedule(g, WithBudget(b));
   RC_ASSERT(ra.ok() && rb.ok());
   if (ra->feasible) {
     RC_ASSERT(ra->peak_memory_bytes <= a);
@@ -199,7 +198,7 @@ TEST(LookaheadPrefetchTest, BackwardGraphsScheduleWithEveryAlgorithm) {
     absl::StatusOr<SimulationResult> ff_sim = Simulate(*b, *ff);
     ASSERT_TRUE(ff_sim.ok());
     absl::StatusOr<LookaheadResult> ours =
-        LookaheadPrefetchSchedule(*b, WithMemoryLimit(ff_sim->peak_memory_bytes * 5 / 4));
+        LookaheadPrefetchSchedule(*b, WithBudget(ff_sim->peak_memory_bytes * 5 / 4));
     ASSERT_TRUE(ours.ok());
     ASSERT_TRUE(ours->feasible) << name;
     EXPECT_TRUE(VerifySchedule(*b, ours->order).ok()) << name;

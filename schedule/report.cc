@@ -121,7 +121,7 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
   absl::StrAppend(&json, "], ", SimulationJsonFields(r.simulation), ", \"scheduler_s\": ");
   AppendJsonDouble(&json, r.scheduler_s);
   MemoryBudget b = budget;
-  if (!b.budget_bytes) b.budget_bytes = options.lookahead.memory_limit_bytes;
+  if (!b.budget_bytes) b.budget_bytes = options.lookahead.budget_bytes;
   json.append(MemoryBudgetJsonFields(b, r.simulation.peak_memory_bytes));
   if (r.lookahead) {
     const LookaheadResult& ours = *r.lookahead;

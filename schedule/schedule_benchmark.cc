@@ -72,7 +72,7 @@ BENCHMARK(BM_FastFree)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 void BM_LookaheadPrefetch(benchmark::State& state) {
   const Graph& g = Lifted(state.range(0), true);
   for (auto _ : state)
-    benchmark::DoNotOptimize(LookaheadPrefetchSchedule(g, WithMemoryLimit(std::nullopt)));
+    benchmark::DoNotOptimize(LookaheadPrefetchSchedule(g, WithBudget(std::nullopt)));
   Label(state, g);
 }
 BENCHMARK(BM_LookaheadPrefetch)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
@@ -106,12 +106,12 @@ void BM_LookaheadRandom(benchmark::State& state) {
   const Graph& g = RandomInserted(state.range(0));
   std::optional<int64_t> budget;
   if (state.range(1) == 1) {
-    const int64_t least = LookaheadPrefetchSchedule(g, WithMemoryLimit(1))->min_feasible_bytes;
+    const int64_t least = LookaheadPrefetchSchedule(g, WithBudget(1))->min_feasible_bytes;
     budget = least + least / 1000;
   }
   int lookahead = 0;
   for (auto _ : state) {
-    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, WithMemoryLimit(budget));
+    absl::StatusOr<LookaheadResult> r = LookaheadPrefetchSchedule(g, WithBudget(budget));
     lookahead = r->lookahead;
     benchmark::DoNotOptimize(r);
   }

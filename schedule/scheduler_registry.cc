@@ -37,7 +37,7 @@ constexpr SchedulerEntry kSchedulers[] = {
     {"lookahead",
      "ours: memory-bounded lookahead prefetch with selective unsharding and reduce-scatter "
      "bucketing",
-     /*honours_memory_limit=*/true, /*explains=*/true, &Lookahead},
+     /*honours_budget=*/true, /*explains=*/true, &Lookahead},
     {"fast_free", "DeepSpeed DeepCompile's fast_free_schedule (exact, efficient)", false, false,
      &Baseline<&FastFreeSchedule>},
     {"list", "DeepCompile's list scheduler, as intended: smallest memory delta first", false, false,

@@ -8,7 +8,7 @@
 // report whose figures are the simulation of that final graph in its own order.
 //
 //   SchedulerOptions options;
-//   options.lookahead.memory_limit_bytes = int64_t{8} << 30;
+//   options.lookahead.budget_bytes = int64_t{8} << 30;
 //   absl::StatusOr<ScheduleReport> r = RunScheduler("lookahead", &graph, options);
 //   // graph.OrderVector() == r->order; r->simulation.step_time_s, ...
 #ifndef OVERLAP_SCHEDULE_SCHEDULER_REGISTRY_H_
@@ -63,7 +63,7 @@ struct SchedulerEntry {
   absl::string_view description;  // one line
   // Whether it reads options.lookahead (memory limit, in-flight cap, ...); the others
   // ignore memory.
-  bool honours_memory_limit = false;
+  bool honours_budget = false;
   // Whether its choice carries a LookaheadResult with candidates (`--explain`).
   bool explains = false;
   // Orders `g` (a graph with ZeRO-3 ops, unchanged). Errors: the scheduler's own.

@@ -96,7 +96,7 @@ TEST(SchedulerRegistryTest, OursExplainsItsChoice) {
          {fast->simulation.peak_memory_bytes * 5 / 4, fast->simulation.peak_memory_bytes * 2}) {
       Graph g = original;
       SchedulerOptions o;
-      o.lookahead.memory_limit_bytes = budget;
+      o.lookahead.budget_bytes = budget;
       absl::StatusOr<ScheduleReport> r = RunScheduler("lookahead", &g, o);
       ASSERT_TRUE(r.ok()) << r.status();
       ASSERT_TRUE(r->lookahead.has_value());
@@ -138,7 +138,7 @@ TEST(SchedulerRegistryTest, OursExplainsItsChoice) {
 TEST(SchedulerRegistryTest, InfeasibleOursHasNoChosenRowAndSaysTheSmallestBudget) {
   Graph g = Zero3AotGraph("gpt2", GraphKind::kForward);
   SchedulerOptions o;
-  o.lookahead.memory_limit_bytes = 1;
+  o.lookahead.budget_bytes = 1;
   absl::StatusOr<ScheduleReport> r = RunScheduler("lookahead", &g, o);
   ASSERT_TRUE(r.ok());
   ASSERT_FALSE(r->lookahead->feasible);
@@ -224,7 +224,7 @@ RC_GTEST_PROP(SchedulerRegistryPropertyTest, prop_OursDominatesEveryBaselineAtEv
   };
   std::vector<Fit> baselines;
   for (const SchedulerEntry& e : Schedulers()) {
-    if (e.honours_memory_limit) continue;
+    if (e.honours_budget) continue;
     Graph copy = g;
     absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &copy);
     if (!r.ok()) continue;  // an order the graph's kwargs forbid
@@ -243,7 +243,7 @@ RC_GTEST_PROP(SchedulerRegistryPropertyTest, prop_OursDominatesEveryBaselineAtEv
       }
       Graph copy = g;
       SchedulerOptions o;
-      o.lookahead.memory_limit_bytes = budget;
+      o.lookahead.budget_bytes = budget;
       absl::StatusOr<ScheduleReport> ours = RunScheduler(DefaultSchedulerName(), &copy, o);
       RC_ASSERT(ours.ok());
       RC_ASSERT(ours->lookahead->feasible);
@@ -253,7 +253,7 @@ RC_GTEST_PROP(SchedulerRegistryPropertyTest, prop_OursDominatesEveryBaselineAtEv
   }
   Graph copy = g;
   SchedulerOptions o;
-  o.lookahead.memory_limit_bytes = 0;
+  o.lookahead.budget_bytes = 0;
   absl::StatusOr<ScheduleReport> none = RunScheduler(DefaultSchedulerName(), &copy, o);
   RC_ASSERT(none.ok());
   if (!none->lookahead->feasible) RC_ASSERT(none->lookahead->min_feasible_bytes <= smallest);

@@ -388,7 +388,10 @@ TEST(CliScheduleTest, DeviceMemorySetsTheBudgetFromStateAndReserve) {
   EXPECT_EQ(Overlap({"simulate", path, "--reserve", "1GB"}).code, kExitUsage);
   Result bad = Overlap({"schedule", path, "--device-memory", "80GB", "--optimizer", "lamb"});
   EXPECT_EQ(bad.code, kExitUsage);
-  EXPECT_THAT(bad.err, HasSubstr("sgd, momentum, adam"));
+  EXPECT_THAT(bad.err, HasSubstr("sgd or adamw"));
+  // run reads the same flags (its ranks' budget: tools/run_test.sh); here, the usage error,
+  // before any rank could start.
+  EXPECT_EQ(Overlap({"run", "--strategy", "zero3", "--reserve", "1GB"}).code, kExitUsage);
 }
 
 // The number after "key": in a result JSON.
@@ -811,11 +814,15 @@ TEST(CliExecTest, ReplayMeasuresThePeakTheSimulatorPredicts) {
   Result mixed = Overlap({"exec", scheduled, "--count-only"});
   EXPECT_EQ(mixed.code, kExitUsage);
   EXPECT_THAT(mixed.err, HasSubstr("--count-only needs --replay"));
-  Result refused = Overlap({"exec", scheduled, "--replay", "--memory-limit", "10KB"});
+  Result refused = Overlap({"exec", scheduled, "--replay", "--guard", "10KB"});
   EXPECT_EQ(refused.code, kExitBadInput);
   EXPECT_THAT(refused.err, HasSubstr("more than the 9.77 KiB limit"));
-  EXPECT_EQ(Overlap({"exec", scheduled, "--replay", "--count-only", "--memory-limit", "10KB"}).code,
+  EXPECT_EQ(Overlap({"exec", scheduled, "--replay", "--count-only", "--guard", "10KB"}).code,
             kExitOk);
+  // The same guard on a run of the kernels.
+  Result kernels = Overlap({"exec", scheduled, "--guard", "1KB"});
+  EXPECT_EQ(kernels.code, kExitBadInput);
+  EXPECT_THAT(kernels.err, HasSubstr("more than the 1000 B limit"));
 }
 
 TEST(CliExecTest, RunsAForwardAndBackwardPairOnTheKernelsAndSavesTheResults) {

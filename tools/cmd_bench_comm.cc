@@ -42,9 +42,9 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   if (!store.ok()) return in.BadInput(store.status());
   GlooOptions go;
   go.rank = info->rank;
-  go.size = info->world_size;
+  go.world_size = info->world_size;
   go.store = *store;
-  go.prefix = "bench";
+  go.key_prefix = "bench";
   go.timeout = timeout;
   go.deterministic = in.Switch("deterministic");
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(go);

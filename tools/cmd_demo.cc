@@ -138,7 +138,7 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
   PrintRow(in, "insertion order", plain, "");
   std::optional<int64_t> smallest_peak, fast_free_peak;
   for (const SchedulerEntry& e : Schedulers()) {
-    if (e.honours_memory_limit) continue;  // after the baselines, with a budget
+    if (e.honours_budget) continue;  // after the baselines, with a budget
     Graph g = *z;
     absl::StatusOr<ScheduleReport> r = RunScheduler(e.name, &g);
     if (!r.ok()) {
@@ -156,7 +156,7 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
   }
   SchedulerOptions ours_options;
   const std::optional<int64_t> base = fast_free_peak ? fast_free_peak : smallest_peak;
-  if (base) ours_options.lookahead.memory_limit_bytes = *base * 5 / 4;
+  if (base) ours_options.lookahead.budget_bytes = *base * 5 / 4;
   Graph g = *z;
   OVERLAP_ASSIGN_OR_RETURN(const ScheduleReport ours,
                            RunScheduler(DefaultSchedulerName(), &g, ours_options));
@@ -186,7 +186,7 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
 absl::Status ShowDeviceBudget(Invocation& in, Graph g, GraphKind kind, const std::string& model) {
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(&g).status());
   OVERLAP_RETURN_IF_ERROR(CheckAfter(g, "ZeRO-3 insertion"));
-  StateOptions state;  // adam, 32 ranks
+  StateOptions state;  // adamw, 32 ranks
   OVERLAP_ASSIGN_OR_RETURN(const RankState parts, PerRankState(g, state));
   OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget budget,
                            DeviceMemoryBudget(g, int64_t{80} * 1000 * 1000 * 1000, state));
@@ -199,7 +199,7 @@ absl::Status ShowDeviceBudget(Invocation& in, Graph g, GraphKind kind, const std
                FormatBytes(parts.master).c_str(), FormatBytes(budget.reserve_bytes).c_str(),
                FormatBytes(*budget.budget_bytes).c_str());
   SchedulerOptions options;
-  options.lookahead.memory_limit_bytes = budget.budget_bytes;
+  options.lookahead.budget_bytes = budget.budget_bytes;
   OVERLAP_ASSIGN_OR_RETURN(const ScheduleReport ours,
                            RunScheduler(DefaultSchedulerName(), &g, options));
   const char* what = kind == GraphKind::kBackward ? "AOT backward" : "graph";
@@ -264,7 +264,7 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
                model.c_str(), kSteps);
   double seconds = 0;
   for (int k = 1; k <= kSteps; ++k) {
-    OVERLAP_ASSIGN_OR_RETURN(TrainStepResult s, trainer.Step());
+    OVERLAP_ASSIGN_OR_RETURN(StepResult s, trainer.Step());
     seconds += s.seconds;
     if (k == 1 || k % 10 == 0)
       std::fprintf(in.out(), " step %d loss %.3f%s", k, s.loss, k < kSteps ? "," : "");

@@ -44,9 +44,9 @@ constexpr FlagSpec kFlags[] = {
      "and freed by the executor's rules; any graph runs"},
     {"time-scale", 0, "X", "with --replay: wait device_time * X per node (default 0)"},
     {"count-only", 0, "", "with --replay: count the buffers instead of allocating them"},
-    {"memory-limit", 0, "SIZE",
-     "with --replay: the most the buffers may take (default: the memory\n"
-     "available now); a graph that needs more is refused up front"},
+    {"guard", 0, "SIZE",
+     "the memory guard: the most the run's buffers may take (default: the\n"
+     "memory available now); a graph that needs more is refused up front"},
 };
 
 // Outputs listed per graph; the rest are counted.
@@ -80,9 +80,7 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   ReplayOptions o;
   if (in.Has("time-scale")) o.time_scale = in.NonNegative("time-scale", 1e6, 0);
   o.count_only = in.Switch("count-only");
-  if (std::optional<int64_t> limit = in.PositiveSize("memory-limit", "the memory available")) {
-    o.memory_limit_bytes = *limit;
-  }
+  o.guard_bytes = in.PositiveSize("guard", "the memory available");
   for (const char* f : {"weights", "inputs", "save", "double", "seed"}) {
     if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " runs kernels: not with --replay"));
   }
@@ -109,7 +107,7 @@ int Run(Invocation& in) {
   const std::optional<std::string> backward_path = in.Path("backward-graph");
   if (backward_path) files.push_back(*backward_path);
   if (in.Switch("replay")) return Replay(in, files);
-  for (const char* f : {"time-scale", "count-only", "memory-limit"}) {
+  for (const char* f : {"time-scale", "count-only"}) {
     if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " needs --replay"));
   }
   const uint64_t seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
@@ -190,7 +188,7 @@ int Run(Invocation& in) {
   InterpreterOptions o;
   o.simulate = true;
   o.compute_in_double = in.Switch("double");
-  o.memory_limit_bytes = AvailableMemoryBytes();
+  o.guard_bytes = in.PositiveSize("guard", "the memory available");
 
   TensorMap saved;
   auto print_outputs = [&](const Graph& g, const RunResult& r, const char* what) {

@@ -61,10 +61,6 @@ constexpr FlagSpec kJobFlags[] = {
     {"calibrate", 0, "",
      "zero3: measure the collectives first and schedule and predict with\n"
      "the fit (as bench-comm)"},
-    {"memory-limit", 0, "SIZE", "zero3: the schedule's budget on graph values"},
-    {"device-memory", 0, "SIZE",
-     "zero3: derive the budget from the device's memory\n"
-     "(schedule/budget.h)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
     {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
@@ -147,18 +143,15 @@ JobOptions ReadJobFlags(Invocation& in) {
   }
   if (!o.compare_algorithms.empty()) o.algorithm = o.compare_algorithms.front();
   o.calibrate = in.Switch("calibrate");
-  o.memory_limit_bytes = in.PositiveSize("memory-limit", "no limit").value_or(0);
-  o.device_memory_bytes = in.Size("device-memory").value_or(0);
-  if (o.memory_limit_bytes > 0 && o.device_memory_bytes > 0) {
-    in.AddUsageError("--memory-limit or --device-memory, not both");
-  }
   if (std::optional<std::string> cap = in.String("bucket-cap"); cap && *cap != "auto") {
     o.bucket_cap_bytes = in.Size("bucket-cap").value_or(0);
     if (o.bucket_cap_bytes <= 0 && !in.has_usage_error()) {
       in.AddUsageError("--bucket-cap must be > 0 (or auto)");
     }
   }
-  o.optimizer = ReadTrainingOptimizerFlags(in);
+  o.optimizer = ReadOptimizerFlags(in);
+  // zero3: the budget; the job counts the state at its world size.
+  o.budget = ReadBudgetFlags(in, /*world_size=*/1, o.optimizer);
   o.save_path = in.Path("save").value_or("");
   o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   o.timeout = absl::Seconds(in.Positive("timeout", 86400, 60));
@@ -259,9 +252,9 @@ int Worker(Invocation& in) {
                                                    : 0.0),
                     ")");
   }
-  if (s->memory_limit_bytes > 0) {
-    absl::StrAppend(&memory, ", limit ", FormatBytes(s->memory_limit_bytes),
-                    peak <= s->memory_limit_bytes ? " (within)" : " (EXCEEDED)");
+  if (s->budget_bytes) {
+    absl::StrAppend(&memory, ", budget ", FormatBytes(*s->budget_bytes),
+                    peak <= *s->budget_bytes ? " (within)" : " (EXCEEDED)");
   }
   if (o.strategy == Strategy::kZero3) {
     absl::StrAppend(&memory, "; apart: shards ", FormatBytes(s->state.shards), ", optimizer ",
@@ -339,7 +332,7 @@ int Run(Invocation& in) {
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};
   for (absl::Span<const FlagSpec> group :
-       {absl::Span<const FlagSpec>(kJobFlags), TrainingOptimizerFlags()}) {
+       {absl::Span<const FlagSpec>(kJobFlags), BudgetFlags(), TrainingOptimizerFlags()}) {
     for (const FlagSpec& f : group) {
       if (!in.Has(f.name)) continue;
       lo.argv.push_back(absl::StrCat("--", f.name));
@@ -395,7 +388,7 @@ const CommandSpec& RunCommand() {
         "prints `step k loss x` (the mean over ranks), its time and the hidden-communication\n"
         "fraction (1 - exposed / total communication; docs/runtime.md). Each rank prints its\n"
         "peak of graph values beside the simulator's prediction.\n";
-    s.flags = {kRunFlags, kJobFlags, TrainingOptimizerFlags()};
+    s.flags = {kRunFlags, kJobFlags, BudgetFlags(), TrainingOptimizerFlags()};
     s.footer = "Faults for tests: OVERLAP_FAULT=rank=R,step=K,node=NAME,action=kill|hang.\n";
     s.run = &Run;
     return s;
@@ -418,7 +411,7 @@ const CommandSpec& WorkerCommand() {
         "\"Under the launchers users already have\").\n"
         "Every rank must be given the same flags: the start-up check compares a hash of the\n"
         "compiled graphs and flags and fails naming the first rank that differs.\n";
-    s.flags = {kWorkerFlags, kJobFlags, TrainingOptimizerFlags()};
+    s.flags = {kWorkerFlags, kJobFlags, BudgetFlags(), TrainingOptimizerFlags()};
     s.footer =
         "Two hosts: on host A (10.0.0.1)\n"
         "  RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 overlap worker --model gpt2\n"

@@ -55,7 +55,7 @@ std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
     in.AddUsageError(absl::StrCat("--algorithm: ", e.status().message()));
     return algorithm;
   }
-  if (in.Has("max-inflight") && !(*e)->honours_memory_limit) {
+  if (in.Has("max-inflight") && !(*e)->honours_budget) {
     in.AddUsageError(
         absl::StrCat("--max-inflight does not apply to ", algorithm, ", which ignores memory"));
   }
@@ -92,7 +92,8 @@ int Run(Invocation& in) {
   if (in.positional().size() != 1) in.AddUsageError("schedule takes exactly one file");
   SchedulerOptions options;
   const std::string algorithm = ReadSchedulerFlags(in, &options);
-  const BudgetRequest budget_request = ReadBudgetFlags(in, options.collectives.world_size);
+  const BudgetRequest budget_request =
+      ReadBudgetFlags(in, options.collectives.world_size, ReadOptimizerFlags(in));
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
@@ -106,7 +107,7 @@ int Run(Invocation& in) {
   }
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
   if (!budget.ok()) return in.BadInput(budget.status());
-  options.lookahead.memory_limit_bytes = budget->budget_bytes;
+  options.lookahead.budget_bytes = budget->budget_bytes;
   options.record_trace = in.Has("trace") || in.Has("svg");
   absl::StatusOr<ScheduleReport> r = RunScheduler(algorithm, &*g, options);
   if (!r.ok()) {
@@ -146,7 +147,7 @@ const CommandSpec& ScheduleCommand() {
         "be lifted: `overlap gen <model> --lifted`). The scheduler leaves the graph final\n"
         "(its order set, ours' residents and buckets applied, verified); the figures are the\n"
         "two-stream simulation of that graph (schedule/simulator.h). See docs/schedule.md.\n";
-    s.flags = {kFlags, BudgetFlags(), CollectiveFlags()};
+    s.flags = {kFlags, BudgetFlags(), OptimizerStateFlags(), CollectiveFlags()};
     s.footer = "SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).\n";
     s.min_positional = 0;
     s.max_positional = 1;

@@ -22,7 +22,8 @@ constexpr FlagSpec kFlags[] = {
 
 int Run(Invocation& in) {
   const CollectiveModel model = ReadCollectiveFlags(in);
-  const BudgetRequest budget_request = ReadBudgetFlags(in, model.world_size);
+  const BudgetRequest budget_request =
+      ReadBudgetFlags(in, model.world_size, ReadOptimizerFlags(in));
   if (in.has_usage_error()) return in.UsageError();
   absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!g.ok()) return in.BadInput(g.status());
@@ -74,7 +75,7 @@ const CommandSpec& SimulateCommand() {
         "collectives (dc.allgather_param, dc.reduce_grad) on another, waits blocking compute\n"
         "(schedule/simulator.h). Prints peak memory, peak gathered bytes, step time, exposed\n"
         "communication and the lower bound max(compute, communication).\n";
-    s.flags = {kFlags, BudgetFlags(), CollectiveFlags()};
+    s.flags = {kFlags, BudgetFlags(), OptimizerStateFlags(), CollectiveFlags()};
     s.min_positional = s.max_positional = 1;
     s.positional_name = "file";
     s.run = &Run;

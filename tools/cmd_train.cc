@@ -43,7 +43,7 @@ int Run(Invocation& in) {
   if (!preset.ok()) in.AddUsageError(std::string(preset.status().message()));
   const int64_t steps = in.Int("steps", 1, 1000000, 50);
   TrainOptions o;
-  o.optimizer = ReadTrainingOptimizerFlags(in);
+  o.optimizer = ReadOptimizerFlags(in);
   const std::optional<std::string> graph = in.Path("graph");
   const std::optional<std::string> backward = in.Path("backward-graph");
   if (graph.has_value() != backward.has_value()) {
@@ -110,12 +110,12 @@ int Run(Invocation& in) {
   double first = 0, last = 0, seconds = 0;
   int64_t peak = 0;
   for (int64_t k = 1; k <= steps; ++k) {
-    absl::StatusOr<TrainStepResult> s = t->Step();
+    absl::StatusOr<StepResult> s = t->Step();
     if (!s.ok()) return in.BadInput(s.status());
     if (k == 1) first = s->loss;
     last = s->loss;
     seconds += s->seconds;
-    peak = std::max(peak, s->peak_bytes);
+    peak = std::max(peak, s->peak_bytes());
     std::fprintf(in.out(), "step %lld loss %.6f\n", static_cast<long long>(k), s->loss);
     std::fflush(in.out());
   }

@@ -172,4 +172,19 @@ cat emu3.out emu3.err
 grep -q '^step 2 loss' emu3.out
 $overlap run --strategy zero3 --steps 1 >cpu3.out 2>/dev/null
 test "$(grep '^step 1' emu3.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu3.out | cut -d' ' -f4)"
+# ZeRO-3's budget from the device's memory by schedule/budget.h's rule, --reserve included;
+# plain SGD keeps no optimizer state.
+$overlap run --nproc 2 --strategy zero3 --model mlp --steps 2 --device-memory 1GB \
+  --reserve 100MB --optimizer sgd --momentum 0 >budget.out 2>budget.err
+cat budget.out
+grep -q 'budget .*(within)' budget.out budget.err
+grep -q 'optimizer 0 B' budget.out budget.err
+# A rank does not launch ranks: a worker command that runs the launcher again is refused
+# instead of forking without end.
+set +e
+OVERLAP_LAUNCHER_PID=1 $overlap run --nproc 1 --model mlp --steps 1 >nested.out 2>nested.err
+code=$?
+set -e
+test "$code" = 1
+grep -q "a rank does not launch ranks" nested.err
 echo "run_test: ok"

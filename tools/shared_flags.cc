@@ -39,8 +39,13 @@ constexpr FlagSpec kBudgetFlags[] = {
     {"device-memory", 0, "SIZE",
      "the device's memory: the budget is SIZE minus the per-rank state\n"
      "(parameter, gradient and optimizer shards) minus --reserve"},
-    {"optimizer", 0, "NAME", "sgd, momentum or adam (default adam): its per-rank state"},
     {"reserve", 0, "SIZE", "with --device-memory: what tensors cannot use (default 512 MiB + 5%)"},
+};
+
+// The optimizer as the budget sees it: its per-rank state (schedule/optimizer.h).
+constexpr FlagSpec kOptimizerStateFlags[] = {
+    {"optimizer", 0, "O", "sgd or adamw (default): its per-rank state"},
+    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD, no state)"},
 };
 
 constexpr FlagSpec kDeviceFlags[] = {
@@ -52,7 +57,7 @@ constexpr FlagSpec kDeviceFlags[] = {
 constexpr FlagSpec kTrainingOptimizerFlags[] = {
     {"optimizer", 0, "O", "sgd or adamw (default)"},
     {"lr", 0, "X", "learning rate (default 0.01 for adamw, 0.1 for sgd)"},
-    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD)"},
+    {"momentum", 0, "X", "sgd's momentum (default 0.9; 0: plain SGD, no state)"},
     {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
 };
 
@@ -117,34 +122,20 @@ CollectiveModel ReadCollectiveFlags(Invocation& in) {
 
 absl::Span<const FlagSpec> BudgetFlags() { return kBudgetFlags; }
 
-BudgetRequest ReadBudgetFlags(Invocation& in, int world_size) {
+BudgetRequest ReadBudgetFlags(Invocation& in, int world_size, const OptimizerOptions& optimizer) {
   BudgetRequest r;
   r.state.world_size = world_size;
-  if (std::optional<std::string> name = in.String("optimizer")) {
-    absl::StatusOr<Optimizer> o = ParseOptimizer(*name);
-    if (!o.ok()) {
-      in.AddUsageError(absl::StrCat("--optimizer: ", o.status().message()));
-    } else {
-      r.state.optimizer = *o;
-    }
-  }
+  r.state.optimizer = optimizer;
   if (in.Has("memory-limit") && in.Has("device-memory")) {
     in.AddUsageError("--memory-limit and --device-memory both set the budget: give one");
   }
   if (in.Has("reserve") && !in.Has("device-memory")) {
     in.AddUsageError("--reserve applies only with --device-memory");
   }
-  r.device_memory = in.Size("device-memory");
-  r.reserve = in.Size("reserve");
-  r.memory_limit = in.PositiveSize("memory-limit", "no limit");
+  r.device_memory_bytes = in.Size("device-memory");
+  r.reserve_bytes = in.Size("reserve");
+  r.budget_bytes = in.PositiveSize("memory-limit", "no limit");
   return r;
-}
-
-absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g) {
-  if (request.device_memory) {
-    return DeviceMemoryBudget(g, *request.device_memory, request.state, request.reserve);
-  }
-  return DirectMemoryBudget(g, request.memory_limit, request.state);
 }
 
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes) {
@@ -182,13 +173,15 @@ absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
 
 absl::Span<const FlagSpec> TrainingOptimizerFlags() { return kTrainingOptimizerFlags; }
 
-OptimizerOptions ReadTrainingOptimizerFlags(Invocation& in) {
+absl::Span<const FlagSpec> OptimizerStateFlags() { return kOptimizerStateFlags; }
+
+OptimizerOptions ReadOptimizerFlags(Invocation& in) {
   OptimizerOptions o;
   absl::StatusOr<OptimizerKind> kind = ParseOptimizerKind(in.String("optimizer").value_or("adamw"));
   if (kind.ok()) {
     o.kind = *kind;
   } else {
-    in.AddUsageError(std::string(kind.status().message()));
+    in.AddUsageError(absl::StrCat("--optimizer: ", kind.status().message()));
   }
   o.lr = in.Positive("lr", 1e3, o.kind == OptimizerKind::kSgd ? 0.1 : 0.01);
   o.momentum = in.NonNegative("momentum", 1, 0.9);

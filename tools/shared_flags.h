@@ -28,31 +28,28 @@ CollectiveModel ReadCollectiveFlags(Invocation& in);
 // an unreadable file is a usage error recorded in `in`.
 std::optional<CollectiveModel> ReadCollectiveModelFlag(Invocation& in);
 
-// --memory-limit, --device-memory, --optimizer, --reserve (schedule, simulate).
+// --memory-limit, --device-memory, --reserve: the scheduler's budget (schedule, simulate,
+// run, worker; with OptimizerStateFlags or TrainingOptimizerFlags, whose state it counts).
 absl::Span<const FlagSpec> BudgetFlags();
-// What those flags ask for, read before the graph: --memory-limit with --device-memory,
-// --reserve without --device-memory, or an unknown optimizer is a usage error recorded in
-// `in` (check in.has_usage_error()).
-struct BudgetRequest {
-  std::optional<int64_t> memory_limit;
-  std::optional<int64_t> device_memory;
-  std::optional<int64_t> reserve;
-  StateOptions state;
-};
-BudgetRequest ReadBudgetFlags(Invocation& in, int world_size);
-// The budget for `g` (schedule/budget.h): none without a limit, the state always computed;
-// InvalidArgument when the device is too small for the state. O(parameters).
-absl::StatusOr<MemoryBudget> ResolveBudget(const BudgetRequest& request, const Graph& g);
+// What those flags ask for (schedule/budget.h's BudgetRequest, resolved for a graph by
+// ResolveBudget), read before the graph, the state counted for `optimizer` at `world_size`:
+// --memory-limit with --device-memory, or --reserve without --device-memory, is a usage error
+// recorded in `in` (check in.has_usage_error()).
+BudgetRequest ReadBudgetFlags(Invocation& in, int world_size, const OptimizerOptions& optimizer);
+// --optimizer, --momentum: the optimizer whose per-rank state a budget counts (schedule,
+// simulate).
+absl::Span<const FlagSpec> OptimizerStateFlags();
 // The budget as one summary line ("budget 12.0 GiB (device 80 GB - state ... - reserve ...):
 // the peak fits"), empty without a budget. O(1).
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes);
 
-// --optimizer (sgd or adamw), --lr, --momentum, --weight-decay: the update rule of training
-// (train, run, worker).
+// --optimizer (sgd or adamw), --momentum, --lr, --weight-decay: the update rule of training
+// (train, run, worker); the first two are OptimizerStateFlags.
 absl::Span<const FlagSpec> TrainingOptimizerFlags();
-// The update rule they describe (defaults: AdamW at lr 0.01; SGD at lr 0.1, momentum 0.9).
-// An unknown optimizer or an out-of-range value is a usage error recorded in `in`.
-OptimizerOptions ReadTrainingOptimizerFlags(Invocation& in);
+// The optimizer either group describes, one reader for both (defaults: AdamW at lr 0.01; SGD
+// at lr 0.1, momentum 0.9; a flag the command does not declare keeps its default). An
+// unknown optimizer or an out-of-range value is a usage error recorded in `in`.
+OptimizerOptions ReadOptimizerFlags(Invocation& in);
 
 // --lifted, --loss, --batch, --seq, --layers, and random's --nodes, --seed, --sparse-meta
 // (gen, demo; with DeviceFlags).

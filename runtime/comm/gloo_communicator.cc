@@ -126,8 +126,10 @@ class GlooCommunicator : public Communicator {
       }
       for (int s = 0; s < options_.streams; ++s) {
         auto stream = std::make_unique<Stream>();
-        gloo::rendezvous::PrefixStore prefix(absl::StrCat(options_.prefix, "/stream", s), *store_);
-        stream->context = std::make_shared<gloo::rendezvous::Context>(options_.rank, options_.size);
+        gloo::rendezvous::PrefixStore prefix(absl::StrCat(options_.key_prefix, "/stream", s),
+                                             *store_);
+        stream->context =
+            std::make_shared<gloo::rendezvous::Context>(options_.rank, options_.world_size);
         stream->context->setTimeout(absl::ToChronoMilliseconds(
             options_.connect_timeout > absl::ZeroDuration() ? options_.connect_timeout
                                                             : options_.timeout));
@@ -137,7 +139,7 @@ class GlooCommunicator : public Communicator {
       }
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
-          "rank ", options_.rank, " of ", options_.size, ": cannot connect through the store",
+          "rank ", options_.rank, " of ", options_.world_size, ": cannot connect through the store",
           options_.store ? "" : absl::StrCat(" at ", options_.store_path), ": ", e.what()));
     }
     for (auto& s : streams_) {
@@ -148,7 +150,7 @@ class GlooCommunicator : public Communicator {
   }
 
   int rank() const override { return options_.rank; }
-  int size() const override { return options_.size; }
+  int size() const override { return options_.world_size; }
   int streams() const override { return options_.streams; }
 
   std::shared_ptr<Work> AllReduce(Tensor t, const CollectiveOptions& o) override {
@@ -172,7 +174,8 @@ class GlooCommunicator : public Communicator {
     return Enqueue(o, "allgather", out.nbytes(), [this, in, out](Stream& s, uint32_t tag) mutable {
       Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype(),
             "allgather needs contiguous tensors of one dtype");
-      Check(out.numel() == in.numel() * options_.size, "allgather: out should be size() x in");
+      Check(out.numel() == in.numel() * options_.world_size,
+            "allgather: out should be size() x in");
       if (in.nbytes() == 0) return;
       gloo::AllgatherOptions opts(s.context);  // bytes: any dtype
       opts.setInput(Bytes(in), in.nbytes());
@@ -188,7 +191,7 @@ class GlooCommunicator : public Communicator {
         o, "reduce_scatter", in.nbytes(), [this, in, out](Stream& s, uint32_t tag) mutable {
           Check(in.IsContiguous() && out.IsContiguous() && in.dtype() == out.dtype() && IsFloat(in),
                 "reduce_scatter needs contiguous float tensors of one dtype");
-          Check(in.numel() == out.numel() * options_.size,
+          Check(in.numel() == out.numel() * options_.world_size,
                 "reduce_scatter: in should be size() x out");
           if (in.dtype() == DType::kFloat32) {
             if (options_.deterministic) {
@@ -209,7 +212,7 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Broadcast(Tensor t, int root, const CollectiveOptions& o) override {
     return Enqueue(o, "broadcast", t.nbytes(), [this, t, root](Stream& s, uint32_t tag) mutable {
       Check(t.IsContiguous(), "broadcast needs a contiguous tensor");
-      Check(root >= 0 && root < options_.size, "broadcast: root out of range");
+      Check(root >= 0 && root < options_.world_size, "broadcast: root out of range");
       if (t.nbytes() == 0) return;
       gloo::BroadcastOptions opts(s.context);  // bytes: any dtype
       opts.setOutput(Bytes(t), t.nbytes());
@@ -285,7 +288,7 @@ class GlooCommunicator : public Communicator {
   // sums the P chunks in rank order.
   template <typename T>
   void RunOrderedReduceScatter(Stream& s, uint32_t tag, const T* in, T* out, int64_t n) {
-    const int p = options_.size;
+    const int p = options_.world_size;
     std::vector<T>& received = Scratch<T>(0, n * p);
     if (n > 0) {
       gloo::AlltoallOptions opts(s.context);
@@ -306,7 +309,7 @@ class GlooCommunicator : public Communicator {
   // then an allgather of the summed chunks.
   template <typename T>
   void RunOrderedAllReduce(Stream& s, uint32_t tag, T* data, int64_t n) {
-    const int p = options_.size;
+    const int p = options_.world_size;
     const int64_t chunk = (n + p - 1) / p;
     if (chunk == 0) return;
     std::vector<T> padded(chunk * p, T{0}), mine(chunk), gathered(chunk * p);
@@ -325,7 +328,7 @@ class GlooCommunicator : public Communicator {
   // (r - k - 2) mod P received from r - 1, so after P - 1 steps it holds chunk r summed.
   template <typename T>
   void RunReduceScatter(Stream& s, uint32_t tag, const T* in, T* out, int64_t n) {
-    const int p = options_.size, r = options_.rank;
+    const int p = options_.world_size, r = options_.rank;
     std::vector<T>& acc = Scratch<T>(1, n * p);
     std::copy(in, in + n * p, acc.begin());
     std::vector<T>& incoming = Scratch<T>(2, std::max<int64_t>(n, 1));
@@ -386,7 +389,7 @@ class GlooCommunicator : public Communicator {
     const uint32_t tag = s.sequence++;
     work = std::make_shared<GlooWork>(absl::StrCat(name, " #", tag, " (stream ", index, ", ", bytes,
                                                    " bytes, rank ", options_.rank, " of ",
-                                                   options_.size, ")"));
+                                                   options_.world_size, ")"));
     Stream* raw = &s;
     recent_.push_back(work);
     if (recent_.size() > 8) recent_.pop_front();
@@ -448,9 +451,9 @@ class GlooCommunicator : public Communicator {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooOptions& o) {
-  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", o.rank, " is not in a world of size ", o.size));
+        absl::StrCat("rank ", o.rank, " is not in a world of size ", o.world_size));
   }
   if (o.streams < 1 || o.streams > 16) {
     return absl::InvalidArgumentError(absl::StrCat("streams must be 1 to 16, got ", o.streams));

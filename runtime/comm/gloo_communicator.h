@@ -4,7 +4,7 @@
 // on the caller's thread.
 //
 //   GlooOptions o;
-//   o.rank = 0; o.size = 2; o.store_path = "/tmp/run1";   // a folder every rank sees
+//   o.rank = 0; o.world_size = 2; o.store_path = "/tmp/run1";   // a folder every rank sees
 //   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
 //
 // Collectives: allreduce (Gloo's ring), allgather and broadcast (Gloo's), barrier, and
@@ -32,19 +32,22 @@ class Store;
 
 namespace overlap {
 
+// Both communicators' options begin alike (this and cuda/nccl_communicator.h's NcclOptions):
+// rank, world_size, key_prefix (this communicator's keys in the store), timeout (60 s by
+// default: joining and every operation); then what each library needs.
 struct GlooOptions {
   int rank = 0;
-  int size = 1;
+  int world_size = 1;
+  // Keys of this communicator in the store, so several runs may share a store or folder.
+  std::string key_prefix = "gloo";
+  // Bounds connecting and every collective.
+  absl::Duration timeout = absl::Seconds(60);
   // The rendezvous: a store every rank reaches (a TcpStore, tcp_store.h), or else a folder
   // every rank can read and write (Gloo's FileStore).
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::string store_path;
-  // Keys of this communicator in the store, so several runs may share a folder.
-  std::string prefix = "overlap";
   // The address this rank listens on (127.0.0.1 for ranks on one machine).
   std::string hostname = "127.0.0.1";
-  // Bounds connecting and every collective.
-  absl::Duration timeout = absl::Seconds(30);
   // When > 0, bounds connecting instead (what is left of a job's rendezvous deadline).
   absl::Duration connect_timeout = absl::ZeroDuration();
   // Communication streams (threads, Gloo contexts).

@@ -38,7 +38,7 @@ namespace {
 int Collectives(int rank, int size, const std::string& dir) {
   GlooOptions o;
   o.rank = rank;
-  o.size = size;
+  o.world_size = size;
   o.store_path = dir;
   o.streams = 2;
   o.timeout = absl::Seconds(20);
@@ -106,7 +106,7 @@ TEST(GlooCommunicatorTest, CollectivesAreRightAtWorldSizesTwoToFour) {
 int Fault(int rank, const std::string& dir, bool dies) {
   GlooOptions o;
   o.rank = rank;
-  o.size = 2;
+  o.world_size = 2;
   o.store_path = dir;
   o.timeout = absl::Seconds(2);
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
@@ -152,7 +152,7 @@ TEST(GlooCommunicatorTest, ASilentPeerEndsInATimeoutErrorNamingTheCollective) {
 int Ordered(int rank, int size, const std::string& dir) {
   GlooOptions o;
   o.rank = rank;
-  o.size = size;
+  o.world_size = size;
   o.store_path = dir;
   o.deterministic = true;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
@@ -204,7 +204,7 @@ TEST(GlooCommunicatorTest, DeterministicModeSumsInRankOrderWhateverTheSplit) {
 TEST(GlooCommunicatorTest, BadOptionsAreErrors) {
   GlooOptions o;
   o.rank = 2;
-  o.size = 2;
+  o.world_size = 2;
   o.store_path = "/tmp";
   EXPECT_FALSE(CreateGlooCommunicator(o).ok());
   o.rank = 0;

@@ -61,7 +61,7 @@ TEST(TcpStoreTest, RanksMeetThroughTorchrunsVariablesAndAllreduce) {
     if (!CheckSameProgram(**store, rank, 3, "graphs-v1", absl::Seconds(20)).ok()) return 3;
     GlooOptions o;
     o.rank = rank;
-    o.size = 3;
+    o.world_size = 3;
     o.store = *store;
     absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
     if (!comm.ok()) return 4;

@@ -46,7 +46,7 @@ std::string TrainRank(const ParallelCase& c, int rank, int size, FakeGpuApi& api
   for (int k = 0; k < kSteps; ++k) {
     absl::StatusOr<TensorMap> mine = ShardRows(*task.Batch(k), rank, size);
     if (!mine.ok()) return std::string(mine.status().message());
-    absl::StatusOr<DdpStepResult> s = (*t)->Step(*mine);
+    absl::StatusOr<StepResult> s = (*t)->Step(*mine);
     if (!s.ok()) return std::string(s.status().message());
   }
   std::string diff = CompareParams((*t)->params(), c.want, 1e-4);

@@ -248,7 +248,7 @@ absl::StatusOr<GpuReplayResult> GpuReplay(const Graph& g, const GpuTarget& targe
 
   ReplayOptions ro;
   ro.time_scale = options.compute ? options.time_scale : 0;
-  ro.memory_limit_bytes = std::max<int64_t>(1, info.device_memory_bytes - result.resident_bytes);
+  ro.guard_bytes = std::max<int64_t>(1, info.device_memory_bytes - result.resident_bytes);
   for (int step = 0; status.ok() && step < options.steps; ++step) {
     GpuDevice device(target, options, &shards, &grad_shards);
     status = device.Init();

@@ -66,12 +66,12 @@ struct Job {
         info.world_size = n;
         info.master_port = server->port();
         info.agent_store = true;
-        auto comm = CreateNcclCommunicator({.api = &api,
-                                            .store = *TcpStore::Connect(info, absl::Seconds(5)),
-                                            .rank = r,
+        auto comm = CreateNcclCommunicator({.rank = r,
                                             .world_size = n,
-                                            .stream = comm_stream,
-                                            .timeout = absl::Seconds(10)});
+                                            .timeout = absl::Seconds(10),
+                                            .api = &api,
+                                            .store = *TcpStore::Connect(info, absl::Seconds(5)),
+                                            .stream = comm_stream});
         ASSERT_TRUE(comm.ok()) << comm.status();
         results[r] = GpuReplay(g, {.api = &api, .compute = compute, .comm = comm->get()}, o);
         (*comm)->Shutdown().IgnoreError();

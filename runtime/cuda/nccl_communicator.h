@@ -1,7 +1,7 @@
 // Collectives on GPUs: the Communicator (communicator.h) over NCCL, through the GpuApi seam.
 //
-//   OVERLAP_ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator({.api = api, .store = store,
-//       .rank = r, .world_size = n, .stream = comm_stream}));
+//   OVERLAP_ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator({.rank = r,
+//       .world_size = n, .api = api, .store = store, .stream = comm_stream}));
 //   api->RecordEvent(ready, compute);  api->StreamWaitEvent(comm->stream(), ready);
 //   std::shared_ptr<Work> w = comm->AllGather(shard, full);      // queued on the stream
 //   api->StreamWaitEvent(compute, NcclWorkEvent(*w));           // the device waits, not the host
@@ -38,20 +38,21 @@
 
 namespace overlap {
 
+// Begins as GlooOptions does (gloo_communicator.h): rank, world_size, key_prefix, timeout.
 struct NcclOptions {
-  GpuApi* api = nullptr;            // not owned; outlives the communicator
-  std::shared_ptr<TcpStore> store;  // ids and the abort key; the poller's own connection
   int rank = 0;
   int world_size = 1;
+  std::string key_prefix = "nccl";             // distinct per communicator of one job
+  absl::Duration timeout = absl::Seconds(60);  // initialisation, and each operation
+  GpuApi* api = nullptr;                       // not owned; outlives the communicator
+  std::shared_ptr<TcpStore> store;             // ids and the abort key; the poller's own connection
   GpuStream* stream = nullptr;  // the communication stream (high priority); not owned
   // When set (the compute stream), every collective (group) first makes the communication
   // stream wait for the work queued on it so far, as ProcessGroupNCCL does with the current
   // stream; callers that order by their own events leave it unset. Not owned.
   GpuStream* after = nullptr;
-  absl::Duration timeout = absl::Seconds(60);          // initialisation, and each operation
   absl::Duration poll = absl::Milliseconds(1);         // events and asynchronous errors
   absl::Duration store_poll = absl::Milliseconds(20);  // the abort key
-  std::string key_prefix = "nccl";                     // distinct per communicator of one job
 };
 
 class NcclCommunicator : public Communicator {

@@ -60,12 +60,12 @@ class NcclCommunicatorTest : public ::testing::Test {
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
         Rank dev(world_);
-        NcclOptions o{.api = &dev.api,
-                      .store = Connect(r, n),
-                      .rank = r,
+        NcclOptions o{.rank = r,
                       .world_size = n,
-                      .stream = dev.stream,
-                      .timeout = timeout};
+                      .timeout = timeout,
+                      .api = &dev.api,
+                      .store = Connect(r, n),
+                      .stream = dev.stream};
         absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = CreateNcclCommunicator(o);
         ASSERT_TRUE(comm.ok()) << comm.status();
         body(r, dev, **comm);
@@ -164,12 +164,12 @@ TEST_F(NcclCommunicatorTest, AHungCollectiveEndsAtTheDeadline) {
 
 TEST_F(NcclCommunicatorTest, ARankThatNeverJoinsIsNamedByTheDeadline) {
   Rank dev(world_);
-  NcclOptions o{.api = &dev.api,
-                .store = Connect(1, 2),
-                .rank = 1,
+  NcclOptions o{.rank = 1,
                 .world_size = 2,
-                .stream = dev.stream,
-                .timeout = absl::Milliseconds(300)};
+                .timeout = absl::Milliseconds(300),
+                .api = &dev.api,
+                .store = Connect(1, 2),
+                .stream = dev.stream};
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = CreateNcclCommunicator(o);
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded);

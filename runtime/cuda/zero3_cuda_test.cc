@@ -63,7 +63,7 @@ std::string TrainRank(const ParallelCase& c, int rank, int size, FakeGpuApi& api
     for (int k = 0; k < kSteps; ++k) {
       absl::StatusOr<TensorMap> mine = ShardRows(*task.Batch(k), rank, size);
       if (!mine.ok()) return std::string(mine.status().message());
-      absl::StatusOr<Zero3StepResult> s = (*t)->Step(*mine);
+      absl::StatusOr<StepResult> s = (*t)->Step(*mine);
       if (!s.ok()) return std::string(s.status().message());
       if (s->allgathers == 0 || s->reduce_scatters == 0) return "no collectives ran";
       if (s->forward_peak_bytes != (*t)->simulated_forward_peak_bytes() &&

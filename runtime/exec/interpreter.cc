@@ -198,20 +198,15 @@ class Interpretation {
   // With a limit (or when asked), simulates the graph and refuses it when its peak exceeds the
   // limit.
   absl::Status CheckMemory() {
-    if (options_.simulate || options_.memory_limit_bytes > 0) {
-      OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g_, plan_.order));
-      result_.simulated_peak_bytes = sim.peak_memory_bytes;
-      const int64_t scale = in_double_ ? 2 : 1;  // float32 values run as float64
-      if (options_.memory_limit_bytes > 0 &&
-          sim.peak_memory_bytes > options_.memory_limit_bytes / scale) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the graph needs ", FormatBytes(sim.peak_memory_bytes * scale),
-            " of graph values at its peak, more than the ",
-            FormatBytes(options_.memory_limit_bytes),
-            " allowed (a smaller preset or batch, or `overlap exec --replay --count-only`)"));
-      }
-    }
-    return absl::OkStatus();
+    const bool guard = options_.device == nullptr || options_.guard_bytes.has_value();
+    if (!options_.simulate && !guard) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g_, plan_.order));
+    result_.simulated_peak_bytes = sim.peak_memory_bytes;
+    if (!guard) return absl::OkStatus();
+    const int64_t scale = in_double_ ? 2 : 1;  // float32 values run as float64
+    return CheckMemoryGuard(sim.peak_memory_bytes * scale, options_.guard_bytes, "the graph",
+                            "its peak of graph values",
+                            "a smaller preset or batch, or `overlap exec --replay --count-only`");
   }
 
   // Placeholders: checked against meta; shards used in place, other inputs copied into the

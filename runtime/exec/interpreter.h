@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,9 +77,11 @@ struct InterpreterOptions {
   bool compute_in_double = false;
   // Also simulate the graph (world size 1) and report its peak beside the measured one.
   bool simulate = false;
-  // > 0: simulate first and refuse (ResourceExhausted, both figures) a graph whose peak of
-  // graph values exceeds this many bytes; AvailableMemoryBytes() is the usual choice.
-  int64_t memory_limit_bytes = 0;
+  // The memory guard (memory_plan.h; none: the memory available now): on the host, every run
+  // is simulated first (O(N log N + E)) and refused when its peak of graph values (doubled
+  // under compute_in_double) exceeds it. On a device (`device` below) only a guard given is
+  // checked: the device's allocator refuses what does not fit.
+  std::optional<int64_t> guard_bytes;
   // Called after each call node runs, with its results (before the plan frees anything), on
   // the interpreter's thread; an error ends the run. The DDP step launches a bucket's
   // allreduce from here once the bucket's last gradient exists. Results must not be
@@ -104,7 +107,7 @@ struct RunResult {
   int64_t resident_bytes = 0;         // with options.zero3: resident parameters' gathered copies
   int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
   int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
-  int64_t simulated_peak_bytes = -1;  // with options.simulate
+  int64_t simulated_peak_bytes = -1;  // when simulated (options.simulate, or the guard)
   // View nodes (SharesInputStorage) whose input's layout needed a copy (reshape of a
   // transpose): bytes the plan did not count, so the measured peak may exceed the
   // simulated one by up to this much. 0 for every graph overlap builds.

@@ -130,11 +130,11 @@ TEST(InterpreterTest, GraphsLargerThanTheLimitAreRefusedUpFront) {
   TensorMap in = params;
   for (const auto& [k, v] : data) in[k] = v;
   InterpreterOptions o;
-  o.memory_limit_bytes = 64 * 1024;
+  o.guard_bytes = 64 * 1024;
   absl::StatusOr<RunResult> r = Interpret(pair.forward, in, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(r.status().message(), HasSubstr("more than the 64.00 KiB allowed"));
+  EXPECT_THAT(r.status().message(), HasSubstr("more than the 64.00 KiB limit"));
 }
 
 TEST(InterpreterTest, ErrorsNameTheNode) {

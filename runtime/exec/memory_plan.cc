@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "graph/size.h"
+#include "runtime/core/tensor.h"
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
@@ -69,6 +72,18 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
     }
   }
   return p;
+}
+
+absl::Status CheckMemoryGuard(int64_t need_bytes, std::optional<int64_t> guard_bytes,
+                              absl::string_view what, absl::string_view detail,
+                              absl::string_view hint) {
+  const int64_t guard = guard_bytes ? *guard_bytes : AvailableMemoryBytes();
+  if (need_bytes <= guard) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, " needs ", FormatBytes(need_bytes), detail.empty() ? "" : " (", detail,
+                   detail.empty() ? "" : ")", ", more than the ", FormatBytes(guard),
+                   guard_bytes ? " limit" : " available", hint.empty() ? "" : " (", hint,
+                   hint.empty() ? "" : ")"));
 }
 
 }  // namespace overlap

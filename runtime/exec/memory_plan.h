@@ -6,9 +6,12 @@
 #define OVERLAP_RUNTIME_EXEC_MEMORY_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "graph/graph.h"
 
 namespace overlap {
@@ -25,6 +28,20 @@ struct MemoryPlan {
 
 // O(N + E).
 MemoryPlan BuildMemoryPlan(const Graph& g);
+
+// The memory guard: the most a run may hold in real buffers, checked up front against what
+// the simulator says the run needs, so that a run that cannot fit is refused before it
+// allocates rather than failing part-way or swapping. Every executor option names it
+// `guard_bytes`; none (the default) means the memory available on this machine when the run
+// starts (AvailableMemoryBytes()). Not the scheduler's budget (schedule/budget.h), which caps a
+// schedule's simulated peak on the device the cost model describes.
+//
+// OK when `need_bytes` fits the guard; otherwise ResourceExhausted: "<what> needs <need>
+// (<detail>), more than the <guard> limit" (or "available"), then `hint` in parentheses.
+// O(1), plus reading /proc/meminfo without a guard.
+absl::Status CheckMemoryGuard(int64_t need_bytes, std::optional<int64_t> guard_bytes,
+                              absl::string_view what, absl::string_view detail,
+                              absl::string_view hint);
 
 // Whether `n` calls something (call_function, call_method, call_module).
 bool IsCallNode(const Node& n);

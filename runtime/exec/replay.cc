@@ -94,14 +94,9 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
   // test that refuses up front what cannot fit.
   OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g, order));
   if (!options.count_only) {
-    const int64_t limit =
-        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
-    if (sim.peak_memory_bytes > limit) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "replay needs ", FormatBytes(sim.peak_memory_bytes), " of buffers, more than the ",
-          FormatBytes(limit), options.memory_limit_bytes > 0 ? " limit" : " available",
-          " (--count-only counts them instead)"));
-    }
+    OVERLAP_RETURN_IF_ERROR(CheckMemoryGuard(sim.peak_memory_bytes, options.guard_bytes, "replay",
+                                             "its peak of buffers",
+                                             "--count-only counts them instead"));
   }
   // A bucket's reduction is issued at its last member.
   absl::flat_hash_map<int64_t, int64_t> bucket_end;

@@ -24,6 +24,7 @@
 #define OVERLAP_RUNTIME_EXEC_REPLAY_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -40,10 +41,10 @@ struct ReplayOptions {
   // Each compute node waits device_time * time_scale seconds (0: no waiting). Must be >= 0.
   double time_scale = 0;
   // Count the bytes without allocating them (any size runs); false: real, zeroed buffers
-  // from the allocator, refused up front when the graph's peak exceeds `memory_limit_bytes`.
+  // from the allocator, refused up front when the graph's peak exceeds the guard.
   bool count_only = false;
-  // With real buffers: the most the replay may hold (0: the machine's available memory).
-  int64_t memory_limit_bytes = 0;
+  // With real buffers: the memory guard (memory_plan.h; none: the memory available now).
+  std::optional<int64_t> guard_bytes;
 };
 
 struct ReplayResult {
@@ -89,9 +90,9 @@ class ReplayDevice {
   virtual int64_t peak() const = 0;
 };
 
-// The walk Replay runs, on `device`, with Replay's up-front refusal (unless count_only;
-// memory_limit_bytes 0 means the host's available memory, so a device passes its own). O(N log N +
-// E) plus the device's calls.
+// The walk Replay runs, on `device`, with Replay's up-front refusal (unless count_only; the
+// guard's default is the host's available memory, so a device passes its own). O(N log N + E)
+// plus the device's calls.
 absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& options,
                                       ReplayDevice& device);
 

@@ -58,7 +58,7 @@ TEST(ReplayTest, RealBuffersMeasureWhatCountingMeasures) {
   EXPECT_EQ(real->final_bytes, counted->final_bytes);
   // A graph larger than the limit is refused up front, naming both figures.
   ReplayOptions tight;
-  tight.memory_limit_bytes = 1000;
+  tight.guard_bytes = 1000;
   absl::StatusOr<ReplayResult> refused = Replay(g, tight);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("more than the"));

@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Backend::Connect(const GlooOptions
   no.api = api_.get();
   OVERLAP_ASSIGN_OR_RETURN(no.store, TcpStore::Connect(own, timeout));  // the poller's
   no.rank = gloo.rank;
-  no.world_size = gloo.size;
+  no.world_size = gloo.world_size;
   no.stream = device_->comm();
   no.after = device_->compute();
   no.timeout = gloo.timeout;

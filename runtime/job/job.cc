@@ -283,28 +283,19 @@ absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& 
                          std::pair{&pair.backward, GraphKind::kBackward}}) {
     if (!HasZero3Ops(*g)) OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(g).status());
     SchedulerOptions options = so;
-    if (o.memory_limit_bytes > 0) {
-      options.lookahead.memory_limit_bytes = o.memory_limit_bytes;
-    } else if (o.device_memory_bytes > 0) {
-      StateOptions state;
-      state.world_size = world;
-      // The budget counts the state the update keeps: SGD without momentum keeps none.
-      state.optimizer = o.optimizer.kind == OptimizerKind::kAdamW ? Optimizer::kAdam
-                        : o.optimizer.momentum != 0               ? Optimizer::kMomentum
-                                                                  : Optimizer::kSgd;
-      OVERLAP_ASSIGN_OR_RETURN(MemoryBudget b,
-                               DeviceMemoryBudget(*g, o.device_memory_bytes, state));
-      options.lookahead.memory_limit_bytes = b.budget_bytes;
-    }
-    if (options.lookahead.memory_limit_bytes) {
-      summary.memory_limit_bytes = *options.lookahead.memory_limit_bytes;
-    }
+    // The budget counts the state the update keeps (the job's optimizer, this world).
+    BudgetRequest request = o.budget;
+    request.state.optimizer = o.optimizer;
+    request.state.world_size = world;
+    OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget b, ResolveBudget(request, *g));
+    options.lookahead.budget_bytes = b.budget_bytes;
+    if (b.budget_bytes) summary.budget_bytes = *b.budget_bytes;
     OVERLAP_ASSIGN_OR_RETURN(ScheduleReport r, RunScheduler(o.algorithm, g, options));
     if (r.lookahead.has_value() && !r.lookahead->feasible) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "no schedule of the ", kind == GraphKind::kForward ? "forward" : "backward",
-          " keeps graph values within ", FormatBytes(*options.lookahead.memory_limit_bytes),
-          " (the smallest is ", FormatBytes(r.lookahead->min_feasible_bytes), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no schedule of the ", kind == GraphKind::kForward ? "forward" : "backward",
+                       " keeps graph values within ", FormatBytes(*options.lookahead.budget_bytes),
+                       " (the smallest is ", FormatBytes(r.lookahead->min_feasible_bytes), ")"));
     }
   }
   summary.algorithm = o.algorithm;
@@ -358,7 +349,9 @@ Graph ReplayTimes(Graph g, double scale) {
 // The options every rank must share, as text for the fingerprints.
 std::string JobText(const JobOptions& o, int world, bool nccl) {
   return absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
-                      " limit=", o.memory_limit_bytes, " device=", o.device_memory_bytes,
+                      " budget=", o.budget.budget_bytes.value_or(0),
+                      " device=", o.budget.device_memory_bytes.value_or(0),
+                      " reserve=", o.budget.reserve_bytes.value_or(-1),
                       " opt=", static_cast<int>(o.optimizer.kind), " lr=", o.optimizer.lr,
                       " momentum=", o.optimizer.momentum, " wd=", o.optimizer.weight_decay,
                       " seed=", o.seed, " det=", o.deterministic, " scale=", o.time_scale,
@@ -374,10 +367,8 @@ absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const
   e.saved = pair.saved_bytes;
   int64_t whole = 0;
   for (const Param& p : pair.forward.params()) whole += p.bytes;
-  const int64_t moments = o.optimizer.kind == OptimizerKind::kAdamW ? 2
-                          : o.optimizer.momentum > 0                ? 1
-                                                                    : 0;
-  // Moments are float64 beside float32 parameters: twice their bytes each.
+  const int64_t moments = OptimizerStateTensors(o.optimizer);
+  // The trainer keeps its state in float64 beside float32 parameters: twice their bytes each.
   const int64_t share =
       o.strategy == Strategy::kZero3 ? (whole + world - 1) / std::max(world, 1) : whole;
   e.params = share;
@@ -449,9 +440,9 @@ class RankJob {
     GlooOptions go;
     go.connect_timeout = left();
     go.rank = rank_;
-    go.size = world_;
+    go.world_size = world_;
     go.store = store_;
-    go.prefix = "gloo";
+    go.key_prefix = "gloo";
     go.timeout = o_.timeout;
     go.deterministic = o_.deterministic;
     go.random_delays = o_.race_check;
@@ -609,24 +600,15 @@ class RankJob {
   // collectives. A failure comes back unexplained.
   absl::Status Step(const TensorMap& batch, StepReport& report, double& graph_s,
                     std::vector<std::shared_ptr<Work>>& works) {
-    // Either trainer's step result: the same fields, and the time the simulator predicts
-    // (ZeRO-3: without the optimizer; DDP has no prediction, its whole step).
-    auto take = [&](const auto& s, double graph_time) {
-      report.loss = s.loss;
-      report.seconds = s.seconds;
-      report.comm_s = s.comm_s;
-      report.exposed_s = s.exposed_s;
-      report.peak_bytes = std::max(s.forward_peak_bytes, s.backward_peak_bytes);
-      works = s.works;
-      graph_s = graph_time;
-    };
-    if (ddp_ != nullptr) {
-      OVERLAP_ASSIGN_OR_RETURN(DdpStepResult s, ddp_->Step(batch));
-      take(s, s.seconds);
-    } else {
-      OVERLAP_ASSIGN_OR_RETURN(Zero3StepResult s, zero3_->Step(batch));
-      take(s, s.graph_s);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(StepResult s,
+                             ddp_ != nullptr ? ddp_->Step(batch) : zero3_->Step(batch));
+    report.loss = s.loss;
+    report.seconds = s.seconds;
+    report.comm_s = s.comm_s;
+    report.exposed_s = s.exposed_s;
+    report.peak_bytes = s.peak_bytes();
+    works = std::move(s.works);
+    graph_s = s.graph_s;
     // The mean loss over ranks (one scalar allreduce after the step's collectives).
     OVERLAP_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty(scalars_, DType::kFloat64, {1}));
     loss.data<double>()[0] = report.loss;

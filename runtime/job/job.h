@@ -36,6 +36,7 @@
 #include "runtime/job/backend.h"
 #include "runtime/train/train.h"
 #include "runtime/train/zero3.h"
+#include "schedule/budget.h"
 
 namespace overlap {
 
@@ -79,10 +80,10 @@ struct JobOptions {
   std::string save_path;
   int64_t steps = 20;
   std::string algorithm = "lookahead";  // ZeRO-3's scheduler
-  // ZeRO-3: the scheduler's budget on graph values (0: none), or the device's memory from
-  // which schedule/budget.h derives one (0: none).
-  int64_t memory_limit_bytes = 0;
-  int64_t device_memory_bytes = 0;
+  // ZeRO-3: the scheduler's budget on graph values, given or derived from the device's
+  // memory by schedule/budget.h's one rule (ResolveBudget; its state from `optimizer` and the
+  // world size, which the job fills in); none by default.
+  BudgetRequest budget;
   int64_t bucket_cap_bytes = 0;  // DDP: 0 chooses it (partition/bucket_cap.h)
   OptimizerOptions optimizer;
   uint64_t seed = 1;
@@ -134,12 +135,12 @@ struct AlgorithmTiming {
 
 struct JobSummary {
   std::vector<StepReport> steps;
-  int64_t simulated_peak_bytes = -1;  // the larger graph's simulated peak of graph values
-  double predicted_step_s = -1;       // ZeRO-3: simulated forward + backward step
-  int64_t memory_limit_bytes = 0;     // the budget the schedule was made under (0: none)
-  Zero3StateBytes state;              // ZeRO-3: shards, optimizer, buffers
-  int64_t buckets = 0;                // DDP allreduce / ZeRO-3 reduce-scatter buckets
-  int64_t bucket_cap_bytes = 0;       // DDP
+  int64_t simulated_peak_bytes = -1;    // the larger graph's simulated peak of graph values
+  double predicted_step_s = -1;         // ZeRO-3: simulated forward + backward step
+  std::optional<int64_t> budget_bytes;  // the budget the schedule was made under, if any
+  Zero3StateBytes state;                // ZeRO-3: shards, optimizer, buffers
+  int64_t buckets = 0;                  // DDP allreduce / ZeRO-3 reduce-scatter buckets
+  int64_t bucket_cap_bytes = 0;         // DDP
   std::string algorithm;
   std::vector<TraceEvent> trace;
   CollectiveModel collectives;              // the model used (calibrated or given)

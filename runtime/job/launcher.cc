@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -57,7 +58,8 @@ bool SetByLauncher(const char* entry) {
                                            "OVERLAP_STORE_SECRET_FILE=",
                                            "OVERLAP_STORE_PROTOCOL=",
                                            "OVERLAP_C10D_WIRE=",
-                                           "TORCHELASTIC_RESTART_COUNT="};
+                                           "TORCHELASTIC_RESTART_COUNT=",
+                                           "OVERLAP_LAUNCHER_PID="};
   for (const char* name : kNames) {
     if (std::strncmp(entry, name, std::strlen(name)) == 0) return true;
   }
@@ -90,6 +92,7 @@ std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int p
   env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
   env.push_back("OVERLAP_STORE_PROTOCOL=overlap");  // the agent's store is overlap's own
   env.push_back(absl::StrCat("OVERLAP_STORE_SECRET=", secret));
+  env.push_back(absl::StrCat("OVERLAP_LAUNCHER_PID=", getpid()));
   return env;
 }
 
@@ -199,6 +202,14 @@ void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
   if (o.nproc < 1) return absl::InvalidArgumentError("--nproc must be >= 1");
   if (o.argv.empty()) return absl::InvalidArgumentError("no worker command");
+  // A rank that launches ranks again is a program that starts itself: a worker command that
+  // is not the worker (a test binary, say, that runs `run` again) would fork without end.
+  if (const char* parent = std::getenv("OVERLAP_LAUNCHER_PID"); parent != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this process is a rank that a launcher (pid ", parent,
+                     ") started, and a rank does ", "not launch ranks: is the worker command (",
+                     o.argv[0], ") the overlap CLI? ", "OVERLAP_WORKER_BINARY names it"));
+  }
   absl::StatusOr<std::string> secret = NewSecret();
   if (!secret.ok()) return secret.status();
   StoreServerOptions so;

@@ -46,7 +46,10 @@ struct LaunchResult {
   int64_t store_rejected = 0;  // store connections refused (no or a wrong secret)
 };
 
-// Starts and supervises the ranks. Errors: no store port, a fork failure.
+// Starts and supervises the ranks. Errors: no store port, a fork failure; FailedPrecondition
+// in a process that a launcher started (OVERLAP_LAUNCHER_PID, which each rank gets): a rank
+// does not launch ranks, so a worker command that runs the launcher again cannot fork
+// without end.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 
 }  // namespace overlap

@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> TestCommunicator(int rank, int wor
                                                                bool deterministic, bool race) {
   GlooOptions go;
   go.rank = rank;
-  go.size = world;
+  go.world_size = world;
   go.store_path = dir;
   go.timeout = absl::Seconds(60);
   go.deterministic = deterministic;

@@ -8,7 +8,7 @@
 // ranks, then the optimizer steps.
 //
 //   absl::StatusOr<std::unique_ptr<DdpTrainer>> t = DdpTrainer::Create(pair, params, comm, {});
-//   absl::StatusOr<DdpStepResult> s = (*t)->Step(my_batch);
+//   absl::StatusOr<StepResult> s = (*t)->Step(my_batch);
 #ifndef OVERLAP_RUNTIME_TRAIN_DDP_H_
 #define OVERLAP_RUNTIME_TRAIN_DDP_H_
 
@@ -48,17 +48,6 @@ struct DdpOptions {
   DeviceMemory* device = nullptr;
 };
 
-struct DdpStepResult {
-  double loss = 0;                       // this rank's loss
-  int64_t allreduces = 0;                // buckets reduced this step
-  int64_t launched_during_backward = 0;  // of those, launched before the backward ended
-  double seconds = 0;
-  double comm_s = 0;     // summed run time of the step's allreduces
-  double exposed_s = 0;  // time compute waited for them after the backward
-  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;  // measured graph values
-  std::vector<std::shared_ptr<Work>> works;                 // the step's allreduces
-};
-
 class DdpTrainer {
  public:
   // `params` (by parameter name, identical on every rank) are copied. Errors: a bucket whose
@@ -69,7 +58,7 @@ class DdpTrainer {
                                                             const DdpOptions& options);
   // One step on this rank's batch (data placeholders by name). Errors: the interpreter's,
   // and a collective's (naming it) or a timeout.
-  absl::StatusOr<DdpStepResult> Step(const TensorMap& data);
+  absl::StatusOr<StepResult> Step(const TensorMap& data);
   const TensorMap& params() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 

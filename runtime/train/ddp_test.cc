@@ -58,7 +58,7 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
     absl::StatusOr<TensorMap> batch = task.Batch(k);
     absl::StatusOr<TensorMap> mine = ShardRows(*batch, rank, size);
     if (!mine.ok()) return Fail(rank, std::string(mine.status().message()), 6);
-    absl::StatusOr<DdpStepResult> s = (*t)->Step(*mine);
+    absl::StatusOr<StepResult> s = (*t)->Step(*mine);
     if (!s.ok()) return Fail(rank, std::string(s.status().message()), 6);
     during += s->launched_during_backward;
     total += s->allreduces;

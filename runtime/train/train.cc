@@ -10,6 +10,7 @@
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
 
@@ -90,12 +91,6 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
   return r;
 }
 
-absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
-  if (name == "sgd") return OptimizerKind::kSgd;
-  if (name == "adamw") return OptimizerKind::kAdamW;
-  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (sgd or adamw)"));
-}
-
 absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
   const OptimizerOptions& o = options_;
   for (auto& entry : params) {  // not a structured binding: the lambdas below capture p
@@ -108,12 +103,15 @@ absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient of '", name, "' is ", g.DebugString(), ", the parameter ", p.DebugString()));
     }
+    // The state OptimizerStateTensors names, made at the parameter's first step: the
+    // momentum buffer or the two moments; plain SGD keeps none.
+    const int states = OptimizerStateTensors(o);
     Tensor& m = m_[name];
-    if (!m.defined()) {
+    if (states >= 1 && !m.defined()) {
       OVERLAP_ASSIGN_OR_RETURN(m, Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
-      if (o.kind == OptimizerKind::kAdamW) {
-        OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
-      }
+    }
+    if (states >= 2 && !v_[name].defined()) {
+      OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
     }
     const int64_t n = p.numel();
     const bool fast = p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 &&
@@ -127,8 +125,15 @@ absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
         SetElement(p, i, x);
       }
     };
-    double* mm = m.data<double>();
     const int64_t step = ++steps_[name];
+    if (states == 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = get_p(i);
+        set_p(i, pi - o.lr * (get_g(i) + o.weight_decay * pi));
+      }
+      continue;
+    }
+    double* mm = m.data<double>();
     if (o.kind == OptimizerKind::kSgd) {
       for (int64_t i = 0; i < n; ++i) {
         const double pi = get_p(i), gi = get_g(i) + o.weight_decay * pi;
@@ -161,24 +166,21 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
 
 absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
                                           TrainOptions options) {
-  // Refused up front: what the step would need (the larger graph's peak, the parameters
-  // and their gradients, the optimizer's two float64 moments).
+  // Refused up front by the memory guard: what the step would need (the larger graph's
+  // peak, the parameters and their gradients, the optimizer's float64 state).
   {
     OVERLAP_ASSIGN_OR_RETURN(const int64_t peak, LargestPeakBytes({&pair.forward, &pair.backward}));
     int64_t param_bytes = 0;
     for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
     // The forward's outputs (loss and saved tensors) stay alive while the backward copies
     // them into its own memory (RunAotStep's caller keeps them): counted once more.
-    const int64_t need = peak + pair.saved_bytes + 2 * param_bytes + 4 * param_bytes;
-    const int64_t limit =
-        options.memory_limit_bytes > 0 ? options.memory_limit_bytes : AvailableMemoryBytes();
-    if (need > limit) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "training ", model, " needs about ", FormatBytes(need), " (step peak ", FormatBytes(peak),
-          ", parameters, gradients and optimizer state), more than the ", FormatBytes(limit),
-          options.memory_limit_bytes > 0 ? " limit" : " available",
-          " (--preset tiny runs on a CPU)"));
-    }
+    const int64_t state = 2 * OptimizerStateTensors(options.optimizer) * param_bytes;
+    const int64_t need = peak + pair.saved_bytes + 2 * param_bytes + state;
+    OVERLAP_RETURN_IF_ERROR(
+        CheckMemoryGuard(need, options.guard_bytes, absl::StrCat("training ", model),
+                         absl::StrCat("about: step peak ", FormatBytes(peak),
+                                      ", parameters, gradients and optimizer state"),
+                         "--preset tiny runs on a CPU"));
   }
   Trainer t;
   t.pair_ = std::make_unique<AotPair>(std::move(pair));
@@ -229,17 +231,19 @@ absl::StatusOr<TensorMap> Trainer::Batch() {
   return batch;
 }
 
-absl::StatusOr<TrainStepResult> Trainer::Step() {
+absl::StatusOr<StepResult> Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   ++step_;
   OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, Batch());
   OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
-  TrainStepResult s;
+  StepResult s;
   s.step = step_;
   s.loss = r.loss;
-  s.peak_bytes = std::max(r.forward.peak_bytes, r.backward.peak_bytes);
+  s.forward_peak_bytes = r.forward.peak_bytes;
+  s.backward_peak_bytes = r.backward.peak_bytes;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.graph_s = s.seconds;
   return s;
 }
 

@@ -4,7 +4,7 @@
 // Gloo) and the CUDA backend run the same step.
 //
 //   absl::StatusOr<Trainer> t = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
-//   for (int k = 0; k < 50; ++k) absl::StatusOr<TrainStepResult> s = t->Step();
+//   for (int k = 0; k < 50; ++k) absl::StatusOr<StepResult> s = t->Step();
 #ifndef OVERLAP_RUNTIME_TRAIN_TRAIN_H_
 #define OVERLAP_RUNTIME_TRAIN_TRAIN_H_
 
@@ -23,6 +23,7 @@
 #include "runtime/exec/interpreter.h"
 #include "runtime/train/data.h"
 #include "runtime/train/synthetic.h"
+#include "schedule/optimizer.h"
 
 namespace overlap {
 
@@ -49,18 +50,6 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
                                          const InterpreterOptions& options = {},
                                          const InterpreterOptions* backward_options = nullptr);
 
-enum class OptimizerKind { kSgd, kAdamW };
-// "sgd" or "adamw"; InvalidArgument listing them otherwise.
-absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
-
-struct OptimizerOptions {
-  OptimizerKind kind = OptimizerKind::kAdamW;
-  double lr = 1e-2;
-  double momentum = 0.9;                          // SGD
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
-  double weight_decay = 0.0;  // decoupled (AdamW), or L2 added to the gradient (SGD)
-};
-
 // PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
 // element in double, stored back in each parameter's dtype; each parameter counts its own
 // steps (AdamW's bias correction), as torch.optim's per-parameter state does.
@@ -86,19 +75,38 @@ struct TrainOptions {
   // Start from these parameters (by parameter name) instead of seeded ones; every
   // parameter must be present, with the shape and dtype the model states.
   TensorMap initial_params;
-  // Refuse up front a model whose step needs more than this many bytes of graph values and
-  // parameters (simulated; 0: the machine's available memory).
-  int64_t memory_limit_bytes = 0;
+  // The memory guard (runtime/exec/memory_plan.h; none: the memory available now): a model
+  // whose step needs more (simulated graph values, parameters, gradients, optimizer state) is
+  // refused up front.
+  std::optional<int64_t> guard_bytes;
   // The data: step k trains on batches[(k - 1) mod size] (inputs by placeholder name or
   // binding, FindInput). Empty: the synthetic task (SyntheticTask).
   std::vector<TensorMap> batches;
 };
 
-struct TrainStepResult {
-  int64_t step = 0;  // from 1
-  double loss = 0;
-  double seconds = 0;      // wall time of forward, backward and update
-  int64_t peak_bytes = 0;  // the larger of the forward's and the backward's measured peaks
+class Work;  // runtime/comm/communicator.h: a collective in flight
+
+// One optimizer step's figures, whichever trainer ran it (Trainer here, DdpTrainer,
+// Zero3Trainer); what a trainer does not do stays 0.
+struct StepResult {
+  int64_t step = 0;      // from 1
+  double loss = 0;       // this rank's
+  double seconds = 0;    // wall time of forward, backward and update
+  double graph_s = 0;    // the part the simulator predicts: ZeRO-3's forward, backward and final
+                         // drain; the whole step otherwise
+  double comm_s = 0;     // summed run time of the step's collectives
+  double exposed_s = 0;  // time compute waited for them
+  // Measured peaks of graph values, per graph (ZeRO-3: gathered buffers and residents in).
+  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
+  int64_t peak_bytes() const {
+    return forward_peak_bytes > backward_peak_bytes ? forward_peak_bytes : backward_peak_bytes;
+  }
+  // DDP: buckets allreduced, and of those launched before the backward ended.
+  int64_t allreduces = 0, launched_during_backward = 0;
+  // ZeRO-3: allgathers that moved bytes (residents' refreshes included), reduce-scatters (one
+  // per bucket).
+  int64_t allgathers = 0, reduce_scatters = 0;
+  std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order
 };
 
 // A model's tiny AOT pair, its parameters, an optimizer and a SyntheticTask.
@@ -112,7 +120,7 @@ class Trainer {
   static absl::StatusOr<Trainer> FromPair(AotPair pair, absl::string_view name,
                                           TrainOptions options);
   // One optimizer step on a new batch. O(forward + backward).
-  absl::StatusOr<TrainStepResult> Step();
+  absl::StatusOr<StepResult> Step();
   // The current parameters, by parameter name.
   const TensorMap& params() const { return params_; }
   const AotPair& pair() const { return *pair_; }

@@ -29,7 +29,7 @@ Losses Train(const std::string& model, OptimizerKind kind, int steps) {
   Losses r;
   if (!t.ok()) return r;
   for (int k = 1; k <= steps; ++k) {
-    absl::StatusOr<TrainStepResult> s = t->Step();
+    absl::StatusOr<StepResult> s = t->Step();
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return r;
     EXPECT_TRUE(std::isfinite(s->loss));
@@ -138,7 +138,7 @@ TEST(TrainTest, StepsCycleThroughTheGivenBatches) {
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return out;
     for (int k = 0; k < 3; ++k) {
-      absl::StatusOr<TrainStepResult> s = t->Step();
+      absl::StatusOr<StepResult> s = t->Step();
       EXPECT_TRUE(s.ok()) << s.status();
       if (s.ok()) out.push_back(s->loss);
     }

@@ -368,7 +368,7 @@ void Zero3Trainer::ReleaseFinished(int64_t position) {
   }
 }
 
-absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
+absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
   const auto start = std::chrono::steady_clock::now();
   pending_.clear();
   refreshed_.clear();
@@ -415,7 +415,7 @@ absl::StatusOr<Zero3StepResult> Zero3Trainer::Step(const TensorMap& data) {
           absl::StrCat("reduce-scatter bucket ", b, " never received all its gradients"));
     }
   }
-  Zero3StepResult result;
+  StepResult result;
   for (const std::shared_ptr<Work>& w : step_works_) {
     OVERLAP_RETURN_IF_ERROR(AwaitWork(w, "the step's collectives"));
   }

@@ -30,7 +30,7 @@
 // bucket order, so a reduce-scatter leaves each rank exactly its shards.
 //
 //   absl::StatusOr<std::unique_ptr<Zero3Trainer>> t = Zero3Trainer::Create(pair, params, comm, {});
-//   absl::StatusOr<Zero3StepResult> s = (*t)->Step(my_batch);
+//   absl::StatusOr<StepResult> s = (*t)->Step(my_batch);
 #ifndef OVERLAP_RUNTIME_TRAIN_ZERO3_H_
 #define OVERLAP_RUNTIME_TRAIN_ZERO3_H_
 
@@ -81,19 +81,6 @@ struct Zero3Options {
   DeviceMemory* device = nullptr;
 };
 
-struct Zero3StepResult {
-  double loss = 0;              // this rank's
-  int64_t allgathers = 0;       // allgathers that moved bytes (residents' refreshes included)
-  int64_t reduce_scatters = 0;  // one per bucket
-  // Measured peaks of graph values (gathered buffers and residents included), per graph.
-  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
-  double seconds = 0;    // the whole step, optimizer included
-  double graph_s = 0;    // forward, backward and the final drain: what the simulator predicts
-  double comm_s = 0;     // summed run time of this step's collectives
-  double exposed_s = 0;  // time compute spent blocked on them (waits, the final drain)
-  std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order
-};
-
 // Per-rank state outside the step's graph values, in bytes.
 struct Zero3StateBytes {
   int64_t shards = 0;     // the rank's parameter shards
@@ -114,7 +101,7 @@ class Zero3Trainer : private Zero3Collectives {
                                                               const Zero3Options& options);
   // One step on this rank's batch (data placeholders by name). Errors: the interpreter's
   // (naming the node), a collective's or a timeout (naming the collective).
-  absl::StatusOr<Zero3StepResult> Step(const TensorMap& data);
+  absl::StatusOr<StepResult> Step(const TensorMap& data);
   // Every parameter, whole, gathered from the shards: a collective (every rank must call
   // it). For checks and saving.
   absl::StatusOr<TensorMap> GatherParams();

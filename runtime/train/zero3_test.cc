@@ -52,20 +52,20 @@ absl::StatusOr<AotPair> Scheduled(AotPair pair, const Variant& v, int world, int
       Graph probe = *g, tight = *g;
       absl::StatusOr<ScheduleReport> free = RunScheduler(v.scheduler, &probe, so);
       SchedulerOptions one_byte = so;
-      one_byte.lookahead.memory_limit_bytes = 1;
+      one_byte.lookahead.budget_bytes = 1;
       absl::StatusOr<ScheduleReport> low_run = RunScheduler(v.scheduler, &tight, one_byte);
       if (!free.ok()) return free.status();
       if (!low_run.ok()) return low_run.status();
       const int64_t low = low_run->lookahead->min_feasible_bytes;
       const int64_t budget = low + (free->simulation.peak_memory_bytes - low) / 2;
-      options.lookahead.memory_limit_bytes = budget;
+      options.lookahead.budget_bytes = budget;
       *limit = std::max(*limit, budget);
     }
     absl::StatusOr<ScheduleReport> r = RunScheduler(v.scheduler, g, options);
     if (!r.ok()) return r.status();
     if (r->lookahead.has_value() && !r->lookahead->feasible) {
       return absl::InternalError(
-          absl::StrCat("no schedule within ", *options.lookahead.memory_limit_bytes, " bytes"));
+          absl::StrCat("no schedule within ", *options.lookahead.budget_bytes, " bytes"));
     }
   }
   return pair;
@@ -102,7 +102,7 @@ int Zero3Rank(const std::string& model, int rank, int world, const std::string& 
       absl::StatusOr<TensorMap> batch = task.Batch(k);
       absl::StatusOr<TensorMap> mine = ShardRows(*batch, rank, world);
       if (!mine.ok()) return Fail(rank, std::string(mine.status().message()), 7);
-      absl::StatusOr<Zero3StepResult> s = (*t)->Step(*mine);
+      absl::StatusOr<StepResult> s = (*t)->Step(*mine);
       if (!s.ok()) return Fail(rank, v.label() + ": " + std::string(s.status().message()), 8);
       peak_f = std::max(peak_f, s->forward_peak_bytes);
       peak_b = std::max(peak_b, s->backward_peak_bytes);

@@ -32,13 +32,13 @@ std::vector<std::string> RunFakeNcclRanks(int size, const FakeRankBody& body) {
         return;
       }
       absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-          CreateNcclCommunicator({.api = &api,
-                                  .store = *store,
-                                  .rank = r,
+          CreateNcclCommunicator({.rank = r,
                                   .world_size = size,
+                                  .timeout = absl::Seconds(20),
+                                  .api = &api,
+                                  .store = *store,
                                   .stream = (*dev)->comm(),
-                                  .after = (*dev)->compute(),
-                                  .timeout = absl::Seconds(20)});
+                                  .after = (*dev)->compute()});
       if (!comm.ok()) {
         result[r] = std::string(comm.status().message());
         return;
