@@ -40,19 +40,7 @@ constexpr FlagSpec kJobFlags[] = {
     {"collectives", 0, "L",
      "with a device: nccl (cuda's default) or gloo (through the host; the\n"
      "emulated device's default and only choice across processes)"},
-    {"model", 0, "M",
-     "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default\n"
-     "gpt2)"},
-    {"preset", 0, "P", "model sizes: tiny (default) or default"},
     {"batch", 0, "B", "rows per rank (default: the preset's); the global batch is B x ranks"},
-    {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
-    {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
-    {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
-    {"data", 0, "D",
-     "global batches (safetensors: inputs by placeholder name, or batch/<k>/<input> for\n"
-     "step k+1, cycling): each rank trains on its block of rows (default: the synthetic\n"
-     "task / seeded inputs)"},
-    {"save", 0, "OUT", "write the trained parameters (rank 0; safetensors, by parameter name)"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
     {"algorithm", 0, "A",
      "zero3: the scheduler (default lookahead; overlap schedule\n"
@@ -62,7 +50,6 @@ constexpr FlagSpec kJobFlags[] = {
      "zero3: measure the collectives first and schedule and predict with\n"
      "the fit (as bench-comm)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
-    {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
     {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
     {"collective-model", 0, "FILE", "bench-comm's fitted model for the scheduler and predictions"},
@@ -110,22 +97,16 @@ JobOptions ReadJobFlags(Invocation& in) {
       in.AddUsageError(std::string(lib.status().message()));
     }
   }
-  o.model = in.String("model").value_or(std::string(kDefaultModel));
-  absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
-  if (preset.ok()) {
-    o.preset = *preset;
-  } else {
-    in.AddUsageError(std::string(preset.status().message()));
-  }
+  const TrainingInputs inputs = ReadTrainingInputFlags(in);
+  o.model = inputs.model;
+  o.preset = inputs.preset;
+  o.graph_path = inputs.graph_path;
+  o.backward_graph_path = inputs.backward_graph_path;
+  o.weights_path = inputs.weights_path;
+  o.data_path = inputs.data_path;
+  o.save_path = inputs.save_path;
+  o.seed = inputs.seed;
   o.batch = in.Int("batch", 1, int64_t{1} << 30, 0);
-  o.graph_path = in.Path("graph").value_or("");
-  o.backward_graph_path = in.Path("backward-graph").value_or("");
-  if (o.graph_path.empty() != o.backward_graph_path.empty()) {
-    in.AddUsageError("--graph and --backward-graph go together (an AOT pair)");
-  }
-  if (!o.graph_path.empty() && in.Has("model")) in.AddUsageError("--graph or --model, not both");
-  o.weights_path = in.Path("weights").value_or("");
-  o.data_path = in.Path("data").value_or("");
   o.steps = in.Int("steps", 1, 1000000, 20);
   o.algorithm = in.String("algorithm").value_or("lookahead");
   if (o.algorithm == "all") {
@@ -152,8 +133,6 @@ JobOptions ReadJobFlags(Invocation& in) {
   o.optimizer = ReadOptimizerFlags(in);
   // zero3: the budget; the job counts the state at its world size.
   o.budget = ReadBudgetFlags(in, /*world_size=*/1, o.optimizer);
-  o.save_path = in.Path("save").value_or("");
-  o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   o.timeout = absl::Seconds(in.Positive("timeout", 86400, 60));
   o.deterministic = in.Switch("deterministic");
   o.time_scale = in.NonNegative("time-scale", 1e9, 0);
@@ -332,7 +311,8 @@ int Run(Invocation& in) {
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};
   for (absl::Span<const FlagSpec> group :
-       {absl::Span<const FlagSpec>(kJobFlags), BudgetFlags(), TrainingOptimizerFlags()}) {
+       {absl::Span<const FlagSpec>(kJobFlags), TrainingInputFlags(), BudgetFlags(),
+        TrainingOptimizerFlags()}) {
     for (const FlagSpec& f : group) {
       if (!in.Has(f.name)) continue;
       lo.argv.push_back(absl::StrCat("--", f.name));
@@ -388,7 +368,7 @@ const CommandSpec& RunCommand() {
         "prints `step k loss x` (the mean over ranks), its time and the hidden-communication\n"
         "fraction (1 - exposed / total communication; docs/runtime.md). Each rank prints its\n"
         "peak of graph values beside the simulator's prediction.\n";
-    s.flags = {kRunFlags, kJobFlags, BudgetFlags(), TrainingOptimizerFlags()};
+    s.flags = {kRunFlags, kJobFlags, TrainingInputFlags(), BudgetFlags(), TrainingOptimizerFlags()};
     s.footer = "Faults for tests: OVERLAP_FAULT=rank=R,step=K,node=NAME,action=kill|hang.\n";
     s.run = &Run;
     return s;
@@ -411,7 +391,8 @@ const CommandSpec& WorkerCommand() {
         "\"Under the launchers users already have\").\n"
         "Every rank must be given the same flags: the start-up check compares a hash of the\n"
         "compiled graphs and flags and fails naming the first rank that differs.\n";
-    s.flags = {kWorkerFlags, kJobFlags, BudgetFlags(), TrainingOptimizerFlags()};
+    s.flags = {kWorkerFlags, kJobFlags, TrainingInputFlags(), BudgetFlags(),
+               TrainingOptimizerFlags()};
     s.footer =
         "Two hosts: on host A (10.0.0.1)\n"
         "  RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 overlap worker --model gpt2\n"

@@ -18,54 +18,36 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"model", 0, "M", "the model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe; default gpt2)"},
-    {"preset", 0, "P", "model sizes: tiny (default; CPU sizes) or default (the real model)"},
-    {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
-    {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
-    {"data", 0, "D",
-     "the batches (safetensors: inputs by placeholder name, or batch/<k>/<input> for step\n"
-     "k+1, cycling; default: the synthetic task)"},
     {"steps", 0, "K", "optimizer steps (default 50)"},
-    {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
-    {"weights", 0, "W", "start from these parameters (safetensors, by parameter name)"},
-    {"save", 0, "OUT", "write the trained parameters (safetensors, by parameter name)"},
     {"threads", 0, "N", "OpenBLAS threads (default: OpenBLAS's own choice, the core count)"},
 };
 
 int Run(Invocation& in) {
-  const std::string model = in.String("model").value_or(std::string(kDefaultModel));
-  if (model == "random") {
-    in.AddUsageError(
-        "--model random has no kernels to train (its ops are placeholders): use mlp, gpt2, "
-        "llama-7b, llama-70b, resnet18 or moe, or `overlap exec --replay` for a random graph");
-  }
-  absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
-  if (!preset.ok()) in.AddUsageError(std::string(preset.status().message()));
+  const TrainingInputs inputs = ReadTrainingInputFlags(in);
+  const std::string& model = inputs.model;
+  const Preset preset = inputs.preset;
   const int64_t steps = in.Int("steps", 1, 1000000, 50);
   TrainOptions o;
   o.optimizer = ReadOptimizerFlags(in);
-  const std::optional<std::string> graph = in.Path("graph");
-  const std::optional<std::string> backward = in.Path("backward-graph");
-  if (graph.has_value() != backward.has_value()) {
-    in.AddUsageError("--graph and --backward-graph go together (an AOT pair)");
-  }
-  if (graph && in.Has("model")) in.AddUsageError("--graph or --model, not both");
-  o.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  const std::optional<std::string> graph =
+      inputs.graph_path.empty() ? std::nullopt : std::optional<std::string>(inputs.graph_path);
+  const std::string& backward = inputs.backward_graph_path;
+  o.seed = inputs.seed;
   const int64_t threads = in.Int("threads", 1, 1024, 0);
   if (in.has_usage_error()) return in.UsageError();
-  if (std::optional<std::string> out = in.Path("save")) {
+  if (!inputs.save_path.empty()) {
     // Checked before step 1, not found wanting after the last.
-    if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);
+    if (absl::Status s = CheckOutputPath(inputs.save_path); !s.ok()) return in.BadInput(s);
   }
   if (threads > 0) SetBlasThreads(static_cast<int>(threads));
   Allocator alloc;
-  if (std::optional<std::string> path = in.Path("weights")) {
-    absl::StatusOr<TensorMap> w = ReadSafetensorsFile(*path, alloc);
+  if (!inputs.weights_path.empty()) {
+    absl::StatusOr<TensorMap> w = ReadSafetensorsFile(inputs.weights_path, alloc);
     if (!w.ok()) return in.BadInput(w.status());
     o.initial_params = *std::move(w);
   }
-  if (std::optional<std::string> path = in.Path("data")) {
-    absl::StatusOr<TensorMap> all = ReadSafetensorsFile(*path, alloc);
+  if (!inputs.data_path.empty()) {
+    absl::StatusOr<TensorMap> all = ReadSafetensorsFile(inputs.data_path, alloc);
     if (!all.ok()) return in.BadInput(all.status());
     absl::StatusOr<std::vector<TensorMap>> batches = SplitBatches(*all);
     if (!batches.ok()) return in.BadInput(batches.status());
@@ -77,7 +59,7 @@ int Run(Invocation& in) {
     AotPair pair;
     absl::StatusOr<Graph> f = ReadGraphJsonFile(*graph);
     if (!f.ok()) return in.BadInput(f.status());
-    absl::StatusOr<Graph> b = ReadGraphJsonFile(*backward);
+    absl::StatusOr<Graph> b = ReadGraphJsonFile(backward);
     if (!b.ok()) return in.BadInput(b.status());
     pair.forward = *std::move(f);
     pair.backward = *std::move(b);
@@ -85,7 +67,7 @@ int Run(Invocation& in) {
     task = o.batches.empty() ? "one seeded batch, memorised"
                              : absl::StrCat(o.batches.size(), " batch(es) from the data file");
   } else {
-    t = Trainer::Create(model, *preset, o);
+    t = Trainer::Create(model, preset, o);
     if (!o.batches.empty()) task = absl::StrCat(o.batches.size(), " batch(es) from the data file");
   }
   if (!t.ok()) return in.BadInput(t.status());
@@ -104,9 +86,9 @@ int Run(Invocation& in) {
                blas.threads);
   std::fprintf(
       in.summary(), "training %s (%s, %s parameters) with %s, lr %g, seed %llu: %s\n", name.c_str(),
-      graph ? "AOT pair from files" : (*preset == Preset::kTiny ? "tiny preset" : "default preset"),
-      FormatCount(param_count).c_str(), o.optimizer.kind == OptimizerKind::kSgd ? "sgd" : "adamw",
-      o.optimizer.lr, static_cast<unsigned long long>(o.seed), task.c_str());
+      graph ? "AOT pair from files" : (preset == Preset::kTiny ? "tiny preset" : "default preset"),
+      FormatCount(param_count).c_str(), OptimizerLabel(o.optimizer).c_str(), o.optimizer.lr,
+      static_cast<unsigned long long>(o.seed), task.c_str());
   double first = 0, last = 0, seconds = 0;
   int64_t peak = 0;
   for (int64_t k = 1; k <= steps; ++k) {
@@ -125,12 +107,13 @@ int Run(Invocation& in) {
                static_cast<long long>(steps), FormatSeconds(seconds).c_str(),
                FormatSeconds(seconds / steps).c_str(), first, last,
                first != 0 ? 100 * last / first : 0.0, FormatBytes(peak).c_str());
-  if (std::optional<std::string> out = in.Path("save")) {
+  if (!inputs.save_path.empty()) {
     absl::Status written = WriteTextFile(
-        in, *out, WriteSafetensors(t->params(), {{"producer", "overlap train"}, {"model", name}}));
+        in, inputs.save_path,
+        WriteSafetensors(t->params(), {{"producer", "overlap train"}, {"model", name}}));
     if (!written.ok()) return in.BadInput(written);
     std::fprintf(in.summary(), "wrote %lld parameters to %s\n",
-                 static_cast<long long>(t->params().size()), out->c_str());
+                 static_cast<long long>(t->params().size()), inputs.save_path.c_str());
   }
   return kExitOk;
 }
@@ -151,7 +134,7 @@ const CommandSpec& TrainCommand() {
         "--graph / --backward-graph train an AOT pair read from files (e.g. the exporter's,\n"
         "docs/interop.md) from --weights, on the batches of --data.\n"
         "Prints `step k loss x` per step on stdout and a summary with the time per step.\n";
-    s.flags = {kFlags, TrainingOptimizerFlags()};
+    s.flags = {kFlags, TrainingInputFlags(), TrainingOptimizerFlags()};
     s.run = &Run;
     return s;
   }();

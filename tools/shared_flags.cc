@@ -61,6 +61,26 @@ constexpr FlagSpec kTrainingOptimizerFlags[] = {
     {"weight-decay", 0, "X", "decoupled for adamw, L2 for sgd (default 0)"},
 };
 
+// What a training command trains and on what (train, run, worker).
+constexpr FlagSpec kTrainingInputFlags[] = {
+    {"model", 0, "M",
+     "a built-in model (mlp, gpt2, llama-7b, llama-70b, resnet18, moe;\n"
+     "default gpt2)"},
+    {"preset", 0, "P", "model sizes: tiny (default; CPU sizes) or default (the real one)"},
+    {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
+    {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
+    {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
+    {"data", 0, "D",
+     "the batches (safetensors: inputs by placeholder name, or\n"
+     "batch/<k>/<input> for step k+1, cycling; under run each rank trains\n"
+     "on its block of rows; default: the synthetic task, or seeded inputs\n"
+     "for graph files)"},
+    {"save", 0, "OUT",
+     "write the trained parameters (safetensors, by parameter name; run:\n"
+     "rank 0)"},
+    {"seed", 0, "S", "seed for the parameters and the data (default 1)"},
+};
+
 constexpr FlagSpec kModelFlags[] = {
     {"lifted", 0, "",
      "parameters as placeholders with meta.param (AOT / ZeRO-3 style);\n"
@@ -174,6 +194,35 @@ absl::Span<const FlagSpec> ModelFlags() { return kModelFlags; }
 absl::Span<const FlagSpec> TrainingOptimizerFlags() { return kTrainingOptimizerFlags; }
 
 absl::Span<const FlagSpec> OptimizerStateFlags() { return kOptimizerStateFlags; }
+
+absl::Span<const FlagSpec> TrainingInputFlags() { return kTrainingInputFlags; }
+
+TrainingInputs ReadTrainingInputFlags(Invocation& in) {
+  TrainingInputs t;
+  t.model = in.String("model").value_or(std::string(kDefaultModel));
+  if (t.model == "random") {
+    in.AddUsageError(
+        "--model random has no kernels to train (its ops are placeholders): use mlp, gpt2, "
+        "llama-7b, llama-70b, resnet18 or moe, or `overlap exec --replay` for a random graph");
+  }
+  absl::StatusOr<Preset> preset = ParsePreset(in.String("preset").value_or("tiny"));
+  if (preset.ok()) {
+    t.preset = *preset;
+  } else {
+    in.AddUsageError(std::string(preset.status().message()));
+  }
+  t.graph_path = in.Path("graph").value_or("");
+  t.backward_graph_path = in.Path("backward-graph").value_or("");
+  if (t.graph_path.empty() != t.backward_graph_path.empty()) {
+    in.AddUsageError("--graph and --backward-graph go together (an AOT pair)");
+  }
+  if (!t.graph_path.empty() && in.Has("model")) in.AddUsageError("--graph or --model, not both");
+  t.weights_path = in.Path("weights").value_or("");
+  t.data_path = in.Path("data").value_or("");
+  t.save_path = in.Path("save").value_or("");
+  t.seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
+  return t;
+}
 
 OptimizerOptions ReadOptimizerFlags(Invocation& in) {
   OptimizerOptions o;

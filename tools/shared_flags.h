@@ -51,6 +51,19 @@ absl::Span<const FlagSpec> TrainingOptimizerFlags();
 // unknown optimizer or an out-of-range value is a usage error recorded in `in`.
 OptimizerOptions ReadOptimizerFlags(Invocation& in);
 
+// --model, --preset, --graph, --backward-graph, --weights, --data, --save, --seed: what a
+// training command trains and on what (train, run, worker).
+absl::Span<const FlagSpec> TrainingInputFlags();
+struct TrainingInputs {
+  std::string model;  // a built-in model, unless graph_path is set
+  Preset preset = Preset::kTiny;
+  std::string graph_path, backward_graph_path;     // an AOT pair from files (both or neither)
+  std::string weights_path, data_path, save_path;  // empty: seeded, synthetic, not saved
+  uint64_t seed = 1;
+};
+// What those flags say; --model random (no kernels), one of --graph / --backward-graph
+// alone, --graph with --model, or an unknown preset is a usage error recorded in `in`.
+TrainingInputs ReadTrainingInputFlags(Invocation& in);
 // --lifted, --loss, --batch, --seq, --layers, and random's --nodes, --seed, --sparse-meta
 // (gen, demo; with DeviceFlags).
 absl::Span<const FlagSpec> ModelFlags();
