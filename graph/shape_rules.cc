@@ -414,11 +414,20 @@ Result Unsqueeze(const Args& a) {
   return Types{x};
 }
 
+// squeeze.dim (one int) and squeeze.dims (a list): each named size-1 dimension goes.
 Result SqueezeDim(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
-  if (!x.shape.empty() && x.shape[d] == 1) x.shape.erase(x.shape.begin() + d);
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dim"));
+  std::vector<bool> drop(x.shape.size(), false);
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+    if (!x.shape.empty() && x.shape[d] == 1) drop[d] = true;
+  }
+  Shape kept;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (!drop[i]) kept.push_back(x.shape[i]);
+  }
+  x.shape = kept;
   return Types{x};
 }
 
@@ -923,6 +932,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.transpose.int", Transpose},
       {"aten.unsqueeze.default", Unsqueeze},
       {"aten.squeeze.dim", SqueezeDim},
+      {"aten.squeeze.dims", SqueezeDim},
       {"aten.expand.default", Expand},
       {"aten.clone.default", Identity},
       {"aten._scaled_dot_product_flash_attention.default", FlashAttention},
@@ -1101,6 +1111,13 @@ std::vector<TensorType> StatedTypes(const Node& n) {
 }
 
 bool HasShapeRule(absl::string_view target) { return Rules().contains(target); }
+
+std::vector<std::string> ShapeRuleTargets() {
+  std::vector<std::string> out;
+  for (const auto& [target, rule] : Rules()) out.push_back(target);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 absl::StatusOr<std::vector<TensorType>> InferTypes(const Graph& g, const Node& n) {
   auto it = Rules().find(n.target());

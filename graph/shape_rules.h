@@ -44,6 +44,8 @@ std::vector<TensorType> StatedTypes(const Node& n);
 
 // Whether `target` has a rule. O(1) expected.
 bool HasShapeRule(absl::string_view target);
+// Every target with a rule, sorted. O(R log R).
+std::vector<std::string> ShapeRuleTargets();
 
 // The types node `n` of `g` returns by its target's rule, from its arguments and the stated
 // types of the nodes it references. NotFound when the target has no rule (graph/errors.h: an

@@ -1,0 +1,1017 @@
+#include "graph/op_schema.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "graph/status_macros.h"
+#include "graph/text.h"
+
+namespace overlap {
+namespace {
+
+// One declaration: the target, PyTorch's schema string, and what only overlap states.
+struct OpDecl {
+  const char* target;
+  const char* signature;
+  DtypeRule dtype;
+  const char* used_for;
+  const char* saved;
+  const char* backward;
+  const char* notes;
+  const char* backward_of;
+};
+
+// Every operator overload the graphs, shape rules and kernels know. To add one: its line
+// here (PyTorch's schema from native_functions.yaml), then its shape rule, cost formula,
+// kernels and, for a forward op, its backward formula; docs/ops.md's table is regenerated
+// (`bazel run //graph:ops_doc`).
+constexpr OpDecl kOps[] = {
+    {"aten.mm.default",
+     "mm(Tensor self, Tensor mat2) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"linear layers without bias",
+     /*saved=*/"`self` if `mat2` needs a gradient; `mat2` if `self` does",
+     /*backward=*/"`d_self = aten.mm.default(g, aten.t.default(mat2))`; `d_mat2 = aten.mm.default(aten.t.default(self), g)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.addmm.default",
+     "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"linear layers (bias, input, weight^T)",
+     /*saved=*/"as `mm` for `mat1`, `mat2`",
+     /*backward=*/"`d_self = aten.view.default(aten.sum.dim_IntList(g, [0], True), self.shape)`; `mat1`, `mat2` as `mm`",
+     /*notes=*/"`beta` / `alpha` are 1",
+     /*backward_of=*/""},
+    {"aten.t.default",
+     "t(Tensor(a) self) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"weight transpose before `mm`",
+     /*saved=*/"",
+     /*backward=*/"`aten.t.default(g)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.view.default",
+     "view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"reshapes, flatten (lifted ResNet), logits / labels before the loss",
+     /*saved=*/"",
+     /*backward=*/"`aten.view.default(g, self.shape)`, after `aten.clone.default(g, memory_format=torch.contiguous_format)` when `g` may be non-contiguous (a transpose, expand or slice, or a view of one: PyTorch's view backward is a reshape, which copies then)",
+     /*notes=*/"`_unsafe_view` and `reshape` have the same rule. A view keeps PyTorch's rule: it needs strides that allow one, and fails otherwise",
+     /*backward_of=*/""},
+    {"aten._unsafe_view.default",
+     "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: a reshape whose result PyTorch does not track as an alias",
+     /*saved=*/"",
+     /*backward=*/"as `view`",
+     /*notes=*/"copies when `self` is not viewable; ours is a view where the layout allows",
+     /*backward_of=*/""},
+    {"aten.reshape.default",
+     "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs (torch.export): a reshape",
+     /*saved=*/"",
+     /*backward=*/"as `view`",
+     /*notes=*/"a view where the layout allows, else a copy (`aliases_input: false`)",
+     /*backward_of=*/""},
+    {"aten._reshape_alias.default",
+     "_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"torch 1.13's AOT graphs (exported): a reshape as a view with explicit strides",
+     /*saved=*/"",
+     /*backward=*/"`aten.view.default(g, self.shape)`",
+     /*notes=*/"gone in 2.x (`aten.view`)",
+     /*backward_of=*/""},
+    {"aten.detach.default",
+     "detach(Tensor(a) self) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported backward graphs: saved values detached",
+     /*saved=*/"",
+     /*backward=*/"none",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.bmm.default",
+     "bmm(Tensor self, Tensor mat2) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"batched products ([b, n, m] @ [b, m, p]: 1.13's attention)",
+     /*saved=*/"both",
+     /*backward=*/"`d_self = aten.bmm.default(g, mat2^T)`; `d_mat2 = aten.bmm.default(self^T, g)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.permute.default",
+     "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ViT's patches to tokens (exported)",
+     /*saved=*/"",
+     /*backward=*/"`aten.permute.default(g, inverse dims)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.select.int",
+     "select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ViT's class token (exported)",
+     /*saved=*/"",
+     /*backward=*/"`aten.select_backward.default(g, self.shape, dim, index)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.select_backward.default",
+     "select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"backward of `select`",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"zeros with `grad_output` at the slice",
+     /*backward_of=*/""},
+    {"aten.ones_like.default",
+     "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"masks built from a tensor's shape",
+     /*saved=*/"",
+     /*backward=*/"none",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.zeros_like.default",
+     "zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"MoE combine accumulator",
+     /*saved=*/"",
+     /*backward=*/"none (a constant)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.masked_fill.Scalar",
+     "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"causal attention scores",
+     /*saved=*/"`mask`",
+     /*backward=*/"`aten.masked_fill.Scalar(g, mask, 0)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.triu.default",
+     "triu(Tensor self, int diagonal=0) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"causal masks",
+     /*saved=*/"",
+     /*backward=*/"`aten.triu.default(g, diagonal)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.transpose.int",
+     "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"heads to / from `[B, heads, S, head_dim]`",
+     /*saved=*/"",
+     /*backward=*/"`aten.transpose.int(g, dim0, dim1)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.unsqueeze.default",
+     "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"`repeat_kv` (grouped-query attention)",
+     /*saved=*/"",
+     /*backward=*/"`aten.squeeze.dim(g, dim)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.squeeze.dim",
+     "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`unsqueeze`"},
+    {"aten.squeeze.dims",
+     "squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs (PyTorch 2.x): removes the listed size-1 dimensions",
+     /*saved=*/"",
+     /*backward=*/"`aten.view.default(g, self.shape)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.expand.default",
+     "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"`repeat_kv`",
+     /*saved=*/"",
+     /*backward=*/"`aten.sum.dim_IntList(g, <expanded dims>, True)`, then `aten.view.default` if dimensions were added in front",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.clone.default",
+     "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"contiguous copies of transposed / expanded tensors",
+     /*saved=*/"",
+     /*backward=*/"`g` itself (no node)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten._scaled_dot_product_flash_attention.default",
+     "_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"causal attention; a tuple `(output, logsumexp)`",
+     /*saved=*/"`query`, `key`, `value`, `output`, `logsumexp`",
+     /*backward=*/"`aten._scaled_dot_product_flash_attention_backward.default(g, query, key, value, output, logsumexp, None, None, max_q, max_k, dropout_p, is_causal, None, None, scale=)` -> `(d_query, d_key, d_value)`; `max_q` / `max_k` are the sequence lengths",
+     /*notes=*/"PyTorch returns 9 values: `(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask)` (`philox_seed, philox_offset` in earlier 2.x). For dense batches without dropout the last 7 are undefined, ints or unused, so our graphs carry `(output, logsumexp)`, and the backward gets None for `philox_seed` / `philox_offset` where PyTorch's AOT graphs pass the forward's elements 6 and 7 (non-optional tensors in the schema): a deliberate deviation; graphs exported from PyTorch 2.x would carry all 9 (not yet read here: torch 1.13, the exporter's, has no flash attention op). `logsumexp` is float32 whatever the input dtype. 1.13 had no flash attention op (the models would use `bmm` + `_softmax`)",
+     /*backward_of=*/""},
+    {"aten._scaled_dot_product_flash_attention_backward.default",
+     "_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor? philox_seed, Tensor? philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`_scaled_dot_product_flash_attention`"},
+    {"aten.split.Tensor",
+     "split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"GPT-2's fused QKV projection into q, k, v",
+     /*saved=*/"",
+     /*backward=*/"`aten.cat.default([g_0, g_1, ...], dim)`; a piece without a gradient is `aten.new_zeros.default(g_i, piece.shape)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.cat.default",
+     "cat(Tensor[] tensors, int dim=0) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`split.Tensor`"},
+    {"aten.embedding.default",
+     "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"token / position embeddings",
+     /*saved=*/"`indices` (not the weight)",
+     /*backward=*/"`aten.embedding_dense_backward.default(g, indices, num_weights, -1, False)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.embedding_dense_backward.default",
+     "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`embedding`"},
+    {"aten.arange.default",
+     "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"GPT-2 position ids",
+     /*saved=*/"",
+     /*backward=*/"none (integers)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.native_layer_norm.default",
+     "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"LayerNorm; a tuple `(out, mean, rstd)`",
+     /*saved=*/"`input`, `mean`, `rstd`; reads `weight` and `bias` (primals)",
+     /*backward=*/"`aten.native_layer_norm_backward.default(g, input, normalized_shape, mean, rstd, weight, bias, [m])` -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/"`mean` / `rstd` are float32 for bfloat16 / float16 inputs. PyTorch's backward takes `bias` too (only for its shape)",
+     /*backward_of=*/""},
+    {"aten.native_layer_norm_backward.default",
+     "native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`native_layer_norm`"},
+    {"aten.pow.Tensor_Scalar",
+     "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"RMSNorm's square",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(self, 2.0))` for exponent 2; otherwise `aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(self, e - 1), e))`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.rsqrt.default",
+     "rsqrt(Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"RMSNorm",
+     /*saved=*/"its result `y`",
+     /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(y, 3), -0.5))`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.relu.default",
+     "relu(Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ReLU",
+     /*saved=*/"its result `y`",
+     /*backward=*/"`aten.threshold_backward.default(g, y, 0)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.hardtanh.default",
+     "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"mobilenet_v2's ReLU6, `hardtanh(x, 0, 6)` (exported)",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.hardtanh_backward.default(g, self, min_val, max_val)`: `g` strictly inside `(min_val, max_val)`, 0 on the bounds and outside",
+     /*notes=*/"exported graphs only: graph/aot.h has no backward rule for it (no built-in model uses it). NaN stays NaN",
+     /*backward_of=*/""},
+    {"aten.hardtanh_backward.default",
+     "hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`hardtanh` (exported graphs)"},
+    {"aten.silu.default",
+     "silu(Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"SwiGLU (LLaMA, MoE experts)",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.silu_backward.default(g, self)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.gelu.default",
+     "gelu(Tensor self, *, str approximate='none') -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"GPT-2 MLP (`approximate='tanh'`)",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.gelu_backward.default(g, self, approximate=)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.neg.default",
+     "neg(Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: negation",
+     /*saved=*/"",
+     /*backward=*/"`aten.neg.default(g)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.add.Scalar",
+     "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"RMSNorm's `+ eps`",
+     /*saved=*/"",
+     /*backward=*/"`g` itself",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.mul.Scalar",
+     "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`pow.Tensor_Scalar`, `rsqrt`"},
+    {"aten.div.Scalar",
+     "div.Scalar(Tensor self, Scalar other) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`mean.dim`"},
+    {"aten.add.Tensor",
+     "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"residual connections, embeddings + positions",
+     /*saved=*/"",
+     /*backward=*/"`g` to both, summed over broadcast dimensions as for `mul`",
+     /*notes=*/"gradients reaching one value from several uses are summed with `aten.add.Tensor`; an `alpha` other than 1 (here and in `index_add`) has no formula: refused",
+     /*backward_of=*/""},
+    {"aten.sub.Tensor",
+     "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"exported graphs: subtraction",
+     /*saved=*/"",
+     /*backward=*/"`d_self = g`, `d_other = aten.neg.default(g)`, each summed over broadcast dimensions as for `mul`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.mul.Tensor",
+     "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"RMSNorm (by rsqrt, by the weight), SwiGLU, MoE routing weights",
+     /*saved=*/"`other` for `self`, `self` for `other`",
+     /*backward=*/"`d_self = aten.mul.Tensor(g, other)`, `d_other = aten.mul.Tensor(g, self)`, each summed over broadcast dimensions (`aten.sum.dim_IntList(.., dims, True)`, then `aten.view.default` to the input's shape)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.div.Tensor",
+     "div.Tensor(Tensor self, Tensor other) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"scores / sqrt(d) in 1.13's attention (a 0-d divisor)",
+     /*saved=*/"`other` (and `self` if `other` needs a gradient)",
+     /*backward=*/"`aten.div.Tensor(g, other)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.div.Tensor_mode",
+     "div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"MoE token dispatch: a sorted slot's token is `slot // top_k` (`rounding_mode='floor'` on int64)",
+     /*saved=*/"",
+     /*backward=*/"none (integers)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.mean.dim",
+     "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"RMSNorm's mean; ResNet's average pool",
+     /*saved=*/"",
+     /*backward=*/"`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` the reduced elements; `aten.unsqueeze.default` first when `keepdim` is false",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.sum.dim_IntList",
+     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`addmm` (bias), `expand`, broadcasting `mul` / `add`"},
+    {"aten.sum.default",
+     "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"the exporter's default loss (`--loss sum`): every element summed to a scalar",
+     /*saved=*/"",
+     /*backward=*/"`aten.expand.default(g, self.shape)`",
+     /*notes=*/"exported graphs only (the built-in models' losses are `nll_loss` / `mse_loss`); `aten.mean.default` is the same with `1/N`",
+     /*backward_of=*/""},
+    {"aten.mean.default",
+     "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"the exporter's default loss (the mean of the output)",
+     /*saved=*/"",
+     /*backward=*/"`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` = `self.numel()`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.gelu_backward.default",
+     "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`gelu`, `silu`"},
+    {"aten.silu_backward.default",
+     "silu_backward(Tensor grad_output, Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`gelu`, `silu`"},
+    {"aten.threshold_backward.default",
+     "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`relu`"},
+    {"aten._softmax.default",
+     "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"MoE router",
+     /*saved=*/"its result `y`",
+     /*backward=*/"`aten._softmax_backward_data.default(g, y, dim, self.dtype)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten._log_softmax.default",
+     "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"cross-entropy",
+     /*saved=*/"its result `y`",
+     /*backward=*/"`aten._log_softmax_backward_data.default(g, y, dim, self.dtype)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten._softmax_backward_data.default",
+     "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`_softmax`, `_log_softmax`"},
+    {"aten._log_softmax_backward_data.default",
+     "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`_softmax`, `_log_softmax`"},
+    {"aten.topk.default",
+     "topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"MoE router; a tuple `(values, indices)`",
+     /*saved=*/"`indices`",
+     /*backward=*/"`aten.scatter.src(aten.new_zeros.default(g, self.shape), dim, indices, g)`",
+     /*notes=*/"`indices` are int64",
+     /*backward_of=*/""},
+    {"aten.argsort.default",
+     "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"MoE token dispatch",
+     /*saved=*/"",
+     /*backward=*/"none (integers)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.slice.Tensor",
+     "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"MoE token dispatch (on indices)",
+     /*saved=*/"",
+     /*backward=*/"`aten.slice_backward.default(g, self.shape, dim, start, end, step)` (never reached in the models: they slice integers)",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.slice_backward.default",
+     "slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`slice.Tensor`"},
+    {"aten.index_select.default",
+     "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"MoE token dispatch",
+     /*saved=*/"`index`",
+     /*backward=*/"`aten.index_add.default(aten.new_zeros.default(g, self.shape), dim, index, g)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.index_add.default",
+     "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"MoE combine (lifted / AOT graphs are functional)",
+     /*saved=*/"`index`",
+     /*backward=*/"`d_self = g`; `d_source = aten.index_select.default(g, dim, index)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.index_add_.default",
+     "index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"MoE combine, module style (as torch.fx traces it)",
+     /*saved=*/"`index`",
+     /*backward=*/"as `index_add`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.new_zeros.default",
+     "new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`topk`, `index_select`, `split` (a piece without a gradient)"},
+    {"aten.scatter.src",
+     "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`topk`"},
+    {"aten.convolution.default",
+     "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ResNet convolutions",
+     /*saved=*/"`input`; reads `weight`",
+     /*backward=*/"`aten.convolution_backward.default(g, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, [m])`, `bias_sizes` `[out_channels]`, or `[0]` without a bias (as PyTorch's AOT graphs write it) -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/"transposed convolutions have no rule",
+     /*backward_of=*/""},
+    {"aten.convolution_backward.default",
+     "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`convolution`"},
+    {"aten.native_batch_norm.default",
+     "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"ResNet batch norm (training); a tuple `(out, save_mean, save_invstd)`",
+     /*saved=*/"`input`, `save_mean`, `save_invstd`; reads `weight`",
+     /*backward=*/"`aten.native_batch_norm_backward.default(g, input, weight, running_mean, running_var, save_mean, save_invstd, training, eps, [m])` (the running statistics are read when the forward has them: evaluation mode normalizes with them) -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/"PyTorch 2.x AOT graphs show the forward as `aten._native_batch_norm_legit_functional` (which also returns the updated running statistics); we keep 1.13's `native_batch_norm` name and no running statistics (None)",
+     /*backward_of=*/""},
+    {"aten.native_batch_norm_backward.default",
+     "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`native_batch_norm`"},
+    {"aten.max_pool2d_with_indices.default",
+     "max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"ResNet stem pooling; a tuple `(out, indices)`",
+     /*saved=*/"`self`, `indices`",
+     /*backward=*/"`aten.max_pool2d_with_indices_backward.default(g, self, kernel_size, stride, padding, dilation, ceil_mode, indices)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.max_pool2d_with_indices_backward.default",
+     "max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`max_pool2d_with_indices`"},
+    {"aten.flatten.using_ints",
+     "flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ResNet flatten (module style)",
+     /*saved=*/"",
+     /*backward=*/"`aten.view.default(g, self.shape)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.nll_loss_forward.default",
+     "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"cross-entropy (mean reduction, ignore_index -100); a tuple `(loss, total_weight)`",
+     /*saved=*/"`self`, `target`, `total_weight`",
+     /*backward=*/"`aten.nll_loss_backward.default(g, self, target, weight, reduction, ignore_index, total_weight)`",
+     /*notes=*/"AOTAutograd decomposes `F.cross_entropy` into these two ops",
+     /*backward_of=*/""},
+    {"aten.nll_loss_backward.default",
+     "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`nll_loss_forward`"},
+    {"aten.mse_loss.default",
+     "mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"MSE loss (mean); `reduction` is 0 (none), 1 (mean) or 2 (sum), anything else refused as ATen refuses it",
+     /*saved=*/"`self`, `target`",
+     /*backward=*/"`aten.mse_loss_backward.default(g, self, target, reduction)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.mse_loss_backward.default",
+     "mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`mse_loss`"},
+};
+
+absl::Status ParseError(absl::string_view target, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("schema of ", target, ": ", what));
+}
+
+// Splits on commas outside brackets and parentheses.
+std::vector<std::string> SplitTopLevel(absl::string_view s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == '(' || ch == '[') ++depth;
+    if (ch == ')' || ch == ']') --depth;
+    if (ch == ',' && depth == 0) {
+      out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (!absl::StripAsciiWhitespace(cur).empty()) {
+    out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
+  }
+  return out;
+}
+
+// "Tensor(a!)?" -> type, alias, optional, list size; false when the type is unknown.
+bool ParseType(absl::string_view t, ArgType& type, std::string& alias, bool& optional,
+               int& list_size) {
+  optional = absl::ConsumeSuffix(&t, "?");
+  alias.clear();
+  list_size = 0;
+  bool list = false;
+  if (absl::EndsWith(t, "]")) {
+    const size_t open = t.rfind('[');
+    if (open == absl::string_view::npos) return false;
+    absl::string_view n = t.substr(open + 1, t.size() - open - 2);
+    if (!n.empty() && !absl::SimpleAtoi(n, &list_size)) return false;
+    list = true;
+    t = t.substr(0, open);
+  }
+  if (const size_t paren = t.find('('); paren != absl::string_view::npos) {
+    if (!absl::EndsWith(t, ")")) return false;
+    alias = std::string(t.substr(paren + 1, t.size() - paren - 2));
+    t = t.substr(0, paren);
+  }
+  if (t == "Tensor") {
+    type = list ? ArgType::kTensorList : ArgType::kTensor;
+  } else if (t == "int" || t == "SymInt") {
+    type = list ? ArgType::kIntList : ArgType::kInt;
+  } else if (t == "bool") {
+    type = list ? ArgType::kBoolList : ArgType::kBool;
+  } else if (list) {
+    return false;
+  } else if (t == "float") {
+    type = ArgType::kFloat;
+  } else if (t == "Scalar") {
+    type = ArgType::kScalar;
+  } else if (t == "str") {
+    type = ArgType::kString;
+  } else if (t == "ScalarType") {
+    type = ArgType::kDtype;
+  } else if (t == "Layout" || t == "Device" || t == "MemoryFormat") {
+    type = ArgType::kOther;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A declared default as a Value: None, True / False, ints, floats, 'strings', [int lists],
+// and ATen's reduction names.
+std::optional<Value> ParseDefault(absl::string_view d) {
+  int64_t i = 0;
+  double x = 0;
+  if (d == "None") return Value();
+  if (d == "True") return Value::Bool(true);
+  if (d == "False") return Value::Bool(false);
+  if (d == "Mean") return Value::Int(1);  // at::Reduction::Mean
+  if (d == "Sum") return Value::Int(2);
+  if (absl::SimpleAtoi(d, &i)) return Value::Int(i);
+  if (absl::SimpleAtod(d, &x)) return Value::Double(x);
+  if (d.size() >= 2 && d.front() == '\'' && d.back() == '\'') {
+    return Value::String(std::string(d.substr(1, d.size() - 2)));
+  }
+  if (absl::ConsumePrefix(&d, "[") && absl::ConsumeSuffix(&d, "]")) {
+    std::vector<Value> items;
+    for (absl::string_view item : absl::StrSplit(d, ',', absl::SkipWhitespace())) {
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &i)) return std::nullopt;
+      items.push_back(Value::Int(i));
+    }
+    return Value::List(std::move(items));
+  }
+  return std::nullopt;
+}
+
+const std::vector<OpSchema>& Table() {
+  static const std::vector<OpSchema>* table = [] {
+    auto* t = new std::vector<OpSchema>();
+    for (const OpDecl& d : kOps) {
+      absl::StatusOr<OpSchema> s = ParseOpSchema(d.target, d.signature);
+      // The table is part of the build: op_schema_test parses every line, so a line that
+      // does not parse never ships. Here it is skipped rather than aborting a program.
+      if (!s.ok()) continue;
+      s->dtype = d.dtype;
+      s->used_for = d.used_for;
+      s->saved = d.saved;
+      s->backward = d.backward;
+      s->notes = d.notes;
+      s->backward_of = d.backward_of;
+      t->push_back(*std::move(s));
+    }
+    return t;
+  }();
+  return *table;
+}
+
+const absl::flat_hash_map<std::string, const OpSchema*>& Index() {
+  static const auto* index = [] {
+    auto* m = new absl::flat_hash_map<std::string, const OpSchema*>();
+    for (const OpSchema& s : Table()) m->emplace(s.target, &s);
+    return m;
+  }();
+  return *index;
+}
+
+std::string Cell(absl::string_view s) { return s.empty() ? "" : std::string(s); }
+
+}  // namespace
+
+absl::string_view ArgTypeName(ArgType t) {
+  switch (t) {
+    case ArgType::kTensor:
+      return "Tensor";
+    case ArgType::kTensorList:
+      return "Tensor[]";
+    case ArgType::kInt:
+      return "int";
+    case ArgType::kIntList:
+      return "int[]";
+    case ArgType::kFloat:
+      return "float";
+    case ArgType::kBool:
+      return "bool";
+    case ArgType::kBoolList:
+      return "bool[]";
+    case ArgType::kScalar:
+      return "Scalar";
+    case ArgType::kString:
+      return "str";
+    case ArgType::kDtype:
+      return "ScalarType";
+    case ArgType::kOther:
+      return "other";
+  }
+  return "?";
+}
+
+int OpSchema::Position(absl::string_view name) const {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int OpSchema::ViewOf() const {
+  if (results.empty() || results[0].alias.empty()) return -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (absl::StartsWith(args[i].alias, results[0].alias)) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+bool OpSchema::MutatesFirst() const { return !args.empty() && absl::EndsWith(args[0].alias, "!"); }
+
+absl::StatusOr<OpSchema> ParseOpSchema(absl::string_view target, absl::string_view signature) {
+  OpSchema s;
+  s.target = std::string(target);
+  s.signature = std::string(signature);
+  const size_t open = signature.find('(');
+  const size_t arrow = signature.rfind(") -> ");
+  if (open == absl::string_view::npos || arrow == absl::string_view::npos || arrow < open) {
+    return ParseError(target, "not of the form name(args) -> results");
+  }
+  const absl::string_view name = signature.substr(0, open);
+  const size_t dot = name.find('.');
+  const std::string expect =
+      dot == absl::string_view::npos
+          ? absl::StrCat("aten.", name, ".default")
+          : absl::StrCat("aten.", name.substr(0, dot), ".", name.substr(dot + 1));
+  if (expect != target) {
+    return ParseError(target, absl::StrCat("the schema names ", expect));
+  }
+  bool keyword_only = false;
+  for (const std::string& a : SplitTopLevel(signature.substr(open + 1, arrow - open - 1))) {
+    if (a == "*") {
+      keyword_only = true;
+      continue;
+    }
+    ArgSchema arg;
+    arg.keyword_only = keyword_only;
+    absl::string_view text = a;
+    if (const size_t eq = text.find('='); eq != absl::string_view::npos) {
+      arg.default_value = ParseDefault(text.substr(eq + 1));
+      if (!arg.default_value) return ParseError(target, absl::StrCat("default of '", a, "'"));
+      text = text.substr(0, eq);
+    }
+    // The type may hold a space ("Tensor(a -> *)"): the name is the last word.
+    const size_t space = text.rfind(' ');
+    if (space == absl::string_view::npos) return ParseError(target, absl::StrCat("'", a, "'"));
+    arg.name = std::string(text.substr(space + 1));
+    if (!ParseType(text.substr(0, space), arg.type, arg.alias, arg.optional, arg.list_size)) {
+      return ParseError(target, absl::StrCat("the type of '", a, "'"));
+    }
+    if (s.Position(arg.name) >= 0) return ParseError(target, absl::StrCat(arg.name, " twice"));
+    s.args.push_back(std::move(arg));
+  }
+  absl::string_view results = signature.substr(arrow + 5);
+  if (absl::ConsumePrefix(&results, "(")) {
+    if (!absl::ConsumeSuffix(&results, ")")) return ParseError(target, "the results' tuple");
+  }
+  for (const std::string& r : SplitTopLevel(results)) {
+    ResultSchema res;
+    absl::string_view text = r;
+    const size_t space = text.rfind(' ');
+    if (space != absl::string_view::npos && text.substr(space + 1).find('(') == absl::string_view::npos &&
+        text.substr(space + 1).find('[') == absl::string_view::npos) {
+      res.name = std::string(text.substr(space + 1));
+      text = text.substr(0, space);
+    }
+    int list_size = 0;
+    if (!ParseType(text, res.type, res.alias, res.optional, list_size)) {
+      return ParseError(target, absl::StrCat("the result '", r, "'"));
+    }
+    s.results.push_back(std::move(res));
+  }
+  if (s.results.empty()) return ParseError(target, "no results");
+  return s;
+}
+
+absl::Span<const OpSchema> OpSchemas() { return Table(); }
+
+absl::Status VerifyOpSchemaTable() {
+  for (const OpDecl& d : kOps) OVERLAP_RETURN_IF_ERROR(ParseOpSchema(d.target, d.signature).status());
+  return absl::OkStatus();
+}
+
+const OpSchema* FindOpSchema(absl::string_view target) {
+  auto it = Index().find(target);
+  return it == Index().end() ? nullptr : it->second;
+}
+
+absl::StatusOr<OpArgs> OpArgs::Bind(const Node& node) {
+  const OpSchema* s = FindOpSchema(node.target());
+  if (s == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("node \"", Printable(node.name()), "\" (",
+                                                   Printable(node.target()),
+                                                   "): no operator schema declares this target"));
+  }
+  return Bind(node, *s);
+}
+
+absl::StatusOr<OpArgs> OpArgs::Bind(const Node& node, const OpSchema& schema) {
+  OpArgs a;
+  a.node_ = &node;
+  a.schema_ = &schema;
+  a.values_.assign(schema.args.size(), nullptr);
+  if (node.args().size() > schema.args.size()) {
+    return a.Error(schema.args.empty() ? "" : schema.args.back().name,
+                   absl::StrCat(node.args().size(), " arguments given, the schema declares ",
+                                schema.args.size()));
+  }
+  for (size_t i = 0; i < node.args().size(); ++i) {
+    if (schema.args[i].keyword_only) {
+      return a.Error(schema.args[i].name, "is keyword-only, given by position");
+    }
+    a.values_[i] = &node.args()[i];
+  }
+  for (const auto& [key, value] : node.kwargs()) {
+    const int pos = schema.Position(key);
+    if (pos < 0) return a.Error(key, "is not an argument of the schema");
+    if (a.values_[pos] != nullptr) return a.Error(key, "given both by position and by keyword");
+    a.values_[pos] = &value;
+  }
+  return a;
+}
+
+const Value* OpArgs::Get(absl::string_view name) const {
+  const int pos = schema_->Position(name);
+  if (pos < 0) return nullptr;
+  if (values_[pos] != nullptr) return values_[pos];
+  const std::optional<Value>& d = schema_->args[pos].default_value;
+  return d ? &*d : nullptr;
+}
+
+bool OpArgs::IsNone(absl::string_view name) const {
+  const Value* v = Get(name);
+  return v == nullptr || v->is_none();
+}
+
+absl::Status OpArgs::Error(absl::string_view name, absl::string_view what) const {
+  return absl::InvalidArgumentError(absl::StrCat("node \"", Printable(node_->name()), "\" (",
+                                                 Printable(node_->target()), "): argument `",
+                                                 name, "` ", what));
+}
+
+absl::StatusOr<std::string> WithOpsTable(absl::string_view page) {
+  const size_t begin = page.find(kOpsTableBegin);
+  const size_t end = page.find(kOpsTableEnd);
+  if (begin == absl::string_view::npos || end == absl::string_view::npos || end < begin) {
+    return absl::InvalidArgumentError("the page has no generated-table markers, in order");
+  }
+  const size_t after_begin = begin + std::string(kOpsTableBegin).size();
+  return absl::StrCat(page.substr(0, after_begin), "\n", OpsMarkdownTable(), page.substr(end));
+}
+
+std::string OpsMarkdownTable() {
+  std::string out =
+      "| target | schema | alias | dtype | used for | saved | backward | notes |\n"
+      "|---|---|---|---|---|---|---|---|\n";
+  auto dtype = [](const OpSchema& s) -> absl::string_view {
+    switch (s.dtype) {
+      case DtypeRule::kFirstTensor:
+        return "first tensor's";
+      case DtypeRule::kPromoted:
+        return "promoted";
+      case DtypeRule::kFromArgs:
+        return "by argument (shape rule)";
+    }
+    return "";
+  };
+  for (const OpSchema& s : Table()) {
+    if (!s.backward_of.empty()) continue;
+    const int view = s.ViewOf();
+    absl::StrAppend(&out, "| `", s.target, "` | `", s.signature, "` | ",
+                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ",
+                    dtype(s), " | ", Cell(s.used_for), " | ", Cell(s.saved), " | ",
+                    Cell(s.backward), " | ", Cell(s.notes), " |\n");
+  }
+  absl::StrAppend(&out,
+                  "\nOnly in backward graphs:\n\n"
+                  "| target | schema | alias | dtype | from the backward of |\n"
+                  "|---|---|---|---|---|\n");
+  for (const OpSchema& s : Table()) {
+    if (s.backward_of.empty()) continue;
+    const int view = s.ViewOf();
+    absl::StrAppend(&out, "| `", s.target, "` | `", s.signature, "` | ",
+                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ",
+                    dtype(s), " | ", s.backward_of, " |\n");
+  }
+  return out;
+}
+
+}  // namespace overlap
