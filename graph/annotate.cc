@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "graph/text.h"
 
@@ -264,8 +265,20 @@ Totals Sum(const std::vector<TensorType>& types) {
   return t;
 }
 
-// Argument i, or the keyword argument `key` when there are not that many positional ones.
+// Argument `key` of a declared operator, through its schema (graph/op_schema.h): given by
+// position or keyword, else its default. The estimate covers any PyTorch graph, so for an
+// operator the schema does not declare: position i, else the keyword `key`.
 const Value* Arg(const Node& n, size_t i, absl::string_view key) {
+  if (const OpSchema* s = FindOpSchema(n.target()); s != nullptr) {
+    const int pos = s->Position(key);
+    if (pos < 0) return nullptr;
+    if (pos < static_cast<int>(n.args().size())) return &n.args()[pos];
+    for (const auto& [k, v] : n.kwargs()) {
+      if (k == key) return &v;
+    }
+    const std::optional<Value>& d = s->arg(pos).default_value;
+    return d ? &*d : nullptr;
+  }
   if (i < n.args().size()) return &n.args()[i];
   for (const auto& [k, v] : n.kwargs()) {
     if (k == key) return &v;

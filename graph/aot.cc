@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "graph/status_macros.h"
 #include "graph/text.h"
@@ -40,49 +41,9 @@ const absl::flat_hash_set<std::string>& NonDifferentiable() {
   return *s;
 }
 
-// Every target with a formula below (docs/ops.md lists them with their backward ops).
-const absl::flat_hash_set<std::string>& Formulas() {
-  static const auto* s = new absl::flat_hash_set<std::string>{
-      "aten.t.default",
-      "aten.view.default",
-      "aten._unsafe_view.default",
-      "aten.reshape.default",
-      "aten.transpose.int",
-      "aten.unsqueeze.default",
-      "aten.expand.default",
-      "aten.clone.default",
-      "aten.flatten.using_ints",
-      "operator.getitem",
-      "aten.split.Tensor",
-      "aten.mm.default",
-      "aten.addmm.default",
-      "aten.add.Tensor",
-      "aten.mul.Tensor",
-      "aten.add.Scalar",
-      "aten.pow.Tensor_Scalar",
-      "aten.rsqrt.default",
-      "aten.mean.dim",
-      "aten.relu.default",
-      "aten.silu.default",
-      "aten.gelu.default",
-      "aten._softmax.default",
-      "aten._log_softmax.default",
-      "aten.native_layer_norm.default",
-      "aten.native_batch_norm.default",
-      "aten._scaled_dot_product_flash_attention.default",
-      "aten.topk.default",
-      "aten.max_pool2d_with_indices.default",
-      "aten.nll_loss_forward.default",
-      "aten.mse_loss.default",
-      "aten.embedding.default",
-      "aten.convolution.default",
-      "aten.index_select.default",
-      "aten.index_add.default",
-      "aten.index_add_.default",
-      "aten.slice.Tensor",
-  };
-  return *s;
-}
+// Every target with a formula (AotBuilder::FormulaTable, below; docs/ops.md lists each with its
+// backward ops), and operator.getitem.
+const absl::flat_hash_set<std::string>& Formulas();
 
 // How a backward node's device_time is estimated.
 struct Cost {
@@ -452,385 +413,498 @@ class AotBuilder {
   // The gradient flowing into forward node `id` (a tensor result).
   NodeId G(NodeId id) const { return grad_.at(id); }
 
-  // ---- the formulas (docs/ops.md) ------------------------------------------------------
+  // ---- the formulas (docs/ops.md's backward column), one per operator -------------------
 
+  // What a formula reads: the forward node and its arguments by name, through its
+  // operator's schema (graph/op_schema.h).
+  struct Call {
+    NodeId id;
+    const Node& n;
+    const OpArgs& a;
+    // The node the argument `name` references; kNoNode for None or a constant.
+    NodeId Ref(absl::string_view name) const {
+      const Value* v = a.Get(name);
+      return v != nullptr && v->is_ref() ? v->as_ref() : kNoNode;
+    }
+    // The argument as given, else the schema's default, else None.
+    Value Arg(absl::string_view name) const {
+      const Value* v = a.Get(name);
+      return v != nullptr ? *v : Value();
+    }
+    // An int argument; `fallback` for None (slice's end: the dimension's size).
+    int64_t Int(absl::string_view name, int64_t fallback) const {
+      const Value* v = a.Get(name);
+      return v != nullptr && v->kind() == Value::Kind::kInt ? v->as_int() : fallback;
+    }
+    // The first declared argument (self, input, weight, query): what most formulas
+    // differentiate.
+    NodeId First() const { return Ref(a.schema().arg(0).name); }
+    // alpha (add.Tensor, index_add) is 1 where a formula ignores it.
+    bool AlphaIsOne() const {
+      const Value* v = a.Get("alpha");
+      return v == nullptr || (v->kind() == Value::Kind::kInt && v->as_int() == 1) ||
+             (v->kind() == Value::Kind::kDouble && v->as_double() == 1.0);
+    }
+  };
+  using Formula = absl::Status (AotBuilder::*)(const Call&);
+
+ public:
+  // Every operator with a formula, by target.
+  static const absl::flat_hash_map<std::string, Formula>& FormulaTable() {
+    static const auto* table = new absl::flat_hash_map<std::string, Formula>{
+        {"aten.t.default", &AotBuilder::TBackward},
+        {"aten.view.default", &AotBuilder::ReshapeBackward},
+        {"aten._unsafe_view.default", &AotBuilder::ReshapeBackward},
+        {"aten.reshape.default", &AotBuilder::ReshapeBackward},
+        {"aten.flatten.using_ints", &AotBuilder::ReshapeBackward},
+        {"aten.transpose.int", &AotBuilder::TransposeBackward},
+        {"aten.unsqueeze.default", &AotBuilder::UnsqueezeBackward},
+        {"aten.expand.default", &AotBuilder::ExpandBackward},
+        {"aten.clone.default", &AotBuilder::IdentityBackward},
+        {"aten.add.Scalar", &AotBuilder::IdentityBackward},
+        {"aten.split.Tensor", &AotBuilder::SplitBackward},
+        {"aten.mm.default", &AotBuilder::MatmulBackward},
+        {"aten.addmm.default", &AotBuilder::MatmulBackward},
+        {"aten.add.Tensor", &AotBuilder::AddMulBackward},
+        {"aten.mul.Tensor", &AotBuilder::AddMulBackward},
+        {"aten.pow.Tensor_Scalar", &AotBuilder::PowBackward},
+        {"aten.rsqrt.default", &AotBuilder::RsqrtBackward},
+        {"aten.mean.dim", &AotBuilder::MeanBackward},
+        {"aten.relu.default", &AotBuilder::ReluBackward},
+        {"aten.sigmoid.default", &AotBuilder::SigmoidBackward},
+        {"aten.silu.default", &AotBuilder::ActivationBackward},
+        {"aten.gelu.default", &AotBuilder::ActivationBackward},
+        {"aten._softmax.default", &AotBuilder::SoftmaxBackward},
+        {"aten._log_softmax.default", &AotBuilder::SoftmaxBackward},
+        {"aten.native_layer_norm.default", &AotBuilder::LayerNormBackward},
+        {"aten.native_batch_norm.default", &AotBuilder::BatchNormBackward},
+        {"aten._scaled_dot_product_flash_attention.default", &AotBuilder::AttentionBackward},
+        {"aten.topk.default", &AotBuilder::TopkBackward},
+        {"aten.max_pool2d_with_indices.default", &AotBuilder::MaxPoolBackward},
+        {"aten.nll_loss_forward.default", &AotBuilder::NllLossBackward},
+        {"aten.mse_loss.default", &AotBuilder::MseLossBackward},
+        {"aten.embedding.default", &AotBuilder::EmbeddingBackward},
+        {"aten.convolution.default", &AotBuilder::ConvolutionBackward},
+        {"aten.index_select.default", &AotBuilder::IndexSelectBackward},
+        {"aten.index_add.default", &AotBuilder::IndexAddBackward},
+        {"aten.index_add_.default", &AotBuilder::IndexAddBackward},
+        {"aten.slice.Tensor", &AotBuilder::SliceBackward},
+    };
+    return *table;
+  }
+
+ private:
   absl::Status Differentiate(NodeId id) {
     const Node& n = f_.node(id);
-    const std::string& t = n.target();
-    auto ref = [&](int i) -> NodeId {
-      return i < static_cast<int>(n.args().size()) && n.args()[i].is_ref() ? n.args()[i].as_ref()
-                                                                           : kNoNode;
-    };
-    auto int_arg = [&](int i, int64_t fallback) -> int64_t {
-      return i < static_cast<int>(n.args().size()) && n.args()[i].kind() == Value::Kind::kInt
-                 ? n.args()[i].as_int()
-                 : fallback;
-    };
-    auto arg = [&](int i) -> Value {
-      return i < static_cast<int>(n.args().size()) ? n.args()[i] : Value();
-    };
-    if (!Formulas().contains(t)) {
+    if (n.target() == "operator.getitem") {  // not an ATen operator: (tuple, index)
+      const Value* tuple = n.args().empty() ? nullptr : &n.args()[0];
+      const int64_t i =
+          n.args().size() > 1 && n.args()[1].kind() == Value::Kind::kInt ? n.args()[1].as_int() : 0;
+      return AccumulateElem(tuple != nullptr && tuple->is_ref() ? tuple->as_ref() : kNoNode,
+                            static_cast<int>(i), G(id));
+    }
+    auto it = FormulaTable().find(n.target());
+    if (it == FormulaTable().end()) {
       return Error(n, "has no backward formula (docs/ops.md) but lies on a gradient path");
     }
-    const NodeId x = ref(0);
-    if (t == "operator.getitem") {
-      return AccumulateElem(x, static_cast<int>(int_arg(1, 0)), G(id));
-    }
-    if (t == "aten.t.default") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, T(G(id)));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.view.default" || t == "aten._unsafe_view.default" ||
-        t == "aten.reshape.default" || t == "aten.flatten.using_ints") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Reshape(G(id), xt.shape));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.transpose.int") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
-                               Emit(t, {Value::Ref(G(id)), arg(1), arg(2)}, {}, Cost::Alias()));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.unsqueeze.default") {
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g, Emit("aten.squeeze.dim", {Value::Ref(G(id)), arg(1)}, {}, Cost::Alias()));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.expand.default") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, SumTo(G(id), xt.shape));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.clone.default" || t == "aten.add.Scalar") return Accumulate(x, G(id));
-    if (t == "aten.split.Tensor") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      const Types parts = StatedTypes(n);
-      const int64_t dim = int_arg(2, 0) < 0 ? int_arg(2, 0) + xt.shape.size() : int_arg(2, 0);
-      std::vector<Value> pieces;
-      for (int i = 0; i < static_cast<int>(parts.size()); ++i) {
-        std::optional<NodeId> gi = ElemGrad(id, i);
-        if (!gi) {
-          OVERLAP_ASSIGN_OR_RETURN(
-              NodeId z,
-              Emit("aten.new_zeros.default", {Value::Ref(x_first_grad(id)), Ints(parts[i].shape)}));
-          gi = z;
-        }
-        pieces.push_back(Value::Ref(*gi));
-      }
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g, Emit("aten.cat.default", {Value::List(std::move(pieces)), Value::Int(dim)}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.mm.default" || t == "aten.addmm.default") {
-      const bool add = t == "aten.addmm.default";
-      const NodeId a = ref(add ? 1 : 0), b = ref(add ? 2 : 1);
-      if (add && Needs(ref(0))) {
-        OVERLAP_ASSIGN_OR_RETURN(TensorType bt, TypeOf(ref(0)));
-        OVERLAP_ASSIGN_OR_RETURN(NodeId gb, SumTo(G(id), bt.shape));
-        OVERLAP_RETURN_IF_ERROR(Accumulate(ref(0), gb));
-      }
-      if (Needs(a)) {  // dA = dY B^T
-        OVERLAP_ASSIGN_OR_RETURN(NodeId bb, Use(b));
-        OVERLAP_ASSIGN_OR_RETURN(NodeId bt, T(bb));
+    OVERLAP_ASSIGN_OR_RETURN(const OpArgs a, OpArgs::Bind(n));
+    return (this->*(it->second))(Call{id, n, a});
+  }
+
+  absl::Status TBackward(const Call& c) {
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, T(G(c.id)));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status ReshapeBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Reshape(G(c.id), xt.shape));
+    return Accumulate(x, g);
+  }
+
+  absl::Status TransposeBackward(const Call& c) {
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g,
+        Emit(c.n.target(), {Value::Ref(G(c.id)), c.Arg("dim0"), c.Arg("dim1")}, {}, Cost::Alias()));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status UnsqueezeBackward(const Call& c) {
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.squeeze.dim", {Value::Ref(G(c.id)), c.Arg("dim")}, {}, Cost::Alias()));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status ExpandBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, SumTo(G(c.id), xt.shape));
+    return Accumulate(x, g);
+  }
+
+  absl::Status IdentityBackward(const Call& c) { return Accumulate(c.First(), G(c.id)); }
+
+  absl::Status SplitBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const Types parts = StatedTypes(c.n);
+    const int64_t d = c.Int("dim", 0);
+    const int64_t dim = d < 0 ? d + static_cast<int64_t>(xt.shape.size()) : d;
+    std::vector<Value> pieces;
+    for (int i = 0; i < static_cast<int>(parts.size()); ++i) {
+      std::optional<NodeId> gi = ElemGrad(c.id, i);
+      if (!gi) {
         OVERLAP_ASSIGN_OR_RETURN(
-            NodeId ga,
-            Emit("aten.mm.default", {Value::Ref(G(id)), Value::Ref(bt)}, {}, Cost::Matmul()));
-        OVERLAP_RETURN_IF_ERROR(Accumulate(a, ga));
+            NodeId z,
+            Emit("aten.new_zeros.default", {Value::Ref(x_first_grad(c.id)), Ints(parts[i].shape)}));
+        gi = z;
       }
-      if (Needs(b)) {  // dB = A^T dY
-        OVERLAP_ASSIGN_OR_RETURN(NodeId ab, Use(a));
-        OVERLAP_ASSIGN_OR_RETURN(NodeId at, T(ab));
+      pieces.push_back(Value::Ref(*gi));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.cat.default", {Value::List(std::move(pieces)), Value::Int(dim)}));
+    return Accumulate(x, g);
+  }
+
+  // mm(self, mat2) and addmm(self = bias, mat1, mat2): dA = dY B^T, dB = A^T dY, and the
+  // bias the gradient summed to its shape.
+  absl::Status MatmulBackward(const Call& c) {
+    const bool add = c.n.target() == "aten.addmm.default";
+    const NodeId a = c.Ref(add ? "mat1" : "self"), b = c.Ref(add ? "mat2" : "mat2");
+    const NodeId g = G(c.id);
+    if (add && Needs(c.Ref("self"))) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType bt, TypeOf(c.Ref("self")));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId gb, SumTo(g, bt.shape));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(c.Ref("self"), gb));
+    }
+    if (Needs(a)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId bb, Use(b));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId bt, T(bb));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId ga, Emit("aten.mm.default", {Value::Ref(g), Value::Ref(bt)}, {}, Cost::Matmul()));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(a, ga));
+    }
+    if (Needs(b)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId ab, Use(a));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId at, T(ab));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId gb, Emit("aten.mm.default", {Value::Ref(at), Value::Ref(g)}, {}, Cost::Matmul()));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(b, gb));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddMulBackward(const Call& c) {
+    if (!c.AlphaIsOne()) return Error(c.n, "alpha other than 1 has no formula here (docs/ops.md)");
+    const bool mul = c.n.target() == "aten.mul.Tensor";
+    const NodeId a = c.Ref("self"), b = c.Ref("other");
+    if (b == kNoNode) return Error(c.n, "a scalar operand has no formula here (docs/ops.md)");
+    for (auto [self, other] : {std::pair{a, b}, std::pair{b, a}}) {
+      if (!Needs(self)) continue;
+      NodeId g = G(c.id);
+      if (mul) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId o, Use(other));
+        OVERLAP_ASSIGN_OR_RETURN(g, Mul(g, o));
+      }
+      OVERLAP_ASSIGN_OR_RETURN(TensorType st, TypeOf(self));
+      OVERLAP_ASSIGN_OR_RETURN(g, SumTo(g, st.shape));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(self, g));  // x * x: two contributions, 2 x g
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PowBackward(const Call& c) {  // d/dx x^e = e x^(e-1)
+    const NodeId x = c.First();
+    const Value e = c.Arg("exponent");
+    const double exponent = e.kind() == Value::Kind::kInt      ? static_cast<double>(e.as_int())
+                            : e.kind() == Value::Kind::kDouble ? e.as_double()
+                                                               : 0.0;
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    NodeId base = xb;
+    if (exponent != 2.0) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          base, Emit("aten.pow.Tensor_Scalar", {Value::Ref(xb), Value::Double(exponent - 1)}));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId d,
+                             Emit("aten.mul.Scalar", {Value::Ref(base), Value::Double(exponent)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(c.id), d));
+    return Accumulate(x, g);
+  }
+
+  absl::Status RsqrtBackward(const Call& c) {  // d/dx x^-1/2 = -1/2 y^3 with y = rsqrt(x)
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId p,
+                             Emit("aten.pow.Tensor_Scalar", {Value::Ref(y), Value::Int(3)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId d,
+                             Emit("aten.mul.Scalar", {Value::Ref(p), Value::Double(-0.5)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(c.id), d));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status MeanBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const Value dims_v = c.Arg("dim");
+    const Value keep_v = c.Arg("keepdim");
+    const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
+    std::vector<int64_t> dims;
+    if (dims_v.kind() == Value::Kind::kList) {
+      for (const Value& d : dims_v.items()) {
+        dims.push_back(d.as_int() < 0 ? d.as_int() + xt.shape.size() : d.as_int());
+      }
+    }
+    if (dims.empty()) {
+      for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
+    }
+    std::sort(dims.begin(), dims.end());
+    int64_t count = 1;
+    for (int64_t d : dims) count *= xt.shape[d];
+    NodeId g = G(c.id);
+    if (!keep) {
+      for (int64_t d : dims) {
         OVERLAP_ASSIGN_OR_RETURN(
-            NodeId gb,
-            Emit("aten.mm.default", {Value::Ref(at), Value::Ref(G(id))}, {}, Cost::Matmul()));
-        OVERLAP_RETURN_IF_ERROR(Accumulate(b, gb));
-      }
-      return absl::OkStatus();
-    }
-    for (const auto& [key, val] : n.kwargs()) {
-      if (key == "alpha" && !(val.kind() == Value::Kind::kInt && val.as_int() == 1)) {
-        return Error(n, "alpha other than 1 has no formula here (docs/ops.md)");
+            g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
       }
     }
-    if (t == "aten.add.Tensor" || t == "aten.mul.Tensor") {
-      const bool mul = t == "aten.mul.Tensor";
-      const NodeId a = ref(0), b = ref(1);
-      if (b == kNoNode) {
-        return Error(n, "a scalar operand has no formula here (docs/ops.md)");
-      }
-      for (auto [self, other] : {std::pair{a, b}, std::pair{b, a}}) {
-        if (!Needs(self)) continue;
-        NodeId g = G(id);
-        if (mul) {
-          OVERLAP_ASSIGN_OR_RETURN(NodeId o, Use(other));
-          OVERLAP_ASSIGN_OR_RETURN(g, Mul(g, o));
-        }
-        OVERLAP_ASSIGN_OR_RETURN(TensorType st, TypeOf(self));
-        OVERLAP_ASSIGN_OR_RETURN(g, SumTo(g, st.shape));
-        OVERLAP_RETURN_IF_ERROR(Accumulate(self, g));  // x * x: two contributions, 2 x g
-      }
-      return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(
+        g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
+    OVERLAP_ASSIGN_OR_RETURN(
+        g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status ReluBackward(const Call& c) {
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.threshold_backward.default",
+                                            {Value::Ref(G(c.id)), Value::Ref(y), Value::Int(0)}));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status SigmoidBackward(const Call& c) {  // written in its result: y (1 - y)
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.sigmoid_backward.default", {Value::Ref(G(c.id)), Value::Ref(y)}));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status ActivationBackward(const Call& c) {  // silu, gelu: written in their input
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    const bool silu = c.n.target() == "aten.silu.default";
+    ValueDict kw;  // gelu's approximation, passed on as the forward wrote it
+    for (const auto& [key, value] : c.n.kwargs()) {
+      if (!silu && key == "approximate") kw.emplace_back(key, value);
     }
-    if (t == "aten.pow.Tensor_Scalar") {  // d/dx x^e = e x^(e-1)
-      const Value e = arg(1);
-      const double exponent = e.kind() == Value::Kind::kInt      ? static_cast<double>(e.as_int())
-                              : e.kind() == Value::Kind::kDouble ? e.as_double()
-                                                                 : 0.0;
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      NodeId base = xb;
-      if (exponent != 2.0) {
-        OVERLAP_ASSIGN_OR_RETURN(
-            base, Emit("aten.pow.Tensor_Scalar", {Value::Ref(xb), Value::Double(exponent - 1)}));
-      }
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId d, Emit("aten.mul.Scalar", {Value::Ref(base), Value::Double(exponent)}));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(id), d));
-      return Accumulate(x, g);
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit(silu ? "aten.silu_backward.default" : "aten.gelu_backward.default",
+                       {Value::Ref(G(c.id)), Value::Ref(xb)}, std::move(kw)));
+    return Accumulate(x, g);
+  }
+
+  absl::Status SoftmaxBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(c.n.target() == "aten._softmax.default"
+                                                ? "aten._softmax_backward_data.default"
+                                                : "aten._log_softmax_backward_data.default",
+                                            {Value::Ref(G(c.id)), Value::Ref(y), c.Arg("dim"),
+                                             Value::String("torch." + xt.dtype)}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status LayerNormBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.Ref("input"), w = c.Ref("weight"), b = c.Ref("bias");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId rstd, ElemUse(c.id, 2));
+    OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
+    OVERLAP_ASSIGN_OR_RETURN(Value bv, OptionalUse(b));
+    const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
+    OVERLAP_ASSIGN_OR_RETURN(NodeId r,
+                             Emit("aten.native_layer_norm_backward.default",
+                                  {Value::Ref(*g0), Value::Ref(xb), c.Arg("normalized_shape"),
+                                   Value::Ref(mean), Value::Ref(rstd), wv, bv, Mask(mask)},
+                                  {}, Cost::Scaled(2.0), c.id));
+    return Spread(r, mask, {x, w, b});
+  }
+
+  absl::Status BatchNormBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.Ref("input"), w = c.Ref("weight"), b = c.Ref("bias");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId invstd, ElemUse(c.id, 2));
+    OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
+    // Evaluation mode normalizes with the running statistics: the backward reads them.
+    OVERLAP_ASSIGN_OR_RETURN(Value running_mean, OptionalUse(c.Ref("running_mean")));
+    OVERLAP_ASSIGN_OR_RETURN(Value running_var, OptionalUse(c.Ref("running_var")));
+    const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
+    OVERLAP_ASSIGN_OR_RETURN(NodeId r, Emit("aten.native_batch_norm_backward.default",
+                                            {Value::Ref(*g0), Value::Ref(xb), wv, running_mean,
+                                             running_var, Value::Ref(mean), Value::Ref(invstd),
+                                             c.Arg("training"), c.Arg("eps"), Mask(mask)},
+                                            {}, Cost::Scaled(2.0), c.id));
+    return Spread(r, mask, {x, w, b});
+  }
+
+  absl::Status AttentionBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId q = c.Ref("query"), k = c.Ref("key"), v = c.Ref("value");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId qb, Use(q));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId kb, Use(k));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId vb, Use(v));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId out, ElemUse(c.id, 0));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId lse, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType qt, TypeOf(q));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType kt, TypeOf(k));
+    ValueDict kw;
+    if (!c.a.IsNone("scale")) kw.emplace_back("scale", c.Arg("scale"));
+    // cum_seq_q / cum_seq_k / philox_seed / philox_offset: None (dense batches, no dropout);
+    // max_q / max_k: the sequence lengths.
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId r,
+        Emit("aten._scaled_dot_product_flash_attention_backward.default",
+             {Value::Ref(*g0), Value::Ref(qb), Value::Ref(kb), Value::Ref(vb), Value::Ref(out),
+              Value::Ref(lse), Value(), Value(), Value::Int(qt.shape[2]), Value::Int(kt.shape[2]),
+              c.Arg("dropout_p"), c.Arg("is_causal"), Value(), Value()},
+             std::move(kw), Cost::Scaled(2.5), c.id));
+    const bool mask[3] = {Needs(q), Needs(k), Needs(v)};
+    return Spread(r, mask, {q, k, v});
+  }
+
+  absl::Status TopkBackward(const Call& c) {  // values scatter back to where they came from
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                             Emit("aten.new_zeros.default", {Value::Ref(*g0), Ints(xt.shape)}));
+    const int64_t d = c.Int("dim", -1);
+    const int64_t dim = d < 0 ? d + static_cast<int64_t>(xt.shape.size()) : d;
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.scatter.src",
+                       {Value::Ref(z), Value::Int(dim), Value::Ref(idx), Value::Ref(*g0)}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status MaxPoolBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(c.id, 1));
+    std::vector<Value> args = {Value::Ref(*g0), Value::Ref(xb)};
+    for (const char* name : {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}) {
+      args.push_back(c.Arg(name));
     }
-    if (t == "aten.rsqrt.default") {  // d/dx x^-1/2 = -1/2 y^3 with y = rsqrt(x)
-      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId p,
-                               Emit("aten.pow.Tensor_Scalar", {Value::Ref(y), Value::Int(3)}));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId d,
-                               Emit("aten.mul.Scalar", {Value::Ref(p), Value::Double(-0.5)}));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(id), d));
-      return Accumulate(x, g);
+    args.push_back(Value::Ref(idx));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.max_pool2d_with_indices_backward.default",
+                                            std::move(args), {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(x, g);
+  }
+
+  absl::Status NllLossBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(c.Ref("target")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId total, ElemUse(c.id, 1));
+    // Class weights, when given, are read again.
+    OVERLAP_ASSIGN_OR_RETURN(Value weight, OptionalUse(c.Ref("weight")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                             Emit("aten.nll_loss_backward.default",
+                                  {Value::Ref(*g0), Value::Ref(xb), Value::Ref(target), weight,
+                                   c.Arg("reduction"), c.Arg("ignore_index"), Value::Ref(total)}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status MseLossBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(c.Ref("target")));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.mse_loss_backward.default", {Value::Ref(G(c.id)), Value::Ref(xb),
+                                                          Value::Ref(target), c.Arg("reduction")}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status EmbeddingBackward(const Call& c) {
+    const NodeId x = c.Ref("weight");
+    OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId ids, Use(c.Ref("indices")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                             Emit("aten.embedding_dense_backward.default",
+                                  {Value::Ref(G(c.id)), Value::Ref(ids), Value::Int(wt.shape[0]),
+                                   c.Arg("padding_idx"), c.Arg("scale_grad_by_freq")}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status ConvolutionBackward(const Call& c) {
+    const NodeId x = c.Ref("input"), w = c.Ref("weight"), b = c.Ref("bias");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
+    const bool mask[3] = {Needs(x), Needs(w), b != kNoNode && Needs(b)};
+    std::vector<Value> args = {
+        Value::Ref(G(c.id)), Value::Ref(xb), Value::Ref(wb),
+        b != kNoNode ? Ints({wt.shape[0]}) : Ints({0})};  // PyTorch's AOT graphs: [0]
+    for (const char* name :
+         {"stride", "padding", "dilation", "transposed", "output_padding", "groups"}) {
+      args.push_back(c.Arg(name));
     }
-    if (t == "aten.mean.dim") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      const Value dims_v = arg(1);
-      const Value keep_v = arg(2);
-      const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
-      std::vector<int64_t> dims;
-      if (dims_v.kind() == Value::Kind::kList) {
-        for (const Value& d : dims_v.items()) {
-          dims.push_back(d.as_int() < 0 ? d.as_int() + xt.shape.size() : d.as_int());
-        }
-      }
-      if (dims.empty()) {
-        for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
-      }
-      std::sort(dims.begin(), dims.end());
-      int64_t count = 1;
-      for (int64_t d : dims) count *= xt.shape[d];
-      NodeId g = G(id);
-      if (!keep) {
-        for (int64_t d : dims) {
-          OVERLAP_ASSIGN_OR_RETURN(
-              g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
-        }
-      }
-      OVERLAP_ASSIGN_OR_RETURN(
-          g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
-      OVERLAP_ASSIGN_OR_RETURN(
-          g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.relu.default") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.threshold_backward.default",
-                                              {Value::Ref(G(id)), Value::Ref(y), Value::Int(0)}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.silu.default" || t == "aten.gelu.default") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      ValueDict kw;
-      for (const auto& [k, v] : n.kwargs()) {
-        if (k == "approximate") kw.emplace_back(k, v);
-      }
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
-                               Emit(t == "aten.silu.default" ? "aten.silu_backward.default"
-                                                             : "aten.gelu_backward.default",
-                                    {Value::Ref(G(id)), Value::Ref(xb)}, std::move(kw)));
-      return Accumulate(x, g);
-    }
-    if (t == "aten._softmax.default" || t == "aten._log_softmax.default") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(id));
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g,
-          Emit(t == "aten._softmax.default" ? "aten._softmax_backward_data.default"
-                                            : "aten._log_softmax_backward_data.default",
-               {Value::Ref(G(id)), Value::Ref(y), arg(1), Value::String("torch." + xt.dtype)}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.native_layer_norm.default") {
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      const NodeId w = ref(2), b = ref(3);
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId rstd, ElemUse(id, 2));
-      OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
-      OVERLAP_ASSIGN_OR_RETURN(Value bv, OptionalUse(b));
-      const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
-      OVERLAP_ASSIGN_OR_RETURN(NodeId r,
-                               Emit("aten.native_layer_norm_backward.default",
-                                    {Value::Ref(*g0), Value::Ref(xb), arg(1), Value::Ref(mean),
-                                     Value::Ref(rstd), wv, bv, Mask(mask)},
-                                    {}, Cost::Scaled(2.0), id));
-      return Spread(r, mask, {x, w, b});
-    }
-    if (t == "aten.native_batch_norm.default") {
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      const NodeId w = ref(1), b = ref(2);
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(id, 1));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId invstd, ElemUse(id, 2));
-      OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
-      // Evaluation mode normalizes with the running statistics: the backward reads them.
-      OVERLAP_ASSIGN_OR_RETURN(Value running_mean, OptionalUse(ref(3)));
-      OVERLAP_ASSIGN_OR_RETURN(Value running_var, OptionalUse(ref(4)));
-      const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId r, Emit("aten.native_batch_norm_backward.default",
-                         {Value::Ref(*g0), Value::Ref(xb), wv, running_mean, running_var,
-                          Value::Ref(mean), Value::Ref(invstd), arg(5), arg(7), Mask(mask)},
-                         {}, Cost::Scaled(2.0), id));
-      return Spread(r, mask, {x, w, b});
-    }
-    if (t == "aten._scaled_dot_product_flash_attention.default") {
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      const NodeId q = ref(0), k = ref(1), v = ref(2);
-      OVERLAP_ASSIGN_OR_RETURN(NodeId qb, Use(q));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId kb, Use(k));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId vb, Use(v));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId out, ElemUse(id, 0));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId lse, ElemUse(id, 1));
-      OVERLAP_ASSIGN_OR_RETURN(TensorType qt, TypeOf(q));
-      OVERLAP_ASSIGN_OR_RETURN(TensorType kt, TypeOf(k));
-      const Value dropout = arg(3).kind() == Value::Kind::kNone ? Value::Double(0.0) : arg(3);
-      const Value causal = arg(4).kind() == Value::Kind::kNone ? Value::Bool(false) : arg(4);
-      ValueDict kw;
-      for (const auto& [key, val] : n.kwargs()) {
-        if (key == "scale") kw.emplace_back(key, val);
-      }
-      // cum_seq_q / cum_seq_k / philox_seed / philox_offset: None (dense batches, no dropout);
-      // max_q / max_k: the sequence lengths.
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId r,
-          Emit("aten._scaled_dot_product_flash_attention_backward.default",
-               {Value::Ref(*g0), Value::Ref(qb), Value::Ref(kb), Value::Ref(vb), Value::Ref(out),
-                Value::Ref(lse), Value(), Value(), Value::Int(qt.shape[2]), Value::Int(kt.shape[2]),
-                dropout, causal, Value(), Value()},
-               std::move(kw), Cost::Scaled(2.5), id));
-      const bool mask[3] = {Needs(q), Needs(k), Needs(v)};
-      return Spread(r, mask, {q, k, v});
-    }
-    if (t == "aten.topk.default") {  // values scatter back to where they came from
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(id, 1));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId z,
-                               Emit("aten.new_zeros.default", {Value::Ref(*g0), Ints(xt.shape)}));
-      const int64_t dim = int_arg(2, -1) < 0 ? int_arg(2, -1) + xt.shape.size() : int_arg(2, -1);
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g, Emit("aten.scatter.src",
-                         {Value::Ref(z), Value::Int(dim), Value::Ref(idx), Value::Ref(*g0)}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.max_pool2d_with_indices.default") {
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(id, 1));
-      std::vector<Value> args = {Value::Ref(*g0), Value::Ref(xb)};
-      const Value defaults[5] = {Value::List({}), Value::List({}), Ints({0, 0}), Ints({1, 1}),
-                                 Value::Bool(false)};
-      for (int i = 1; i <= 5; ++i) {
-        args.push_back(i < static_cast<int>(n.args().size()) ? n.args()[i] : defaults[i - 1]);
-      }
-      args.push_back(Value::Ref(idx));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.max_pool2d_with_indices_backward.default",
-                                              std::move(args), {}, Cost::Scaled(1.0), id));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.nll_loss_forward.default") {
-      std::optional<NodeId> g0 = ElemGrad(id, 0);
-      if (!g0) return absl::OkStatus();
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId total, ElemUse(id, 1));
-      // Class weights, when given, are read again.
-      OVERLAP_ASSIGN_OR_RETURN(Value weight, OptionalUse(ref(2)));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.nll_loss_backward.default",
-                                              {Value::Ref(*g0), Value::Ref(xb), Value::Ref(target),
-                                               weight, arg(3), arg(4), Value::Ref(total)}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.mse_loss.default") {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId target, Use(ref(1)));
-      const Value reduction = arg(2).kind() == Value::Kind::kNone ? Value::Int(1) : arg(2);
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g, Emit("aten.mse_loss_backward.default",
-                         {Value::Ref(G(id)), Value::Ref(xb), Value::Ref(target), reduction}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.embedding.default") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId ids, Use(ref(1)));
-      const Value pad = arg(2).kind() == Value::Kind::kInt ? arg(2) : Value::Int(-1);
-      const Value freq = arg(3).kind() == Value::Kind::kBool ? arg(3) : Value::Bool(false);
-      OVERLAP_ASSIGN_OR_RETURN(
-          NodeId g, Emit("aten.embedding_dense_backward.default",
-                         {Value::Ref(G(id)), Value::Ref(ids), Value::Int(wt.shape[0]), pad, freq}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.convolution.default") {
-      const NodeId w = ref(1), b = ref(2);
-      OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
-      OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
-      const bool mask[3] = {Needs(x), Needs(w), b != kNoNode && Needs(b)};
-      std::vector<Value> args = {
-          Value::Ref(G(id)), Value::Ref(xb), Value::Ref(wb),
-          b != kNoNode ? Ints({wt.shape[0]}) : Ints({0})};  // PyTorch's AOT graphs: [0]
-      for (int i = 3; i <= 8; ++i) args.push_back(arg(i));
-      args.push_back(Mask(mask));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId r, Emit("aten.convolution_backward.default", std::move(args),
-                                              {}, Cost::Scaled(2.0), id));
-      return Spread(r, mask, {x, w, b});
-    }
-    if (t == "aten.index_select.default") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(ref(2)));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId z,
-                               Emit("aten.new_zeros.default", {Value::Ref(G(id)), Ints(xt.shape)}));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
-                               Emit("aten.index_add.default",
-                                    {Value::Ref(z), arg(1), Value::Ref(idx), Value::Ref(G(id))}));
-      return Accumulate(x, g);
-    }
-    if (t == "aten.index_add.default" || t == "aten.index_add_.default") {
-      OVERLAP_RETURN_IF_ERROR(Accumulate(x, G(id)));
-      const NodeId src = ref(3);
-      if (!Needs(src)) return absl::OkStatus();
-      OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(ref(2)));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.index_select.default",
-                                              {Value::Ref(G(id)), arg(1), Value::Ref(idx)}));
-      return Accumulate(src, g);
-    }
-    if (t == "aten.slice.Tensor") {
-      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-      // slice_backward takes no None: the defaults slice.Tensor's None stands for.
-      const int64_t dim = int_arg(1, 0);
-      const int64_t d = dim < 0 ? dim + static_cast<int64_t>(xt.shape.size()) : dim;
-      const int64_t end =
-          d >= 0 && d < static_cast<int64_t>(xt.shape.size()) ? xt.shape[d] : int64_t{0};
-      std::vector<Value> args = {Value::Ref(G(id)),
-                                 Ints(xt.shape),
-                                 Value::Int(dim),
-                                 Value::Int(int_arg(2, 0)),
-                                 Value::Int(int_arg(3, end)),
-                                 Value::Int(int_arg(4, 1))};
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_backward.default", std::move(args)));
-      return Accumulate(x, g);
-    }
-    return Error(n, "has no backward formula (docs/ops.md) but lies on a gradient path");
+    args.push_back(Mask(mask));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId r, Emit("aten.convolution_backward.default", std::move(args),
+                                            {}, Cost::Scaled(2.0), c.id));
+    return Spread(r, mask, {x, w, b});
+  }
+
+  absl::Status IndexSelectBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(c.Ref("index")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                             Emit("aten.new_zeros.default", {Value::Ref(G(c.id)), Ints(xt.shape)}));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.index_add.default",
+                       {Value::Ref(z), c.Arg("dim"), Value::Ref(idx), Value::Ref(G(c.id))}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status IndexAddBackward(const Call& c) {
+    if (!c.AlphaIsOne()) return Error(c.n, "alpha other than 1 has no formula here (docs/ops.md)");
+    OVERLAP_RETURN_IF_ERROR(Accumulate(c.First(), G(c.id)));
+    const NodeId src = c.Ref("source");
+    if (!Needs(src)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, Use(c.Ref("index")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.index_select.default",
+                                            {Value::Ref(G(c.id)), c.Arg("dim"), Value::Ref(idx)}));
+    return Accumulate(src, g);
+  }
+
+  absl::Status SliceBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    // slice_backward takes no None: the values slice.Tensor's None stands for.
+    const int64_t dim = c.Int("dim", 0);
+    const int64_t d = dim < 0 ? dim + static_cast<int64_t>(xt.shape.size()) : dim;
+    const int64_t end =
+        d >= 0 && d < static_cast<int64_t>(xt.shape.size()) ? xt.shape[d] : int64_t{0};
+    std::vector<Value> args = {Value::Ref(G(c.id)),
+                               Ints(xt.shape),
+                               Value::Int(dim),
+                               Value::Int(c.Int("start", 0)),
+                               Value::Int(c.Int("end", end)),
+                               Value::Int(c.Int("step", 1))};
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_backward.default", std::move(args)));
+    return Accumulate(x, g);
   }
 
   // split's missing pieces borrow any existing element gradient for new_zeros' dtype.
@@ -967,6 +1041,15 @@ class AotBuilder {
   absl::flat_hash_set<std::string> taken_;
   absl::flat_hash_map<std::string, int64_t> next_;
 };
+
+const absl::flat_hash_set<std::string>& Formulas() {
+  static const auto* s = [] {
+    auto* set = new absl::flat_hash_set<std::string>{"operator.getitem"};
+    for (const auto& [target, formula] : AotBuilder::FormulaTable()) set->insert(target);
+    return set;
+  }();
+  return *s;
+}
 
 }  // namespace
 

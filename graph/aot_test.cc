@@ -152,3 +152,43 @@ TEST(AotTest, WithoutALossTheTangentHasTheOutputsShape) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// The formulas read arguments by name through the schema: a convolution whose stride,
+// padding, ... come as keywords gets the same backward as one that passes them by position.
+TEST(AotTest, FormulasReadArgumentsByNameWhereverTheyAreGiven) {
+  const Graph positional = Lifted("resnet18", LossKind::kDefault, Preset::kTiny);
+  Graph keywords = positional;
+  static constexpr const char* kNames[] = {"stride",     "padding",        "dilation",
+                                           "transposed", "output_padding", "groups"};
+  int moved = 0;
+  for (NodeId id : keywords.order()) {
+    const Node& n = keywords.node(id);
+    if (n.target() != "aten.convolution.default" || n.args().size() != 9) continue;
+    std::vector<Value> args(n.args().begin(), n.args().begin() + 3);
+    ValueDict kwargs;
+    for (int i = 0; i < 6; ++i) kwargs.emplace_back(kNames[i], n.args()[3 + i]);
+    ASSERT_TRUE(keywords.SetArgs(id, std::move(args), std::move(kwargs)).ok());
+    ++moved;
+  }
+  ASSERT_GT(moved, 0);
+  absl::StatusOr<AotPair> a = BuildAotPair(positional);
+  absl::StatusOr<AotPair> b = BuildAotPair(keywords);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  auto backward_args = [](const Graph& g) {  // everything after grad_output, input, weight
+    std::vector<std::vector<Value>> out;
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      if (n.target() != "aten.convolution_backward.default") continue;
+      out.emplace_back(n.args().begin() + 3, n.args().end());
+    }
+    return out;
+  };
+  EXPECT_FALSE(backward_args(a->backward).empty());
+  EXPECT_EQ(backward_args(a->backward), backward_args(b->backward));
+}
+
+}  // namespace
+}  // namespace overlap

@@ -34,12 +34,12 @@ struct OpDecl {
 // kernels and, for a forward op, its backward formula; docs/ops.md's table is regenerated
 // (`bazel run //graph:ops_doc`).
 constexpr OpDecl kOps[] = {
-    {"aten.mm.default",
-     "mm(Tensor self, Tensor mat2) -> Tensor",
-     DtypeRule::kPromoted,
+    {"aten.mm.default", "mm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"linear layers without bias",
      /*saved=*/"`self` if `mat2` needs a gradient; `mat2` if `self` does",
-     /*backward=*/"`d_self = aten.mm.default(g, aten.t.default(mat2))`; `d_mat2 = aten.mm.default(aten.t.default(self), g)`",
+     /*backward=*/
+     "`d_self = aten.mm.default(g, aten.t.default(mat2))`; `d_mat2 = "
+     "aten.mm.default(aten.t.default(self), g)`",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.addmm.default",
@@ -47,35 +47,37 @@ constexpr OpDecl kOps[] = {
      DtypeRule::kPromoted,
      /*used_for=*/"linear layers (bias, input, weight^T)",
      /*saved=*/"as `mm` for `mat1`, `mat2`",
-     /*backward=*/"`d_self = aten.view.default(aten.sum.dim_IntList(g, [0], True), self.shape)`; `mat1`, `mat2` as `mm`",
+     /*backward=*/
+     "`d_self = aten.view.default(aten.sum.dim_IntList(g, [0], True), self.shape)`; `mat1`, `mat2` "
+     "as `mm`",
      /*notes=*/"`beta` / `alpha` are 1",
      /*backward_of=*/""},
-    {"aten.t.default",
-     "t(Tensor(a) self) -> Tensor(a)",
-     DtypeRule::kFirstTensor,
+    {"aten.t.default", "t(Tensor(a) self) -> Tensor(a)", DtypeRule::kFirstTensor,
      /*used_for=*/"weight transpose before `mm`",
      /*saved=*/"",
      /*backward=*/"`aten.t.default(g)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.view.default",
-     "view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+    {"aten.view.default", "view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"reshapes, flatten (lifted ResNet), logits / labels before the loss",
      /*saved=*/"",
-     /*backward=*/"`aten.view.default(g, self.shape)`, after `aten.clone.default(g, memory_format=torch.contiguous_format)` when `g` may be non-contiguous (a transpose, expand or slice, or a view of one: PyTorch's view backward is a reshape, which copies then)",
-     /*notes=*/"`_unsafe_view` and `reshape` have the same rule. A view keeps PyTorch's rule: it needs strides that allow one, and fails otherwise",
+     /*backward=*/
+     "`aten.view.default(g, self.shape)`, after `aten.clone.default(g, "
+     "memory_format=torch.contiguous_format)` when `g` may be non-contiguous (a transpose, expand "
+     "or slice, or a view of one: PyTorch's view backward is a reshape, which copies then)",
+     /*notes=*/
+     "`_unsafe_view` and `reshape` have the same rule. A view keeps PyTorch's rule: it needs "
+     "strides that allow one, and fails otherwise",
      /*backward_of=*/""},
-    {"aten._unsafe_view.default",
-     "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
+    {"aten._unsafe_view.default", "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"exported graphs: a reshape whose result PyTorch does not track as an alias",
      /*saved=*/"",
      /*backward=*/"as `view`",
      /*notes=*/"copies when `self` is not viewable; ours is a view where the layout allows",
      /*backward_of=*/""},
-    {"aten.reshape.default",
-     "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
+    {"aten.reshape.default", "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"exported graphs (torch.export): a reshape",
      /*saved=*/"",
@@ -90,32 +92,26 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.view.default(g, self.shape)`",
      /*notes=*/"gone in 2.x (`aten.view`)",
      /*backward_of=*/""},
-    {"aten.detach.default",
-     "detach(Tensor(a) self) -> Tensor(a)",
-     DtypeRule::kFirstTensor,
+    {"aten.detach.default", "detach(Tensor(a) self) -> Tensor(a)", DtypeRule::kFirstTensor,
      /*used_for=*/"exported backward graphs: saved values detached",
      /*saved=*/"",
      /*backward=*/"none",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.bmm.default",
-     "bmm(Tensor self, Tensor mat2) -> Tensor",
-     DtypeRule::kPromoted,
+    {"aten.bmm.default", "bmm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"batched products ([b, n, m] @ [b, m, p]: 1.13's attention)",
      /*saved=*/"both",
      /*backward=*/"`d_self = aten.bmm.default(g, mat2^T)`; `d_mat2 = aten.bmm.default(self^T, g)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.permute.default",
-     "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
+    {"aten.permute.default", "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"ViT's patches to tokens (exported)",
      /*saved=*/"",
      /*backward=*/"`aten.permute.default(g, inverse dims)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.select.int",
-     "select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
+    {"aten.select.int", "select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"ViT's class token (exported)",
      /*saved=*/"",
@@ -131,7 +127,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"zeros with `grad_output` at the slice",
      /*backward_of=*/""},
     {"aten.ones_like.default",
-     "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+     "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+     "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"masks built from a tensor's shape",
      /*saved=*/"",
@@ -139,7 +136,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.zeros_like.default",
-     "zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+     "zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+     "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE combine accumulator",
      /*saved=*/"",
@@ -154,40 +152,34 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.masked_fill.Scalar(g, mask, 0)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.triu.default",
-     "triu(Tensor self, int diagonal=0) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.triu.default", "triu(Tensor self, int diagonal=0) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"causal masks",
      /*saved=*/"",
      /*backward=*/"`aten.triu.default(g, diagonal)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.transpose.int",
-     "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+    {"aten.transpose.int", "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"heads to / from `[B, heads, S, head_dim]`",
      /*saved=*/"",
      /*backward=*/"`aten.transpose.int(g, dim0, dim1)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.unsqueeze.default",
-     "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)",
+    {"aten.unsqueeze.default", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"`repeat_kv` (grouped-query attention)",
      /*saved=*/"",
      /*backward=*/"`aten.squeeze.dim(g, dim)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.squeeze.dim",
-     "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)",
+    {"aten.squeeze.dim", "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`unsqueeze`"},
-    {"aten.squeeze.dims",
-     "squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)",
+    {"aten.squeeze.dims", "squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"exported graphs (PyTorch 2.x): removes the listed size-1 dimensions",
      /*saved=*/"",
@@ -199,11 +191,12 @@ constexpr OpDecl kOps[] = {
      DtypeRule::kFirstTensor,
      /*used_for=*/"`repeat_kv`",
      /*saved=*/"",
-     /*backward=*/"`aten.sum.dim_IntList(g, <expanded dims>, True)`, then `aten.view.default` if dimensions were added in front",
+     /*backward=*/
+     "`aten.sum.dim_IntList(g, <expanded dims>, True)`, then `aten.view.default` if dimensions "
+     "were added in front",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.clone.default",
-     "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+    {"aten.clone.default", "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"contiguous copies of transposed / expanded tensors",
      /*saved=*/"",
@@ -211,15 +204,33 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten._scaled_dot_product_flash_attention.default",
-     "_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp)",
+     "_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float "
+     "dropout_p=0.0, bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> "
+     "(Tensor output, Tensor logsumexp)",
      DtypeRule::kFromArgs,
      /*used_for=*/"causal attention; a tuple `(output, logsumexp)`",
      /*saved=*/"`query`, `key`, `value`, `output`, `logsumexp`",
-     /*backward=*/"`aten._scaled_dot_product_flash_attention_backward.default(g, query, key, value, output, logsumexp, None, None, max_q, max_k, dropout_p, is_causal, None, None, scale=)` -> `(d_query, d_key, d_value)`; `max_q` / `max_k` are the sequence lengths",
-     /*notes=*/"PyTorch returns 9 values: `(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask)` (`philox_seed, philox_offset` in earlier 2.x). For dense batches without dropout the last 7 are undefined, ints or unused, so our graphs carry `(output, logsumexp)`, and the backward gets None for `philox_seed` / `philox_offset` where PyTorch's AOT graphs pass the forward's elements 6 and 7 (non-optional tensors in the schema): a deliberate deviation; graphs exported from PyTorch 2.x would carry all 9 (not yet read here: torch 1.13, the exporter's, has no flash attention op). `logsumexp` is float32 whatever the input dtype. 1.13 had no flash attention op (the models would use `bmm` + `_softmax`)",
+     /*backward=*/
+     "`aten._scaled_dot_product_flash_attention_backward.default(g, query, key, value, output, "
+     "logsumexp, None, None, max_q, max_k, dropout_p, is_causal, None, None, scale=)` -> "
+     "`(d_query, d_key, d_value)`; `max_q` / `max_k` are the sequence lengths",
+     /*notes=*/
+     "PyTorch returns 9 values: `(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, "
+     "rng_state, unused, debug_attn_mask)` (`philox_seed, philox_offset` in earlier 2.x). For "
+     "dense batches without dropout the last 7 are undefined, ints or unused, so our graphs carry "
+     "`(output, logsumexp)`, and the backward gets None for `philox_seed` / `philox_offset` where "
+     "PyTorch's AOT graphs pass the forward's elements 6 and 7 (non-optional tensors in the "
+     "schema): a deliberate deviation; graphs exported from PyTorch 2.x would carry all 9 (not yet "
+     "read here: torch 1.13, the exporter's, has no flash attention op). `logsumexp` is float32 "
+     "whatever the input dtype. 1.13 had no flash attention op (the models would use `bmm` + "
+     "`_softmax`)",
      /*backward_of=*/""},
     {"aten._scaled_dot_product_flash_attention_backward.default",
-     "_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor? philox_seed, Tensor? philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
+     "_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, "
+     "Tensor value, Tensor out, Tensor logsumexp, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt "
+     "max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor? philox_seed, Tensor? "
+     "philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor "
+     "grad_value)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -231,19 +242,20 @@ constexpr OpDecl kOps[] = {
      DtypeRule::kFirstTensor,
      /*used_for=*/"GPT-2's fused QKV projection into q, k, v",
      /*saved=*/"",
-     /*backward=*/"`aten.cat.default([g_0, g_1, ...], dim)`; a piece without a gradient is `aten.new_zeros.default(g_i, piece.shape)`",
+     /*backward=*/
+     "`aten.cat.default([g_0, g_1, ...], dim)`; a piece without a gradient is "
+     "`aten.new_zeros.default(g_i, piece.shape)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.cat.default",
-     "cat(Tensor[] tensors, int dim=0) -> Tensor",
-     DtypeRule::kPromoted,
+    {"aten.cat.default", "cat(Tensor[] tensors, int dim=0) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`split.Tensor`"},
     {"aten.embedding.default",
-     "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+     "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
+     "scale_grad_by_freq=False, bool sparse=False) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"token / position embeddings",
      /*saved=*/"`indices` (not the weight)",
@@ -251,7 +263,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.embedding_dense_backward.default",
-     "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor",
+     "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt "
+     "padding_idx, bool scale_grad_by_freq) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -259,7 +272,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`embedding`"},
     {"aten.arange.default",
-     "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+     "bool? pin_memory=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"GPT-2 position ids",
      /*saved=*/"",
@@ -267,40 +281,44 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.native_layer_norm.default",
-     "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+     "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, "
+     "float eps) -> (Tensor, Tensor, Tensor)",
      DtypeRule::kFromArgs,
      /*used_for=*/"LayerNorm; a tuple `(out, mean, rstd)`",
      /*saved=*/"`input`, `mean`, `rstd`; reads `weight` and `bias` (primals)",
-     /*backward=*/"`aten.native_layer_norm_backward.default(g, input, normalized_shape, mean, rstd, weight, bias, [m])` -> `(d_input, d_weight, d_bias)`",
-     /*notes=*/"`mean` / `rstd` are float32 for bfloat16 / float16 inputs. PyTorch's backward takes `bias` too (only for its shape)",
+     /*backward=*/
+     "`aten.native_layer_norm_backward.default(g, input, normalized_shape, mean, rstd, weight, "
+     "bias, [m])` -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/
+     "`mean` / `rstd` are float32 for bfloat16 / float16 inputs. PyTorch's backward takes `bias` "
+     "too (only for its shape)",
      /*backward_of=*/""},
     {"aten.native_layer_norm_backward.default",
-     "native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     "native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor "
+     "mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, "
+     "Tensor)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`native_layer_norm`"},
-    {"aten.pow.Tensor_Scalar",
-     "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+    {"aten.pow.Tensor_Scalar", "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"RMSNorm's square",
      /*saved=*/"`self`",
-     /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(self, 2.0))` for exponent 2; otherwise `aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(self, e - 1), e))`",
+     /*backward=*/
+     "`aten.mul.Tensor(g, aten.mul.Scalar(self, 2.0))` for exponent 2; otherwise "
+     "`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(self, e - 1), e))`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.rsqrt.default",
-     "rsqrt(Tensor self) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.rsqrt.default", "rsqrt(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"RMSNorm",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(y, 3), -0.5))`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.relu.default",
-     "relu(Tensor self) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.relu.default", "relu(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"ReLU",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.threshold_backward.default(g, y, 0)`",
@@ -311,8 +329,12 @@ constexpr OpDecl kOps[] = {
      DtypeRule::kFirstTensor,
      /*used_for=*/"mobilenet_v2's ReLU6, `hardtanh(x, 0, 6)` (exported)",
      /*saved=*/"`self`",
-     /*backward=*/"`aten.hardtanh_backward.default(g, self, min_val, max_val)`: `g` strictly inside `(min_val, max_val)`, 0 on the bounds and outside",
-     /*notes=*/"exported graphs only: graph/aot.h has no backward rule for it (no built-in model uses it). NaN stays NaN",
+     /*backward=*/
+     "`aten.hardtanh_backward.default(g, self, min_val, max_val)`: `g` strictly inside `(min_val, "
+     "max_val)`, 0 on the bounds and outside",
+     /*notes=*/
+     "exported graphs only: graph/aot.h has no backward rule for it (no built-in model uses it). "
+     "NaN stays NaN",
      /*backward_of=*/""},
     {"aten.hardtanh_backward.default",
      "hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor",
@@ -322,81 +344,78 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`hardtanh` (exported graphs)"},
-    {"aten.silu.default",
-     "silu(Tensor self) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.silu.default", "silu(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"SwiGLU (LLaMA, MoE experts)",
      /*saved=*/"`self`",
      /*backward=*/"`aten.silu_backward.default(g, self)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.gelu.default",
-     "gelu(Tensor self, *, str approximate='none') -> Tensor",
+    {"aten.sigmoid.default", "sigmoid(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"gates: LSTM and GRU cells, EfficientNet's squeeze-and-excitation",
+     /*saved=*/"its result `y`",
+     /*backward=*/"`aten.sigmoid_backward.default(g, y)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.gelu.default", "gelu(Tensor self, *, str approximate='none') -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"GPT-2 MLP (`approximate='tanh'`)",
      /*saved=*/"`self`",
      /*backward=*/"`aten.gelu_backward.default(g, self, approximate=)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.neg.default",
-     "neg(Tensor self) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.neg.default", "neg(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"exported graphs: negation",
      /*saved=*/"",
      /*backward=*/"`aten.neg.default(g)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.add.Scalar",
-     "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+    {"aten.add.Scalar", "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"RMSNorm's `+ eps`",
      /*saved=*/"",
      /*backward=*/"`g` itself",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.mul.Scalar",
-     "mul.Scalar(Tensor self, Scalar other) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.mul.Scalar", "mul.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`pow.Tensor_Scalar`, `rsqrt`"},
-    {"aten.div.Scalar",
-     "div.Scalar(Tensor self, Scalar other) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.div.Scalar", "div.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`mean.dim`"},
-    {"aten.add.Tensor",
-     "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+    {"aten.add.Tensor", "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
      DtypeRule::kPromoted,
      /*used_for=*/"residual connections, embeddings + positions",
      /*saved=*/"",
      /*backward=*/"`g` to both, summed over broadcast dimensions as for `mul`",
-     /*notes=*/"gradients reaching one value from several uses are summed with `aten.add.Tensor`; an `alpha` other than 1 (here and in `index_add`) has no formula: refused",
+     /*notes=*/
+     "gradients reaching one value from several uses are summed with `aten.add.Tensor`; an `alpha` "
+     "other than 1 (here and in `index_add`) has no formula: refused",
      /*backward_of=*/""},
-    {"aten.sub.Tensor",
-     "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+    {"aten.sub.Tensor", "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
      DtypeRule::kPromoted,
      /*used_for=*/"exported graphs: subtraction",
      /*saved=*/"",
-     /*backward=*/"`d_self = g`, `d_other = aten.neg.default(g)`, each summed over broadcast dimensions as for `mul`",
+     /*backward=*/
+     "`d_self = g`, `d_other = aten.neg.default(g)`, each summed over broadcast dimensions as for "
+     "`mul`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.mul.Tensor",
-     "mul.Tensor(Tensor self, Tensor other) -> Tensor",
-     DtypeRule::kPromoted,
+    {"aten.mul.Tensor", "mul.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"RMSNorm (by rsqrt, by the weight), SwiGLU, MoE routing weights",
      /*saved=*/"`other` for `self`, `self` for `other`",
-     /*backward=*/"`d_self = aten.mul.Tensor(g, other)`, `d_other = aten.mul.Tensor(g, self)`, each summed over broadcast dimensions (`aten.sum.dim_IntList(.., dims, True)`, then `aten.view.default` to the input's shape)",
+     /*backward=*/
+     "`d_self = aten.mul.Tensor(g, other)`, `d_other = aten.mul.Tensor(g, self)`, each summed over "
+     "broadcast dimensions (`aten.sum.dim_IntList(.., dims, True)`, then `aten.view.default` to "
+     "the input's shape)",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.div.Tensor",
-     "div.Tensor(Tensor self, Tensor other) -> Tensor",
-     DtypeRule::kPromoted,
+    {"aten.div.Tensor", "div.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"scores / sqrt(d) in 1.13's attention (a 0-d divisor)",
      /*saved=*/"`other` (and `self` if `other` needs a gradient)",
      /*backward=*/"`aten.div.Tensor(g, other)`",
@@ -405,7 +424,9 @@ constexpr OpDecl kOps[] = {
     {"aten.div.Tensor_mode",
      "div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
      DtypeRule::kPromoted,
-     /*used_for=*/"MoE token dispatch: a sorted slot's token is `slot // top_k` (`rounding_mode='floor'` on int64)",
+     /*used_for=*/
+     "MoE token dispatch: a sorted slot's token is `slot // top_k` (`rounding_mode='floor'` on "
+     "int64)",
      /*saved=*/"",
      /*backward=*/"none (integers)",
      /*notes=*/"",
@@ -415,31 +436,35 @@ constexpr OpDecl kOps[] = {
      DtypeRule::kFromArgs,
      /*used_for=*/"RMSNorm's mean; ResNet's average pool",
      /*saved=*/"",
-     /*backward=*/"`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` the reduced elements; `aten.unsqueeze.default` first when `keepdim` is false",
+     /*backward=*/
+     "`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` the reduced elements; "
+     "`aten.unsqueeze.default` first when `keepdim` is false",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.sum.dim_IntList",
-     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+     "Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`addmm` (bias), `expand`, broadcasting `mul` / `add`"},
-    {"aten.sum.default",
-     "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+    {"aten.sum.default", "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"the exporter's default loss (`--loss sum`): every element summed to a scalar",
      /*saved=*/"",
      /*backward=*/"`aten.expand.default(g, self.shape)`",
-     /*notes=*/"exported graphs only (the built-in models' losses are `nll_loss` / `mse_loss`); `aten.mean.default` is the same with `1/N`",
+     /*notes=*/
+     "exported graphs only (the built-in models' losses are `nll_loss` / `mse_loss`); "
+     "`aten.mean.default` is the same with `1/N`",
      /*backward_of=*/""},
-    {"aten.mean.default",
-     "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+    {"aten.mean.default", "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"the exporter's default loss (the mean of the output)",
      /*saved=*/"",
-     /*backward=*/"`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` = `self.numel()`",
+     /*backward=*/
+     "`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` = `self.numel()`",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.gelu_backward.default",
@@ -450,14 +475,20 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`gelu`, `silu`"},
-    {"aten.silu_backward.default",
-     "silu_backward(Tensor grad_output, Tensor self) -> Tensor",
+    {"aten.silu_backward.default", "silu_backward(Tensor grad_output, Tensor self) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`gelu`, `silu`"},
+    {"aten.sigmoid_backward.default",
+     "sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`sigmoid`"},
     {"aten.threshold_backward.default",
      "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
      DtypeRule::kFirstTensor,
@@ -466,8 +497,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`relu`"},
-    {"aten._softmax.default",
-     "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+    {"aten._softmax.default", "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE router",
      /*saved=*/"its result `y`",
@@ -475,15 +505,15 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten._log_softmax.default",
-     "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
-     DtypeRule::kFromArgs,
+     "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", DtypeRule::kFromArgs,
      /*used_for=*/"cross-entropy",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten._log_softmax_backward_data.default(g, y, dim, self.dtype)`",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten._softmax_backward_data.default",
-     "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+     "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) "
+     "-> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"",
      /*saved=*/"",
@@ -491,7 +521,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`_softmax`, `_log_softmax`"},
     {"aten._log_softmax_backward_data.default",
-     "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+     "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType "
+     "input_dtype) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"",
      /*saved=*/"",
@@ -499,15 +530,15 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`_softmax`, `_log_softmax`"},
     {"aten.topk.default",
-     "topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
+     "topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor "
+     "values, Tensor indices)",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE router; a tuple `(values, indices)`",
      /*saved=*/"`indices`",
      /*backward=*/"`aten.scatter.src(aten.new_zeros.default(g, self.shape), dim, indices, g)`",
      /*notes=*/"`indices` are int64",
      /*backward_of=*/""},
-    {"aten.argsort.default",
-     "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
+    {"aten.argsort.default", "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE token dispatch",
      /*saved=*/"",
@@ -515,23 +546,26 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.slice.Tensor",
-     "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
+     "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
+     "-> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"MoE token dispatch (on indices)",
      /*saved=*/"",
-     /*backward=*/"`aten.slice_backward.default(g, self.shape, dim, start, end, step)` (never reached in the models: they slice integers)",
+     /*backward=*/
+     "`aten.slice_backward.default(g, self.shape, dim, start, end, step)` (never reached in the "
+     "models: they slice integers)",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.slice_backward.default",
-     "slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor",
+     "slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, "
+     "SymInt step) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`slice.Tensor`"},
-    {"aten.index_select.default",
-     "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+    {"aten.index_select.default", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"MoE token dispatch",
      /*saved=*/"`index`",
@@ -547,7 +581,8 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.index_add_.default",
-     "index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)",
+     "index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> "
+     "Tensor(a!)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"MoE combine, module style (as torch.fx traces it)",
      /*saved=*/"`index`",
@@ -555,15 +590,15 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.new_zeros.default",
-     "new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     "new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+     "Device? device=None, bool? pin_memory=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`topk`, `index_select`, `split` (a piece without a gradient)"},
-    {"aten.scatter.src",
-     "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+    {"aten.scatter.src", "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -571,15 +606,21 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`topk`"},
     {"aten.convolution.default",
-     "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+     "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+     "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"ResNet convolutions",
      /*saved=*/"`input`; reads `weight`",
-     /*backward=*/"`aten.convolution_backward.default(g, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, [m])`, `bias_sizes` `[out_channels]`, or `[0]` without a bias (as PyTorch's AOT graphs write it) -> `(d_input, d_weight, d_bias)`",
+     /*backward=*/
+     "`aten.convolution_backward.default(g, input, weight, bias_sizes, stride, padding, dilation, "
+     "transposed, output_padding, groups, [m])`, `bias_sizes` `[out_channels]`, or `[0]` without a "
+     "bias (as PyTorch's AOT graphs write it) -> `(d_input, d_weight, d_bias)`",
      /*notes=*/"transposed convolutions have no rule",
      /*backward_of=*/""},
     {"aten.convolution_backward.default",
-     "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
+     "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] "
+     "output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -587,15 +628,24 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`convolution`"},
     {"aten.native_batch_norm.default",
-     "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+     "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? "
+     "running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
      DtypeRule::kFromArgs,
      /*used_for=*/"ResNet batch norm (training); a tuple `(out, save_mean, save_invstd)`",
      /*saved=*/"`input`, `save_mean`, `save_invstd`; reads `weight`",
-     /*backward=*/"`aten.native_batch_norm_backward.default(g, input, weight, running_mean, running_var, save_mean, save_invstd, training, eps, [m])` (the running statistics are read when the forward has them: evaluation mode normalizes with them) -> `(d_input, d_weight, d_bias)`",
-     /*notes=*/"PyTorch 2.x AOT graphs show the forward as `aten._native_batch_norm_legit_functional` (which also returns the updated running statistics); we keep 1.13's `native_batch_norm` name and no running statistics (None)",
+     /*backward=*/
+     "`aten.native_batch_norm_backward.default(g, input, weight, running_mean, running_var, "
+     "save_mean, save_invstd, training, eps, [m])` (the running statistics are read when the "
+     "forward has them: evaluation mode normalizes with them) -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/
+     "PyTorch 2.x AOT graphs show the forward as `aten._native_batch_norm_legit_functional` (which "
+     "also returns the updated running statistics); we keep 1.13's `native_batch_norm` name and no "
+     "running statistics (None)",
      /*backward_of=*/""},
     {"aten.native_batch_norm_backward.default",
-     "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? "
+     "running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float "
+     "eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -603,15 +653,19 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`native_batch_norm`"},
     {"aten.max_pool2d_with_indices.default",
-     "max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+     "max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+     "int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
      DtypeRule::kFromArgs,
      /*used_for=*/"ResNet stem pooling; a tuple `(out, indices)`",
      /*saved=*/"`self`, `indices`",
-     /*backward=*/"`aten.max_pool2d_with_indices_backward.default(g, self, kernel_size, stride, padding, dilation, ceil_mode, indices)`",
+     /*backward=*/
+     "`aten.max_pool2d_with_indices_backward.default(g, self, kernel_size, stride, padding, "
+     "dilation, ceil_mode, indices)`",
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.max_pool2d_with_indices_backward.default",
-     "max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor",
+     "max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] "
+     "stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
@@ -627,25 +681,31 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.nll_loss_forward.default",
-     "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
+     "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt "
+     "ignore_index) -> (Tensor output, Tensor total_weight)",
      DtypeRule::kFirstTensor,
-     /*used_for=*/"cross-entropy (mean reduction, ignore_index -100); a tuple `(loss, total_weight)`",
+     /*used_for=*/
+     "cross-entropy (mean reduction, ignore_index -100); a tuple `(loss, total_weight)`",
      /*saved=*/"`self`, `target`, `total_weight`",
-     /*backward=*/"`aten.nll_loss_backward.default(g, self, target, weight, reduction, ignore_index, total_weight)`",
+     /*backward=*/
+     "`aten.nll_loss_backward.default(g, self, target, weight, reduction, ignore_index, "
+     "total_weight)`",
      /*notes=*/"AOTAutograd decomposes `F.cross_entropy` into these two ops",
      /*backward_of=*/""},
     {"aten.nll_loss_backward.default",
-     "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
+     "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int "
+     "reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
      DtypeRule::kFirstTensor,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`nll_loss_forward`"},
-    {"aten.mse_loss.default",
-     "mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor",
+    {"aten.mse_loss.default", "mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor",
      DtypeRule::kFirstTensor,
-     /*used_for=*/"MSE loss (mean); `reduction` is 0 (none), 1 (mean) or 2 (sum), anything else refused as ATen refuses it",
+     /*used_for=*/
+     "MSE loss (mean); `reduction` is 0 (none), 1 (mean) or 2 (sum), anything else refused as ATen "
+     "refuses it",
      /*saved=*/"`self`, `target`",
      /*backward=*/"`aten.mse_loss_backward.default(g, self, target, reduction)`",
      /*notes=*/"",
@@ -886,7 +946,8 @@ absl::StatusOr<OpSchema> ParseOpSchema(absl::string_view target, absl::string_vi
     ResultSchema res;
     absl::string_view text = r;
     const size_t space = text.rfind(' ');
-    if (space != absl::string_view::npos && text.substr(space + 1).find('(') == absl::string_view::npos &&
+    if (space != absl::string_view::npos &&
+        text.substr(space + 1).find('(') == absl::string_view::npos &&
         text.substr(space + 1).find('[') == absl::string_view::npos) {
       res.name = std::string(text.substr(space + 1));
       text = text.substr(0, space);
@@ -904,7 +965,8 @@ absl::StatusOr<OpSchema> ParseOpSchema(absl::string_view target, absl::string_vi
 absl::Span<const OpSchema> OpSchemas() { return Table(); }
 
 absl::Status VerifyOpSchemaTable() {
-  for (const OpDecl& d : kOps) OVERLAP_RETURN_IF_ERROR(ParseOpSchema(d.target, d.signature).status());
+  for (const OpDecl& d : kOps)
+    OVERLAP_RETURN_IF_ERROR(ParseOpSchema(d.target, d.signature).status());
   return absl::OkStatus();
 }
 
@@ -963,8 +1025,8 @@ bool OpArgs::IsNone(absl::string_view name) const {
 
 absl::Status OpArgs::Error(absl::string_view name, absl::string_view what) const {
   return absl::InvalidArgumentError(absl::StrCat("node \"", Printable(node_->name()), "\" (",
-                                                 Printable(node_->target()), "): argument `",
-                                                 name, "` ", what));
+                                                 Printable(node_->target()), "): argument `", name,
+                                                 "` ", what));
 }
 
 absl::StatusOr<std::string> WithOpsTable(absl::string_view page) {
@@ -996,9 +1058,9 @@ std::string OpsMarkdownTable() {
     if (!s.backward_of.empty()) continue;
     const int view = s.ViewOf();
     absl::StrAppend(&out, "| `", s.target, "` | `", s.signature, "` | ",
-                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ",
-                    dtype(s), " | ", Cell(s.used_for), " | ", Cell(s.saved), " | ",
-                    Cell(s.backward), " | ", Cell(s.notes), " |\n");
+                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ", dtype(s),
+                    " | ", Cell(s.used_for), " | ", Cell(s.saved), " | ", Cell(s.backward), " | ",
+                    Cell(s.notes), " |\n");
   }
   absl::StrAppend(&out,
                   "\nOnly in backward graphs:\n\n"
@@ -1008,8 +1070,8 @@ std::string OpsMarkdownTable() {
     if (s.backward_of.empty()) continue;
     const int view = s.ViewOf();
     absl::StrAppend(&out, "| `", s.target, "` | `", s.signature, "` | ",
-                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ",
-                    dtype(s), " | ", s.backward_of, " |\n");
+                    view >= 0 ? absl::StrCat("of `", s.args[view].name, "`") : "", " | ", dtype(s),
+                    " | ", s.backward_of, " |\n");
   }
   return out;
 }

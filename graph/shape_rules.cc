@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/op_schema.h"
 #include "graph/status_macros.h"
 #include "graph/text.h"
 
@@ -87,10 +88,35 @@ std::vector<TensorType> Masked(std::vector<TensorType> t, const std::vector<bool
   return t;
 }
 
-// A node's arguments, read by position or by the schema's keyword name.
+// operator.getitem is not an ATen operator: the one target read by a schema of its own.
+const OpSchema& GetItemSchema() {
+  static const OpSchema* s = [] {
+    auto* schema = new OpSchema();
+    schema->target = "operator.getitem";
+    schema->signature = "getitem(Any self, int index) -> Any";
+    schema->args.resize(2);
+    schema->args[0].name = "self";
+    schema->args[0].type = ArgType::kOther;
+    schema->args[1].name = "index";
+    schema->args[1].type = ArgType::kInt;
+    return schema;
+  }();
+  return *s;
+}
+
+// A node's arguments, read by name through its operator's schema (graph/op_schema.h): given
+// by position or keyword, else the declared default.
 class Args {
  public:
-  Args(const Graph& g, const Node& n) : g_(g), n_(n) {}
+  Args(const Graph& g, const Node& n)
+      : g_(g),
+        n_(n),
+        bound_(n.target() == "operator.getitem" ? OpArgs::Bind(n, GetItemSchema())
+                                                : OpArgs::Bind(n)) {}
+
+  // The schema's refusal of the node's arguments (undeclared target, unknown or surplus
+  // arguments), checked before any rule reads them.
+  absl::Status bound() const { return bound_.status(); }
 
   const Node& node() const { return n_; }
   const Graph& graph() const { return g_; }
@@ -100,17 +126,18 @@ class Args {
         absl::StrCat("node \"", n_.name(), "\" (", Printable(n_.target()), "): ", what));
   }
 
-  // The argument at position `i`, else the keyword `name`; nullptr when neither is given.
-  const Value* Get(int i, absl::string_view name) const {
-    if (i >= 0 && static_cast<size_t>(i) < n_.args().size()) return &n_.args()[i];
-    for (const auto& [k, v] : n_.kwargs()) {
-      if (k == name) return &v;
-    }
-    return nullptr;
+  // The argument `name`: given, else the schema's default; nullptr when neither.
+  const Value* Get(absl::string_view name) const {
+    return bound_.ok() ? bound_->Get(name) : nullptr;
   }
 
-  bool IsNone(int i, absl::string_view name) const {
-    const Value* v = Get(i, name);
+  // Whether the node's schema has an argument `name`.
+  bool Declares(absl::string_view name) const {
+    return bound_.ok() && bound_->schema().Position(name) >= 0;
+  }
+
+  bool IsNone(absl::string_view name) const {
+    const Value* v = Get(name);
     return v == nullptr || v->is_none();
   }
 
@@ -125,14 +152,14 @@ class Args {
     return t;
   }
 
-  absl::StatusOr<Types> Tuple(int i, absl::string_view name) const {
-    const Value* v = Get(i, name);
+  absl::StatusOr<Types> Tuple(absl::string_view name) const {
+    const Value* v = Get(name);
     if (v == nullptr) return Error(absl::StrCat("missing argument ", name));
     return TypesOf(*v, name);
   }
 
-  absl::StatusOr<TensorType> Tensor(int i, absl::string_view name) const {
-    OVERLAP_ASSIGN_OR_RETURN(Types t, Tuple(i, name));
+  absl::StatusOr<TensorType> Tensor(absl::string_view name) const {
+    OVERLAP_ASSIGN_OR_RETURN(Types t, Tuple(name));
     if (t.size() != 1) {
       return Error(absl::StrCat("argument ", name, " is a tuple of ", t.size(), ", not a tensor"));
     }
@@ -140,14 +167,14 @@ class Args {
   }
 
   // A tensor, or nullopt when the argument is absent or None.
-  absl::StatusOr<std::optional<TensorType>> OptionalTensor(int i, absl::string_view name) const {
-    if (IsNone(i, name)) return std::optional<TensorType>();
-    OVERLAP_ASSIGN_OR_RETURN(TensorType t, Tensor(i, name));
+  absl::StatusOr<std::optional<TensorType>> OptionalTensor(absl::string_view name) const {
+    if (IsNone(name)) return std::optional<TensorType>();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType t, Tensor(name));
     return std::optional<TensorType>(std::move(t));
   }
 
-  absl::StatusOr<Types> TensorList(int i, absl::string_view name) const {
-    const Value* v = Get(i, name);
+  absl::StatusOr<Types> TensorList(absl::string_view name) const {
+    const Value* v = Get(name);
     if (v == nullptr || v->kind() != Value::Kind::kList) {
       return Error(absl::StrCat("argument ", name, " is not a list of nodes"));
     }
@@ -160,9 +187,9 @@ class Args {
     return out;
   }
 
-  absl::StatusOr<int64_t> Int(int i, absl::string_view name,
+  absl::StatusOr<int64_t> Int(absl::string_view name,
                               std::optional<int64_t> fallback = std::nullopt) const {
-    const Value* v = Get(i, name);
+    const Value* v = Get(name);
     if (v == nullptr || v->is_none()) {
       if (fallback) return *fallback;
       return Error(absl::StrCat("missing argument ", name));
@@ -172,16 +199,16 @@ class Args {
     return Error(absl::StrCat("argument ", name, " is not an integer"));
   }
 
-  absl::StatusOr<double> Number(int i, absl::string_view name) const {
-    const Value* v = Get(i, name);
+  absl::StatusOr<double> Number(absl::string_view name) const {
+    const Value* v = Get(name);
     if (v != nullptr && v->kind() == Value::Kind::kInt) return static_cast<double>(v->as_int());
     if (v != nullptr && v->kind() == Value::Kind::kDouble) return v->as_double();
     return Error(absl::StrCat("argument ", name, " is not a number"));
   }
 
-  // A backward's output_mask at position `i` (default: every output).
-  absl::StatusOr<std::vector<bool>> Mask(int i) const {
-    const Value* v = Get(i, "output_mask");
+  // A backward's output_mask (default: every output).
+  absl::StatusOr<std::vector<bool>> Mask() const {
+    const Value* v = Get("output_mask");
     if (v == nullptr || v->is_none()) return std::vector<bool>{true, true, true};
     if (v->kind() != Value::Kind::kList) return Error("output_mask is not a list");
     std::vector<bool> out;
@@ -192,8 +219,8 @@ class Args {
     return out;
   }
 
-  absl::StatusOr<bool> Bool(int i, absl::string_view name, bool fallback) const {
-    const Value* v = Get(i, name);
+  absl::StatusOr<bool> Bool(absl::string_view name, bool fallback) const {
+    const Value* v = Get(name);
     if (v == nullptr || v->is_none()) return fallback;
     if (v->kind() == Value::Kind::kBool) return v->as_bool();
     if (v->kind() == Value::Kind::kInt) return v->as_int() != 0;
@@ -202,11 +229,14 @@ class Args {
 
   // A list of ints; a single int stands for a list of `repeat` copies of it (PyTorch's
   // int[2] arguments accept one int).
-  absl::StatusOr<std::vector<int64_t>> Ints(int i, absl::string_view name,
+  absl::StatusOr<std::vector<int64_t>> Ints(absl::string_view name,
                                             std::optional<std::vector<int64_t>> fallback = {},
                                             int repeat = 1) const {
-    const Value* v = Get(i, name);
-    if (v == nullptr || v->is_none()) {
+    const Value* v = Get(name);
+    // None, or an empty list where the caller says what that means (max_pool2d's stride=[]:
+    // the kernel size).
+    if (v == nullptr || v->is_none() ||
+        (fallback && v->kind() == Value::Kind::kList && v->items().empty())) {
       if (fallback) return *fallback;
       return Error(absl::StrCat("missing argument ", name));
     }
@@ -226,7 +256,7 @@ class Args {
 
   // An optional dtype keyword (`dtype=torch.float32`); empty when absent or None.
   std::string DtypeKwarg(absl::string_view name = "dtype") const {
-    const Value* v = Get(-1, name);
+    const Value* v = Get(name);
     if (v == nullptr || v->kind() != Value::Kind::kString) return "";
     return DtypeName(v->as_string());
   }
@@ -243,6 +273,7 @@ class Args {
  private:
   const Graph& g_;
   const Node& n_;
+  absl::StatusOr<OpArgs> bound_;
 };
 
 // Broadcasts two shapes (numpy rules).
@@ -271,44 +302,47 @@ absl::Status SameShape(const Args& a, const TensorType& x, const TensorType& y,
 // ---- rules ------------------------------------------------------------------------------
 
 Result Identity(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   const std::string d = a.DtypeKwarg();
   if (!d.empty()) x.dtype = d;
   return Types{x};
 }
 
 // grad_output-shaped results that also read `self` of the same shape (x_backward(grad, x)).
+// An activation's backward: grad_output and the forward's input (`self`) or, for a backward
+// written in the forward's result, its `output`; the gradient has grad_output's type.
 Result LikeGrad(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
-  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_output and self differ"));
+  const char* second = a.Declares("self") ? "self" : "output";
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(second));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, absl::StrCat("grad_output and ", second, " differ")));
   return Types{g};
 }
 
 Result Binary(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  const Value* other = a.Get(1, "other");
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  const Value* other = a.Get("other");
   if (other == nullptr) return a.Error("missing argument other");
   if (!other->is_ref()) {  // a Python scalar: keeps self's type (a float promotes an int)
     if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
     return Types{x};
   }
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
   OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
   return One(std::move(s), Promote(x.dtype, y.dtype));
 }
 
 Result ScalarOp(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  const Value* other = a.Get(1, "other");
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  const Value* other = a.Get("other");
   if (other == nullptr || other->is_ref()) return a.Error("argument other is not a number");
   if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
   return Types{x};
 }
 
 Result Mm(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("mat2"));
   if (x.shape.size() != 2 || y.shape.size() != 2 || x.shape[1] != y.shape[0]) {
     return a.Error(
         absl::StrCat("cannot multiply ", FormatShape(x.shape), " by ", FormatShape(y.shape)));
@@ -317,9 +351,9 @@ Result Mm(const Args& a) {
 }
 
 Result Addmm(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType bias, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "mat1"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(2, "mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType bias, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("mat1"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("mat2"));
   if (x.shape.size() != 2 || y.shape.size() != 2 || x.shape[1] != y.shape[0]) {
     return a.Error(
         absl::StrCat("cannot multiply ", FormatShape(x.shape), " by ", FormatShape(y.shape)));
@@ -331,15 +365,15 @@ Result Addmm(const Args& a) {
 }
 
 Result TRule(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   if (x.shape.size() > 2) return a.Error("t() takes a tensor of rank <= 2");
   std::reverse(x.shape.begin(), x.shape.end());
   return Types{x};
 }
 
 Result Bmm(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("mat2"));
   if (x.shape.size() != 3 || y.shape.size() != 3 || x.shape[0] != y.shape[0] ||
       x.shape[2] != y.shape[1]) {
     return a.Error(absl::StrCat("bmm of ", FormatShape(x.shape), " and ", FormatShape(y.shape)));
@@ -348,8 +382,8 @@ Result Bmm(const Args& a) {
 }
 
 Result PermuteRule(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dims"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dims"));
   if (dims.size() != x.shape.size()) return a.Error("dims should name every dimension");
   Shape out;
   for (int64_t d : dims) {
@@ -360,17 +394,19 @@ Result PermuteRule(const Args& a) {
 }
 
 Result SelectRule(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   if (x.shape.empty()) return a.Error("select of a 0-d tensor");
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   x.shape.erase(x.shape.begin() + d);
   return Types{x};
 }
 
+// view / _unsafe_view / _reshape_alias (`size`) and reshape (`shape`, ATen's name there).
 Result View(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size,
+                           a.Ints(a.node().target() == "aten.reshape.default" ? "shape" : "size"));
   int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < size.size(); ++i) {
@@ -396,10 +432,10 @@ Result View(const Args& a) {
 }
 
 Result Transpose(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   const int64_t r = x.shape.size();
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d0, a.Int(1, "dim0"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d1, a.Int(2, "dim1"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d0, a.Int("dim0"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d1, a.Int("dim1"));
   OVERLAP_ASSIGN_OR_RETURN(d0, a.Dim(d0, r, "dim0"));
   OVERLAP_ASSIGN_OR_RETURN(d1, a.Dim(d1, r, "dim1"));
   if (r > 0) std::swap(x.shape[d0], x.shape[d1]);
@@ -407,8 +443,8 @@ Result Transpose(const Args& a) {
 }
 
 Result Unsqueeze(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size() + 1, "dim"));
   x.shape.insert(x.shape.begin() + d, 1);
   return Types{x};
@@ -416,8 +452,8 @@ Result Unsqueeze(const Args& a) {
 
 // squeeze.dim (one int) and squeeze.dims (a list): each named size-1 dimension goes.
 Result SqueezeDim(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim"));
   std::vector<bool> drop(x.shape.size(), false);
   for (int64_t d : dims) {
     OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
@@ -432,8 +468,8 @@ Result SqueezeDim(const Args& a) {
 }
 
 Result Expand(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
   if (size.size() < x.shape.size()) return a.Error("size has fewer dimensions than self");
   const size_t lead = size.size() - x.shape.size();
   Shape out(size.size());
@@ -457,9 +493,9 @@ Result Expand(const Args& a) {
 // sum.dim_IntList / mean.dim: self, dim (None or [] = every dimension), keepdim, dtype.
 // sum.default / mean.default: self and the dtype keyword only, so every dimension.
 Result Reduce(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints(1, "dim", std::vector<int64_t>{}));
-  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool(2, "keepdim", false));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim", std::vector<int64_t>{}));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim", false));
   const int64_t r = x.shape.size();
   std::vector<char> reduced(r, dims.empty() ? 1 : 0);
   for (int64_t d : dims) {
@@ -480,28 +516,28 @@ Result Reduce(const Args& a) {
 }
 
 Result Softmax(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
-  OVERLAP_ASSIGN_OR_RETURN(bool half_to_float, a.Bool(2, "half_to_float", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool half_to_float, a.Bool("half_to_float", false));
   if (half_to_float) x.dtype = "float32";
   return Types{x};
 }
 
 // _softmax_backward_data / _log_softmax_backward_data(grad_output, output, dim, input_dtype).
 Result SoftmaxBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor(1, "output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("output"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, y, "grad_output and output differ"));
-  const Value* d = a.Get(3, "input_dtype");
+  const Value* d = a.Get("input_dtype");
   if (d != nullptr && d->kind() == Value::Kind::kString) g.dtype = DtypeName(d->as_string());
   return Types{g};
 }
 
 Result FlashAttention(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor(0, "query"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor(1, "key"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor(2, "value"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor("query"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor("key"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor("value"));
   if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4) {
     return a.Error("query, key and value must be [batch, heads, seq, head_dim]");
   }
@@ -516,11 +552,11 @@ Result FlashAttention(const Args& a) {
 }
 
 Result FlashAttentionBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor(1, "query"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor(2, "key"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor(3, "value"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType out, a.Tensor(4, "out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType q, a.Tensor("query"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType k, a.Tensor("key"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor("value"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType out, a.Tensor("out"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, out, "grad_out and out differ"));
   return Types{q, k, v};
 }
@@ -528,15 +564,15 @@ Result FlashAttentionBackward(const Args& a) {
 Result GetItem(const Args& a) {
   // Python indexing of a tensor or a size (module-style graphs: x[:, :d], x.shape[1]) is
   // not tuple access: no rule (counted as such, not checked).
-  const Value* index = a.Get(1, "index");
-  const Value* self = a.Get(0, "self");
+  const Value* index = a.Get("index");
+  const Value* self = a.Get("self");
   if (index == nullptr || index->kind() != Value::Kind::kInt || self == nullptr ||
       !self->is_ref() || a.graph().node(self->as_ref()).meta().has_shape ||
       StatedTypes(a.graph().node(self->as_ref())).empty()) {
     return absl::NotFoundError("getitem of a tensor or a size: no rule");
   }
-  OVERLAP_ASSIGN_OR_RETURN(Types t, a.Tuple(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t i, a.Int(1, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Types t, a.Tuple("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t i, a.Int("index"));
   if (i < 0) i += static_cast<int64_t>(t.size());
   if (i < 0 || i >= static_cast<int64_t>(t.size())) {
     return a.Error(absl::StrCat("index ", i, " is out of range for a tuple of ", t.size()));
@@ -545,9 +581,9 @@ Result GetItem(const Args& a) {
 }
 
 Result Split(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t size, a.Int(1, "split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(2, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t size, a.Int("split_size"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (size <= 0 || x.shape.empty()) return a.Error("split_size must be > 0 on a tensor");
   Types out;
@@ -561,9 +597,9 @@ Result Split(const Args& a) {
 }
 
 Result Cat(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList(0, "tensors"));
+  OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
   if (xs.empty()) return a.Error("cat of no tensors");
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size(), "dim"));
   TensorType out = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) {
@@ -582,8 +618,8 @@ Result Cat(const Args& a) {
 }
 
 Result Embedding(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(0, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor(1, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor("indices"));
   if (w.shape.size() != 2) return a.Error("weight must be [num_embeddings, dim]");
   if (IsFloating(ids.dtype)) return a.Error("indices must be integers");
   Shape out = ids.shape;
@@ -592,9 +628,9 @@ Result Embedding(const Args& a) {
 }
 
 Result EmbeddingBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor(1, "indices"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int(2, "num_weights"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor("indices"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int("num_weights"));
   Shape expect = ids.shape;
   if (g.shape.empty()) return a.Error("grad_output must end in the embedding dimension");
   expect.push_back(g.shape.back());
@@ -606,26 +642,24 @@ Result EmbeddingBackward(const Args& a) {
 }
 
 Result Arange(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int(0, "end"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int("end"));
   if (end < 0) return a.Error("end must be >= 0");
   std::string d = a.DtypeKwarg();
   return One({end}, d.empty() ? "int64" : d);
 }
 
 Result LayerNorm(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints(1, "normalized_shape"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints("normalized_shape"));
   if (norm.size() > x.shape.size() ||
       !std::equal(norm.begin(), norm.end(), x.shape.end() - norm.size())) {
     return a.Error(absl::StrCat("normalized_shape [", absl::StrJoin(norm, ", "),
                                 "] is not a suffix of ", FormatShape(x.shape)));
   }
-  for (int i : {2, 3}) {
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
-                             a.OptionalTensor(i, i == 2 ? "weight" : "bias"));
+  for (const char* name : {"weight", "bias"}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p, a.OptionalTensor(name));
     if (p && !std::equal(p->shape.begin(), p->shape.end(), norm.begin(), norm.end())) {
-      return a.Error(absl::StrCat(i == 2 ? "weight " : "bias ", FormatShape(p->shape),
-                                  " is not normalized_shape"));
+      return a.Error(absl::StrCat(name, " ", FormatShape(p->shape), " is not normalized_shape"));
     }
   }
   Shape stats = x.shape;
@@ -634,24 +668,23 @@ Result LayerNorm(const Args& a) {
 }
 
 Result LayerNormBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints(2, "normalized_shape"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> norm, a.Ints("normalized_shape"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_out and input differ"));
   Types out = {x};
-  for (int i : {5, 6}) {
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
-                             a.OptionalTensor(i, i == 5 ? "weight" : "bias"));
+  for (const char* name : {"weight", "bias"}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p, a.OptionalTensor(name));
     out.push_back(p ? *p : TensorType{Shape(norm.begin(), norm.end()), x.dtype});
   }
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(7));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
   return Masked(std::move(out), mask);
 }
 
 Result Topk(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t k, a.Int(1, "k"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(2, "dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t k, a.Int("k"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", -1));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (x.shape.empty() || k < 0 || k > x.shape[d]) return a.Error("k is out of range");
   x.shape[d] = k;
@@ -659,20 +692,20 @@ Result Topk(const Args& a) {
 }
 
 Result Argsort(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   return One(x.shape, "int64");
 }
 
 // Python slice bounds: clamped to [0, n], None = the end.
 Result Slice(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (x.shape.empty()) return a.Error("slice of a scalar");
   const int64_t n = x.shape[d];
-  OVERLAP_ASSIGN_OR_RETURN(int64_t start, a.Int(2, "start", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int(3, "end", n));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, a.Int(4, "step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, a.Int("start", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int("end", n));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, a.Int("step", 1));
   if (step <= 0) return a.Error("step must be > 0");
   auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
   start = clamp(start);
@@ -682,16 +715,16 @@ Result Slice(const Args& a) {
 }
 
 Result SliceBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints(1, "input_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints("input_sizes"));
   return One(Shape(sizes.begin(), sizes.end()), g.dtype);
 }
 
 Result IndexSelect(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor("index"));
   if (index.shape.size() > 1 || IsFloating(index.dtype)) {
     return a.Error("index must be a vector of integers");
   }
@@ -700,11 +733,11 @@ Result IndexSelect(const Args& a) {
 }
 
 Result IndexAdd(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor(3, "source"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor("index"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor("source"));
   Shape expect = x.shape;
   if (!expect.empty()) expect[d] = Numel(index.shape);
   if (src.shape != expect) {
@@ -715,11 +748,11 @@ Result IndexAdd(const Args& a) {
 }
 
 Result ScatterSrc(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
-  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor(2, "index"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor(3, "src"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor("index"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor("src"));
   if (index.shape != src.shape || index.shape.size() != x.shape.size() || IsFloating(index.dtype)) {
     return a.Error(absl::StrCat("index ", FormatShape(index.shape), " and src ",
                                 FormatShape(src.shape), " do not fit self ", FormatShape(x.shape)));
@@ -728,8 +761,8 @@ Result ScatterSrc(const Args& a) {
 }
 
 Result NewZeros(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
   std::string d = a.DtypeKwarg();
   return One(Shape(size.begin(), size.end()), d.empty() ? x.dtype : d);
 }
@@ -749,14 +782,14 @@ absl::StatusOr<int64_t> PooledSize(const Args& a, int64_t in, int64_t k, int64_t
 }
 
 Result Convolution(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(1, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> b, a.OptionalTensor(2, "bias"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints(3, "stride", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints(4, "padding", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints(5, "dilation", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool(6, "transposed", false));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int(8, "groups", 1));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> b, a.OptionalTensor("bias"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints("padding", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints("dilation", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups", 1));
   if (transposed) return a.Error("transposed convolutions have no rule");
   if (x.shape.size() != 4 || w.shape.size() != 4) {
     return a.Error("input and weight must be 4-d (N, C, H, W) and (O, C/groups, kH, kW)");
@@ -778,56 +811,55 @@ Result Convolution(const Args& a) {
 }
 
 Result ConvolutionBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor(2, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bias_sizes,
-                           a.Ints(3, "bias_sizes", std::vector<int64_t>{}));
+                           a.Ints("bias_sizes", std::vector<int64_t>{}));
   if (g.shape.size() != 4 || g.shape[0] != x.shape[0] || g.shape[1] != w.shape[0]) {
     return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape), " does not fit input ",
                                 FormatShape(x.shape), " and weight ", FormatShape(w.shape)));
   }
   Shape bias = bias_sizes.empty() ? Shape{w.shape[0]} : Shape(bias_sizes.begin(), bias_sizes.end());
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(10));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
   return Masked(Types{x, w, {bias, g.dtype}}, mask);
 }
 
 Result BatchNorm(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
   if (x.shape.size() < 2) return a.Error("input must be (N, C, ...)");
   const int64_t c = x.shape[1];
-  for (int i : {1, 2}) {
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p,
-                             a.OptionalTensor(i, i == 1 ? "weight" : "bias"));
+  for (const char* name : {"weight", "bias"}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p, a.OptionalTensor(name));
     if (p && p->shape != Shape{c}) return a.Error("weight and bias must be [channels]");
   }
   // Evaluation mode saves no statistics: ATen returns them empty ([0]).
-  OVERLAP_ASSIGN_OR_RETURN(bool training, a.Bool(5, "training", true));
+  OVERLAP_ASSIGN_OR_RETURN(bool training, a.Bool("training", true));
   const int64_t saved = training ? c : 0;
   return Types{x, {{saved}, AccDtype(x.dtype)}, {{saved}, AccDtype(x.dtype)}};
 }
 
 Result BatchNormBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "input"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_out and input differ"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> w, a.OptionalTensor(2, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> w, a.OptionalTensor("weight"));
   const int64_t c = x.shape.size() >= 2 ? x.shape[1] : 1;
   const std::string pd = w ? w->dtype : x.dtype;
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask(9));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
   return Masked(Types{x, {{c}, pd}, {{c}, pd}}, mask);
 }
 
 Result MaxPool(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, a.Ints(1, "kernel_size", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints(2, "stride", k, 2));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, a.Ints("kernel_size", {}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride", k, 2));
   if (stride.empty()) stride = k;
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad,
-                           a.Ints(3, "padding", std::vector<int64_t>{0, 0}, 2));
+                           a.Ints("padding", std::vector<int64_t>{0, 0}, 2));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
-                           a.Ints(4, "dilation", std::vector<int64_t>{1, 1}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool(5, "ceil_mode", false));
+                           a.Ints("dilation", std::vector<int64_t>{1, 1}, 2));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool("ceil_mode", false));
   if (x.shape.size() != 4) return a.Error("self must be (N, C, H, W)");
   if (k.size() != 2 || stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
     return a.Error("kernel_size, stride, padding and dilation must have two values");
@@ -842,18 +874,18 @@ Result MaxPool(const Args& a) {
 }
 
 Result MaxPoolBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType idx, a.Tensor(7, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType idx, a.Tensor("indices"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, idx, "grad_output and indices differ"));
   return Types{{x.shape, g.dtype}};
 }
 
 Result Flatten(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   const int64_t r = x.shape.size();
-  OVERLAP_ASSIGN_OR_RETURN(int64_t s, a.Int(1, "start_dim", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t e, a.Int(2, "end_dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t s, a.Int("start_dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t e, a.Int("end_dim", -1));
   OVERLAP_ASSIGN_OR_RETURN(s, a.Dim(s, r, "start_dim"));
   OVERLAP_ASSIGN_OR_RETURN(e, a.Dim(e, r, "end_dim"));
   if (r == 0) return One({1}, x.dtype);
@@ -868,9 +900,9 @@ Result Flatten(const Args& a) {
 
 // reduction: 0 none, 1 mean, 2 sum (torch's Reduction enum).
 Result NllLoss(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(3, "reduction", 1));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("target"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction", 1));
   if (reduction < 0 || reduction > 2) {
     return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
@@ -885,17 +917,17 @@ Result NllLoss(const Args& a) {
 }
 
 Result NllLossBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
-  OVERLAP_RETURN_IF_ERROR(a.Tensor(0, "grad_output").status());
-  OVERLAP_RETURN_IF_ERROR(a.Tensor(2, "target").status());
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_RETURN_IF_ERROR(a.Tensor("grad_output").status());
+  OVERLAP_RETURN_IF_ERROR(a.Tensor("target").status());
   return Types{x};
 }
 
 Result MseLoss(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(1, "target"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("target"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int(2, "reduction", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction", 1));
   if (reduction < 0 || reduction > 2) {
     return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
@@ -904,8 +936,8 @@ Result MseLoss(const Args& a) {
 }
 
 Result MseLossBackward(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(2, "target"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("target"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
   return Types{x};
 }
@@ -951,6 +983,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.hardtanh.default", Identity},
       {"aten.hardtanh_backward.default", LikeGrad},
       {"aten.silu.default", Identity},
+      {"aten.sigmoid.default", Identity},
       {"aten.gelu.default", Identity},
       {"aten.neg.default", Identity},
       {"aten.zeros_like.default", Identity},
@@ -968,6 +1001,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.mean.default", Reduce},
       {"aten.gelu_backward.default", LikeGrad},
       {"aten.silu_backward.default", LikeGrad},
+      {"aten.sigmoid_backward.default", LikeGrad},
       {"aten.threshold_backward.default", LikeGrad},
       {"aten._softmax.default", Softmax},
       {"aten._log_softmax.default", Softmax},
@@ -1125,7 +1159,9 @@ absl::StatusOr<std::vector<TensorType>> InferTypes(const Graph& g, const Node& n
     return absl::NotFoundError(
         absl::StrCat("node \"", n.name(), "\": no shape rule for ", Printable(n.target())));
   }
-  return it->second(Args(g, n));
+  const Args args(g, n);
+  OVERLAP_RETURN_IF_ERROR(args.bound());
+  return it->second(args);
 }
 
 absl::StatusOr<ShapeCheckReport> CheckShapes(const Graph& g, const ShapeCheckOptions& options) {
@@ -1150,7 +1186,9 @@ absl::StatusOr<ShapeCheckReport> CheckShapes(const Graph& g, const ShapeCheckOpt
       ++report.unstated;
       continue;
     }
-    absl::StatusOr<std::vector<TensorType>> inferred = it->second(Args(g, n));
+    const Args args(g, n);
+    absl::StatusOr<std::vector<TensorType>> inferred =
+        args.bound().ok() ? it->second(args) : absl::StatusOr<Types>(args.bound());
     if (absl::IsNotFound(inferred.status()) && !options.require_rules) {
       // A use of the target its rule does not cover (getitem of a tensor).
       ++report.no_rule;

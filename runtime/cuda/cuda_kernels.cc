@@ -183,13 +183,13 @@ absl::StatusOr<std::optional<EwPlan>> WithOther(KernelCall& c, EwOp op, double s
   EwPlan p;
   p.op = op;
   p.s = s;
-  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "self"));
-  const Value* other = c.Arg(1, "other");
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg("self"));
+  const Value* other = c.Arg("other");
   if (other != nullptr && !other->is_ref()) {
-    OVERLAP_ASSIGN_OR_RETURN(p.b_scalar, c.DoubleArg(1, "other"));
+    OVERLAP_ASSIGN_OR_RETURN(p.b_scalar, c.DoubleArg("other"));
     return p;
   }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
   if (b.dim() == 0 && b.dtype() != p.a.dtype()) return std::nullopt;
   p.b = b;
   return p;
@@ -199,23 +199,26 @@ absl::StatusOr<std::optional<EwPlan>> Unary(KernelCall& c, EwOp op, double b = 0
   EwPlan p;
   p.op = op;
   p.b_scalar = b;
-  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg("self"));
   return p;
 }
 
-absl::StatusOr<std::optional<EwPlan>> GradOf(KernelCall& c, EwOp op, double s = 0) {
+// op(grad_output, `second`): `second` is the forward's input (self) or, for a backward
+// written in the forward's result, `output`.
+absl::StatusOr<std::optional<EwPlan>> GradOf(KernelCall& c, EwOp op, double s = 0,
+                                             absl::string_view second = "self") {
   EwPlan p;
   p.op = op;
   p.s = s;
-  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(p.a, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(second));
   p.b = b;
   return p;
 }
 
 // GELU's approximate argument: the op, or nullopt for a bad one (the host path errs).
-std::optional<EwOp> GeluOp(KernelCall& c, int pos, EwOp exact, EwOp tanh) {
-  absl::StatusOr<std::string> a = c.StringArg(pos, "approximate", "none");
+std::optional<EwOp> GeluOp(KernelCall& c, EwOp exact, EwOp tanh) {
+  absl::StatusOr<std::string> a = c.StringArg("approximate", "none");
   if (!a.ok()) return std::nullopt;
   if (*a == "none") return exact;
   if (*a == "tanh") return tanh;
@@ -228,32 +231,32 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
   return {
       {"aten.add.Tensor",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
          return WithOther(c, EwOp::kAdd, alpha);
        }},
       {"aten.mul.Tensor", [](KernelCall& c) { return WithOther(c, EwOp::kMul, 0); }},
       {"aten.add.Scalar",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
-         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
          OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, EwOp::kAdd, other));
          p->s = alpha;
          return p;
        }},
       {"aten.mul.Scalar",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
          return Unary(c, EwOp::kMul, other);
        }},
       {"aten.div.Scalar",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg(1, "other"));
+         OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
          return Unary(c, EwOp::kDiv, other);
        }},
       {"aten.div.Tensor", [](KernelCall& c) { return WithOther(c, EwOp::kDiv, 0); }},
       {"aten.div.Tensor_mode",
        [](KernelCall& c) -> R {
-         const Value* m = c.Arg(2, "rounding_mode");
+         const Value* m = c.Arg("rounding_mode");
          std::string mode = "none";
          if (m != nullptr && m->kind() == Value::Kind::kString) mode = m->as_string();
          if (mode != "none" && mode != "floor" && mode != "trunc") return std::nullopt;
@@ -265,7 +268,7 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
        }},
       {"aten.pow.Tensor_Scalar",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
+         OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg("exponent"));
          if (e == 2) return Unary(c, EwOp::kSquare);
          if (e == 3) return Unary(c, EwOp::kCube);
          return Unary(c, EwOp::kPow, e);
@@ -275,20 +278,29 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
       {"aten.silu.default", [](KernelCall& c) { return Unary(c, EwOp::kSilu); }},
       {"aten.gelu.default",
        [](KernelCall& c) -> R {
-         std::optional<EwOp> op = GeluOp(c, 1, EwOp::kGelu, EwOp::kGeluTanh);
+         std::optional<EwOp> op = GeluOp(c, EwOp::kGelu, EwOp::kGeluTanh);
          if (!op) return std::nullopt;
          return Unary(c, *op);
        }},
       {"aten.gelu_backward.default",
        [](KernelCall& c) -> R {
-         std::optional<EwOp> op = GeluOp(c, 2, EwOp::kGeluBackward, EwOp::kGeluTanhBackward);
+         std::optional<EwOp> op = GeluOp(c, EwOp::kGeluBackward, EwOp::kGeluTanhBackward);
          if (!op) return std::nullopt;
          return GradOf(c, *op);
        }},
       {"aten.silu_backward.default", [](KernelCall& c) { return GradOf(c, EwOp::kSiluBackward); }},
+      {"aten.sigmoid.default", [](KernelCall& c) { return Unary(c, EwOp::kSigmoid); }},
+      {"aten.sigmoid_backward.default",
+       [](KernelCall& c) { return GradOf(c, EwOp::kSigmoidBackward, 0, "output"); }},
+      {"aten.neg.default", [](KernelCall& c) { return Unary(c, EwOp::kMul, -1); }},
+      {"aten.sub.Tensor",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
+         return WithOther(c, EwOp::kAdd, -alpha);
+       }},
       {"aten.threshold_backward.default",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
+         OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
          return GradOf(c, EwOp::kThresholdBackward, threshold);
        }},
   };
@@ -315,9 +327,9 @@ bool FloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
 // The softmax family on the device; the host path for what it does not take (its errors).
 Kernel SoftmaxOnDevice(bool backward, bool log, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, backward ? "grad_output" : "self");
-    absl::StatusOr<Tensor> y = backward ? c.TensorArg(1, "output") : x;
-    absl::StatusOr<int64_t> dim = c.IntArg(backward ? 2 : 1, "dim");
+    absl::StatusOr<Tensor> x = c.TensorArg(backward ? "grad_output" : "self");
+    absl::StatusOr<Tensor> y = backward ? c.TensorArg("output") : x;
+    absl::StatusOr<int64_t> dim = c.IntArg("dim");
     if (!x.ok() || !y.ok() || !dim.ok() || !FloatType(x->dtype()) || x->dim() == 0 ||
         x->shape() != y->shape() || x->dtype() != y->dtype() || *dim < -x->dim() ||
         *dim >= x->dim()) {
@@ -347,16 +359,16 @@ Kernel SoftmaxOnDevice(bool backward, bool log, Kernel host, CudaDevice* dev) {
 // with the kept dimensions first ([kept, reduced], inner 1).
 Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
     if (!x.ok() || !FloatType(x->dtype()) || x->dim() == 0) return host(c);
-    const Value* dv = c.Arg(1, "dim");
+    const Value* dv = c.Arg("dim");
     std::vector<int64_t> dims;
     if (dv != nullptr && !dv->is_none()) {
-      absl::StatusOr<std::vector<int64_t>> got = c.IntListArg(1, "dim");
+      absl::StatusOr<std::vector<int64_t>> got = c.IntListArg("dim");
       if (!got.ok()) return host(c);
       dims = *got;
     }
-    absl::StatusOr<bool> keepdim = c.BoolArg(2, "keepdim", false);
+    absl::StatusOr<bool> keepdim = c.BoolArg("keepdim", false);
     if (!keepdim.ok()) return host(c);
     const int64_t rank = x->dim();
     std::vector<bool> reduced(rank, dims.empty());
@@ -423,14 +435,14 @@ ConvShape ShapeOf(const ConvGeometry& g, DType dtype) {
 // after the product); the host path for what it does not take (its errors included).
 Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
-    absl::StatusOr<Tensor> w = c.TensorArg(1, "weight");
-    absl::StatusOr<std::optional<Tensor>> bias = c.OptionalTensorArg(2, "bias");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<Tensor> w = c.TensorArg("weight");
+    absl::StatusOr<std::optional<Tensor>> bias = c.OptionalTensorArg("bias");
     if (!x.ok() || !w.ok() || !bias.ok() || !FloatType(x->dtype()) || w->dtype() != x->dtype() ||
         (*bias && (*bias)->dtype() != x->dtype())) {
       return host(c);
     }
-    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w, 3);
+    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
     if (!g.ok() || (*bias && ((*bias)->dim() != 1 || (*bias)->numel() != g->o))) return host(c);
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
@@ -458,20 +470,20 @@ Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
 // reduction kernel (over each image's plane, then over the batch).
 Kernel ConvolutionBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> gy = c.TensorArg(0, "grad_output");
-    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
-    absl::StatusOr<Tensor> w = c.TensorArg(2, "weight");
-    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(10, "output_mask", {true, true, true});
+    absl::StatusOr<Tensor> gy = c.TensorArg("grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<Tensor> w = c.TensorArg("weight");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg("output_mask", {true, true, true});
     if (!gy.ok() || !x.ok() || !w.ok() || !mask.ok() || mask->size() != 3 ||
         !FloatType(x->dtype()) || w->dtype() != x->dtype() || gy->dtype() != x->dtype()) {
       return host(c);
     }
-    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w, 4);
+    absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
     if (!g.ok() || gy->shape() != std::vector<int64_t>{g->n, g->o, g->ho, g->wo}) return host(c);
     bool has_bias = false;
-    const Value* bias_sizes = c.Arg(3, "bias_sizes");
+    const Value* bias_sizes = c.Arg("bias_sizes");
     if (bias_sizes != nullptr && bias_sizes->kind() == Value::Kind::kList) {
-      absl::StatusOr<std::vector<int64_t>> bs = c.IntListArg(3, "bias_sizes");
+      absl::StatusOr<std::vector<int64_t>> bs = c.IntListArg("bias_sizes");
       if (!bs.ok()) return host(c);
       has_bias = !bs->empty() && (*bs)[0] != 0;
     }
@@ -557,11 +569,11 @@ int64_t ProdOf(const Tensor& t, int64_t begin, int64_t end) {
 
 Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
-    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg(1, "normalized_shape");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
-    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg(3, "bias");
-    absl::StatusOr<double> eps = c.DoubleArg(4, "eps");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg("normalized_shape");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg("bias");
+    absl::StatusOr<double> eps = c.DoubleArg("eps");
     if (!x.ok() || !ns.ok() || !w.ok() || !b.ok() || !eps.ok() || !FloatType(x->dtype())) {
       return host(c);
     }
@@ -596,13 +608,13 @@ Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel LayerNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
-    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
-    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg(2, "normalized_shape");
-    absl::StatusOr<Tensor> mean = c.TensorArg(3, "mean");
-    absl::StatusOr<Tensor> rstd = c.TensorArg(4, "rstd");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(5, "weight");
-    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(7, "output_mask", {true, true, true});
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_out");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg("normalized_shape");
+    absl::StatusOr<Tensor> mean = c.TensorArg("mean");
+    absl::StatusOr<Tensor> rstd = c.TensorArg("rstd");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg("output_mask", {true, true, true});
     if (!g.ok() || !x.ok() || !ns.ok() || !mean.ok() || !rstd.ok() || !w.ok() || !mask.ok() ||
         mask->size() != 3 || !FloatType(x->dtype()) || g->shape() != x->shape()) {
       return host(c);
@@ -661,13 +673,13 @@ bool CudnnBatchNorm(const std::optional<Tensor>& w, const std::optional<Tensor>&
 
 Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "input");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(1, "weight");
-    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg(2, "bias");
-    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg(3, "running_mean");
-    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg(4, "running_var");
-    absl::StatusOr<bool> training = c.BoolArg(5, "training");
-    absl::StatusOr<double> eps = c.DoubleArg(7, "eps");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg("bias");
+    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg("running_mean");
+    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg("running_var");
+    absl::StatusOr<bool> training = c.BoolArg("training");
+    absl::StatusOr<double> eps = c.DoubleArg("eps");
     if (!x.ok() || !w.ok() || !b.ok() || !rm.ok() || !rv.ok() || !training.ok() || !eps.ok() ||
         !FloatType(x->dtype()) || x->dim() < 2 || (*training ? (*rm || *rv) : (!*rm || !*rv))) {
       return host(c);  // its errors
@@ -726,16 +738,16 @@ Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
-    absl::StatusOr<Tensor> x = c.TensorArg(1, "input");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
-    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg(3, "running_mean");
-    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg(4, "running_var");
-    absl::StatusOr<std::optional<Tensor>> sm = c.OptionalTensorArg(5, "save_mean");
-    absl::StatusOr<std::optional<Tensor>> si = c.OptionalTensorArg(6, "save_invstd");
-    absl::StatusOr<bool> training = c.BoolArg(7, "train");
-    absl::StatusOr<double> eps = c.DoubleArg(8, "eps");
-    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg(9, "output_mask", {true, true, true});
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_out");
+    absl::StatusOr<Tensor> x = c.TensorArg("input");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg("running_mean");
+    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg("running_var");
+    absl::StatusOr<std::optional<Tensor>> sm = c.OptionalTensorArg("save_mean");
+    absl::StatusOr<std::optional<Tensor>> si = c.OptionalTensorArg("save_invstd");
+    absl::StatusOr<bool> training = c.BoolArg("train");
+    absl::StatusOr<double> eps = c.DoubleArg("eps");
+    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg("output_mask", {true, true, true});
     if (!g.ok() || !x.ok() || !w.ok() || !rm.ok() || !rv.ok() || !sm.ok() || !si.ok() ||
         !training.ok() || !eps.ok() || !mask.ok() || mask->size() != 3 || !FloatType(x->dtype()) ||
         x->dim() < 2 || g->shape() != x->shape()) {
@@ -810,9 +822,9 @@ Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
 // backward needs, so ATen has its own kernel too).
 Kernel MaxPoolOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
     if (!x.ok() || !FloatType(x->dtype())) return host(c);
-    absl::StatusOr<NnPool> p = PoolArgs(c, *x, 1);
+    absl::StatusOr<NnPool> p = PoolArgs(c, *x);
     if (!p.ok()) return host(c);
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     std::vector<int64_t> shape = x->shape();
@@ -832,9 +844,9 @@ Kernel MaxPoolOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
-    absl::StatusOr<Tensor> x = c.TensorArg(1, "self");
-    absl::StatusOr<Tensor> idx = c.TensorArg(7, "indices");
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
+    absl::StatusOr<Tensor> idx = c.TensorArg("indices");
     if (!g.ok() || !x.ok() || !idx.ok() || !IndexType(idx->dtype()) || idx->shape() != g->shape() ||
         g->dim() < 2 || x->dim() < 2 || g->dtype() != x->dtype() || !FloatType(x->dtype()) ||
         ProdOf(*g, 0, g->dim() - 2) != ProdOf(*x, 0, x->dim() - 2)) {
@@ -860,11 +872,11 @@ Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
-    absl::StatusOr<Tensor> t = c.TensorArg(1, "target");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(2, "weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg(3, "reduction", kReductionMean);
-    absl::StatusOr<int64_t> ignore = c.IntArg(4, "ignore_index", -100);
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
+    absl::StatusOr<Tensor> t = c.TensorArg("target");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
+    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index", -100);
     if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
         !ignore.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
         x->dim() > 2) {
@@ -900,13 +912,13 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
-    absl::StatusOr<Tensor> x = c.TensorArg(1, "self");
-    absl::StatusOr<Tensor> t = c.TensorArg(2, "target");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg(3, "weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg(4, "reduction", kReductionMean);
-    absl::StatusOr<int64_t> ignore = c.IntArg(5, "ignore_index", -100);
-    absl::StatusOr<Tensor> total = c.TensorArg(6, "total_weight");
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
+    absl::StatusOr<Tensor> t = c.TensorArg("target");
+    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
+    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index", -100);
+    absl::StatusOr<Tensor> total = c.TensorArg("total_weight");
     if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() ||
         !IsAtenReduction(*reduction) || !ignore.ok() || !total.ok() || !IndexType(t->dtype()) ||
         !FloatType(x->dtype()) || x->dim() < 1 || x->dim() > 2 || g->dtype() != x->dtype() ||
@@ -942,12 +954,11 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    const int first = backward ? 1 : 0;
     absl::StatusOr<Tensor> g =
-        backward ? c.TensorArg(0, "grad_output") : absl::StatusOr<Tensor>(Tensor());
-    absl::StatusOr<Tensor> x = c.TensorArg(first, "self");
-    absl::StatusOr<Tensor> t = c.TensorArg(first + 1, "target");
-    absl::StatusOr<int64_t> reduction = c.IntArg(first + 2, "reduction", kReductionMean);
+        backward ? c.TensorArg("grad_output") : absl::StatusOr<Tensor>(Tensor());
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
+    absl::StatusOr<Tensor> t = c.TensorArg("target");
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
     if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
         !FloatType(x->dtype()) || t->shape() != x->shape() || t->dtype() != x->dtype()) {
       return host(c);
@@ -979,8 +990,8 @@ Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
 
 Kernel EmbeddingOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> w = c.TensorArg(0, "weight");
-    absl::StatusOr<Tensor> idx = c.TensorArg(1, "indices");
+    absl::StatusOr<Tensor> w = c.TensorArg("weight");
+    absl::StatusOr<Tensor> idx = c.TensorArg("indices");
     if (!w.ok() || !idx.ok() || !IndexType(idx->dtype()) || w->dim() != 2 ||
         !FloatType(w->dtype())) {
       return host(c);
@@ -1005,11 +1016,11 @@ Kernel EmbeddingOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel EmbeddingBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_output");
-    absl::StatusOr<Tensor> idx = c.TensorArg(1, "indices");
-    absl::StatusOr<int64_t> rows = c.IntArg(2, "num_weights");
-    absl::StatusOr<int64_t> padding = c.IntArg(3, "padding_idx", -1);
-    absl::StatusOr<bool> by_freq = c.BoolArg(4, "scale_grad_by_freq", false);
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
+    absl::StatusOr<Tensor> idx = c.TensorArg("indices");
+    absl::StatusOr<int64_t> rows = c.IntArg("num_weights");
+    absl::StatusOr<int64_t> padding = c.IntArg("padding_idx", -1);
+    absl::StatusOr<bool> by_freq = c.BoolArg("scale_grad_by_freq", false);
     if (!g.ok() || !idx.ok() || !rows.ok() || !padding.ok() || !by_freq.ok() || *by_freq ||
         !IndexType(idx->dtype()) || !FloatType(g->dtype()) || *rows < 0) {
       return host(c);
@@ -1045,9 +1056,9 @@ AroundDim Around(const Tensor& t, int64_t dim) {
 // index_select: the nn kernel's row gathers (floats; other dtypes through the host).
 Kernel IndexSelectOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(0, "self");
-    absl::StatusOr<int64_t> dim = c.IntArg(1, "dim");
-    absl::StatusOr<Tensor> idx = c.TensorArg(2, "index");
+    absl::StatusOr<Tensor> x = c.TensorArg("self");
+    absl::StatusOr<int64_t> dim = c.IntArg("dim");
+    absl::StatusOr<Tensor> idx = c.TensorArg("index");
     if (!x.ok() || !dim.ok() || !idx.ok() || !FloatType(x->dtype()) || !IndexType(idx->dtype()) ||
         idx->dim() > 1 || x->dim() == 0 || *dim < -x->dim() || *dim >= x->dim()) {
       return host(c);
@@ -1077,11 +1088,11 @@ Kernel IndexSelectOnDevice(Kernel host, CudaDevice* dev) {
 // accumulations.
 Kernel IndexAddOnDevice(bool in_place, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> self = c.TensorArg(0, "self");
-    absl::StatusOr<int64_t> dim = c.IntArg(1, "dim");
-    absl::StatusOr<Tensor> idx = c.TensorArg(2, "index");
-    absl::StatusOr<Tensor> src = c.TensorArg(3, "source");
-    absl::StatusOr<double> alpha = c.DoubleArg(4, "alpha", 1.0);
+    absl::StatusOr<Tensor> self = c.TensorArg("self");
+    absl::StatusOr<int64_t> dim = c.IntArg("dim");
+    absl::StatusOr<Tensor> idx = c.TensorArg("index");
+    absl::StatusOr<Tensor> src = c.TensorArg("source");
+    absl::StatusOr<double> alpha = c.DoubleArg("alpha", 1.0);
     if (!self.ok() || !dim.ok() || !idx.ok() || !src.ok() || !alpha.ok() ||
         !FloatType(self->dtype()) || src->dtype() != self->dtype() || !IndexType(idx->dtype()) ||
         idx->dim() > 1 || self->dim() == 0 || *dim < -self->dim() || *dim >= self->dim() ||
@@ -1213,11 +1224,11 @@ absl::Status AttentionScores(KernelCall& c, CudaDevice& dev, const AttnShape& a,
 
 Kernel AttentionOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> q = c.TensorArg(0, "query");
-    absl::StatusOr<Tensor> k = c.TensorArg(1, "key");
-    absl::StatusOr<Tensor> v = c.TensorArg(2, "value");
+    absl::StatusOr<Tensor> q = c.TensorArg("query");
+    absl::StatusOr<Tensor> k = c.TensorArg("key");
+    absl::StatusOr<Tensor> v = c.TensorArg("value");
     if (!q.ok() || !k.ok() || !v.ok() || !FloatType(q->dtype())) return host(c);
-    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v, 4, 3);
+    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v);
     if (!a.ok()) return host(c);
     const DType dt = q->dtype();
     OVERLAP_ASSIGN_OR_RETURN(Tensor pq, Packed(c, *dev, *q));
@@ -1245,15 +1256,15 @@ Kernel AttentionOnDevice(Kernel host, CudaDevice* dev) {
 // (the CPU kernel's formulas; P recomputed from Q and K).
 Kernel AttentionBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg(0, "grad_out");
-    absl::StatusOr<Tensor> q = c.TensorArg(1, "query");
-    absl::StatusOr<Tensor> k = c.TensorArg(2, "key");
-    absl::StatusOr<Tensor> v = c.TensorArg(3, "value");
-    absl::StatusOr<Tensor> o = c.TensorArg(4, "out");
+    absl::StatusOr<Tensor> g = c.TensorArg("grad_out");
+    absl::StatusOr<Tensor> q = c.TensorArg("query");
+    absl::StatusOr<Tensor> k = c.TensorArg("key");
+    absl::StatusOr<Tensor> v = c.TensorArg("value");
+    absl::StatusOr<Tensor> o = c.TensorArg("out");
     if (!g.ok() || !q.ok() || !k.ok() || !v.ok() || !o.ok() || !FloatType(q->dtype())) {
       return host(c);
     }
-    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v, 11, 10);
+    absl::StatusOr<AttnShape> a = AttnArgs(c, *q, *k, *v);
     if (!a.ok()) return host(c);
     const DType dt = q->dtype();
     const std::vector<int64_t> out_shape = {a->b, a->h, a->s, a->dv};
@@ -1452,8 +1463,8 @@ KernelRegistry CudaKernels(CudaDevice& device) {
   r.Register("aten.mse_loss_backward.default",
              MseLossOnDevice(true, host("aten.mse_loss_backward.default"), dev));
   r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "mat2"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
     OVERLAP_RETURN_IF_ERROR(CheckMatrices(c, a, b));
     OVERLAP_ASSIGN_OR_RETURN(Tensor out,
                              c.NewUninitializedOutput(a.dtype(), {a.shape()[0], b.shape()[1]}));
@@ -1461,11 +1472,11 @@ KernelRegistry CudaKernels(CudaDevice& device) {
     return std::vector<Tensor>{out};
   });
   r.Register("aten.addmm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg(0, "self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(1, "mat1"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(2, "mat2"));
-    OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg(3, "beta", 1.0));
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(4, "alpha", 1.0));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
+    OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta", 1.0));
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
     OVERLAP_RETURN_IF_ERROR(CheckMatrices(c, a, b));
     const int64_t m = a.shape()[0], n = b.shape()[1];
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), {m, n}));

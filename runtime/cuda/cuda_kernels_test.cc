@@ -91,12 +91,10 @@ TEST(CudaKernelsTest, MatrixProductsReadOperandsInPlace) {
     if (addmm) args.push_back(Value::Ref(pb));
     args.push_back(Value::Ref(pa));
     args.push_back(Value::Ref(pbm));
-    if (addmm) {
-      args.push_back(Value::Double(0.5));  // beta
-      args.push_back(Value::Double(2.0));  // alpha
-    }
+    ValueDict kwargs;  // beta and alpha are keyword-only, as ATen declares them
+    if (addmm) kwargs = {{"beta", Value::Double(0.5)}, {"alpha", Value::Double(2.0)}};
     const NodeId id = *g.AddNode(Op::kCallFunction, addmm ? "addmm" : "mm",
-                                 addmm ? "aten.addmm.default" : "aten.mm.default", args);
+                                 addmm ? "aten.addmm.default" : "aten.mm.default", args, kwargs);
     const Node& n = g.node(id);
     KernelCall c(n, on_device, [&](NodeId in) -> const Tensor* {
       return in == pb ? &dbias : in == pa ? &da : &db;
@@ -305,11 +303,15 @@ TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
            {r("c"), r("b")},
            {{"approximate", Value::String("tanh")}}},
           {"aten.silu_backward.default", {r("t"), r("t")}, {}},
+          {"aten.sigmoid.default", {r("a")}, {}},
+          {"aten.sigmoid_backward.default", {r("c"), r("p")}, {}},
+          {"aten.neg.default", {r("t")}, {}},
+          {"aten.sub.Tensor", {r("a"), r("b")}, {{"alpha", Value::Double(2.0)}}},
           {"aten.threshold_backward.default", {r("a"), r("b"), Value::Double(0.2)}, {}},
           {"aten.zeros_like.default", {r("t")}, {}},
       },
       0);
-  EXPECT_EQ(t.Ran("elementwise"), 22);  // every case but zeros_like, on the device
+  EXPECT_EQ(t.Ran("elementwise"), 26);  // every case but zeros_like, on the device
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
 }
@@ -447,8 +449,8 @@ TEST(CudaKernelsTest, NnFamilyMatchesTheCpuKernels) {
           {"aten.index_select.default", {r("x"), Value::Int(1), r("sel")}, {}},
           {"aten.index_select.default", {r("xt"), Value::Int(-1), r("sel2")}, {}},
           {"aten.index_add.default",
-           {r("x"), Value::Int(1), r("sel"), r("src"), Value::Double(0.5)},
-           {}},
+           {r("x"), Value::Int(1), r("sel"), r("src")},
+           {{"alpha", Value::Double(0.5)}}},
           // Copies only: the device's copy kernel (a transposed operand included).
           {"aten.cat.default", {Value::List({r("a"), r("p")}), Value::Int(0)}, {}},
           {"aten.cat.default", {Value::List({r("t"), r("t")}), Value::Int(-1)}, {}},

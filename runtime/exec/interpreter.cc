@@ -419,7 +419,7 @@ class Interpretation {
           auto it = widened.find(in);
           return it != widened.end() ? &it->second : TensorOf(in);
         },
-        convert ? Pool::kScratch : Pool::kValues);
+        convert ? Pool::kScratch : Pool::kValues, kernels_.SchemaOf(node.target()));
     OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> results, (*kernels_.Find(node.target()))(call));
     const std::vector<TensorType> stated = StatedTypes(node);
     for (size_t k = 0; k < results.size(); ++k) {

@@ -173,7 +173,8 @@ TEST(InterpreterTest, ErrorsNameTheNode) {
   EXPECT_THAT(r.status().message(), HasSubstr("no kernel for target 'mylib.fancy_relu.default'"));
   // ... unless registered.
   KernelRegistry kernels = CpuKernels();
-  kernels.Register("mylib.fancy_relu.default", *CpuKernels().Find("aten.relu.default"));
+  kernels.Register("mylib.fancy_relu.default", *CpuKernels().Find("aten.relu.default"),
+                   FindOpSchema("aten.relu.default"));
   InterpreterOptions o;
   o.kernels = &kernels;
   EXPECT_TRUE(Interpret(g, in, o).ok());

@@ -11,6 +11,7 @@
 // removes that term.)
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "graph/aot.h"
 #include "graph/models.h"
@@ -24,12 +25,24 @@ namespace {
 
 class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 
+// "mlp+sigmoid": the mlp with its ReLUs as sigmoids (an operator no built-in model uses).
+constexpr char kSigmoidMlp[] = "mlp+sigmoid";
+
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
   o.style = ParamStyle::kLifted;
-  absl::StatusOr<Graph> g = BuildModel(model, o, Preset::kTiny);
+  absl::StatusOr<Graph> g = BuildModel(model == kSigmoidMlp ? "mlp" : model, o, Preset::kTiny);
   ASSERT_TRUE(g.ok()) << g.status();
+  if (model == kSigmoidMlp) {
+    int swapped = 0;
+    for (NodeId id : g->order()) {
+      if (g->node(id).target() != "aten.relu.default") continue;
+      g->set_target(id, "aten.sigmoid.default");
+      ++swapped;
+    }
+    ASSERT_GT(swapped, 0);
+  }
   absl::StatusOr<AotPair> pair = BuildAotPair(*g);
   ASSERT_TRUE(pair.ok()) << pair.status();
   Allocator alloc;
@@ -100,11 +113,17 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
               checked, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, ModelGradientTest, ::testing::ValuesIn(ModelNames()),
+std::vector<std::string> Cases() {
+  std::vector<std::string> cases = ModelNames();
+  cases.push_back(kSigmoidMlp);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, ModelGradientTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& c : s) {
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '+') c = '_';
                            }
                            return s;
                          });

@@ -8,24 +8,24 @@
 
 namespace overlap {
 
-absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, int pos, absl::string_view name,
+absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view name,
                                              int64_t fallback) {
-  const Value* v = c.Arg(pos, name);
+  const Value* v = c.Arg(name);
   if (v == nullptr || v->is_none()) return std::vector<int64_t>{fallback, fallback};
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(pos, name));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(name));
   if (p.empty()) return std::vector<int64_t>{fallback, fallback};
   if (p.size() == 1) p.push_back(p[0]);
   if (p.size() != 2) return c.Error(absl::StrCat(name, " should have 2 entries"));
   return p;
 }
 
-// Reads stride, padding, dilation, transposed, groups from positions `first`.. of the call.
-absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt, int first) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, first, "stride", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, first + 1, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, first + 2, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg(first + 3, "transposed", false));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg(first + 5, "groups", 1));
+// Reads stride, padding, dilation, transposed and groups by name.
+absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, "stride", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, "padding", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, "dilation", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg("transposed", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg("groups", 1));
   if (transposed) return c.Error("transposed convolutions are not supported");
   if (x.dim() != 4 || wt.dim() != 4) {
     return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
@@ -72,12 +72,12 @@ int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
 
 }  // namespace
 
-absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x, int first) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, PairArg(c, first, "kernel_size", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, first + 1, "stride", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, first + 2, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, first + 3, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg(first + 4, "ceil_mode", false));
+absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, PairArg(c, "kernel_size", 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, "stride", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, "padding", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, "dilation", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg("ceil_mode", false));
   if (s[0] == 0) s = k;  // PyTorch: an empty stride means the kernel size
   if (x.dim() < 3) return c.Error(absl::StrCat("pooling input ", x.DebugString(), " is not 2-D"));
   if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0 || p[0] < 0 ||
@@ -95,10 +95,10 @@ absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x, int first) {
   return g;
 }
 
-absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   int causal_pos, int dropout_pos) {
-  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg(dropout_pos, "dropout_p", 0.0));
-  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg(causal_pos, "is_causal", false));
+absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k,
+                                   const Tensor& v) {
+  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg("dropout_p", 0.0));
+  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg("is_causal", false));
   if (dropout != 0) return c.Error("attention dropout is not supported (no RNG state)");
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.dtype() != k.dtype() ||
       q.dtype() != v.dtype()) {
@@ -113,7 +113,7 @@ absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor&
                                 v.DebugString(), " do not fit"));
   }
   OVERLAP_ASSIGN_OR_RETURN(a.scale,
-                           c.DoubleArg(-1, "scale", 1.0 / std::sqrt(std::max<int64_t>(a.d, 1))));
+                           c.DoubleArg("scale", 1.0 / std::sqrt(std::max<int64_t>(a.d, 1))));
   return a;
 }
 

@@ -22,18 +22,18 @@ struct ConvGeometry {
 
 // A pair argument (stride, padding, ...): two ints, one int for both, or missing / None /
 // empty for `fallback` twice. InvalidArgument naming the node otherwise. O(1).
-absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, int pos, absl::string_view name,
+absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view name,
                                              int64_t fallback);
 
-// aten.convolution's stride, padding, dilation, transposed, groups, read from positions
-// `first`..; errors (naming the node) for transposed or non-2-D convolutions, shapes that do
-// not fit, non-positive strides or dilations, negative padding, an empty output. O(1).
-absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt, int first);
+// aten.convolution's stride, padding, dilation, transposed, groups, read by name; errors (naming
+// the node) for transposed or non-2-D convolutions, shapes that do not fit, non-positive strides or
+// dilations, negative padding, an empty output. O(1).
+absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt);
 
-// max_pool2d_with_indices' kernel_size, stride, padding, dilation, ceil_mode, read from
-// positions `first`..; planes are every dimension of `x` but the last two. Errors (naming
-// the node) for bad values, an input of fewer than 3 dimensions, an empty output. O(1).
-absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x, int first);
+// max_pool2d_with_indices' kernel_size, stride, padding, dilation, ceil_mode, read by name; planes
+// are every dimension of `x` but the last two. Errors (naming the node) for bad values, an input of
+// fewer than 3 dimensions, an empty output. O(1).
+absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x);
 
 // Attention's shape: query [b, h, s, d], key [b, hk, sk, d], value [b, hk, sk, dv]; query
 // head i reads key / value head i / (h / hk) (grouped-query attention when hk < h).
@@ -43,12 +43,12 @@ struct AttnShape {
   bool causal;
 };
 
-// _scaled_dot_product_flash_attention's (and its backward's) shapes, with is_causal and
-// dropout_p at positions `causal_pos` and `dropout_pos` and the `scale` keyword (default
+// _scaled_dot_product_flash_attention's (and its backward's) shapes, with is_causal,
+// dropout_p and the `scale` keyword (default
 // 1 / sqrt(d)); errors (naming the node) for dropout, shapes that do not fit, mixed dtypes.
 // O(1).
-absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   int causal_pos, int dropout_pos);
+absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k,
+                                   const Tensor& v);
 
 }  // namespace overlap
 

@@ -77,13 +77,13 @@ Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
 // A binary op whose second operand may be a Python number (a 0-d constant).
 template <typename F>
 Results TensorOrScalar(KernelCall& c, F&& f) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
-  const Value* other = c.Arg(1, "other");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
+  const Value* other = c.Arg("other");
   if (other != nullptr && !other->is_ref()) {
-    OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+    OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
     return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
   }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
   if (b.dim() == 0 && b.dtype() != a.dtype()) {
     // A 0-d tensor of another dtype takes part as a number (PyTorch keeps self's dtype).
     const double s = GetElement(b, 0);
@@ -93,7 +93,7 @@ Results TensorOrScalar(KernelCall& c, F&& f) {
 }
 
 Results AddTensor(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
   return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
 }
 
@@ -102,34 +102,34 @@ Results MulTensor(KernelCall& c) { return TensorOrScalar(c, EwFn(EwOp::kMul)); }
 // op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
 template <typename F>
 Results ScalarOp(KernelCall& c, F&& f) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg(1, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
   return Unary(c, x, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
 }
 
 Results PowTensorScalar(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(1, "exponent"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg("exponent"));
   if (e == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
   if (e == 3) return Unary(c, x, EwFn1(EwOp::kCube));
   return Unary(c, x, EwFn1(EwOp::kPow, e));
 }
 
 Results Rsqrt(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Unary(c, x, EwFn1(EwOp::kRsqrt));
 }
 
 Results Relu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Unary(c, x, EwFn1(EwOp::kRelu));  // NaN stays NaN
 }
 
 // hardtanh(x, min_val=-1, max_val=1): clamp, NaN kept as ATen's clamp keeps it. mobilenet_v2's
 // ReLU6 is hardtanh(x, 0, 6).
-absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c, int pos) {
-  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg(pos, "min_val", -1.0));
-  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg(pos + 1, "max_val", 1.0));
+absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg("min_val", -1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg("max_val", 1.0));
   if (!(lo <= hi)) {
     return c.Error(absl::StrCat("min_val (", lo, ") must not exceed max_val (", hi, ")"));
   }
@@ -137,8 +137,8 @@ absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c, int pos)
 }
 
 Results Hardtanh(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 1));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c));
   return Unary(c, x, [bounds](auto v) {
     using T = decltype(v);
     const T lo = static_cast<T>(bounds.first), hi = static_cast<T>(bounds.second);
@@ -148,9 +148,9 @@ Results Hardtanh(KernelCall& c) {
 
 // ATen's rule: the gradient passes strictly inside (min_val, max_val), 0 on and outside.
 Results HardtanhBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c, 2));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c));
   return Binary(c, g, x, [bounds](auto gv, auto xv) {
     using T = decltype(gv);
     return xv <= static_cast<T>(bounds.first) || xv >= static_cast<T>(bounds.second) ? T(0) : gv;
@@ -158,14 +158,14 @@ Results HardtanhBackward(KernelCall& c) {
 }
 
 Results Silu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Unary(c, x, EwFn1(EwOp::kSilu));
 }
 
 // GELU, exact (erf) or PyTorch's tanh approximation.
 
-absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
-  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg(pos, "approximate", "none"));
+absl::StatusOr<bool> GeluTanh(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg("approximate", "none"));
   if (approximate != "none" && approximate != "tanh") {
     return c.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approximate, "'"));
   }
@@ -173,28 +173,50 @@ absl::StatusOr<bool> GeluTanh(KernelCall& c, int pos) {
 }
 
 Results Gelu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 1));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c));
   return Unary(c, x, EwFn1(tanh_approx ? EwOp::kGeluTanh : EwOp::kGelu));
 }
 
 Results GeluBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c, 2));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c));
   return Binary(c, g, x, EwFn(tanh_approx ? EwOp::kGeluTanhBackward : EwOp::kGeluBackward));
 }
 
+Results Sigmoid(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  return Unary(c, x, EwFn1(EwOp::kSigmoid));
+}
+
+Results SigmoidBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
+  return Binary(c, g, y, EwFn(EwOp::kSigmoidBackward));
+}
+
+Results Neg(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  return Unary(c, x, EwFn1(EwOp::kMul, -1));
+}
+
+// self - alpha other: add's formula with -alpha.
+Results SubTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
+  return TensorOrScalar(c, EwFn(EwOp::kAdd, -alpha));
+}
+
 Results SiluBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Binary(c, g, x, EwFn(EwOp::kSiluBackward));
 }
 
 Results ThresholdBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg(2, "threshold"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
   // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
   return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
 }
@@ -202,8 +224,8 @@ Results ThresholdBackward(KernelCall& c) {
 // div with rounding_mode None / "trunc" / "floor"; integer tensors by an integer scalar
 // (MoE's slot -> token), floats by a tensor or a number.
 Results DivMode(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  const Value* mode_v = c.Arg(2, "rounding_mode");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  const Value* mode_v = c.Arg("rounding_mode");
   std::string mode = "none";
   if (mode_v != nullptr && mode_v->kind() == Value::Kind::kString) mode = mode_v->as_string();
   if (mode != "none" && mode != "floor" && mode != "trunc") {
@@ -211,7 +233,7 @@ Results DivMode(KernelCall& c) {
         absl::StrCat("rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'"));
   }
   if (x.dtype() == DType::kInt64 || x.dtype() == DType::kInt32) {
-    OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "other"));
+    OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("other"));
     if (d == 0) return c.Error("integer division by zero");
     if (d == -1) {
       for (int64_t i = 0; i < x.numel(); ++i) {
@@ -234,7 +256,7 @@ Results DivMode(KernelCall& c) {
 }
 
 absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
-  const Value* v = c.Arg(-1, "dtype");
+  const Value* v = c.Arg("dtype");
   if (v == nullptr || v->is_none()) return fallback;
   if (v->kind() == Value::Kind::kString) {
     std::string name = v->as_string();
@@ -247,13 +269,13 @@ absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
 }
 
 Results ZerosLike(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
   return One(c.NewOutput(d, x.shape()));
 }
 
 Results OnesLike(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
   for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
@@ -262,9 +284,9 @@ Results OnesLike(KernelCall& c) {
 
 // masked_fill(self, mask, value): value where mask (broadcast to self) is true.
 Results MaskedFill(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor m0, c.TensorArg(1, "mask"));
-  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg(2, "value"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor m0, c.TensorArg("mask"));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("value"));
   if (m0.dtype() != DType::kBool) return c.Error("mask should be a bool tensor");
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, x0.shape(), m0.shape()));
   if (shape != x0.shape()) return c.Error("mask does not broadcast to self's shape");
@@ -286,8 +308,8 @@ Results MaskedFill(KernelCall& c) {
 
 // triu(self, diagonal): the upper triangle of the last two dimensions, zeros below.
 Results Triu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg(1, "diagonal", 0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg("diagonal", 0));
   if (x0.dim() < 2) return c.Error("triu needs at least two dimensions");
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
@@ -300,8 +322,8 @@ Results Triu(KernelCall& c) {
 }
 
 Results NewZeros(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
   return One(c.NewOutput(d, size));
 }
@@ -314,7 +336,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.add.Tensor", AddTensor);
   r.Register("aten.mul.Tensor", MulTensor);
   r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(2, "alpha", 1.0));
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
     return ScalarOp(c, EwFn(EwOp::kAdd, alpha));
   });
   r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });
@@ -330,6 +352,10 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);
   r.Register("aten.silu_backward.default", SiluBackward);
+  r.Register("aten.sigmoid.default", Sigmoid);
+  r.Register("aten.sigmoid_backward.default", SigmoidBackward);
+  r.Register("aten.neg.default", Neg);
+  r.Register("aten.sub.Tensor", SubTensor);
   r.Register("aten.threshold_backward.default", ThresholdBackward);
   r.Register("aten.zeros_like.default", ZerosLike);
   r.Register("aten.new_zeros.default", NewZeros);

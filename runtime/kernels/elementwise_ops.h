@@ -37,6 +37,8 @@ enum class EwOp : int32_t {
   kGeluBackward,       // a: grad, b: x
   kGeluTanhBackward,   // a: grad, b: x
   kSiluBackward,       // a: grad, b: x
+  kSigmoid,            // 1 / (1 + e^-a)
+  kSigmoidBackward,    // a: grad, b: y (the forward's result): a y (1 - y)
   kThresholdBackward,  // a: grad, b: y; 0 where y <= s (ATen's rule)
 };
 
@@ -52,6 +54,7 @@ OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
     case EwOp::kGeluBackward:
     case EwOp::kGeluTanhBackward:
     case EwOp::kSiluBackward:
+    case EwOp::kSigmoidBackward:
     case EwOp::kThresholdBackward:
       return true;
     default:
@@ -116,6 +119,10 @@ OVERLAP_HOST_DEVICE inline T Ew(EwOp op, T a, T b, T s) {
       const T sg = T(1) / (T(1) + exp(-b));
       return a * sg * (T(1) + b * (T(1) - sg));
     }
+    case EwOp::kSigmoid:
+      return T(1) / (T(1) + exp(-a));
+    case EwOp::kSigmoidBackward:
+      return a * b * (T(1) - b);
     case EwOp::kThresholdBackward:
       return b <= s ? T(0) : a;
   }

@@ -23,8 +23,8 @@ absl::Status CheckIndex(const KernelCall& c, int64_t i, int64_t n, absl::string_
 }
 
 Results Embedding(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg(0, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(1, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
   if (w0.dim() != 2) return c.Error(absl::StrCat("weight should be 2-D, got ", w0.DebugString()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor w, Contiguous(c, w0));
@@ -42,11 +42,11 @@ Results Embedding(KernelCall& c) {
 }
 
 Results EmbeddingDenseBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(1, "indices"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t rows, c.IntArg(2, "num_weights"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg(3, "padding_idx", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg(4, "scale_grad_by_freq", false));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t rows, c.IntArg("num_weights"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg("padding_idx", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg("scale_grad_by_freq", false));
   if (by_freq) return c.Error("scale_grad_by_freq is not supported");
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
@@ -76,10 +76,10 @@ Results EmbeddingDenseBackward(KernelCall& c) {
 }
 
 Results Arange(KernelCall& c) {
-  const Value* end = c.Arg(0, "end");
+  const Value* end = c.Arg("end");
   if (end == nullptr) return c.Error("arange needs an end");
   DType d = end->kind() == Value::Kind::kInt ? DType::kInt64 : DType::kFloat32;
-  const Value* dv = c.Arg(-1, "dtype");
+  const Value* dv = c.Arg("dtype");
   if (dv != nullptr && dv->kind() == Value::Kind::kString) {
     std::string name = dv->as_string();
     if (name.rfind("torch.", 0) == 0) name = name.substr(6);
@@ -87,7 +87,7 @@ Results Arange(KernelCall& c) {
     if (!parsed.ok()) return c.Error(parsed.status().message());
     d = *parsed;
   }
-  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg(0, "end"));
+  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg("end"));
   // ATen refuses an end below the start (0) and a non-finite one.
   if (!(e >= 0) || !std::isfinite(e)) {
     return c.Error(absl::StrCat("argument 'end' is ", e, "; arange(end) needs 0 <= end"));
@@ -119,10 +119,10 @@ void SortLine(const T* x, int64_t base, int64_t stride, int64_t n, bool descendi
 }
 
 Results TopK(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t k, c.IntArg(1, "k"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool largest, c.BoolArg(3, "largest", true));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t k, c.IntArg("k"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool largest, c.BoolArg("largest", true));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
@@ -150,9 +150,9 @@ Results TopK(KernelCall& c) {
 }
 
 Results ArgSort(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg(2, "descending", false));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg("descending", false));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
@@ -179,9 +179,9 @@ Results ArgSort(KernelCall& c) {
 }
 
 Results IndexSelect(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
   if (x0.dim() == 0 && idx0.numel() > 1)
@@ -208,11 +208,11 @@ Results IndexSelect(KernelCall& c) {
 
 // index_add (functional: into a copy of self) and index_add_ (into self, returned).
 Results IndexAdd(KernelCall& c, bool in_place) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg(3, "source"));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(4, "alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg("source"));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
   if (src0.dtype() != self.dtype()) return c.Error("source and self differ in dtype");
@@ -258,10 +258,10 @@ Results IndexAdd(KernelCall& c, bool in_place) {
 }
 
 Results ScatterSrc(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(2, "index"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg(3, "src"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg("src"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, self, "self"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
@@ -298,8 +298,8 @@ Results ScatterSrc(KernelCall& c) {
 }
 
 Results Cat(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> parts, c.TensorListArg(0, "tensors"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> parts, c.TensorListArg("tensors"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", 0));
   if (parts.empty()) return c.Error("cat of no tensors");
   // 1-D empty tensors are skipped, as PyTorch does.
   std::vector<Tensor> used;
@@ -335,12 +335,12 @@ Results Cat(KernelCall& c) {
 }
 
 Results SliceBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg(1, "input_sizes"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg(3, "start"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg(4, "end"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg(5, "step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg("input_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg("start"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg("end"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step", 1));
   if (sizes.empty()) return c.Error("input_sizes should have a dimension");
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, static_cast<int64_t>(sizes.size())));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace overlap {
 namespace {
@@ -31,18 +32,35 @@ std::string KindName(const Value& v) {
   return "?";
 }
 
-std::string ArgLabel(int pos, absl::string_view name) {
-  return absl::StrCat("argument ", pos, " (", name, ")");
-}
+std::string ArgLabel(absl::string_view name) { return absl::StrCat("argument `", name, "`"); }
 
 }  // namespace
 
-const Value* KernelCall::Arg(int pos, absl::string_view name) const {
-  if (pos >= 0 && pos < static_cast<int>(node_.args().size())) return &node_.args()[pos];
-  for (const auto& [key, value] : node_.kwargs()) {
+KernelCall::KernelCall(const Node& node, Allocator& alloc,
+                       std::function<const Tensor*(NodeId)> tensor_of, Pool output_pool,
+                       const OpSchema* schema)
+    : node_(node),
+      alloc_(alloc),
+      tensor_of_(std::move(tensor_of)),
+      output_pool_(output_pool),
+      schema_(schema != nullptr ? schema : FindOpSchema(node.target())),
+      bound_(schema_ != nullptr ? OpArgs::Bind(node, *schema_)
+                                : absl::StatusOr<OpArgs>(absl::UnimplementedError(""))) {}
+
+absl::Status KernelCall::CheckArgs() const {
+  return schema_ == nullptr ? absl::OkStatus() : bound_.status();
+}
+
+const Value* KernelCall::Arg(absl::string_view name) const {
+  if (schema_ != nullptr) return bound_.ok() ? bound_->Get(name) : nullptr;
+  for (const auto& [key, value] : node_.kwargs()) {  // an undeclared target: keywords only
     if (key == name) return &value;
   }
   return nullptr;
+}
+
+const Value* KernelCall::PositionalArg(int pos) const {
+  return pos >= 0 && pos < static_cast<int>(node_.args().size()) ? &node_.args()[pos] : nullptr;
 }
 
 absl::Status KernelCall::Error(absl::string_view message) const {
@@ -50,33 +68,34 @@ absl::Status KernelCall::Error(absl::string_view message) const {
       absl::StrCat("node '", node_.name(), "' (", node_.target(), "): ", message));
 }
 
-absl::StatusOr<Tensor> KernelCall::TensorArg(int pos, absl::string_view name) const {
-  const Value* v = Arg(pos, name);
+absl::StatusOr<Tensor> KernelCall::TensorArg(absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if (v == nullptr || !v->is_ref()) {
-    return Error(absl::StrCat(ArgLabel(pos, name), " should be a tensor, got ",
+    return Error(absl::StrCat(ArgLabel(name), " should be a tensor, got ",
                               v == nullptr ? "nothing" : KindName(*v)));
   }
   const Tensor* t = tensor_of_(v->as_ref());
   if (t == nullptr || !t->defined()) {
-    return Error(absl::StrCat(ArgLabel(pos, name), ": its value is not available"));
+    return Error(absl::StrCat(ArgLabel(name), ": its value is not available"));
   }
   return *t;
 }
 
-absl::StatusOr<std::optional<Tensor>> KernelCall::OptionalTensorArg(int pos,
-                                                                    absl::string_view name) const {
-  const Value* v = Arg(pos, name);
+absl::StatusOr<std::optional<Tensor>> KernelCall::OptionalTensorArg(absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if (v == nullptr || v->is_none()) return std::optional<Tensor>();
-  absl::StatusOr<Tensor> t = TensorArg(pos, name);
+  absl::StatusOr<Tensor> t = TensorArg(name);
   if (!t.ok()) return t.status();
   return std::optional<Tensor>(*std::move(t));
 }
 
-absl::StatusOr<std::vector<Tensor>> KernelCall::TensorListArg(int pos,
-                                                              absl::string_view name) const {
-  const Value* v = Arg(pos, name);
+absl::StatusOr<std::vector<Tensor>> KernelCall::TensorListArg(absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if (v == nullptr || v->kind() != Value::Kind::kList) {
-    return Error(absl::StrCat(ArgLabel(pos, name), " should be a list of tensors, got ",
+    return Error(absl::StrCat(ArgLabel(name), " should be a list of tensors, got ",
                               v == nullptr ? "nothing" : KindName(*v)));
   }
   std::vector<Tensor> out;
@@ -84,54 +103,58 @@ absl::StatusOr<std::vector<Tensor>> KernelCall::TensorListArg(int pos,
     const Tensor* t = item.is_ref() ? tensor_of_(item.as_ref()) : nullptr;
     if (t == nullptr || !t->defined()) {
       return Error(
-          absl::StrCat(ArgLabel(pos, name), ": item ", out.size(), " is not an available tensor"));
+          absl::StrCat(ArgLabel(name), ": item ", out.size(), " is not an available tensor"));
     }
     out.push_back(*t);
   }
   return out;
 }
 
-absl::StatusOr<int64_t> KernelCall::IntArg(int pos, absl::string_view name,
+absl::StatusOr<int64_t> KernelCall::IntArg(absl::string_view name,
                                            std::optional<int64_t> fallback) const {
-  const Value* v = Arg(pos, name);
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if ((v == nullptr || v->is_none()) && fallback.has_value()) return *fallback;
   if (v != nullptr && v->kind() == Value::Kind::kInt) return v->as_int();
   if (v != nullptr && v->kind() == Value::Kind::kBool) return v->as_bool() ? 1 : 0;
-  return Error(absl::StrCat(ArgLabel(pos, name), " should be an int, got ",
+  return Error(absl::StrCat(ArgLabel(name), " should be an int, got ",
                             v == nullptr ? "nothing" : KindName(*v)));
 }
 
-absl::StatusOr<double> KernelCall::DoubleArg(int pos, absl::string_view name,
+absl::StatusOr<double> KernelCall::DoubleArg(absl::string_view name,
                                              std::optional<double> fallback) const {
-  const Value* v = Arg(pos, name);
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if ((v == nullptr || v->is_none()) && fallback.has_value()) return *fallback;
   if (v != nullptr && v->kind() == Value::Kind::kDouble) return v->as_double();
   if (v != nullptr && v->kind() == Value::Kind::kInt) return static_cast<double>(v->as_int());
-  return Error(absl::StrCat(ArgLabel(pos, name), " should be a number, got ",
+  return Error(absl::StrCat(ArgLabel(name), " should be a number, got ",
                             v == nullptr ? "nothing" : KindName(*v)));
 }
 
-absl::StatusOr<bool> KernelCall::BoolArg(int pos, absl::string_view name,
+absl::StatusOr<bool> KernelCall::BoolArg(absl::string_view name,
                                          std::optional<bool> fallback) const {
-  const Value* v = Arg(pos, name);
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if ((v == nullptr || v->is_none()) && fallback.has_value()) return *fallback;
   if (v != nullptr && v->kind() == Value::Kind::kBool) return v->as_bool();
   if (v != nullptr && v->kind() == Value::Kind::kInt) return v->as_int() != 0;
-  return Error(absl::StrCat(ArgLabel(pos, name), " should be a bool, got ",
+  return Error(absl::StrCat(ArgLabel(name), " should be a bool, got ",
                             v == nullptr ? "nothing" : KindName(*v)));
 }
 
-absl::StatusOr<std::vector<int64_t>> KernelCall::IntListArg(int pos, absl::string_view name) const {
-  const Value* v = Arg(pos, name);
+absl::StatusOr<std::vector<int64_t>> KernelCall::IntListArg(absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if (v != nullptr && v->kind() == Value::Kind::kInt) return std::vector<int64_t>{v->as_int()};
   if (v == nullptr || v->kind() != Value::Kind::kList) {
-    return Error(absl::StrCat(ArgLabel(pos, name), " should be a list of ints, got ",
+    return Error(absl::StrCat(ArgLabel(name), " should be a list of ints, got ",
                               v == nullptr ? "nothing" : KindName(*v)));
   }
   std::vector<int64_t> out;
   for (const Value& item : v->items()) {
     if (item.kind() != Value::Kind::kInt) {
-      return Error(absl::StrCat(ArgLabel(pos, name), " should be a list of ints, item ", out.size(),
+      return Error(absl::StrCat(ArgLabel(name), " should be a list of ints, item ", out.size(),
                                 " is ", KindName(item)));
     }
     out.push_back(item.as_int());
@@ -139,30 +162,31 @@ absl::StatusOr<std::vector<int64_t>> KernelCall::IntListArg(int pos, absl::strin
   return out;
 }
 
-absl::StatusOr<std::vector<bool>> KernelCall::BoolListArg(int pos, absl::string_view name,
+absl::StatusOr<std::vector<bool>> KernelCall::BoolListArg(absl::string_view name,
                                                           std::vector<bool> fallback) const {
-  const Value* v = Arg(pos, name);
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if (v == nullptr || v->is_none()) return fallback;
   if (v->kind() != Value::Kind::kList) {
-    return Error(
-        absl::StrCat(ArgLabel(pos, name), " should be a list of bools, got ", KindName(*v)));
+    return Error(absl::StrCat(ArgLabel(name), " should be a list of bools, got ", KindName(*v)));
   }
   std::vector<bool> out;
   for (const Value& item : v->items()) {
     if (item.kind() != Value::Kind::kBool) {
-      return Error(absl::StrCat(ArgLabel(pos, name), " should be a list of bools"));
+      return Error(absl::StrCat(ArgLabel(name), " should be a list of bools"));
     }
     out.push_back(item.as_bool());
   }
   return out;
 }
 
-absl::StatusOr<std::string> KernelCall::StringArg(int pos, absl::string_view name,
+absl::StatusOr<std::string> KernelCall::StringArg(absl::string_view name,
                                                   std::optional<std::string> fallback) const {
-  const Value* v = Arg(pos, name);
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
   if ((v == nullptr || v->is_none()) && fallback.has_value()) return *fallback;
   if (v != nullptr && v->kind() == Value::Kind::kString) return v->as_string();
-  return Error(absl::StrCat(ArgLabel(pos, name), " should be a string, got ",
+  return Error(absl::StrCat(ArgLabel(name), " should be a string, got ",
                             v == nullptr ? "nothing" : KindName(*v)));
 }
 
@@ -188,6 +212,12 @@ absl::StatusOr<Tensor> KernelCall::NewScratch(DType dtype, absl::Span<const int6
 const Kernel* KernelRegistry::Find(absl::string_view target) const {
   auto it = kernels_.find(target);
   return it == kernels_.end() ? nullptr : &it->second;
+}
+
+const OpSchema* KernelRegistry::SchemaOf(absl::string_view target) const {
+  if (const OpSchema* s = FindOpSchema(target); s != nullptr) return s;
+  auto it = schemas_.find(target);
+  return it == schemas_.end() ? nullptr : it->second;
 }
 
 std::vector<std::string> KernelRegistry::Targets() const {

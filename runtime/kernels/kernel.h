@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/graph.h"
+#include "graph/op_schema.h"
 #include "runtime/core/tensor.h"
 
 namespace overlap {
@@ -37,9 +38,10 @@ class KernelCall {
  public:
   // `tensor_of` gives the tensor of a referenced node (nullptr: not available, an error
   // naming it). `output_pool` is where NewOutput allocates.
+  // Binds the node's arguments to `schema`, by default its target's declaration
+  // (graph/op_schema.h; KernelRegistry::SchemaOf gives a user op's). O(args).
   KernelCall(const Node& node, Allocator& alloc, std::function<const Tensor*(NodeId)> tensor_of,
-             Pool output_pool = Pool::kValues)
-      : node_(node), alloc_(alloc), tensor_of_(std::move(tensor_of)), output_pool_(output_pool) {}
+             Pool output_pool = Pool::kValues, const OpSchema* schema = nullptr);
 
   const Node& node() const { return node_; }
   Allocator& allocator() { return alloc_; }
@@ -47,27 +49,36 @@ class KernelCall {
   // when not available.
   const Tensor* TensorOf(NodeId id) const { return tensor_of_(id); }
 
-  // The argument at position `pos`, else the keyword `name`, else nullptr. O(kwargs).
-  const Value* Arg(int pos, absl::string_view name) const;
+  // Arguments are read by name through the operator's schema: given by position or keyword,
+  // else the schema's default. A target the schema does not declare (a user's own op) has
+  // only its keywords by name, and PositionalArg.
+  // The argument `name`, else nullptr. O(args).
+  const Value* Arg(absl::string_view name) const;
+  // The argument at position `pos` as the node passes it, else nullptr. O(1).
+  const Value* PositionalArg(int pos) const;
+  // The schema's refusal of the node's arguments (a keyword it does not declare, surplus
+  // arguments, a keyword-only one by position), or OK; every typed accessor returns it first.
+  absl::Status CheckArgs() const;
 
   // Typed arguments. Each fails with InvalidArgument naming the node, the argument and what
   // it got when the argument is missing (and has no default) or of the wrong kind. Ints
-  // are accepted for doubles; a single int for an int list.
-  absl::StatusOr<Tensor> TensorArg(int pos, absl::string_view name) const;
+  // are accepted for doubles; a single int for an int list. A `fallback` is what None means
+  // where the schema's default is None (slice's end: the dimension's size).
+  absl::StatusOr<Tensor> TensorArg(absl::string_view name) const;
   // nullopt for None or a missing argument.
-  absl::StatusOr<std::optional<Tensor>> OptionalTensorArg(int pos, absl::string_view name) const;
-  absl::StatusOr<std::vector<Tensor>> TensorListArg(int pos, absl::string_view name) const;
-  absl::StatusOr<int64_t> IntArg(int pos, absl::string_view name,
+  absl::StatusOr<std::optional<Tensor>> OptionalTensorArg(absl::string_view name) const;
+  absl::StatusOr<std::vector<Tensor>> TensorListArg(absl::string_view name) const;
+  absl::StatusOr<int64_t> IntArg(absl::string_view name,
                                  std::optional<int64_t> fallback = std::nullopt) const;
-  absl::StatusOr<double> DoubleArg(int pos, absl::string_view name,
+  absl::StatusOr<double> DoubleArg(absl::string_view name,
                                    std::optional<double> fallback = std::nullopt) const;
-  absl::StatusOr<bool> BoolArg(int pos, absl::string_view name,
+  absl::StatusOr<bool> BoolArg(absl::string_view name,
                                std::optional<bool> fallback = std::nullopt) const;
-  absl::StatusOr<std::vector<int64_t>> IntListArg(int pos, absl::string_view name) const;
+  absl::StatusOr<std::vector<int64_t>> IntListArg(absl::string_view name) const;
   // A bool list (output masks); missing or None gives `fallback`.
-  absl::StatusOr<std::vector<bool>> BoolListArg(int pos, absl::string_view name,
+  absl::StatusOr<std::vector<bool>> BoolListArg(absl::string_view name,
                                                 std::vector<bool> fallback) const;
-  absl::StatusOr<std::string> StringArg(int pos, absl::string_view name,
+  absl::StatusOr<std::string> StringArg(absl::string_view name,
                                         std::optional<std::string> fallback = std::nullopt) const;
 
   // A zeroed result / temporary. O(bytes).
@@ -85,6 +96,8 @@ class KernelCall {
   Allocator& alloc_;
   std::function<const Tensor*(NodeId)> tensor_of_;
   Pool output_pool_;
+  const OpSchema* schema_;  // nullptr: the target is undeclared
+  absl::StatusOr<OpArgs> bound_;
 };
 
 // A kernel: the node's results (one per tuple element), or an error naming the node.
@@ -94,10 +107,16 @@ using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(KernelCall&)>;
 // replaces its own.
 class KernelRegistry {
  public:
-  // Adds or replaces the kernel for `target`.
-  void Register(std::string target, Kernel kernel) {
+  // Adds or replaces the kernel for `target`. An undeclared target (a user's op) may name
+  // the schema its arguments follow (FindOpSchema of the op it implements; not owned), so
+  // that its kernel reads them by name as a declared op's does.
+  void Register(std::string target, Kernel kernel, const OpSchema* schema = nullptr) {
+    if (schema != nullptr) schemas_[target] = schema;
     kernels_[std::move(target)] = std::move(kernel);
   }
+  // The schema `target`'s arguments follow: its declaration, else the one it was registered
+  // with; nullptr for neither. O(1) expected.
+  const OpSchema* SchemaOf(absl::string_view target) const;
   // The kernel for `target`, nullptr when none is registered. O(1) expected.
   const Kernel* Find(absl::string_view target) const;
   // Registered targets, sorted. O(K log K).
@@ -105,6 +124,7 @@ class KernelRegistry {
 
  private:
   absl::flat_hash_map<std::string, Kernel> kernels_;
+  absl::flat_hash_map<std::string, const OpSchema*> schemas_;
 };
 
 // The CPU kernels: every call_function target of docs/ops.md (forward, backward and loss),

@@ -229,13 +229,21 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
   Check("aten.mul.Tensor", {F(m1), F(m2)}, {ref::MulTensor(m1, m2)});
   Check("aten.mul.Tensor", {F(m3), F(m1)}, {ref::MulTensor(m3, m1)});
   Check("aten.add.Tensor", {F(m1), F(m2)}, {ref::AddTensor(m1, m2)});
-  Check("aten.add.Tensor", {F(m1), F(m3), C(Value::Double(0.5))}, {ref::AddTensor(m1, m3, 0.5)});
+  Check("aten.add.Tensor", {F(m1), F(m3)}, {ref::AddTensor(m1, m3, 0.5)},
+        {{"alpha", Value::Double(0.5)}});
   const RefTensor wide = Rand({3, 4}, -4, 4);
   Check("aten.gelu.default", {F(wide)}, {ref::Gelu(wide)});
   Check("aten.gelu.default", {F(wide)}, {ref::Gelu(wide, "tanh")},
         {{"approximate", Value::String("tanh")}});
   Check("aten.silu.default", {F(wide)}, {ref::Silu(wide)});
   Check("aten.relu.default", {F(wide)}, {ref::Relu(wide)});
+  Check("aten.sigmoid.default", {F(wide)}, {ref::SigmoidOf(wide)});
+  Check("aten.sigmoid_backward.default", {F(m1), F(ref::SigmoidOf(m1))},
+        {ref::SigmoidBackward(m1, ref::SigmoidOf(m1))});
+  Check("aten.neg.default", {F(wide)}, {ref::Neg(wide)});
+  Check("aten.sub.Tensor", {F(m1), F(m2)}, {ref::AddTensor(m1, m2, -1)});
+  Check("aten.sub.Tensor", {F(m1), F(m3)}, {ref::AddTensor(m1, m3, -0.5)},
+        {{"alpha", Value::Double(0.5)}});
   // ReLU6 (mobilenet_v2) and the default [-1, 1].
   Check("aten.hardtanh.default", {F(wide), C(Value::Double(0)), C(Value::Double(6))},
         {ref::Hardtanh(wide, 0, 6)});
@@ -460,6 +468,14 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
       [](const std::vector<RefTensor>& x, const RefTensor& g) {
         return std::vector<std::optional<RefTensor>>{
             Out("aten.silu_backward.default", {F(g), F(x[0])})};
+      });
+  // sigmoid's backward reads the forward's result, as the AOT pair saves it.
+  CheckFiniteDifferences(
+      "sigmoid", {Rand({5}, -4, 4)},
+      [](const std::vector<RefTensor>& x) { return Out("aten.sigmoid.default", {F(x[0])}); },
+      [](const std::vector<RefTensor>& x, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{Out(
+            "aten.sigmoid_backward.default", {F(g), F(Out("aten.sigmoid.default", {F(x[0])}))})};
       });
   {
     RefTensor x = Rand({4, 3}, 0.2, 5.8);  // away from ReLU6's kinks at 0 and 6

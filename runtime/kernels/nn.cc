@@ -64,8 +64,8 @@ absl::Status CheckMatmul(const KernelCall& c, const Tensor& a, const Tensor& b) 
 }
 
 Results Mm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(1, "mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
   OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -76,11 +76,11 @@ Results Mm(KernelCall& c) {
 }
 
 Results Addmm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg(1, "mat1"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg(2, "mat2"));
-  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg(3, "beta", 1.0));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg(4, "alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
   if (beta != 1 || alpha != 1) return c.Error("addmm with beta or alpha other than 1");
   OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
   const std::vector<int64_t> shape = {a.shape()[0], b.shape()[1]};
@@ -104,8 +104,8 @@ Results Addmm(KernelCall& c) {
 
 // bmm(self [b, n, m], mat2 [b, m, p]) -> [b, n, p]: one GEMM per batch.
 Results Bmm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg(1, "mat2"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("mat2"));
   if (a0.dim() != 3 || b0.dim() != 3 || a0.shape()[0] != b0.shape()[0] ||
       a0.shape()[2] != b0.shape()[1] || a0.dtype() != b0.dtype()) {
     return c.Error(absl::StrCat("bmm of ", a0.DebugString(), " and ", b0.DebugString()));
@@ -142,11 +142,11 @@ absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
 // ---- layer norm ----
 
 Results NativeLayerNorm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg(1, "normalized_shape"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg(2, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg(3, "bias"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg(4, "eps"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg("normalized_shape"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg("bias"));
+  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
   const int64_t axis = x0.dim() - static_cast<int64_t>(ns.size());
   if (axis < 0 || !std::equal(ns.begin(), ns.end(), x0.shape().begin() + axis)) {
     return c.Error(absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
@@ -188,14 +188,14 @@ Results NativeLayerNorm(KernelCall& c) {
 }
 
 Results NativeLayerNormBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(1, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg(2, "normalized_shape"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor mean0, c.TensorArg(3, "mean"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd0, c.TensorArg(4, "rstd"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg(5, "weight"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg("normalized_shape"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor mean0, c.TensorArg("mean"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd0, c.TensorArg("rstd"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
-                           c.BoolListArg(7, "output_mask", {true, true, true}));
+                           c.BoolListArg("output_mask", {true, true, true}));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, x0, "grad_out and input"));
   const int64_t axis = x0.dim() - static_cast<int64_t>(ns.size());
   if (axis < 0 || mask.size() != 3) return c.Error("bad normalized_shape or output_mask");
@@ -257,13 +257,13 @@ absl::StatusOr<ChannelLayout> Channels(const KernelCall& c, const Tensor& x) {
 }
 
 Results NativeBatchNorm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg(1, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg(2, "bias"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg(3, "running_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg(4, "running_var"));
-  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg(5, "training"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg(7, "eps"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg("bias"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg("running_mean"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg("running_var"));
+  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg("training"));
+  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
   OVERLAP_ASSIGN_OR_RETURN(ChannelLayout l, Channels(c, x0));
   if (!training && (!rm || !rv)) return c.Error("evaluation mode needs running statistics");
   if (training && (rm || rv)) {
@@ -306,17 +306,17 @@ Results NativeBatchNorm(KernelCall& c) {
 }
 
 Results NativeBatchNormBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(1, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg(2, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg(3, "running_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg(4, "running_var"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> sm, c.OptionalTensorArg(5, "save_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> si, c.OptionalTensorArg(6, "save_invstd"));
-  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg(7, "train"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg(8, "eps"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg("running_mean"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg("running_var"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> sm, c.OptionalTensorArg("save_mean"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> si, c.OptionalTensorArg("save_invstd"));
+  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg("train"));
+  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
-                           c.BoolListArg(9, "output_mask", {true, true, true}));
+                           c.BoolListArg("output_mask", {true, true, true}));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, x0, "grad_out and input"));
   OVERLAP_ASSIGN_OR_RETURN(ChannelLayout l, Channels(c, x0));
   if (mask.size() != 3) return c.Error("output_mask should have 3 entries");
@@ -409,10 +409,10 @@ void Col2Im(const ConvGeometry& g, const T* col, T* x) {
 }
 
 Results Convolution(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg(1, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> bias, c.OptionalTensorArg(2, "bias"));
-  OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0, 3));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> bias, c.OptionalTensorArg("bias"));
+  OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0));
   if (x0.dtype() != w0.dtype()) return c.Error("input and weight differ in dtype");
   if (bias && bias->numel() != g.o) return c.Error("bias does not match the output channels");
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
@@ -441,17 +441,17 @@ Results Convolution(KernelCall& c) {
 }
 
 Results ConvolutionBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(1, "input"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg(2, "weight"));
-  const Value* bias_sizes = c.Arg(3, "bias_sizes");
-  OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0, 4));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
+  const Value* bias_sizes = c.Arg("bias_sizes");
+  OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
-                           c.BoolListArg(10, "output_mask", {true, true, true}));
+                           c.BoolListArg("output_mask", {true, true, true}));
   if (mask.size() != 3) return c.Error("output_mask should have 3 entries");
   bool has_bias = false;
   if (bias_sizes != nullptr && bias_sizes->kind() == Value::Kind::kList) {
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, c.IntListArg(3, "bias_sizes"));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, c.IntListArg("bias_sizes"));
     has_bias = !bs.empty() && bs[0] != 0;
   }
   const std::vector<int64_t> out_shape = {g.n, g.o, g.ho, g.wo};
@@ -501,8 +501,8 @@ Results ConvolutionBackward(KernelCall& c) {
 // ---- max pooling ----
 
 Results MaxPool2d(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0, 1));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   std::vector<int64_t> shape = x.shape();
   shape[shape.size() - 2] = g.ho;
@@ -524,9 +524,9 @@ Results MaxPool2d(KernelCall& c) {
 }
 
 Results MaxPool2dBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg(7, "indices"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
   if (idx0.shape() != g0.shape() || g0.dim() < 2 || x.dim() < 2 || g0.dtype() != x.dtype()) {
     return c.Error("grad_output and indices should have one shape");
@@ -574,10 +574,10 @@ void Scores(const AttnShape& a, const T* q, const T* k, T* p, T* lse) {
 }
 
 Results FlashAttention(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor q0, c.TensorArg(0, "query"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor k0, c.TensorArg(1, "key"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor v0, c.TensorArg(2, "value"));
-  OVERLAP_ASSIGN_OR_RETURN(AttnShape a, AttnArgs(c, q0, k0, v0, 4, 3));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor q0, c.TensorArg("query"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor k0, c.TensorArg("key"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor v0, c.TensorArg("value"));
+  OVERLAP_ASSIGN_OR_RETURN(AttnShape a, AttnArgs(c, q0, k0, v0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor q, Contiguous(c, q0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor k, Contiguous(c, k0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor v, Contiguous(c, v0));
@@ -602,12 +602,12 @@ Results FlashAttention(KernelCall& c) {
 // dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(dO O)); dQ = scale dS K; dK = scale dS^T Q.
 // P is recomputed from Q and K (exact, not from the saved logsumexp, which only checks).
 Results FlashAttentionBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor q0, c.TensorArg(1, "query"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor k0, c.TensorArg(2, "key"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor v0, c.TensorArg(3, "value"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor o0, c.TensorArg(4, "out"));
-  OVERLAP_ASSIGN_OR_RETURN(AttnShape a, AttnArgs(c, q0, k0, v0, 11, 10));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor q0, c.TensorArg("query"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor k0, c.TensorArg("key"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor v0, c.TensorArg("value"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor o0, c.TensorArg("out"));
+  OVERLAP_ASSIGN_OR_RETURN(AttnShape a, AttnArgs(c, q0, k0, v0));
   const std::vector<int64_t> out_shape = {a.b, a.h, a.s, a.dv};
   if (g0.shape() != out_shape || o0.shape() != out_shape || g0.dtype() != q0.dtype() ||
       o0.dtype() != q0.dtype()) {
@@ -665,8 +665,8 @@ Results FlashAttentionBackward(KernelCall& c) {
 
 // ATen's reduction enum (none, mean, sum); any other value is refused as ATen refuses it,
 // instead of being read as "sum".
-absl::StatusOr<int64_t> ReductionArg(const KernelCall& c, int pos) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg(pos, "reduction", kReductionMean));
+absl::StatusOr<int64_t> ReductionArg(const KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg("reduction", kReductionMean));
   if (!IsAtenReduction(reduction)) {
     return c.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
@@ -675,11 +675,11 @@ absl::StatusOr<int64_t> ReductionArg(const KernelCall& c, int pos) {
 }
 
 Results NllLossForward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(1, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg(2, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 3));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg(4, "ignore_index", -100));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index", -100));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
   if (x0.dim() < 1 || x0.dim() > 2) return c.Error("self should be [N, C] or [C]");
   const int64_t n = x0.dim() == 2 ? x0.shape()[0] : 1, classes = x0.shape().back();
@@ -718,13 +718,13 @@ Results NllLossForward(KernelCall& c) {
 }
 
 Results NllLossBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(2, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg(3, "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 4));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg(5, "ignore_index", -100));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.TensorArg(6, "total_weight"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index", -100));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.TensorArg("total_weight"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
   if (x.dim() < 1 || x.dim() > 2) return c.Error("self should be [N, C] or [C]");
   const int64_t n = x.dim() == 2 ? x.shape()[0] : 1, classes = x.shape().back();
@@ -765,9 +765,9 @@ Results NllLossBackward(KernelCall& c) {
 }
 
 Results MseLoss(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(1, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 2));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
@@ -790,10 +790,10 @@ Results MseLoss(KernelCall& c) {
 }
 
 Results MseLossBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(1, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg(2, "target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c, 3));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
   const bool none = reduction == kReductionNone;
   OVERLAP_RETURN_IF_ERROR(CheckDType(c, g0, x0.dtype(), "grad_output"));

@@ -186,280 +186,372 @@ OVERLAP_HOST_DEVICE inline double At(const void* p, int64_t i) {
   return static_cast<double>(static_cast<const T*>(p)[i]);
 }
 
-}  // namespace nn_internal
+// One unit of each operation, each its own function (NnUnit dispatches on the op).
 
-// Unit `u` of `a` (u < NnUnits(a)), in element type T.
 template <typename T>
-OVERLAP_HOST_DEVICE inline void NnUnit(const NnArgs& a, int64_t u) {
-  using nn_internal::At;
-  using nn_internal::IndexAt;
-  using nn_internal::InRange;
-  using std::exp;
-  using std::log;
+OVERLAP_HOST_DEVICE inline void LayerNormUnit(const NnArgs& a, int64_t u) {
+  using std::sqrt;
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  T* out2 = static_cast<T*>(a.out2);
+  T* out3 = static_cast<T*>(a.out3);
+  const int64_t n = a.cols;
+  const T* in = x + u * n;
+  double s = 0, s2 = 0;
+  for (int64_t j = 0; j < n; ++j) s += in[j];
+  const double mu = n > 0 ? s / n : 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = in[j] - mu;
+    s2 += d * d;
+  }
+  const double r = 1.0 / sqrt((n > 0 ? s2 / n : 0) + a.eps);
+  out2[u] = static_cast<T>(mu);
+  out3[u] = static_cast<T>(r);
+  for (int64_t j = 0; j < n; ++j) {
+    double v = (in[j] - mu) * r;
+    if (a.w != nullptr) v *= At<T>(a.w, j);
+    if (a.b != nullptr) v += At<T>(a.b, j);
+    out[u * n + j] = static_cast<T>(v);
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void LayerNormBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const int64_t n = a.cols;
+  const double mu = At<T>(a.mean, u), r = At<T>(a.var, u);
+  double sa = 0, sb = 0;  // sums of dxhat and dxhat * xhat
+  for (int64_t j = 0; j < n; ++j) {
+    const double xh = (x[u * n + j] - mu) * r;
+    const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
+    sa += dxh;
+    sb += dxh * xh;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const double xh = (x[u * n + j] - mu) * r;
+    const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
+    out[u * n + j] = static_cast<T>(r * (dxh - sa / n - xh * sb / n));
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void LayerNormParamBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* g = static_cast<const T*>(a.g);
+  T* out2 = static_cast<T*>(a.out2);
+  T* out3 = static_cast<T*>(a.out3);
+  const int64_t n = a.cols;
+  double dw = 0, db = 0;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const double xh = (x[i * n + u] - At<T>(a.mean, i)) * At<T>(a.var, i);
+    dw += g[i * n + u] * xh;
+    db += g[i * n + u];
+  }
+  if (out2 != nullptr) out2[u] = static_cast<T>(dw);
+  if (out3 != nullptr) out3[u] = static_cast<T>(db);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void BatchNormUnit(const NnArgs& a, int64_t u) {
+  using std::sqrt;
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  T* out2 = static_cast<T*>(a.out2);
+  T* out3 = static_cast<T*>(a.out3);
+  const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
+  double mu, inv;
+  if (a.flag != 0) {
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < a.batch; ++i) {
+      for (int64_t j = 0; j < inner; ++j) s += x[(i * ch + u) * inner + j];
+    }
+    mu = count > 0 ? s / count : 0;
+    for (int64_t i = 0; i < a.batch; ++i) {
+      for (int64_t j = 0; j < inner; ++j) {
+        const double d = x[(i * ch + u) * inner + j] - mu;
+        s2 += d * d;
+      }
+    }
+    inv = 1.0 / sqrt((count > 0 ? s2 / count : 0) + a.eps);
+    out2[u] = static_cast<T>(mu);
+    out3[u] = static_cast<T>(inv);
+  } else {
+    mu = At<T>(a.mean, u);
+    inv = 1.0 / sqrt(At<T>(a.var, u) + a.eps);
+  }
+  const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
+  const double shift = a.b != nullptr ? At<T>(a.b, u) : 0.0;
+  for (int64_t i = 0; i < a.batch; ++i) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const int64_t at = (i * ch + u) * inner + j;
+      out[at] = static_cast<T>((x[at] - mu) * inv * scale + shift);
+    }
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void BatchNormBackwardUnit(const NnArgs& a, int64_t u) {
   using std::sqrt;
   const T* x = static_cast<const T*>(a.x);
   const T* g = static_cast<const T*>(a.g);
   T* out = static_cast<T*>(a.out);
   T* out2 = static_cast<T*>(a.out2);
   T* out3 = static_cast<T*>(a.out3);
-  switch (a.op) {
-    case NnOp::kLayerNorm: {
-      const int64_t n = a.cols;
-      const T* in = x + u * n;
-      double s = 0, s2 = 0;
-      for (int64_t j = 0; j < n; ++j) s += in[j];
-      const double mu = n > 0 ? s / n : 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double d = in[j] - mu;
-        s2 += d * d;
-      }
-      const double r = 1.0 / sqrt((n > 0 ? s2 / n : 0) + a.eps);
-      out2[u] = static_cast<T>(mu);
-      out3[u] = static_cast<T>(r);
-      for (int64_t j = 0; j < n; ++j) {
-        double v = (in[j] - mu) * r;
-        if (a.w != nullptr) v *= At<T>(a.w, j);
-        if (a.b != nullptr) v += At<T>(a.b, j);
-        out[u * n + j] = static_cast<T>(v);
-      }
-      return;
+  const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
+  const bool training = a.flag != 0;
+  const double mu = At<T>(a.mean, u);
+  const double inv = training ? At<T>(a.var, u) : 1.0 / sqrt(At<T>(a.var, u) + a.eps);
+  const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
+  double sg = 0, sgx = 0;  // sum g, sum g * xhat
+  for (int64_t i = 0; i < a.batch; ++i) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const int64_t at = (i * ch + u) * inner + j;
+      sg += g[at];
+      sgx += g[at] * (x[at] - mu) * inv;
     }
-    case NnOp::kLayerNormBackward: {
-      const int64_t n = a.cols;
-      const double mu = At<T>(a.mean, u), r = At<T>(a.var, u);
-      double sa = 0, sb = 0;  // sums of dxhat and dxhat * xhat
-      for (int64_t j = 0; j < n; ++j) {
-        const double xh = (x[u * n + j] - mu) * r;
-        const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
-        sa += dxh;
-        sb += dxh * xh;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const double xh = (x[u * n + j] - mu) * r;
-        const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
-        out[u * n + j] = static_cast<T>(r * (dxh - sa / n - xh * sb / n));
-      }
-      return;
+  }
+  if (out2 != nullptr) out2[u] = static_cast<T>(sgx);
+  if (out3 != nullptr) out3[u] = static_cast<T>(sg);
+  if (out == nullptr) return;
+  for (int64_t i = 0; i < a.batch; ++i) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const int64_t at = (i * ch + u) * inner + j;
+      const double xh = (x[at] - mu) * inv;
+      const double d =
+          training ? inv * scale * (g[at] - sg / count - xh * sgx / count) : g[at] * scale * inv;
+      out[at] = static_cast<T>(d);
     }
-    case NnOp::kLayerNormParamBackward: {
-      const int64_t n = a.cols;
-      double dw = 0, db = 0;
-      for (int64_t i = 0; i < a.rows; ++i) {
-        const double xh = (x[i * n + u] - At<T>(a.mean, i)) * At<T>(a.var, i);
-        dw += g[i * n + u] * xh;
-        db += g[i * n + u];
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void MaxPoolUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  const NnPool& p = a.pool;
+  const int64_t plane = u / (p.ho * p.wo), oh = (u / p.wo) % p.ho, ow = u % p.wo;
+  const T* in = x + plane * p.h * p.w;
+  T best = static_cast<T>(-HUGE_VAL);
+  int64_t at = -1;
+  for (int64_t i = 0; i < p.kh; ++i) {
+    const int64_t ih = oh * p.sh - p.ph + i * p.dh;
+    if (ih < 0 || ih >= p.h) continue;
+    for (int64_t j = 0; j < p.kw; ++j) {
+      const int64_t iw = ow * p.sw - p.pw + j * p.dw;
+      if (iw < 0 || iw >= p.w) continue;
+      const T v = in[ih * p.w + iw];
+      if (at < 0 || v > best || v != v) {  // ATen's rule: a NaN replaces, even a NaN
+        best = v;
+        at = ih * p.w + iw;
       }
-      if (out2 != nullptr) out2[u] = static_cast<T>(dw);
-      if (out3 != nullptr) out3[u] = static_cast<T>(db);
-      return;
     }
-    case NnOp::kBatchNorm: {
-      const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
-      double mu, inv;
-      if (a.flag != 0) {
-        double s = 0, s2 = 0;
-        for (int64_t i = 0; i < a.batch; ++i) {
-          for (int64_t j = 0; j < inner; ++j) s += x[(i * ch + u) * inner + j];
-        }
-        mu = count > 0 ? s / count : 0;
-        for (int64_t i = 0; i < a.batch; ++i) {
-          for (int64_t j = 0; j < inner; ++j) {
-            const double d = x[(i * ch + u) * inner + j] - mu;
-            s2 += d * d;
-          }
-        }
-        inv = 1.0 / sqrt((count > 0 ? s2 / count : 0) + a.eps);
-        out2[u] = static_cast<T>(mu);
-        out3[u] = static_cast<T>(inv);
-      } else {
-        mu = At<T>(a.mean, u);
-        inv = 1.0 / sqrt(At<T>(a.var, u) + a.eps);
-      }
-      const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
-      const double shift = a.b != nullptr ? At<T>(a.b, u) : 0.0;
-      for (int64_t i = 0; i < a.batch; ++i) {
-        for (int64_t j = 0; j < inner; ++j) {
-          const int64_t at = (i * ch + u) * inner + j;
-          out[at] = static_cast<T>((x[at] - mu) * inv * scale + shift);
-        }
-      }
-      return;
-    }
-    case NnOp::kBatchNormBackward: {
-      const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
-      const bool training = a.flag != 0;
-      const double mu = At<T>(a.mean, u);
-      const double inv = training ? At<T>(a.var, u) : 1.0 / sqrt(At<T>(a.var, u) + a.eps);
-      const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
-      double sg = 0, sgx = 0;  // sum g, sum g * xhat
-      for (int64_t i = 0; i < a.batch; ++i) {
-        for (int64_t j = 0; j < inner; ++j) {
-          const int64_t at = (i * ch + u) * inner + j;
-          sg += g[at];
-          sgx += g[at] * (x[at] - mu) * inv;
-        }
-      }
-      if (out2 != nullptr) out2[u] = static_cast<T>(sgx);
-      if (out3 != nullptr) out3[u] = static_cast<T>(sg);
-      if (out == nullptr) return;
-      for (int64_t i = 0; i < a.batch; ++i) {
-        for (int64_t j = 0; j < inner; ++j) {
-          const int64_t at = (i * ch + u) * inner + j;
-          const double xh = (x[at] - mu) * inv;
-          const double d = training ? inv * scale * (g[at] - sg / count - xh * sgx / count)
-                                    : g[at] * scale * inv;
-          out[at] = static_cast<T>(d);
-        }
-      }
-      return;
-    }
-    case NnOp::kMaxPool: {
-      const NnPool& p = a.pool;
-      const int64_t plane = u / (p.ho * p.wo), oh = (u / p.wo) % p.ho, ow = u % p.wo;
-      const T* in = x + plane * p.h * p.w;
-      T best = static_cast<T>(-HUGE_VAL);
-      int64_t at = -1;
-      for (int64_t i = 0; i < p.kh; ++i) {
-        const int64_t ih = oh * p.sh - p.ph + i * p.dh;
-        if (ih < 0 || ih >= p.h) continue;
-        for (int64_t j = 0; j < p.kw; ++j) {
-          const int64_t iw = ow * p.sw - p.pw + j * p.dw;
-          if (iw < 0 || iw >= p.w) continue;
-          const T v = in[ih * p.w + iw];
-          if (at < 0 || v > best || v != v) {  // ATen's rule: a NaN replaces, even a NaN
-            best = v;
-            at = ih * p.w + iw;
-          }
-        }
-      }
-      out[u] = best;
-      static_cast<int64_t*>(a.out2)[u] = at;
-      return;
-    }
-    case NnOp::kMaxPoolBackward: {
-      const NnPool& p = a.pool;
-      const int64_t hw = p.h * p.w, ohw = p.ho * p.wo;
-      for (int64_t i = 0; i < hw; ++i) out[u * hw + i] = T(0);
-      for (int64_t i = 0; i < ohw; ++i) {
-        const int64_t at = IndexAt(a, u * ohw + i);
-        if (!InRange(a, at, hw)) continue;
-        out[u * hw + at] += g[u * ohw + i];
-      }
-      return;
-    }
-    case NnOp::kNllLoss: {
-      double sum = 0, weight_sum = 0;
-      for (int64_t i = 0; i < a.rows; ++i) {
-        const int64_t cls = IndexAt(a, i);
-        double li = 0;
-        if (cls != a.ignore) {
-          if (!InRange(a, cls, a.cols)) return;
-          const double wi = a.w != nullptr ? At<T>(a.w, cls) : 1.0;
-          li = -wi * x[i * a.cols + cls];
-          weight_sum += wi;
-        }
-        sum += li;
-        if (a.flag == 0) out[i] = static_cast<T>(li);
-      }
-      if (a.flag != 0) out[0] = static_cast<T>(a.flag == 1 ? sum / weight_sum : sum);
-      out2[0] = static_cast<T>(weight_sum);
-      return;
-    }
-    case NnOp::kNllLossBackward: {
-      for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = T(0);
-      const int64_t cls = IndexAt(a, u);
-      if (cls == a.ignore || !InRange(a, cls, a.cols)) return;
+  }
+  out[u] = best;
+  static_cast<int64_t*>(a.out2)[u] = at;
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void MaxPoolBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const NnPool& p = a.pool;
+  const int64_t hw = p.h * p.w, ohw = p.ho * p.wo;
+  for (int64_t i = 0; i < hw; ++i) out[u * hw + i] = T(0);
+  for (int64_t i = 0; i < ohw; ++i) {
+    const int64_t at = IndexAt(a, u * ohw + i);
+    if (!InRange(a, at, hw)) continue;
+    out[u * hw + at] += g[u * ohw + i];
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void NllLossUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  T* out2 = static_cast<T*>(a.out2);
+  double sum = 0, weight_sum = 0;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const int64_t cls = IndexAt(a, i);
+    double li = 0;
+    if (cls != a.ignore) {
+      if (!InRange(a, cls, a.cols)) return;
       const double wi = a.w != nullptr ? At<T>(a.w, cls) : 1.0;
-      double gi = g[a.flag == 0 ? u : 0];
-      if (a.flag == 1) gi /= At<T>(a.mean, 0);
-      out[u * a.cols + cls] = static_cast<T>(-wi * gi);
-      return;
+      li = -wi * x[i * a.cols + cls];
+      weight_sum += wi;
     }
-    case NnOp::kMseLoss: {
-      const T* t = static_cast<const T*>(a.b);
-      if (a.flag == 0) {
-        const double d = static_cast<double>(x[u]) - t[u];
-        out[u] = static_cast<T>(d * d);
-        return;
-      }
-      double sum = 0;
-      for (int64_t i = 0; i < a.rows; ++i) {
-        const double d = static_cast<double>(x[i]) - t[i];
-        sum += d * d;
-      }
-      out[0] = static_cast<T>(a.flag == 1 ? sum / a.rows : sum);
-      return;
-    }
-    case NnOp::kMseLossBackward: {
-      const T* t = static_cast<const T*>(a.b);
-      const double scale = a.flag == 1 ? 2.0 / a.rows : 2.0;
-      const double gi = g[a.flag == 0 ? u : 0];
-      out[u] = static_cast<T>(gi * scale * (static_cast<double>(x[u]) - t[u]));
-      return;
-    }
-    case NnOp::kEmbedding: {
-      const int64_t r = IndexAt(a, u);
-      if (!InRange(a, r, a.cols2)) return;
-      const T* w = static_cast<const T*>(a.w);
-      for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = w[r * a.cols + j];
-      return;
-    }
-    case NnOp::kEmbeddingBackward: {
-      const int64_t d = a.cols;
-      for (int64_t r = 0; r < a.cols2; ++r) out[r * d + u] = T(0);
-      for (int64_t i = 0; i < a.rows; ++i) {
-        const int64_t r = IndexAt(a, i);
-        if (!InRange(a, r, a.cols2) || r == a.ignore) continue;
-        out[r * d + u] += g[i * d + u];
-      }
-      return;
-    }
-    case NnOp::kAttentionSoftmax: {
-      T* row = out + u * a.cols;
-      const int64_t i = a.inner > 0 ? u % a.inner : 0;
-      const int64_t valid = a.flag != 0 ? (i + 1 < a.cols ? i + 1 : a.cols) : a.cols;
-      double mx = -HUGE_VAL;
-      for (int64_t j = 0; j < valid; ++j) {
-        const double v = row[j];
-        mx = mx < v ? v : mx;
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < valid; ++j) sum += exp(row[j] - mx);
-      const double lse = valid > 0 ? mx + log(sum) : -HUGE_VAL;
-      for (int64_t j = 0; j < a.cols; ++j) {
-        row[j] = j < valid ? static_cast<T>(exp(row[j] - lse)) : T(0);
-      }
-      out2[u] = static_cast<T>(lse);
-      return;
-    }
-    case NnOp::kAttentionSoftmaxBackward: {
-      const T* o = static_cast<const T*>(a.b);
-      double di = 0;
-      for (int64_t j = 0; j < a.inner; ++j) {
-        di += static_cast<double>(g[u * a.inner + j]) * o[u * a.inner + j];
-      }
-      const T* prow = x + u * a.cols;
-      T* dprow = out + u * a.cols;
-      for (int64_t j = 0; j < a.cols; ++j) dprow[j] = static_cast<T>(prow[j] * (dprow[j] - di));
-      return;
-    }
-    case NnOp::kIndexSelect: {
-      const int64_t p = u / a.rows, j = u % a.rows, r = IndexAt(a, j);
-      if (!InRange(a, r, a.cols2)) return;
-      for (int64_t q = 0; q < a.cols; ++q) out[u * a.cols + q] = x[(p * a.cols2 + r) * a.cols + q];
-      return;
-    }
-    case NnOp::kIndexAdd: {
-      const T* src = static_cast<const T*>(a.b);
-      const T scale = static_cast<T>(a.scale);
-      const int64_t p = u / a.cols, q = u % a.cols;
-      for (int64_t j = 0; j < a.rows; ++j) {
-        const int64_t r = IndexAt(a, j);
-        if (!InRange(a, r, a.cols2)) continue;
-        out[(p * a.cols2 + r) * a.cols + q] += scale * src[(p * a.rows + j) * a.cols + q];
-      }
-      return;
-    }
+    sum += li;
+    if (a.flag == 0) out[i] = static_cast<T>(li);
+  }
+  if (a.flag != 0) out[0] = static_cast<T>(a.flag == 1 ? sum / weight_sum : sum);
+  out2[0] = static_cast<T>(weight_sum);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void NllLossBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = T(0);
+  const int64_t cls = IndexAt(a, u);
+  if (cls == a.ignore || !InRange(a, cls, a.cols)) return;
+  const double wi = a.w != nullptr ? At<T>(a.w, cls) : 1.0;
+  double gi = g[a.flag == 0 ? u : 0];
+  if (a.flag == 1) gi /= At<T>(a.mean, 0);
+  out[u * a.cols + cls] = static_cast<T>(-wi * gi);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void MseLossUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  const T* t = static_cast<const T*>(a.b);
+  if (a.flag == 0) {
+    const double d = static_cast<double>(x[u]) - t[u];
+    out[u] = static_cast<T>(d * d);
+    return;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const double d = static_cast<double>(x[i]) - t[i];
+    sum += d * d;
+  }
+  out[0] = static_cast<T>(a.flag == 1 ? sum / a.rows : sum);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void MseLossBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const T* t = static_cast<const T*>(a.b);
+  const double scale = a.flag == 1 ? 2.0 / a.rows : 2.0;
+  const double gi = g[a.flag == 0 ? u : 0];
+  out[u] = static_cast<T>(gi * scale * (static_cast<double>(x[u]) - t[u]));
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void EmbeddingUnit(const NnArgs& a, int64_t u) {
+  T* out = static_cast<T*>(a.out);
+  const int64_t r = IndexAt(a, u);
+  if (!InRange(a, r, a.cols2)) return;
+  const T* w = static_cast<const T*>(a.w);
+  for (int64_t j = 0; j < a.cols; ++j) out[u * a.cols + j] = w[r * a.cols + j];
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void EmbeddingBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const int64_t d = a.cols;
+  for (int64_t r = 0; r < a.cols2; ++r) out[r * d + u] = T(0);
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const int64_t r = IndexAt(a, i);
+    if (!InRange(a, r, a.cols2) || r == a.ignore) continue;
+    out[r * d + u] += g[i * d + u];
+  }
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void AttentionSoftmaxUnit(const NnArgs& a, int64_t u) {
+  using std::exp;
+  using std::log;
+  T* out = static_cast<T*>(a.out);
+  T* out2 = static_cast<T*>(a.out2);
+  T* row = out + u * a.cols;
+  const int64_t i = a.inner > 0 ? u % a.inner : 0;
+  const int64_t valid = a.flag != 0 ? (i + 1 < a.cols ? i + 1 : a.cols) : a.cols;
+  double mx = -HUGE_VAL;
+  for (int64_t j = 0; j < valid; ++j) {
+    const double v = row[j];
+    mx = mx < v ? v : mx;
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < valid; ++j) sum += exp(row[j] - mx);
+  const double lse = valid > 0 ? mx + log(sum) : -HUGE_VAL;
+  for (int64_t j = 0; j < a.cols; ++j) {
+    row[j] = j < valid ? static_cast<T>(exp(row[j] - lse)) : T(0);
+  }
+  out2[u] = static_cast<T>(lse);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void AttentionSoftmaxBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const T* o = static_cast<const T*>(a.b);
+  double di = 0;
+  for (int64_t j = 0; j < a.inner; ++j) {
+    di += static_cast<double>(g[u * a.inner + j]) * o[u * a.inner + j];
+  }
+  const T* prow = x + u * a.cols;
+  T* dprow = out + u * a.cols;
+  for (int64_t j = 0; j < a.cols; ++j) dprow[j] = static_cast<T>(prow[j] * (dprow[j] - di));
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void IndexSelectUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  const int64_t p = u / a.rows, j = u % a.rows, r = IndexAt(a, j);
+  if (!InRange(a, r, a.cols2)) return;
+  for (int64_t q = 0; q < a.cols; ++q) out[u * a.cols + q] = x[(p * a.cols2 + r) * a.cols + q];
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void IndexAddUnit(const NnArgs& a, int64_t u) {
+  T* out = static_cast<T*>(a.out);
+  const T* src = static_cast<const T*>(a.b);
+  const T scale = static_cast<T>(a.scale);
+  const int64_t p = u / a.cols, q = u % a.cols;
+  for (int64_t j = 0; j < a.rows; ++j) {
+    const int64_t r = IndexAt(a, j);
+    if (!InRange(a, r, a.cols2)) continue;
+    out[(p * a.cols2 + r) * a.cols + q] += scale * src[(p * a.rows + j) * a.cols + q];
+  }
+}
+
+}  // namespace nn_internal
+
+// Unit `u` of `a` (u < NnUnits(a)), in element type T.
+template <typename T>
+OVERLAP_HOST_DEVICE inline void NnUnit(const NnArgs& a, int64_t u) {
+  switch (a.op) {
+    case NnOp::kLayerNorm:
+      return nn_internal::LayerNormUnit<T>(a, u);
+    case NnOp::kLayerNormBackward:
+      return nn_internal::LayerNormBackwardUnit<T>(a, u);
+    case NnOp::kLayerNormParamBackward:
+      return nn_internal::LayerNormParamBackwardUnit<T>(a, u);
+    case NnOp::kBatchNorm:
+      return nn_internal::BatchNormUnit<T>(a, u);
+    case NnOp::kBatchNormBackward:
+      return nn_internal::BatchNormBackwardUnit<T>(a, u);
+    case NnOp::kMaxPool:
+      return nn_internal::MaxPoolUnit<T>(a, u);
+    case NnOp::kMaxPoolBackward:
+      return nn_internal::MaxPoolBackwardUnit<T>(a, u);
+    case NnOp::kNllLoss:
+      return nn_internal::NllLossUnit<T>(a, u);
+    case NnOp::kNllLossBackward:
+      return nn_internal::NllLossBackwardUnit<T>(a, u);
+    case NnOp::kMseLoss:
+      return nn_internal::MseLossUnit<T>(a, u);
+    case NnOp::kMseLossBackward:
+      return nn_internal::MseLossBackwardUnit<T>(a, u);
+    case NnOp::kEmbedding:
+      return nn_internal::EmbeddingUnit<T>(a, u);
+    case NnOp::kEmbeddingBackward:
+      return nn_internal::EmbeddingBackwardUnit<T>(a, u);
+    case NnOp::kAttentionSoftmax:
+      return nn_internal::AttentionSoftmaxUnit<T>(a, u);
+    case NnOp::kAttentionSoftmaxBackward:
+      return nn_internal::AttentionSoftmaxBackwardUnit<T>(a, u);
+    case NnOp::kIndexSelect:
+      return nn_internal::IndexSelectUnit<T>(a, u);
+    case NnOp::kIndexAdd:
+      return nn_internal::IndexAddUnit<T>(a, u);
   }
 }
 

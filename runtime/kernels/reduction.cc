@@ -19,13 +19,13 @@ using Results = absl::StatusOr<std::vector<Tensor>>;
 
 // sum / mean over `dim` (None or empty: every dimension), times `scale_by_count` ? 1/N : 1.
 Results ReduceDims(KernelCall& c, bool mean) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  const Value* dv = c.Arg(1, "dim");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  const Value* dv = c.Arg("dim");
   std::vector<int64_t> dims;
   if (dv != nullptr && !dv->is_none()) {
-    OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg(1, "dim"));
+    OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg("dim"));
   }
-  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg(2, "keepdim", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim", false));
   std::vector<bool> reduced(x.dim(), dims.empty());
   for (int64_t d : dims) {
     const int64_t given = d;
@@ -98,8 +98,8 @@ Results ReduceDims(KernelCall& c, bool mean) {
 }
 
 Results SoftmaxKernel(KernelCall& c, bool log) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
@@ -121,9 +121,9 @@ Results SoftmaxKernel(KernelCall& c, bool log) {
 
 // softmax: dx = y (g - sum(g y)); log-softmax: dx = g - exp(y) sum(g).
 Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y0, c.TensorArg(1, "output"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y0, c.TensorArg("output"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, y0, "grad_output and output"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, y0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));

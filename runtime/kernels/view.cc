@@ -74,8 +74,11 @@ std::optional<std::vector<int64_t>> ViewStrides(const std::vector<int64_t>& shap
 // view fails and reshape / _unsafe_view copy.
 Kernel ViewKernel(bool may_copy) {
   return [may_copy](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    // reshape names its shape `shape`; view and _unsafe_view `size`.
+    OVERLAP_ASSIGN_OR_RETURN(
+        std::vector<int64_t> size,
+        c.IntListArg(c.node().target() == "aten.reshape.default" ? "shape" : "size"));
     OVERLAP_ASSIGN_OR_RETURN(size, InferSize(c, std::move(size), x.numel()));
     if (!x.IsContiguous()) {
       if (std::optional<std::vector<int64_t>> s = ViewStrides(x.shape(), x.strides(), size)) {
@@ -94,7 +97,7 @@ Kernel ViewKernel(bool may_copy) {
 }
 
 absl::StatusOr<std::vector<Tensor>> T(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   if (x.dim() > 2) return c.Error(absl::StrCat("t() expects at most 2 dimensions, got ", x.dim()));
   if (x.dim() < 2) return std::vector<Tensor>{x};
   return One(x.Transpose(0, 1));
@@ -103,9 +106,9 @@ absl::StatusOr<std::vector<Tensor>> T(KernelCall& c) {
 // aten._reshape_alias (torch 1.13's AOT graphs: a view with explicit strides) and
 // aten.detach (the same tensor, no autograd here).
 absl::StatusOr<std::vector<Tensor>> ReshapeAlias(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg(2, "stride"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg("stride"));
   if (size.size() != stride.size()) return c.Error("size and stride differ in length");
   absl::StatusOr<Tensor> v = x.AsStrided(size, stride, x.offset());
   if (!v.ok()) return c.Error(v.status().message());
@@ -113,8 +116,8 @@ absl::StatusOr<std::vector<Tensor>> ReshapeAlias(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Permute(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg(1, "dims"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg("dims"));
   if (static_cast<int64_t>(dims.size()) != x.dim())
     return c.Error("dims should name every dimension");
   std::vector<int64_t> shape, strides;
@@ -146,18 +149,18 @@ absl::StatusOr<Tensor> SelectView(const KernelCall& c, const Tensor& x, int64_t 
 }
 
 absl::StatusOr<std::vector<Tensor>> Select(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(1, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg(2, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg("index"));
   return One(SelectView(c, x, dim, index));
 }
 
 // select_backward(grad, input_sizes, dim, index): zeros of input_sizes, grad at the slice.
 absl::StatusOr<std::vector<Tensor>> SelectBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg(0, "grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg(1, "input_sizes"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg(2, "dim"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg(3, "index"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg("input_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t index, c.IntArg("index"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
   OVERLAP_ASSIGN_OR_RETURN(Tensor dst, SelectView(c, out, dim, index));
   if (dst.shape() != g.shape()) {
@@ -168,14 +171,14 @@ absl::StatusOr<std::vector<Tensor>> SelectBackward(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Detach(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return std::vector<Tensor>{x};
 }
 
 absl::StatusOr<std::vector<Tensor>> Transpose(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t a, c.IntArg(1, "dim0"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t b, c.IntArg(2, "dim1"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t a, c.IntArg("dim0"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t b, c.IntArg("dim1"));
   OVERLAP_ASSIGN_OR_RETURN(a, WrapDim(c, a, x.dim()));
   OVERLAP_ASSIGN_OR_RETURN(b, WrapDim(c, b, x.dim()));
   if (x.dim() == 0) return std::vector<Tensor>{x};
@@ -183,8 +186,8 @@ absl::StatusOr<std::vector<Tensor>> Transpose(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Unsqueeze(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim() + 1));
   std::vector<int64_t> shape = x.shape(), strides = x.strides();
   const int64_t stride = d < x.dim() ? x.strides()[d] * x.shape()[d] : 1;
@@ -194,8 +197,8 @@ absl::StatusOr<std::vector<Tensor>> Unsqueeze(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> SqueezeDim(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg(1, "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg("dim"));
   std::vector<int64_t> shape, strides;
   std::vector<bool> drop(x.dim(), false);
   for (int64_t d : dims) {
@@ -211,8 +214,8 @@ absl::StatusOr<std::vector<Tensor>> SqueezeDim(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Expand(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg(1, "size"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
   if (size.size() < x.shape().size()) {
     return c.Error(absl::StrCat("cannot expand ", x.DebugString(), " to fewer dimensions"));
   }
@@ -236,9 +239,9 @@ absl::StatusOr<std::vector<Tensor>> Expand(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg(1, "split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(2, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim", 0));
   OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
   if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
@@ -253,13 +256,13 @@ absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg(1, "dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim", 0));
   OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg(2, "start", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg(3, "end", std::numeric_limits<int64_t>::max()));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg(4, "step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg("start", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg("end", std::numeric_limits<int64_t>::max()));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step", 1));
   const int64_t size = x.shape()[d];
   if (start < 0) start = std::max<int64_t>(start + size, 0);
   if (end < 0) end = std::max<int64_t>(end + size, 0);
@@ -271,9 +274,9 @@ absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Flatten(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t s, c.IntArg(1, "start_dim", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t e, c.IntArg(2, "end_dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t s, c.IntArg("start_dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t e, c.IntArg("end_dim", -1));
   OVERLAP_ASSIGN_OR_RETURN(s, WrapDim(c, s, x.dim()));
   OVERLAP_ASSIGN_OR_RETURN(e, WrapDim(c, e, x.dim()));
   if (x.dim() == 0) return One(x.View({1}));
@@ -291,7 +294,7 @@ absl::StatusOr<std::vector<Tensor>> Flatten(KernelCall& c) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Clone(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg(0, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return One(CopyToOutput(c, x));
 }
 

@@ -785,6 +785,24 @@ std::vector<RefTensor> NativeBatchNorm(const RefTensor& input, const RefTensor* 
   return {out, save_mean, save_invstd};
 }
 
+RefTensor SigmoidOf(const RefTensor& x) {
+  return Map(
+      x, [](double v) { return Sigmoid(v); }, "sigmoid: self");
+}
+
+RefTensor SigmoidBackward(const RefTensor& g, const RefTensor& y) {
+  RefTensor out = g;
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    out.data[i] = g.data[i] * y.data[i] * (1.0 - y.data[i]);
+  }
+  return out;
+}
+
+RefTensor Neg(const RefTensor& x) {
+  return Map(
+      x, [](double v) { return -v; }, "neg: self");
+}
+
 RefTensor Relu(const RefTensor& x) {
   return Map(
       x, [](double v) { return std::isnan(v) || v > 0.0 ? v : 0.0; }, "relu: self");

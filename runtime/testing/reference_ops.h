@@ -86,6 +86,11 @@ std::vector<RefTensor> NativeBatchNorm(const RefTensor& input, const RefTensor* 
                                        const RefTensor* bias, bool training, double eps,
                                        const RefTensor* running_mean = nullptr,
                                        const RefTensor* running_var = nullptr);
+// aten.sigmoid.default: 1 / (1 + e^-x); aten.sigmoid_backward.default: g y (1 - y).
+RefTensor SigmoidOf(const RefTensor& x);
+RefTensor SigmoidBackward(const RefTensor& g, const RefTensor& y);
+// aten.neg.default: -x.
+RefTensor Neg(const RefTensor& x);
 // aten.relu.default: max(x, 0), NaN kept (as clamp_min).
 RefTensor Relu(const RefTensor& x);
 // aten.hardtanh.default: x clamped to [lo, hi] (ReLU6 is [0, 6]), NaN kept (as clamp).

@@ -180,7 +180,6 @@ absl::StatusOr<std::unique_ptr<Zero3Trainer>> Zero3Trainer::Create(const AotPair
   t->comm_ = comm;
   t->options_ = options;
   t->optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
-  const int world = comm->size(), rank = comm->rank();
   const bool device_comm = comm->device() != Device::kCpu;
   if (device_comm && options.device == nullptr) {
     return absl::InvalidArgumentError("a device communicator needs Zero3Options::device");
