@@ -219,9 +219,13 @@ class Args {
     return out;
   }
 
-  absl::StatusOr<bool> Bool(absl::string_view name, bool fallback) const {
+  absl::StatusOr<bool> Bool(absl::string_view name,
+                            std::optional<bool> fallback = std::nullopt) const {
     const Value* v = Get(name);
-    if (v == nullptr || v->is_none()) return fallback;
+    if (v == nullptr || v->is_none()) {
+      if (fallback) return *fallback;
+      return Error(absl::StrCat("missing argument ", name));
+    }
     if (v->kind() == Value::Kind::kBool) return v->as_bool();
     if (v->kind() == Value::Kind::kInt) return v->as_int() != 0;
     return Error(absl::StrCat("argument ", name, " is not a bool"));
@@ -495,7 +499,7 @@ Result Expand(const Args& a) {
 Result Reduce(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim", std::vector<int64_t>{}));
-  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
   const int64_t r = x.shape.size();
   std::vector<char> reduced(r, dims.empty() ? 1 : 0);
   for (int64_t d : dims) {
@@ -519,7 +523,7 @@ Result Softmax(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
-  OVERLAP_ASSIGN_OR_RETURN(bool half_to_float, a.Bool("half_to_float", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool half_to_float, a.Bool("half_to_float"));
   if (half_to_float) x.dtype = "float32";
   return Types{x};
 }
@@ -583,7 +587,7 @@ Result GetItem(const Args& a) {
 Result Split(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t size, a.Int("split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (size <= 0 || x.shape.empty()) return a.Error("split_size must be > 0 on a tensor");
   Types out;
@@ -599,7 +603,7 @@ Result Split(const Args& a) {
 Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
   if (xs.empty()) return a.Error("cat of no tensors");
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size(), "dim"));
   TensorType out = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) {
@@ -684,7 +688,7 @@ Result LayerNormBackward(const Args& a) {
 Result Topk(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t k, a.Int("k"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (x.shape.empty() || k < 0 || k > x.shape[d]) return a.Error("k is out of range");
   x.shape[d] = k;
@@ -699,13 +703,13 @@ Result Argsort(const Args& a) {
 // Python slice bounds: clamped to [0, n], None = the end.
 Result Slice(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   if (x.shape.empty()) return a.Error("slice of a scalar");
   const int64_t n = x.shape[d];
   OVERLAP_ASSIGN_OR_RETURN(int64_t start, a.Int("start", 0));
   OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int("end", n));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, a.Int("step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, a.Int("step"));
   if (step <= 0) return a.Error("step must be > 0");
   auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
   start = clamp(start);
@@ -788,8 +792,8 @@ Result Convolution(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride", {}, 2));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints("padding", {}, 2));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints("dilation", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed", false));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups"));
   if (transposed) return a.Error("transposed convolutions have no rule");
   if (x.shape.size() != 4 || w.shape.size() != 4) {
     return a.Error("input and weight must be 4-d (N, C, H, W) and (O, C/groups, kH, kW)");
@@ -834,7 +838,7 @@ Result BatchNorm(const Args& a) {
     if (p && p->shape != Shape{c}) return a.Error("weight and bias must be [channels]");
   }
   // Evaluation mode saves no statistics: ATen returns them empty ([0]).
-  OVERLAP_ASSIGN_OR_RETURN(bool training, a.Bool("training", true));
+  OVERLAP_ASSIGN_OR_RETURN(bool training, a.Bool("training"));
   const int64_t saved = training ? c : 0;
   return Types{x, {{saved}, AccDtype(x.dtype)}, {{saved}, AccDtype(x.dtype)}};
 }
@@ -859,7 +863,7 @@ Result MaxPool(const Args& a) {
                            a.Ints("padding", std::vector<int64_t>{0, 0}, 2));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
                            a.Ints("dilation", std::vector<int64_t>{1, 1}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool("ceil_mode", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool("ceil_mode"));
   if (x.shape.size() != 4) return a.Error("self must be (N, C, H, W)");
   if (k.size() != 2 || stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
     return a.Error("kernel_size, stride, padding and dilation must have two values");
@@ -884,8 +888,8 @@ Result MaxPoolBackward(const Args& a) {
 Result Flatten(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   const int64_t r = x.shape.size();
-  OVERLAP_ASSIGN_OR_RETURN(int64_t s, a.Int("start_dim", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t e, a.Int("end_dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t s, a.Int("start_dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t e, a.Int("end_dim"));
   OVERLAP_ASSIGN_OR_RETURN(s, a.Dim(s, r, "start_dim"));
   OVERLAP_ASSIGN_OR_RETURN(e, a.Dim(e, r, "end_dim"));
   if (r == 0) return One({1}, x.dtype);
@@ -902,7 +906,7 @@ Result Flatten(const Args& a) {
 Result NllLoss(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction"));
   if (reduction < 0 || reduction > 2) {
     return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
@@ -927,7 +931,7 @@ Result MseLoss(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("target"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, x, t, "self and target differ"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, a.Int("reduction"));
   if (reduction < 0 || reduction > 2) {
     return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));

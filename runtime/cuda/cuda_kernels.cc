@@ -218,7 +218,7 @@ absl::StatusOr<std::optional<EwPlan>> GradOf(KernelCall& c, EwOp op, double s = 
 
 // GELU's approximate argument: the op, or nullopt for a bad one (the host path errs).
 std::optional<EwOp> GeluOp(KernelCall& c, EwOp exact, EwOp tanh) {
-  absl::StatusOr<std::string> a = c.StringArg("approximate", "none");
+  absl::StatusOr<std::string> a = c.StringArg("approximate");
   if (!a.ok()) return std::nullopt;
   if (*a == "none") return exact;
   if (*a == "tanh") return tanh;
@@ -231,13 +231,13 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
   return {
       {"aten.add.Tensor",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
          return WithOther(c, EwOp::kAdd, alpha);
        }},
       {"aten.mul.Tensor", [](KernelCall& c) { return WithOther(c, EwOp::kMul, 0); }},
       {"aten.add.Scalar",
        [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+         OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
          OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
          OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, EwOp::kAdd, other));
          p->s = alpha;
@@ -368,7 +368,7 @@ Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
       if (!got.ok()) return host(c);
       dims = *got;
     }
-    absl::StatusOr<bool> keepdim = c.BoolArg("keepdim", false);
+    absl::StatusOr<bool> keepdim = c.BoolArg("keepdim", false);  // sum.default: none declared
     if (!keepdim.ok()) return host(c);
     const int64_t rank = x->dim();
     std::vector<bool> reduced(rank, dims.empty());
@@ -875,8 +875,8 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<Tensor> x = c.TensorArg("self");
     absl::StatusOr<Tensor> t = c.TensorArg("target");
     absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
-    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index", -100);
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
+    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index");
     if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
         !ignore.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
         x->dim() > 2) {
@@ -916,8 +916,8 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<Tensor> x = c.TensorArg("self");
     absl::StatusOr<Tensor> t = c.TensorArg("target");
     absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
-    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index", -100);
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
+    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index");
     absl::StatusOr<Tensor> total = c.TensorArg("total_weight");
     if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() ||
         !IsAtenReduction(*reduction) || !ignore.ok() || !total.ok() || !IndexType(t->dtype()) ||
@@ -958,7 +958,7 @@ Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
         backward ? c.TensorArg("grad_output") : absl::StatusOr<Tensor>(Tensor());
     absl::StatusOr<Tensor> x = c.TensorArg("self");
     absl::StatusOr<Tensor> t = c.TensorArg("target");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction", kReductionMean);
+    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
     if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
         !FloatType(x->dtype()) || t->shape() != x->shape() || t->dtype() != x->dtype()) {
       return host(c);
@@ -1019,8 +1019,8 @@ Kernel EmbeddingBackwardOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
     absl::StatusOr<Tensor> idx = c.TensorArg("indices");
     absl::StatusOr<int64_t> rows = c.IntArg("num_weights");
-    absl::StatusOr<int64_t> padding = c.IntArg("padding_idx", -1);
-    absl::StatusOr<bool> by_freq = c.BoolArg("scale_grad_by_freq", false);
+    absl::StatusOr<int64_t> padding = c.IntArg("padding_idx");
+    absl::StatusOr<bool> by_freq = c.BoolArg("scale_grad_by_freq");
     if (!g.ok() || !idx.ok() || !rows.ok() || !padding.ok() || !by_freq.ok() || *by_freq ||
         !IndexType(idx->dtype()) || !FloatType(g->dtype()) || *rows < 0) {
       return host(c);
@@ -1092,7 +1092,7 @@ Kernel IndexAddOnDevice(bool in_place, Kernel host, CudaDevice* dev) {
     absl::StatusOr<int64_t> dim = c.IntArg("dim");
     absl::StatusOr<Tensor> idx = c.TensorArg("index");
     absl::StatusOr<Tensor> src = c.TensorArg("source");
-    absl::StatusOr<double> alpha = c.DoubleArg("alpha", 1.0);
+    absl::StatusOr<double> alpha = c.DoubleArg("alpha");
     if (!self.ok() || !dim.ok() || !idx.ok() || !src.ok() || !alpha.ok() ||
         !FloatType(self->dtype()) || src->dtype() != self->dtype() || !IndexType(idx->dtype()) ||
         idx->dim() > 1 || self->dim() == 0 || *dim < -self->dim() || *dim >= self->dim() ||
@@ -1475,8 +1475,8 @@ KernelRegistry CudaKernels(CudaDevice& device) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
     OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
     OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-    OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta", 1.0));
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+    OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
     OVERLAP_RETURN_IF_ERROR(CheckMatrices(c, a, b));
     const int64_t m = a.shape()[0], n = b.shape()[1];
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), {m, n}));

@@ -24,8 +24,8 @@ absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tens
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, "stride", 1));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, "padding", 0));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg("transposed", false));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg("groups", 1));
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg("transposed"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg("groups"));
   if (transposed) return c.Error("transposed convolutions are not supported");
   if (x.dim() != 4 || wt.dim() != 4) {
     return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
@@ -77,7 +77,7 @@ absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> s, PairArg(c, "stride", 0));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, PairArg(c, "padding", 0));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> d, PairArg(c, "dilation", 1));
-  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg("ceil_mode", false));
+  OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, c.BoolArg("ceil_mode"));
   if (s[0] == 0) s = k;  // PyTorch: an empty stride means the kernel size
   if (x.dim() < 3) return c.Error(absl::StrCat("pooling input ", x.DebugString(), " is not 2-D"));
   if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0 || p[0] < 0 ||
@@ -97,8 +97,8 @@ absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x) {
 
 absl::StatusOr<AttnShape> AttnArgs(KernelCall& c, const Tensor& q, const Tensor& k,
                                    const Tensor& v) {
-  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg("dropout_p", 0.0));
-  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg("is_causal", false));
+  OVERLAP_ASSIGN_OR_RETURN(double dropout, c.DoubleArg("dropout_p"));
+  OVERLAP_ASSIGN_OR_RETURN(bool causal, c.BoolArg("is_causal"));
   if (dropout != 0) return c.Error("attention dropout is not supported (no RNG state)");
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.dtype() != k.dtype() ||
       q.dtype() != v.dtype()) {

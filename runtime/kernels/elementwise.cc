@@ -93,7 +93,7 @@ Results TensorOrScalar(KernelCall& c, F&& f) {
 }
 
 Results AddTensor(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
   return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
 }
 
@@ -128,8 +128,8 @@ Results Relu(KernelCall& c) {
 // hardtanh(x, min_val=-1, max_val=1): clamp, NaN kept as ATen's clamp keeps it. mobilenet_v2's
 // ReLU6 is hardtanh(x, 0, 6).
 absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg("min_val", -1.0));
-  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg("max_val", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double lo, c.DoubleArg("min_val"));
+  OVERLAP_ASSIGN_OR_RETURN(double hi, c.DoubleArg("max_val"));
   if (!(lo <= hi)) {
     return c.Error(absl::StrCat("min_val (", lo, ") must not exceed max_val (", hi, ")"));
   }
@@ -165,7 +165,7 @@ Results Silu(KernelCall& c) {
 // GELU, exact (erf) or PyTorch's tanh approximation.
 
 absl::StatusOr<bool> GeluTanh(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg("approximate", "none"));
+  OVERLAP_ASSIGN_OR_RETURN(std::string approximate, c.StringArg("approximate"));
   if (approximate != "none" && approximate != "tanh") {
     return c.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approximate, "'"));
   }
@@ -309,7 +309,7 @@ Results MaskedFill(KernelCall& c) {
 // triu(self, diagonal): the upper triangle of the last two dimensions, zeros below.
 Results Triu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg("diagonal", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg("diagonal"));
   if (x0.dim() < 2) return c.Error("triu needs at least two dimensions");
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
@@ -336,7 +336,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.add.Tensor", AddTensor);
   r.Register("aten.mul.Tensor", MulTensor);
   r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
     return ScalarOp(c, EwFn(EwOp::kAdd, alpha));
   });
   r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });

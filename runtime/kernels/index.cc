@@ -45,8 +45,8 @@ Results EmbeddingDenseBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t rows, c.IntArg("num_weights"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg("padding_idx", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg("scale_grad_by_freq", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg("padding_idx"));
+  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg("scale_grad_by_freq"));
   if (by_freq) return c.Error("scale_grad_by_freq is not supported");
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
@@ -121,8 +121,8 @@ void SortLine(const T* x, int64_t base, int64_t stride, int64_t n, bool descendi
 Results TopK(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t k, c.IntArg("k"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool largest, c.BoolArg("largest", true));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(bool largest, c.BoolArg("largest"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
@@ -151,8 +151,8 @@ Results TopK(KernelCall& c) {
 
 Results ArgSort(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", -1));
-  OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg("descending", false));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg("descending"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
@@ -212,7 +212,7 @@ Results IndexAdd(KernelCall& c, bool in_place) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg("source"));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
   if (src0.dtype() != self.dtype()) return c.Error("source and self differ in dtype");
@@ -299,7 +299,7 @@ Results ScatterSrc(KernelCall& c) {
 
 Results Cat(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> parts, c.TensorListArg("tensors"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   if (parts.empty()) return c.Error("cat of no tensors");
   // 1-D empty tensors are skipped, as PyTorch does.
   std::vector<Tensor> used;
@@ -340,7 +340,7 @@ Results SliceBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg("start"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg("end"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step"));
   if (sizes.empty()) return c.Error("input_sizes should have a dimension");
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, static_cast<int64_t>(sizes.size())));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));

@@ -79,8 +79,8 @@ Results Addmm(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta", 1.0));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha", 1.0));
+  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
   if (beta != 1 || alpha != 1) return c.Error("addmm with beta or alpha other than 1");
   OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
   const std::vector<int64_t> shape = {a.shape()[0], b.shape()[1]};
@@ -666,7 +666,7 @@ Results FlashAttentionBackward(KernelCall& c) {
 // ATen's reduction enum (none, mean, sum); any other value is refused as ATen refuses it,
 // instead of being read as "sum".
 absl::StatusOr<int64_t> ReductionArg(const KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg("reduction", kReductionMean));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg("reduction"));
   if (!IsAtenReduction(reduction)) {
     return c.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
@@ -679,7 +679,7 @@ Results NllLossForward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index", -100));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
   if (x0.dim() < 1 || x0.dim() > 2) return c.Error("self should be [N, C] or [C]");
   const int64_t n = x0.dim() == 2 ? x0.shape()[0] : 1, classes = x0.shape().back();
@@ -723,7 +723,7 @@ Results NllLossBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index", -100));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.TensorArg("total_weight"));
   OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
   if (x.dim() < 1 || x.dim() > 2) return c.Error("self should be [N, C] or [C]");

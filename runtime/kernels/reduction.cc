@@ -25,6 +25,7 @@ Results ReduceDims(KernelCall& c, bool mean) {
   if (dv != nullptr && !dv->is_none()) {
     OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg("dim"));
   }
+  // sum.default and mean.default declare no keepdim: they keep no dimension.
   OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim", false));
   std::vector<bool> reduced(x.dim(), dims.empty());
   for (int64_t d : dims) {

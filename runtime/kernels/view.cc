@@ -241,7 +241,7 @@ absl::StatusOr<std::vector<Tensor>> Expand(KernelCall& c) {
 absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
   OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
   if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
@@ -257,12 +257,12 @@ absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
 
 absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
   OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
   OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
   OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg("start", 0));
   OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg("end", std::numeric_limits<int64_t>::max()));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step", 1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step"));
   const int64_t size = x.shape()[d];
   if (start < 0) start = std::max<int64_t>(start + size, 0);
   if (end < 0) end = std::max<int64_t>(end + size, 0);
@@ -275,8 +275,8 @@ absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
 
 absl::StatusOr<std::vector<Tensor>> Flatten(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t s, c.IntArg("start_dim", 0));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t e, c.IntArg("end_dim", -1));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t s, c.IntArg("start_dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t e, c.IntArg("end_dim"));
   OVERLAP_ASSIGN_OR_RETURN(s, WrapDim(c, s, x.dim()));
   OVERLAP_ASSIGN_OR_RETURN(e, WrapDim(c, e, x.dim()));
   if (x.dim() == 0) return One(x.View({1}));
