@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
+#include "graph/op_schema.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
 #include "graph/summary.h"
@@ -120,6 +122,20 @@ void ShowAotPair(Invocation& in, const AotPair& pair, double build_ms) {
                FormatCount(b.size()).c_str(), static_cast<long long>(pair.num_primals),
                f.params().size(), static_cast<long long>(ClassifyParams(b).absent),
                static_cast<long long>(gradients));
+  // Every operator of both graphs is declared once (graph/op_schema.h); the shape rules,
+  // kernels, cost and backward formulas read its arguments by name from there.
+  std::set<std::string> ops;
+  int64_t views = 0;
+  for (const Graph* g : {&f, &b}) {
+    for (NodeId id : g->order()) {
+      const OpSchema* s = FindOpSchema(g->node(id).target());
+      if (s != nullptr && ops.insert(s->target).second) views += s->ViewOf() >= 0;
+    }
+  }
+  std::fprintf(in.out(),
+               "  operators: %zu ATen overloads, %lld of them views, each declared once in "
+               "graph/op_schema.cc (of %zu declared; docs/ops.md is rendered from it)\n",
+               ops.size(), static_cast<long long>(views), OpSchemas().size());
 }
 
 // [6] ZeRO-3: every scheduler of the registry on the AOT forward with the ops inserted;
@@ -186,13 +202,13 @@ absl::Status ShowSchedules(Invocation& in, Graph zg, const char* what) {
 absl::Status ShowDeviceBudget(Invocation& in, Graph g, GraphKind kind, const std::string& model) {
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(&g).status());
   OVERLAP_RETURN_IF_ERROR(CheckAfter(g, "ZeRO-3 insertion"));
-  StateOptions state;  // adamw, 32 ranks
+  StateOptions state;  // AdamW (two fp32 moments), 32 ranks
   OVERLAP_ASSIGN_OR_RETURN(const RankState parts, PerRankState(g, state));
   OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget budget,
                            DeviceMemoryBudget(g, int64_t{80} * 1000 * 1000 * 1000, state));
   std::fprintf(in.out(),
-               "[8] a budget from the device (`--device-memory 80GB --optimizer adam`): per-rank "
-               "state %s (parameter shards %s, gradient shards %s, adam %s, fp32 master %s), "
+               "[8] a budget from the device (`--device-memory 80GB --optimizer adamw`): per-rank "
+               "state %s (parameter shards %s, gradient shards %s, adamw %s, fp32 master %s), "
                "reserve %s: %s for the step\n",
                FormatBytes(parts.total()).c_str(), FormatBytes(parts.params).c_str(),
                FormatBytes(parts.grads).c_str(), FormatBytes(parts.optimizer).c_str(),
@@ -303,6 +319,11 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
                  NcclVersionString(info.nccl_version).c_str(),
                  usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
                              : std::string(usable.message()).c_str());
+    std::fputs(
+        "     CUDA's libraries come with the plugin (liboverlap_cuda.so, "
+        "runtime/cuda/cuda_plugin.h), "
+        "opened just now for the first time: steps [1]-[10] ran without any of them\n",
+        in.out());
   } else {
     std::fprintf(in.out(), "[11] CUDA backend: %s\n", std::string(usable.message()).c_str());
   }
