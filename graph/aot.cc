@@ -472,6 +472,7 @@ class AotBuilder {
         {"aten.mean.dim", &AotBuilder::MeanBackward},
         {"aten.relu.default", &AotBuilder::ReluBackward},
         {"aten.sigmoid.default", &AotBuilder::SigmoidBackward},
+        {"aten.tanh.default", &AotBuilder::TanhBackward},
         {"aten.silu.default", &AotBuilder::ActivationBackward},
         {"aten.gelu.default", &AotBuilder::ActivationBackward},
         {"aten._softmax.default", &AotBuilder::SoftmaxBackward},
@@ -685,6 +686,13 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
     OVERLAP_ASSIGN_OR_RETURN(
         NodeId g, Emit("aten.sigmoid_backward.default", {Value::Ref(G(c.id)), Value::Ref(y)}));
+    return Accumulate(c.First(), g);
+  }
+
+  absl::Status TanhBackward(const Call& c) {  // written in its result: 1 - y^2
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.tanh_backward.default", {Value::Ref(G(c.id)), Value::Ref(y)}));
     return Accumulate(c.First(), g);
   }
 

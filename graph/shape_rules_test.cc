@@ -33,7 +33,9 @@ TEST(ShapeRulesTest, EveryBuiltInModelStatesWhatTheRulesGive) {
         absl::StatusOr<ShapeCheckReport> r = CheckShapes(*g, Strict());
         ASSERT_TRUE(r.ok()) << name << ": " << r.status();
         // Module-style mlp is call_modules only; lifted graphs are all call_functions.
-        if (style == ParamStyle::kLifted) EXPECT_GT(r->checked, 0) << name;
+        if (style == ParamStyle::kLifted) {
+          EXPECT_GT(r->checked, 0) << name;
+        }
         EXPECT_EQ(r->unstated, 0) << name;
       }
     }

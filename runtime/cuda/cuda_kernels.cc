@@ -292,6 +292,9 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
       {"aten.sigmoid.default", [](KernelCall& c) { return Unary(c, EwOp::kSigmoid); }},
       {"aten.sigmoid_backward.default",
        [](KernelCall& c) { return GradOf(c, EwOp::kSigmoidBackward, 0, "output"); }},
+      {"aten.tanh.default", [](KernelCall& c) { return Unary(c, EwOp::kTanh); }},
+      {"aten.tanh_backward.default",
+       [](KernelCall& c) { return GradOf(c, EwOp::kTanhBackward, 0, "output"); }},
       {"aten.neg.default", [](KernelCall& c) { return Unary(c, EwOp::kMul, -1); }},
       {"aten.sub.Tensor",
        [](KernelCall& c) -> R {

@@ -305,13 +305,15 @@ TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
           {"aten.silu_backward.default", {r("t"), r("t")}, {}},
           {"aten.sigmoid.default", {r("a")}, {}},
           {"aten.sigmoid_backward.default", {r("c"), r("p")}, {}},
+          {"aten.tanh.default", {r("a")}, {}},
+          {"aten.tanh_backward.default", {r("c"), r("p")}, {}},
           {"aten.neg.default", {r("t")}, {}},
           {"aten.sub.Tensor", {r("a"), r("b")}, {{"alpha", Value::Double(2.0)}}},
           {"aten.threshold_backward.default", {r("a"), r("b"), Value::Double(0.2)}, {}},
           {"aten.zeros_like.default", {r("t")}, {}},
       },
       0);
-  EXPECT_EQ(t.Ran("elementwise"), 26);  // every case but zeros_like, on the device
+  EXPECT_EQ(t.Ran("elementwise"), 28);  // every case but zeros_like, on the device
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
 }

@@ -25,20 +25,26 @@ namespace {
 
 class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 
-// "mlp+sigmoid": the mlp with its ReLUs as sigmoids (an operator no built-in model uses).
-constexpr char kSigmoidMlp[] = "mlp+sigmoid";
+// "mlp+sigmoid", "mlp+tanh": the mlp with its ReLUs as another activation (operators no
+// built-in model uses).
+std::string SwappedActivation(const std::string& model) {
+  return model == "mlp+sigmoid" ? "aten.sigmoid.default"
+         : model == "mlp+tanh"  ? "aten.tanh.default"
+                                : "";
+}
 
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
   o.style = ParamStyle::kLifted;
-  absl::StatusOr<Graph> g = BuildModel(model == kSigmoidMlp ? "mlp" : model, o, Preset::kTiny);
+  const std::string activation = SwappedActivation(model);
+  absl::StatusOr<Graph> g = BuildModel(activation.empty() ? model : "mlp", o, Preset::kTiny);
   ASSERT_TRUE(g.ok()) << g.status();
-  if (model == kSigmoidMlp) {
+  if (!activation.empty()) {
     int swapped = 0;
     for (NodeId id : g->order()) {
       if (g->node(id).target() != "aten.relu.default") continue;
-      g->set_target(id, "aten.sigmoid.default");
+      g->set_target(id, activation);
       ++swapped;
     }
     ASSERT_GT(swapped, 0);
@@ -115,7 +121,8 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
 
 std::vector<std::string> Cases() {
   std::vector<std::string> cases = ModelNames();
-  cases.push_back(kSigmoidMlp);
+  cases.push_back("mlp+sigmoid");
+  cases.push_back("mlp+tanh");
   return cases;
 }
 

@@ -196,6 +196,17 @@ Results SigmoidBackward(KernelCall& c) {
   return Binary(c, g, y, EwFn(EwOp::kSigmoidBackward));
 }
 
+Results Tanh(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  return Unary(c, x, EwFn1(EwOp::kTanh));
+}
+
+Results TanhBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
+  return Binary(c, g, y, EwFn(EwOp::kTanhBackward));
+}
+
 Results Neg(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Unary(c, x, EwFn1(EwOp::kMul, -1));
@@ -354,6 +365,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.silu_backward.default", SiluBackward);
   r.Register("aten.sigmoid.default", Sigmoid);
   r.Register("aten.sigmoid_backward.default", SigmoidBackward);
+  r.Register("aten.tanh.default", Tanh);
+  r.Register("aten.tanh_backward.default", TanhBackward);
   r.Register("aten.neg.default", Neg);
   r.Register("aten.sub.Tensor", SubTensor);
   r.Register("aten.threshold_backward.default", ThresholdBackward);

@@ -39,6 +39,8 @@ enum class EwOp : int32_t {
   kSiluBackward,       // a: grad, b: x
   kSigmoid,            // 1 / (1 + e^-a)
   kSigmoidBackward,    // a: grad, b: y (the forward's result): a y (1 - y)
+  kTanh,               // tanh(a)
+  kTanhBackward,       // a: grad, b: y (the forward's result): a (1 - y^2)
   kThresholdBackward,  // a: grad, b: y; 0 where y <= s (ATen's rule)
 };
 
@@ -55,6 +57,7 @@ OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
     case EwOp::kGeluTanhBackward:
     case EwOp::kSiluBackward:
     case EwOp::kSigmoidBackward:
+    case EwOp::kTanhBackward:
     case EwOp::kThresholdBackward:
       return true;
     default:
@@ -123,6 +126,10 @@ OVERLAP_HOST_DEVICE inline T Ew(EwOp op, T a, T b, T s) {
       return T(1) / (T(1) + exp(-a));
     case EwOp::kSigmoidBackward:
       return a * b * (T(1) - b);
+    case EwOp::kTanh:
+      return tanh(a);
+    case EwOp::kTanhBackward:
+      return a * (T(1) - b * b);
     case EwOp::kThresholdBackward:
       return b <= s ? T(0) : a;
   }

@@ -240,6 +240,9 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
   Check("aten.sigmoid.default", {F(wide)}, {ref::SigmoidOf(wide)});
   Check("aten.sigmoid_backward.default", {F(m1), F(ref::SigmoidOf(m1))},
         {ref::SigmoidBackward(m1, ref::SigmoidOf(m1))});
+  Check("aten.tanh.default", {F(wide)}, {ref::TanhOf(wide)});
+  Check("aten.tanh_backward.default", {F(m1), F(ref::TanhOf(m1))},
+        {ref::TanhBackward(m1, ref::TanhOf(m1))});
   Check("aten.neg.default", {F(wide)}, {ref::Neg(wide)});
   Check("aten.sub.Tensor", {F(m1), F(m2)}, {ref::AddTensor(m1, m2, -1)});
   Check("aten.sub.Tensor", {F(m1), F(m3)}, {ref::AddTensor(m1, m3, -0.5)},
@@ -469,14 +472,17 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
         return std::vector<std::optional<RefTensor>>{
             Out("aten.silu_backward.default", {F(g), F(x[0])})};
       });
-  // sigmoid's backward reads the forward's result, as the AOT pair saves it.
-  CheckFiniteDifferences(
-      "sigmoid", {Rand({5}, -4, 4)},
-      [](const std::vector<RefTensor>& x) { return Out("aten.sigmoid.default", {F(x[0])}); },
-      [](const std::vector<RefTensor>& x, const RefTensor& g) {
-        return std::vector<std::optional<RefTensor>>{Out(
-            "aten.sigmoid_backward.default", {F(g), F(Out("aten.sigmoid.default", {F(x[0])}))})};
-      });
+  // sigmoid's and tanh's backwards read the forward's result, as the AOT pair saves it.
+  for (const std::string op : {"sigmoid", "tanh"}) {
+    const std::string fwd = absl::StrCat("aten.", op, ".default");
+    const std::string bwd = absl::StrCat("aten.", op, "_backward.default");
+    CheckFiniteDifferences(
+        op, {Rand({5}, -4, 4)},
+        [&](const std::vector<RefTensor>& x) { return Out(fwd, {F(x[0])}); },
+        [&](const std::vector<RefTensor>& x, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{Out(bwd, {F(g), F(Out(fwd, {F(x[0])}))})};
+        });
+  }
   {
     RefTensor x = Rand({4, 3}, 0.2, 5.8);  // away from ReLU6's kinks at 0 and 6
     x.data[0] = -1;

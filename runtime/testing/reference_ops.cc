@@ -798,6 +798,18 @@ RefTensor SigmoidBackward(const RefTensor& g, const RefTensor& y) {
   return out;
 }
 
+RefTensor TanhOf(const RefTensor& x) {
+  return Map(
+      x, [](double v) { return std::tanh(v); }, "tanh: self");
+}
+
+RefTensor TanhBackward(const RefTensor& g, const RefTensor& y) {
+  RefTensor out = g;
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = g.data[i] * (1.0 - y.data[i] * y.data[i]);
+  return out;
+}
+
 RefTensor Neg(const RefTensor& x) {
   return Map(
       x, [](double v) { return -v; }, "neg: self");

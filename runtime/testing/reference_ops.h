@@ -89,6 +89,9 @@ std::vector<RefTensor> NativeBatchNorm(const RefTensor& input, const RefTensor* 
 // aten.sigmoid.default: 1 / (1 + e^-x); aten.sigmoid_backward.default: g y (1 - y).
 RefTensor SigmoidOf(const RefTensor& x);
 RefTensor SigmoidBackward(const RefTensor& g, const RefTensor& y);
+// aten.tanh.default: tanh(x); aten.tanh_backward.default: g (1 - y^2).
+RefTensor TanhOf(const RefTensor& x);
+RefTensor TanhBackward(const RefTensor& g, const RefTensor& y);
 // aten.neg.default: -x.
 RefTensor Neg(const RefTensor& x);
 // aten.relu.default: max(x, 0), NaN kept (as clamp_min).
