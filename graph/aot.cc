@@ -36,8 +36,9 @@ Value Ints(absl::Span<const int64_t> v) {
 // Targets whose results carry no gradient (integer results, constants).
 const absl::flat_hash_set<std::string>& NonDifferentiable() {
   static const auto* s = new absl::flat_hash_set<std::string>{
-      "aten.arange.default", "aten.argsort.default", "aten.div.Tensor_mode",
-      "aten.zeros_like.default", "aten.new_zeros.default"};
+      "aten.arange.default",     "aten.argsort.default",   "aten.div.Tensor_mode",
+      "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
+      "aten.fill.Scalar",        "aten.zeros.default"};
   return *s;
 }
 
@@ -463,13 +464,20 @@ class AotBuilder {
         {"aten.clone.default", &AotBuilder::IdentityBackward},
         {"aten.add.Scalar", &AotBuilder::IdentityBackward},
         {"aten.split.Tensor", &AotBuilder::SplitBackward},
+        {"aten.unsafe_split.Tensor", &AotBuilder::SplitBackward},
+        {"aten.unbind.int", &AotBuilder::UnbindBackward},
+        {"aten.stack.default", &AotBuilder::StackBackward},
         {"aten.mm.default", &AotBuilder::MatmulBackward},
         {"aten.addmm.default", &AotBuilder::MatmulBackward},
         {"aten.add.Tensor", &AotBuilder::AddMulBackward},
         {"aten.mul.Tensor", &AotBuilder::AddMulBackward},
+        {"aten.sub.Tensor", &AotBuilder::AddMulBackward},
+        {"aten.neg.default", &AotBuilder::NegBackward},
         {"aten.pow.Tensor_Scalar", &AotBuilder::PowBackward},
         {"aten.rsqrt.default", &AotBuilder::RsqrtBackward},
         {"aten.mean.dim", &AotBuilder::MeanBackward},
+        {"aten.sum.default", &AotBuilder::TotalBackward},
+        {"aten.mean.default", &AotBuilder::TotalBackward},
         {"aten.relu.default", &AotBuilder::ReluBackward},
         {"aten.sigmoid.default", &AotBuilder::SigmoidBackward},
         {"aten.tanh.default", &AotBuilder::TanhBackward},
@@ -568,6 +576,50 @@ class AotBuilder {
     return Accumulate(x, g);
   }
 
+  // unbind's steps stacked back; a step without a gradient is zeros of its shape.
+  absl::Status UnbindBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const Types steps = StatedTypes(c.n);
+    const int64_t d = c.Int("dim", 0);
+    const int64_t dim = d < 0 ? d + static_cast<int64_t>(xt.shape.size()) : d;
+    std::vector<Value> pieces;
+    for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+      std::optional<NodeId> gi = ElemGrad(c.id, i);
+      if (!gi) {
+        OVERLAP_ASSIGN_OR_RETURN(
+            NodeId z,
+            Emit("aten.new_zeros.default", {Value::Ref(x_first_grad(c.id)), Ints(steps[i].shape)}));
+        gi = z;
+      }
+      pieces.push_back(Value::Ref(*gi));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.stack.default", {Value::List(std::move(pieces)), Value::Int(dim)}));
+    return Accumulate(x, g);
+  }
+
+  // stack: the i-th tensor's gradient is g's slot i along `dim` (a view).
+  absl::Status StackBackward(const Call& c) {
+    const Value* list = c.a.Get("tensors");
+    if (list == nullptr || list->kind() != Value::Kind::kList) {
+      return Error(c.n, "tensors is not a list");
+    }
+    const int64_t rank =
+        static_cast<int64_t>(StatedTypes(c.n).empty() ? 0 : StatedTypes(c.n)[0].shape.size());
+    const int64_t d = c.Int("dim", 0);
+    const int64_t dim = d < 0 ? d + rank : d;
+    for (int64_t i = 0; i < static_cast<int64_t>(list->items().size()); ++i) {
+      const Value& item = list->items()[i];
+      if (!item.is_ref() || !Needs(item.as_ref())) continue;
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId g, Emit("aten.select.int", {Value::Ref(G(c.id)), Value::Int(dim), Value::Int(i)},
+                         {}, Cost::Alias()));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(item.as_ref(), g));
+    }
+    return absl::OkStatus();
+  }
+
   // mm(self, mat2) and addmm(self = bias, mat1, mat2): dA = dY B^T, dB = A^T dY, and the
   // bias the gradient summed to its shape.
   absl::Status MatmulBackward(const Call& c) {
@@ -599,6 +651,7 @@ class AotBuilder {
   absl::Status AddMulBackward(const Call& c) {
     if (!c.AlphaIsOne()) return Error(c.n, "alpha other than 1 has no formula here (docs/ops.md)");
     const bool mul = c.n.target() == "aten.mul.Tensor";
+    const bool subtract = c.n.target() == "aten.sub.Tensor";
     const NodeId a = c.Ref("self"), b = c.Ref("other");
     if (b == kNoNode) return Error(c.n, "a scalar operand has no formula here (docs/ops.md)");
     for (auto [self, other] : {std::pair{a, b}, std::pair{b, a}}) {
@@ -608,11 +661,19 @@ class AotBuilder {
         OVERLAP_ASSIGN_OR_RETURN(NodeId o, Use(other));
         OVERLAP_ASSIGN_OR_RETURN(g, Mul(g, o));
       }
+      if (subtract && self == b && self != a) {  // d(self - other)/d other = -1
+        OVERLAP_ASSIGN_OR_RETURN(g, Emit("aten.neg.default", {Value::Ref(g)}));
+      }
       OVERLAP_ASSIGN_OR_RETURN(TensorType st, TypeOf(self));
       OVERLAP_ASSIGN_OR_RETURN(g, SumTo(g, st.shape));
       OVERLAP_RETURN_IF_ERROR(Accumulate(self, g));  // x * x: two contributions, 2 x g
     }
     return absl::OkStatus();
+  }
+
+  absl::Status NegBackward(const Call& c) {
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.neg.default", {Value::Ref(G(c.id))}));
+    return Accumulate(c.First(), g);
   }
 
   absl::Status PowBackward(const Call& c) {  // d/dx x^e = e x^(e-1)
@@ -672,6 +733,22 @@ class AotBuilder {
         g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
     OVERLAP_ASSIGN_OR_RETURN(
         g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
+    return Accumulate(x, g);
+  }
+
+  // sum / mean of every element: g (a scalar) expanded to self's shape, over its count for mean.
+  absl::Status TotalBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g,
+        Emit("aten.expand.default", {Value::Ref(G(c.id)), Ints(xt.shape)}, {}, Cost::Alias()));
+    if (c.n.target() == "aten.mean.default") {
+      int64_t count = 1;
+      for (int64_t d : xt.shape) count *= d;
+      OVERLAP_ASSIGN_OR_RETURN(
+          g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
+    }
     return Accumulate(x, g);
   }
 

@@ -600,6 +600,45 @@ Result Split(const Args& a) {
   return out;
 }
 
+// unbind: the steps along `dim`, each without it.
+Result Unbind(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  if (x.shape.empty()) return a.Error("unbind of a 0-d tensor");
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  TensorType piece = x;
+  piece.shape.erase(piece.shape.begin() + d);
+  return Types(static_cast<size_t>(x.shape[d]), piece);
+}
+
+// stack: equal shapes, a new dimension of size N at `dim` (0..rank).
+Result Stack(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
+  if (xs.empty()) return a.Error("stack of no tensors");
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size() + 1, "dim"));
+  TensorType out = xs[0];
+  for (const TensorType& t : xs) {
+    if (t.shape != xs[0].shape) {
+      return a.Error(
+          absl::StrCat("stack of ", FormatShape(xs[0].shape), " and ", FormatShape(t.shape)));
+    }
+    out.dtype = Promote(out.dtype, t.dtype);
+  }
+  out.shape.insert(out.shape.begin() + d, static_cast<int64_t>(xs.size()));
+  return Types{out};
+}
+
+// zeros(size, dtype=): float32 unless dtype says otherwise.
+Result Zeros(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
+  for (int64_t s : size) {
+    if (s < 0) return a.Error(absl::StrCat("size ", s, " is negative"));
+  }
+  const std::string d = a.DtypeKwarg();
+  return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
+}
+
 Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
   if (xs.empty()) return a.Error("cat of no tensors");
@@ -975,6 +1014,12 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten._scaled_dot_product_flash_attention_backward.default", FlashAttentionBackward},
       {"operator.getitem", GetItem},
       {"aten.split.Tensor", Split},
+      {"aten.unsafe_split.Tensor", Split},
+      {"aten.unbind.int", Unbind},
+      {"aten.stack.default", Stack},
+      {"aten.empty_like.default", Identity},
+      {"aten.fill.Scalar", Identity},
+      {"aten.zeros.default", Zeros},
       {"aten.cat.default", Cat},
       {"aten.embedding.default", Embedding},
       {"aten.embedding_dense_backward.default", EmbeddingBackward},

@@ -285,6 +285,25 @@ Results ZerosLike(KernelCall& c) {
   return One(c.NewOutput(d, x.shape()));
 }
 
+// zeros(size, dtype=): float32 unless dtype says otherwise.
+Results Zeros(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
+  for (int64_t s : size) {
+    if (s < 0) return c.Error(absl::StrCat("size ", s, " is negative"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, DType::kFloat32));
+  return One(c.NewOutput(d, size));
+}
+
+// fill.Scalar(self, value): self's shape and dtype, every element `value`.
+Results Fill(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("value"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  return std::vector<Tensor>{out};
+}
+
 Results OnesLike(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
@@ -371,6 +390,9 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.sub.Tensor", SubTensor);
   r.Register("aten.threshold_backward.default", ThresholdBackward);
   r.Register("aten.zeros_like.default", ZerosLike);
+  r.Register("aten.empty_like.default", ZerosLike);  // zeroed: no stale memory in a result
+  r.Register("aten.zeros.default", Zeros);
+  r.Register("aten.fill.Scalar", Fill);
   r.Register("aten.new_zeros.default", NewZeros);
   r.Register("aten.ones_like.default", OnesLike);
   r.Register("aten.masked_fill.Scalar", MaskedFill);

@@ -334,6 +334,67 @@ Results Cat(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// PyTorch's promotion for stack: equal dtypes stay; else the widest floating dtype present,
+// else int64.
+DType StackDType(const std::vector<Tensor>& parts) {
+  DType best = parts[0].dtype();
+  for (const Tensor& t : parts) {
+    if (t.dtype() == best) continue;
+    const bool tf = IsFloatingPoint(t.dtype()), bf = IsFloatingPoint(best);
+    if (tf && (!bf || DTypeSize(t.dtype()) > DTypeSize(best))) {
+      best = t.dtype();
+    } else if (!tf && !bf) {
+      best = DType::kInt64;
+    }
+  }
+  return best;
+}
+
+// stack: each tensor copied (converted to the promoted dtype) into its slot of a new
+// dimension `dim` (0..rank).
+Results Stack(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> parts, c.TensorListArg("tensors"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  if (parts.empty()) return c.Error("stack of no tensors");
+  const Tensor& first = parts[0];
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, first.dim() + 1));
+  for (const Tensor& t : parts) {
+    if (t.shape() != first.shape()) {
+      return c.Error(
+          absl::StrCat("stack: ", t.DebugString(), " does not match ", first.DebugString()));
+    }
+  }
+  std::vector<int64_t> shape = first.shape();
+  shape.insert(shape.begin() + dim, static_cast<int64_t>(parts.size()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(StackDType(parts), shape));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor dst, out.Select(dim, static_cast<int64_t>(i)));
+    OVERLAP_RETURN_IF_ERROR(CopyInto(c, parts[i], dst));
+  }
+  return std::vector<Tensor>{out};
+}
+
+// unsafe_split: split's pieces, each copied into new storage (the schema declares no alias).
+Results UnsafeSplit(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+  if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
+  std::vector<Tensor> out;
+  for (int64_t start = 0; start < x.shape()[d] || (start == 0 && x.shape()[d] == 0);
+       start += split) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor piece,
+                             x.Slice(d, start, std::min(start + split, x.shape()[d])));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, c.NewUninitializedOutput(x.dtype(), piece.shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyInto(c, piece, copy));
+    out.push_back(copy);
+    if (x.shape()[d] == 0) break;
+  }
+  return out;
+}
+
 Results SliceBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg("input_sizes"));
@@ -374,6 +435,8 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("aten.index_add_.default", [](KernelCall& c) { return IndexAdd(c, true); });
   r.Register("aten.scatter.src", ScatterSrc);
   r.Register("aten.cat.default", Cat);
+  r.Register("aten.stack.default", Stack);
+  r.Register("aten.unsafe_split.Tensor", UnsafeSplit);
   r.Register("aten.slice_backward.default", SliceBackward);
 }
 

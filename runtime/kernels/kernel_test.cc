@@ -395,6 +395,72 @@ TEST(KernelTest, CatMatchesTheReference) {
   }
 }
 
+// The recurrent cells' operators (unsafe_split, unbind, stack) and the factories (zeros,
+// fill, empty_like), against values written out by hand.
+TEST(KernelTest, RecurrentAndFactoryOpsMatchTheirDefinitions) {
+  const RefTensor x = Rand({3, 5});
+  Graph g;
+  Allocator alloc;
+  const NodeId a = *g.AddNode(Op::kPlaceholder, "a", "a", {}, {});
+  const NodeId b = *g.AddNode(Op::kPlaceholder, "b", "b", {}, {});
+  auto run = [&](const std::string& target, std::vector<Value> args,
+                 ValueDict kwargs = {}) -> std::vector<Tensor> {
+    Graph h = g;
+    const NodeId n = *h.AddNode(Op::kCallFunction, "op", target, std::move(args), kwargs);
+    absl::flat_hash_map<NodeId, Tensor> t = {{a, Make(alloc, x, DType::kFloat64, true)},
+                                             {b, Make(alloc, x, DType::kFloat32, false)}};
+    KernelCall call(h.node(n), alloc, [&](NodeId id) { return &t.at(id); });
+    absl::StatusOr<std::vector<Tensor>> r = (*CpuKernels().Find(target))(call);
+    EXPECT_TRUE(r.ok()) << target << ": " << r.status();
+    return r.ok() ? *r : std::vector<Tensor>{};
+  };
+  // unsafe_split: pieces of 2, 2, 1 columns, each its own storage.
+  std::vector<Tensor> pieces =
+      run("aten.unsafe_split.Tensor", {Value::Ref(a), Value::Int(2), Value::Int(1)});
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[2].shape(), (std::vector<int64_t>{3, 1}));
+  EXPECT_FALSE(pieces[0].SharesStorageWith(pieces[1]));
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(GetElement(pieces[j / 2], i * (j < 4 ? 2 : 1) + j % 2), x.data[i * 5 + j]);
+    }
+  }
+  // unbind: rows, views of the input.
+  std::vector<Tensor> rows = run("aten.unbind.int", {Value::Ref(a)});
+  ASSERT_EQ(rows.size(), 3u);
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(rows[i].shape(), (std::vector<int64_t>{5}));
+    for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(GetElement(rows[i], j), x.data[i * 5 + j]);
+  }
+  // stack along dim 1 of a float64 and a float32 tensor: float64 (PyTorch's promotion).
+  std::vector<Tensor> st =
+      run("aten.stack.default", {Value::List({Value::Ref(a), Value::Ref(b)}), Value::Int(1)});
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].shape(), (std::vector<int64_t>{3, 2, 5}));
+  EXPECT_EQ(st[0].dtype(), DType::kFloat64);
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(GetElement(st[0], i * 10 + j), x.data[i * 5 + j]);
+      EXPECT_EQ(GetElement(st[0], i * 10 + 5 + j), static_cast<float>(x.data[i * 5 + j]));
+    }
+  }
+  // zeros (float32 unless dtype), fill, empty_like (zeroed).
+  std::vector<Tensor> z = run("aten.zeros.default", {Ints({2, 3})});
+  ASSERT_EQ(z.size(), 1u);
+  EXPECT_EQ(z[0].dtype(), DType::kFloat32);
+  EXPECT_EQ(z[0].shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(
+      run("aten.zeros.default", {Ints({2})}, {{"dtype", Value::String("torch.int64")}})[0].dtype(),
+      DType::kInt64);
+  std::vector<Tensor> f = run("aten.fill.Scalar", {Value::Ref(a), Value::Double(2.5)});
+  ASSERT_EQ(f.size(), 1u);
+  for (int64_t i = 0; i < f[0].numel(); ++i) EXPECT_EQ(GetElement(f[0], i), 2.5);
+  std::vector<Tensor> e = run("aten.empty_like.default", {Value::Ref(a)});
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].shape(), (std::vector<int64_t>{3, 5}));
+  for (int64_t i = 0; i < e[0].numel(); ++i) EXPECT_EQ(GetElement(e[0], i), 0.0);
+}
+
 // ---- finite differences -------------------------------------------------------------------
 
 // sum(g * forward(inputs)) for the op whose output `out` is differentiated.

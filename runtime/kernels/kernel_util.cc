@@ -109,6 +109,7 @@ absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst) {
   if (device != nullptr && (src.device() != Device::kCpu || dst.device() != Device::kCpu)) {
     return device->Copy(src, dst);
   }
+  if (src.dtype() != dst.dtype()) return CopyConvert(src, dst);
   CopyElements(src, dst);
   return absl::OkStatus();
 }

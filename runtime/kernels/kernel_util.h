@@ -43,8 +43,8 @@ absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim);
 // Copies src's elements into dst (same shape and dtype, any strides). O(numel).
 void CopyElements(const Tensor& src, Tensor& dst);
 
-// dst's elements become src's (equal shapes and dtypes), on the call's device when its
-// tensors live on one (the device's copy kernel), else on the host: what lets a kernel that
+// dst's elements become src's (equal shapes; another dtype is converted), on the call's device when
+// its tensors live on one (the device's copy kernel), else on the host: what lets a kernel that
 // only moves elements (cat, slice_backward) run on every backend as it is. O(numel).
 absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst);
 

@@ -255,6 +255,20 @@ absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
   return out;
 }
 
+// unbind: one view per step along `dim`, each without it.
+absl::StatusOr<std::vector<Tensor>> Unbind(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.shape()[d]; ++i) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor step, x.Select(d, i));
+    out.push_back(step);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<Tensor>> SliceKernel(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
@@ -318,6 +332,7 @@ void RegisterViewKernels(KernelRegistry& r) {
   r.Register("aten.squeeze.dims", SqueezeDim);
   r.Register("aten.expand.default", Expand);
   r.Register("aten.split.Tensor", Split);
+  r.Register("aten.unbind.int", Unbind);
   r.Register("aten.slice.Tensor", SliceKernel);
   r.Register("aten.flatten.using_ints", Flatten);
   r.Register("aten.clone.default", Clone);
