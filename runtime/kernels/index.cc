@@ -376,21 +376,12 @@ Results Stack(KernelCall& c) {
 
 // unsafe_split: split's pieces, each copied into new storage (the schema declares no alias).
 Results UnsafeSplit(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
-  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
-  if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> views, SplitViews(c));
   std::vector<Tensor> out;
-  for (int64_t start = 0; start < x.shape()[d] || (start == 0 && x.shape()[d] == 0);
-       start += split) {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor piece,
-                             x.Slice(d, start, std::min(start + split, x.shape()[d])));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, c.NewUninitializedOutput(x.dtype(), piece.shape()));
+  for (const Tensor& piece : views) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, c.NewUninitializedOutput(piece.dtype(), piece.shape()));
     OVERLAP_RETURN_IF_ERROR(CopyInto(c, piece, copy));
     out.push_back(copy);
-    if (x.shape()[d] == 0) break;
   }
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/status_macros.h"
+
 namespace overlap {
 namespace kernels {
 
@@ -102,6 +104,23 @@ absl::Status CheckGemmSize(const KernelCall& c, std::initializer_list<int64_t> d
     if (d > 2147483647) return c.Error("a matrix dimension exceeds BLAS's 32-bit integers");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> SplitViews(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+  if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
+  std::vector<Tensor> out;
+  for (int64_t start = 0; start < x.shape()[d]; start += split) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor piece,
+                             x.Slice(d, start, std::min(start + split, x.shape()[d])));
+    out.push_back(piece);
+  }
+  if (out.empty()) out.push_back(x);
+  return out;
 }
 
 absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst) {

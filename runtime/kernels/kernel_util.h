@@ -48,6 +48,10 @@ void CopyElements(const Tensor& src, Tensor& dst);
 // only moves elements (cat, slice_backward) run on every backend as it is. O(numel).
 absl::Status CopyInto(KernelCall& c, const Tensor& src, Tensor& dst);
 
+// split.Tensor's pieces of `self` (split_size along dim), as views; one piece, `self`
+// itself, for an empty dimension. Errors name the node. O(pieces).
+absl::StatusOr<std::vector<Tensor>> SplitViews(KernelCall& c);
+
 // `t` itself when contiguous, else a contiguous copy in scratch.
 absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t);
 // A new contiguous result holding `t`'s elements.

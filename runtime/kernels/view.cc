@@ -238,22 +238,7 @@ absl::StatusOr<std::vector<Tensor>> Expand(KernelCall& c) {
   return One(x.AsStrided(size, strides, x.offset()));
 }
 
-absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t split, c.IntArg("split_size"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
-  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
-  if (split <= 0 && x.shape()[d] > 0) return c.Error("split_size must be positive");
-  std::vector<Tensor> out;
-  for (int64_t start = 0; start < x.shape()[d]; start += split) {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor piece,
-                             x.Slice(d, start, std::min(start + split, x.shape()[d])));
-    out.push_back(piece);
-  }
-  if (out.empty()) out.push_back(x);
-  return out;
-}
+absl::StatusOr<std::vector<Tensor>> Split(KernelCall& c) { return SplitViews(c); }
 
 // unbind: one view per step along `dim`, each without it.
 absl::StatusOr<std::vector<Tensor>> Unbind(KernelCall& c) {
