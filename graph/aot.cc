@@ -490,6 +490,7 @@ class AotBuilder {
         {"aten._scaled_dot_product_flash_attention.default", &AotBuilder::AttentionBackward},
         {"aten.topk.default", &AotBuilder::TopkBackward},
         {"aten.max_pool2d_with_indices.default", &AotBuilder::MaxPoolBackward},
+        {"aten.avg_pool2d.default", &AotBuilder::AvgPoolBackward},
         {"aten.nll_loss_forward.default", &AotBuilder::NllLossBackward},
         {"aten.mse_loss.default", &AotBuilder::MseLossBackward},
         {"aten.embedding.default", &AotBuilder::EmbeddingBackward},
@@ -892,6 +893,19 @@ class AotBuilder {
     args.push_back(Value::Ref(idx));
     OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.max_pool2d_with_indices_backward.default",
                                             std::move(args), {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(x, g);
+  }
+
+  absl::Status AvgPoolBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    std::vector<Value> args = {Value::Ref(G(c.id)), Value::Ref(xb)};
+    for (const char* name : {"kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                             "divisor_override"}) {
+      args.push_back(c.Arg(name));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.avg_pool2d_backward.default", std::move(args), {},
+                                            Cost::Scaled(1.0), c.id));
     return Accumulate(x, g);
   }
 

@@ -733,6 +733,17 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`max_pool2d_with_indices`"},
+    {"aten.avg_pool2d.default",
+     "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool "
+     "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"DenseNet's transitions, Inception blocks",
+     /*saved=*/"`self`",
+     /*backward=*/
+     "`aten.avg_pool2d_backward.default(g, self, kernel_size, stride, padding, ceil_mode, "
+     "count_include_pad, divisor_override)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
     {"aten.flatten.using_ints",
      "flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
      DtypeRule::kFirstTensor,
@@ -753,6 +764,15 @@ constexpr OpDecl kOps[] = {
      "total_weight)`",
      /*notes=*/"AOTAutograd decomposes `F.cross_entropy` into these two ops",
      /*backward_of=*/""},
+    {"aten.avg_pool2d_backward.default",
+     "avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, "
+     "int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`avg_pool2d`"},
     {"aten.nll_loss_backward.default",
      "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int "
      "reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",

@@ -916,6 +916,21 @@ Result MaxPool(const Args& a) {
   return Types{{out, x.dtype}, {out, "int64"}};
 }
 
+// avg_pool2d: max pooling's output shape (no dilation), one result.
+Result AvgPool(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types t, MaxPool(a));
+  return Types{t[0]};
+}
+
+// avg_pool2d_backward: self's type, grad_output pooled from it.
+Result AvgPoolBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Types pooled, MaxPool(a));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, pooled[0], "grad_output and the pooled self differ"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  return Types{{x.shape, g.dtype}};
+}
+
 Result MaxPoolBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -1074,6 +1089,8 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.native_batch_norm_backward.default", BatchNormBackward},
       {"aten.max_pool2d_with_indices.default", MaxPool},
       {"aten.max_pool2d_with_indices_backward.default", MaxPoolBackward},
+      {"aten.avg_pool2d.default", AvgPool},
+      {"aten.avg_pool2d_backward.default", AvgPoolBackward},
       {"aten.flatten.using_ints", Flatten},
       {"aten.nll_loss_forward.default", NllLoss},
       {"aten.nll_loss_backward.default", NllLossBackward},

@@ -62,13 +62,28 @@ constexpr char kRnnOps[] = R"({"format": "overlap-graph", "version": 1, "name": 
  ],
  "params": [{"name": "cell.weight", "owner": "w", "shape": [4, 6], "dtype": "float32", "bytes": 96}]})";
 
+// "pool-ops": average pooling (DenseNet's transitions) with padding and ceil mode, and the
+// mean of everything.
+constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name": "pool-ops",
+ "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32", "param": "scale"}},
+  {"name": "xw", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32"}},
+  {"name": "p", "op": "call_function", "target": "aten.avg_pool2d.default", "args": ["%xw", [3, 2], [2, 2], [1, 1], true, false], "meta": {"shape": [1, 2, 4, 3], "dtype": "float32"}},
+  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%p", "%p"], "meta": {"shape": [1, 2, 4, 3], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%pp"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "scale", "owner": "w", "shape": [1, 2, 6, 5], "dtype": "float32", "bytes": 240}]})";
+
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   const std::string activation = SwappedActivation(model);
-  absl::StatusOr<Graph> g = model == "rnn-ops"
-                                ? ReadGraphJson(kRnnOps)
+  absl::StatusOr<Graph> g = model == "rnn-ops" ? ReadGraphJson(kRnnOps)
+                            : model == "pool-ops"
+                                ? ReadGraphJson(kPoolOps)
                                 : BuildModel(activation.empty() ? model : "mlp", o, Preset::kTiny);
   ASSERT_TRUE(g.ok()) << g.status();
   if (!activation.empty()) {
@@ -155,6 +170,7 @@ std::vector<std::string> Cases() {
   cases.push_back("mlp+sigmoid");
   cases.push_back("mlp+tanh");
   cases.push_back("rnn-ops");
+  cases.push_back("pool-ops");
   return cases;
 }
 

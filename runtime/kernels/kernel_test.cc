@@ -678,6 +678,49 @@ TEST(KernelTest, ConvolutionAndPoolingBackwardsMatchFiniteDifferences) {
       });
 }
 
+// avg_pool2d: the means by hand, then the backward against finite differences of the
+// forward over padding, ceil mode, count_include_pad and divisor_override.
+TEST(KernelTest, AveragePoolingMatchesItsDefinitionAndFiniteDifferences) {
+  RefTensor x;
+  x.shape = {1, 1, 4, 4};
+  for (int i = 0; i < 16; ++i) x.data.push_back(i);
+  const RefTensor m = Out("aten.avg_pool2d.default", {F(x), C(Ints({2, 2}))});
+  ASSERT_EQ(m.shape, (std::vector<int64_t>{1, 1, 2, 2}));
+  EXPECT_EQ(m.data, (std::vector<double>{2.5, 4.5, 10.5, 12.5}));
+  // Padding 1, kernel 3, stride 2: the corner window holds 4 of 9 cells; with
+  // count_include_pad it divides by 9, without by 4.
+  const std::vector<In> padded = {F(x), C(Ints({3, 3})), C(Ints({2, 2})), C(Ints({1, 1}))};
+  EXPECT_DOUBLE_EQ(Out("aten.avg_pool2d.default", padded).data[0], (0 + 1 + 4 + 5) / 9.0);
+  std::vector<In> exclude = padded;
+  exclude.push_back(C(Value::Bool(false)));
+  exclude.push_back(C(Value::Bool(false)));
+  EXPECT_DOUBLE_EQ(Out("aten.avg_pool2d.default", exclude).data[0], (0 + 1 + 4 + 5) / 4.0);
+  for (bool ceil_mode : {false, true}) {
+    for (bool include_pad : {true, false}) {
+      for (int64_t divisor : {0, 5}) {
+        auto args = [&](std::vector<In> head) {
+          for (In i :
+               {C(Ints({3, 2})), C(Ints({2, 2})), C(Ints({1, 1})), C(Value::Bool(ceil_mode)),
+                C(Value::Bool(include_pad)), divisor > 0 ? C(Value::Int(divisor)) : C(Value())}) {
+            head.push_back(i);
+          }
+          return head;
+        };
+        CheckFiniteDifferences(
+            absl::StrCat("avg pool ceil ", ceil_mode, " pad ", include_pad, " div ", divisor),
+            {Rand({1, 2, 6, 5})},
+            [&](const std::vector<RefTensor>& in) {
+              return Out("aten.avg_pool2d.default", args({F(in[0])}));
+            },
+            [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+              return std::vector<std::optional<RefTensor>>{
+                  Out("aten.avg_pool2d_backward.default", args({F(g), F(in[0])}))};
+            });
+      }
+    }
+  }
+}
+
 TEST(KernelTest, AttentionBackwardMatchesFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto args = [&](const std::vector<RefTensor>& x) {
@@ -865,7 +908,7 @@ TEST(KernelTest, BadArgumentsAreErrorsNamingTheNode) {
       RunKernel("aten.mm.default", {F(Rand({2, 3})), F(Rand({4, 2}))});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("node 'op' (aten.mm.default)"));
-  r = RunKernel("aten.embedding.default", {F(Rand({3, 2})), I(Idx({2}, 9))});
+  r = RunKernel("aten.embedding.default", {F(Rand({3, 2})), I(ref::Make({2}, {1, 7}))});
   ASSERT_FALSE(r.ok());
   r = RunKernel("aten.embedding.default", {F(Rand({3, 2})), I(ref::Make({1}, {5}))});
   ASSERT_FALSE(r.ok());

@@ -555,6 +555,67 @@ Results MaxPool2dBackward(KernelCall& c) {
   });
 }
 
+// ---- average pooling ----
+
+// count_include_pad and divisor_override as kAvgPool reads them (flag, ignore).
+absl::Status AvgPoolOptions(KernelCall& c, NnArgs& a) {
+  OVERLAP_ASSIGN_OR_RETURN(bool include_pad, c.BoolArg("count_include_pad"));
+  a.flag = include_pad ? 1 : 0;
+  a.ignore = 0;
+  if (const Value* d = c.Arg("divisor_override"); d != nullptr && !d->is_none()) {
+    OVERLAP_ASSIGN_OR_RETURN(a.ignore, c.IntArg("divisor_override"));
+    if (a.ignore <= 0) return c.Error("divisor_override must be positive");
+  }
+  return absl::OkStatus();
+}
+
+Results AvgPool2d(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  std::vector<int64_t> shape = x.shape();
+  shape[shape.size() - 2] = g.ho;
+  shape[shape.size() - 1] = g.wo;
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
+    NnArgs a;
+    a.op = NnOp::kAvgPool;
+    a.is_double = std::is_same_v<T, double>;
+    a.pool = g;
+    OVERLAP_RETURN_IF_ERROR(AvgPoolOptions(c, a));
+    a.x = x.data<T>();
+    a.out = out.data<T>();
+    NnRunOnHost(a);
+    return std::vector<Tensor>{out};
+  });
+}
+
+Results AvgPool2dBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(NnPool p, PoolArgs(c, x));
+  if (g0.dtype() != x.dtype() || g0.dim() != x.dim() || g0.shape()[g0.dim() - 2] != p.ho ||
+      g0.shape()[g0.dim() - 1] != p.wo) {
+    return c.Error(absl::StrCat("grad_output ", g0.DebugString(), " does not match the pooling of ",
+                                x.DebugString()));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+    NnArgs a;
+    a.op = NnOp::kAvgPoolBackward;
+    a.is_double = std::is_same_v<T, double>;
+    a.pool = p;
+    OVERLAP_RETURN_IF_ERROR(AvgPoolOptions(c, a));
+    a.g = g.data<T>();
+    a.out = out.data<T>();
+    NnRunOnHost(a);
+    return std::vector<Tensor>{out};
+  });
+}
+
 // ---- attention (exact; one score matrix per head in scratch) ----
 
 // P = softmax(scale * Q K^T, causal mask) for one head into `p` [s, sk]; lse per row.
@@ -836,6 +897,8 @@ void RegisterNnKernels(KernelRegistry& r) {
   r.Register("aten.convolution_backward.default", ConvolutionBackward);
   r.Register("aten.max_pool2d_with_indices.default", MaxPool2d);
   r.Register("aten.max_pool2d_with_indices_backward.default", MaxPool2dBackward);
+  r.Register("aten.avg_pool2d.default", AvgPool2d);
+  r.Register("aten.avg_pool2d_backward.default", AvgPool2dBackward);
   r.Register("aten._scaled_dot_product_flash_attention.default", FlashAttention);
   r.Register("aten._scaled_dot_product_flash_attention_backward.default", FlashAttentionBackward);
   r.Register("aten.nll_loss_forward.default", NllLossForward);

@@ -46,6 +46,13 @@ enum class NnOp : int32_t {
   // Units: planes. g [planes, ho, wo], index -> out [planes, h, w] (zeroed, then each
   // output's gradient added at its index, in output order).
   kMaxPoolBackward,
+  // Units: planes * pool.ho * pool.wo outputs. x [planes, h, w] -> out: each window's mean
+  // (ATen's avg_pool2d): the divisor is `ignore` when > 0 (divisor_override), else the
+  // window clipped to the padded input (flag 1, count_include_pad) or to the input (flag 0).
+  kAvgPool,
+  // Units: planes. g [planes, ho, wo] -> out [planes, h, w]: zeroed, then each output's
+  // gradient over its divisor added to its window, in output order. Same flag and ignore.
+  kAvgPoolBackward,
   // One unit. x [rows, cols] log-probabilities, index = targets [rows], w? [cols]; flag =
   // reduction (0 none, 1 mean, 2 sum), ignore -> out (loss: [rows] for none, else one),
   // out2 = total weight (one).
@@ -138,8 +145,10 @@ OVERLAP_HOST_DEVICE inline int64_t NnUnits(const NnArgs& a) {
     case NnOp::kBatchNormBackward:
       return a.cols;  // channels
     case NnOp::kMaxPool:
+    case NnOp::kAvgPool:
       return a.pool.planes * a.pool.ho * a.pool.wo;
     case NnOp::kMaxPoolBackward:
+    case NnOp::kAvgPoolBackward:
       return a.pool.planes;
     case NnOp::kIndexSelect:
       return a.batch * a.rows;
@@ -366,6 +375,60 @@ OVERLAP_HOST_DEVICE inline void MaxPoolBackwardUnit(const NnArgs& a, int64_t u) 
   }
 }
 
+// Output (oh, ow)'s window in the input, clipped, and its divisor (ATen's avg_pool2d).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  double divisor;
+};
+OVERLAP_HOST_DEVICE inline AvgWindow AvgWindowOf(const NnArgs& a, int64_t oh, int64_t ow) {
+  const NnPool& p = a.pool;
+  int64_t h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
+  int64_t h1 = h0 + p.kh < p.h + p.ph ? h0 + p.kh : p.h + p.ph;
+  int64_t w1 = w0 + p.kw < p.w + p.pw ? w0 + p.kw : p.w + p.pw;
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = h0 > 0 ? h0 : 0;
+  w0 = w0 > 0 ? w0 : 0;
+  h1 = h1 < p.h ? h1 : p.h;
+  w1 = w1 < p.w ? w1 : p.w;
+  const double divisor = a.ignore > 0  ? static_cast<double>(a.ignore)
+                         : a.flag != 0 ? static_cast<double>(padded)
+                                       : static_cast<double>((h1 - h0) * (w1 - w0));
+  return {h0, h1, w0, w1, divisor};
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void AvgPoolUnit(const NnArgs& a, int64_t u) {
+  const T* x = static_cast<const T*>(a.x);
+  T* out = static_cast<T*>(a.out);
+  const NnPool& p = a.pool;
+  const int64_t plane = u / (p.ho * p.wo), oh = (u / p.wo) % p.ho, ow = u % p.wo;
+  const AvgWindow win = AvgWindowOf(a, oh, ow);
+  const T* in = x + plane * p.h * p.w;
+  double sum = 0;
+  for (int64_t i = win.h0; i < win.h1; ++i) {
+    for (int64_t j = win.w0; j < win.w1; ++j) sum += in[i * p.w + j];
+  }
+  out[u] = static_cast<T>(sum / win.divisor);
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void AvgPoolBackwardUnit(const NnArgs& a, int64_t u) {
+  const T* g = static_cast<const T*>(a.g);
+  T* out = static_cast<T*>(a.out);
+  const NnPool& p = a.pool;
+  const int64_t hw = p.h * p.w;
+  for (int64_t i = 0; i < hw; ++i) out[u * hw + i] = T(0);
+  for (int64_t oh = 0; oh < p.ho; ++oh) {
+    for (int64_t ow = 0; ow < p.wo; ++ow) {
+      const AvgWindow win = AvgWindowOf(a, oh, ow);
+      const T share = static_cast<T>(g[(u * p.ho + oh) * p.wo + ow] / win.divisor);
+      for (int64_t i = win.h0; i < win.h1; ++i) {
+        for (int64_t j = win.w0; j < win.w1; ++j) out[u * hw + i * p.w + j] += share;
+      }
+    }
+  }
+}
+
 template <typename T>
 OVERLAP_HOST_DEVICE inline void NllLossUnit(const NnArgs& a, int64_t u) {
   const T* x = static_cast<const T*>(a.x);
@@ -532,6 +595,10 @@ OVERLAP_HOST_DEVICE inline void NnUnit(const NnArgs& a, int64_t u) {
       return nn_internal::MaxPoolUnit<T>(a, u);
     case NnOp::kMaxPoolBackward:
       return nn_internal::MaxPoolBackwardUnit<T>(a, u);
+    case NnOp::kAvgPool:
+      return nn_internal::AvgPoolUnit<T>(a, u);
+    case NnOp::kAvgPoolBackward:
+      return nn_internal::AvgPoolBackwardUnit<T>(a, u);
     case NnOp::kNllLoss:
       return nn_internal::NllLossUnit<T>(a, u);
     case NnOp::kNllLossBackward:
