@@ -498,15 +498,31 @@ Results ConvolutionBackward(KernelCall& c) {
   });
 }
 
-// ---- max pooling ----
+// ---- pooling ----
+
+// A pooling's input (contiguous), geometry and output shape, read from `self` and the
+// pooling arguments: what max and average pooling share.
+struct Pooling {
+  Tensor x;
+  NnPool geometry;
+  std::vector<int64_t> out_shape;
+};
+absl::StatusOr<Pooling> ReadPooling(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  Pooling p;
+  OVERLAP_ASSIGN_OR_RETURN(p.geometry, PoolArgs(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(p.x, Contiguous(c, x0));
+  p.out_shape = p.x.shape();
+  p.out_shape[p.out_shape.size() - 2] = p.geometry.ho;
+  p.out_shape[p.out_shape.size() - 1] = p.geometry.wo;
+  return p;
+}
 
 Results MaxPool2d(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  std::vector<int64_t> shape = x.shape();
-  shape[shape.size() - 2] = g.ho;
-  shape[shape.size() - 1] = g.wo;
+  OVERLAP_ASSIGN_OR_RETURN(const Pooling pooling, ReadPooling(c));
+  const Tensor& x = pooling.x;
+  const NnPool& g = pooling.geometry;
+  const std::vector<int64_t>& shape = pooling.out_shape;
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), shape));
@@ -570,12 +586,10 @@ absl::Status AvgPoolOptions(KernelCall& c, NnArgs& a) {
 }
 
 Results AvgPool2d(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(NnPool g, PoolArgs(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  std::vector<int64_t> shape = x.shape();
-  shape[shape.size() - 2] = g.ho;
-  shape[shape.size() - 1] = g.wo;
+  OVERLAP_ASSIGN_OR_RETURN(const Pooling pooling, ReadPooling(c));
+  const Tensor& x = pooling.x;
+  const NnPool& g = pooling.geometry;
+  const std::vector<int64_t>& shape = pooling.out_shape;
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
