@@ -38,7 +38,8 @@ const absl::flat_hash_set<std::string>& NonDifferentiable() {
   static const auto* s = new absl::flat_hash_set<std::string>{
       "aten.arange.default",     "aten.argsort.default",   "aten.div.Tensor_mode",
       "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
-      "aten.fill.Scalar",        "aten.zeros.default"};
+      "aten.fill.Scalar",        "aten.zeros.default",     "aten.eq.Scalar",
+      "aten.ne.Scalar",          "aten.zero.default",      "aten.new_empty.default"};
   return *s;
 }
 
@@ -463,6 +464,7 @@ class AotBuilder {
         {"aten.expand.default", &AotBuilder::ExpandBackward},
         {"aten.clone.default", &AotBuilder::IdentityBackward},
         {"aten.add.Scalar", &AotBuilder::IdentityBackward},
+        {"aten.lift_fresh_copy.default", &AotBuilder::IdentityBackward},
         {"aten.split.Tensor", &AotBuilder::SplitBackward},
         {"aten.unsafe_split.Tensor", &AotBuilder::SplitBackward},
         {"aten.unbind.int", &AotBuilder::UnbindBackward},

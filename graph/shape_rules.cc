@@ -639,6 +639,12 @@ Result Zeros(const Args& a) {
   return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
 }
 
+// eq / ne against a number: self's shape, bool.
+Result CompareScalar(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  return One(x.shape, "bool");
+}
+
 Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
   if (xs.empty()) return a.Error("cat of no tensors");
@@ -1035,6 +1041,11 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.empty_like.default", Identity},
       {"aten.fill.Scalar", Identity},
       {"aten.zeros.default", Zeros},
+      {"aten.eq.Scalar", CompareScalar},
+      {"aten.ne.Scalar", CompareScalar},
+      {"aten.lift_fresh_copy.default", Identity},
+      {"aten.zero.default", Identity},
+      {"aten.new_empty.default", NewZeros},
       {"aten.cat.default", Cat},
       {"aten.embedding.default", Embedding},
       {"aten.embedding_dense_backward.default", EmbeddingBackward},

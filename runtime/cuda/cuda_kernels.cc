@@ -1374,13 +1374,14 @@ constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
                                                "aten._log_softmax_backward_data.default"};
 
 // Ops whose CPU kernel only allocates (zeroed): they run on the device as they are.
-constexpr absl::string_view kAllocatingOps[] = {"aten.zeros_like.default", "aten.new_zeros.default",
-                                                "aten.empty_like.default", "aten.zeros.default"};
+constexpr absl::string_view kAllocatingOps[] = {
+    "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
+    "aten.zeros.default",      "aten.zero.default",      "aten.new_empty.default"};
 // Ops whose CPU kernel only allocates and copies (kernel_util.h's CopyInto): on the device,
 // its copies are the device's copy kernel.
-constexpr absl::string_view kCopyingOps[] = {"aten.cat.default", "aten.slice_backward.default",
-                                             "aten.select_backward.default", "aten.stack.default",
-                                             "aten.unsafe_split.Tensor"};
+constexpr absl::string_view kCopyingOps[] = {
+    "aten.cat.default",   "aten.slice_backward.default", "aten.select_backward.default",
+    "aten.stack.default", "aten.unsafe_split.Tensor",    "aten.lift_fresh_copy.default"};
 
 }  // namespace
 

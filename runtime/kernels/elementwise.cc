@@ -304,6 +304,25 @@ Results Fill(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// eq / ne against a number, element by element: bool.
+Results CompareScalar(KernelCall& c, bool equal) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, x.shape()));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    SetElement(out, i, (GetElement(x, i) == other) == equal ? 1.0 : 0.0);
+  }
+  return std::vector<Tensor>{out};
+}
+
+// lift_fresh_copy: a copy of self.
+Results LiftFreshCopy(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, x, out));
+  return std::vector<Tensor>{out};
+}
+
 Results OnesLike(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
@@ -393,6 +412,11 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.empty_like.default", ZerosLike);  // zeroed: no stale memory in a result
   r.Register("aten.zeros.default", Zeros);
   r.Register("aten.fill.Scalar", Fill);
+  r.Register("aten.eq.Scalar", [](KernelCall& c) { return CompareScalar(c, true); });
+  r.Register("aten.ne.Scalar", [](KernelCall& c) { return CompareScalar(c, false); });
+  r.Register("aten.lift_fresh_copy.default", LiftFreshCopy);
+  r.Register("aten.zero.default", ZerosLike);
+  r.Register("aten.new_empty.default", NewZeros);  // zeroed: no stale memory in a result
   r.Register("aten.new_zeros.default", NewZeros);
   r.Register("aten.ones_like.default", OnesLike);
   r.Register("aten.masked_fill.Scalar", MaskedFill);

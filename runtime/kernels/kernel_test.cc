@@ -455,6 +455,25 @@ TEST(KernelTest, RecurrentAndFactoryOpsMatchTheirDefinitions) {
   std::vector<Tensor> f = run("aten.fill.Scalar", {Value::Ref(a), Value::Double(2.5)});
   ASSERT_EQ(f.size(), 1u);
   for (int64_t i = 0; i < f[0].numel(); ++i) EXPECT_EQ(GetElement(f[0], i), 2.5);
+  // eq / ne against a number: bool; lift_fresh_copy: a copy; zero, new_empty: zeroed.
+  std::vector<Tensor> eq = run("aten.eq.Scalar", {Value::Ref(a), Value::Double(x.data[7])});
+  ASSERT_EQ(eq.size(), 1u);
+  EXPECT_EQ(eq[0].dtype(), DType::kBool);
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(GetElement(eq[0], i), i == 7 ? 1.0 : 0.0);
+  std::vector<Tensor> ne = run("aten.ne.Scalar", {Value::Ref(a), Value::Double(x.data[7])});
+  ASSERT_EQ(ne.size(), 1u);
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(GetElement(ne[0], i), i == 7 ? 0.0 : 1.0);
+  std::vector<Tensor> fresh = run("aten.lift_fresh_copy.default", {Value::Ref(a)});
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_FALSE(fresh[0].SharesStorageWith(ne[0]));
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(GetElement(fresh[0], i), x.data[i]);
+  std::vector<Tensor> zeroed = run("aten.zero.default", {Value::Ref(a)});
+  ASSERT_EQ(zeroed.size(), 1u);
+  for (int64_t i = 0; i < zeroed[0].numel(); ++i) EXPECT_EQ(GetElement(zeroed[0], i), 0.0);
+  std::vector<Tensor> fresh_buffer = run("aten.new_empty.default", {Value::Ref(b), Ints({4})});
+  ASSERT_EQ(fresh_buffer.size(), 1u);
+  EXPECT_EQ(fresh_buffer[0].shape(), (std::vector<int64_t>{4}));
+  EXPECT_EQ(fresh_buffer[0].dtype(), DType::kFloat32);
   std::vector<Tensor> e = run("aten.empty_like.default", {Value::Ref(a)});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (std::vector<int64_t>{3, 5}));
