@@ -469,6 +469,7 @@ class AotBuilder {
         {"aten.unsafe_split.Tensor", &AotBuilder::SplitBackward},
         {"aten.unbind.int", &AotBuilder::UnbindBackward},
         {"aten.stack.default", &AotBuilder::StackBackward},
+        {"aten.constant_pad_nd.default", &AotBuilder::PadBackward},
         {"aten.mm.default", &AotBuilder::MatmulBackward},
         {"aten.addmm.default", &AotBuilder::MatmulBackward},
         {"aten.add.Tensor", &AotBuilder::AddMulBackward},
@@ -600,6 +601,18 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(
         NodeId g, Emit("aten.stack.default", {Value::List(std::move(pieces)), Value::Int(dim)}));
     return Accumulate(x, g);
+  }
+
+  // constant_pad_nd: the gradient padded by the negated pads, which crops it back.
+  absl::Status PadBackward(const Call& c) {
+    const Value pad = c.Arg("pad");
+    if (pad.kind() != Value::Kind::kList) return Error(c.n, "pad is not a list");
+    std::vector<int64_t> negated;
+    for (const Value& p : pad.items())
+      negated.push_back(p.kind() == Value::Kind::kInt ? -p.as_int() : 0);
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.constant_pad_nd.default", {Value::Ref(G(c.id)), Ints(negated)}));
+    return Accumulate(c.First(), g);
   }
 
   // stack: the i-th tensor's gradient is g's slot i along `dim` (a view).

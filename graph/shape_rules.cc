@@ -639,6 +639,23 @@ Result Zeros(const Args& a) {
   return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
 }
 
+// constant_pad_nd: each (left, right) pair, from the last dimension back, widens (or, when
+// negative, crops) that dimension.
+Result ConstantPad(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints("pad"));
+  if (pad.size() % 2 != 0 || pad.size() / 2 > x.shape.size()) {
+    return a.Error(absl::StrCat("pad has ", pad.size(), " entries for a rank-", x.shape.size(),
+                                " tensor (an even number, two per dimension at most)"));
+  }
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    int64_t& d = x.shape[x.shape.size() - 1 - i];
+    d += pad[2 * i] + pad[2 * i + 1];
+    if (d < 0) return a.Error("the padding crops a dimension below zero");
+  }
+  return Types{x};
+}
+
 // eq / ne against a number: self's shape, bool.
 Result CompareScalar(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -1042,6 +1059,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.fill.Scalar", Identity},
       {"aten.zeros.default", Zeros},
       {"aten.eq.Scalar", CompareScalar},
+      {"aten.constant_pad_nd.default", ConstantPad},
       {"aten.ne.Scalar", CompareScalar},
       {"aten.lift_fresh_copy.default", Identity},
       {"aten.zero.default", Identity},

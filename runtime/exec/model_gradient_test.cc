@@ -62,15 +62,16 @@ constexpr char kRnnOps[] = R"({"format": "overlap-graph", "version": 1, "name": 
  ],
  "params": [{"name": "cell.weight", "owner": "w", "shape": [4, 6], "dtype": "float32", "bytes": 96}]})";
 
-// "pool-ops": average pooling (DenseNet's transitions) with padding and ceil mode, and the
-// mean of everything.
+// "pool-ops": average pooling (DenseNet's transitions) with padding and ceil mode, constant
+// padding that crops one side, and the mean of everything.
 constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name": "pool-ops",
  "nodes": [
   {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32"}},
   {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32", "param": "scale"}},
   {"name": "xw", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32"}},
   {"name": "p", "op": "call_function", "target": "aten.avg_pool2d.default", "args": ["%xw", [3, 2], [2, 2], [1, 1], true, false], "meta": {"shape": [1, 2, 4, 3], "dtype": "float32"}},
-  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%p", "%p"], "meta": {"shape": [1, 2, 4, 3], "dtype": "float32"}},
+  {"name": "pd", "op": "call_function", "target": "aten.constant_pad_nd.default", "args": ["%p", [1, -1, 2, 0]], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
+  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%pd", "%pd"], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
   {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%pp"], "meta": {"shape": [], "dtype": "float32"}},
   {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
  ],

@@ -374,6 +374,38 @@ Results Stack(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// constant_pad_nd: `value` everywhere, then the part of self the padding keeps copied in.
+Results ConstantPadNd(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, c.IntListArg("pad"));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("value"));
+  if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size() / 2) > x.dim()) {
+    return c.Error(absl::StrCat("pad has ", pad.size(), " entries for ", x.DebugString()));
+  }
+  std::vector<int64_t> shape = x.shape();
+  Tensor src = x;
+  std::vector<std::pair<int64_t, int64_t>> keep(x.dim());  // dst range per dimension
+  for (int64_t d = 0; d < x.dim(); ++d) keep[d] = {0, x.shape()[d]};
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
+    const int64_t left = pad[2 * i], right = pad[2 * i + 1];
+    shape[d] += left + right;
+    if (shape[d] < 0) return c.Error("the padding crops a dimension below zero");
+    const int64_t lo = std::max<int64_t>(0, -left);
+    const int64_t hi = std::max<int64_t>(lo, x.shape()[d] - std::max<int64_t>(0, -right));
+    OVERLAP_ASSIGN_OR_RETURN(src, src.Slice(d, lo, hi));
+    keep[d] = {std::max<int64_t>(0, left), std::max<int64_t>(0, left) + (hi - lo)};
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  Tensor dst = out;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    OVERLAP_ASSIGN_OR_RETURN(dst, dst.Slice(d, keep[d].first, keep[d].second));
+  }
+  if (src.numel() > 0) OVERLAP_RETURN_IF_ERROR(CopyInto(c, src, dst));
+  return std::vector<Tensor>{out};
+}
+
 // unsafe_split: split's pieces, each copied into new storage (the schema declares no alias).
 Results UnsafeSplit(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> views, SplitViews(c));
@@ -427,6 +459,7 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("aten.scatter.src", ScatterSrc);
   r.Register("aten.cat.default", Cat);
   r.Register("aten.stack.default", Stack);
+  r.Register("aten.constant_pad_nd.default", ConstantPadNd);
   r.Register("aten.unsafe_split.Tensor", UnsafeSplit);
   r.Register("aten.slice_backward.default", SliceBackward);
 }

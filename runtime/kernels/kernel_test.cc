@@ -474,6 +474,16 @@ TEST(KernelTest, RecurrentAndFactoryOpsMatchTheirDefinitions) {
   ASSERT_EQ(fresh_buffer.size(), 1u);
   EXPECT_EQ(fresh_buffer[0].shape(), (std::vector<int64_t>{4}));
   EXPECT_EQ(fresh_buffer[0].dtype(), DType::kFloat32);
+  // constant_pad_nd: one column cropped on the right, two rows of 9 added on top.
+  std::vector<Tensor> padded =
+      run("aten.constant_pad_nd.default", {Value::Ref(a), Ints({0, -1, 2, 0}), Value::Double(9)});
+  ASSERT_EQ(padded.size(), 1u);
+  ASSERT_EQ(padded[0].shape(), (std::vector<int64_t>{5, 4}));
+  for (int64_t i = 0; i < 5; ++i) {
+    for (int64_t j = 0; j < 4; ++j) {
+      EXPECT_EQ(GetElement(padded[0], i * 4 + j), i < 2 ? 9.0 : x.data[(i - 2) * 5 + j]);
+    }
+  }
   std::vector<Tensor> e = run("aten.empty_like.default", {Value::Ref(a)});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (std::vector<int64_t>{3, 5}));
