@@ -122,7 +122,10 @@ wait $p1
 r1=$?
 set -e
 test "$r0" != 0 && test "$r1" != 0
-grep -q 'store' g0.err && grep -q 'store' g1.err
+# The first rank to see the store gone names it; the other may see that first, or see that
+# rank leave first (on a busy machine): either way it ends with an error naming why.
+grep -q 'store' g0.err || grep -q 'store' g1.err
+for f in g0.err g1.err; do grep -qE 'store|is lost' "$f"; done
 echo "torchrun_store_test: the store gone, both ranks ended in $(( $(date +%s) - start )) s:" \
   "$(grep -m1 store g0.err)"
 echo "torchrun_store_test: ok"
