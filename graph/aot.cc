@@ -39,7 +39,8 @@ const absl::flat_hash_set<std::string>& NonDifferentiable() {
       "aten.arange.default",     "aten.argsort.default",   "aten.div.Tensor_mode",
       "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
       "aten.fill.Scalar",        "aten.zeros.default",     "aten.eq.Scalar",
-      "aten.ne.Scalar",          "aten.zero.default",      "aten.new_empty.default"};
+      "aten.ne.Scalar",          "aten.zero.default",      "aten.new_empty.default",
+      "aten.fill.Tensor"};
   return *s;
 }
 
@@ -470,6 +471,7 @@ class AotBuilder {
         {"aten.unbind.int", &AotBuilder::UnbindBackward},
         {"aten.stack.default", &AotBuilder::StackBackward},
         {"aten.constant_pad_nd.default", &AotBuilder::PadBackward},
+        {"aten.roll.default", &AotBuilder::RollBackward},
         {"aten.mm.default", &AotBuilder::MatmulBackward},
         {"aten.addmm.default", &AotBuilder::MatmulBackward},
         {"aten.add.Tensor", &AotBuilder::AddMulBackward},
@@ -612,6 +614,21 @@ class AotBuilder {
       negated.push_back(p.kind() == Value::Kind::kInt ? -p.as_int() : 0);
     OVERLAP_ASSIGN_OR_RETURN(
         NodeId g, Emit("aten.constant_pad_nd.default", {Value::Ref(G(c.id)), Ints(negated)}));
+    return Accumulate(c.First(), g);
+  }
+
+  // roll: the gradient rolled back.
+  absl::Status RollBackward(const Call& c) {
+    const Value shifts = c.Arg("shifts");
+    std::vector<int64_t> back;
+    if (shifts.kind() == Value::Kind::kList) {
+      for (const Value& s : shifts.items())
+        back.push_back(s.kind() == Value::Kind::kInt ? -s.as_int() : 0);
+    } else if (shifts.kind() == Value::Kind::kInt) {
+      back.push_back(-shifts.as_int());
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.roll.default", {Value::Ref(G(c.id)), Ints(back), c.Arg("dims")}));
     return Accumulate(c.First(), g);
   }
 

@@ -1059,6 +1059,8 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.fill.Scalar", Identity},
       {"aten.zeros.default", Zeros},
       {"aten.eq.Scalar", CompareScalar},
+      {"aten.fill.Tensor", Identity},
+      {"aten.roll.default", Identity},
       {"aten.constant_pad_nd.default", ConstantPad},
       {"aten.ne.Scalar", CompareScalar},
       {"aten.lift_fresh_copy.default", Identity},

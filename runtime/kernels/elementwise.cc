@@ -304,6 +304,56 @@ Results Fill(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// fill.Tensor(self, value): fill.Scalar with a 0-d tensor's number.
+Results FillTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor v, c.TensorArg("value"));
+  if (v.numel() != 1 || v.dim() != 0) {
+    return c.Error(absl::StrCat("value should be a 0-d tensor, got ", v.DebugString()));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  const double value = GetElement(v, 0);
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  return std::vector<Tensor>{out};
+}
+
+// roll(self, shifts, dims): element i of each rolled dimension moves to i + shift (mod its
+// size); without dims, the flattened tensor rolls.
+Results Roll(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, c.IntListArg("shifts"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg("dims"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  const int64_t n = x.numel();
+  if (dims.empty()) {
+    if (shifts.size() != 1) return c.Error("roll without dims takes one shift");
+    for (int64_t i = 0; i < n; ++i) {
+      SetElement(out, ((i + shifts[0]) % n + n) % n, GetElement(x, i));
+    }
+    return std::vector<Tensor>{out};
+  }
+  if (shifts.size() != dims.size()) return c.Error("roll: shifts and dims differ in length");
+  std::vector<int64_t> shift(x.dim(), 0);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t d, WrapDim(c, dims[k], x.dim()));
+    shift[d] += shifts[k];
+  }
+  std::vector<int64_t> at(x.dim(), 0);  // the element's index, dimension by dimension
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t to = 0;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      const int64_t size = x.shape()[d];
+      to = to * size + ((at[d] + shift[d]) % size + size) % size;
+    }
+    SetElement(out, to, GetElement(x, i));
+    for (int64_t d = x.dim() - 1; d >= 0; --d) {  // next index, row-major
+      if (++at[d] < x.shape()[d]) break;
+      at[d] = 0;
+    }
+  }
+  return std::vector<Tensor>{out};
+}
+
 // eq / ne against a number, element by element: bool.
 Results CompareScalar(KernelCall& c, bool equal) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
@@ -412,6 +462,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.empty_like.default", ZerosLike);  // zeroed: no stale memory in a result
   r.Register("aten.zeros.default", Zeros);
   r.Register("aten.fill.Scalar", Fill);
+  r.Register("aten.fill.Tensor", FillTensor);
+  r.Register("aten.roll.default", Roll);
   r.Register("aten.eq.Scalar", [](KernelCall& c) { return CompareScalar(c, true); });
   r.Register("aten.ne.Scalar", [](KernelCall& c) { return CompareScalar(c, false); });
   r.Register("aten.lift_fresh_copy.default", LiftFreshCopy);

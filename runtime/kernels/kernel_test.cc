@@ -484,6 +484,17 @@ TEST(KernelTest, RecurrentAndFactoryOpsMatchTheirDefinitions) {
       EXPECT_EQ(GetElement(padded[0], i * 4 + j), i < 2 ? 9.0 : x.data[(i - 2) * 5 + j]);
     }
   }
+  // roll: rows down one, columns left two; without dims, the flat sequence by 4.
+  std::vector<Tensor> rolled =
+      run("aten.roll.default", {Value::Ref(a), Ints({1, -2}), Ints({0, 1})});
+  ASSERT_EQ(rolled.size(), 1u);
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(GetElement(rolled[0], ((i + 1) % 3) * 5 + (j + 3) % 5), x.data[i * 5 + j]);
+    }
+  }
+  std::vector<Tensor> flat = run("aten.roll.default", {Value::Ref(a), Ints({4})});
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(GetElement(flat[0], (i + 4) % 15), x.data[i]);
   std::vector<Tensor> e = run("aten.empty_like.default", {Value::Ref(a)});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (std::vector<int64_t>{3, 5}));
