@@ -472,6 +472,7 @@ class AotBuilder {
         {"aten.stack.default", &AotBuilder::StackBackward},
         {"aten.constant_pad_nd.default", &AotBuilder::PadBackward},
         {"aten.roll.default", &AotBuilder::RollBackward},
+        {"aten.slice_scatter.default", &AotBuilder::SliceScatterBackward},
         {"aten.mm.default", &AotBuilder::MatmulBackward},
         {"aten.addmm.default", &AotBuilder::MatmulBackward},
         {"aten.add.Tensor", &AotBuilder::AddMulBackward},
@@ -615,6 +616,28 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(
         NodeId g, Emit("aten.constant_pad_nd.default", {Value::Ref(G(c.id)), Ints(negated)}));
     return Accumulate(c.First(), g);
+  }
+
+  // slice_scatter: self's gradient is g with the slice zeroed; src's is g's slice.
+  absl::Status SliceScatterBackward(const Call& c) {
+    const NodeId x = c.Ref("self"), src = c.Ref("src");
+    const std::vector<Value> where = {c.Arg("dim"), c.Arg("start"), c.Arg("end"), c.Arg("step")};
+    if (Needs(x)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId srcb, Use(src));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(srcb)}));
+      std::vector<Value> args = {Value::Ref(G(c.id)), Value::Ref(z)};
+      args.insert(args.end(), where.begin(), where.end());
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_scatter.default", std::move(args)));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, g));
+    }
+    if (Needs(src)) {
+      std::vector<Value> args = {Value::Ref(G(c.id))};
+      args.insert(args.end(), where.begin(), where.end());
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                               Emit("aten.slice.Tensor", std::move(args), {}, Cost::Alias()));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(src, g));
+    }
+    return absl::OkStatus();
   }
 
   // roll: the gradient rolled back.

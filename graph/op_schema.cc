@@ -357,6 +357,17 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.roll.default(g, -shifts, dims)`",
      /*notes=*/"without `dims`, the flattened tensor rolls",
      /*backward_of=*/""},
+    {"aten.slice_scatter.default",
+     "slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, "
+     "SymInt step=1) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"Swin's masks, exported in-place slice writes made functional",
+     /*saved=*/"",
+     /*backward=*/
+     "`d_self = aten.slice_scatter.default(g, aten.zeros_like.default(src), dim, start, end, "
+     "step)`; `d_src = aten.slice.Tensor(g, dim, start, end, step)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
     {"aten.embedding.default",
      "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
      "scale_grad_by_freq=False, bool sparse=False) -> Tensor",

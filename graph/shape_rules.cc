@@ -1060,6 +1060,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.zeros.default", Zeros},
       {"aten.eq.Scalar", CompareScalar},
       {"aten.fill.Tensor", Identity},
+      {"aten.slice_scatter.default", Identity},
       {"aten.roll.default", Identity},
       {"aten.constant_pad_nd.default", ConstantPad},
       {"aten.ne.Scalar", CompareScalar},

@@ -63,7 +63,8 @@ constexpr char kRnnOps[] = R"({"format": "overlap-graph", "version": 1, "name": 
  "params": [{"name": "cell.weight", "owner": "w", "shape": [4, 6], "dtype": "float32", "bytes": 96}]})";
 
 // "pool-ops": average pooling (DenseNet's transitions) with padding and ceil mode, constant
-// padding that crops one side, a roll (Swin's shifted windows), and the mean of everything.
+// padding that crops one side, a roll (Swin's shifted windows), a slice_scatter, and the mean of
+// everything.
 constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name": "pool-ops",
  "nodes": [
   {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 2, 6, 5], "dtype": "float32"}},
@@ -72,7 +73,10 @@ constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name":
   {"name": "p", "op": "call_function", "target": "aten.avg_pool2d.default", "args": ["%xw", [3, 2], [2, 2], [1, 1], true, false], "meta": {"shape": [1, 2, 4, 3], "dtype": "float32"}},
   {"name": "pd", "op": "call_function", "target": "aten.constant_pad_nd.default", "args": ["%p", [1, -1, 2, 0]], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
   {"name": "r", "op": "call_function", "target": "aten.roll.default", "args": ["%pd", [2, -1], [2, 3]], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
-  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%r", "%r"], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
+  {"name": "half", "op": "call_function", "target": "aten.slice.Tensor", "args": ["%pd", 2, 0, 3], "meta": {"shape": [1, 2, 3, 3], "dtype": "float32", "aliases_input": true}},
+  {"name": "hh", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%half", "%half"], "meta": {"shape": [1, 2, 3, 3], "dtype": "float32"}},
+  {"name": "sc", "op": "call_function", "target": "aten.slice_scatter.default", "args": ["%r", "%hh", 2, 1, 6, 2], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
+  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%sc", "%sc"], "meta": {"shape": [1, 2, 6, 3], "dtype": "float32"}},
   {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%pp"], "meta": {"shape": [], "dtype": "float32"}},
   {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
  ],

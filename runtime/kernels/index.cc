@@ -406,6 +406,33 @@ Results ConstantPadNd(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// slice_scatter: a copy of self with src written over self[dim, start:end:step].
+Results SliceScatter(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src, c.TensorArg("src"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x.dim()));
+  const int64_t size = x.shape()[dim];
+  OVERLAP_ASSIGN_OR_RETURN(int64_t start, c.IntArg("start", 0));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t end, c.IntArg("end", size));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step"));
+  if (step <= 0) return c.Error("step must be positive");
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, x, out));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor dst, out.Slice(dim, start, end, step));
+  if (dst.shape() != src.shape()) {
+    return c.Error(
+        absl::StrCat("src ", src.DebugString(), " does not fit the slice ", dst.DebugString()));
+  }
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, src, dst));
+  return std::vector<Tensor>{out};
+}
+
 // unsafe_split: split's pieces, each copied into new storage (the schema declares no alias).
 Results UnsafeSplit(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> views, SplitViews(c));
@@ -460,6 +487,7 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("aten.cat.default", Cat);
   r.Register("aten.stack.default", Stack);
   r.Register("aten.constant_pad_nd.default", ConstantPadNd);
+  r.Register("aten.slice_scatter.default", SliceScatter);
   r.Register("aten.unsafe_split.Tensor", UnsafeSplit);
   r.Register("aten.slice_backward.default", SliceBackward);
 }
