@@ -85,7 +85,6 @@ struct BudgetRequest {
   std::optional<int64_t> device_memory_bytes;  // derive it (not with budget_bytes)
   std::optional<int64_t> reserve_bytes;        // with device_memory_bytes; default: 512 MiB + 5%
   StateOptions state;
-  bool any() const { return budget_bytes || device_memory_bytes; }
 };
 
 // The request's budget for `g`: DeviceMemoryBudget with a device, else DirectMemoryBudget (the

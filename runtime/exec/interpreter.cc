@@ -198,7 +198,8 @@ class Interpretation {
   // With a limit (or when asked), simulates the graph and refuses it when its peak exceeds the
   // limit.
   absl::Status CheckMemory() {
-    const bool guard = options_.device == nullptr || options_.guard_bytes.has_value();
+    const bool guard = !options_.memory_checked &&
+                       (options_.device == nullptr || options_.guard_bytes.has_value());
     if (!options_.simulate && !guard) return absl::OkStatus();
     OVERLAP_ASSIGN_OR_RETURN(const SimulationResult sim, SimulateAlone(g_, plan_.order));
     result_.simulated_peak_bytes = sim.peak_memory_bytes;

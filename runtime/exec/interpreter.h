@@ -82,6 +82,9 @@ struct InterpreterOptions {
   // under compute_in_double) exceeds it. On a device (`device` below) only a guard given is
   // checked: the device's allocator refuses what does not fit.
   std::optional<int64_t> guard_bytes;
+  // The caller checked this graph's memory once, up front (a trainer when it is made, a job
+  // before its ranks start): no guard, and no simulation, on every run of a step.
+  bool memory_checked = false;
   // Called after each call node runs, with its results (before the plan frees anything), on
   // the interpreter's thread; an error ends the run. The DDP step launches a bucket's
   // allreduce from here once the bucket's last gradient exists. Results must not be

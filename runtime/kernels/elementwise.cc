@@ -185,26 +185,21 @@ Results GeluBackward(KernelCall& c) {
   return Binary(c, g, x, EwFn(tanh_approx ? EwOp::kGeluTanhBackward : EwOp::kGeluBackward));
 }
 
-Results Sigmoid(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Unary(c, x, EwFn1(EwOp::kSigmoid));
+// op(self), for an activation with no arguments besides its input.
+Kernel OfSelf(EwOp op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    return Unary(c, x, EwFn1(op));
+  };
 }
 
-Results SigmoidBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
-  return Binary(c, g, y, EwFn(EwOp::kSigmoidBackward));
-}
-
-Results Tanh(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Unary(c, x, EwFn1(EwOp::kTanh));
-}
-
-Results TanhBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
-  return Binary(c, g, y, EwFn(EwOp::kTanhBackward));
+// op(grad_output, output): a backward written in the forward's result (sigmoid, tanh).
+Kernel OfGradAndResult(EwOp op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
+    return Binary(c, g, y, EwFn(op));
+  };
 }
 
 Results Neg(KernelCall& c) {
@@ -451,10 +446,10 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);
   r.Register("aten.silu_backward.default", SiluBackward);
-  r.Register("aten.sigmoid.default", Sigmoid);
-  r.Register("aten.sigmoid_backward.default", SigmoidBackward);
-  r.Register("aten.tanh.default", Tanh);
-  r.Register("aten.tanh_backward.default", TanhBackward);
+  r.Register("aten.sigmoid.default", OfSelf(EwOp::kSigmoid));
+  r.Register("aten.sigmoid_backward.default", OfGradAndResult(EwOp::kSigmoidBackward));
+  r.Register("aten.tanh.default", OfSelf(EwOp::kTanh));
+  r.Register("aten.tanh_backward.default", OfGradAndResult(EwOp::kTanhBackward));
   r.Register("aten.neg.default", Neg);
   r.Register("aten.sub.Tensor", SubTensor);
   r.Register("aten.threshold_backward.default", ThresholdBackward);

@@ -43,24 +43,20 @@ KernelCall::KernelCall(const Node& node, Allocator& alloc,
       alloc_(alloc),
       tensor_of_(std::move(tensor_of)),
       output_pool_(output_pool),
-      schema_(schema != nullptr ? schema : FindOpSchema(node.target())),
-      bound_(schema_ != nullptr ? OpArgs::Bind(node, *schema_)
-                                : absl::StatusOr<OpArgs>(absl::UnimplementedError(""))) {}
+      schema_(schema != nullptr ? schema : FindOpSchema(node.target())) {
+  if (schema_ != nullptr) bound_ = OpArgs::Bind(node, *schema_);
+}
 
 absl::Status KernelCall::CheckArgs() const {
-  return schema_ == nullptr ? absl::OkStatus() : bound_.status();
+  return bound_.has_value() ? bound_->status() : absl::OkStatus();
 }
 
 const Value* KernelCall::Arg(absl::string_view name) const {
-  if (schema_ != nullptr) return bound_.ok() ? bound_->Get(name) : nullptr;
+  if (bound_.has_value()) return bound_->ok() ? (*bound_)->Get(name) : nullptr;
   for (const auto& [key, value] : node_.kwargs()) {  // an undeclared target: keywords only
     if (key == name) return &value;
   }
   return nullptr;
-}
-
-const Value* KernelCall::PositionalArg(int pos) const {
-  return pos >= 0 && pos < static_cast<int>(node_.args().size()) ? &node_.args()[pos] : nullptr;
 }
 
 absl::Status KernelCall::Error(absl::string_view message) const {

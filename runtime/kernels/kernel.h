@@ -50,12 +50,10 @@ class KernelCall {
   const Tensor* TensorOf(NodeId id) const { return tensor_of_(id); }
 
   // Arguments are read by name through the operator's schema: given by position or keyword,
-  // else the schema's default. A target the schema does not declare (a user's own op) has
-  // only its keywords by name, and PositionalArg.
+  // else the schema's default. A target the schema does not declare (a user's own op,
+  // registered without a schema) has only its keywords by name.
   // The argument `name`, else nullptr. O(args).
   const Value* Arg(absl::string_view name) const;
-  // The argument at position `pos` as the node passes it, else nullptr. O(1).
-  const Value* PositionalArg(int pos) const;
   // The schema's refusal of the node's arguments (a keyword it does not declare, surplus
   // arguments, a keyword-only one by position), or OK; every typed accessor returns it first.
   absl::Status CheckArgs() const;
@@ -97,7 +95,8 @@ class KernelCall {
   std::function<const Tensor*(NodeId)> tensor_of_;
   Pool output_pool_;
   const OpSchema* schema_;  // nullptr: the target is undeclared
-  absl::StatusOr<OpArgs> bound_;
+  // The node's arguments bound to schema_; none for an undeclared target.
+  std::optional<absl::StatusOr<OpArgs>> bound_;
 };
 
 // A kernel: the node's results (one per tuple element), or an error naming the node.

@@ -585,24 +585,27 @@ absl::Status AvgPoolOptions(KernelCall& c, NnArgs& a) {
   return absl::OkStatus();
 }
 
-Results AvgPool2d(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(const Pooling pooling, ReadPooling(c));
-  const Tensor& x = pooling.x;
-  const NnPool& g = pooling.geometry;
-  const std::vector<int64_t>& shape = pooling.out_shape;
-  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+// kAvgPool reads `in` as x, kAvgPoolBackward as g; either writes a new `out_shape` tensor.
+Results RunAvgPool(KernelCall& c, NnOp op, const NnPool& pool, const Tensor& in,
+                   const std::vector<int64_t>& out_shape) {
+  return DispatchFloat(c, in.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(in.dtype(), out_shape));
     NnArgs a;
-    a.op = NnOp::kAvgPool;
+    a.op = op;
     a.is_double = std::is_same_v<T, double>;
-    a.pool = g;
+    a.pool = pool;
     OVERLAP_RETURN_IF_ERROR(AvgPoolOptions(c, a));
-    a.x = x.data<T>();
+    (op == NnOp::kAvgPool ? a.x : a.g) = in.data<T>();
     a.out = out.data<T>();
     NnRunOnHost(a);
     return std::vector<Tensor>{out};
   });
+}
+
+Results AvgPool2d(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(const Pooling pooling, ReadPooling(c));
+  return RunAvgPool(c, NnOp::kAvgPool, pooling.geometry, pooling.x, pooling.out_shape);
 }
 
 Results AvgPool2dBackward(KernelCall& c) {
@@ -615,19 +618,7 @@ Results AvgPool2dBackward(KernelCall& c) {
                                 x.DebugString()));
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
-    using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
-    NnArgs a;
-    a.op = NnOp::kAvgPoolBackward;
-    a.is_double = std::is_same_v<T, double>;
-    a.pool = p;
-    OVERLAP_RETURN_IF_ERROR(AvgPoolOptions(c, a));
-    a.g = g.data<T>();
-    a.out = out.data<T>();
-    NnRunOnHost(a);
-    return std::vector<Tensor>{out};
-  });
+  return RunAvgPool(c, NnOp::kAvgPoolBackward, p, g, x.shape());
 }
 
 // ---- attention (exact; one score matrix per head in scratch) ----

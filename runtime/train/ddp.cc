@@ -96,9 +96,8 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
   InterpreterOptions forward;
   forward.kernels = options_.kernels;
   forward.device = options_.device;
-  InterpreterOptions backward;
-  backward.kernels = options_.kernels;
-  backward.device = options_.device;
+  forward.memory_checked = true;  // before the ranks started (job.h's CheckJobMemory)
+  InterpreterOptions backward = forward;
   if (options_.node_hook) {
     forward.after_node = [&](const Node& node, const std::vector<Tensor>&) {
       return options_.node_hook(node);

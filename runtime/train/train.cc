@@ -235,7 +235,9 @@ absl::StatusOr<StepResult> Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   ++step_;
   OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, Batch());
-  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch));
+  InterpreterOptions checked;
+  checked.memory_checked = true;  // by FromPair, against the guard, for the whole step
+  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
   StepResult s;
   s.step = step_;

@@ -384,6 +384,7 @@ absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
   io.zero3 = this;
   io.kernels = options_.kernels;
   io.device = options_.device;
+  io.memory_checked = true;                 // before the ranks started (job.h's CheckJobMemory)
   for (auto& [name, d] : device_shards_) {  // this step's parameters, on the device
     OVERLAP_RETURN_IF_ERROR(CopyTo(shards_.at(name), d));
   }
