@@ -473,6 +473,10 @@ class AotBuilder {
         {"aten.constant_pad_nd.default", &AotBuilder::PadBackward},
         {"aten.roll.default", &AotBuilder::RollBackward},
         {"aten.slice_scatter.default", &AotBuilder::SliceScatterBackward},
+        {"aten.as_strided.default", &AotBuilder::AsStridedBackward},
+        {"aten.as_strided_scatter.default", &AotBuilder::AsStridedScatterBackward},
+        {"aten.index.Tensor", &AotBuilder::IndexBackward},
+        {"aten.index_put.default", &AotBuilder::IndexPutBackward},
         {"aten.mm.default", &AotBuilder::MatmulBackward},
         {"aten.addmm.default", &AotBuilder::MatmulBackward},
         {"aten.add.Tensor", &AotBuilder::AddMulBackward},
@@ -636,6 +640,102 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(NodeId g,
                                Emit("aten.slice.Tensor", std::move(args), {}, Cost::Alias()));
       OVERLAP_RETURN_IF_ERROR(Accumulate(src, g));
+    }
+    return absl::OkStatus();
+  }
+
+  // as_strided: the gradient written through the same window into zeros of self's shape
+  // (exact when self is contiguous from its storage's start, as the views it follows are).
+  absl::Status AsStridedBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(xb)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.as_strided_scatter.default",
+                                            {Value::Ref(z), Value::Ref(G(c.id)), c.Arg("size"),
+                                             c.Arg("stride"), c.Arg("storage_offset")}));
+    return Accumulate(x, g);
+  }
+
+  // as_strided_scatter: self's gradient is g with the window zeroed; src's is g's window
+  // (read from a contiguous copy: the window addresses storage).
+  absl::Status AsStridedScatterBackward(const Call& c) {
+    const NodeId x = c.Ref("self"), src = c.Ref("src");
+    const std::vector<Value> where = {c.Arg("size"), c.Arg("stride"), c.Arg("storage_offset")};
+    if (Needs(x)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId srcb, Use(src));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(srcb)}));
+      std::vector<Value> args = {Value::Ref(G(c.id)), Value::Ref(z)};
+      args.insert(args.end(), where.begin(), where.end());
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.as_strided_scatter.default", std::move(args)));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, g));
+    }
+    if (Needs(src)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId dense, Emit("aten.clone.default", {Value::Ref(G(c.id))}));
+      std::vector<Value> args = {Value::Ref(dense)};
+      args.insert(args.end(), where.begin(), where.end());
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                               Emit("aten.as_strided.default", std::move(args), {}, Cost::Alias()));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(src, g));
+    }
+    return absl::OkStatus();
+  }
+
+  // The backward's copy of an `indices` list (Tensor?[]): each tensor used, None kept.
+  absl::StatusOr<Value> UseIndices(const Call& c) {
+    const Value* list = c.a.Get("indices");
+    if (list == nullptr || list->kind() != Value::Kind::kList) {
+      return Error(c.n, "indices is not a list");
+    }
+    std::vector<Value> items;
+    for (const Value& item : list->items()) {
+      if (!item.is_ref()) {
+        items.push_back(item);
+        continue;
+      }
+      OVERLAP_ASSIGN_OR_RETURN(NodeId r, Use(item.as_ref()));
+      items.push_back(Value::Ref(r));
+    }
+    return Value::List(std::move(items));
+  }
+
+  // index: the gradient added back where it was read from (repeated indices add up).
+  absl::Status IndexBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(Value indices, UseIndices(c));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                             Emit("aten.new_zeros.default", {Value::Ref(G(c.id)), Ints(xt.shape)}));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.index_put.default",
+                       {Value::Ref(z), indices, Value::Ref(G(c.id)), Value::Bool(true)}));
+    return Accumulate(x, g);
+  }
+
+  // index_put: self's gradient is g where values did not overwrite it (all of g when they
+  // were added); values' is g read at the indexed places, summed to values' shape.
+  absl::Status IndexPutBackward(const Call& c) {
+    const NodeId x = c.Ref("self"), v = c.Ref("values");
+    const Value* acc = c.a.Get("accumulate");
+    const bool accumulate = acc != nullptr && acc->kind() == Value::Kind::kBool && acc->as_bool();
+    OVERLAP_ASSIGN_OR_RETURN(Value indices, UseIndices(c));
+    if (Needs(x)) {
+      NodeId g = G(c.id);
+      if (!accumulate) {
+        OVERLAP_ASSIGN_OR_RETURN(NodeId vb, Use(v));
+        OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(vb)}));
+        OVERLAP_ASSIGN_OR_RETURN(g,
+                                 Emit("aten.index_put.default",
+                                      {Value::Ref(g), indices, Value::Ref(z), Value::Bool(false)}));
+      }
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, g));
+    }
+    if (Needs(v)) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType vt, TypeOf(v));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.index.Tensor", {Value::Ref(G(c.id)), indices}));
+      OVERLAP_ASSIGN_OR_RETURN(g, SumTo(g, vt.shape));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(v, g));
     }
     return absl::OkStatus();
   }

@@ -67,8 +67,10 @@ constexpr OpDecl kOps[] = {
      "memory_format=torch.contiguous_format)` when `g` may be non-contiguous (a transpose, expand "
      "or slice, or a view of one: PyTorch's view backward is a reshape, which copies then)",
      /*notes=*/
-     "`_unsafe_view` and `reshape` have the same rule. A view keeps PyTorch's rule: it needs "
-     "strides that allow one, and fails otherwise",
+     "`_unsafe_view` and `reshape` have the same rule. A view where the executor's layout allows "
+     "one, else a contiguous copy (counted in `RunResult::view_copies`): torch traced the graph "
+     "in its own layouts (channels-last results of elementwise ops), where the executor's "
+     "values are contiguous, so a view valid in torch may need a copy here",
      /*backward_of=*/""},
     {"aten._unsafe_view.default", "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
      DtypeRule::kFirstTensor,
@@ -90,7 +92,9 @@ constexpr OpDecl kOps[] = {
      /*used_for=*/"torch 1.13's AOT graphs (exported): a reshape as a view with explicit strides",
      /*saved=*/"",
      /*backward=*/"`aten.view.default(g, self.shape)`",
-     /*notes=*/"gone in 2.x (`aten.view`)",
+     /*notes=*/
+     "gone in 2.x (`aten.view`); the strides are torch's layout's (a channels-last or permuted "
+     "result): the executor lays values out contiguously and reads `size` as `view` does",
      /*backward_of=*/""},
     {"aten.detach.default", "detach(Tensor(a) self) -> Tensor(a)", DtypeRule::kFirstTensor,
      /*used_for=*/"exported backward graphs: saved values detached",
@@ -367,6 +371,55 @@ constexpr OpDecl kOps[] = {
      "`d_self = aten.slice_scatter.default(g, aten.zeros_like.default(src), dim, start, end, "
      "step)`; `d_src = aten.slice.Tensor(g, dim, start, end, step)`",
      /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.as_strided.default",
+     "as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> "
+     "Tensor(a)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"ConvNeXt / Swin heads: torch 1.13's functionalized views of a pooled tensor",
+     /*saved=*/"",
+     /*backward=*/
+     "`aten.as_strided_scatter.default(aten.zeros_like.default(self), g, size, stride, "
+     "storage_offset)`",
+     /*notes=*/
+     "addresses self's storage, as ATen does (`storage_offset` None: self's own offset); a "
+     "window outside the storage is refused",
+     /*backward_of=*/""},
+    {"aten.as_strided_scatter.default",
+     "as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? "
+     "storage_offset=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"the backward of `as_strided` in torch 1.13's AOT graphs",
+     /*saved=*/"",
+     /*backward=*/
+     "`d_self = aten.as_strided_scatter.default(g, aten.zeros_like.default(src), size, stride, "
+     "storage_offset)`; `d_src = aten.as_strided.default(aten.clone.default(g), size, stride, "
+     "storage_offset)`",
+     /*notes=*/
+     "a contiguous copy of self (storage offset 0) with src written through the strided window",
+     /*backward_of=*/""},
+    {"aten.index.Tensor", "index.Tensor(Tensor self, Tensor?[] indices) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"Swin's relative position bias (a table read by an index buffer)",
+     /*saved=*/"`indices`",
+     /*backward=*/
+     "`aten.index_put.default(aten.zeros_like.default(self), indices, g, True)`",
+     /*notes=*/
+     "NumPy advanced indexing: int64 / int32 index tensors broadcast together, None keeps a "
+     "dimension; indexed dimensions that are not adjacent go first; boolean masks "
+     "(a data-dependent shape) are refused",
+     /*backward_of=*/""},
+    {"aten.index_put.default",
+     "index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"the backward of `index.Tensor` (accumulate True)",
+     /*saved=*/"`indices`",
+     /*backward=*/
+     "`d_self = aten.index_put.default(g, indices, zeros, False)` (g itself when accumulating); "
+     "`d_values = aten.index.Tensor(g, indices)`, summed to values' shape",
+     /*notes=*/
+     "a copy of self with values (broadcast to the indexed shape) written, or added with "
+     "accumulate, at the indexed places; accumulate needs a float dtype",
      /*backward_of=*/""},
     {"aten.embedding.default",
      "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
@@ -907,6 +960,8 @@ bool ParseType(absl::string_view t, ArgType& type, std::string& alias, bool& opt
     if (!n.empty() && !absl::SimpleAtoi(n, &list_size)) return false;
     list = true;
     t = t.substr(0, open);
+    // Tensor?[]: a list whose items may be None (index's indices); the list itself is not.
+    if (absl::ConsumeSuffix(&t, "?") && t != "Tensor") return false;
   }
   if (const size_t paren = t.find('('); paren != absl::string_view::npos) {
     if (!absl::EndsWith(t, ")")) return false;

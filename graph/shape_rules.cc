@@ -656,6 +656,96 @@ Result ConstantPad(const Args& a) {
   return Types{x};
 }
 
+// as_strided: `size`, whatever self's shape (the window's bounds are the kernel's check).
+Result AsStrided(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride"));
+  if (size.size() != stride.size()) return a.Error("size and stride differ in length");
+  for (int64_t d : size) {
+    if (d < 0) return a.Error(absl::StrCat("size has a negative dimension ", d));
+  }
+  return One(Shape(size.begin(), size.end()), x.dtype);
+}
+
+// as_strided_scatter: self's type; src must have the window's shape.
+Result AsStridedScatter(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor("src"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
+  if (src.shape != Shape(size.begin(), size.end())) {
+    return a.Error(absl::StrCat("src ", FormatType(src), " does not have the window's size"));
+  }
+  return Types{x};
+}
+
+// The shape of self[indices] (NumPy advanced indexing, as ATen's index.Tensor): the index
+// tensors broadcast together; their shape replaces the indexed dimensions where those are
+// adjacent, else leads.
+absl::StatusOr<Shape> AdvancedIndexShape(const Args& a, const Shape& self) {
+  const Value* list = a.Get("indices");
+  if (list == nullptr || list->kind() != Value::Kind::kList) {
+    return a.Error("indices is not a list");
+  }
+  if (list->items().size() > self.size()) {
+    return a.Error(absl::StrCat("too many indices (", list->items().size(), ") for a rank-",
+                                self.size(), " tensor"));
+  }
+  Shape index_shape;
+  std::vector<size_t> indexed;
+  bool first = true;
+  for (size_t i = 0; i < list->items().size(); ++i) {
+    const Value& item = list->items()[i];
+    if (item.is_none()) continue;
+    OVERLAP_ASSIGN_OR_RETURN(Types t, a.TypesOf(item, "indices"));
+    if (t.size() != 1) return a.Error("indices holds a tuple");
+    if (t[0].dtype == "bool" || t[0].dtype == "uint8") {
+      return a.Error(absl::StrCat("index ", i,
+                                  " is a boolean mask: its result's shape depends on "
+                                  "the data (use masked_fill / where)"));
+    }
+    if (t[0].dtype != "int64" && t[0].dtype != "int32") {
+      return a.Error(absl::StrCat("index ", i, " is ", t[0].dtype, ", not int64 or int32"));
+    }
+    if (first) {
+      index_shape = t[0].shape;
+      first = false;
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(index_shape, Broadcast(a, index_shape, t[0].shape));
+    }
+    indexed.push_back(i);
+  }
+  if (indexed.empty()) return self;
+  const bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  Shape out;
+  if (!adjacent) out = index_shape;
+  for (size_t d = 0; d < self.size(); ++d) {
+    if (d == indexed.front() && adjacent)
+      out.insert(out.end(), index_shape.begin(), index_shape.end());
+    if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) out.push_back(self[d]);
+  }
+  return out;
+}
+
+Result Index(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, AdvancedIndexShape(a, x.shape));
+  return One(std::move(s), x.dtype);
+}
+
+// index_put: self's type; values must broadcast to self[indices]'s shape.
+Result IndexPut(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType v, a.Tensor("values"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, AdvancedIndexShape(a, x.shape));
+  OVERLAP_ASSIGN_OR_RETURN(Shape b, Broadcast(a, s, v.shape));
+  if (b != s) {
+    return a.Error(absl::StrCat("values ", FormatType(v), " do not broadcast to the indexed shape ",
+                                FormatShape(s)));
+  }
+  return Types{x};
+}
+
 // eq / ne against a number: self's shape, bool.
 Result CompareScalar(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -1061,6 +1151,10 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.eq.Scalar", CompareScalar},
       {"aten.fill.Tensor", Identity},
       {"aten.slice_scatter.default", Identity},
+      {"aten.as_strided.default", AsStrided},
+      {"aten.as_strided_scatter.default", AsStridedScatter},
+      {"aten.index.Tensor", Index},
+      {"aten.index_put.default", IndexPut},
       {"aten.roll.default", Identity},
       {"aten.constant_pad_nd.default", ConstantPad},
       {"aten.ne.Scalar", CompareScalar},

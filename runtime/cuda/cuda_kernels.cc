@@ -1380,9 +1380,9 @@ constexpr absl::string_view kAllocatingOps[] = {
 // Ops whose CPU kernel only allocates and copies (kernel_util.h's CopyInto): on the device,
 // its copies are the device's copy kernel.
 constexpr absl::string_view kCopyingOps[] = {
-    "aten.cat.default",          "aten.slice_backward.default", "aten.select_backward.default",
-    "aten.stack.default",        "aten.unsafe_split.Tensor",    "aten.lift_fresh_copy.default",
-    "aten.slice_scatter.default"};
+    "aten.cat.default",           "aten.slice_backward.default",    "aten.select_backward.default",
+    "aten.stack.default",         "aten.unsafe_split.Tensor",       "aten.lift_fresh_copy.default",
+    "aten.slice_scatter.default", "aten.as_strided_scatter.default"};
 
 }  // namespace
 

@@ -82,14 +82,40 @@ constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name":
  ],
  "params": [{"name": "scale", "owner": "w", "shape": [1, 2, 6, 5], "dtype": "float32", "bytes": 240}]})";
 
+// "index-ops": a table read by an index buffer (Swin's relative position bias), once with
+// repeated rows and once along columns after a None; an accumulating index_put; an as_strided
+// window of the result and an as_strided_scatter back into it (ConvNeXt's and Swin's heads as
+// torch 1.13 exports them).
+constexpr char kIndexOps[] = R"({"format": "overlap-graph", "version": 1, "name": "index-ops",
+ "nodes": [
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [6, 3], "dtype": "float32", "param": "table"}},
+  {"name": "idx", "op": "placeholder", "target": "idx", "args": [], "meta": {"shape": [4, 2], "dtype": "int64"}},
+  {"name": "g", "op": "call_function", "target": "aten.index.Tensor", "args": ["%w", ["%idx"]], "meta": {"shape": [4, 2, 3], "dtype": "float32"}},
+  {"name": "gc", "op": "call_function", "target": "aten.index.Tensor", "args": ["%w", [null, "%idx"]], "meta": {"shape": [6, 4, 2], "dtype": "float32"}},
+  {"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%w", "%w"], "meta": {"shape": [6, 3], "dtype": "float32"}},
+  {"name": "gg", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%g", "%g"], "meta": {"shape": [4, 2, 3], "dtype": "float32"}},
+  {"name": "ip", "op": "call_function", "target": "aten.index_put.default", "args": ["%sq", ["%idx"], "%gg", true], "meta": {"shape": [6, 3], "dtype": "float32"}},
+  {"name": "win", "op": "call_function", "target": "aten.as_strided.default", "args": ["%ip", [3, 2], [1, 3], 1], "meta": {"shape": [3, 2], "dtype": "float32", "aliases_input": true}},
+  {"name": "ww", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%win", "%win"], "meta": {"shape": [3, 2], "dtype": "float32"}},
+  {"name": "sc", "op": "call_function", "target": "aten.as_strided_scatter.default", "args": ["%ip", "%ww", [3, 2], [1, 3], 1], "meta": {"shape": [6, 3], "dtype": "float32"}},
+  {"name": "pp", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%sc", "%sc"], "meta": {"shape": [6, 3], "dtype": "float32"}},
+  {"name": "l1", "op": "call_function", "target": "aten.mean.default", "args": ["%pp"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "cc", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%gc", "%gc"], "meta": {"shape": [6, 4, 2], "dtype": "float32"}},
+  {"name": "l2", "op": "call_function", "target": "aten.mean.default", "args": ["%cc"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.add.Tensor", "args": ["%l1", "%l2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "table", "owner": "w", "shape": [6, 3], "dtype": "float32", "bytes": 72}]})";
+
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   const std::string activation = SwappedActivation(model);
-  absl::StatusOr<Graph> g = model == "rnn-ops" ? ReadGraphJson(kRnnOps)
-                            : model == "pool-ops"
-                                ? ReadGraphJson(kPoolOps)
+  absl::StatusOr<Graph> g = model == "rnn-ops"    ? ReadGraphJson(kRnnOps)
+                            : model == "pool-ops" ? ReadGraphJson(kPoolOps)
+                            : model == "index-ops"
+                                ? ReadGraphJson(kIndexOps)
                                 : BuildModel(activation.empty() ? model : "mlp", o, Preset::kTiny);
   ASSERT_TRUE(g.ok()) << g.status();
   if (!activation.empty()) {
@@ -180,6 +206,7 @@ std::vector<std::string> Cases() {
   cases.push_back("mlp+tanh");
   cases.push_back("rnn-ops");
   cases.push_back("pool-ops");
+  cases.push_back("index-ops");
   return cases;
 }
 

@@ -2,9 +2,11 @@
 // sorting and top-k, arange. Indices out of range are errors naming the node.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <type_traits>
 
+#include "absl/strings/str_join.h"
 #include "graph/status_macros.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
@@ -433,6 +435,164 @@ Results SliceScatter(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// self[indices] for a contiguous self of `self_shape` (NumPy advanced indexing, as ATen's
+// index.Tensor): the result's shape and, per result element in row-major order, the
+// contiguous offset of the element of self it reads. Index tensors broadcast together; their
+// shape replaces the indexed dimensions where those are adjacent, else leads. Negative
+// indices count from the end; one out of range is an error naming the node. O(result).
+struct AdvancedIndex {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> source;
+};
+
+absl::StatusOr<AdvancedIndex> PlanAdvancedIndex(KernelCall& c,
+                                                const std::vector<int64_t>& self_shape) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<std::optional<Tensor>> given,
+                           c.OptionalTensorListArg("indices"));
+  const int64_t nd = static_cast<int64_t>(self_shape.size());
+  if (static_cast<int64_t>(given.size()) > nd) {
+    return c.Error(
+        absl::StrCat("too many indices (", given.size(), ") for a rank-", nd, " tensor"));
+  }
+  std::vector<int64_t> positions;
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> bshape;
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i].has_value()) continue;
+    if (given[i]->dtype() == DType::kBool || given[i]->dtype() == DType::kUInt8) {
+      return c.Error(absl::StrCat("index ", i, " is a boolean mask (a data-dependent shape)"));
+    }
+    OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, *given[i], "indices"));
+    if (tensors.empty()) {
+      bshape = given[i]->shape();
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(bshape, BroadcastShape(c, bshape, given[i]->shape()));
+    }
+    positions.push_back(static_cast<int64_t>(i));
+    tensors.push_back(*given[i]);
+  }
+  std::vector<int64_t> cs(nd, 1);  // self's contiguous strides
+  for (int64_t d = nd - 2; d >= 0; --d) cs[d] = cs[d + 1] * self_shape[d + 1];
+  // Each result dimension: a dimension of self (>= 0) or of the index shape (-1 - j).
+  const bool adjacent = positions.empty() || positions.back() - positions.front() + 1 ==
+                                                 static_cast<int64_t>(positions.size());
+  std::vector<int64_t> dims;
+  auto add_index_dims = [&] {
+    for (size_t j = 0; j < bshape.size(); ++j) dims.push_back(-1 - static_cast<int64_t>(j));
+  };
+  if (!adjacent) add_index_dims();
+  for (int64_t d = 0; d < nd; ++d) {
+    if (adjacent && !positions.empty() && d == positions.front()) add_index_dims();
+    if (std::find(positions.begin(), positions.end(), d) == positions.end()) dims.push_back(d);
+  }
+  AdvancedIndex plan;
+  for (int64_t d : dims) plan.shape.push_back(d >= 0 ? self_shape[d] : bshape[-1 - d]);
+  std::vector<std::vector<int64_t>> bstrides;
+  for (const Tensor& t : tensors) bstrides.push_back(BroadcastStrides(t, bshape));
+  const int64_t total = Prod(plan.shape, 0, static_cast<int64_t>(plan.shape.size()));
+  plan.source.reserve(total);
+  std::vector<int64_t> at(dims.size(), 0), bat(bshape.size(), 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k] >= 0) {
+        off += at[k] * cs[dims[k]];
+      } else {
+        bat[-1 - dims[k]] = at[k];
+      }
+    }
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      int64_t where = 0;
+      for (size_t j = 0; j < bshape.size(); ++j) where += bat[j] * bstrides[k][j];
+      const Tensor& t = tensors[k];
+      int64_t i = t.dtype() == DType::kInt64 ? t.data<int64_t>()[where]
+                                             : static_cast<int64_t>(t.data<int32_t>()[where]);
+      const int64_t size = self_shape[positions[k]];
+      if (i < 0) i += size;
+      OVERLAP_RETURN_IF_ERROR(CheckIndex(c, i < 0 ? i - size : i, size, "index"));
+      off += i * cs[positions[k]];
+    }
+    plan.source.push_back(off);
+    for (int64_t k = static_cast<int64_t>(at.size()) - 1; k >= 0; --k) {
+      if (++at[k] < plan.shape[k]) break;
+      at[k] = 0;
+    }
+  }
+  return plan;
+}
+
+// index.Tensor: self's elements gathered at the indices.
+Results IndexTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(AdvancedIndex plan, PlanAdvancedIndex(c, x.shape()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), plan.shape));
+  const int64_t esz = DTypeSize(x.dtype());
+  for (size_t e = 0; e < plan.source.size(); ++e) {
+    std::memcpy(Bytes(out) + e * esz, Bytes(x) + plan.source[e] * esz, esz);
+  }
+  return std::vector<Tensor>{out};
+}
+
+// index_put: a copy of self with values (broadcast to self[indices]'s shape) written at the
+// indices, or added there with accumulate (repeated indices add up; without accumulate the
+// last write wins, where ATen leaves the order undefined).
+Results IndexPut(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor values, c.TensorArg("values"));
+  OVERLAP_ASSIGN_OR_RETURN(bool accumulate, c.BoolArg("accumulate"));
+  OVERLAP_RETURN_IF_ERROR(CheckDType(c, values, x.dtype(), "values"));
+  OVERLAP_ASSIGN_OR_RETURN(AdvancedIndex plan, PlanAdvancedIndex(c, x.shape()));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> b, BroadcastShape(c, plan.shape, values.shape()));
+  if (b != plan.shape) {
+    return c.Error(absl::StrCat("values ", values.DebugString(),
+                                " do not broadcast to the indexed shape [",
+                                absl::StrJoin(plan.shape, ", "), "]"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, x, out));
+  std::vector<int64_t> dense(plan.shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(dense.size()) - 2; d >= 0; --d) {
+    dense[d] = dense[d + 1] * plan.shape[d + 1];
+  }
+  const std::vector<int64_t> vs = BroadcastStrides(values, plan.shape);
+  if (!accumulate) {
+    const int64_t esz = DTypeSize(x.dtype());
+    ForEach2(plan.shape, vs, dense, [&](int64_t v, int64_t e) {
+      std::memcpy(Bytes(out) + plan.source[e] * esz, Bytes(values) + v * esz, esz);
+    });
+    return std::vector<Tensor>{out};
+  }
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* src = values.data<T>();
+    ForEach2(plan.shape, vs, dense, [&](int64_t v, int64_t e) { o[plan.source[e]] += src[v]; });
+    return std::vector<Tensor>{out};
+  });
+}
+
+// as_strided_scatter: a contiguous copy of self (storage offset 0) with src written through
+// the window (size, stride, storage_offset) of that copy's storage.
+Results AsStridedScatter(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src, c.TensorArg("src"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg("stride"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t offset, c.IntArg("storage_offset", 0));
+  if (size.size() != stride.size()) return c.Error("size and stride differ in length");
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, x, out));
+  absl::StatusOr<Tensor> window = out.AsStrided(size, stride, out.offset() + offset);
+  if (!window.ok()) return c.Error(window.status().message());
+  if (window->shape() != src.shape()) {
+    return c.Error(absl::StrCat("src ", src.DebugString(), " does not fit the window ",
+                                window->DebugString()));
+  }
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, src, *window));
+  return std::vector<Tensor>{out};
+}
+
 // unsafe_split: split's pieces, each copied into new storage (the schema declares no alias).
 Results UnsafeSplit(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> views, SplitViews(c));
@@ -488,6 +648,9 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("aten.stack.default", Stack);
   r.Register("aten.constant_pad_nd.default", ConstantPadNd);
   r.Register("aten.slice_scatter.default", SliceScatter);
+  r.Register("aten.as_strided_scatter.default", AsStridedScatter);
+  r.Register("aten.index.Tensor", IndexTensor);
+  r.Register("aten.index_put.default", IndexPut);
   r.Register("aten.unsafe_split.Tensor", UnsafeSplit);
   r.Register("aten.slice_backward.default", SliceBackward);
 }

@@ -106,6 +106,30 @@ absl::StatusOr<std::vector<Tensor>> KernelCall::TensorListArg(absl::string_view 
   return out;
 }
 
+absl::StatusOr<std::vector<std::optional<Tensor>>> KernelCall::OptionalTensorListArg(
+    absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
+  if (v == nullptr || v->kind() != Value::Kind::kList) {
+    return Error(absl::StrCat(ArgLabel(name), " should be a list of tensors or None, got ",
+                              v == nullptr ? "nothing" : KindName(*v)));
+  }
+  std::vector<std::optional<Tensor>> out;
+  for (const Value& item : v->items()) {
+    if (item.is_none()) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    const Tensor* t = item.is_ref() ? tensor_of_(item.as_ref()) : nullptr;
+    if (t == nullptr || !t->defined()) {
+      return Error(
+          absl::StrCat(ArgLabel(name), ": item ", out.size(), " is not an available tensor"));
+    }
+    out.push_back(*t);
+  }
+  return out;
+}
+
 absl::StatusOr<int64_t> KernelCall::IntArg(absl::string_view name,
                                            std::optional<int64_t> fallback) const {
   OVERLAP_RETURN_IF_ERROR(CheckArgs());

@@ -66,6 +66,9 @@ class KernelCall {
   // nullopt for None or a missing argument.
   absl::StatusOr<std::optional<Tensor>> OptionalTensorArg(absl::string_view name) const;
   absl::StatusOr<std::vector<Tensor>> TensorListArg(absl::string_view name) const;
+  // A `Tensor?[]` argument (index's indices): None items as nullopt.
+  absl::StatusOr<std::vector<std::optional<Tensor>>> OptionalTensorListArg(
+      absl::string_view name) const;
   absl::StatusOr<int64_t> IntArg(absl::string_view name,
                                  std::optional<int64_t> fallback = std::nullopt) const;
   absl::StatusOr<double> DoubleArg(absl::string_view name,

@@ -70,30 +70,34 @@ std::optional<std::vector<int64_t>> ViewStrides(const std::vector<int64_t>& shap
   return out;
 }
 
-// aten.view / _unsafe_view / reshape: a view when strides allow one (as in PyTorch); else
-// view fails and reshape / _unsafe_view copy.
-Kernel ViewKernel(bool may_copy) {
-  return [may_copy](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-    // reshape names its shape `shape`; view and _unsafe_view `size`.
-    OVERLAP_ASSIGN_OR_RETURN(
-        std::vector<int64_t> size,
-        c.IntListArg(c.node().target() == "aten.reshape.default" ? "shape" : "size"));
-    OVERLAP_ASSIGN_OR_RETURN(size, InferSize(c, std::move(size), x.numel()));
-    if (!x.IsContiguous()) {
-      if (std::optional<std::vector<int64_t>> s = ViewStrides(x.shape(), x.strides(), size)) {
-        return One(x.AsStrided(size, *s, x.offset()));
-      }
-      if (!may_copy) {
-        return c.Error(
-            absl::StrCat("cannot view non-contiguous ", x.DebugString(), " (clone it first)"));
-      }
-      OVERLAP_ASSIGN_OR_RETURN(x, CopyToOutput(c, x));
+// aten.view / _unsafe_view / reshape / _reshape_alias: the elements of self in row-major
+// order as `size`; a view when self's layout allows one (as in PyTorch), else a contiguous
+// copy. PyTorch refuses a view of a layout that allows none, but the layout an exported graph
+// was traced with is torch's, not this executor's: torch keeps an elementwise result in its
+// input's memory format (a channels-last or permuted result), where every value here is
+// contiguous, so a view valid in torch may need a copy here. The interpreter counts such a
+// copy (RunResult::view_copies). _reshape_alias's strides are torch's layout's and are not
+// read.
+absl::StatusOr<std::vector<Tensor>> ViewKernel(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  // reshape names its shape `shape`; the others `size`.
+  OVERLAP_ASSIGN_OR_RETURN(
+      std::vector<int64_t> size,
+      c.IntListArg(c.node().target() == "aten.reshape.default" ? "shape" : "size"));
+  if (c.node().target() == "aten._reshape_alias.default") {
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg("stride"));
+    if (size.size() != stride.size()) return c.Error("size and stride differ in length");
+  }
+  OVERLAP_ASSIGN_OR_RETURN(size, InferSize(c, std::move(size), x.numel()));
+  if (!x.IsContiguous()) {
+    if (std::optional<std::vector<int64_t>> s = ViewStrides(x.shape(), x.strides(), size)) {
+      return One(x.AsStrided(size, *s, x.offset()));
     }
-    absl::StatusOr<Tensor> v = x.View(size);
-    if (!v.ok()) return c.Error(v.status().message());
-    return std::vector<Tensor>{*v};
-  };
+    OVERLAP_ASSIGN_OR_RETURN(x, CopyToOutput(c, x));
+  }
+  absl::StatusOr<Tensor> v = x.View(size);
+  if (!v.ok()) return c.Error(v.status().message());
+  return std::vector<Tensor>{*v};
 }
 
 absl::StatusOr<std::vector<Tensor>> T(KernelCall& c) {
@@ -103,14 +107,15 @@ absl::StatusOr<std::vector<Tensor>> T(KernelCall& c) {
   return One(x.Transpose(0, 1));
 }
 
-// aten._reshape_alias (torch 1.13's AOT graphs: a view with explicit strides) and
-// aten.detach (the same tensor, no autograd here).
-absl::StatusOr<std::vector<Tensor>> ReshapeAlias(KernelCall& c) {
+// as_strided: a window on self's storage (storage_offset None: self's own offset), as ATen
+// addresses it; a window reaching outside the storage is refused.
+absl::StatusOr<std::vector<Tensor>> AsStrided(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.IntListArg("stride"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t offset, c.IntArg("storage_offset", x.offset()));
   if (size.size() != stride.size()) return c.Error("size and stride differ in length");
-  absl::StatusOr<Tensor> v = x.AsStrided(size, stride, x.offset());
+  absl::StatusOr<Tensor> v = x.AsStrided(size, stride, offset);
   if (!v.ok()) return c.Error(v.status().message());
   return std::vector<Tensor>{*v};
 }
@@ -170,6 +175,7 @@ absl::StatusOr<std::vector<Tensor>> SelectBackward(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// aten.detach: the same tensor (no autograd here).
 absl::StatusOr<std::vector<Tensor>> Detach(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return std::vector<Tensor>{x};
@@ -302,11 +308,12 @@ absl::StatusOr<std::vector<Tensor>> Clone(KernelCall& c) {
 
 void RegisterViewKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
-  r.Register("aten.view.default", ViewKernel(false));
-  r.Register("aten._unsafe_view.default", ViewKernel(true));
-  r.Register("aten.reshape.default", ViewKernel(true));
+  r.Register("aten.view.default", ViewKernel);
+  r.Register("aten._unsafe_view.default", ViewKernel);
+  r.Register("aten.reshape.default", ViewKernel);
   r.Register("aten.t.default", T);
-  r.Register("aten._reshape_alias.default", ReshapeAlias);
+  r.Register("aten._reshape_alias.default", ViewKernel);
+  r.Register("aten.as_strided.default", AsStrided);
   r.Register("aten.detach.default", Detach);
   r.Register("aten.permute.default", Permute);
   r.Register("aten.select.int", Select);
