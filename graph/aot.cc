@@ -474,6 +474,11 @@ class AotBuilder {
         {"aten.roll.default", &AotBuilder::RollBackward},
         {"aten.slice_scatter.default", &AotBuilder::SliceScatterBackward},
         {"aten.as_strided.default", &AotBuilder::AsStridedBackward},
+        {"aten.split_with_sizes.default", &AotBuilder::SplitBackward},
+        {"aten.native_group_norm.default", &AotBuilder::GroupNormBackward},
+        {"aten.upsample_nearest2d.vec", &AotBuilder::UpsampleBackward},
+        {"aten.upsample_bilinear2d.vec", &AotBuilder::UpsampleBackward},
+        {"aten._adaptive_avg_pool2d.default", &AotBuilder::AdaptivePoolBackward},
         {"aten.as_strided_scatter.default", &AotBuilder::AsStridedScatterBackward},
         {"aten.index.Tensor", &AotBuilder::IndexBackward},
         {"aten.index_put.default", &AotBuilder::IndexPutBackward},
@@ -971,6 +976,49 @@ class AotBuilder {
                                    Value::Ref(mean), Value::Ref(rstd), wv, bv, Mask(mask)},
                                   {}, Cost::Scaled(2.0), c.id));
     return Spread(r, mask, {x, w, b});
+  }
+
+  absl::Status GroupNormBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.Ref("input"), w = c.Ref("weight"), b = c.Ref("bias");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId mean, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId rstd, ElemUse(c.id, 2));
+    OVERLAP_ASSIGN_OR_RETURN(Value wv, OptionalUse(w));
+    const bool mask[3] = {Needs(x), w != kNoNode && Needs(w), b != kNoNode && Needs(b)};
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId r, Emit("aten.native_group_norm_backward.default",
+                       {Value::Ref(*g0), Value::Ref(xb), Value::Ref(mean), Value::Ref(rstd), wv,
+                        c.Arg("N"), c.Arg("C"), c.Arg("HxW"), c.Arg("group"), Mask(mask)},
+                       {}, Cost::Scaled(2.0), c.id));
+    return Spread(r, mask, {x, w, b});
+  }
+
+  // upsample_{nearest,bilinear}2d.vec: the backward op of the same mode, told the input's
+  // size.
+  absl::Status UpsampleBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const bool bilinear = c.n.target() == "aten.upsample_bilinear2d.vec";
+    std::vector<Value> args = {Value::Ref(G(c.id)), c.Arg("output_size"), Ints(xt.shape)};
+    if (bilinear) args.push_back(c.Arg("align_corners"));
+    args.push_back(c.Arg("scale_factors"));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(bilinear ? "aten.upsample_bilinear2d_backward.vec"
+                                                     : "aten.upsample_nearest2d_backward.vec",
+                                            std::move(args), {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(x, g);
+  }
+
+  absl::Status AdaptivePoolBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten._adaptive_avg_pool2d_backward.default",
+                       {Value::Ref(G(c.id)), Value::Ref(xb)}, {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(x, g);
   }
 
   absl::Status BatchNormBackward(const Call& c) {

@@ -251,6 +251,14 @@ constexpr OpDecl kOps[] = {
      "`aten.new_zeros.default(g_i, piece.shape)`",
      /*notes=*/"",
      /*backward_of=*/""},
+    {"aten.split_with_sizes.default",
+     "split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"TransformerDecoderLayer's cross-attention: the key / value projection's halves",
+     /*saved=*/"",
+     /*backward=*/"as `split.Tensor`: `aten.cat.default([g_0, g_1, ...], dim)`",
+     /*notes=*/"the sizes must add up to the dimension",
+     /*backward_of=*/""},
     {"aten.cat.default", "cat(Tensor[] tensors, int dim=0) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"",
      /*saved=*/"",
@@ -448,6 +456,87 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"none (integers)",
      /*notes=*/"",
      /*backward_of=*/""},
+    {"aten.native_group_norm.default",
+     "native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt "
+     "HxW, int group, float eps) -> (Tensor, Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"GroupNorm; a tuple `(out, mean, rstd)`, the statistics [N, group]",
+     /*saved=*/"`input`, `mean`, `rstd`; reads `weight`",
+     /*backward=*/
+     "`aten.native_group_norm_backward.default(g, input, mean, rstd, weight, N, C, HxW, group, "
+     "[m])` -> `(d_input, d_weight, d_bias)`",
+     /*notes=*/"statistics over each group's channels and every position, in double",
+     /*backward_of=*/""},
+    {"aten.native_group_norm_backward.default",
+     "native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? "
+     "weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, "
+     "Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`native_group_norm`"},
+    {"aten._adaptive_avg_pool2d.default",
+     "_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"AlexNet / VGG heads: nn.AdaptiveAvgPool2d to a size other than 1x1",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten._adaptive_avg_pool2d_backward.default(g, self)`",
+     /*notes=*/
+     "output (i, j) averages rows [floor(i H / h), ceil((i + 1) H / h)) and the columns "
+     "likewise: windows overlap or repeat when the output is larger",
+     /*backward_of=*/""},
+    {"aten._adaptive_avg_pool2d_backward.default",
+     "_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"each window's gradient spread evenly over it",
+     /*backward_of=*/"`_adaptive_avg_pool2d`"},
+    {"aten.upsample_nearest2d.vec",
+     "upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> "
+     "Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"nn.Upsample / F.interpolate, mode nearest",
+     /*saved=*/"",
+     /*backward=*/
+     "`aten.upsample_nearest2d_backward.vec(g, output_size, input.shape, scale_factors)`",
+     /*notes=*/
+     "ATen's rule: source index floor(dst * s), s = 1 / scale_factor when given, else in / "
+     "out; output size floor(in * scale_factor)",
+     /*backward_of=*/""},
+    {"aten.upsample_nearest2d_backward.vec",
+     "upsample_nearest2d_backward.vec(Tensor grad_output, SymInt[]? output_size, SymInt[] "
+     "input_size, float[]? scale_factors) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"each output position's gradient added to the source position it read",
+     /*backward_of=*/"`upsample_nearest2d.vec`"},
+    {"aten.upsample_bilinear2d.vec",
+     "upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? "
+     "scale_factors) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"nn.Upsample / F.interpolate, mode bilinear",
+     /*saved=*/"",
+     /*backward=*/
+     "`aten.upsample_bilinear2d_backward.vec(g, output_size, input.shape, align_corners, "
+     "scale_factors)`",
+     /*notes=*/
+     "ATen's source coordinate: align_corners (in - 1) / (out - 1) dst; else s (dst + 0.5) - "
+     "0.5 clamped at 0, s = 1 / scale_factor when given, else in / out",
+     /*backward_of=*/""},
+    {"aten.upsample_bilinear2d_backward.vec",
+     "upsample_bilinear2d_backward.vec(Tensor grad_output, SymInt[]? output_size, SymInt[] "
+     "input_size, bool align_corners, float[]? scale_factors) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"each output position's gradient spread over its four sources by their weights",
+     /*backward_of=*/"`upsample_bilinear2d.vec`"},
     {"aten.native_layer_norm.default",
      "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, "
      "float eps) -> (Tensor, Tensor, Tensor)",
@@ -974,6 +1063,8 @@ bool ParseType(absl::string_view t, ArgType& type, std::string& alias, bool& opt
     type = list ? ArgType::kIntList : ArgType::kInt;
   } else if (t == "bool") {
     type = list ? ArgType::kBoolList : ArgType::kBool;
+  } else if (t == "float" && list) {
+    type = ArgType::kFloatList;
   } else if (list) {
     return false;
   } else if (t == "float") {
@@ -1064,6 +1155,8 @@ absl::string_view ArgTypeName(ArgType t) {
       return "int[]";
     case ArgType::kFloat:
       return "float";
+    case ArgType::kFloatList:
+      return "float[]";
     case ArgType::kBool:
       return "bool";
     case ArgType::kBoolList:

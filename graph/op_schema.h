@@ -41,6 +41,7 @@ enum class ArgType {
   kInt,         // int, SymInt
   kIntList,     // int[], int[N], SymInt[]
   kFloat,       // float
+  kFloatList,   // float[] (upsampling's scale_factors)
   kBool,
   kBoolList,  // bool[N]
   kScalar,    // a number, int or float

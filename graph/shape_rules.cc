@@ -1,6 +1,7 @@
 #include "graph/shape_rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -600,6 +601,130 @@ Result Split(const Args& a) {
   return out;
 }
 
+Result SplitWithSizes(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints("split_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  if (x.shape.empty()) return a.Error("split of a 0-d tensor");
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  int64_t total = 0;
+  Types out;
+  for (int64_t n : sizes) {
+    if (n < 0) return a.Error(absl::StrCat("split_sizes holds a negative size ", n));
+    total += n;
+    TensorType piece = x;
+    piece.shape[d] = n;
+    out.push_back(std::move(piece));
+  }
+  if (total != x.shape[d]) {
+    return a.Error(absl::StrCat("split_sizes add up to ", total, ", not ", x.shape[d]));
+  }
+  return out;
+}
+
+// group norm: the input's type, and the statistics [N, group] (float32 for 16-bit inputs).
+Result GroupNorm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int("N"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t c, a.Int("C"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t hw, a.Int("HxW"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t group, a.Int("group"));
+  int64_t numel = 1;
+  for (int64_t d : x.shape) numel *= d;
+  if (x.shape.size() < 2 || x.shape[0] != n || x.shape[1] != c || n * c * hw != numel) {
+    return a.Error(
+        absl::StrCat("input ", FormatShape(x.shape), " is not N ", n, " x C ", c, " x HxW ", hw));
+  }
+  if (group <= 0 || c % group != 0) {
+    return a.Error(absl::StrCat("group ", group, " does not divide C ", c));
+  }
+  for (const char* name : {"weight", "bias"}) {
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> p, a.OptionalTensor(name));
+    if (p && p->shape != Shape{c}) return a.Error("weight and bias must be [C]");
+  }
+  return Types{x, {{n, group}, AccDtype(x.dtype)}, {{n, group}, AccDtype(x.dtype)}};
+}
+
+Result GroupNormBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_out and input differ"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t c, a.Int("C"));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> w, a.OptionalTensor("weight"));
+  const std::string pd = w ? w->dtype : x.dtype;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
+  return Masked(Types{x, {{c}, pd}, {{c}, pd}}, mask);
+}
+
+// The spatial output size of a 2-D upsampling: output_size, else floor(in * scale).
+absl::StatusOr<std::pair<int64_t, int64_t>> UpsampledSize(const Args& a, const Shape& in) {
+  if (in.size() != 4) return a.Error(absl::StrCat("input ", FormatShape(in), " is not 4-d"));
+  if (!a.IsNone("output_size")) {
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("output_size"));
+    if (size.size() != 2 || size[0] <= 0 || size[1] <= 0) {
+      return a.Error("output_size must be two positive sizes");
+    }
+    return std::make_pair(size[0], size[1]);
+  }
+  const Value* v = a.Get("scale_factors");
+  if (v == nullptr || v->kind() != Value::Kind::kList || v->items().size() != 2) {
+    return a.Error("neither output_size nor two scale_factors");
+  }
+  int64_t out[2];
+  for (int i = 0; i < 2; ++i) {
+    const Value& f = v->items()[i];
+    const double scale = f.kind() == Value::Kind::kDouble ? f.as_double()
+                         : f.kind() == Value::Kind::kInt  ? static_cast<double>(f.as_int())
+                                                          : -1;
+    if (!(scale > 0)) return a.Error("scale_factors must be positive numbers");
+    out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in[2 + i]) * scale));
+    if (out[i] <= 0) return a.Error("the upsampled size is empty");
+  }
+  return std::make_pair(out[0], out[1]);
+}
+
+Result AdaptiveAvgPool(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("output_size", {}, 2));
+  if (x.shape.size() != 3 && x.shape.size() != 4) {
+    return a.Error(absl::StrCat("input ", FormatShape(x.shape), " is not 3-d or 4-d"));
+  }
+  if (size.size() != 2 || size[0] <= 0 || size[1] <= 0) {
+    return a.Error("output_size must be two positive sizes");
+  }
+  x.shape[x.shape.size() - 2] = size[0];
+  x.shape[x.shape.size() - 1] = size[1];
+  return Types{x};
+}
+
+// A backward that returns the gradient of its `self` argument: self's type.
+Result LikeSelf(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  x.dtype = g.dtype;
+  return Types{x};
+}
+
+Result Upsample(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(auto size, UpsampledSize(a, x.shape));
+  x.shape[2] = size.first;
+  x.shape[3] = size.second;
+  return Types{x};
+}
+
+Result UpsampleBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> in, a.Ints("input_size"));
+  if (in.size() != 4) return a.Error("input_size must have 4 entries");
+  OVERLAP_ASSIGN_OR_RETURN(auto size, UpsampledSize(a, Shape(in.begin(), in.end())));
+  if (g.shape != Shape{in[0], in[1], size.first, size.second}) {
+    return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape),
+                                " is not the upsampled shape of input_size"));
+  }
+  return One(Shape(in.begin(), in.end()), g.dtype);
+}
+
 // unbind: the steps along `dim`, each without it.
 Result Unbind(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -946,12 +1071,27 @@ Result Convolution(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints("dilation", {}, 2));
   OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups"));
-  if (transposed) return a.Error("transposed convolutions have no rule");
   if (x.shape.size() != 4 || w.shape.size() != 4) {
     return a.Error("input and weight must be 4-d (N, C, H, W) and (O, C/groups, kH, kW)");
   }
   if (stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
     return a.Error("stride, padding and dilation must have two values");
+  }
+  if (transposed) {  // weight [in, out / groups, kH, kW]
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra, a.Ints("output_padding", {}, 2));
+    if (extra.size() != 2) return a.Error("output_padding must have two values");
+    if (groups <= 0 || x.shape[1] != w.shape[0] || w.shape[0] % groups != 0) {
+      return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
+                                  FormatShape(w.shape), " disagree on channels (transposed)"));
+    }
+    Shape out = {x.shape[0], w.shape[1] * groups, 0, 0};
+    if (b && b->shape != Shape{out[1]}) return a.Error("bias must be [out_channels]");
+    for (int i = 0; i < 2; ++i) {
+      out[2 + i] = (x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dil[i] * (w.shape[2 + i] - 1) +
+                   extra[i] + 1;
+      if (out[2 + i] <= 0) return a.Error("the transposed convolution's output is empty");
+    }
+    return One(std::move(out), Promote(x.dtype, w.dtype));
   }
   if (groups <= 0 || x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0) {
     return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
@@ -972,11 +1112,15 @@ Result ConvolutionBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bias_sizes,
                            a.Ints("bias_sizes", std::vector<int64_t>{}));
-  if (g.shape.size() != 4 || g.shape[0] != x.shape[0] || g.shape[1] != w.shape[0]) {
+  OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups"));
+  // The output's channels: weight [out, in / groups, ...], or transposed [in, out / groups, ...].
+  const int64_t channels = w.shape.size() != 4 ? -1 : transposed ? w.shape[1] * groups : w.shape[0];
+  if (g.shape.size() != 4 || g.shape[0] != x.shape[0] || g.shape[1] != channels) {
     return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape), " does not fit input ",
                                 FormatShape(x.shape), " and weight ", FormatShape(w.shape)));
   }
-  Shape bias = bias_sizes.empty() ? Shape{w.shape[0]} : Shape(bias_sizes.begin(), bias_sizes.end());
+  Shape bias = bias_sizes.empty() ? Shape{channels} : Shape(bias_sizes.begin(), bias_sizes.end());
   OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
   return Masked(Types{x, w, {bias, g.dtype}}, mask);
 }
@@ -1155,6 +1299,15 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.as_strided_scatter.default", AsStridedScatter},
       {"aten.index.Tensor", Index},
       {"aten.index_put.default", IndexPut},
+      {"aten.split_with_sizes.default", SplitWithSizes},
+      {"aten.native_group_norm.default", GroupNorm},
+      {"aten.native_group_norm_backward.default", GroupNormBackward},
+      {"aten.upsample_nearest2d.vec", Upsample},
+      {"aten._adaptive_avg_pool2d.default", AdaptiveAvgPool},
+      {"aten._adaptive_avg_pool2d_backward.default", LikeSelf},
+      {"aten.upsample_bilinear2d.vec", Upsample},
+      {"aten.upsample_nearest2d_backward.vec", UpsampleBackward},
+      {"aten.upsample_bilinear2d_backward.vec", UpsampleBackward},
       {"aten.roll.default", Identity},
       {"aten.constant_pad_nd.default", ConstantPad},
       {"aten.ne.Scalar", CompareScalar},

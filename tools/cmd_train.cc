@@ -2,6 +2,7 @@
 // (runtime/train/train.h), printing `step k loss x` lines.
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
 #include "graph/json_reader.h"
@@ -108,12 +109,22 @@ int Run(Invocation& in) {
                FormatSeconds(seconds / steps).c_str(), first, last,
                first != 0 ? 100 * last / first : 0.0, FormatBytes(peak).c_str());
   if (!inputs.save_path.empty()) {
-    absl::Status written = WriteTextFile(
-        in, inputs.save_path,
-        WriteSafetensors(t->params(), {{"producer", "overlap train"}, {"model", name}}));
+    // The parameters by name and the buffers as the steps left them (buffer/<name>).
+    TensorMap trained = t->params();
+    int64_t buffers = 0;
+    for (const auto& [key, b] : t->buffers()) {
+      if (!absl::StartsWith(key, "buffer/")) continue;
+      trained[key] = b;
+      ++buffers;
+    }
+    absl::Status written =
+        WriteTextFile(in, inputs.save_path,
+                      WriteSafetensors(trained, {{"producer", "overlap train"}, {"model", name}}));
     if (!written.ok()) return in.BadInput(written);
-    std::fprintf(in.summary(), "wrote %lld parameters to %s\n",
-                 static_cast<long long>(t->params().size()), inputs.save_path.c_str());
+    std::fprintf(in.summary(), "wrote %lld parameters%s to %s\n",
+                 static_cast<long long>(t->params().size()),
+                 buffers > 0 ? absl::StrCat(" and ", buffers, " buffers").c_str() : "",
+                 inputs.save_path.c_str());
   }
   return kExitOk;
 }

@@ -446,7 +446,10 @@ Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
       return host(c);
     }
     absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
-    if (!g.ok() || (*bias && ((*bias)->dim() != 1 || (*bias)->numel() != g->o))) return host(c);
+    if (!g.ok() || g->transposed ||  // transposed: the CPU kernel
+        (*bias && ((*bias)->dim() != 1 || (*bias)->numel() != g->o))) {
+      return host(c);
+    }
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
     OVERLAP_ASSIGN_OR_RETURN(Tensor y,
@@ -482,7 +485,9 @@ Kernel ConvolutionBackwardOnDevice(Kernel host, CudaDevice* dev) {
       return host(c);
     }
     absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
-    if (!g.ok() || gy->shape() != std::vector<int64_t>{g->n, g->o, g->ho, g->wo}) return host(c);
+    if (!g.ok() || g->transposed || gy->shape() != std::vector<int64_t>{g->n, g->o, g->ho, g->wo}) {
+      return host(c);
+    }
     bool has_bias = false;
     const Value* bias_sizes = c.Arg("bias_sizes");
     if (bias_sizes != nullptr && bias_sizes->kind() == Value::Kind::kList) {
@@ -684,8 +689,12 @@ Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
     absl::StatusOr<bool> training = c.BoolArg("training");
     absl::StatusOr<double> eps = c.DoubleArg("eps");
     if (!x.ok() || !w.ok() || !b.ok() || !rm.ok() || !rv.ok() || !training.ok() || !eps.ok() ||
-        !FloatType(x->dtype()) || x->dim() < 2 || (*training ? (*rm || *rv) : (!*rm || !*rv))) {
+        !FloatType(x->dtype()) || x->dim() < 2 || (!*training && (!*rm || !*rv))) {
       return host(c);  // its errors
+    }
+    if (*training) {  // the running statistics are not read (nor updated: the graph does that)
+      *rm = std::nullopt;
+      *rv = std::nullopt;
     }
     const DType dt = x->dtype();
     const int64_t batch = x->shape()[0], ch = x->shape()[1], inner = ProdOf(*x, 2, x->dim());

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/shape_rules.h"
@@ -56,9 +57,6 @@ absl::Status CheckType(const Node& n, const TensorType& stated, const Tensor& ac
 
 }  // namespace
 
-namespace {
-
-// An unknown meta key's value when it is a plain JSON string ("\"x\"" -> x).
 std::optional<std::string> ExtraString(const NodeMeta& m, absl::string_view key) {
   for (const auto& [k, v] : m.extra) {
     if (k != key) continue;
@@ -70,17 +68,26 @@ std::optional<std::string> ExtraString(const NodeMeta& m, absl::string_view key)
   return std::nullopt;
 }
 
-}  // namespace
+std::string BindingKey(const Node& placeholder) {
+  if (std::optional<std::string> b = ExtraString(placeholder.meta(), "buffer")) {
+    return absl::StrCat("buffer/", *b);
+  }
+  if (std::optional<std::string> c = ExtraString(placeholder.meta(), "constant")) {
+    return absl::StrCat("constant/", *c);
+  }
+  if (std::optional<std::string> key = ExtraString(placeholder.meta(), "input")) return *key;
+  return "";
+}
 
 TensorMap BufferInputs(const Graph& g, const TensorMap& given) {
   TensorMap out;
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     if (n.op() != Op::kPlaceholder) continue;
-    if (std::optional<std::string> b = ExtraString(n.meta(), "buffer")) {
-      auto it = given.find(absl::StrCat("buffer/", *b));
-      if (it != given.end()) out.insert(*it);
-    }
+    const std::string key = BindingKey(n);
+    if (!absl::StartsWith(key, "buffer/") && !absl::StartsWith(key, "constant/")) continue;
+    auto it = given.find(key);
+    if (it != given.end()) out.insert(*it);
   }
   return out;
 }
@@ -95,13 +102,10 @@ const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap
       if (it != inputs.end()) return &it->second;
     }
   }
-  // The exporter's weights files (docs/interop.md): buffer/<meta.buffer>, <meta.input>.
-  if (std::optional<std::string> b = ExtraString(placeholder.meta(), "buffer")) {
-    it = inputs.find(absl::StrCat("buffer/", *b));
-    if (it != inputs.end()) return &it->second;
-  }
-  if (std::optional<std::string> key = ExtraString(placeholder.meta(), "input")) {
-    it = inputs.find(*key);
+  // The exporter's weights files (docs/interop.md): buffer/<meta.buffer>,
+  // constant/<meta.constant>, <meta.input>.
+  if (const std::string key = BindingKey(placeholder); !key.empty()) {
+    it = inputs.find(key);
     if (it != inputs.end()) return &it->second;
   }
   for (int row : g.ParamsOwnedBy(placeholder.name())) {
@@ -219,10 +223,14 @@ class Interpretation {
       const Tensor* given = FindInput(g_, node, inputs_);
       const bool shard = IsParameterShard(g_, id);
       if (given == nullptr) {
+        const std::string key = BindingKey(node);
         return NodeError(
-            node, shard ? absl::StrCat("missing parameter '",
+            node, shard         ? absl::StrCat("missing parameter '",
                                        node.meta().has_param ? node.meta().param : node.name(), "'")
-                        : "missing input");
+                  : key.empty() ? std::string("missing input")
+                                : absl::StrCat("missing input '", key,
+                                               "' (the exporter's --weights / "
+                                               "--train-data file holds it)"));
       }
       if (shard && options_.zero3 != nullptr) {  // the rank's flat shard
         values_[id] = {*given};

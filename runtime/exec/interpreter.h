@@ -126,13 +126,22 @@ absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
 
 // The tensor a placeholder takes from `inputs`: by its name, else (a parameter placeholder)
 // by its meta.param (or "param/" + it) or the name of a parameter-table row it owns, else
-// by an exporter's binding (docs/interop.md): "buffer/" + meta.buffer, or meta.input;
-// nullptr when none.
+// by an exporter's binding (docs/interop.md): "buffer/" + meta.buffer, "constant/" +
+// meta.constant, or meta.input; nullptr when none.
 const Tensor* FindInput(const Graph& g, const Node& placeholder, const TensorMap& inputs);
 
-// The tensors of `given` that feed buffer placeholders of `g` (FindInput's "buffer/" +
-// meta.buffer binding), under the same keys: the constants a training step adds to every
-// batch, apart from the parameters and the data. O(placeholders).
+// The key an exporter's binding names for a placeholder ("buffer/bn.running_mean",
+// "constant/_tensor_constant0", "input/0"; FindInput's order); empty when it has none.
+std::string BindingKey(const Node& placeholder);
+
+// An unknown meta key's value when it is a plain JSON string (meta.buffer, meta.constant,
+// meta.updates_buffer: the exporter's keys); nullopt otherwise. O(meta keys).
+std::optional<std::string> ExtraString(const NodeMeta& m, absl::string_view key);
+
+// The tensors of `given` that feed buffer and constant placeholders of `g` (FindInput's
+// "buffer/" + meta.buffer and "constant/" + meta.constant bindings), under the same keys:
+// what a training step adds to every batch, apart from the parameters and the data.
+// O(placeholders).
 TensorMap BufferInputs(const Graph& g, const TensorMap& given);
 
 }  // namespace overlap

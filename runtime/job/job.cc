@@ -118,6 +118,9 @@ struct Program {
   AotPair pair;
   TensorMap params;
   std::function<absl::StatusOr<TensorMap>(int64_t step)> batch;  // this rank's rows
+  // Buffers and constants every step adds to its batch ("buffer/<name>", "constant/<name>"),
+  // as the weights file states them: each trainer starts from these.
+  TensorMap buffers;
   std::unique_ptr<Allocator> alloc = std::make_unique<Allocator>();
   std::unique_ptr<Graph> global;  // the global batch's graph (built-in models)
   std::unique_ptr<SyntheticTask> task;
@@ -227,15 +230,9 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
   if (!o.weights_path.empty()) {
     OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
   }
-  // Buffers (an exporter's "buffer/" entries) join every batch.
-  const TensorMap buffers = BufferInputs(p->pair.forward, given);
-  if (!buffers.empty()) {
-    p->batch = [rows = std::move(p->batch), buffers](int64_t step) -> absl::StatusOr<TensorMap> {
-      OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, rows(step));
-      for (const auto& [key, t] : buffers) batch.emplace(key, t);
-      return batch;
-    };
-  }
+  // Buffers and constants (an exporter's "buffer/" and "constant/" entries) join every
+  // batch (Train adds them, updated step by step).
+  p->buffers = BufferInputs(p->pair.forward, given);
   for (NodeId id : p->pair.forward.order()) {
     const Node& n = p->pair.forward.node(id);
     if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(p->pair.forward, id)) continue;
@@ -597,11 +594,13 @@ class RankJob {
 
   // One optimizer step of the current trainer on `batch`: the report (the loss averaged over
   // ranks), the step's graph time (what the prediction is compared with) and its
-  // collectives. A failure comes back unexplained.
+  // collectives; `buffers` takes the buffers the step updated. A failure comes back
+  // unexplained.
   absl::Status Step(const TensorMap& batch, StepReport& report, double& graph_s,
-                    std::vector<std::shared_ptr<Work>>& works) {
+                    std::vector<std::shared_ptr<Work>>& works, TensorMap& buffers) {
     OVERLAP_ASSIGN_OR_RETURN(StepResult s,
                              ddp_ != nullptr ? ddp_->Step(batch) : zero3_->Step(batch));
+    for (auto& [key, t] : s.buffers) buffers[key] = std::move(t);
     report.loss = s.loss;
     report.seconds = s.seconds;
     report.comm_s = s.comm_s;
@@ -636,14 +635,18 @@ class RankJob {
     OVERLAP_RETURN_IF_ERROR(MakeTrainer(a, timing));
     std::vector<double> graph_times;
     double comm_total = 0, exposed_total = 0;
+    TensorMap buffers = program_->buffers;  // updated by the steps (batch norm's statistics)
     for (step_ = 1; step_ <= o_.steps; ++step_) {
       OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program_->batch(step_ - 1));
+      for (const auto& [key, t] : buffers) batch.emplace(key, t);
       last_us_ = NowUs();
       StepReport report;
       report.step = step_;
       double graph_s = 0;
       std::vector<std::shared_ptr<Work>> works;
-      if (absl::Status s = Step(batch, report, graph_s, works); !s.ok()) return Explain(s, step_);
+      if (absl::Status s = Step(batch, report, graph_s, works, buffers); !s.ok()) {
+        return Explain(s, step_);
+      }
       graph_times.push_back(graph_s);
       comm_total += report.comm_s;
       exposed_total += report.exposed_s;
@@ -669,6 +672,11 @@ class RankJob {
         trained = *std::move(gathered);
       } else {
         trained = ddp_->params();
+      }
+      // This rank's buffers as its steps left them (rank 0's are written: DDP broadcasts
+      // rank 0's before each forward; DeepSpeed's ZeRO-3 leaves each rank its own).
+      for (const auto& [key, t] : buffers) {
+        if (absl::StartsWith(key, "buffer/")) trained[key] = t;
       }
       if (rank_ == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o_.save_path, trained, *backend_));
     }

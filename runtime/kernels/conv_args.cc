@@ -19,29 +19,54 @@ absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view na
   return p;
 }
 
-// Reads stride, padding, dilation, transposed and groups by name.
+// Reads stride, padding, dilation, transposed, output_padding and groups by name.
 absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, "stride", 1));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, "padding", 0));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, "dilation", 1));
   OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg("transposed"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra, PairArg(c, "output_padding", 0));
   OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg("groups"));
-  if (transposed) return c.Error("transposed convolutions are not supported");
   if (x.dim() != 4 || wt.dim() != 4) {
     return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
                                 wt.DebugString()));
   }
   ConvGeometry gm;
-  gm.n = x.shape()[0], gm.c = x.shape()[1], gm.h = x.shape()[2], gm.w = x.shape()[3];
-  gm.o = wt.shape()[0], gm.kh = wt.shape()[2], gm.kw = wt.shape()[3], gm.groups = groups;
+  gm.transposed = transposed;
   gm.sh = stride[0], gm.sw = stride[1], gm.ph = pad[0], gm.pw = pad[1], gm.dh = dil[0],
   gm.dw = dil[1];
+  gm.kh = wt.shape()[2], gm.kw = wt.shape()[3], gm.groups = groups;
+  if (gm.sh <= 0 || gm.sw <= 0 || gm.dh <= 0 || gm.dw <= 0 || gm.ph < 0 || gm.pw < 0) {
+    return c.Error("stride and dilation must be positive, padding non-negative");
+  }
+  gm.n = x.shape()[0];
+  if (transposed) {
+    // The input is the described convolution's output: [n, o, ho, wo], o = weight's first
+    // dimension; its output [n, c, h, w] with c = weight's second dimension * groups.
+    gm.o = x.shape()[1], gm.ho = x.shape()[2], gm.wo = x.shape()[3];
+    if (groups <= 0 || gm.o % groups != 0 || wt.shape()[0] != gm.o) {
+      return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
+                                  x.DebugString(), " with ", groups, " groups (transposed)"));
+    }
+    if (extra[0] < 0 || extra[1] < 0 || (extra[0] >= gm.sh && extra[0] >= gm.dh) ||
+        (extra[1] >= gm.sw && extra[1] >= gm.dw)) {
+      return c.Error("output_padding must be non-negative and below the stride or the dilation");
+    }
+    gm.c = wt.shape()[1] * groups;
+    gm.h = (gm.ho - 1) * gm.sh - 2 * gm.ph + gm.dh * (gm.kh - 1) + extra[0] + 1;
+    gm.w = (gm.wo - 1) * gm.sw - 2 * gm.pw + gm.dw * (gm.kw - 1) + extra[1] + 1;
+    if (gm.h <= 0 || gm.w <= 0) return c.Error("the transposed convolution's output is empty");
+    gm.cg = gm.c / groups, gm.og = gm.o / groups;
+    return gm;
+  }
+  if (extra[0] != 0 || extra[1] != 0) {
+    return c.Error("output_padding is for transposed convolutions");
+  }
+  gm.c = x.shape()[1], gm.h = x.shape()[2], gm.w = x.shape()[3];
+  gm.o = wt.shape()[0];
   if (groups <= 0 || gm.c % groups != 0 || gm.o % groups != 0 || wt.shape()[1] * groups != gm.c) {
     return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
                                 x.DebugString(), " with ", groups, " groups"));
-  }
-  if (gm.sh <= 0 || gm.sw <= 0 || gm.dh <= 0 || gm.dw <= 0 || gm.ph < 0 || gm.pw < 0) {
-    return c.Error("stride and dilation must be positive, padding non-negative");
   }
   gm.cg = gm.c / groups, gm.og = gm.o / groups;
   if (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1 < 0 ||

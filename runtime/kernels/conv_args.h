@@ -14,10 +14,14 @@
 namespace overlap {
 
 // A 2-D convolution's geometry: input [n, c, h, w], weight [o, c / groups, kh, kw], output
-// [n, o, ho, wo]; cg / og the channels per group.
+// [n, o, ho, wo]; cg / og the channels per group. A transposed convolution (transposed
+// true) is the adjoint of the convolution this describes: its input is [n, o, ho, wo], its
+// weight [o, c / groups, kh, kw] (PyTorch's [in, out / groups, kh, kw]) and its output
+// [n, c, h, w].
 struct ConvGeometry {
   int64_t n, c, h, w, o, kh, kw, groups, cg, og, ho, wo;
   int64_t sh, sw, ph, pw, dh, dw;
+  bool transposed = false;
 };
 
 // A pair argument (stride, padding, ...): two ints, one int for both, or missing / None /
@@ -25,9 +29,10 @@ struct ConvGeometry {
 absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view name,
                                              int64_t fallback);
 
-// aten.convolution's stride, padding, dilation, transposed, groups, read by name; errors (naming
-// the node) for transposed or non-2-D convolutions, shapes that do not fit, non-positive strides or
-// dilations, negative padding, an empty output. O(1).
+// aten.convolution's stride, padding, dilation, transposed, output_padding, groups, read by
+// name; errors (naming the node) for non-2-D convolutions, shapes that do not fit,
+// non-positive strides or dilations, negative padding, an output_padding not below the stride
+// or the dilation, an empty output. O(1).
 absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt);
 
 // max_pool2d_with_indices' kernel_size, stride, padding, dilation, ceil_mode, read by name; planes

@@ -92,7 +92,56 @@ Results TensorOrScalar(KernelCall& c, F&& f) {
   return Binary(c, a, b, f);
 }
 
+// add of integer tensors (a counter: batch norm's num_batches_tracked + 1, index
+// arithmetic): exact int64 arithmetic, self's dtype, as ATen keeps an int result int when
+// every operand is an integer.
+Results AddIntegers(KernelCall& c, const Tensor& a) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t alpha, c.IntArg("alpha"));
+  const Value* other = c.Arg("other");
+  std::optional<Tensor> b;
+  int64_t s = 0;
+  if (other != nullptr && other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor t, c.TensorArg("other"));
+    if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) {
+      return c.Error(absl::StrCat("other is ", DTypeName(t.dtype()), ", self ",
+                                  DTypeName(a.dtype()), ": a mixed add is not supported"));
+    }
+    b = t;
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(s, c.IntArg("other"));
+  }
+  std::vector<int64_t> shape = a.shape();
+  if (b) {
+    OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, a.shape(), b->shape()));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
+  const std::vector<int64_t> sb =
+      b ? BroadcastStrides(*b, shape) : std::vector<int64_t>(shape.size(), 0);
+  int64_t k = 0;
+  ForEach2(shape, BroadcastStrides(a, shape), sb, [&](int64_t ia, int64_t ib) {
+    const int64_t x = a.dtype() == DType::kInt64 ? a.data<int64_t>()[ia] : a.data<int32_t>()[ia];
+    const int64_t y = !b                            ? s
+                      : b->dtype() == DType::kInt64 ? b->data<int64_t>()[ib]
+                                                    : b->data<int32_t>()[ib];
+    const int64_t r = x + alpha * y;
+    if (a.dtype() == DType::kInt64) {
+      out.data<int64_t>()[k++] = r;
+    } else {
+      out.data<int32_t>()[k++] = static_cast<int32_t>(r);
+    }
+  });
+  return std::vector<Tensor>{out};
+}
+
 Results AddTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
+  const Value* other = c.Arg("other");
+  const bool integer_other = other == nullptr || other->is_ref() ||
+                             other->kind() == Value::Kind::kInt ||
+                             other->kind() == Value::Kind::kBool;
+  if ((self.dtype() == DType::kInt64 || self.dtype() == DType::kInt32) && integer_other) {
+    return AddIntegers(c, self);
+  }
   OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
   return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
 }

@@ -182,6 +182,28 @@ absl::StatusOr<std::vector<int64_t>> KernelCall::IntListArg(absl::string_view na
   return out;
 }
 
+absl::StatusOr<std::optional<std::vector<double>>> KernelCall::OptionalDoubleListArg(
+    absl::string_view name) const {
+  OVERLAP_RETURN_IF_ERROR(CheckArgs());
+  const Value* v = Arg(name);
+  if (v == nullptr || v->is_none()) return std::optional<std::vector<double>>();
+  if (v->kind() != Value::Kind::kList) {
+    return Error(absl::StrCat(ArgLabel(name), " should be a list of numbers, got ", KindName(*v)));
+  }
+  std::vector<double> out;
+  for (const Value& item : v->items()) {
+    if (item.kind() == Value::Kind::kDouble) {
+      out.push_back(item.as_double());
+    } else if (item.kind() == Value::Kind::kInt) {
+      out.push_back(static_cast<double>(item.as_int()));
+    } else {
+      return Error(absl::StrCat(ArgLabel(name), " should be a list of numbers, item ", out.size(),
+                                " is ", KindName(item)));
+    }
+  }
+  return std::optional<std::vector<double>>(std::move(out));
+}
+
 absl::StatusOr<std::vector<bool>> KernelCall::BoolListArg(absl::string_view name,
                                                           std::vector<bool> fallback) const {
   OVERLAP_RETURN_IF_ERROR(CheckArgs());

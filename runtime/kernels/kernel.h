@@ -76,6 +76,9 @@ class KernelCall {
   absl::StatusOr<bool> BoolArg(absl::string_view name,
                                std::optional<bool> fallback = std::nullopt) const;
   absl::StatusOr<std::vector<int64_t>> IntListArg(absl::string_view name) const;
+  // A `float[]?` argument (upsampling's scale_factors): nullopt for None or a missing one.
+  absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubleListArg(
+      absl::string_view name) const;
   // A bool list (output masks); missing or None gives `fallback`.
   absl::StatusOr<std::vector<bool>> BoolListArg(absl::string_view name,
                                                 std::vector<bool> fallback) const;

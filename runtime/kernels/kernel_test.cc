@@ -674,6 +674,155 @@ std::vector<std::optional<RefTensor>> Outs(const std::string& target, const std:
   return r.ok() ? *r : std::vector<std::optional<RefTensor>>{};
 }
 
+Value Doubles(std::vector<double> v) {
+  std::vector<Value> items;
+  for (double x : v) items.push_back(Value::Double(x));
+  return Value::List(std::move(items));
+}
+
+// The zoo's layers (GroupNorm, nn.Upsample / F.interpolate, nn.AdaptiveAvgPool2d,
+// nn.ConvTranspose2d): forward against element formulas written here, backward by finite
+// differences of the forward kernel.
+TEST(KernelTest, ZooLayersMatchTheirDefinitionsAndFiniteDifferences) {
+  // Group norm: 2 samples, 6 channels in 3 groups, 2x2 positions.
+  const RefTensor x = Rand({2, 6, 2, 2}), w = Rand({6}), b = Rand({6});
+  auto group_norm = [](const std::vector<RefTensor>& in) {
+    return Outs("aten.native_group_norm.default",
+                {F(in[0]), F(in[1]), F(in[2]), C(Value::Int(2)), C(Value::Int(6)), C(Value::Int(4)),
+                 C(Value::Int(3)), C(Value::Double(1e-5))});
+  };
+  const std::vector<std::optional<RefTensor>> gn = group_norm({x, w, b});
+  ASSERT_EQ(gn.size(), 3u);
+  ASSERT_EQ(gn[1]->shape, (std::vector<int64_t>{2, 3}));
+  for (int n = 0; n < 2; ++n) {
+    for (int grp = 0; grp < 3; ++grp) {
+      double s = 0, ss = 0;
+      for (int k = 0; k < 8; ++k) s += x.data[n * 24 + grp * 8 + k];
+      const double mu = s / 8;
+      for (int k = 0; k < 8; ++k) ss += std::pow(x.data[n * 24 + grp * 8 + k] - mu, 2);
+      const double r = 1 / std::sqrt(ss / 8 + 1e-5);
+      EXPECT_NEAR(gn[1]->data[n * 3 + grp], mu, 1e-12);
+      EXPECT_NEAR(gn[2]->data[n * 3 + grp], r, 1e-9);
+      for (int k = 0; k < 8; ++k) {
+        const int at = n * 24 + grp * 8 + k, ch = grp * 2 + k / 4;
+        EXPECT_NEAR(gn[0]->data[at], (x.data[at] - mu) * r * w.data[ch] + b.data[ch], 1e-9);
+      }
+    }
+  }
+  CheckFiniteDifferences(
+      "native_group_norm", {x, w, b},
+      [&](const std::vector<RefTensor>& in) { return *group_norm(in)[0]; },
+      [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+        const std::vector<std::optional<RefTensor>> f = group_norm(in);
+        return Outs(
+            "aten.native_group_norm_backward.default",
+            {F(g), F(in[0]), F(*f[1]), F(*f[2]), F(in[1]), C(Value::Int(2)), C(Value::Int(6)),
+             C(Value::Int(4)), C(Value::Int(3)), C(Bools({true, true, true}))});
+      });
+  // Upsampling [1, 1, 2, 2]: nearest by 2 repeats each pixel 2x2; bilinear to 3x3 with
+  // align_corners keeps the corners and puts means between them.
+  RefTensor small = Rand({1, 1, 2, 2});
+  const RefTensor near =
+      Out("aten.upsample_nearest2d.vec", {F(small), C(Value()), C(Doubles({2.0, 2.0}))});
+  ASSERT_EQ(near.shape, (std::vector<int64_t>{1, 1, 4, 4}));
+  for (int y = 0; y < 4; ++y) {
+    for (int xx = 0; xx < 4; ++xx)
+      EXPECT_EQ(near.data[y * 4 + xx], small.data[(y / 2) * 2 + xx / 2]);
+  }
+  const RefTensor lin = Out("aten.upsample_bilinear2d.vec",
+                            {F(small), C(Ints({3, 3})), C(Value::Bool(true)), C(Value())});
+  ASSERT_EQ(lin.shape, (std::vector<int64_t>{1, 1, 3, 3}));
+  const std::vector<double>& v = small.data;
+  EXPECT_NEAR(lin.data[0], v[0], 1e-12);
+  EXPECT_NEAR(lin.data[8], v[3], 1e-12);
+  EXPECT_NEAR(lin.data[1], (v[0] + v[1]) / 2, 1e-12);
+  EXPECT_NEAR(lin.data[4], (v[0] + v[1] + v[2] + v[3]) / 4, 1e-12);
+  // Every mode against finite differences, sizes up and down, by size and by scale.
+  struct Resize {
+    const char* name;
+    bool bilinear;
+    Value size, align, scales;
+  };
+  for (const Resize& r : std::vector<Resize>{
+           {"nearest x2", false, Value(), Value(), Doubles({2.0, 2.0})},
+           {"nearest to 5x3", false, Ints({5, 3}), Value(), Value()},
+           {"bilinear x1.5", true, Value(), Value::Bool(false), Doubles({1.5, 1.5})},
+           {"bilinear to 2x5", true, Ints({2, 5}), Value::Bool(false), Value()},
+           {"bilinear to 5x7 aligned", true, Ints({5, 7}), Value::Bool(true), Value()}}) {
+    const std::string fwd =
+        r.bilinear ? "aten.upsample_bilinear2d.vec" : "aten.upsample_nearest2d.vec";
+    const std::string bwd = r.bilinear ? "aten.upsample_bilinear2d_backward.vec"
+                                       : "aten.upsample_nearest2d_backward.vec";
+    auto args = [&](In first, std::optional<Value> input_size) {
+      std::vector<In> a = {std::move(first), C(r.size)};
+      if (input_size) a.push_back(C(*input_size));
+      if (r.bilinear) a.push_back(C(r.align));
+      a.push_back(C(r.scales));
+      return a;
+    };
+    CheckFiniteDifferences(
+        r.name, {Rand({2, 3, 3, 4})},
+        [&](const std::vector<RefTensor>& in) { return Out(fwd, args(F(in[0]), std::nullopt)); },
+        [&](const std::vector<RefTensor>&, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{Out(bwd, args(F(g), Ints({2, 3, 3, 4})))};
+        });
+  }
+  // Adaptive average pooling 3x3 -> 2x2: rows and columns [0, 2) and [1, 3).
+  const RefTensor p = Rand({1, 1, 3, 3});
+  const RefTensor pooled = Out("aten._adaptive_avg_pool2d.default", {F(p), C(Ints({2, 2}))});
+  ASSERT_EQ(pooled.shape, (std::vector<int64_t>{1, 1, 2, 2}));
+  EXPECT_NEAR(pooled.data[3], (p.data[4] + p.data[5] + p.data[7] + p.data[8]) / 4, 1e-12);
+  for (std::vector<int64_t> size : {std::vector<int64_t>{2, 2}, {5, 3}, {1, 1}}) {
+    CheckFiniteDifferences(
+        "adaptive_avg_pool2d", {Rand({2, 2, 3, 4})},
+        [&](const std::vector<RefTensor>& in) {
+          return Out("aten._adaptive_avg_pool2d.default", {F(in[0]), C(Ints(size))});
+        },
+        [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{
+              Out("aten._adaptive_avg_pool2d_backward.default", {F(g), F(in[0])})};
+        });
+  }
+  // Transposed convolution (stride 2, padding 1, output_padding 1, 2 groups): the adjoint of
+  // the convolution with the same weight, <conv_t(x), z> = <x, conv(z)>, and its backward by
+  // finite differences.
+  const RefTensor tx = Rand({2, 4, 3, 3}), tw = Rand({4, 3, 3, 3}), tb = Rand({6});
+  auto conv_args = [](bool transposed) {
+    return std::vector<In>{C(Ints({2, 2})), C(Ints({1, 1})),
+                           C(Ints({1, 1})), C(Value::Bool(transposed)),
+                           C(Ints({1, 1})), C(Value::Int(2))};
+  };
+  auto conv_t = [&](const std::vector<RefTensor>& in) {
+    std::vector<In> a = {F(in[0]), F(in[1]), F(in[2])};
+    for (In& i : conv_args(true)) a.push_back(std::move(i));
+    return Out("aten.convolution.default", a);
+  };
+  const RefTensor y = conv_t({tx, tw, ref::NewZeros({6})});
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 6, 6, 6}));
+  const RefTensor z = Rand(y.shape);
+  std::vector<In> forward_args = {F(z), F(tw), C(Value())};
+  for (In& i : conv_args(false)) forward_args.push_back(i);
+  forward_args[7] = C(Ints({0, 0}));  // a convolution has no output_padding
+  const RefTensor cz = Out("aten.convolution.default", forward_args);
+  ASSERT_EQ(cz.shape, tx.shape);
+  EXPECT_NEAR(Dot(y, z), Dot(tx, cz), 1e-9 * std::max(1.0, std::fabs(Dot(y, z))));
+  CheckFiniteDifferences("transposed convolution", {tx, tw, tb}, conv_t,
+                         [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+                           std::vector<In> a = {F(g), F(in[0]), F(in[1]), C(Ints({6}))};
+                           for (In& i : conv_args(true)) a.push_back(std::move(i));
+                           a.push_back(C(Bools({true, true, true})));
+                           return Outs("aten.convolution_backward.default", a);
+                         });
+  // split_with_sizes: views of 1, 0 and 3 columns.
+  const RefTensor sx = Rand({2, 4});
+  const std::vector<std::optional<RefTensor>> parts =
+      Outs("aten.split_with_sizes.default", {F(sx), C(Ints({1, 0, 3})), C(Value::Int(1))});
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1]->shape, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(parts[2]->data[0], sx.data[1]);
+  EXPECT_EQ(parts[2]->data[3], sx.data[5]);
+}
+
 TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
   for (const char* approx : {"none", "tanh"}) {
     ValueDict kw = {{"approximate", Value::String(approx)}};

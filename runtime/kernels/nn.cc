@@ -266,9 +266,8 @@ Results NativeBatchNorm(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
   OVERLAP_ASSIGN_OR_RETURN(ChannelLayout l, Channels(c, x0));
   if (!training && (!rm || !rv)) return c.Error("evaluation mode needs running statistics");
-  if (training && (rm || rv)) {
-    return c.Error("training with running statistics is not supported (they would be updated)");
-  }
+  // Training normalizes by the batch's statistics and leaves the running ones as they are:
+  // a graph states their update as nodes of its own (docs/interop.md, "Buffers").
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   std::optional<Tensor> w, b, mean_in, var_in;
   for (auto [in, out] : {std::pair{&w0, &w}, std::pair{&b0, &b}, std::pair{&rm, &mean_in},
@@ -408,30 +407,83 @@ void Col2Im(const ConvGeometry& g, const T* col, T* x) {
   }
 }
 
+// The three loops of a convolution described by `g` (conv_args.h), per image and group:
+// out [n, o, ho, wo] = conv(in [n, c, h, w], w); the data gradient dx [n, c, h, w] (added
+// into, zeroed by the caller) of gy [n, o, ho, wo]; the weight gradient dw [o, cg, kh, kw]
+// (added into) of input `in` and gy. A transposed convolution runs them with the roles of
+// its input and output exchanged.
+template <typename T>
+void ConvForwardLoop(const ConvGeometry& g, const T* in, const T* w, T* out, T* col) {
+  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      Im2Col(g, in + (b * g.c + gr * g.cg) * g.h * g.w, col);
+      Gemm(false, false, g.og, hw, k, T{1}, w + gr * g.og * k, k, col, hw, T{0},
+           out + (b * g.o + gr * g.og) * hw, hw);
+    }
+  }
+}
+
+template <typename T>
+void ConvDataLoop(const ConvGeometry& g, const T* gy, const T* w, T* dx, T* col) {
+  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t gr = 0; gr < g.groups; ++gr) {  // dcol = W_g^T [k, og] @ gy_g [og, hw]
+      Gemm(true, false, k, hw, g.og, T{1}, w + gr * g.og * k, k, gy + (b * g.o + gr * g.og) * hw,
+           hw, T{0}, col, hw);
+      Col2Im(g, col, dx + (b * g.c + gr * g.cg) * g.h * g.w);
+    }
+  }
+}
+
+template <typename T>
+void ConvWeightLoop(const ConvGeometry& g, const T* in, const T* gy, T* dw, T* col) {
+  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t gr = 0; gr < g.groups; ++gr) {  // dW_g += gy_g [og, hw] @ col^T [hw, k]
+      Im2Col(g, in + (b * g.c + gr * g.cg) * g.h * g.w, col);
+      Gemm(false, true, g.og, k, hw, T{1}, gy + (b * g.o + gr * g.og) * hw, hw, col, hw, T{1},
+           dw + gr * g.og * k, k);
+    }
+  }
+}
+
+// The shape of a convolution's result: [n, o, ho, wo], or a transposed one's [n, c, h, w].
+std::vector<int64_t> ConvOutputShape(const ConvGeometry& g) {
+  return g.transposed ? std::vector<int64_t>{g.n, g.c, g.h, g.w}
+                      : std::vector<int64_t>{g.n, g.o, g.ho, g.wo};
+}
+
 Results Convolution(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> bias, c.OptionalTensorArg("bias"));
   OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0));
   if (x0.dtype() != w0.dtype()) return c.Error("input and weight differ in dtype");
-  if (bias && bias->numel() != g.o) return c.Error("bias does not match the output channels");
+  const std::vector<int64_t> shape = ConvOutputShape(g);
+  if (bias && bias->numel() != shape[1]) {
+    return c.Error("bias does not match the output channels");
+  }
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor wt, Contiguous(c, w0));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), {g.n, g.o, g.ho, g.wo}));
-    const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor col, c.NewScratch(x.dtype(), {k, hw}));
-    for (int64_t b = 0; b < g.n; ++b) {
-      for (int64_t gr = 0; gr < g.groups; ++gr) {
-        Im2Col(g, x.data<T>() + (b * g.c + gr * g.cg) * g.h * g.w, col.data<T>());
-        Gemm(false, false, g.og, hw, k, T{1}, wt.data<T>() + gr * g.og * k, k, col.data<T>(), hw,
-             T{0}, out.data<T>() + (b * g.o + gr * g.og) * hw, hw);
-      }
-      if (bias) {
-        for (int64_t oc = 0; oc < g.o; ++oc) {
+    // A transposed convolution's output is accumulated into: zeroed (NewOutput).
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, g.transposed ? c.NewOutput(x.dtype(), shape)
+                                                      : c.NewUninitializedOutput(x.dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor col,
+                             c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+    if (g.transposed) {
+      ConvDataLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
+    } else {
+      ConvForwardLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
+    }
+    if (bias) {
+      const int64_t channels = shape[1], hw = shape[2] * shape[3];
+      for (int64_t b = 0; b < g.n; ++b) {
+        for (int64_t oc = 0; oc < channels; ++oc) {
           const T bv = static_cast<T>(GetElement(*bias, oc));
-          T* row = out.data<T>() + (b * g.o + oc) * hw;
+          T* row = out.data<T>() + (b * channels + oc) * hw;
           for (int64_t i = 0; i < hw; ++i) row[i] += bv;
         }
       }
@@ -454,7 +506,7 @@ Results ConvolutionBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, c.IntListArg("bias_sizes"));
     has_bias = !bs.empty() && bs[0] != 0;
   }
-  const std::vector<int64_t> out_shape = {g.n, g.o, g.ho, g.wo};
+  const std::vector<int64_t> out_shape = ConvOutputShape(g);
   if (g0.shape() != out_shape || g0.dtype() != x0.dtype() || w0.dtype() != x0.dtype()) {
     return c.Error(absl::StrCat("grad_output ", g0.DebugString(), " should be [",
                                 absl::StrJoin(out_shape, ", "), "]"));
@@ -465,37 +517,371 @@ Results ConvolutionBackward(KernelCall& c) {
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     std::optional<std::vector<int64_t>> bias_shape;
-    if (has_bias) bias_shape = std::vector<int64_t>{g.o};
+    if (has_bias) bias_shape = std::vector<int64_t>{out_shape[1]};
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
         MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape}));
-    const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor col, c.NewScratch(x.dtype(), {k, hw}));
-    for (int64_t b = 0; b < g.n; ++b) {
-      for (int64_t gr = 0; gr < g.groups; ++gr) {
-        const T* gyp = gy.data<T>() + (b * g.o + gr * g.og) * hw;
-        if (out[1].defined()) {  // dW_g += gy_g [og, hw] @ col^T [hw, k]
-          Im2Col(g, x.data<T>() + (b * g.c + gr * g.cg) * g.h * g.w, col.data<T>());
-          Gemm(false, true, g.og, k, hw, T{1}, gyp, hw, col.data<T>(), hw, T{1},
-               out[1].data<T>() + gr * g.og * k, k);
-        }
-        if (out[0].defined()) {  // dcol = W_g^T [k, og] @ gy_g [og, hw]
-          Gemm(true, false, k, hw, g.og, T{1}, wt.data<T>() + gr * g.og * k, k, gyp, hw, T{0},
-               col.data<T>(), hw);
-          Col2Im(g, col.data<T>(), out[0].data<T>() + (b * g.c + gr * g.cg) * g.h * g.w);
-        }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor col,
+                             c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+    // The described convolution maps [n, c, h, w] to [n, o, ho, wo]; a transposed one is its
+    // adjoint, so its input plays that convolution's gradient and its gradient the input.
+    const T* small = (g.transposed ? x : gy).data<T>();  // [n, o, ho, wo]
+    const T* large = (g.transposed ? gy : x).data<T>();  // [n, c, h, w]
+    if (out[0].defined()) {
+      if (g.transposed) {
+        ConvForwardLoop(g, large, wt.data<T>(), out[0].data<T>(), col.data<T>());
+      } else {
+        ConvDataLoop(g, small, wt.data<T>(), out[0].data<T>(), col.data<T>());
       }
-      if (out[2].defined()) {
-        for (int64_t oc = 0; oc < g.o; ++oc) {
-          const T* row = gy.data<T>() + (b * g.o + oc) * hw;
-          double s = 0;
+    }
+    if (out[1].defined()) ConvWeightLoop(g, large, small, out[1].data<T>(), col.data<T>());
+    if (out[2].defined()) {
+      const int64_t channels = out_shape[1], hw = out_shape[2] * out_shape[3];
+      for (int64_t oc = 0; oc < channels; ++oc) {
+        double s = 0;
+        for (int64_t b = 0; b < g.n; ++b) {
+          const T* row = gy.data<T>() + (b * channels + oc) * hw;
           for (int64_t i = 0; i < hw; ++i) s += row[i];
-          out[2].data<T>()[oc] += static_cast<T>(s);
         }
+        out[2].data<T>()[oc] = static_cast<T>(s);
       }
     }
     return out;
   });
+}
+
+// ---- group norm ----
+
+// native_group_norm's sizes: input [N, C, ...] with HxW positions per channel, `group`
+// groups of C / group channels.
+struct GroupLayout {
+  int64_t n, c, hw, group, cpg;
+};
+
+absl::StatusOr<GroupLayout> GroupArgs(KernelCall& c, const Tensor& x) {
+  GroupLayout l;
+  OVERLAP_ASSIGN_OR_RETURN(l.n, c.IntArg("N"));
+  OVERLAP_ASSIGN_OR_RETURN(l.c, c.IntArg("C"));
+  OVERLAP_ASSIGN_OR_RETURN(l.hw, c.IntArg("HxW"));
+  OVERLAP_ASSIGN_OR_RETURN(l.group, c.IntArg("group"));
+  if (x.dim() < 2 || x.shape()[0] != l.n || x.shape()[1] != l.c || l.n * l.c * l.hw != x.numel()) {
+    return c.Error(
+        absl::StrCat("input ", x.DebugString(), " is not N ", l.n, " x C ", l.c, " x HxW ", l.hw));
+  }
+  if (l.group <= 0 || l.c % l.group != 0) {
+    return c.Error(absl::StrCat("group ", l.group, " does not divide C ", l.c));
+  }
+  l.cpg = l.c / l.group;
+  return l;
+}
+
+// An optional per-channel tensor (weight, bias) as a contiguous one of x's dtype, or nullopt.
+absl::StatusOr<std::optional<Tensor>> PerChannel(KernelCall& c, absl::string_view name,
+                                                 int64_t channels, DType dtype) {
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> t, c.OptionalTensorArg(name));
+  if (!t) return t;
+  if (t->numel() != channels || t->dtype() != dtype) {
+    return c.Error(absl::StrCat(name, " ", t->DebugString(), " does not match ", channels,
+                                " channels of ", DTypeName(dtype)));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor d, Contiguous(c, *t));
+  return std::optional<Tensor>(d);
+}
+
+// out = (x - mean) * rstd * weight[c] + bias[c], statistics per (sample, group) over the
+// group's channels and positions (biased variance), in double.
+Results NativeGroupNorm(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(GroupLayout l, GroupArgs(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, PerChannel(c, "weight", l.c, x.dtype()));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b, PerChannel(c, "bias", l.c, x.dtype()));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor mean, c.NewUninitializedOutput(x.dtype(), {l.n, l.group}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, c.NewUninitializedOutput(x.dtype(), {l.n, l.group}));
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t size = l.cpg * l.hw;
+    for (int64_t ng = 0; ng < l.n * l.group; ++ng) {
+      const T* xs = px + ng * size;
+      double s = 0;
+      for (int64_t i = 0; i < size; ++i) s += xs[i];
+      const double mu = size > 0 ? s / size : 0;
+      double v = 0;
+      for (int64_t i = 0; i < size; ++i) v += (xs[i] - mu) * (xs[i] - mu);
+      const double r = 1.0 / std::sqrt((size > 0 ? v / size : 0) + eps);
+      mean.data<T>()[ng] = static_cast<T>(mu);
+      rstd.data<T>()[ng] = static_cast<T>(r);
+      for (int64_t k = 0; k < l.cpg; ++k) {
+        const int64_t ch = (ng % l.group) * l.cpg + k;
+        const double wv = w ? w->data<T>()[ch] : 1.0, bv = b ? b->data<T>()[ch] : 0.0;
+        for (int64_t i = 0; i < l.hw; ++i) {
+          const int64_t at = k * l.hw + i;
+          po[ng * size + at] = static_cast<T>((xs[at] - mu) * r * wv + bv);
+        }
+      }
+    }
+    return std::vector<Tensor>{out, mean, rstd};
+  });
+}
+
+// d_input = rstd (dy' - mean(dy') - xhat mean(dy' xhat)) per group, dy' = dy weight[c];
+// d_weight[c] = sum dy xhat; d_bias[c] = sum dy.
+Results NativeGroupNormBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor mean0, c.TensorArg("mean"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd0, c.TensorArg("rstd"));
+  OVERLAP_ASSIGN_OR_RETURN(GroupLayout l, GroupArgs(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
+                           c.BoolListArg("output_mask", {true, true, true}));
+  if (mask.size() != 3) return c.Error("output_mask should have 3 entries");
+  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, x0, "grad_out and input"));
+  for (const Tensor* t : {&mean0, &rstd0}) {
+    if (t->numel() != l.n * l.group || t->dtype() != x0.dtype()) {
+      return c.Error(absl::StrCat("mean and rstd should be [", l.n, ", ", l.group, "] of ",
+                                  DTypeName(x0.dtype()), ", got ", t->DebugString()));
+    }
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, mean0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, Contiguous(c, rstd0));
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, PerChannel(c, "weight", l.c, x.dtype()));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                             MaskedOutputs(c, x.dtype(), mask, {x.shape(), {{l.c}}, {{l.c}}}));
+    const int64_t size = l.cpg * l.hw;
+    std::vector<double> dw(l.c, 0.0), db(l.c, 0.0);
+    for (int64_t ng = 0; ng < l.n * l.group; ++ng) {
+      const T* xs = x.data<T>() + ng * size;
+      const T* gs = g.data<T>() + ng * size;
+      const double mu = mean.data<T>()[ng], r = rstd.data<T>()[ng];
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t k = 0; k < l.cpg; ++k) {
+        const int64_t ch = (ng % l.group) * l.cpg + k;
+        const double wv = w ? w->data<T>()[ch] : 1.0;
+        for (int64_t i = 0; i < l.hw; ++i) {
+          const int64_t at = k * l.hw + i;
+          const double xhat = (xs[at] - mu) * r;
+          sum_dy += gs[at] * wv;
+          sum_dy_xhat += gs[at] * wv * xhat;
+          dw[ch] += gs[at] * xhat;
+          db[ch] += gs[at];
+        }
+      }
+      if (!out[0].defined()) continue;
+      T* dx = out[0].data<T>() + ng * size;
+      const double m1 = size > 0 ? sum_dy / size : 0, m2 = size > 0 ? sum_dy_xhat / size : 0;
+      for (int64_t k = 0; k < l.cpg; ++k) {
+        const int64_t ch = (ng % l.group) * l.cpg + k;
+        const double wv = w ? w->data<T>()[ch] : 1.0;
+        for (int64_t i = 0; i < l.hw; ++i) {
+          const int64_t at = k * l.hw + i;
+          const double xhat = (xs[at] - mu) * r;
+          dx[at] = static_cast<T>(r * (gs[at] * wv - m1 - xhat * m2));
+        }
+      }
+    }
+    for (int64_t ch = 0; ch < l.c; ++ch) {
+      if (out[1].defined()) out[1].data<T>()[ch] = static_cast<T>(dw[ch]);
+      if (out[2].defined()) out[2].data<T>()[ch] = static_cast<T>(db[ch]);
+    }
+    return out;
+  });
+}
+
+// ---- linear resampling (adaptive pooling, upsampling) ----
+
+// A linear map between planes, given as (output index, input index, weight) triples by
+// `each(visit)`: the forward reads the input and writes the output, its adjoint (the
+// backward) the other way round. Runs every plane of `from` into a
+// new output of `to_shape` (accumulated in double): each triple (o, i, w) adds w from[i]
+// to out[o] (the forward), or, `scatter`, w from[o] to out[i] (its adjoint).
+template <typename Each>
+Results LinearMap(KernelCall& c, const Tensor& from, const std::vector<int64_t>& to_shape,
+                  int64_t from_plane, int64_t to_plane, bool scatter, Each each) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, from));
+  const int64_t planes = from_plane > 0 ? x.numel() / from_plane : 0;
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), to_shape));
+    std::vector<double> acc(to_plane);
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* in = x.data<T>() + p * from_plane;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      if (scatter) {
+        each([&](int64_t o, int64_t i, double w) { acc[i] += w * in[o]; });
+      } else {
+        each([&](int64_t o, int64_t i, double w) { acc[o] += w * in[i]; });
+      }
+      T* dst = out.data<T>() + p * to_plane;
+      for (int64_t k = 0; k < to_plane; ++k) dst[k] = static_cast<T>(acc[k]);
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// ---- adaptive average pooling ----
+
+// Output (i, j) of an [h, w] map from [H, W] averages rows [floor(i H / h), ceil((i + 1) H /
+// h)) and the columns likewise (ATen's windows). visit(out_index, in_index, 1 / area).
+template <typename F>
+void ForEachAdaptiveWindow(int64_t ih, int64_t iw, int64_t oh, int64_t ow, F&& visit) {
+  for (int64_t i = 0; i < oh; ++i) {
+    const int64_t y0 = i * ih / oh, y1 = ((i + 1) * ih + oh - 1) / oh;
+    for (int64_t j = 0; j < ow; ++j) {
+      const int64_t x0 = j * iw / ow, x1 = ((j + 1) * iw + ow - 1) / ow;
+      const double inv = 1.0 / static_cast<double>((y1 - y0) * (x1 - x0));
+      for (int64_t y = y0; y < y1; ++y) {
+        for (int64_t x = x0; x < x1; ++x) visit(i * ow + j, y * iw + x, inv);
+      }
+    }
+  }
+}
+
+Results AdaptiveAvgPool2d(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, PairArg(c, "output_size", 1));
+  if ((x0.dim() != 3 && x0.dim() != 4) || size[0] <= 0 || size[1] <= 0) {
+    return c.Error(absl::StrCat("input ", x0.DebugString(),
+                                " is not 3-d or 4-d, or output_size is not positive"));
+  }
+  const int64_t ih = x0.shape()[x0.dim() - 2], iw = x0.shape()[x0.dim() - 1];
+  if (ih <= 0 || iw <= 0) return c.Error("an empty input");
+  const int64_t oh = size[0], ow = size[1];
+  std::vector<int64_t> shape = x0.shape();
+  shape[x0.dim() - 2] = oh;
+  shape[x0.dim() - 1] = ow;
+  return LinearMap(c, x0, shape, ih * iw, oh * ow, /*scatter=*/false,
+                   [&](auto visit) { ForEachAdaptiveWindow(ih, iw, oh, ow, visit); });
+}
+
+Results AdaptiveAvgPool2dBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  if ((x.dim() != 3 && x.dim() != 4) || g0.dim() != x.dim() || g0.dtype() != x.dtype()) {
+    return c.Error(
+        absl::StrCat("grad_output ", g0.DebugString(), " does not fit self ", x.DebugString()));
+  }
+  const int64_t ih = x.shape()[x.dim() - 2], iw = x.shape()[x.dim() - 1];
+  const int64_t oh = g0.shape()[g0.dim() - 2], ow = g0.shape()[g0.dim() - 1];
+  if (ih <= 0 || iw <= 0 || oh <= 0 || ow <= 0 || g0.numel() / (oh * ow) != x.numel() / (ih * iw)) {
+    return c.Error(
+        absl::StrCat("grad_output ", g0.DebugString(), " does not fit self ", x.DebugString()));
+  }
+  return LinearMap(c, g0, x.shape(), oh * ow, ih * iw, /*scatter=*/true,
+                   [&](auto visit) { ForEachAdaptiveWindow(ih, iw, oh, ow, visit); });
+}
+
+// ---- upsampling (nearest, bilinear) ----
+
+// A 2-D upsampling: planes [n * c] of [ih, iw] to [oh, ow], and the source scale of each axis
+// as ATen computes it: 1 / scale_factor when one is given, else in / out (align_corners:
+// (in - 1) / (out - 1), 0 for one output).
+struct Resize {
+  int64_t planes, ih, iw, oh, ow;
+  double sh, sw;
+  bool align_corners = false;
+};
+
+absl::StatusOr<Resize> ResizeArgs(KernelCall& c, const std::vector<int64_t>& in, bool bilinear) {
+  if (in.size() != 4) return c.Error("upsampling takes a 4-d input [N, C, H, W]");
+  Resize r;
+  r.planes = in[0] * in[1], r.ih = in[2], r.iw = in[3];
+  OVERLAP_ASSIGN_OR_RETURN(std::optional<std::vector<double>> scales,
+                           c.OptionalDoubleListArg("scale_factors"));
+  if (scales && scales->size() != 2) return c.Error("scale_factors should have 2 entries");
+  const Value* size = c.Arg("output_size");
+  if (size != nullptr && !size->is_none()) {
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> o, c.IntListArg("output_size"));
+    if (o.size() != 2) return c.Error("output_size should have 2 entries");
+    r.oh = o[0], r.ow = o[1];
+  } else if (scales) {
+    r.oh = static_cast<int64_t>(std::floor(static_cast<double>(r.ih) * (*scales)[0]));
+    r.ow = static_cast<int64_t>(std::floor(static_cast<double>(r.iw) * (*scales)[1]));
+  } else {
+    return c.Error("neither output_size nor scale_factors");
+  }
+  if (r.oh <= 0 || r.ow <= 0 || r.ih <= 0 || r.iw <= 0) return c.Error("an empty upsampling");
+  if (bilinear) {
+    OVERLAP_ASSIGN_OR_RETURN(r.align_corners, c.BoolArg("align_corners"));
+  }
+  auto scale = [&](int64_t in_size, int64_t out_size, int axis) {
+    if (r.align_corners) {
+      return out_size > 1 ? static_cast<double>(in_size - 1) / (out_size - 1) : 0.0;
+    }
+    if (scales && (*scales)[axis] > 0) return 1.0 / (*scales)[axis];
+    return static_cast<double>(in_size) / out_size;
+  };
+  r.sh = scale(r.ih, r.oh, 0);
+  r.sw = scale(r.iw, r.ow, 1);
+  return r;
+}
+
+// Nearest: output (y, x) reads input (min(floor(y sh), ih - 1), min(floor(x sw), iw - 1)).
+// Bilinear: each output reads up to four inputs with weights; `visit(out_index, in_index,
+// weight)` sees every pair, so the forward gathers and the backward scatters with one rule.
+template <typename F>
+void ForEachSource(const Resize& r, bool bilinear, F&& visit) {
+  for (int64_t y = 0; y < r.oh; ++y) {
+    int64_t y0, y1;
+    double ly;
+    if (bilinear) {
+      double src = r.align_corners ? r.sh * y : r.sh * (y + 0.5) - 0.5;
+      if (src < 0) src = 0;
+      y0 = std::min<int64_t>(static_cast<int64_t>(src), r.ih - 1);
+      y1 = y0 + (y0 < r.ih - 1 ? 1 : 0);
+      ly = src - y0;
+    } else {
+      y0 = y1 = std::min<int64_t>(static_cast<int64_t>(std::floor(y * r.sh)), r.ih - 1);
+      ly = 0;
+    }
+    for (int64_t x = 0; x < r.ow; ++x) {
+      const int64_t o = y * r.ow + x;
+      if (!bilinear) {
+        const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(std::floor(x * r.sw)), r.iw - 1);
+        visit(o, y0 * r.iw + x0, 1.0);
+        continue;
+      }
+      double src = r.align_corners ? r.sw * x : r.sw * (x + 0.5) - 0.5;
+      if (src < 0) src = 0;
+      const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(src), r.iw - 1);
+      const int64_t x1 = x0 + (x0 < r.iw - 1 ? 1 : 0);
+      const double lx = src - x0;
+      visit(o, y0 * r.iw + x0, (1 - ly) * (1 - lx));
+      visit(o, y0 * r.iw + x1, (1 - ly) * lx);
+      visit(o, y1 * r.iw + x0, ly * (1 - lx));
+      visit(o, y1 * r.iw + x1, ly * lx);
+    }
+  }
+}
+
+Kernel UpsampleKernel(bool bilinear) {
+  return [bilinear](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("input"));
+    OVERLAP_ASSIGN_OR_RETURN(Resize r, ResizeArgs(c, x.shape(), bilinear));
+    return LinearMap(c, x, {x.shape()[0], x.shape()[1], r.oh, r.ow}, r.ih * r.iw, r.oh * r.ow,
+                     /*scatter=*/false, [&](auto visit) { ForEachSource(r, bilinear, visit); });
+  };
+}
+
+Kernel UpsampleBackwardKernel(bool bilinear) {
+  return [bilinear](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> in_size, c.IntListArg("input_size"));
+    OVERLAP_ASSIGN_OR_RETURN(Resize r, ResizeArgs(c, in_size, bilinear));
+    if (g.shape() != std::vector<int64_t>{in_size[0], in_size[1], r.oh, r.ow}) {
+      return c.Error(absl::StrCat("grad_output ", g.DebugString(),
+                                  " is not the upsampled shape of input_size"));
+    }
+    return LinearMap(c, g, in_size, r.oh * r.ow, r.ih * r.iw, /*scatter=*/true,
+                     [&](auto visit) { ForEachSource(r, bilinear, visit); });
+  };
 }
 
 // ---- pooling ----
@@ -900,6 +1286,14 @@ void RegisterNnKernels(KernelRegistry& r) {
   r.Register("aten.native_batch_norm_backward.default", NativeBatchNormBackward);
   r.Register("aten.convolution.default", Convolution);
   r.Register("aten.convolution_backward.default", ConvolutionBackward);
+  r.Register("aten.native_group_norm.default", NativeGroupNorm);
+  r.Register("aten.native_group_norm_backward.default", NativeGroupNormBackward);
+  r.Register("aten.upsample_nearest2d.vec", UpsampleKernel(false));
+  r.Register("aten._adaptive_avg_pool2d.default", AdaptiveAvgPool2d);
+  r.Register("aten._adaptive_avg_pool2d_backward.default", AdaptiveAvgPool2dBackward);
+  r.Register("aten.upsample_bilinear2d.vec", UpsampleKernel(true));
+  r.Register("aten.upsample_nearest2d_backward.vec", UpsampleBackwardKernel(false));
+  r.Register("aten.upsample_bilinear2d_backward.vec", UpsampleBackwardKernel(true));
   r.Register("aten.max_pool2d_with_indices.default", MaxPool2d);
   r.Register("aten.max_pool2d_with_indices_backward.default", MaxPool2dBackward);
   r.Register("aten.avg_pool2d.default", AvgPool2d);

@@ -175,6 +175,32 @@ absl::StatusOr<std::vector<Tensor>> SelectBackward(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
+// split_with_sizes: views of `self` along dim, of the given sizes (adding up to it).
+absl::StatusOr<std::vector<Tensor>> SplitWithSizes(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, c.IntListArg("split_sizes"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
+  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, x, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    if (n < 0) return c.Error(absl::StrCat("split_sizes holds a negative size ", n));
+    total += n;
+  }
+  if (total != x.shape()[d]) {
+    return c.Error(
+        absl::StrCat("split_sizes add up to ", total, ", not dimension ", d, "'s ", x.shape()[d]));
+  }
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t n : sizes) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor piece, x.Slice(d, start, start + n));
+    out.push_back(piece);
+    start += n;
+  }
+  return out;
+}
+
 // aten.detach: the same tensor (no autograd here).
 absl::StatusOr<std::vector<Tensor>> Detach(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
@@ -324,6 +350,7 @@ void RegisterViewKernels(KernelRegistry& r) {
   r.Register("aten.squeeze.dims", SqueezeDim);
   r.Register("aten.expand.default", Expand);
   r.Register("aten.split.Tensor", Split);
+  r.Register("aten.split_with_sizes.default", SplitWithSizes);
   r.Register("aten.unbind.int", Unbind);
   r.Register("aten.slice.Tensor", SliceKernel);
   r.Register("aten.flatten.using_ints", Flatten);

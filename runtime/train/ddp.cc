@@ -165,6 +165,7 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
   }
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, grads));
   result.loss = step.loss;
+  result.buffers = std::move(step.buffers);
   result.allreduces = static_cast<int64_t>(works.size());
   result.works = works;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

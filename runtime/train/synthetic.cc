@@ -1,5 +1,6 @@
 #include "runtime/train/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -80,6 +81,12 @@ absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator&
     ++k;
     if (!(IsParameterPlaceholder(g, id) ? options.parameters : options.data)) continue;
     if (options.skip.contains(n.name())) continue;
+    // A tensor constant's value is data the exporter wrote (constant/<name>), never drawn:
+    // left out, its placeholder is a missing input that names the key.
+    if (std::any_of(n.meta().extra.begin(), n.meta().extra.end(),
+                    [](const auto& kv) { return kv.first == "constant"; })) {
+      continue;
+    }
     const std::vector<TensorType> types = StatedTypes(n);
     if (types.empty() || types[0].dtype.empty()) {
       return absl::InvalidArgumentError(

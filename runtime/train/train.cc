@@ -20,6 +20,36 @@ std::string ParamNameOf(const Node& placeholder) {
   return placeholder.meta().has_param ? placeholder.meta().param : placeholder.name();
 }
 
+namespace {
+
+// The forward's outputs whose node carries meta.updates_buffer, as "buffer/<name>" (host
+// copies: a device run's outputs are read back).
+absl::Status CollectBufferUpdates(const Graph& forward, const std::vector<Tensor>& outputs,
+                                  const InterpreterOptions& options, TensorMap& buffers) {
+  const Node& out = forward.node(forward.last());
+  if (out.op() != Op::kOutput || out.args().empty() || out.args()[0].kind() != Value::Kind::kList) {
+    return absl::OkStatus();
+  }
+  const std::vector<Value>& items = out.args()[0].items();
+  for (size_t i = 0; i < items.size() && i < outputs.size(); ++i) {
+    if (!items[i].is_ref()) continue;
+    std::optional<std::string> name =
+        ExtraString(forward.node(items[i].as_ref()).meta(), "updates_buffer");
+    if (!name.has_value() || !outputs[i].defined()) continue;
+    Tensor value = outputs[i];
+    if (value.device() != Device::kCpu && options.device != nullptr) {
+      Allocator host;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor h, Tensor::Uninitialized(host, value.dtype(), value.shape()));
+      OVERLAP_RETURN_IF_ERROR(options.device->Copy(value, h));
+      value = std::move(h);
+    }
+    buffers[absl::StrCat("buffer/", *name)] = std::move(value);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data, const InterpreterOptions& options,
                                          const InterpreterOptions* backward_options) {
@@ -39,6 +69,8 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
     loss = std::move(h);
   }
   r.loss = GetElement(loss, 0);
+  OVERLAP_RETURN_IF_ERROR(
+      CollectBufferUpdates(pair.forward, r.forward.outputs, options, r.buffers));
 
   // The backward's inputs: primals by parameter name, saved tensors by the names of the
   // forward values they are, tangents.
@@ -239,7 +271,9 @@ absl::StatusOr<StepResult> Trainer::Step() {
   checked.memory_checked = true;  // by FromPair, against the guard, for the whole step
   OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
+  for (auto& [key, t] : r.buffers) constants_[key] = t;
   StepResult s;
+  s.buffers = r.buffers;
   s.step = step_;
   s.loss = r.loss;
   s.forward_peak_bytes = r.forward.peak_bytes;

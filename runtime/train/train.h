@@ -32,8 +32,12 @@ std::string ParamNameOf(const Node& placeholder);
 
 // One forward + backward of an AOT pair (graph/aot.h's calling convention).
 struct AotStepResult {
-  double loss = 0;              // the forward's first output
-  TensorMap grads;              // by parameter name (ParamNameOf), trainable parameters only
+  double loss = 0;  // the forward's first output
+  TensorMap grads;  // by parameter name (ParamNameOf), trainable parameters only
+  // Buffers the forward updated ("buffer/<name>" -> the new value, on the host): its outputs
+  // whose node carries meta.updates_buffer (training-mode batch norm's running statistics,
+  // docs/interop.md).
+  TensorMap buffers;
   RunResult forward, backward;  // the two runs (outputs, measured memory, time)
 };
 
@@ -107,6 +111,9 @@ struct StepResult {
   // per bucket).
   int64_t allgathers = 0, reduce_scatters = 0;
   std::vector<std::shared_ptr<Work>> works;  // the step's collectives, in issue order
+  // The buffers this step's forward updated (AotStepResult::buffers): the caller feeds them
+  // to the next step (Trainer does so itself).
+  TensorMap buffers;
 };
 
 // A model's tiny AOT pair, its parameters, an optimizer and a SyntheticTask.
@@ -123,6 +130,9 @@ class Trainer {
   absl::StatusOr<StepResult> Step();
   // The current parameters, by parameter name.
   const TensorMap& params() const { return params_; }
+  // The buffers and constants every step adds to its batch ("buffer/<name>",
+  // "constant/<name>"), buffers as the last step updated them.
+  const TensorMap& buffers() const { return constants_; }
   const AotPair& pair() const { return *pair_; }
 
  private:

@@ -463,6 +463,7 @@ absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
 
   for (const std::shared_ptr<Work>& w : step_works_) result.comm_s += w->run_seconds();
   result.loss = step->loss;
+  result.buffers = std::move(step->buffers);
   result.allgathers =
       static_cast<int64_t>(step_works_.size()) - static_cast<int64_t>(launched_.size());
   result.reduce_scatters = static_cast<int64_t>(launched_.size());

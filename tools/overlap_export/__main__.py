@@ -64,13 +64,21 @@ def _parser():
                          "(safetensors: param/<name>, buffer/<name>, input/<i>, target)")
     ap.add_argument("--reference", action="store_true",
                     help="with --weights: also torch's output, loss and gradients on those "
-                         "inputs (ref/output, ref/loss, ref/grad/<name>)")
+                         "inputs (ref/output, ref/loss, ref/grad/<name>), in float32 and, on a "
+                         "float64 copy of the model, float64 (ref64/loss, ref64/grad/<name>): "
+                         "what compare's rule reads")
     ap.add_argument("--train-data", metavar="FILE",
                     help="train a copy of the model in torch and write FILE: the batches "
-                         "(batch/<k>/input/<i>, batch/<k>/target), the start (param/<name>), "
-                         "torch's losses (ref/loss/<k>) and trained parameters "
-                         "(ref/param/<name>): what `overlap train --data` is checked against")
+                         "(batch/<k>/input/<i>, batch/<k>/target), the start (param/<name>, "
+                         "buffer/<name>, constant/<name>), torch's losses (ref/loss/<k>), "
+                         "trained parameters (ref/param/<name>) and buffers (ref/buffer/<name>): "
+                         "what `overlap train --data` is checked against")
     ap.add_argument("--train-steps", type=int, default=5, help="with --train-data (default 5)")
+    ap.add_argument("--train-ranks", type=int, default=1,
+                    help="with --train-data: train as P data-parallel ranks would (DDP, ZeRO-3): "
+                         "each rank's forward on its contiguous share of each batch (batch "
+                         "norm's statistics per rank), gradients and losses averaged over ranks, "
+                         "rank 0's buffers kept (default 1: one process, the whole batch)")
     ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adamw"),
                     help="with --train-data (default sgd)")
     ap.add_argument("--lr", type=float, default=None,
@@ -109,6 +117,8 @@ def _check_usage(ap, a):
     if a.train_data:
         if a.train_steps < 1:
             ap.error("--train-steps must be >= 1")
+        if a.train_ranks < 1:
+            ap.error("--train-ranks must be >= 1")
         if a.loss == "none":
             ap.error("--train-data needs a loss (--loss sum, mse or ce)")
     problem = files.folder_problem(a.output)
@@ -170,12 +180,18 @@ def main(argv=None):
             print(f"overlap_export: {_one_line(e)}; taking the AOT path only", file=sys.stderr)
             path = "AOT only"
         target = export.loss_target(a.loss, model, examples, a.seed + 100)
+        constants = {}
         if a.aot:
-            fw, bw = export.export_aot(model, examples, a.loss, target, name)
+            fw, bw, constants = export.export_aot(model, examples, a.loss, target, name)
             outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
             outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
+            if constants and not a.weights:
+                print(f"overlap_export: the AOT forward reads {len(constants)} tensor "
+                      "constant(s) (constant/<name>): runners need them from --weights",
+                      file=sys.stderr)
         if a.weights:
             tensors = export.weights(model, examples, target)
+            tensors.update(constants)
             if a.reference:
                 tensors.update(export.reference(model, examples, a.loss, target))
             with user("weights", "the weights' serialization"):
@@ -190,7 +206,8 @@ def main(argv=None):
                    "weight_decay": a.weight_decay if a.weight_decay is not None
                    else (0.0 if a.optimizer == "sgd" else 0.01)}
             tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
-                                             a.train_steps, opt, a.seed)
+                                             a.train_steps, opt, a.seed, a.train_ranks)
+            tensors.update(constants)
             meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
                     "steps": str(a.train_steps)}
             meta.update({k: str(v) for k, v in opt.items()})

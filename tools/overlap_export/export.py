@@ -4,7 +4,10 @@ following docs/format.md and docs/ops.md's calling convention of AOT pairs.
 """
 
 import contextlib
+import copy
 import importlib
+import math
+import operator
 
 import torch
 import torch.fx
@@ -120,6 +123,20 @@ def unique_parameter_storages(model):
     return len(seen), sum(seen.values())
 
 
+@contextlib.contextmanager
+def buffers_kept(model):
+    """Restores the model's buffers on exit: a forward in training mode updates batch norm's
+    running statistics, and only a training step may (the exporter's probing forwards, the
+    loss target's, the reference's, must leave the weights as the files state them)."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, value in saved:
+                b.copy_(value)
+
+
 # ---- module style (torch.fx) ----
 
 
@@ -160,7 +177,7 @@ def export_module_style(model, inputs, name):
     rec = _Recorder(gm)
     # The traced forward on the example inputs (wrong input shapes fail here): not a
     # tracing failure, so not one the AOT path would get past.
-    with torch.no_grad(), user_code("forward", "the model's forward"):
+    with torch.no_grad(), buffers_kept(model), user_code("forward", "the model's forward"):
         rec.run(*inputs)
     first = {}
     for n, p in all_named_parameters(model):
@@ -224,7 +241,7 @@ def loss_target(kind, model, inputs, seed):
     cross-entropy's class indices over the output's last dimension."""
     if kind in ("none", "sum"):
         return None
-    with torch.no_grad(), user_code("loss", "the model's forward"):
+    with torch.no_grad(), buffers_kept(model), user_code("loss", "the model's forward"):
         out = model(*inputs)
     g = torch.Generator().manual_seed(seed)
     if kind == "mse":
@@ -262,8 +279,10 @@ def functional_call_api():
 
 def export_aot(model, inputs, loss, target, name):
     """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
-    docs/ops.md's convention. Returns (forward_doc, backward_doc, state) where state lists
-    the names of the lifted parameters and buffers in placeholder order."""
+    docs/ops.md's convention. Returns (forward_doc, backward_doc, constants): constants maps
+    constant/<name> to the value of each tensor constant the forward reads (docs/interop.md).
+    ExportError when the pair reads a tensor that has no value, reads a parameter or buffer
+    as a constant, or leaves a parameter without the gradient torch gives it."""
     aot_function, make_boxed_func, default_partition = aot_api()
     functional_call = functional_call_api()
     named = list(model.named_parameters())  # one per storage (tied weights once)
@@ -276,6 +295,8 @@ def export_aot(model, inputs, loss, target, name):
     k = len(state_names)
     n_in = len(inputs)
     captured = {}
+    rnns = [(prefix, m) for prefix, m in model.named_modules()
+            if isinstance(m, torch.nn.RNNBase)]
 
     def fw_compiler(gm, _):
         captured["fw"] = gm
@@ -289,11 +310,14 @@ def export_aot(model, inputs, loss, target, name):
         state = dict(zip(state_names, args[:k]))
         for alias, first in aliases.items():
             state[alias] = state[first]
-        out = functional_call(model, state, tuple(args[k:k + n_in]))
+        with _rnn_weights_from(rnns, state):
+            out = functional_call(model, state, tuple(args[k:k + n_in]))
         return (_loss_fn(loss, out, args[k + n_in] if target is not None else None),)
 
     args = [p.detach().requires_grad_(p.requires_grad) for _, p in named]
-    args += [b.detach() for _, b in buffers] + list(inputs)
+    # Copies of the buffers: torch 1.13's AOT forward runs native_batch_norm, which updates
+    # the running statistics it is given in place.
+    args += [b.detach().clone() for _, b in buffers] + list(inputs)
     if target is not None:
         args.append(target)
     with user_code("aot", "the model's forward"):
@@ -313,8 +337,101 @@ def export_aot(model, inputs, loss, target, name):
         n_user = len(fw_out) - n_saved
         tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
         _Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents)
+    constants = _constants(captured["fw"], "forward", model)
+    _constants(captured["bw"], "backward", model)  # refuses any: see _constants
     fw, bw = captured["fw"].graph, captured["bw"].graph
-    return _convention(fw, bw, named, buffers, aliases, name, n_in, target is not None)
+    fw_doc, bw_doc = _convention(fw, bw, named, buffers, aliases, name, n_in,
+                                 target is not None, constants, dict(model.named_modules()))
+    _check_gradients(model, inputs, loss, target, fw_doc, bw_doc)
+    return fw_doc, bw_doc, {f"constant/{c.key}": c.value for c in constants}
+
+
+@contextlib.contextmanager
+def _rnn_weights_from(rnns, state):
+    """Points each RNN module's cached weight list at the step's tensors. torch 1.13's
+    functional_call swaps a module's parameters, but nn.RNNBase runs on `_flat_weights`, the
+    list it cached at construction: without this the AOT graph reads the original weights as
+    constants and the backward returns no gradient for them."""
+    old = []
+    for prefix, m in rnns:
+        old.append(m._flat_weights)
+        m._flat_weights = [state.get(f"{prefix}.{wn}" if prefix else wn)
+                           for wn in m._flat_weights_names]
+    try:
+        yield
+    finally:
+        for (_, m), weights in zip(rnns, old):
+            m._flat_weights = weights
+
+
+class _Constant:
+    """A tensor an AOT graph reads through get_attr: its node, the weights file's key
+    (constant/<key>) and its value."""
+
+    def __init__(self, node, key, value):
+        self.node, self.key, self.value = node, key, value
+
+
+def _owner_module(target):
+    return target.rsplit(".", 1)[0] if "." in target else "the traced graph module"
+
+
+def _constants(gm, which, model):
+    """The tensors `gm` (an AOT graph) reads through get_attr. Each must have a value that is
+    neither a parameter nor a buffer of the model (those are placeholders: one read as a
+    constant would get no gradient, or a stale value); the forward's become placeholders
+    bound to constant/<name> (docs/interop.md); the backward may read none (torch 1.13 puts
+    none there for the models tested; one would need passing through the forward)."""
+    params = {_storage_key(p): n for n, p in model.named_parameters()}
+    bufs = {_storage_key(b): n for n, b in model.named_buffers()}
+    out = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        obj = gm
+        try:
+            for part in node.target.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            raise ExportError("aot", f"the {which} graph's node '{node.name}' reads "
+                                     f"'{node.target}' of {_owner_module(node.target)}, which "
+                                     "has no value anywhere") from None
+        if not isinstance(obj, torch.Tensor):
+            raise ExportError("aot", f"the {which} graph's node '{node.name}' reads "
+                                     f"'{node.target}', a {type(obj).__name__}, not a tensor")
+        key = _storage_key(obj) if obj.numel() > 0 else None
+        if key in params or key in bufs:
+            kind, owner = ("parameter", params[key]) if key in params else ("buffer", bufs[key])
+            raise ExportError("aot", f"the {which} graph reads {kind} '{owner}' as a constant "
+                                     f"(get_attr '{node.target}'): module "
+                                     f"'{_owner_module(owner)}' keeps its own reference to it, "
+                                     "which the functional call does not replace, so it would "
+                                     "get no gradient")
+        if which != "forward":
+            raise ExportError("aot", f"the {which} graph reads tensor constant "
+                                     f"'{node.target}': only the forward's are bound")
+        out.append(_Constant(node, node.target, obj.detach().clone()))
+    return out
+
+
+def _check_gradients(model, inputs, loss, target, fw_doc, bw_doc):
+    """Refuses a pair whose backward leaves out a gradient torch's own backward gives (a
+    parameter the AOT trace read as something else): on a copy of the model, so buffers
+    (batch norm's running statistics) are not updated."""
+    if loss == "none":
+        return
+    probe = copy.deepcopy(model)
+    with user_code("aot", "the model's forward"):
+        value = _loss_fn(loss, probe(*inputs), target)
+        value.backward()
+    want = {n for n, p in probe.named_parameters() if p.grad is not None}
+    got = {n["meta"]["grad_of"] for n in bw_doc["nodes"]
+           if "grad_of" in n.get("meta", {})}
+    missing = sorted(want - got)
+    if missing:
+        raise ExportError("aot", f"the AOT backward gives no gradient for {len(missing)} "
+                                 f"parameter(s) torch differentiates: "
+                                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
 
 
 def _primal_chain(node, primal_param):
@@ -334,7 +451,92 @@ def _primal_chain(node, primal_param):
     return None
 
 
-def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
+def _lift_constants(fw, constants):
+    """Each constant's get_attr becomes a placeholder after the others, marked meta.constant:
+    {placeholder name: meta}."""
+    extra = {}
+    last = [n for n in fw.nodes if n.op == "placeholder"][-1]
+    for c in constants:
+        with fw.inserting_after(last):
+            ph = fw.placeholder(c.node.name + "_value")
+        ph.meta = dict(c.node.meta)
+        c.node.replace_all_uses_with(ph)
+        fw.erase_node(c.node)
+        extra[ph.name] = {"constant": c.key}
+        last = ph
+    return extra
+
+
+def _running_stat_updates(fw, buffer_of, modules):
+    """Training-mode batch norm updates its running statistics in place (ATen's
+    native_batch_norm mutates running_mean / running_var; BatchNorm's forward adds 1 to
+    num_batches_tracked), which a functional graph cannot state. Each update becomes nodes
+    computing the new value, as ATen does: running_mean (1 - m) r + m mean, running_var
+    (1 - m) r + m var n / (n - 1) (the unbiased batch variance, from save_invstd:
+    invstd^-2 - eps), num_batches_tracked + 1. Returns [(node, buffer name)], to become
+    forward outputs marked meta.updates_buffer (docs/interop.md)."""
+    aten = torch.ops.aten
+    updates = []
+    tracked = set()
+    for n in list(fw.nodes):
+        if n.op != "call_function" or n.target is not aten.native_batch_norm.default:
+            continue
+        x, _, _, rm, rv, training, momentum, eps = n.args
+        if not training or rm is None or rv is None:
+            continue
+        if rm.name not in buffer_of or rv.name not in buffer_of:
+            raise ExportError("aot", f"node '{n.name}' updates running statistics that are not "
+                                     "buffers of the model")
+        mean_name, var_name = buffer_of[rm.name], buffer_of[rv.name]
+        prefix = mean_name.rsplit(".", 1)[0] if "." in mean_name else ""
+        module = modules.get(prefix)
+        if module is not None and getattr(module, "momentum", 0.1) is None:
+            raise ExportError("aot", f"batch norm '{prefix}' has momentum None (a cumulative "
+                                     "average, its factor 1 / num_batches_tracked changing every "
+                                     "step): a graph cannot state it; give it a momentum")
+        shape = x.meta["tensor_meta"].shape
+        count = math.prod(shape) // shape[1]
+        stat_meta = rm.meta["tensor_meta"]
+        items = {u.args[1]: u for u in n.users
+                 if u.op == "call_function" and u.target is operator.getitem}
+        last = max([n] + list(items.values()), key=lambda u: _position(fw, u))
+
+        def emit(target, args, meta=stat_meta):
+            nonlocal last
+            with fw.inserting_after(last):
+                node = fw.call_function(target, args)
+            node.meta["tensor_meta"] = meta
+            last = node
+            return node
+
+        for i in (1, 2):
+            if i not in items:
+                items[i] = emit(operator.getitem, (n, i), n.meta["tensor_meta"][i])
+        new_mean = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rm, 1.0 - momentum)),
+                                          emit(aten.mul.Tensor, (items[1], momentum))))
+        var = emit(aten.add.Tensor, (emit(aten.pow.Tensor_Scalar, (items[2], -2)), -eps))
+        unbiased = momentum * count / (count - 1) if count > 1 else momentum
+        new_var = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rv, 1.0 - momentum)),
+                                         emit(aten.mul.Tensor, (var, unbiased))))
+        updates += [(new_mean, mean_name), (new_var, var_name)]
+        counter = f"{prefix}.num_batches_tracked" if prefix else "num_batches_tracked"
+        ph = next((p for p, b in buffer_of.items() if b == counter), None)
+        if ph is not None and counter not in tracked:
+            tracked.add(counter)
+            node = next(p for p in fw.nodes if p.op == "placeholder" and p.name == ph)
+            updates.append((emit(aten.add.Tensor, (node, 1), node.meta["tensor_meta"]), counter))
+    return updates
+
+
+def _position(graph, node):
+    for i, n in enumerate(graph.nodes):
+        if n is node:
+            return i
+    return -1
+
+
+def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, constants, modules):
+    extra_constants = _lift_constants(fw, constants)
     fw_phs = [n for n in fw.nodes if n.op == "placeholder"]
     primal_param = {}  # fw placeholder name -> parameter name
     for i, (pname, _) in enumerate(named):
@@ -367,7 +569,8 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
                 and not n.name.startswith("tangents") and n.name not in recompute]
     if [s.name for s in saved] == [n.name for n in bw_saved]:
         kept = kept[:n_outputs] + sorted(saved, key=lambda s: fw_pos[s.name])
-    fw_out.args = (tuple(kept),)
+    updates = _running_stat_updates(fw, buffer_of, modules)
+    fw_out.args = (tuple(kept + [u for u, _ in updates]),)
     fw.lint()
 
     # The backward: primals first (fw order), then the saved tensors, then the tangents.
@@ -430,6 +633,11 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target):
         extra_bw[node.name] = {"param": primal_param[pn]}
     bw_out = next(n for n in new.nodes if n.op == "output")
     grads = list(bw_out.args[0])
+    # One backward output per forward placeholder: the constants' are None.
+    bw_out.args = (tuple(grads + [None] * len(extra_constants)),)
+    extra_fw.update(extra_constants)
+    for node, buffer_name in updates:
+        extra_fw[node.name] = {"updates_buffer": buffer_name}
     for i, g in enumerate(grads):
         if i < len(fw_phs) and fw_phs[i].name in trainable and isinstance(g, torch.fx.Node):
             extra_bw.setdefault(g.name, {})["grad_of"] = primal_param[fw_phs[i].name]
@@ -458,7 +666,7 @@ def weights(model, inputs, target):
     for n, p in model.named_parameters():
         out[f"param/{n}"] = p.detach()
     for n, b in model.named_buffers():
-        out[f"buffer/{n}"] = b.detach()
+        out[f"buffer/{n}"] = b.detach().clone()
     for i, x in enumerate(inputs):
         out[f"input/{i}"] = x
     if target is not None:
@@ -468,36 +676,59 @@ def weights(model, inputs, target):
 
 def reference(model, inputs, loss, target):
     """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
-    trainable storage (its first name), in the model's current mode."""
+    trainable storage (its first name), in the model's current mode; and ref64/loss,
+    ref64/grad/<name> from a float64 copy of the model on float64 copies of the floating
+    inputs (compare's rule: a tensor where torch's float32 is itself far from float64)."""
+    with buffers_kept(model):
+        ref = _reference(model, inputs, loss, target, "ref")
+    if loss != "none":
+        wide = copy.deepcopy(model).double()
+        cast = [x.double() if x.is_floating_point() else x for x in inputs]
+        wide_target = target.double() if target is not None and target.is_floating_point() \
+            else target
+        ref64 = _reference(wide, cast, loss, wide_target, "ref64")
+        ref.update({k: v for k, v in ref64.items() if k != "ref64/output"})
+    return ref
+
+
+def _reference(model, inputs, loss, target, prefix):
     model.zero_grad(set_to_none=True)
     with user_code("reference", "the model's forward"):
         out = model(*inputs)
         value = _loss_fn(loss, out, target)
         if value is not out:
             value.backward()
-    ref = {"ref/output": out.detach()}
+    ref = {f"{prefix}/output": out.detach()}
     if value is not out:
-        ref["ref/loss"] = value.detach()
+        ref[f"{prefix}/loss"] = value.detach()
         for n, p in model.named_parameters():
             if p.grad is not None:
-                ref[f"ref/grad/{n}"] = p.grad.detach()
+                ref[f"{prefix}/grad/{n}"] = p.grad.detach()
     model.zero_grad(set_to_none=True)
     return ref
 
 
-def train_reference(model, specs, loss, steps, optimizer, seed):
+def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     """torch training the model for `steps` optimizer steps on fresh batches: batch k's
     inputs drawn as the example inputs are (parse_input, seed + 1000 k + i; batch 0 is the
     example batch itself) and its loss target as loss_target draws it. `optimizer` is a
-    dict: kind (sgd, adamw), lr, momentum, weight_decay, betas, eps. Returns the tensors of a
-    data file (docs/interop.md): batch/<k>/input/<i>, batch/<k>/target, param/<name> (the
-    start), ref/loss/<k> (the loss step k+1 saw, before its update) and ref/param/<name>
-    (after the last step). The model is trained in place: pass a copy."""
+    dict: kind (sgd, adamw), lr, momentum, weight_decay, betas, eps. With `ranks` P > 1, each
+    step runs as P data-parallel ranks do (DDP, ZeRO-3): rank r's forward and backward on
+    rows [r B / P, (r + 1) B / P) of every input and the target (batch norm normalizes by
+    each rank's own statistics), the gradients and the losses averaged over ranks, and every
+    rank starting from rank 0's buffers (DDP broadcasts them; in training mode they feed no
+    result, so only rank 0's are kept). Returns the tensors of a data file
+    (docs/interop.md): batch/<k>/input/<i>, batch/<k>/target, param/<name> and
+    buffer/<name> (the start), ref/loss/<k> (the loss step k+1 saw, before its update),
+    ref/param/<name> and ref/buffer/<name> (after the last step). The model is trained in
+    place: pass a copy."""
     if loss in ("none",):
         raise ExportError("train", "training needs a loss (--loss sum, mse or ce)")
     out = {}
     for n, p in model.named_parameters():
         out[f"param/{n}"] = p.detach().clone()
+    for n, b in model.named_buffers():
+        out[f"buffer/{n}"] = b.detach().clone()
     params = [p for p in model.parameters() if p.requires_grad]
     kind = optimizer["kind"]
     if kind == "sgd":
@@ -516,12 +747,40 @@ def train_reference(model, specs, loss, steps, optimizer, seed):
         if target is not None:
             out[f"batch/{k}/target"] = target
         opt.zero_grad(set_to_none=True)
-        with user_code("train", "the model's forward"):
-            value = _loss_fn(loss, model(*inputs), target)
-            value.backward()
+        start = {n: b.detach().clone() for n, b in model.named_buffers()}
+        kept, total = None, 0.0
+        for r in range(ranks):
+            shard = [_rows(x, r, ranks, f"input {i}") for i, x in enumerate(inputs)]
+            shard_target = None if target is None else _rows(target, r, ranks, "the target")
+            with torch.no_grad():
+                for n, b in model.named_buffers():
+                    b.copy_(start[n])
+            with user_code("train", "the model's forward"):
+                value = _loss_fn(loss, model(*shard), shard_target)
+                (value / ranks).backward()
+            total += float(value.detach()) / ranks
+            if r == 0:
+                kept = {n: b.detach().clone() for n, b in model.named_buffers()}
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(kept[n])
+        with user_code("train", "the optimizer's step"):
             opt.step()
-        out[f"ref/loss/{k}"] = value.detach().clone()
+        out[f"ref/loss/{k}"] = torch.tensor(total, dtype=torch.float32) if ranks > 1 \
+            else value.detach().clone()
     for n, p in model.named_parameters():
         out[f"ref/param/{n}"] = p.detach().clone()
+    for n, b in model.named_buffers():
+        out[f"ref/buffer/{n}"] = b.detach().clone()
     return out
 
+
+def _rows(x, rank, ranks, what):
+    """Rank `rank`'s contiguous share of the rows of `x` among `ranks`."""
+    if ranks == 1:
+        return x
+    if x.dim() == 0 or x.shape[0] % ranks != 0:
+        raise ExportError("train", f"{what}'s {x.shape[0] if x.dim() else 0} rows do not split "
+                                   f"over {ranks} ranks")
+    n = x.shape[0] // ranks
+    return x[rank * n:(rank + 1) * n]

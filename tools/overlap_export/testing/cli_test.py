@@ -9,7 +9,10 @@ run in subprocesses in temporary folders, on testing/tiny_models.py's models:
   no file of the run; a symbolic link stays a link, a FIFO or a device is written in place;
 - bad --input specs and a --kwargs that is not a JSON object are usage errors naming them;
 - --help says what each --loss computes;
-- compare: a missing, unreadable or malformed file is one line naming it, exit 1.
+- compare: a missing, unreadable or malformed file is one line naming it, exit 1;
+- state: a parameter read as a constant, or a tensor with no value, is refused; tensor
+  constants are written (constant/<name>) and bound; RNN weights are parameters with
+  gradients.
 
 Run: cd tools && /usr/bin/python3 -m unittest overlap_export.testing.cli_test -v
 """
@@ -147,6 +150,66 @@ class ModelFailureTest(Base):
         self.assertEqual(self.files(), [])
         r = export([f"{MODELS}:ExitInConstructor", "--input", "2x4", "-o", "m"], self.dir)
         self.assertOneLineError(r, 1, "sys.exit(3)")
+
+
+class StateTest(Base):
+    """Every tensor an AOT graph reads is a parameter, a buffer, an input or a constant whose
+    value is written (docs/interop.md)."""
+
+    def _graph(self, prefix, which):
+        with open(self.path(f"{prefix}.{which}.json")) as f:
+            return json.load(f)
+
+    def test_parameter_read_as_a_constant_is_refused(self):
+        r = export([MODELS + ":cached_weight", "--input", "2x4", "--aot", "-o", "m"], self.dir)
+        self.assertOneLineError(r, 1, "aot:", "parameter 'w' as a constant")
+        self.assertEqual(self.files(), [])
+
+    def test_a_tensor_with_no_value_is_refused(self):
+        import torch
+        import torch.fx
+
+        from overlap_export import export as ex
+        from overlap_export.errors import ExportError
+        root = torch.nn.Module()
+        root.sub = torch.nn.Module()
+        root.sub.table = torch.zeros(3)
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        g.output(g.call_function(torch.add, (x, g.get_attr("sub.table"))))
+        gm = torch.fx.GraphModule(root, g)
+        del gm.sub.table
+        with self.assertRaises(ExportError) as e:
+            ex._constants(gm, "forward", torch.nn.Linear(2, 2))
+        self.assertIn("'sub.table' of sub, which has no value anywhere", str(e.exception))
+
+    def test_constants_are_written_and_bound(self):
+        r = export([MODELS + ":with_constant", "--input", "2x4", "--aot", "--loss", "sum",
+                    "-o", "m", "--weights", "m.safetensors"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fw = self._graph("m", "forward")
+        self.assertFalse([n for n in fw["nodes"] if n["op"] == "get_attr"])
+        constants = [n["meta"]["constant"] for n in fw["nodes"]
+                     if "constant" in n.get("meta", {})]
+        self.assertEqual(len(constants), 1)
+        keys = _safetensors_keys(self.path("m.safetensors"))
+        self.assertIn("constant/" + constants[0], keys)
+        bw = self._graph("m", "backward")
+        out = next(n for n in bw["nodes"] if n["op"] == "output")["args"][0]
+        placeholders = [n for n in fw["nodes"] if n["op"] == "placeholder"]
+        self.assertEqual(len(out), len(placeholders))  # one per forward placeholder
+        self.assertIsNone(out[-1])  # the constant's
+
+    def test_rnn_weights_are_parameters_with_gradients(self):
+        r = export([MODELS + ":recurrent", "--input", "2x5:int64:11", "--aot", "-o", "m"],
+                   self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fw, bw = self._graph("m", "forward"), self._graph("m", "backward")
+        self.assertFalse([n["name"] for n in fw["nodes"] + bw["nodes"] if n["op"] == "get_attr"])
+        params = {p["name"] for p in fw["params"]}
+        self.assertEqual(len(params), 1 + 2 * 2 * 4 + 4 + 2)  # emb, lstm, gru, head
+        graded = {n["meta"]["grad_of"] for n in bw["nodes"] if "grad_of" in n.get("meta", {})}
+        self.assertEqual(graded, params)
 
 
 class OutputPathTest(Base):

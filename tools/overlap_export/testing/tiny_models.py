@@ -63,3 +63,56 @@ class InterruptInConstructor(Tiny):
     def __init__(self):
         super().__init__()
         raise KeyboardInterrupt
+
+
+class CachedWeight(torch.nn.Module):
+    """Reads its parameter through a list it cached at construction, as nn.RNNBase reads
+    `_flat_weights`: a functional call swaps `w` but not the list, so the AOT graph reads
+    the parameter as a constant (get_attr) and the backward gives it no gradient. The
+    exporter refuses it. Inputs 2x4."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 3))
+        self._cache = [self.w]
+
+    def forward(self, x):
+        return x @ self._cache[0]
+
+
+def cached_weight():
+    return CachedWeight()
+
+
+class WithConstant(Tiny):
+    """Scales its input by a tensor made in the forward (torch.tensor): AOTAutograd keeps it
+    as a tensor constant (get_attr), which the exporter binds as constant/<name>."""
+
+    def forward(self, x):
+        scale = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        return super().forward(x * scale)
+
+
+def with_constant():
+    return WithConstant()
+
+
+class Recurrent(torch.nn.Module):
+    """nn.LSTM (2 layers, both directions, batch_first) then nn.GRU then a linear head:
+    integer inputs 2x5 below 11."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 4)
+        self.lstm = torch.nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = torch.nn.GRU(6, 3)
+        self.head = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        y, _ = self.lstm(self.emb(x))
+        z, _ = self.gru(y.transpose(0, 1))
+        return self.head(z)
+
+
+def recurrent():
+    return Recurrent()
