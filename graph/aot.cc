@@ -475,6 +475,8 @@ class AotBuilder {
         {"aten.slice_scatter.default", &AotBuilder::SliceScatterBackward},
         {"aten.as_strided.default", &AotBuilder::AsStridedBackward},
         {"aten.split_with_sizes.default", &AotBuilder::SplitBackward},
+        {"aten.hardswish.default", &AotBuilder::ActivationBackward},
+        {"aten.hardsigmoid.default", &AotBuilder::ActivationBackward},
         {"aten.native_group_norm.default", &AotBuilder::GroupNormBackward},
         {"aten.upsample_nearest2d.vec", &AotBuilder::UpsampleBackward},
         {"aten.upsample_bilinear2d.vec", &AotBuilder::UpsampleBackward},
@@ -934,17 +936,20 @@ class AotBuilder {
     return Accumulate(c.First(), g);
   }
 
-  absl::Status ActivationBackward(const Call& c) {  // silu, gelu: written in their input
+  // silu, gelu, hardswish, hardsigmoid: backwards written in their input, `<op>_backward(g,
+  // self)`.
+  absl::Status ActivationBackward(const Call& c) {
     const NodeId x = c.First();
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-    const bool silu = c.n.target() == "aten.silu.default";
+    const std::string& t = c.n.target();
+    const std::string backward =
+        absl::StrCat(t.substr(0, t.size() - std::string(".default").size()), "_backward.default");
     ValueDict kw;  // gelu's approximation, passed on as the forward wrote it
     for (const auto& [key, value] : c.n.kwargs()) {
-      if (!silu && key == "approximate") kw.emplace_back(key, value);
+      if (t == "aten.gelu.default" && key == "approximate") kw.emplace_back(key, value);
     }
-    OVERLAP_ASSIGN_OR_RETURN(
-        NodeId g, Emit(silu ? "aten.silu_backward.default" : "aten.gelu_backward.default",
-                       {Value::Ref(G(c.id)), Value::Ref(xb)}, std::move(kw)));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                             Emit(backward, {Value::Ref(G(c.id)), Value::Ref(xb)}, std::move(kw)));
     return Accumulate(x, g);
   }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -754,6 +755,18 @@ class Parser {
           }
           std::vector<Value>& it = dict[0].second.mutable_items();
           *out = Value::Slice(std::move(it[0]), std::move(it[1]), std::move(it[2]));
+          return true;
+        }
+        if (!dict.empty() && dict[0].first == "$float") {
+          const Value& v = dict[0].second;
+          const std::string* word = v.kind() == Value::Kind::kString ? &v.as_string() : nullptr;
+          if (dict.size() != 1 || word == nullptr ||
+              (*word != "inf" && *word != "-inf" && *word != "nan")) {
+            return Fail("malformed float: expected {\"$float\": \"inf\" | \"-inf\" | \"nan\"}");
+          }
+          *out = Value::Double(*word == "nan"   ? std::numeric_limits<double>::quiet_NaN()
+                               : *word == "inf" ? std::numeric_limits<double>::infinity()
+                                                : -std::numeric_limits<double>::infinity());
           return true;
         }
         *out = Value::Dict(std::move(dict));

@@ -147,6 +147,12 @@ class Writer {
         absl::StrAppend(&out_, v.as_int());
         break;
       case Value::Kind::kDouble:
+        if (!std::isfinite(v.as_double())) {  // JSON has no spelling for these
+          out_.append(std::isnan(v.as_double()) ? "{\"$float\": \"nan\"}"
+                      : v.as_double() > 0       ? "{\"$float\": \"inf\"}"
+                                                : "{\"$float\": \"-inf\"}");
+          break;
+        }
         AppendJsonDouble(&out_, v.as_double());
         break;
       case Value::Kind::kString: {

@@ -764,6 +764,22 @@ Result Zeros(const Args& a) {
   return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
 }
 
+// full: `size`, of `dtype` or the fill value's type (float32, int64, bool).
+Result Full(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
+  for (int64_t s : size) {
+    if (s < 0) return a.Error(absl::StrCat("size ", s, " is negative"));
+  }
+  std::string d = a.DtypeKwarg();
+  if (d.empty()) {
+    const Value* v = a.Get("fill_value");
+    d = v != nullptr && v->kind() == Value::Kind::kBool  ? "bool"
+        : v != nullptr && v->kind() == Value::Kind::kInt ? "int64"
+                                                         : "float32";
+  }
+  return One(Shape(size.begin(), size.end()), d);
+}
+
 // constant_pad_nd: each (left, right) pair, from the last dimension back, widens (or, when
 // negative, crops) that dimension.
 Result ConstantPad(const Args& a) {
@@ -1300,6 +1316,11 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.index.Tensor", Index},
       {"aten.index_put.default", IndexPut},
       {"aten.split_with_sizes.default", SplitWithSizes},
+      {"aten.full.default", Full},
+      {"aten.hardswish.default", Identity},
+      {"aten.hardsigmoid.default", Identity},
+      {"aten.hardswish_backward.default", LikeGrad},
+      {"aten.hardsigmoid_backward.default", LikeGrad},
       {"aten.native_group_norm.default", GroupNorm},
       {"aten.native_group_norm_backward.default", GroupNormBackward},
       {"aten.upsample_nearest2d.vec", Upsample},

@@ -20,7 +20,7 @@
 #   - training the small GPT (SGD and AdamW, 5 steps) in `overlap train`, 2-rank DDP and
 #     2-rank ZeRO-3 under every scheduler matches torch's own training (below);
 #   - two exports of one model are byte-identical;
-#   - a non-finite constant (the format cannot hold one yet) is refused, naming it;
+#   - a non-finite constant (a mask's -inf) is written, read back and runs as torch does;
 #   - a model that cannot be imported exits 1 naming the step, writing no file.
 # Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
 # sets it: tools/bootstrap.sh --with-torch installed it).
@@ -198,25 +198,29 @@ for opt in sgd adamw; do
 done
 echo "export_test: training ok ($(( $(date +%s) - start )) s)"
 
-# A non-finite constant the format cannot hold: refused, naming the step, no file.
+# A non-finite constant (a mask's -inf): written as {"$float": "-inf"} (docs/format.md), read
+# back by overlap, and run: the loss and the gradient match torch.
 cat >"$out/neginf.py" <<'PY'
 import torch
 class M(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(torch.ones(4))
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 2.0, 4))
     def forward(self, x):
-        return (x * self.w).masked_fill(x > 0, float("-inf"))
+        keep = torch.arange(4) < 3
+        return torch.softmax((x * self.w).masked_fill(~keep, float("-inf")), -1)
 def make():
     return M()
 PY
-if (cd "$out" && PYTHONPATH="$PYTHONPATH:$out" "$py" -m overlap_export neginf:make --input 4 \
-      -o "$out/neginf" 2>"$out/neginf.err"); then
-  fail "a graph with -inf exported"
-fi
-grep -q "arguments: a non-finite constant" "$out/neginf.err" ||
-  fail "-inf refused without naming it: $(cat "$out/neginf.err")"
-[ ! -e "$out/neginf.json" ] || fail "a partial file was written for -inf"
+(cd "$out" && PYTHONPATH="$PYTHONPATH:$out" "$py" -m overlap_export neginf:make --input 2x4 \
+   --aot --loss mse -o "$out/neginf" --weights "$out/neginf.safetensors" --reference \
+   >/dev/null 2>"$out/neginf.err") || fail "-inf: export: $(cat "$out/neginf.err")"
+grep -q '{"$float": "-inf"}' "$out/neginf.forward.json" || fail "-inf not written as \$float"
+"$overlap" exec "$out/neginf.forward.json" --backward-graph "$out/neginf.backward.json" \
+  --weights "$out/neginf.safetensors" --save "$out/neginf_out.safetensors" >/dev/null ||
+  fail "-inf: exec"
+"$py" -m overlap_export.compare "$out/neginf.forward.json" "$out/neginf.safetensors" \
+  "$out/neginf_out.safetensors" || fail "-inf: the executor differs from torch"
 
 # A constructor that does not import: exit 1, the step named, no file.
 if "$py" -m overlap_export no_such_module:model --input 2 -o "$out/bad" 2>"$out/bad.err"; then

@@ -307,13 +307,17 @@ TEST(CudaKernelsTest, ElementwiseFamilyIsBitIdenticalToTheCpuKernels) {
           {"aten.sigmoid_backward.default", {r("c"), r("p")}, {}},
           {"aten.tanh.default", {r("a")}, {}},
           {"aten.tanh_backward.default", {r("c"), r("p")}, {}},
+          {"aten.hardswish.default", {r("a")}, {}},
+          {"aten.hardswish_backward.default", {r("c"), r("a")}, {}},
+          {"aten.hardsigmoid.default", {r("a")}, {}},
+          {"aten.hardsigmoid_backward.default", {r("c"), r("a")}, {}},
           {"aten.neg.default", {r("t")}, {}},
           {"aten.sub.Tensor", {r("a"), r("b")}, {{"alpha", Value::Double(2.0)}}},
           {"aten.threshold_backward.default", {r("a"), r("b"), Value::Double(0.2)}, {}},
           {"aten.zeros_like.default", {r("t")}, {}},
       },
       0);
-  EXPECT_EQ(t.Ran("elementwise"), 28);  // every case but zeros_like, on the device
+  EXPECT_EQ(t.Ran("elementwise"), 32);  // every case but zeros_like, on the device
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
 }

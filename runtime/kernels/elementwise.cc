@@ -251,6 +251,16 @@ Kernel OfGradAndResult(EwOp op) {
   };
 }
 
+// op(grad_output, self): a backward written in the forward's input (hardswish,
+// hardsigmoid).
+Kernel OfGradAndInput(EwOp op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    return Binary(c, g, x, EwFn(op));
+  };
+}
+
 Results Neg(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   return Unary(c, x, EwFn1(EwOp::kMul, -1));
@@ -337,6 +347,24 @@ Results Zeros(KernelCall& c) {
   }
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, DType::kFloat32));
   return One(c.NewOutput(d, size));
+}
+
+// full(size, fill_value, dtype=): every element fill_value; the dtype given, else the
+// value's (float32 for a float, int64 for an int, bool for a bool), as torch infers it.
+Results Full(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
+  for (int64_t s : size) {
+    if (s < 0) return c.Error(absl::StrCat("size ", s, " is negative"));
+  }
+  const Value* v = c.Arg("fill_value");
+  const DType inferred = v != nullptr && v->kind() == Value::Kind::kBool  ? DType::kBool
+                         : v != nullptr && v->kind() == Value::Kind::kInt ? DType::kInt64
+                                                                          : DType::kFloat32;
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, inferred));
+  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("fill_value"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, size));
+  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  return std::vector<Tensor>{out};
 }
 
 // fill.Scalar(self, value): self's shape and dtype, every element `value`.
@@ -497,6 +525,11 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.silu_backward.default", SiluBackward);
   r.Register("aten.sigmoid.default", OfSelf(EwOp::kSigmoid));
   r.Register("aten.sigmoid_backward.default", OfGradAndResult(EwOp::kSigmoidBackward));
+  r.Register("aten.hardswish.default", OfSelf(EwOp::kHardswish));
+  r.Register("aten.hardswish_backward.default", OfGradAndInput(EwOp::kHardswishBackward));
+  r.Register("aten.hardsigmoid.default", OfSelf(EwOp::kHardsigmoid));
+  r.Register("aten.hardsigmoid_backward.default", OfGradAndInput(EwOp::kHardsigmoidBackward));
+  r.Register("aten.full.default", Full);
   r.Register("aten.tanh.default", OfSelf(EwOp::kTanh));
   r.Register("aten.tanh_backward.default", OfGradAndResult(EwOp::kTanhBackward));
   r.Register("aten.neg.default", Neg);

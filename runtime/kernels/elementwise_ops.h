@@ -21,27 +21,31 @@
 namespace overlap {
 
 enum class EwOp : int32_t {
-  kAdd,                // a + s b (aten.add: s = alpha)
-  kMul,                // a b
-  kDiv,                // a / b
-  kDivFloor,           // floor(a / b)
-  kDivTrunc,           // trunc(a / b)
-  kSquare,             // a a (pow 2)
-  kCube,               // a a a (pow 3)
-  kPow,                // a^b
-  kRsqrt,              // 1 / sqrt(a)
-  kRelu,               // a <= 0 ? 0 : a (NaN stays NaN)
-  kSilu,               // a / (1 + e^-a)
-  kGelu,               // exact, erf
-  kGeluTanh,           // PyTorch's tanh approximation
-  kGeluBackward,       // a: grad, b: x
-  kGeluTanhBackward,   // a: grad, b: x
-  kSiluBackward,       // a: grad, b: x
-  kSigmoid,            // 1 / (1 + e^-a)
-  kSigmoidBackward,    // a: grad, b: y (the forward's result): a y (1 - y)
-  kTanh,               // tanh(a)
-  kTanhBackward,       // a: grad, b: y (the forward's result): a (1 - y^2)
-  kThresholdBackward,  // a: grad, b: y; 0 where y <= s (ATen's rule)
+  kAdd,                  // a + s b (aten.add: s = alpha)
+  kMul,                  // a b
+  kDiv,                  // a / b
+  kDivFloor,             // floor(a / b)
+  kDivTrunc,             // trunc(a / b)
+  kSquare,               // a a (pow 2)
+  kCube,                 // a a a (pow 3)
+  kPow,                  // a^b
+  kRsqrt,                // 1 / sqrt(a)
+  kRelu,                 // a <= 0 ? 0 : a (NaN stays NaN)
+  kSilu,                 // a / (1 + e^-a)
+  kGelu,                 // exact, erf
+  kGeluTanh,             // PyTorch's tanh approximation
+  kGeluBackward,         // a: grad, b: x
+  kGeluTanhBackward,     // a: grad, b: x
+  kSiluBackward,         // a: grad, b: x
+  kSigmoid,              // 1 / (1 + e^-a)
+  kSigmoidBackward,      // a: grad, b: y (the forward's result): a y (1 - y)
+  kTanh,                 // tanh(a)
+  kTanhBackward,         // a: grad, b: y (the forward's result): a (1 - y^2)
+  kThresholdBackward,    // a: grad, b: y; 0 where y <= s (ATen's rule)
+  kHardswish,            // a relu6(a + 3) / 6
+  kHardswishBackward,    // a: grad, b: x; ATen's: 0 below -3, a (x / 3 + 1/2) to 3, a above
+  kHardsigmoid,          // relu6(a + 3) / 6
+  kHardsigmoidBackward,  // a: grad, b: x; a / 6 strictly inside (-3, 3), 0 outside
 };
 
 // Whether `op` reads b.
@@ -59,6 +63,8 @@ OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
     case EwOp::kSigmoidBackward:
     case EwOp::kTanhBackward:
     case EwOp::kThresholdBackward:
+    case EwOp::kHardswishBackward:
+    case EwOp::kHardsigmoidBackward:
       return true;
     default:
       return false;
@@ -132,6 +138,14 @@ OVERLAP_HOST_DEVICE inline T Ew(EwOp op, T a, T b, T s) {
       return a * (T(1) - b * b);
     case EwOp::kThresholdBackward:
       return b <= s ? T(0) : a;
+    case EwOp::kHardswish:  // NaN stays NaN (every comparison false)
+      return a <= T(-3) ? T(0) : a >= T(3) ? a : a * (a + T(3)) / T(6);
+    case EwOp::kHardswishBackward:
+      return b < T(-3) ? T(0) : b <= T(3) ? a * (b / T(3) + T(0.5)) : a;
+    case EwOp::kHardsigmoid:
+      return a <= T(-3) ? T(0) : a >= T(3) ? T(1) : a / T(6) + T(0.5);
+    case EwOp::kHardsigmoidBackward:
+      return b > T(-3) && b < T(3) ? a / T(6) : T(0);
   }
   return a;
 }

@@ -841,6 +841,30 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
         return std::vector<std::optional<RefTensor>>{
             Out("aten.silu_backward.default", {F(g), F(x[0])})};
       });
+  // hardswish / hardsigmoid (MobileNetV3), away from their kinks at -3 and 3, and ATen's
+  // values at and beyond them.
+  for (const std::string op : {"hardswish", "hardsigmoid"}) {
+    const std::string fwd = absl::StrCat("aten.", op, ".default");
+    const std::string bwd = absl::StrCat("aten.", op, "_backward.default");
+    RefTensor x = Rand({8}, -2.9, 2.9);
+    x.data[0] = -5, x.data[1] = 4.5;
+    CheckFiniteDifferences(
+        op, {x}, [&](const std::vector<RefTensor>& in) { return Out(fwd, {F(in[0])}); },
+        [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+          return std::vector<std::optional<RefTensor>>{Out(bwd, {F(g), F(in[0])})};
+        });
+  }
+  RefTensor edges = Rand({4});
+  edges.data = {-3, 3, -4, 1.5};
+  const RefTensor ones = Out("aten.ones_like.default", {F(edges)});
+  const RefTensor hs = Out("aten.hardswish.default", {F(edges)});
+  EXPECT_EQ(hs.data, (std::vector<double>{0, 3, 0, 1.5 * 4.5 / 6}));
+  const RefTensor hsg = Out("aten.hardswish_backward.default", {F(ones), F(edges)});
+  EXPECT_EQ(hsg.data, (std::vector<double>{-0.5, 1.5, 0, 1.0}));  // ATen's -1/2 at -3
+  const RefTensor hg = Out("aten.hardsigmoid.default", {F(edges)});
+  EXPECT_EQ(hg.data, (std::vector<double>{0, 1, 0, 0.75}));
+  const RefTensor hgg = Out("aten.hardsigmoid_backward.default", {F(ones), F(edges)});
+  EXPECT_EQ(hgg.data, (std::vector<double>{0, 0, 0, 1.0 / 6}));
   // sigmoid's and tanh's backwards read the forward's result, as the AOT pair saves it.
   for (const std::string op : {"sigmoid", "tanh"}) {
     const std::string fwd = absl::StrCat("aten.", op, ".default");

@@ -2,10 +2,12 @@
    python3 -m overlap_export.compare --trained DATA.safetensors OUT.safetensors [--losses LOG]
 
 The executor's numbers against torch's (docs/interop.md, "The comparison rule"). A tensor
-passes when its max absolute difference from torch's float32 result is within T * max|torch|
-(default T 1e-4: float32), or, where torch's float32 result is itself further than that from
-torch's float64 result (ref64/: a gradient that is zero but for round-off, say), when it is
-no further from the float64 result than ten times torch's own float32 error:
+passes when its max absolute difference from torch's float32 result is within T times a
+scale (default T 1e-4: float32): for gradients the largest |gradient| torch gives any
+parameter of the model, for the loss, trained parameters and buffers their own largest |x|;
+or, where torch's float32 result is itself further than that from torch's float64 result
+(ref64/: a gradient that is zero but for round-off, say), when it is no further from the
+float64 result than ten times torch's own float32 error:
 - the executor's forward and backward (`overlap exec ... --save OUT`) against the
   exporter's --reference tensors in WEIGHTS: the loss (the forward's first output) and
   every parameter gradient (`grad:<name>` against `ref/grad/<name>`, `ref64/grad/<name>`);
@@ -174,11 +176,12 @@ def _pairs(a):
     else:
         loss_node = _read_graph(a.files[0])
         ref, got = read(a.files[1]), read(a.files[2])
-        pairs = [("loss", ref.get("ref/loss"), got.get(loss_node), ref.get("ref64/loss"))]
+        grads = [k for k in sorted(ref) if k.startswith("ref/grad/")]
+        largest = max([float(np.abs(ref[k]).max()) for k in grads if ref[k].size] + [0.0])
+        pairs = [("loss", ref.get("ref/loss"), got.get(loss_node), ref.get("ref64/loss"), None)]
         pairs += [(k[len("ref/grad/"):], ref[k], got.get("grad:" + k[len("ref/grad/"):]),
-                   ref.get("ref64/grad/" + k[len("ref/grad/"):]))
-                  for k in sorted(ref) if k.startswith("ref/grad/")]
-    return [p if len(p) == 4 else p + (None,) for p in pairs]
+                   ref.get("ref64/grad/" + k[len("ref/grad/"):]), largest) for k in grads]
+    return [p if len(p) == 5 else p + (None,) * (5 - len(p)) for p in pairs]
 
 
 def _compare(pairs, tolerance):
@@ -186,7 +189,7 @@ def _compare(pairs, tolerance):
         print("compare: no reference tensors to compare")
         return 1
     bad, worst, worst_name, by_float64 = 0, 0.0, "", 0
-    for name, r, g, r64 in pairs:
+    for name, r, g, r64, scale in pairs:
         if g is None or r is None:
             print(f"compare: {name}: missing ({'ours' if g is None else 'torch'})")
             bad += 1
@@ -198,20 +201,22 @@ def _compare(pairs, tolerance):
             print(f"compare: {name}: shape {g.shape}, torch {r.shape}")
             bad += 1
             continue
-        err = _relative(g, r, r)
+        err = _relative(g, r, r if scale is None else scale)
         if not err <= tolerance and r64 is not None:
             r64 = np.asarray(r64, dtype=np.float64).reshape(r.shape)
             torch_err = float(np.abs(r - r64).max()) if r.size else 0.0
             ours_err = float(np.abs(g - r64).max()) if r.size else 0.0
-            if _relative(r, r64, r64) > tolerance and ours_err <= 10 * torch_err:
+            if (_relative(r, r64, r64 if scale is None else scale) > tolerance and
+                    ours_err <= 10 * torch_err):
                 by_float64 += 1
-                print(f"compare: {name}: max|a-b| / max|b| = {err:.3g}, but torch's float32 is "
+                print(f"compare: {name}: {err:.3g} off, but torch's float32 is "
                       f"itself {torch_err:.3g} from float64, ours {ours_err:.3g}: passes")
                 continue
         if err > worst:
             worst, worst_name = err, name
         if not err <= tolerance:
-            print(f"compare: {name}: max|a-b| / max|b| = {err:.3g} > {tolerance:g}")
+            print(f"compare: {name}: max|a-b| / {'max|b|' if scale is None else 'the largest gradient'}"
+                  f" = {err:.3g} > {tolerance:g}")
             bad += 1
     extra = f"; {by_float64} by the float64 rule" if by_float64 else ""
     print(f"compare: {len(pairs) - bad} of {len(pairs)} tensors within {tolerance:g} "
@@ -219,12 +224,14 @@ def _compare(pairs, tolerance):
     return 1 if bad else 0
 
 
-def _relative(a, b, scale_of):
-    """max|a - b| / max|scale_of| (0 for empty tensors)."""
+def _relative(a, b, scale):
+    """max|a - b| / scale, `scale` a number or the tensor whose max|x| it is (0 for empty
+    tensors)."""
     if not b.size:
         return 0.0
-    scale = max(float(np.abs(scale_of).max()), 1e-30)
-    return float(np.abs(a - b).max()) / scale
+    if not isinstance(scale, float):
+        scale = float(np.abs(scale).max()) if np.asarray(scale).size else 0.0
+    return float(np.abs(a - b).max()) / max(scale, 1e-30)
 
 
 if __name__ == "__main__":

@@ -54,12 +54,10 @@ def value_json(v):
     if v is None or isinstance(v, bool) or isinstance(v, int):
         return v
     if isinstance(v, float):
-        if not math.isfinite(v):
-            # The format writes non-finite floats as null (JSON has none): exporting one
-            # would silently change the graph, so it is an error until the format has a
-            # spelling for them (docs/interop.md).
-            raise ExportError("arguments", f"a non-finite constant ({v}): the format cannot "
-                              "hold it yet")
+        if math.isnan(v):  # JSON has no spelling: docs/format.md's {"$float": ...}
+            return {"$float": "nan"}
+        if math.isinf(v):
+            return {"$float": "inf" if v > 0 else "-inf"}
         return v
     if isinstance(v, str):
         return "%" + v if v.startswith("%") else v
