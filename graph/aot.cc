@@ -476,6 +476,11 @@ class AotBuilder {
         {"aten.as_strided.default", &AotBuilder::AsStridedBackward},
         {"aten.split_with_sizes.default", &AotBuilder::SplitBackward},
         {"aten.hardswish.default", &AotBuilder::ActivationBackward},
+        {"aten.exp.default", &AotBuilder::ExpBackward},
+        {"aten.clamp.default", &AotBuilder::ClampBackward},
+        {"aten.clamp_min.default", &AotBuilder::ClampBackward},
+        {"aten.where.self", &AotBuilder::WhereBackward},
+        {"aten.norm.ScalarOpt_dim", &AotBuilder::NormBackward},
         {"aten.hardsigmoid.default", &AotBuilder::ActivationBackward},
         {"aten.native_group_norm.default", &AotBuilder::GroupNormBackward},
         {"aten.upsample_nearest2d.vec", &AotBuilder::UpsampleBackward},
@@ -920,6 +925,91 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.threshold_backward.default",
                                             {Value::Ref(G(c.id)), Value::Ref(y), Value::Int(0)}));
     return Accumulate(c.First(), g);
+  }
+
+  absl::Status ExpBackward(const Call& c) {  // written in its result: g y
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Mul(G(c.id), y));
+    return Accumulate(x, g);
+  }
+
+  // g where the bound(s) let self through (min <= self <= max, as ATen's clamp_backward),
+  // else 0.
+  absl::Status ClampBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Emit("aten.scalar_tensor.default", {Value::Double(0)}));
+    NodeId g = G(c.id);
+    for (const auto& [bound, compare] :
+         {std::pair{"min", "aten.ge.Scalar"}, std::pair{"max", "aten.le.Scalar"}}) {
+      const Value v = c.Arg(bound);
+      if (v.is_none()) continue;
+      OVERLAP_ASSIGN_OR_RETURN(NodeId mask, Emit(compare, {Value::Ref(xb), v}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          g, Emit("aten.where.self", {Value::Ref(mask), Value::Ref(g), Value::Ref(zero)}));
+    }
+    return Accumulate(x, g);
+  }
+
+  // where: the gradient to self where the condition holds, to other elsewhere, each summed to
+  // its operand's shape.
+  absl::Status WhereBackward(const Call& c) {
+    const NodeId a = c.Ref("self"), b = c.Ref("other");
+    if (!Needs(a) && !Needs(b)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId cond, Use(c.Ref("condition")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Emit("aten.scalar_tensor.default", {Value::Double(0)}));
+    for (const NodeId x : {a, b}) {
+      if (!Needs(x)) continue;
+      OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+      const Value g = Value::Ref(G(c.id)), z = Value::Ref(zero);
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId gx, Emit("aten.where.self", {Value::Ref(cond), x == a ? g : z, x == a ? z : g}));
+      OVERLAP_ASSIGN_OR_RETURN(gx, SumTo(gx, xt.shape));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, gx));
+    }
+    return absl::OkStatus();
+  }
+
+  // norm, p = 2: g self / norm (the norm kept as a dimension of size 1), 0 where the norm is
+  // 0 (ATen's subgradient there).
+  absl::Status NormBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    const Value p = c.Arg("p");
+    const double pv = p.kind() == Value::Kind::kDouble ? p.as_double()
+                      : p.kind() == Value::Kind::kInt  ? static_cast<double>(p.as_int())
+                                                       : 2.0;
+    if (pv != 2.0) return Error(c.n, "norm's backward has a formula for p = 2 only");
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    NodeId g = G(c.id);
+    const Value keep = c.Arg("keepdim");
+    if (!(keep.kind() == Value::Kind::kBool && keep.as_bool())) {  // re-insert the dims
+      const Value* dv = c.a.Get("dim");
+      const int64_t r = static_cast<int64_t>(xt.shape.size());
+      std::vector<bool> reduced(
+          r, dv == nullptr || dv->kind() != Value::Kind::kList || dv->items().empty());
+      if (dv != nullptr && dv->kind() == Value::Kind::kList) {
+        for (const Value& d : dv->items()) reduced[(d.as_int() + r) % r] = true;
+      } else if (dv != nullptr && dv->kind() == Value::Kind::kInt) {
+        reduced[(dv->as_int() + r) % r] = true;
+      }
+      Shape kept;
+      for (int64_t i = 0; i < r; ++i) kept.push_back(reduced[i] ? 1 : xt.shape[i]);
+      OVERLAP_ASSIGN_OR_RETURN(g, Reshape(g, kept));
+      OVERLAP_ASSIGN_OR_RETURN(y, Reshape(y, kept));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId unit, Emit("aten.div.Tensor", {Value::Ref(xb), Value::Ref(y)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId zero_norm,
+                             Emit("aten.eq.Scalar", {Value::Ref(y), Value::Int(0)}));
+    OVERLAP_ASSIGN_OR_RETURN(unit, Emit("aten.masked_fill.Scalar",
+                                        {Value::Ref(unit), Value::Ref(zero_norm), Value::Int(0)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId gx, Mul(g, unit));
+    return Accumulate(x, gx);
   }
 
   absl::Status SigmoidBackward(const Call& c) {  // written in its result: y (1 - y)

@@ -764,6 +764,27 @@ Result Zeros(const Args& a) {
   return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
 }
 
+// where(condition, self, other): the three broadcast; self's and other's dtypes promoted (a
+// 0-d operand takes the other's).
+Result Where(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType cond, a.Tensor("condition"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
+  if (cond.dtype != "bool") return a.Error("condition must be bool");
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
+  OVERLAP_ASSIGN_OR_RETURN(s, Broadcast(a, s, cond.shape));
+  const std::string d = x.shape.empty() && !y.shape.empty()   ? y.dtype
+                        : y.shape.empty() && !x.shape.empty() ? x.dtype
+                                                              : Promote(x.dtype, y.dtype);
+  return One(std::move(s), d);
+}
+
+// scalar_tensor: a 0-d tensor, float32 unless dtype says otherwise.
+Result ScalarTensor(const Args& a) {
+  const std::string d = a.DtypeKwarg();
+  return One(Shape{}, d.empty() ? "float32" : d);
+}
+
 // full: `size`, of `dtype` or the fill value's type (float32, int64, bool).
 Result Full(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("size"));
@@ -1317,6 +1338,16 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.index_put.default", IndexPut},
       {"aten.split_with_sizes.default", SplitWithSizes},
       {"aten.full.default", Full},
+      {"aten.where.self", Where},
+      {"aten.scalar_tensor.default", ScalarTensor},
+      {"aten.le.Scalar", CompareScalar},
+      {"aten.ge.Scalar", CompareScalar},
+      {"aten.lt.Scalar", CompareScalar},
+      {"aten.gt.Scalar", CompareScalar},
+      {"aten.clamp.default", Identity},
+      {"aten.clamp_min.default", Identity},
+      {"aten.exp.default", Identity},
+      {"aten.norm.ScalarOpt_dim", Reduce},
       {"aten.hardswish.default", Identity},
       {"aten.hardsigmoid.default", Identity},
       {"aten.hardswish_backward.default", LikeGrad},

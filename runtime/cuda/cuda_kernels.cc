@@ -292,6 +292,7 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
       {"aten.sigmoid.default", [](KernelCall& c) { return Unary(c, EwOp::kSigmoid); }},
       {"aten.sigmoid_backward.default",
        [](KernelCall& c) { return GradOf(c, EwOp::kSigmoidBackward, 0, "output"); }},
+      {"aten.exp.default", [](KernelCall& c) { return Unary(c, EwOp::kExp); }},
       {"aten.hardswish.default", [](KernelCall& c) { return Unary(c, EwOp::kHardswish); }},
       {"aten.hardswish_backward.default",
        [](KernelCall& c) { return GradOf(c, EwOp::kHardswishBackward); }},

@@ -10,6 +10,7 @@
 // curves the loss so much that their h^2 error reaches 2e-3 at h = 1e-6; Richardson's
 // removes that term.)
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -107,15 +108,56 @@ constexpr char kIndexOps[] = R"({"format": "overlap-graph", "version": 1, "name"
  ],
  "params": [{"name": "table", "owner": "w", "shape": [6, 3], "dtype": "float32", "bytes": 72}]})";
 
+// "layer-ops": the zoo's layers in one chain: group norm, hardswish, bilinear upsampling by
+// scale, a grouped transposed convolution, adaptive average pooling, nearest upsampling to a
+// size, hardsigmoid, split_with_sizes, exp, clamp, clamp_min, a 2-norm over channels, and a
+// where between two branches.
+constexpr char kLayerOps[] = R"({"format": "overlap-graph", "version": 1, "name": "layer-ops",
+ "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 4, 4, 4], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [1, 4, 4, 4], "dtype": "float32", "param": "scale"}},
+  {"name": "gw", "op": "placeholder", "target": "gw", "args": [], "meta": {"shape": [4], "dtype": "float32", "param": "gn.weight"}},
+  {"name": "gb", "op": "placeholder", "target": "gb", "args": [], "meta": {"shape": [4], "dtype": "float32", "param": "gn.bias"}},
+  {"name": "cw", "op": "placeholder", "target": "cw", "args": [], "meta": {"shape": [4, 2, 3, 3], "dtype": "float32", "param": "up.weight"}},
+  {"name": "xw", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [1, 4, 4, 4], "dtype": "float32"}},
+  {"name": "gn", "op": "call_function", "target": "aten.native_group_norm.default", "args": ["%xw", "%gw", "%gb", 1, 4, 16, 2, 1e-05], "meta": {"shapes": [[1, 4, 4, 4], [1, 2], [1, 2]], "dtypes": ["float32", "float32", "float32"]}},
+  {"name": "gn0", "op": "call_function", "target": "operator.getitem", "args": ["%gn", 0], "meta": {"shape": [1, 4, 4, 4], "dtype": "float32"}},
+  {"name": "hs", "op": "call_function", "target": "aten.hardswish.default", "args": ["%gn0"], "meta": {"shape": [1, 4, 4, 4], "dtype": "float32"}},
+  {"name": "up", "op": "call_function", "target": "aten.upsample_bilinear2d.vec", "args": ["%hs", null, false, [1.5, 1.5]], "meta": {"shape": [1, 4, 6, 6], "dtype": "float32"}},
+  {"name": "ct", "op": "call_function", "target": "aten.convolution.default", "args": ["%up", "%cw", null, [2, 2], [1, 1], [1, 1], true, [1, 1], 2], "meta": {"shape": [1, 4, 12, 12], "dtype": "float32"}},
+  {"name": "ap", "op": "call_function", "target": "aten._adaptive_avg_pool2d.default", "args": ["%ct", [5, 5]], "meta": {"shape": [1, 4, 5, 5], "dtype": "float32"}},
+  {"name": "un", "op": "call_function", "target": "aten.upsample_nearest2d.vec", "args": ["%ap", [7, 7], null], "meta": {"shape": [1, 4, 7, 7], "dtype": "float32"}},
+  {"name": "hg", "op": "call_function", "target": "aten.hardsigmoid.default", "args": ["%un"], "meta": {"shape": [1, 4, 7, 7], "dtype": "float32"}},
+  {"name": "parts", "op": "call_function", "target": "aten.split_with_sizes.default", "args": ["%hg", [1, 3], 1], "meta": {"shapes": [[1, 1, 7, 7], [1, 3, 7, 7]], "dtypes": ["float32", "float32"], "aliases_input": true}},
+  {"name": "p0", "op": "call_function", "target": "operator.getitem", "args": ["%parts", 0], "meta": {"shape": [1, 1, 7, 7], "dtype": "float32"}},
+  {"name": "p1", "op": "call_function", "target": "operator.getitem", "args": ["%parts", 1], "meta": {"shape": [1, 3, 7, 7], "dtype": "float32"}},
+  {"name": "e", "op": "call_function", "target": "aten.exp.default", "args": ["%p0"], "meta": {"shape": [1, 1, 7, 7], "dtype": "float32"}},
+  {"name": "cl", "op": "call_function", "target": "aten.clamp.default", "args": ["%p1", 0.1, 0.9], "meta": {"shape": [1, 3, 7, 7], "dtype": "float32"}},
+  {"name": "cm", "op": "call_function", "target": "aten.clamp_min.default", "args": ["%cl", 0.15], "meta": {"shape": [1, 3, 7, 7], "dtype": "float32"}},
+  {"name": "nrm", "op": "call_function", "target": "aten.norm.ScalarOpt_dim", "args": ["%cm", 2, [1]], "meta": {"shape": [1, 7, 7], "dtype": "float32"}},
+  {"name": "mask", "op": "call_function", "target": "aten.gt.Scalar", "args": ["%e", 1.6], "meta": {"shape": [1, 1, 7, 7], "dtype": "bool"}},
+  {"name": "wh", "op": "call_function", "target": "aten.where.self", "args": ["%mask", "%nrm", "%e"], "meta": {"shape": [1, 1, 7, 7], "dtype": "float32"}},
+  {"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%wh", "%wh"], "meta": {"shape": [1, 1, 7, 7], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%sq"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "scale", "owner": "w", "shape": [1, 4, 4, 4], "dtype": "float32", "bytes": 256},
+            {"name": "gn.weight", "owner": "gw", "shape": [4], "dtype": "float32", "bytes": 16},
+            {"name": "gn.bias", "owner": "gb", "shape": [4], "dtype": "float32", "bytes": 16},
+            {"name": "up.weight", "owner": "cw", "shape": [4, 2, 3, 3], "dtype": "float32", "bytes": 288}]})";
+
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   const std::string activation = SwappedActivation(model);
-  absl::StatusOr<Graph> g = model == "rnn-ops"    ? ReadGraphJson(kRnnOps)
-                            : model == "pool-ops" ? ReadGraphJson(kPoolOps)
-                            : model == "index-ops"
-                                ? ReadGraphJson(kIndexOps)
+  const std::map<std::string, const char*> graphs = {{"rnn-ops", kRnnOps},
+                                                     {"pool-ops", kPoolOps},
+                                                     {"index-ops", kIndexOps},
+                                                     {"layer-ops", kLayerOps}};
+  auto it = graphs.find(model);
+  absl::StatusOr<Graph> g = it != graphs.end()
+                                ? ReadGraphJson(it->second)
                                 : BuildModel(activation.empty() ? model : "mlp", o, Preset::kTiny);
   ASSERT_TRUE(g.ok()) << g.status();
   if (!activation.empty()) {
@@ -207,6 +249,7 @@ std::vector<std::string> Cases() {
   cases.push_back("rnn-ops");
   cases.push_back("pool-ops");
   cases.push_back("index-ops");
+  cases.push_back("layer-ops");
   return cases;
 }
 

@@ -2,6 +2,7 @@
 // the zero constructors. Inputs of any strides; results contiguous. The formulas are
 // elementwise_ops.h's, shared with the CUDA backend.
 #include <cmath>
+#include <limits>
 
 #include "graph/status_macros.h"
 #include "runtime/kernels/elementwise_ops.h"
@@ -427,13 +428,96 @@ Results Roll(KernelCall& c) {
 }
 
 // eq / ne against a number, element by element: bool.
-Results CompareScalar(KernelCall& c, bool equal) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, x.shape()));
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    SetElement(out, i, (GetElement(x, i) == other) == equal ? 1.0 : 0.0);
+enum class Compare { kEq, kNe, kLe, kGe, kLt, kGt };
+
+// self against a number, elementwise: bool; NaN compares false (ne: true), as in IEEE.
+Kernel CompareScalar(Compare op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(double other, c.DoubleArg("other"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, x.shape()));
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double v = GetElement(x, i);
+      const bool r = op == Compare::kEq   ? v == other
+                     : op == Compare::kNe ? v != other
+                     : op == Compare::kLe ? v <= other
+                     : op == Compare::kGe ? v >= other
+                     : op == Compare::kLt ? v < other
+                                          : v > other;
+      SetElement(out, i, r ? 1.0 : 0.0);
+    }
+    return std::vector<Tensor>{out};
+  };
+}
+
+// where(condition, self, other): self where condition holds, else other; the three broadcast,
+// self and other of one float dtype.
+Results Where(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor cond, c.TensorArg("condition"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
+  if (cond.dtype() != DType::kBool) return c.Error("condition should be a bool tensor");
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
+  OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, shape, cond.shape()));
+  // A 0-d operand of another dtype takes part as a number (scalar_tensor's 0).
+  const DType dtype = a.dim() == 0 && b.dim() > 0 ? b.dtype() : a.dtype();
+  if (a.dim() > 0 && b.dim() > 0 && a.dtype() != b.dtype()) {
+    return c.Error(absl::StrCat("self ", a.DebugString(), " and other ", b.DebugString(),
+                                " have different dtypes"));
   }
+  return DispatchFloat(c, dtype, [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dtype, shape));
+    const std::vector<int64_t> sa = BroadcastStrides(a, shape), sb = BroadcastStrides(b, shape),
+                               sc = BroadcastStrides(cond, shape);
+    // Offsets of the three by one walk: ForEach2 over (a, b), the condition's from the index.
+    std::vector<int64_t> cond_at;
+    cond_at.reserve(out.numel());
+    ForEach2(shape, sc, sc, [&](int64_t i, int64_t) { cond_at.push_back(i); });
+    const bool* pc = cond.data<bool>();
+    T* o = out.data<T>();
+    int64_t k = 0;
+    ForEach2(shape, sa, sb, [&](int64_t ia, int64_t ib) {
+      const T x = a.dim() == 0 ? static_cast<T>(GetElement(a, 0)) : a.data<T>()[ia];
+      const T y = b.dim() == 0 ? static_cast<T>(GetElement(b, 0)) : b.data<T>()[ib];
+      o[k] = pc[cond_at[k]] ? x : y;
+      ++k;
+    });
+    return std::vector<Tensor>{out};
+  });
+}
+
+// clamp(self, min, max) / clamp_min(self, min): NaN stays NaN.
+Results Clamp(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  const Value* lo_v = c.Arg("min");
+  const Value* hi_v = c.Arg("max");
+  const bool has_lo = lo_v != nullptr && !lo_v->is_none(),
+             has_hi = hi_v != nullptr && !hi_v->is_none();
+  if (!has_lo && !has_hi) return c.Error("at least one of min and max must be given");
+  double lo = -std::numeric_limits<double>::infinity(),
+         hi = std::numeric_limits<double>::infinity();
+  if (has_lo) {
+    OVERLAP_ASSIGN_OR_RETURN(lo, c.DoubleArg("min"));
+  }
+  if (has_hi) {
+    OVERLAP_ASSIGN_OR_RETURN(hi, c.DoubleArg("max"));
+  }
+  return Unary(c, x, [lo, hi](auto v) {
+    using T = decltype(v);
+    return v != v                   ? v
+           : v < static_cast<T>(lo) ? static_cast<T>(lo)
+           : v > static_cast<T>(hi) ? static_cast<T>(hi)
+                                    : v;
+  });
+}
+
+// scalar_tensor(s, dtype=): a 0-d tensor holding s.
+Results ScalarTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("s"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, DType::kFloat32));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, {}));
+  SetElement(out, 0, s);
   return std::vector<Tensor>{out};
 }
 
@@ -541,8 +625,17 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.fill.Scalar", Fill);
   r.Register("aten.fill.Tensor", FillTensor);
   r.Register("aten.roll.default", Roll);
-  r.Register("aten.eq.Scalar", [](KernelCall& c) { return CompareScalar(c, true); });
-  r.Register("aten.ne.Scalar", [](KernelCall& c) { return CompareScalar(c, false); });
+  r.Register("aten.eq.Scalar", CompareScalar(Compare::kEq));
+  r.Register("aten.ne.Scalar", CompareScalar(Compare::kNe));
+  r.Register("aten.le.Scalar", CompareScalar(Compare::kLe));
+  r.Register("aten.ge.Scalar", CompareScalar(Compare::kGe));
+  r.Register("aten.lt.Scalar", CompareScalar(Compare::kLt));
+  r.Register("aten.gt.Scalar", CompareScalar(Compare::kGt));
+  r.Register("aten.where.self", Where);
+  r.Register("aten.clamp.default", Clamp);
+  r.Register("aten.clamp_min.default", Clamp);
+  r.Register("aten.scalar_tensor.default", ScalarTensor);
+  r.Register("aten.exp.default", OfSelf(EwOp::kExp));
   r.Register("aten.lift_fresh_copy.default", LiftFreshCopy);
   r.Register("aten.zero.default", ZerosLike);
   r.Register("aten.new_empty.default", NewZeros);  // zeroed: no stale memory in a result

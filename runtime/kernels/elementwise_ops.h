@@ -42,6 +42,7 @@ enum class EwOp : int32_t {
   kTanh,                 // tanh(a)
   kTanhBackward,         // a: grad, b: y (the forward's result): a (1 - y^2)
   kThresholdBackward,    // a: grad, b: y; 0 where y <= s (ATen's rule)
+  kExp,                  // e^a
   kHardswish,            // a relu6(a + 3) / 6
   kHardswishBackward,    // a: grad, b: x; ATen's: 0 below -3, a (x / 3 + 1/2) to 3, a above
   kHardsigmoid,          // relu6(a + 3) / 6
@@ -138,6 +139,8 @@ OVERLAP_HOST_DEVICE inline T Ew(EwOp op, T a, T b, T s) {
       return a * (T(1) - b * b);
     case EwOp::kThresholdBackward:
       return b <= s ? T(0) : a;
+    case EwOp::kExp:
+      return exp(a);
     case EwOp::kHardswish:  // NaN stays NaN (every comparison false)
       return a <= T(-3) ? T(0) : a >= T(3) ? a : a * (a + T(3)) / T(6);
     case EwOp::kHardswishBackward:

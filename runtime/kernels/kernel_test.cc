@@ -854,6 +854,41 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
           return std::vector<std::optional<RefTensor>>{Out(bwd, {F(g), F(in[0])})};
         });
   }
+  // exp; clamp / clamp_min away from their bounds; norm (p 2, 3, inf) over a dimension.
+  CheckFiniteDifferences(
+      "exp", {Rand({5}, -2, 2)},
+      [](const std::vector<RefTensor>& in) { return Out("aten.exp.default", {F(in[0])}); },
+      [](const std::vector<RefTensor>& in, const RefTensor& g) {
+        const RefTensor y = Out("aten.exp.default", {F(in[0])});
+        return std::vector<std::optional<RefTensor>>{Out("aten.mul.Tensor", {F(g), F(y)})};
+      });
+  RefTensor spread = Rand({6}, -2, 2);
+  spread.data = {-1.7, -0.3, 0.2, 0.45, 1.2, 1.9};
+  const RefTensor clamped =
+      Out("aten.clamp.default", {F(spread), C(Value::Double(-0.5)), C(Value::Double(0.5))});
+  EXPECT_EQ(clamped.data, (std::vector<double>{-0.5, -0.3, 0.2, 0.45, 0.5, 0.5}));
+  const RefTensor floor = Out("aten.clamp_min.default", {F(spread), C(Value::Double(0.3))});
+  EXPECT_EQ(floor.data, (std::vector<double>{0.3, 0.3, 0.3, 0.45, 1.2, 1.9}));
+  const RefTensor le = Out("aten.le.Scalar", {F(spread), C(Value::Double(0.2))});
+  EXPECT_EQ(le.data, (std::vector<double>{1, 1, 1, 0, 0, 0}));
+  const RefTensor gt = Out("aten.gt.Scalar", {F(spread), C(Value::Double(0.2))});
+  EXPECT_EQ(gt.data, (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  for (const Value p : {Value::Double(2), Value::Double(3), Value::Double(INFINITY), Value()}) {
+    const RefTensor m = Rand({3, 4});
+    const RefTensor n =
+        Out("aten.norm.ScalarOpt_dim", {F(m), C(p), C(Ints({-1})), C(Value::Bool(true))});
+    ASSERT_EQ(n.shape, (std::vector<int64_t>{3, 1}));
+    for (int r = 0; r < 3; ++r) {
+      const double pv = p.is_none() ? 2 : p.as_double();
+      double want = 0;
+      for (int k = 0; k < 4; ++k) {
+        const double v = std::fabs(m.data[r * 4 + k]);
+        want = std::isinf(pv) ? std::max(want, v) : want + std::pow(v, pv);
+      }
+      if (!std::isinf(pv)) want = std::pow(want, 1 / pv);
+      EXPECT_NEAR(n.data[r], want, 1e-12);
+    }
+  }
   RefTensor edges = Rand({4});
   edges.data = {-3, 3, -4, 1.5};
   const RefTensor ones = Out("aten.ones_like.default", {F(edges)});

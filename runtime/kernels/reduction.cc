@@ -147,12 +147,65 @@ Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
   });
 }
 
+// norm.ScalarOpt_dim: (sum |x|^p)^(1/p) over dim (p None: 2; inf: the largest |x|; 0: the
+// count of non-zeros), accumulated in double. NaN propagates.
+Results Norm(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double p, c.DoubleArg("p", 2.0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.IntListArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim"));
+  if (p < 0) return c.Error(absl::StrCat("p must be non-negative, got ", p));
+  std::vector<bool> reduced(x.dim(), dims.empty());
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    if (x.dim() > 0) reduced[d] = true;
+  }
+  std::vector<int64_t> keep_shape, out_shape;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    keep_shape.push_back(reduced[i] ? 1 : x.shape()[i]);
+    if (!reduced[i]) out_shape.push_back(x.shape()[i]);
+  }
+  std::vector<int64_t> acc_strides = ContiguousStrides(keep_shape);
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (reduced[i]) acc_strides[i] = 0;
+  }
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));
+    std::vector<double> acc(out.numel(), 0.0);
+    const T* in = x.data<T>();
+    const bool inf = std::isinf(p);
+    ForEach2(x.shape(), x.strides(), acc_strides, [&](int64_t ix, int64_t ia) {
+      const double v = std::fabs(static_cast<double>(in[ix]));
+      double& a = acc[ia];
+      if (std::isnan(v) || std::isnan(a)) {
+        a = std::numeric_limits<double>::quiet_NaN();
+      } else if (inf) {
+        a = std::max(a, v);
+      } else if (p == 0) {
+        a += v != 0 ? 1 : 0;
+      } else if (p == 2) {
+        a += v * v;
+      } else {
+        a += std::pow(v, p);
+      }
+    });
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double a = acc[i];
+      o[i] = static_cast<T>(inf || p == 0 ? a : p == 2 ? std::sqrt(a) : std::pow(a, 1.0 / p));
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
 }  // namespace
 }  // namespace kernels
 
 void RegisterReductionKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.sum.dim_IntList", [](KernelCall& c) { return ReduceDims(c, false); });
+  r.Register("aten.norm.ScalarOpt_dim", Norm);
   r.Register("aten.mean.dim", [](KernelCall& c) { return ReduceDims(c, true); });
   // The overloads without a dim reduce every dimension (the exporter's default loss is
   // aten.sum.default): ReduceDims reads no dim and no keepdim from them.
