@@ -108,6 +108,18 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`d_self = aten.bmm.default(g, mat2^T)`; `d_mat2 = aten.bmm.default(self^T, g)`",
      /*notes=*/"",
      /*backward_of=*/""},
+    {"aten.baddbmm.default",
+     "baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> "
+     "Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"nn.MultiheadAttention with a float mask: the mask plus the scores",
+     /*saved=*/"`batch1`, `batch2`",
+     /*backward=*/
+     "`d_self = beta g` summed to self's shape; `d_batch1 = alpha aten.bmm.default(g, "
+     "batch2^T)`; `d_batch2 = alpha aten.bmm.default(batch1^T, g)` (exported graphs carry "
+     "torch's)",
+     /*notes=*/"self broadcasts to [b, n, p]",
+     /*backward_of=*/""},
     {"aten.permute.default", "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
      DtypeRule::kFirstTensor,
      /*used_for=*/"ViT's patches to tokens (exported)",
@@ -321,6 +333,12 @@ constexpr OpDecl kOps[] = {
      /*saved=*/"",
      /*backward=*/"none (a constant)",
      /*notes=*/"`dtype`, else the value's: float32, int64 or bool",
+     /*backward_of=*/""},
+    {"aten.bitwise_not.default", "bitwise_not(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"inverted masks (`~mask`)",
+     /*saved=*/"",
+     /*backward=*/"none (booleans, integers)",
+     /*notes=*/"bool: logical not; integers: every bit flipped",
      /*backward_of=*/""},
     {"aten.le.Scalar", "le.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
      /*used_for=*/"masks in exported backwards (clamp's)",

@@ -386,6 +386,21 @@ Result Bmm(const Args& a) {
   return Types{{{x.shape[0], x.shape[1], y.shape[2]}, Promote(x.dtype, y.dtype)}};
 }
 
+Result Baddbmm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType s, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("batch1"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("batch2"));
+  if (x.shape.size() != 3 || y.shape.size() != 3 || x.shape[0] != y.shape[0] ||
+      x.shape[2] != y.shape[1]) {
+    return a.Error(
+        absl::StrCat("baddbmm of ", FormatShape(x.shape), " and ", FormatShape(y.shape)));
+  }
+  const Shape out = {x.shape[0], x.shape[1], y.shape[2]};
+  OVERLAP_ASSIGN_OR_RETURN(Shape b, Broadcast(a, s.shape, out));
+  if (b != out) return a.Error(absl::StrCat("self ", FormatShape(s.shape), " does not broadcast"));
+  return Types{{out, Promote(s.dtype, Promote(x.dtype, y.dtype))}};
+}
+
 Result PermuteRule(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dims"));
@@ -1338,9 +1353,11 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.index_put.default", IndexPut},
       {"aten.split_with_sizes.default", SplitWithSizes},
       {"aten.full.default", Full},
+      {"aten.baddbmm.default", Baddbmm},
       {"aten.where.self", Where},
       {"aten.scalar_tensor.default", ScalarTensor},
       {"aten.le.Scalar", CompareScalar},
+      {"aten.bitwise_not.default", Identity},
       {"aten.ge.Scalar", CompareScalar},
       {"aten.lt.Scalar", CompareScalar},
       {"aten.gt.Scalar", CompareScalar},

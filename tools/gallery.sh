@@ -89,6 +89,11 @@ for m in "${models[@]}"; do
 done
 
 torch_version=$("$py" -c 'import torch, torchvision; print(torch.__version__, "/ torchvision", torchvision.__version__)')
+# tools/zoo.py's table (between its markers) is kept as it is: that script rewrites it.
+zoo=""
+if [ -e "$out" ] && grep -q '<!-- zoo:begin -->' "$out"; then
+  zoo=$(sed -n '/<!-- zoo:begin -->/,/<!-- zoo:end -->/p' "$out")
+fi
 {
   echo "# Gallery: PyTorch models through every pass"
   echo
@@ -146,5 +151,9 @@ torch_version=$("$py" -c 'import torch, torchvision; print(torch.__version__, "/
   echo "![resnet18 backward, fast_free](images/gallery_resnet18_backward_fast_free.svg)"
   echo
   echo "![resnet18 backward, lookahead](images/gallery_resnet18_backward_lookahead.svg)"
+  if [ -n "$zoo" ]; then
+    echo
+    echo "$zoo"
+  fi
 } >"$out"
 echo "gallery: wrote $out" >&2

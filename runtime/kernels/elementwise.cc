@@ -512,6 +512,24 @@ Results Clamp(KernelCall& c) {
   });
 }
 
+// bitwise_not: a bool's logical not, an integer's bits flipped.
+Results BitwiseNot(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  if (x.dtype() != DType::kBool && x.dtype() != DType::kInt64 && x.dtype() != DType::kInt32 &&
+      x.dtype() != DType::kUInt8) {
+    return c.Error(absl::StrCat("bitwise_not of ", DTypeName(x.dtype()), " (bool or integers)"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double v = GetElement(x, i);
+    SetElement(out, i,
+               x.dtype() == DType::kBool    ? (v != 0 ? 0.0 : 1.0)
+               : x.dtype() == DType::kUInt8 ? static_cast<double>(255 - static_cast<int64_t>(v))
+                                            : static_cast<double>(~static_cast<int64_t>(v)));
+  }
+  return std::vector<Tensor>{out};
+}
+
 // scalar_tensor(s, dtype=): a 0-d tensor holding s.
 Results ScalarTensor(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("s"));
@@ -632,6 +650,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.lt.Scalar", CompareScalar(Compare::kLt));
   r.Register("aten.gt.Scalar", CompareScalar(Compare::kGt));
   r.Register("aten.where.self", Where);
+  r.Register("aten.bitwise_not.default", BitwiseNot);
   r.Register("aten.clamp.default", Clamp);
   r.Register("aten.clamp_min.default", Clamp);
   r.Register("aten.scalar_tensor.default", ScalarTensor);

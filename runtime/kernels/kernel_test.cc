@@ -813,6 +813,15 @@ TEST(KernelTest, ZooLayersMatchTheirDefinitionsAndFiniteDifferences) {
                            a.push_back(C(Bools({true, true, true})));
                            return Outs("aten.convolution_backward.default", a);
                          });
+  // baddbmm: beta self (broadcast) + alpha batch1 @ batch2, against bmm and the element sum.
+  const RefTensor b1 = Rand({2, 3, 4}), b2 = Rand({2, 4, 5}), bias = Rand({3, 1});
+  const RefTensor prod = Out("aten.bmm.default", {F(b1), F(b2)});
+  const RefTensor fused = Out("aten.baddbmm.default", {F(bias), F(b1), F(b2)}, 0,
+                              {{"beta", Value::Double(0.5)}, {"alpha", Value::Double(2.0)}});
+  ASSERT_EQ(fused.shape, prod.shape);
+  for (int64_t i = 0; i < 30; ++i) {
+    EXPECT_NEAR(fused.data[i], 0.5 * bias.data[(i / 5) % 3] + 2 * prod.data[i], 1e-12) << i;
+  }
   // split_with_sizes: views of 1, 0 and 3 columns.
   const RefTensor sx = Rand({2, 4});
   const std::vector<std::optional<RefTensor>> parts =
@@ -888,6 +897,20 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
       if (!std::isinf(pv)) want = std::pow(want, 1 / pv);
       EXPECT_NEAR(n.data[r], want, 1e-12);
     }
+  }
+  {
+    Graph g;
+    Allocator alloc;
+    const NodeId m = *g.AddNode(Op::kPlaceholder, "m", "m", {}, {});
+    const NodeId n =
+        *g.AddNode(Op::kCallFunction, "op", "aten.bitwise_not.default", {Value::Ref(m)}, {});
+    Tensor mask = *Tensor::Empty(alloc, DType::kBool, {3});
+    SetElement(mask, 1, 1.0);
+    KernelCall kc(g.node(n), alloc, [&](NodeId) { return &mask; });
+    absl::StatusOr<std::vector<Tensor>> r = (*CpuKernels().Find("aten.bitwise_not.default"))(kc);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(GetElement((*r)[0], 0), 1.0);
+    EXPECT_EQ(GetElement((*r)[0], 1), 0.0);
   }
   RefTensor edges = Rand({4});
   edges.data = {-3, 3, -4, 1.5};

@@ -126,6 +126,44 @@ Results Bmm(KernelCall& c) {
   });
 }
 
+// baddbmm(self, batch1 [b, n, m], batch2 [b, m, p], beta, alpha) = beta self + alpha
+// batch1 @ batch2, self broadcast to [b, n, p].
+Results Baddbmm(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor s, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("batch1"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("batch2"));
+  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
+  if (a0.dim() != 3 || b0.dim() != 3 || a0.shape()[0] != b0.shape()[0] ||
+      a0.shape()[2] != b0.shape()[1] || a0.dtype() != b0.dtype() || s.dtype() != a0.dtype()) {
+    return c.Error(absl::StrCat("baddbmm of ", s.DebugString(), ", ", a0.DebugString(), " and ",
+                                b0.DebugString()));
+  }
+  const int64_t batch = a0.shape()[0], n = a0.shape()[1], m = a0.shape()[2], p = b0.shape()[2];
+  const std::vector<int64_t> shape = {batch, n, p};
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, BroadcastShape(c, s.shape(), shape));
+  if (bs != shape) return c.Error(absl::StrCat("self ", s.DebugString(), " does not broadcast"));
+  OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {n, m, p}));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, Contiguous(c, a0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, Contiguous(c, b0));
+  return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
+    T* o = out.data<T>();
+    const T* ps = s.data<T>();
+    int64_t k = 0;
+    ForEach2(
+        shape, BroadcastStrides(s, shape), BroadcastStrides(s, shape),
+        [&](int64_t is, int64_t) { o[k++] = beta == 0 ? T{0} : static_cast<T>(beta * ps[is]); });
+    for (int64_t i = 0; i < batch && n > 0 && p > 0; ++i) {
+      Gemm(false, false, n, p, m, static_cast<T>(alpha), a.data<T>() + i * n * m,
+           std::max<int64_t>(m, 1), b.data<T>() + i * m * p, std::max<int64_t>(p, 1), T{1},
+           o + i * n * p, std::max<int64_t>(p, 1));
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
 // The fused backwards' results: a new tensor of shapes[i] for each gradient the mask asks
 // for and that has a shape (a missing weight has no gradient), undefined otherwise.
 absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
@@ -1284,6 +1322,7 @@ void RegisterNnKernels(KernelRegistry& r) {
   r.Register("aten.native_layer_norm_backward.default", NativeLayerNormBackward);
   r.Register("aten.native_batch_norm.default", NativeBatchNorm);
   r.Register("aten.native_batch_norm_backward.default", NativeBatchNormBackward);
+  r.Register("aten.baddbmm.default", Baddbmm);
   r.Register("aten.convolution.default", Convolution);
   r.Register("aten.convolution_backward.default", ConvolutionBackward);
   r.Register("aten.native_group_norm.default", NativeGroupNorm);

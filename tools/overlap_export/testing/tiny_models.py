@@ -116,3 +116,26 @@ class Recurrent(torch.nn.Module):
 
 def recurrent():
     return Recurrent()
+
+
+class BatchNormNet(torch.nn.Module):
+    """Two convolutions, each with nn.BatchNorm2d and ReLU, then a pooled linear head:
+    inputs Nx3x8x8. In training mode its running statistics (and num_batches_tracked) are
+    updated every forward: docs/interop.md's buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(6)
+        self.conv2 = torch.nn.Conv2d(6, 8, 3, stride=2, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(8, momentum=0.3)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.head(x.mean((2, 3)))
+
+
+def batch_norm_net():
+    return BatchNormNet()

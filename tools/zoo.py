@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""The model zoo: PyTorch models through every pass of overlap, checked against torch.
+
+    /usr/bin/python3 tools/zoo.py                 every model; rewrites docs/gallery.md's zoo table
+    /usr/bin/python3 tools/zoo.py --quick         the test's subset; exit 1 when any model fails
+    /usr/bin/python3 tools/zoo.py resnet18 lstm   the named models only (no file written)
+
+Per model (docs/gallery.md, "Model zoo"): export (tools/overlap_export: the AOT pair, random
+weights, torch's float32 and float64 reference on the same inputs, cross-entropy over the
+output's last dimension); `overlap annotate` and `overlap inspect --shapes` on every graph;
+`overlap partition` (the module-style graph, else the AOT forward); `overlap schedule` by
+every scheduler, forward and backward; `overlap exec` of the pair on torch's weights, then
+`overlap_export.compare` (the loss and every gradient; docs/interop.md's rule). A model that
+fails names the step and the first line of its error. Needs torch (tools/bootstrap.sh
+--with-torch) and the built CLI (bazel build //tools:overlap; the script builds it when
+OVERLAP is not set).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(ROOT, "tools")
+PY = "/usr/bin/python3"
+MODULES = "overlap_export.testing.zoo_modules"
+TEN = '{"num_classes": 10}'
+TOKENS = "2x6:int64:11"
+IMAGES = "2x3x16x16"
+
+# torch.nn layers in small models (tools/overlap_export/testing/zoo_modules.py).
+LAYERS = [
+    ("lstm", f"{MODULES}:recurrent", "{}", TOKENS,
+     "nn.LSTM, 2 layers, both directions, batch-first"),
+    ("gru", f"{MODULES}:recurrent", '{"kind": "GRU", "batch_first": false}', TOKENS,
+     "nn.GRU, 2 layers, both directions, sequence-first"),
+    ("rnn", f"{MODULES}:recurrent",
+     '{"kind": "RNN", "bidirectional": false, "layers": 3}', TOKENS,
+     "nn.RNN (tanh), 3 layers, one direction"),
+    ("multihead_attention", f"{MODULES}:attention", "{}", TOKENS,
+     "nn.MultiheadAttention, self-attention"),
+    ("multihead_attention_causal", f"{MODULES}:attention", '{"causal": true}', TOKENS,
+     "nn.MultiheadAttention with a -inf causal mask"),
+    ("transformer_encoder", f"{MODULES}:transformer", "{}", TOKENS,
+     "nn.TransformerEncoderLayer (post-norm, ReLU)"),
+    ("transformer_decoder", f"{MODULES}:transformer",
+     '{"decoder": true, "norm_first": true, "activation": "gelu"}', TOKENS,
+     "nn.TransformerDecoderLayer over an encoder layer (pre-norm, GELU)"),
+    ("conv_layers_nearest", f"{MODULES}:conv_layers", "{}", IMAGES,
+     "nn.GroupNorm, nn.Dropout (evaluation), nn.ConvTranspose2d, nn.Upsample nearest"),
+    ("conv_layers_bilinear", f"{MODULES}:conv_layers", '{"mode": "bilinear"}', IMAGES,
+     "as above, nn.Upsample bilinear"),
+    ("interpolate_bilinear", f"{MODULES}:interpolate", "{}", IMAGES,
+     "F.interpolate to 11x13, bilinear"),
+    ("interpolate_bilinear_aligned", f"{MODULES}:interpolate", '{"align_corners": true}',
+     IMAGES, "F.interpolate to 11x13, bilinear, align_corners"),
+    ("interpolate_nearest", f"{MODULES}:interpolate", '{"mode": "nearest"}', IMAGES,
+     "F.interpolate to 11x13, nearest"),
+]
+
+# Every classification constructor of torchvision 0.14's torchvision.models at a small size:
+# a batch of 2 at 64x64, or the smallest size the model accepts.
+SIZE = {
+    "inception_v3": "2x3x75x75",  # its stem needs 75
+    "maxvit_t": "2x3x224x224",  # 7x7 partitions at 1/32 scale: 224 is the smallest
+}
+KWARGS = {  # ViTs at their smallest legal image (one patch grid of 2x2)
+    "vit_b_16": '{"num_classes": 10, "image_size": 32}',
+    "vit_b_32": '{"num_classes": 10, "image_size": 64}',
+    "vit_l_16": '{"num_classes": 10, "image_size": 32}',
+    "vit_l_32": '{"num_classes": 10, "image_size": 64}',
+}
+INPUTS = {"vit_b_16": "2x3x32x32", "vit_b_32": "2x3x64x64", "vit_l_16": "2x3x32x32",
+          "vit_l_32": "2x3x64x64"}
+# Not run, and why.
+SKIPPED = {
+    "regnet_y_128gf": "644 M parameters: 2.6 GB of float32 weights, which the export holds "
+                      "several times over (the model, its AOT trace, the float64 reference "
+                      "copy at 5 GB, the weights file) and the executor twice more; hours on "
+                      "2 cores",
+    "vit_h_14": "631 M parameters: as regnet_y_128gf",
+}
+
+# The test's subset (--quick): every layer model and torchvision models covering the
+# operators each family adds, at sizes that keep the whole run near three minutes.
+QUICK = [name for name, *_ in LAYERS] + [
+    "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v3_small",
+    "efficientnet_b0", "regnet_y_400mf", "densenet121", "googlenet", "convnext_tiny",
+    "swin_t", "swin_v2_t", "vit_b_32", "alexnet"]
+
+
+def torchvision_models():
+    out = subprocess.run([PY, "-c", "import torchvision; print(' '.join("
+                          "torchvision.models.list_models(module=torchvision.models)))"],
+                         capture_output=True, text=True, check=True)
+    rows = []
+    for name in out.stdout.split():
+        rows.append((name, f"torchvision.models:{name}", KWARGS.get(name, TEN),
+                     INPUTS.get(name, SIZE.get(name, "2x3x64x64")), "torchvision"))
+    return rows
+
+
+class Failed(Exception):
+    def __init__(self, step, text):
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        why = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+        super().__init__(f"{step}: {why[:300]}")
+
+
+def run(step, cmd, timeout=3600):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = TOOLS + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=TOOLS)
+    if r.returncode != 0:
+        raise Failed(step, r.stderr + r.stdout)
+    return r.stdout + r.stderr
+
+
+def one(overlap, name, ctor, kwargs, shape, work):
+    """Every pass on one model: a dict of its figures; raises Failed naming the step."""
+    prefix = os.path.join(work, name)
+    weights = prefix + ".safetensors"
+    log = run("export", [PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input",
+                         shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
+                         "--reference"])
+    params = re.search(r"parameters: ([0-9,]+)", log).group(1)
+    fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
+    graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
+    for g in graphs:
+        run("annotate", [overlap, "annotate", g, "-o", g])
+        run("inspect --shapes", [overlap, "inspect", g, "--shapes"])
+    module = prefix + ".json"
+    run("partition", [overlap, "partition", module if os.path.exists(module) else fwd])
+    algorithms = run("schedule", [overlap, "schedule", "--list-algorithms"]).split("\n")
+    for a in [line.split()[0] for line in algorithms if line.strip()]:
+        run(f"schedule {a} (forward)", [overlap, "schedule", fwd, "--algorithm", a])
+        run(f"schedule {a} (backward)", [overlap, "schedule", bwd, "--backward", "--algorithm", a])
+    out = prefix + ".out.safetensors"
+    ex = run("exec", [overlap, "exec", fwd, "--backward-graph", bwd, "--weights", weights,
+                      "--save", out])
+    times = dict(re.findall(r"^(forward|backward): [0-9]+ nodes in ([0-9.]+ [a-z]+);", ex, re.M))
+    cmp = run("compare with torch", [PY, "-m", "overlap_export.compare", fwd, weights, out])
+    m = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", cmp)
+    nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
+    return {"params": params, "nodes": nodes, "forward": times.get("forward", "?"),
+            "backward": times.get("backward", "?"), "tensors": f"{m.group(1)} of {m.group(2)}",
+            "worst": m.group(3), "module": os.path.exists(module)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help="run only these (no file is written)")
+    ap.add_argument("--quick", action="store_true", help="the test's subset; no file written")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "gallery.md"))
+    a = ap.parse_args()
+    overlap = os.environ.get("OVERLAP")
+    if not overlap:
+        subprocess.run(["bazel", "build", "//tools:overlap"], cwd=ROOT, check=True,
+                       capture_output=True)
+        overlap = os.path.join(ROOT, "bazel-bin", "tools", "overlap")
+    everything = LAYERS + torchvision_models()
+    chosen = [m for m in everything
+              if (not a.models or m[0] in a.models) and (not a.quick or m[0] in QUICK)]
+    missing = set(a.models) - {m[0] for m in everything}
+    if missing:
+        ap.error("unknown model(s): " + ", ".join(sorted(missing)))
+    rows, failed = [], 0
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix="overlap_zoo.") as work:
+        for name, ctor, kwargs, shape, what in chosen:
+            t = time.time()
+            if name in SKIPPED:
+                rows.append((name, shape, what, None, "not run: " + SKIPPED[name]))
+                print(f"zoo: {name}: not run ({SKIPPED[name][:60]}...)", flush=True)
+                continue
+            try:
+                r = one(overlap, name, ctor, kwargs, shape, work)
+                rows.append((name, shape, what, r, None))
+                print(f"zoo: {name}: {r['tensors']} within 1e-4 (worst {r['worst']}); exec "
+                      f"{r['forward']} / {r['backward']} [{time.time() - t:.0f} s]", flush=True)
+            except (Failed, subprocess.TimeoutExpired) as e:
+                failed += 1
+                rows.append((name, shape, what, None, f"fails at {e}"))
+                print(f"zoo: {name}: FAILED at {e} [{time.time() - t:.0f} s]", flush=True)
+            for f in os.listdir(work):  # a model's files go before the next one's
+                os.unlink(os.path.join(work, f))
+    print(f"zoo: {len(chosen) - failed} of {len(chosen)} models pass every step "
+          f"({time.time() - start:.0f} s)", flush=True)
+    if not a.models and not a.quick:
+        write_table(a.out, rows, time.time() - start)
+    return 1 if failed else 0
+
+
+BEGIN, END = "<!-- zoo:begin -->", "<!-- zoo:end -->"
+
+
+def write_table(path, rows, seconds):
+    """Replaces the text between the zoo markers of `path` (appended when it has none)."""
+    import torch
+    import torchvision
+    lines = [
+        BEGIN,
+        "## Model zoo",
+        "",
+        f"*Generated by `tools/zoo.py` on {datetime.date.today().isoformat()} (torch "
+        f"{torch.__version__}, torchvision {torchvision.__version__}, {os.cpu_count()} cores, "
+        f"{seconds / 60:.0f} minutes). Do not edit by hand: rerun the script.*",
+        "",
+        "Every classification constructor of torchvision 0.14's `torchvision.models` (10 "
+        "classes, random weights) and small models of torch.nn's common layers "
+        "(`tools/overlap_export/testing/zoo_modules.py`), each through every step: export "
+        "(the AOT pair, weights and torch's float32 / float64 reference), `annotate`, "
+        "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
+        "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "
+        "every parameter gradient with torch's (docs/interop.md's rule: within 1e-4 of the "
+        "largest gradient). **worst** is the largest difference over the model's tensors in "
+        "that unit; the executor's times are one run of the forward and the backward on this "
+        "machine's CPU kernels (noisy; docs/benchmarks.md has measured comparisons).",
+        "",
+        "| model | input | what | parameters | nodes (fwd / bwd) | exec fwd / bwd | vs torch | "
+        "worst |",
+        "|---|---|---|---:|---:|---:|---|---:|",
+    ]
+    for name, shape, what, r, note in rows:
+        if r is None:
+            lines.append(f"| {name} | {shape} | {what} | | | | {note} | |")
+            continue
+        lines.append(f"| {name} | {shape} | {what} | {r['params']} | {r['nodes'][0]} / "
+                     f"{r['nodes'][1]} | {r['forward']} / {r['backward']} | {r['tensors']} "
+                     f"within 1e-4 | {r['worst']} |")
+    lines.append(END)
+    text = open(path).read() if os.path.exists(path) else ""
+    block = "\n".join(lines)
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"zoo: wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

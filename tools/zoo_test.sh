@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The model zoo's test subset (tools/zoo.py --quick): every torch.nn layer model of
+# overlap_export/testing/zoo_modules.py (LSTM, GRU, RNN, multi-head attention with and
+# without a -inf mask, Transformer encoder / decoder layers, GroupNorm, ConvTranspose2d,
+# Upsample and interpolate, Dropout in evaluation) and torchvision classifiers covering
+# every operator family the zoo needs, each through export, annotate, inspect --shapes,
+# partition, every scheduler forward and backward, exec and the comparison with torch.
+# The whole zoo (every torchvision constructor) is `tools/zoo.py`, which rewrites
+# docs/gallery.md's table. Skips without torch, as export_test does, unless
+# OVERLAP_REQUIRE_TORCH=1.
+set -euo pipefail
+source "$PWD/tools/require_torch.sh"
+require_torch zoo_test "import torch, torchvision, functorch"
+export OVERLAP=$PWD/tools/overlap
+exec /usr/bin/python3 "$PWD/tools/zoo.py" --quick
