@@ -136,6 +136,11 @@ void ShowAotPair(Invocation& in, const AotPair& pair, double build_ms) {
                "  operators: %zu ATen overloads, %lld of them views, each declared once in "
                "graph/op_schema.cc (of %zu declared; docs/ops.md is rendered from it)\n",
                ops.size(), static_cast<long long>(views), OpSchemas().size());
+  std::fputs(
+      "  exported models run too: tools/zoo.py takes every torchvision classifier and torch.nn's "
+      "common layers (LSTM, GRU, attention, GroupNorm, ConvTranspose2d, Upsample) through every "
+      "pass and the executor against torch (docs/gallery.md)\n",
+      in.out());
 }
 
 // [6] ZeRO-3: every scheduler of the registry on the AOT forward with the ops inserted;
