@@ -10,7 +10,8 @@ weights, torch's float32 and float64 reference on the same inputs, cross-entropy
 output's last dimension); `overlap annotate` and `overlap inspect --shapes` on every graph;
 `overlap partition` (the module-style graph, else the AOT forward); `overlap schedule` by
 every scheduler, forward and backward; `overlap exec` of the pair on torch's weights, then
-`overlap_export.compare` (the loss and every gradient; docs/interop.md's rule). A model that
+`overlap_export.compare` (the loss and every gradient; docs/interop.md's rule); three SGD
+steps in `overlap train` against torch's own training (`--train-data`). A model that
 fails names the step and the first line of its error. Needs torch (tools/bootstrap.sh
 --with-torch) and the built CLI (bazel build //tools:overlap; the script builds it when
 OVERLAP is not set).
@@ -76,6 +77,7 @@ KWARGS = {  # ViTs at their smallest legal image (one patch grid of 2x2)
     "vit_l_16": '{"num_classes": 10, "image_size": 32}',
     "vit_l_32": '{"num_classes": 10, "image_size": 64}',
 }
+TRAIN_STEPS = 3
 INPUTS = {"vit_b_16": "2x3x32x32", "vit_b_32": "2x3x64x64", "vit_l_16": "2x3x32x32",
           "vit_l_32": "2x3x64x64"}
 # Not run, and why.
@@ -126,9 +128,11 @@ def one(overlap, name, ctor, kwargs, shape, work):
     """Every pass on one model: a dict of its figures; raises Failed naming the step."""
     prefix = os.path.join(work, name)
     weights = prefix + ".safetensors"
+    data = prefix + ".data.safetensors"
     log = run("export", [PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input",
                          shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
-                         "--reference"])
+                         "--reference", "--train-data", data, "--train-steps",
+                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", "0.01"])
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
     graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
@@ -147,10 +151,21 @@ def one(overlap, name, ctor, kwargs, shape, work):
     times = dict(re.findall(r"^(forward|backward): [0-9]+ nodes in ([0-9.]+ [a-z]+);", ex, re.M))
     cmp = run("compare with torch", [PY, "-m", "overlap_export.compare", fwd, weights, out])
     m = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", cmp)
+    # Training: SGD steps on fresh batches against torch's own run (parameters, losses).
+    trained, train_log = prefix + ".trained.safetensors", prefix + ".train.log"
+    with open(train_log, "w") as f:
+        f.write(run("train", [overlap, "train", "--graph", fwd, "--backward-graph", bwd,
+                              "--weights", data, "--data", data, "--steps", str(TRAIN_STEPS),
+                              "--optimizer", "sgd", "--momentum", "0", "--lr", "0.01",
+                              "--save", trained]))
+    tc = run("compare training with torch", [PY, "-m", "overlap_export.compare", "--trained",
+                                             data, trained, "--losses", train_log])
+    t = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", tc)
     nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
     return {"params": params, "nodes": nodes, "forward": times.get("forward", "?"),
             "backward": times.get("backward", "?"), "tensors": f"{m.group(1)} of {m.group(2)}",
-            "worst": m.group(3), "module": os.path.exists(module)}
+            "worst": m.group(3), "trained": f"{t.group(1)} of {t.group(2)}",
+            "trained_worst": t.group(3), "module": os.path.exists(module)}
 
 
 def main():
@@ -183,8 +198,9 @@ def main():
             try:
                 r = one(overlap, name, ctor, kwargs, shape, work)
                 rows.append((name, shape, what, r, None))
-                print(f"zoo: {name}: {r['tensors']} within 1e-4 (worst {r['worst']}); exec "
-                      f"{r['forward']} / {r['backward']} [{time.time() - t:.0f} s]", flush=True)
+                print(f"zoo: {name}: {r['tensors']} within 1e-4 (worst {r['worst']}); trained "
+                      f"{r['trained']} (worst {r['trained_worst']}); exec {r['forward']} / "
+                      f"{r['backward']} [{time.time() - t:.0f} s]", flush=True)
             except (Failed, subprocess.TimeoutExpired) as e:
                 failed += 1
                 rows.append((name, shape, what, None, f"fails at {e}"))
@@ -220,21 +236,24 @@ def write_table(path, rows, seconds):
         "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
         "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "
         "every parameter gradient with torch's (docs/interop.md's rule: within 1e-4 of the "
-        "largest gradient). **worst** is the largest difference over the model's tensors in "
-        "that unit; the executor's times are one run of the forward and the backward on this "
-        "machine's CPU kernels (noisy; docs/benchmarks.md has measured comparisons).",
+        "largest gradient), then three SGD steps (lr 0.01) in `overlap train` on fresh batches "
+        "against torch's own training (every parameter and each step's loss within 1e-4). "
+        "**worst** is the largest difference over the model's tensors in that unit; the "
+        "executor's times are one run of the forward and the backward on this machine's CPU "
+        "kernels (noisy; docs/benchmarks.md has measured comparisons).",
         "",
         "| model | input | what | parameters | nodes (fwd / bwd) | exec fwd / bwd | vs torch | "
-        "worst |",
-        "|---|---|---|---:|---:|---:|---|---:|",
+        "worst | training vs torch | worst |",
+        "|---|---|---|---:|---:|---:|---|---:|---|---:|",
     ]
     for name, shape, what, r, note in rows:
         if r is None:
-            lines.append(f"| {name} | {shape} | {what} | | | | {note} | |")
+            lines.append(f"| {name} | {shape} | {what} | | | | {note} | | | |")
             continue
         lines.append(f"| {name} | {shape} | {what} | {r['params']} | {r['nodes'][0]} / "
                      f"{r['nodes'][1]} | {r['forward']} / {r['backward']} | {r['tensors']} "
-                     f"within 1e-4 | {r['worst']} |")
+                     f"within 1e-4 | {r['worst']} | {r['trained']} within 1e-4 | "
+                     f"{r['trained_worst']} |")
     lines.append(END)
     text = open(path).read() if os.path.exists(path) else ""
     block = "\n".join(lines)

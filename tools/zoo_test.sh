@@ -4,7 +4,8 @@
 # without a -inf mask, Transformer encoder / decoder layers, GroupNorm, ConvTranspose2d,
 # Upsample and interpolate, Dropout in evaluation) and torchvision classifiers covering
 # every operator family the zoo needs, each through export, annotate, inspect --shapes,
-# partition, every scheduler forward and backward, exec and the comparison with torch.
+# partition, every scheduler forward and backward, exec and the comparison with torch, and
+# three SGD steps in `overlap train` against torch's own training.
 # The whole zoo (every torchvision constructor) is `tools/zoo.py`, which rewrites
 # docs/gallery.md's table. Skips without torch, as export_test does, unless
 # OVERLAP_REQUIRE_TORCH=1.
