@@ -661,6 +661,25 @@ class AotBuilder {
   absl::Status AsStridedBackward(const Call& c) {
     const NodeId x = c.First();
     if (!Needs(x)) return absl::OkStatus();
+    // A window that reads an element twice needs its gradients added up, which a scatter
+    // (the last write wins) does not do: refused rather than wrong.
+    const Value size = c.Arg("size"), stride = c.Arg("stride");
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
+    if (size.kind() == Value::Kind::kList && stride.kind() == Value::Kind::kList &&
+        size.items().size() == stride.items().size()) {
+      for (size_t i = 0; i < size.items().size(); ++i) {
+        const int64_t n = size.items()[i].as_int(), st = stride.items()[i].as_int();
+        if (n > 1) dims.push_back({st, n});
+      }
+    }
+    std::sort(dims.begin(), dims.end());
+    int64_t reach = 0;  // the span of the smaller-stride dims, in elements
+    for (const auto& [st, n] : dims) {
+      if (st <= reach) {
+        return Error(c.n, "as_strided with a window that overlaps itself has no formula here");
+      }
+      reach += st * (n - 1);
+    }
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
     OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(xb)}));
     OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.as_strided_scatter.default",
@@ -927,6 +946,13 @@ class AotBuilder {
     return Accumulate(c.First(), g);
   }
 
+  // A 0-d zero of forward value `id`'s dtype (a `where`'s other branch).
+  absl::StatusOr<NodeId> Zero(NodeId id) {
+    OVERLAP_ASSIGN_OR_RETURN(TensorType t, TypeOf(id));
+    return Emit("aten.scalar_tensor.default", {Value::Double(0)},
+                {{"dtype", Value::String(absl::StrCat("torch.", t.dtype))}});
+  }
+
   absl::Status ExpBackward(const Call& c) {  // written in its result: g y
     const NodeId x = c.First();
     if (!Needs(x)) return absl::OkStatus();
@@ -941,7 +967,7 @@ class AotBuilder {
     const NodeId x = c.First();
     if (!Needs(x)) return absl::OkStatus();
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Emit("aten.scalar_tensor.default", {Value::Double(0)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Zero(c.id));
     NodeId g = G(c.id);
     for (const auto& [bound, compare] :
          {std::pair{"min", "aten.ge.Scalar"}, std::pair{"max", "aten.le.Scalar"}}) {
@@ -960,7 +986,7 @@ class AotBuilder {
     const NodeId a = c.Ref("self"), b = c.Ref("other");
     if (!Needs(a) && !Needs(b)) return absl::OkStatus();
     OVERLAP_ASSIGN_OR_RETURN(NodeId cond, Use(c.Ref("condition")));
-    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Emit("aten.scalar_tensor.default", {Value::Double(0)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId zero, Zero(c.id));
     for (const NodeId x : {a, b}) {
       if (!Needs(x)) continue;
       OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
@@ -991,6 +1017,7 @@ class AotBuilder {
     if (!(keep.kind() == Value::Kind::kBool && keep.as_bool())) {  // re-insert the dims
       const Value* dv = c.a.Get("dim");
       const int64_t r = static_cast<int64_t>(xt.shape.size());
+      if (r == 0) return Error(c.n, "norm of a 0-d tensor has no formula here");
       std::vector<bool> reduced(
           r, dv == nullptr || dv->kind() != Value::Kind::kList || dv->items().empty());
       if (dv != nullptr && dv->kind() == Value::Kind::kList) {

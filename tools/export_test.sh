@@ -229,6 +229,16 @@ for strategy in ddp zero3; do
     --losses "$out/br.log" || fail "batch norm: 2-rank $strategy differs from torch"
   echo "export_test: batch norm, 2-rank $strategy matches torch (parameters, buffers, losses)"
 done
+# One batch norm applied twice per forward: its statistics updated twice per step, the
+# second from the first (and num_batches_tracked counting 2), as torch does.
+sbn=overlap_export.testing.tiny_models:shared_batch_norm
+"$py" -m overlap_export "$sbn" --input 4x4x5x5 --aot --loss ce --train -o "$out/sbn" \
+  --train-data "$out/sbn.safetensors" >/dev/null || fail "shared batch norm: export"
+"$overlap" train --graph "$out/sbn.forward.json" --backward-graph "$out/sbn.backward.json" \
+  --weights "$out/sbn.safetensors" --data "$out/sbn.safetensors" --steps 3 "${sgd[@]}" \
+  --save "$out/sbt.safetensors" >"$out/sbt.log" 2>&1 || fail "shared batch norm: train"
+"$py" -m overlap_export.compare --trained "$out/sbn.safetensors" "$out/sbt.safetensors" \
+  --losses "$out/sbt.log" || fail "shared batch norm: differs from torch"
 # A training file without the buffers: the missing tensor is named by its key.
 "$py" - "$out/bn1.safetensors" "$out/nobuf.safetensors" <<'PY'
 import json, struct, sys

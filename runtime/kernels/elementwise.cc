@@ -362,7 +362,12 @@ Results Full(KernelCall& c) {
                          : v != nullptr && v->kind() == Value::Kind::kInt ? DType::kInt64
                                                                           : DType::kFloat32;
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, inferred));
-  OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("fill_value"));
+  double value = 0;
+  if (v != nullptr && v->kind() == Value::Kind::kBool) {
+    value = v->as_bool() ? 1 : 0;
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(value, c.DoubleArg("fill_value"));
+  }
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, size));
   for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
   return std::vector<Tensor>{out};
@@ -459,11 +464,22 @@ Results Where(KernelCall& c) {
   if (cond.dtype() != DType::kBool) return c.Error("condition should be a bool tensor");
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
   OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, shape, cond.shape()));
-  // A 0-d operand of another dtype takes part as a number (scalar_tensor's 0).
-  const DType dtype = a.dim() == 0 && b.dim() > 0 ? b.dtype() : a.dtype();
-  if (a.dim() > 0 && b.dim() > 0 && a.dtype() != b.dtype()) {
-    return c.Error(absl::StrCat("self ", a.DebugString(), " and other ", b.DebugString(),
-                                " have different dtypes"));
+  // A 0-d operand of another dtype takes part as a number (scalar_tensor's 0); operands of
+  // the same kind (both 0-d, or neither) promote: float32 and float64 to float64.
+  const bool a_number = a.dim() == 0 && b.dim() > 0, b_number = b.dim() == 0 && a.dim() > 0;
+  DType dtype = a_number ? b.dtype() : b_number ? a.dtype() : a.dtype();
+  if (!a_number && !b_number && a.dtype() != b.dtype()) {
+    if (!IsFloatingPoint(a.dtype()) || !IsFloatingPoint(b.dtype())) {
+      return c.Error(absl::StrCat("self ", a.DebugString(), " and other ", b.DebugString(),
+                                  " have different dtypes"));
+    }
+    dtype = DType::kFloat64;
+  }
+  for (Tensor* t : {&a, &b}) {  // converted to the result's dtype where it differs
+    if (t->dtype() == dtype) continue;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor converted, c.NewScratch(dtype, t->shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(*t, converted));
+    *t = converted;
   }
   return DispatchFloat(c, dtype, [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -478,9 +494,7 @@ Results Where(KernelCall& c) {
     T* o = out.data<T>();
     int64_t k = 0;
     ForEach2(shape, sa, sb, [&](int64_t ia, int64_t ib) {
-      const T x = a.dim() == 0 ? static_cast<T>(GetElement(a, 0)) : a.data<T>()[ia];
-      const T y = b.dim() == 0 ? static_cast<T>(GetElement(b, 0)) : b.data<T>()[ib];
-      o[k] = pc[cond_at[k]] ? x : y;
+      o[k] = pc[cond_at[k]] ? a.data<T>()[ia] : b.data<T>()[ib];
       ++k;
     });
     return std::vector<Tensor>{out};
@@ -503,12 +517,12 @@ Results Clamp(KernelCall& c) {
   if (has_hi) {
     OVERLAP_ASSIGN_OR_RETURN(hi, c.DoubleArg("max"));
   }
+  // ATen's min(max(v, lo), hi): max wins when min > max; a NaN value or bound gives NaN.
   return Unary(c, x, [lo, hi](auto v) {
     using T = decltype(v);
-    return v != v                   ? v
-           : v < static_cast<T>(lo) ? static_cast<T>(lo)
-           : v > static_cast<T>(hi) ? static_cast<T>(hi)
-                                    : v;
+    if (v != v || lo != lo || hi != hi) return static_cast<T>(NAN);
+    const T up = v < static_cast<T>(lo) ? static_cast<T>(lo) : v;
+    return up > static_cast<T>(hi) ? static_cast<T>(hi) : up;
   });
 }
 

@@ -882,6 +882,13 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
   EXPECT_EQ(le.data, (std::vector<double>{1, 1, 1, 0, 0, 0}));
   const RefTensor gt = Out("aten.gt.Scalar", {F(spread), C(Value::Double(0.2))});
   EXPECT_EQ(gt.data, (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  // ATen's clamp: max wins when min > max; a NaN bound gives NaN.
+  const RefTensor crossed =
+      Out("aten.clamp.default", {F(spread), C(Value::Double(0.5)), C(Value::Double(-0.5))});
+  EXPECT_EQ(crossed.data, std::vector<double>(6, -0.5));
+  const RefTensor nan_bound =
+      Out("aten.clamp.default", {F(spread), C(Value::Double(NAN)), C(Value::Double(1))});
+  EXPECT_TRUE(std::isnan(nan_bound.data[0]));
   for (const Value p : {Value::Double(2), Value::Double(3), Value::Double(INFINITY), Value()}) {
     const RefTensor m = Rand({3, 4});
     const RefTensor n =

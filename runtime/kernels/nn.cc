@@ -861,6 +861,16 @@ absl::StatusOr<Resize> ResizeArgs(KernelCall& c, const std::vector<int64_t>& in,
   return r;
 }
 
+// ATen's nearest source index, in its arithmetic: the scale as a float, floorf of the
+// product (a double product can land on the other side of an integer for a non-integer
+// ratio), the exact shortcuts for equal and doubled sizes.
+int64_t NearestIndex(int64_t dst, int64_t in, int64_t out, double scale) {
+  if (out == in) return dst;
+  if (out == 2 * in) return dst >> 1;
+  const float s = static_cast<float>(scale);
+  return std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(dst) * s)), in - 1);
+}
+
 // Nearest: output (y, x) reads input (min(floor(y sh), ih - 1), min(floor(x sw), iw - 1)).
 // Bilinear: each output reads up to four inputs with weights; `visit(out_index, in_index,
 // weight)` sees every pair, so the forward gathers and the backward scatters with one rule.
@@ -876,13 +886,13 @@ void ForEachSource(const Resize& r, bool bilinear, F&& visit) {
       y1 = y0 + (y0 < r.ih - 1 ? 1 : 0);
       ly = src - y0;
     } else {
-      y0 = y1 = std::min<int64_t>(static_cast<int64_t>(std::floor(y * r.sh)), r.ih - 1);
+      y0 = y1 = NearestIndex(y, r.ih, r.oh, r.sh);
       ly = 0;
     }
     for (int64_t x = 0; x < r.ow; ++x) {
       const int64_t o = y * r.ow + x;
       if (!bilinear) {
-        const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(std::floor(x * r.sw)), r.iw - 1);
+        const int64_t x0 = NearestIndex(x, r.iw, r.ow, r.sw);
         visit(o, y0 * r.iw + x0, 1.0);
         continue;
       }

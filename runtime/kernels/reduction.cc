@@ -178,12 +178,12 @@ Results Norm(KernelCall& c) {
     ForEach2(x.shape(), x.strides(), acc_strides, [&](int64_t ix, int64_t ia) {
       const double v = std::fabs(static_cast<double>(in[ix]));
       double& a = acc[ia];
-      if (std::isnan(v) || std::isnan(a)) {
+      if (p == 0) {  // a count: NaN is non-zero, as in ATen
+        a += v != 0 ? 1 : 0;
+      } else if (std::isnan(v) || std::isnan(a)) {
         a = std::numeric_limits<double>::quiet_NaN();
       } else if (inf) {
         a = std::max(a, v);
-      } else if (p == 0) {
-        a += v != 0 ? 1 : 0;
       } else if (p == 2) {
         a += v * v;
       } else {

@@ -33,8 +33,11 @@ absl::Status CollectBufferUpdates(const Graph& forward, const std::vector<Tensor
   const std::vector<Value>& items = out.args()[0].items();
   for (size_t i = 0; i < items.size() && i < outputs.size(); ++i) {
     if (!items[i].is_ref()) continue;
-    std::optional<std::string> name =
-        ExtraString(forward.node(items[i].as_ref()).meta(), "updates_buffer");
+    NodeId id = items[i].as_ref();  // through a ZeRO-3 release / wait, as the saved values
+    while (IsRelease(forward.node(id)) || IsWait(forward.node(id))) {
+      id = HandedOnFrom(forward.node(id));
+    }
+    std::optional<std::string> name = ExtraString(forward.node(id).meta(), "updates_buffer");
     if (!name.has_value() || !outputs[i].defined()) continue;
     Tensor value = outputs[i];
     if (value.device() != Device::kCpu && options.device != nullptr) {

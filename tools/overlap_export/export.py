@@ -473,11 +473,11 @@ def _running_stat_updates(fw, buffer_of, modules):
     num_batches_tracked), which a functional graph cannot state. Each update becomes nodes
     computing the new value, as ATen does: running_mean (1 - m) r + m mean, running_var
     (1 - m) r + m var n / (n - 1) (the unbiased batch variance, from save_invstd:
-    invstd^-2 - eps), num_batches_tracked + 1. Returns [(node, buffer name)], to become
-    forward outputs marked meta.updates_buffer (docs/interop.md)."""
+    invstd^-2 - eps), num_batches_tracked + 1; a module called twice updates twice, the
+    second from the first's result. Returns [(node, buffer name)], each buffer's last value,
+    to become forward outputs marked meta.updates_buffer (docs/interop.md)."""
     aten = torch.ops.aten
-    updates = []
-    tracked = set()
+    latest = {}  # buffer name -> the node holding its newest value (a module called twice)
     for n in list(fw.nodes):
         if n.op != "call_function" or n.target is not aten.native_batch_norm.default:
             continue
@@ -512,20 +512,21 @@ def _running_stat_updates(fw, buffer_of, modules):
         for i in (1, 2):
             if i not in items:
                 items[i] = emit(operator.getitem, (n, i), n.meta["tensor_meta"][i])
-        new_mean = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rm, 1.0 - momentum)),
+        rm_now, rv_now = latest.get(mean_name, rm), latest.get(var_name, rv)
+        new_mean = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rm_now, 1.0 - momentum)),
                                           emit(aten.mul.Tensor, (items[1], momentum))))
         var = emit(aten.add.Tensor, (emit(aten.pow.Tensor_Scalar, (items[2], -2)), -eps))
         unbiased = momentum * count / (count - 1) if count > 1 else momentum
-        new_var = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rv, 1.0 - momentum)),
+        new_var = emit(aten.add.Tensor, (emit(aten.mul.Tensor, (rv_now, 1.0 - momentum)),
                                          emit(aten.mul.Tensor, (var, unbiased))))
-        updates += [(new_mean, mean_name), (new_var, var_name)]
+        latest[mean_name], latest[var_name] = new_mean, new_var
         counter = f"{prefix}.num_batches_tracked" if prefix else "num_batches_tracked"
         ph = next((p for p, b in buffer_of.items() if b == counter), None)
-        if ph is not None and counter not in tracked:
-            tracked.add(counter)
-            node = next(p for p in fw.nodes if p.op == "placeholder" and p.name == ph)
-            updates.append((emit(aten.add.Tensor, (node, 1), node.meta["tensor_meta"]), counter))
-    return updates
+        if ph is not None:  # one count per call, as BatchNorm's forward adds
+            node = latest.get(counter) or next(
+                p for p in fw.nodes if p.op == "placeholder" and p.name == ph)
+            latest[counter] = emit(aten.add.Tensor, (node, 1), node.meta["tensor_meta"])
+    return [(node, name) for name, node in latest.items()]
 
 
 def _position(graph, node):

@@ -139,3 +139,23 @@ class BatchNormNet(torch.nn.Module):
 
 def batch_norm_net():
     return BatchNormNet()
+
+
+class SharedBatchNorm(torch.nn.Module):
+    """One nn.BatchNorm2d applied twice in a forward: its running statistics are updated
+    twice per step (and num_batches_tracked counts 2). Inputs Nx4x5x5."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        x = torch.relu(self.bn(self.conv(x)))
+        return self.head(x.mean((2, 3)))
+
+
+def shared_batch_norm():
+    return SharedBatchNorm()
