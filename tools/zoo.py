@@ -78,6 +78,9 @@ KWARGS = {  # ViTs at their smallest legal image (one patch grid of 2x2)
     "vit_l_32": '{"num_classes": 10, "image_size": 64}',
 }
 TRAIN_STEPS = 3
+# Small enough that three steps on random weights stay stable (at 1e-2 densenet169's loss
+# goes 2.8 -> 8.3 -> 2.2, and a chaotic run amplifies any rounding into the parameters).
+TRAIN_LR = 1e-3
 INPUTS = {"vit_b_16": "2x3x32x32", "vit_b_32": "2x3x64x64", "vit_l_16": "2x3x32x32",
           "vit_l_32": "2x3x64x64"}
 # Not run, and why.
@@ -132,7 +135,7 @@ def one(overlap, name, ctor, kwargs, shape, work):
     log = run("export", [PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input",
                          shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
                          "--reference", "--train-data", data, "--train-steps",
-                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", "0.01"])
+                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR)])
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
     graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
@@ -156,7 +159,7 @@ def one(overlap, name, ctor, kwargs, shape, work):
     with open(train_log, "w") as f:
         f.write(run("train", [overlap, "train", "--graph", fwd, "--backward-graph", bwd,
                               "--weights", data, "--data", data, "--steps", str(TRAIN_STEPS),
-                              "--optimizer", "sgd", "--momentum", "0", "--lr", "0.01",
+                              "--optimizer", "sgd", "--momentum", "0", "--lr", str(TRAIN_LR),
                               "--save", trained]))
     tc = run("compare training with torch", [PY, "-m", "overlap_export.compare", "--trained",
                                              data, trained, "--losses", train_log])
@@ -236,7 +239,7 @@ def write_table(path, rows, seconds):
         "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
         "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "
         "every parameter gradient with torch's (docs/interop.md's rule: within 1e-4 of the "
-        "largest gradient), then three SGD steps (lr 0.01) in `overlap train` on fresh batches "
+        "largest gradient), then three SGD steps (lr 1e-3) in `overlap train` on fresh batches "
         "against torch's own training (every parameter and each step's loss within 1e-4). "
         "**worst** is the largest difference over the model's tensors in that unit; the "
         "executor's times are one run of the forward and the backward on this machine's CPU "

@@ -4,17 +4,19 @@
 The executor's numbers against torch's (docs/interop.md, "The comparison rule"). A tensor
 passes when its max absolute difference from torch's float32 result is within T times a
 scale (default T 1e-4: float32): for gradients the largest |gradient| torch gives any
-parameter of the model, for the loss, trained parameters and buffers their own largest |x|;
+parameter of the model, for trained parameters' (buffers') changes the largest change torch
+made to any parameter (buffer), for a loss its own |x|;
 or, where torch's float32 result is itself further than that from torch's float64 result
 (ref64/: a gradient that is zero but for round-off, say), when it is no further from the
 float64 result than ten times torch's own float32 error:
 - the executor's forward and backward (`overlap exec ... --save OUT`) against the
   exporter's --reference tensors in WEIGHTS: the loss (the forward's first output) and
   every parameter gradient (`grad:<name>` against `ref/grad/<name>`, `ref64/grad/<name>`);
-- with --trained, trained parameters and buffers (`overlap train / run ... --save OUT`, by
-  parameter name and buffer/<name>) against the exporter's --train-data file
-  (`ref/param/<name>`, `ref/buffer/<name>`; float32 only), and with --losses the
-  `step k loss x` lines of LOG against `ref/loss/<k-1>`.
+- with --trained, what training changed in each parameter and buffer (`overlap train / run
+  ... --save OUT`, by parameter name and buffer/<name>, minus the file's param/<name>,
+  buffer/<name>) against what torch's changed (`ref/param/<name>`, `ref/buffer/<name>`
+  minus the same start; the scale the largest change torch made to any parameter, or
+  buffer), and with --losses the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
 Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing,
 or when a file is missing, unreadable or malformed (one line naming it); 2 on bad usage.
 """
@@ -157,10 +159,28 @@ def _pairs(a):
     """(name, torch's tensor, ours) to compare."""
     if a.trained:
         ref, got = read(a.files[0]), read(a.files[1])
-        pairs = [(k[len("ref/param/"):], ref[k], got.get(k[len("ref/param/"):]))
-                 for k in sorted(ref) if k.startswith("ref/param/")]
-        pairs += [(k[len("ref/"):], ref[k], got.get(k[len("ref/"):]))
-                  for k in sorted(ref) if k.startswith("ref/buffer/")]
+        pairs = []
+        # What training changed, against what torch's changed: each parameter's (buffer's)
+        # end minus its start in the file, scaled by the largest change torch made to any
+        # parameter (buffer). A parameter that starts at zero (a bias) and moves by 1e-5
+        # is judged by the update, not by its own size.
+        for prefix, start, name_of in (("ref/param/", "param/", lambda k: k),
+                                       ("ref/buffer/", "buffer/", lambda k: "buffer/" + k)):
+            keys = [k for k in sorted(ref) if k.startswith(prefix)]
+            deltas = {}
+            for k in keys:
+                name = k[len(prefix):]
+                r, g, s0 = ref[k], got.get(name_of(name)), ref.get(start + name)
+                if s0 is None or g is None or np.shape(g) != np.shape(r):
+                    deltas[name] = (r, g)  # compared as values (missing ones reported)
+                    continue
+                s0 = np.asarray(s0, dtype=np.float64)
+                deltas[name] = (np.asarray(r, dtype=np.float64) - s0,
+                                np.asarray(g, dtype=np.float64) - s0)
+            largest = max([float(np.abs(d[0]).max()) for d in deltas.values()
+                           if d[0] is not None and np.size(d[0])] + [0.0])
+            for name, (r, g) in deltas.items():
+                pairs.append((name_of(name) + " (change)", r, g, None, largest))
         if a.losses:
             steps = _loss_lines(a.losses)
             steps_of = {}
