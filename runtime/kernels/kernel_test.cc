@@ -822,6 +822,33 @@ TEST(KernelTest, ZooLayersMatchTheirDefinitionsAndFiniteDifferences) {
   for (int64_t i = 0; i < 30; ++i) {
     EXPECT_NEAR(fused.data[i], 0.5 * bias.data[(i / 5) % 3] + 2 * prod.data[i], 1e-12) << i;
   }
+  // NaN propagates: through the group it is in (group norm), to the positions that read it
+  // (nearest upsampling, adaptive pooling); other groups and positions stay finite.
+  RefTensor with_nan = Rand({1, 4, 2, 2});
+  with_nan.data[0] = NAN;
+  const RefTensor gn_nan =
+      Out("aten.native_group_norm.default",
+          {F(with_nan), C(Value()), C(Value()), C(Value::Int(1)), C(Value::Int(4)),
+           C(Value::Int(4)), C(Value::Int(2)), C(Value::Double(1e-5))});
+  EXPECT_TRUE(std::isnan(gn_nan.data[3]));   // group 0: channels 0 and 1
+  EXPECT_FALSE(std::isnan(gn_nan.data[8]));  // group 1
+  const RefTensor up_nan =
+      Out("aten.upsample_nearest2d.vec", {F(with_nan), C(Value()), C(Doubles({2.0, 2.0}))});
+  EXPECT_TRUE(std::isnan(up_nan.data[0]) && std::isnan(up_nan.data[5]));
+  EXPECT_FALSE(std::isnan(up_nan.data[2]));
+  const RefTensor pool_nan =
+      Out("aten._adaptive_avg_pool2d.default", {F(with_nan), C(Ints({1, 1}))});
+  EXPECT_TRUE(std::isnan(pool_nan.data[0]));
+  EXPECT_FALSE(std::isnan(pool_nan.data[1]));
+  // Empty: a split piece of 0 columns (below), an upsampling of an empty batch, and an empty
+  // input to adaptive pooling, which ATen refuses as well.
+  const RefTensor none_up = Out("aten.upsample_nearest2d.vec",
+                                {F(Rand({0, 2, 3, 3})), C(Value()), C(Doubles({2.0, 2.0}))});
+  EXPECT_EQ(none_up.shape, (std::vector<int64_t>{0, 2, 6, 6}));
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> empty_pool =
+      RunKernel("aten._adaptive_avg_pool2d.default", {F(Rand({1, 2, 0, 3})), C(Ints({2, 2}))});
+  ASSERT_FALSE(empty_pool.ok());
+  EXPECT_THAT(empty_pool.status().message(), ::testing::HasSubstr("empty input"));
   // split_with_sizes: views of 1, 0 and 3 columns.
   const RefTensor sx = Rand({2, 4});
   const std::vector<std::optional<RefTensor>> parts =
