@@ -691,8 +691,11 @@ absl::StatusOr<std::pair<int64_t, int64_t>> UpsampledSize(const Args& a, const S
     const double scale = f.kind() == Value::Kind::kDouble ? f.as_double()
                          : f.kind() == Value::Kind::kInt  ? static_cast<double>(f.as_int())
                                                           : -1;
-    if (!(scale > 0)) return a.Error("scale_factors must be positive numbers");
-    out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in[2 + i]) * scale));
+    const double size = std::floor(static_cast<double>(in[2 + i]) * scale);
+    if (!(scale > 0) || !(size < 9.0e18)) {
+      return a.Error("scale_factors must be positive numbers with a representable size");
+    }
+    out[i] = static_cast<int64_t>(size);
     if (out[i] <= 0) return a.Error("the upsampled size is empty");
   }
   return std::make_pair(out[0], out[1]);

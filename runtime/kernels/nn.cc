@@ -840,8 +840,11 @@ absl::StatusOr<Resize> ResizeArgs(KernelCall& c, const std::vector<int64_t>& in,
     if (o.size() != 2) return c.Error("output_size should have 2 entries");
     r.oh = o[0], r.ow = o[1];
   } else if (scales) {
-    r.oh = static_cast<int64_t>(std::floor(static_cast<double>(r.ih) * (*scales)[0]));
-    r.ow = static_cast<int64_t>(std::floor(static_cast<double>(r.iw) * (*scales)[1]));
+    const double oh = std::floor(static_cast<double>(r.ih) * (*scales)[0]);
+    const double ow = std::floor(static_cast<double>(r.iw) * (*scales)[1]);
+    if (!(oh < 1e15) || !(ow < 1e15)) return c.Error("scale_factors give an unrepresentable size");
+    r.oh = static_cast<int64_t>(oh);
+    r.ow = static_cast<int64_t>(ow);
   } else {
     return c.Error("neither output_size nor scale_factors");
   }

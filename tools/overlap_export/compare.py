@@ -248,7 +248,7 @@ def _compare(pairs, tolerance):
         if err > worst:
             worst, worst_name = err, name
         if not err <= tolerance:
-            print(f"compare: {name}: max|a-b| / {'max|b|' if scale is None else 'the largest gradient'}"
+            print(f"compare: {name}: max|a-b| / {'max|b|' if scale is None else 'the model-wide scale'}"
                   f" = {err:.3g} > {tolerance:g}")
             bad += 1
     extra = f"; {by_float64} by the float64 rule" if by_float64 else ""
