@@ -99,6 +99,7 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
                              "fill",
                              "zeros",
                              "zeros_like",
+                             "zero",
                              "ones",
                              "ones_like",
                              "full",
@@ -178,6 +179,9 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
     add(Kind::kEmbedding, {"embedding"});
     add(Kind::kNorm, {"_native_batch_norm_legit_functional"});
     add(Kind::kMemory, {"slice_scatter", "select_scatter", "as_strided_scatter"});
+    // Upsampling reads each input a few times and writes the output once: memory-bound.
+    add(Kind::kMemory, {"upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest2d_backward",
+                        "upsample_bilinear2d_backward"});
     add(Kind::kElementwise, {"bernoulli", "logical_and", "logical_or", "logical_xor"});
     add(Kind::kReduction, {"cumsum", "cumprod"});
     add(Kind::kAttention,

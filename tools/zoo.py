@@ -10,7 +10,8 @@ weights, torch's float32 and float64 reference on the same inputs, cross-entropy
 output's last dimension); `overlap annotate` and `overlap inspect --shapes` on every graph;
 `overlap partition` (the module-style graph, else the AOT forward); `overlap schedule` by
 every scheduler, forward and backward; `overlap exec` of the pair on torch's weights, then
-`overlap_export.compare` (the loss and every gradient; docs/interop.md's rule); three SGD
+`overlap_export.compare` (the loss and every gradient; docs/interop.md's rule; every op of
+the AOT pair must have a cost formula, none the memory-only fallback); three SGD
 steps in `overlap train` against torch's own training (`--train-data`). A model that
 fails names the step and the first line of its error. Needs torch (tools/bootstrap.sh
 --with-torch) and the built CLI (bazel build //tools:overlap; the script builds it when
@@ -140,7 +141,11 @@ def one(overlap, name, ctor, kwargs, shape, work):
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
     graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
     for g in graphs:
-        run("annotate", [overlap, "annotate", g, "-o", g])
+        ann = run("annotate", [overlap, "annotate", g, "-o", g])
+        fallback = re.search(r"\(([0-9]+) by formula, ([0-9]+) by the memory-only fallback\)", ann)
+        if fallback and int(fallback.group(2)) > 0 and g != prefix + ".json":
+            raise Failed("annotate", "error: ops without a cost formula: " +
+                         ", ".join(re.findall(r"^  ([a-z_.0-9]+): [0-9]+$", ann, re.M)))
         run("inspect --shapes", [overlap, "inspect", g, "--shapes"])
     module = prefix + ".json"
     run("partition", [overlap, "partition", module if os.path.exists(module) else fwd])
