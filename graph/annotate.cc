@@ -178,7 +178,7 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
          "constant_pad_nd", "pad", "repeat", "roll", "flip"});
     add(Kind::kEmbedding, {"embedding"});
     add(Kind::kNorm, {"_native_batch_norm_legit_functional"});
-    add(Kind::kMemory, {"slice_scatter", "select_scatter", "as_strided_scatter"});
+    add(Kind::kMemory, {"slice_scatter", "select_scatter", "as_strided_scatter", "unsafe_split"});
     // Upsampling reads each input a few times and writes the output once: memory-bound.
     add(Kind::kMemory, {"upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest2d_backward",
                         "upsample_bilinear2d_backward"});
