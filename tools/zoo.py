@@ -262,10 +262,19 @@ def main():
     ap.add_argument("models", nargs="*", help="run only these (no file is written)")
     ap.add_argument("--quick", action="store_true", help="the test's subset; no file written")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "gallery.md"))
+    ap.add_argument("--save-rows", metavar="FILE",
+                    help="with model names: also write their results to FILE (JSON), for "
+                         "--apply-rows")
+    ap.add_argument("--apply-rows", metavar="FILE",
+                    help="replace the rows of FILE's models in --out's table, running nothing")
     ap.add_argument("--update", action="store_true",
                     help="with model names: rerun them and replace their rows (and notes) in "
                          "the table of --out")
     a = ap.parse_args()
+    if a.apply_rows:
+        with open(a.apply_rows) as f:
+            update_table(a.out, [tuple(row) for row in json.load(f)])
+        return 0
     overlap = os.environ.get("OVERLAP")
     if not overlap:
         subprocess.run(["bazel", "build", "//tools:overlap"], cwd=ROOT, check=True,
@@ -305,6 +314,9 @@ def main():
         write_table(a.out, rows, time.time() - start)
     elif a.update and a.models:
         update_table(a.out, rows)
+    if a.save_rows:
+        with open(a.save_rows, "w") as f:
+            json.dump(rows, f)
     return 1 if failed else 0
 
 
