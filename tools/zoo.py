@@ -233,7 +233,10 @@ def one(overlap, name, ctor, kwargs, shape, work):
             # summation orders of the same kernels move the trained parameters by S, float32
             # training is chaotic at that scale; torch differing by at most 10 S (as the
             # float64 clause allows ten times torch's own error) is the same round-off.
-            spread, off = training_spread(data, trained, two)
+            try:
+                spread, off = training_spread(data, trained, two)
+            except Exception as why:  # noqa: BLE001 - a run that wrote no file, say
+                raise Failed("compare training with torch", f"error: {e1}; {why}") from None
             if not off <= 10 * spread:
                 raise Failed("compare training with torch",
                              f"error: {str(e1).split(': ', 1)[-1]} (our own two summation "
