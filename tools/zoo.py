@@ -135,7 +135,9 @@ def training_spread(data, one, two):
 class Failed(Exception):
     def __init__(self, step, text):
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        why = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+        # The last line naming an error (an exporter's notices come before its failure).
+        why = next((ln for ln in reversed(lines) if "error" in ln.lower()),
+                   lines[-1] if lines else "")
         super().__init__(f"{step}: {why[:300]}")
 
 
@@ -220,6 +222,8 @@ def one(overlap, name, ctor, kwargs, shape, work):
     try:
         tc = train([])
     except Failed as e:
+        if str(e).startswith("train:"):  # the run itself failed: nothing to compare
+            raise
         # Round-off amplified over the steps moves with the summation order; a wrong kernel
         # does not: the same run with OpenBLAS on one thread (another order) tells them apart.
         two = prefix + ".trained2.safetensors"
