@@ -634,26 +634,38 @@ class AotBuilder {
     return Accumulate(c.First(), g);
   }
 
-  // slice_scatter: self's gradient is g with the slice zeroed; src's is g's slice.
-  absl::Status SliceScatterBackward(const Call& c) {
+  // A scatter of src into a window of self (slice_scatter, as_strided_scatter): self's
+  // gradient is g scattered over with zeros in the window; src's is g's window, read by
+  // `read` (after a contiguous copy when `dense`: as_strided addresses storage).
+  absl::Status WindowScatterBackward(const Call& c, const std::vector<Value>& where,
+                                     const char* read, bool dense) {
     const NodeId x = c.Ref("self"), src = c.Ref("src");
-    const std::vector<Value> where = {c.Arg("dim"), c.Arg("start"), c.Arg("end"), c.Arg("step")};
     if (Needs(x)) {
       OVERLAP_ASSIGN_OR_RETURN(NodeId srcb, Use(src));
       OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(srcb)}));
       std::vector<Value> args = {Value::Ref(G(c.id)), Value::Ref(z)};
       args.insert(args.end(), where.begin(), where.end());
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.slice_scatter.default", std::move(args)));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(c.n.target(), std::move(args)));
       OVERLAP_RETURN_IF_ERROR(Accumulate(x, g));
     }
     if (Needs(src)) {
-      std::vector<Value> args = {Value::Ref(G(c.id))};
+      NodeId from = G(c.id);
+      if (dense) {
+        OVERLAP_ASSIGN_OR_RETURN(from, Emit("aten.clone.default", {Value::Ref(from)}));
+      }
+      std::vector<Value> args = {Value::Ref(from)};
       args.insert(args.end(), where.begin(), where.end());
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
-                               Emit("aten.slice.Tensor", std::move(args), {}, Cost::Alias()));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(read, std::move(args), {}, Cost::Alias()));
       OVERLAP_RETURN_IF_ERROR(Accumulate(src, g));
     }
     return absl::OkStatus();
+  }
+
+  // slice_scatter: self's gradient is g with the slice zeroed; src's is g's slice.
+  absl::Status SliceScatterBackward(const Call& c) {
+    return WindowScatterBackward(c, {c.Arg("dim"), c.Arg("start"), c.Arg("end"), c.Arg("step")},
+                                 "aten.slice.Tensor",
+                                 /*dense=*/false);
   }
 
   // as_strided: the gradient written through the same window into zeros of self's shape
@@ -691,25 +703,8 @@ class AotBuilder {
   // as_strided_scatter: self's gradient is g with the window zeroed; src's is g's window
   // (read from a contiguous copy: the window addresses storage).
   absl::Status AsStridedScatterBackward(const Call& c) {
-    const NodeId x = c.Ref("self"), src = c.Ref("src");
-    const std::vector<Value> where = {c.Arg("size"), c.Arg("stride"), c.Arg("storage_offset")};
-    if (Needs(x)) {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId srcb, Use(src));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.zeros_like.default", {Value::Ref(srcb)}));
-      std::vector<Value> args = {Value::Ref(G(c.id)), Value::Ref(z)};
-      args.insert(args.end(), where.begin(), where.end());
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.as_strided_scatter.default", std::move(args)));
-      OVERLAP_RETURN_IF_ERROR(Accumulate(x, g));
-    }
-    if (Needs(src)) {
-      OVERLAP_ASSIGN_OR_RETURN(NodeId dense, Emit("aten.clone.default", {Value::Ref(G(c.id))}));
-      std::vector<Value> args = {Value::Ref(dense)};
-      args.insert(args.end(), where.begin(), where.end());
-      OVERLAP_ASSIGN_OR_RETURN(NodeId g,
-                               Emit("aten.as_strided.default", std::move(args), {}, Cost::Alias()));
-      OVERLAP_RETURN_IF_ERROR(Accumulate(src, g));
-    }
-    return absl::OkStatus();
+    return WindowScatterBackward(c, {c.Arg("size"), c.Arg("stride"), c.Arg("storage_offset")},
+                                 "aten.as_strided.default", /*dense=*/true);
   }
 
   // The backward's copy of an `indices` list (Tensor?[]): each tensor used, None kept.
