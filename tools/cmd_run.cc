@@ -206,7 +206,7 @@ int Worker(Invocation& in) {
                    static_cast<long long>(r.step), FormatSeconds(r.seconds).c_str(),
                    Fraction(r.hidden).c_str());
     } else {
-      std::fprintf(in.out(), "step %lld loss %.6f time %s hidden %s\n",
+      std::fprintf(in.out(), "step %lld loss %.9g time %s hidden %s\n",
                    static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
                    Fraction(r.hidden).c_str());
     }

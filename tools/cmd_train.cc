@@ -21,6 +21,8 @@ namespace {
 constexpr FlagSpec kFlags[] = {
     {"steps", 0, "K", "optimizer steps (default 50)"},
     {"threads", 0, "N", "OpenBLAS threads (default: OpenBLAS's own choice, the core count)"},
+    {"double", 0, "",
+     "train in float64 whatever the graph's float dtypes (parameters, buffers and --save too)"},
 };
 
 int Run(Invocation& in) {
@@ -34,6 +36,7 @@ int Run(Invocation& in) {
       inputs.graph_path.empty() ? std::nullopt : std::optional<std::string>(inputs.graph_path);
   const std::string& backward = inputs.backward_graph_path;
   o.seed = inputs.seed;
+  o.compute_in_double = in.Switch("double");
   const int64_t threads = in.Int("threads", 1, 1024, 0);
   if (in.has_usage_error()) return in.UsageError();
   if (!inputs.save_path.empty()) {
@@ -99,7 +102,7 @@ int Run(Invocation& in) {
     last = s->loss;
     seconds += s->seconds;
     peak = std::max(peak, s->peak_bytes());
-    std::fprintf(in.out(), "step %lld loss %.6f\n", static_cast<long long>(k), s->loss);
+    std::fprintf(in.out(), "step %lld loss %.9g\n", static_cast<long long>(k), s->loss);
     std::fflush(in.out());
   }
   std::fprintf(in.summary(),

@@ -147,6 +147,13 @@ grep -q '"aten.sum.default"' "$out/gpt_sum.forward.json" ||
   fail "gpt_sum: exec: $(tail -3 "$out/exec.log")"
 "$py" -m overlap_export.compare "$out/gpt_sum.forward.json" "$out/gpt_sum.safetensors" \
   "$out/gpt_sum.out.safetensors" || fail "gpt_sum: the executor differs from torch"
+# In float64 (exec --double) against torch's float64 (ref64/): within 1e-9.
+"$overlap" exec "$out/gpt_sum.forward.json" --backward-graph "$out/gpt_sum.backward.json" \
+  --weights "$out/gpt_sum.safetensors" --save "$out/gpt_sum.out64.safetensors" --double \
+  >"$out/exec.log" || fail "gpt_sum: exec --double: $(tail -3 "$out/exec.log")"
+"$py" -m overlap_export.compare "$out/gpt_sum.forward.json" "$out/gpt_sum.safetensors" \
+  "$out/gpt_sum.out64.safetensors" --float64 --tolerance 1e-9 ||
+  fail "gpt_sum: the executor in float64 differs from torch's float64"
 
 # Training against torch: the small GPT, 5 steps of SGD (lr 0.1) and of AdamW (lr 1e-3,
 # betas 0.9 / 0.999, eps 1e-8, weight decay 0.01) on the batches of the exporter's
@@ -220,6 +227,21 @@ sgd=(--optimizer sgd --lr 0.1 --momentum 0)
   --losses "$out/bt.log" | tee "$out/bt.cmp" || fail "batch norm: train differs from torch"
 # 10 parameters, 6 buffers (2 running means, variances, batch counts), 5 losses.
 grep -q "compare: 21 of 21 tensors" "$out/bt.cmp" || fail "batch norm: the buffers were not compared"
+# The same training in float64 (train --double: parameters, buffers and update in float64)
+# against torch's float64 training (ref64/ in the data file): within 1e-8 (the losses are
+# printed to 9 digits), where the float32 run is not (float32 round-off is ~1e-7), so the
+# float64 comparison tells them apart.
+"$overlap" train --graph "$out/bn4.forward.json" --backward-graph "$out/bn4.backward.json" \
+  --weights "$out/bn1.safetensors" --data "$out/bn1.safetensors" --steps 5 "${sgd[@]}" \
+  --double --save "$out/bt64.safetensors" >"$out/bt64.log" 2>&1 ||
+  fail "batch norm train --double: $(tail -3 "$out/bt64.log")"
+"$py" -m overlap_export.compare --trained "$out/bn1.safetensors" "$out/bt64.safetensors" \
+  --losses "$out/bt64.log" --float64 --tolerance 1e-8 ||
+  fail "batch norm: train --double differs from torch's float64 training"
+if "$py" -m overlap_export.compare --trained "$out/bn1.safetensors" "$out/bt.safetensors" \
+  --float64 --tolerance 1e-8 >/dev/null; then
+  fail "batch norm: the float32 run passes a 1e-8 float64 comparison (ref64/ is not float64)"
+fi
 for strategy in ddp zero3; do
   "$overlap" run --nproc 2 --strategy "$strategy" --graph "$out/bn2.forward.json" \
     --backward-graph "$out/bn2.backward.json" --weights "$out/bn2.safetensors" \

@@ -159,19 +159,25 @@ cat cuda.err
 test "$rc" = 1
 grep -qE 'no usable GPU|--device cuda:' cuda.err
 # The CUDA backend on emulated devices: two ranks, CUDA kernels, Gloo through the host; the
-# first loss is the CPU run's (same seed), memory is the simulator's.
+# first loss is the CPU run's (same seed; within 1e-6: other kernels, other summation
+# orders), memory is the simulator's.
+same_loss() {  # A.out B.out: step 1's losses agree to 1e-6 relative
+  awk -v a="$(grep '^step 1 ' "$1" | cut -d' ' -f4)" -v b="$(grep '^step 1 ' "$2" | cut -d' ' -f4)" \
+    'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && d <= 1e-6 * m) }' ||
+    { echo "run_test: step 1 loss $1 vs $2 differ"; exit 1; }
+}
 $overlap run --device cuda-emulated --steps 2 >emu.out 2>emu.err
 cat emu.out emu.err
 grep -q '^step 2 loss' emu.out
 grep -q 'rank 1: peak of graph values .*+0.0%' emu.err
 $overlap run --steps 1 >cpu1.out 2>/dev/null
-test "$(grep '^step 1' emu.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu1.out | cut -d' ' -f4)"
+same_loss emu.out cpu1.out
 # ZeRO-3 likewise (shards on the host, gathered onto the emulated devices).
 $overlap run --device cuda-emulated --strategy zero3 --steps 2 >emu3.out 2>emu3.err
 cat emu3.out emu3.err
 grep -q '^step 2 loss' emu3.out
 $overlap run --strategy zero3 --steps 1 >cpu3.out 2>/dev/null
-test "$(grep '^step 1' emu3.out | cut -d' ' -f4)" = "$(grep '^step 1' cpu3.out | cut -d' ' -f4)"
+same_loss emu3.out cpu3.out
 # ZeRO-3's budget from the device's memory by schedule/budget.h's rule, --reserve included;
 # plain SGD keeps no optimizer state.
 $overlap run --nproc 2 --strategy zero3 --model mlp --steps 2 --device-memory 1GB \

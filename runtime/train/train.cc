@@ -210,7 +210,8 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
     // The forward's outputs (loss and saved tensors) stay alive while the backward copies
     // them into its own memory (RunAotStep's caller keeps them): counted once more.
     const int64_t state = 2 * OptimizerStateTensors(options.optimizer) * param_bytes;
-    const int64_t need = peak + pair.saved_bytes + 2 * param_bytes + state;
+    const int64_t need =
+        (options.compute_in_double ? 2 : 1) * (peak + pair.saved_bytes + 2 * param_bytes) + state;
     OVERLAP_RETURN_IF_ERROR(
         CheckMemoryGuard(need, options.guard_bytes, absl::StrCat("training ", model),
                          absl::StrCat("about: step peak ", FormatBytes(peak),
@@ -225,6 +226,18 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
   t.task_ = std::make_unique<SyntheticTask>(t.pair_->forward, options.seed);
   t.batches_ = std::move(options.batches);
   t.constants_ = BufferInputs(t.pair_->forward, options.initial_params);
+  t.in_double_ = options.compute_in_double;
+  // Parameters and buffers held in float64 from the start (seeded or given): every step's
+  // update then rounds to float64, not to the graph's float32.
+  auto widened = [&](const Tensor& x) -> absl::StatusOr<Tensor> {
+    if (!t.in_double_ || !IsFloatingPoint(x.dtype()) || x.dtype() == DType::kFloat64) return x;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor w, Tensor::Empty(*t.alloc_, DType::kFloat64, x.shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyConvert(x, w));
+    return w;
+  };
+  for (auto& [key, b] : t.constants_) {
+    OVERLAP_ASSIGN_OR_RETURN(b, widened(b));
+  }
   const Graph& fwd = t.pair_->forward;
   SeededInputsOptions only_params;
   only_params.data = false;
@@ -235,7 +248,7 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
     if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(fwd, id)) continue;
     const std::string name = ParamNameOf(n);
     if (options.initial_params.empty()) {
-      t.params_[name] = seeded.at(n.name());
+      OVERLAP_ASSIGN_OR_RETURN(t.params_[name], widened(seeded.at(n.name())));
       continue;
     }
     const Tensor* given = FindInput(fwd, n, options.initial_params);
@@ -248,7 +261,9 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
                                                      given->DebugString(), ", the model's ",
                                                      want.DebugString()));
     }
-    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(*t.alloc_, want.dtype(), want.shape()));
+    const DType held =
+        t.in_double_ && IsFloatingPoint(want.dtype()) ? DType::kFloat64 : want.dtype();
+    OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(*t.alloc_, held, want.shape()));
     OVERLAP_RETURN_IF_ERROR(CopyConvert(*given, copy));
     t.params_[name] = std::move(copy);
   }
@@ -272,6 +287,7 @@ absl::StatusOr<StepResult> Trainer::Step() {
   OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, Batch());
   InterpreterOptions checked;
   checked.memory_checked = true;  // by FromPair, against the guard, for the whole step
+  checked.compute_in_double = in_double_;
   OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
   for (auto& [key, t] : r.buffers) constants_[key] = t;

@@ -86,6 +86,12 @@ struct TrainOptions {
   // The data: step k trains on batches[(k - 1) mod size] (inputs by placeholder name or
   // binding, FindInput). Empty: the synthetic task (SyntheticTask).
   std::vector<TensorMap> batches;
+  // Train in float64 whatever the graph's float dtypes (InterpreterOptions::
+  // compute_in_double): parameters, buffers and the update are float64 from the start, so
+  // params() and buffers() hold float64. Tells a wrong kernel from float32 round-off (a
+  // ReLU mask that flips on a pre-activation within a rounding of zero): compared with a
+  // float64 reference, round-off is gone and a wrong kernel is not. Twice the memory.
+  bool compute_in_double = false;
 };
 
 class Work;  // runtime/comm/communicator.h: a collective in flight
@@ -148,6 +154,7 @@ class Trainer {
   std::unique_ptr<SyntheticTask> task_;
   std::vector<TensorMap> batches_;
   TensorMap constants_;  // buffers, added to every batch
+  bool in_double_ = false;
 };
 
 }  // namespace overlap

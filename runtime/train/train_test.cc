@@ -81,6 +81,34 @@ TEST(TrainTest, StartsFromGivenWeightsAndRefusesWrongOnes) {
   EXPECT_FALSE(ParseOptimizerKind("lion").ok());
 }
 
+// compute_in_double: parameters held (and given ones widened) in float64, every step in
+// float64; the losses follow float32 training's to float32 round-off, not bit for bit.
+TEST(TrainTest, TrainsInFloat64WhenAsked) {
+  absl::StatusOr<Trainer> narrow = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  TrainOptions o;
+  o.initial_params = narrow->params();
+  o.compute_in_double = true;
+  absl::StatusOr<Trainer> wide = Trainer::Create("gpt2", Preset::kTiny, o);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  for (const auto& [name, p] : wide->params()) {
+    ASSERT_EQ(p.dtype(), DType::kFloat64) << name;
+    const Tensor& q = narrow->params().at(name);
+    ASSERT_EQ(q.dtype(), DType::kFloat32) << name;
+    for (int64_t i = 0; i < p.numel(); ++i) ASSERT_EQ(GetElement(p, i), GetElement(q, i)) << name;
+  }
+  bool differs = false;
+  for (int k = 1; k <= 10; ++k) {
+    absl::StatusOr<StepResult> a = narrow->Step();
+    absl::StatusOr<StepResult> b = wide->Step();
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_NEAR(a->loss, b->loss, 1e-4 * std::abs(b->loss)) << "step " << k;
+    differs = differs || a->loss != b->loss;
+  }
+  EXPECT_TRUE(differs);  // float64 is not float32 rounded: the option took effect
+  for (const auto& [name, p] : wide->params()) EXPECT_EQ(p.dtype(), DType::kFloat64) << name;
+}
+
 // Data files: "batch/<k>/<input>" keys make batch k (other keys ignored); a file without
 // them is one batch; a malformed key or a missing index is refused, naming it.
 TEST(TrainTest, SplitBatchesByKey) {

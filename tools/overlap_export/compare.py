@@ -15,8 +15,11 @@ float64 result than ten times torch's own float32 error:
 - with --trained, what training changed in each parameter and buffer (`overlap train / run
   ... --save OUT`, by parameter name and buffer/<name>, minus the file's param/<name>,
   buffer/<name>) against what torch's changed (`ref/param/<name>`, `ref/buffer/<name>`
-  minus the same start; the scale the largest change torch made to any parameter, or
-  buffer), and with --losses the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
+  minus the same start, and `ref64/param/<name>`, `ref64/buffer/<name>` from the float64
+  training; the scale the largest change torch made to any parameter, or buffer), and with
+  --losses the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
+With --float64, torch's float64 numbers (ref64/) are the reference, for a run of ours in
+float64 (`exec --double`, `train --double`): round-off gone, a wrong kernel still fails.
 Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing,
 or when a file is missing, unreadable or malformed (one line naming it); 2 on bad usage.
 """
@@ -141,6 +144,9 @@ def main(argv=None):
                     help="compare trained parameters with --train-data's ref/param/<name>")
     ap.add_argument("--losses", metavar="LOG",
                     help="with --trained: `step k loss x` lines to compare with ref/loss/<k-1>")
+    ap.add_argument("--float64", action="store_true",
+                    help="against torch's float64 numbers (ref64/) instead: for a run of ours "
+                         "in float64 (exec / train --double)")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     a = ap.parse_args(argv)
     if a.trained and len(a.files) != 2:
@@ -158,7 +164,7 @@ def main(argv=None):
 def _pairs(a):
     """(name, torch's tensor, ours) to compare."""
     if a.trained:
-        ref, got = read(a.files[0]), read(a.files[1])
+        ref, got = _as_float64(read(a.files[0]), a.files[0], a.float64), read(a.files[1])
         pairs = []
         # What training changed, against what torch's changed: each parameter's (buffer's)
         # end minus its start in the file, scaled by the largest change torch made to any
@@ -171,17 +177,20 @@ def _pairs(a):
             for k in keys:
                 name = k[len(prefix):]
                 r, g, s0 = ref[k], got.get(name_of(name)), ref.get(start + name)
+                r64 = ref.get("ref64/" + k[len("ref/"):])
                 if s0 is None or g is None or np.shape(g) != np.shape(r):
-                    deltas[name] = (r, g)  # compared as values (missing ones reported)
+                    deltas[name] = (r, g, None)  # compared as values (missing ones reported)
                     continue
                 s0 = np.asarray(s0, dtype=np.float64)
                 deltas[name] = (np.asarray(r, dtype=np.float64) - s0,
-                                np.asarray(g, dtype=np.float64) - s0)
+                                np.asarray(g, dtype=np.float64) - s0,
+                                None if r64 is None or np.shape(r64) != np.shape(r) else
+                                np.asarray(r64, dtype=np.float64) - s0)
             largest = max([float(np.nanmax(np.abs(d[0]))) for d in deltas.values()
                            if d[0] is not None and np.size(d[0]) and
                            not np.isnan(d[0]).all()] + [0.0])
-            for name, (r, g) in deltas.items():
-                pairs.append((name_of(name) + " (change)", r, g, None, largest))
+            for name, (r, g, r64) in deltas.items():
+                pairs.append((name_of(name) + " (change)", r, g, r64, largest))
         if a.losses:
             steps = _loss_lines(a.losses)
             steps_of = {}
@@ -196,7 +205,7 @@ def _pairs(a):
                               None if value is None else np.array(value)))
     else:
         loss_node = _read_graph(a.files[0])
-        ref, got = read(a.files[1]), read(a.files[2])
+        ref, got = _as_float64(read(a.files[1]), a.files[1], a.float64), read(a.files[2])
         grads = [k for k in sorted(ref) if k.startswith("ref/grad/")]
         largest = max([float(np.nanmax(np.abs(ref[k]))) for k in grads
                        if ref[k].size and not np.isnan(ref[k]).all()] + [0.0])
@@ -204,6 +213,19 @@ def _pairs(a):
         pairs += [(k[len("ref/grad/"):], ref[k], got.get("grad:" + k[len("ref/grad/"):]),
                    ref.get("ref64/grad/" + k[len("ref/grad/"):]), largest) for k in grads]
     return [p if len(p) == 5 else p + (None,) * (5 - len(p)) for p in pairs]
+
+
+def _as_float64(ref, path, wanted):
+    """`ref` with torch's float64 numbers (ref64/<x>) as its reference (ref/<x>) when
+    `wanted`: no float64 clause then, the reference being float64 itself."""
+    if not wanted:
+        return ref
+    wide = {k: v for k, v in ref.items() if not k.startswith(("ref/", "ref64/"))}
+    wide.update({"ref/" + k[len("ref64/"):]: v for k, v in ref.items() if k.startswith("ref64/")})
+    if len(wide) == len([k for k in ref if not k.startswith(("ref/", "ref64/"))]):
+        raise BadFile(path, "has no float64 reference (ref64/): export it again with "
+                            "--reference / --train-data")
+    return wide
 
 
 def _compare(pairs, tolerance):

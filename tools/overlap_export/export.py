@@ -721,32 +721,65 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     result, so only rank 0's are kept). Returns the tensors of a data file
     (docs/interop.md): batch/<k>/input/<i>, batch/<k>/target, param/<name> and
     buffer/<name> (the start), ref/loss/<k> (the loss step k+1 saw, before its update),
-    ref/param/<name> and ref/buffer/<name> (after the last step). The model is trained in
-    place: pass a copy."""
+    ref/param/<name> and ref/buffer/<name> (after the last step); and ref64/loss/<k>,
+    ref64/param/<name>, ref64/buffer/<name> from the same training of a float64 copy of the model on float64
+    copies of the same batches (compare's float64 clause: float32 round-off amplified over
+    the steps). The model is trained in place: pass a copy."""
     if loss in ("none",):
         raise ExportError("train", "training needs a loss (--loss sum, mse or ce)")
+    if optimizer["kind"] not in ("sgd", "adamw"):
+        raise ExportError("train", f"unknown optimizer '{optimizer['kind']}' (sgd, adamw)")
     out = {}
     for n, p in model.named_parameters():
         out[f"param/{n}"] = p.detach().clone()
     for n, b in model.named_buffers():
         out[f"buffer/{n}"] = b.detach().clone()
-    params = [p for p in model.parameters() if p.requires_grad]
-    kind = optimizer["kind"]
-    if kind == "sgd":
-        opt = torch.optim.SGD(params, lr=optimizer["lr"], momentum=optimizer["momentum"],
-                              weight_decay=optimizer["weight_decay"])
-    elif kind == "adamw":
-        opt = torch.optim.AdamW(params, lr=optimizer["lr"], betas=optimizer["betas"],
-                                eps=optimizer["eps"], weight_decay=optimizer["weight_decay"])
-    else:
-        raise ExportError("train", f"unknown optimizer '{kind}' (sgd, adamw)")
-    for k in range(steps):
+    wide = copy.deepcopy(model).double()
+    batches = []
+
+    def draw(k):  # drawn as the step comes: the target's forward sees the trained model
         inputs = [parse_input(s, seed + 1000 * k + i) for i, s in enumerate(specs)]
         target = loss_target(loss, model, inputs, seed + 100 + 1000 * k)
         for i, x in enumerate(inputs):
             out[f"batch/{k}/input/{i}"] = x
         if target is not None:
             out[f"batch/{k}/target"] = target
+        batches.append((inputs, target))
+        return batches[-1]
+    for k, total in enumerate(_train_steps(model, draw, steps, loss, optimizer, ranks)):
+        out[f"ref/loss/{k}"] = total
+    for n, p in model.named_parameters():
+        out[f"ref/param/{n}"] = p.detach().clone()
+    for n, b in model.named_buffers():
+        out[f"ref/buffer/{n}"] = b.detach().clone()
+
+    def double(x):
+        return None if x is None else x.double() if x.is_floating_point() else x
+    wide_losses = _train_steps(wide, lambda k: ([double(x) for x in batches[k][0]],
+                                                double(batches[k][1])),
+                               steps, loss, optimizer, ranks)
+    for k, total in enumerate(wide_losses):
+        out[f"ref64/loss/{k}"] = total
+    for n, p in wide.named_parameters():
+        out[f"ref64/param/{n}"] = p.detach().clone()
+    for n, b in wide.named_buffers():
+        out[f"ref64/buffer/{n}"] = b.detach().clone()
+    return out
+
+
+def _train_steps(model, batch, steps, loss, optimizer, ranks):
+    """train_reference's `steps` steps, step k on the (inputs, target) `batch(k)` returns:
+    the loss each step saw (a 0-d tensor in the model's dtype; averaged over ranks)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer["kind"] == "sgd":
+        opt = torch.optim.SGD(params, lr=optimizer["lr"], momentum=optimizer["momentum"],
+                              weight_decay=optimizer["weight_decay"])
+    else:
+        opt = torch.optim.AdamW(params, lr=optimizer["lr"], betas=optimizer["betas"],
+                                eps=optimizer["eps"], weight_decay=optimizer["weight_decay"])
+    losses = []
+    for k in range(steps):
+        inputs, target = batch(k)
         opt.zero_grad(set_to_none=True)
         start = {n: b.detach().clone() for n, b in model.named_buffers()}
         kept, total = None, 0.0
@@ -767,13 +800,10 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
                 b.copy_(kept[n])
         with user_code("train", "the optimizer's step"):
             opt.step()
-        out[f"ref/loss/{k}"] = torch.tensor(total, dtype=torch.float32) if ranks > 1 \
-            else value.detach().clone()
-    for n, p in model.named_parameters():
-        out[f"ref/param/{n}"] = p.detach().clone()
-    for n, b in model.named_buffers():
-        out[f"ref/buffer/{n}"] = b.detach().clone()
-    return out
+        losses.append(torch.tensor(total, dtype=value.dtype) if ranks > 1
+                      else value.detach().clone())
+    model.zero_grad(set_to_none=True)
+    return losses
 
 
 def _rows(x, rank, ranks, what):
