@@ -26,6 +26,7 @@ packages=(
   nlohmann-json3-dev
   libgloo-dev
   libopenblas-dev        # the CPU kernels' matrix products (runtime/core/blas.h)
+  libdnnl-dev            # the CPU convolutions (runtime/core/dnnl_conv.h)
   zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
   unzip                  # tools/check_oss_fuzz.sh reads them back
   graphviz               # tools/pictures_test.sh renders the partition DOT files

@@ -10,6 +10,7 @@
 #include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/core/blas.h"
+#include "runtime/core/dnnl_conv.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/train/train.h"
 #include "tools/commands.h"
@@ -20,7 +21,7 @@ namespace {
 
 constexpr FlagSpec kFlags[] = {
     {"steps", 0, "K", "optimizer steps (default 50)"},
-    {"threads", 0, "N", "OpenBLAS threads (default: OpenBLAS's own choice, the core count)"},
+    {"threads", 0, "N", "OpenBLAS and oneDNN threads (default: the core count)"},
     {"double", 0, "",
      "train in float64 whatever the graph's float dtypes (parameters, buffers and --save too)"},
 };
@@ -43,7 +44,10 @@ int Run(Invocation& in) {
     // Checked before step 1, not found wanting after the last.
     if (absl::Status s = CheckOutputPath(inputs.save_path); !s.ok()) return in.BadInput(s);
   }
-  if (threads > 0) SetBlasThreads(static_cast<int>(threads));
+  if (threads > 0) {  // both pools: the matrix products and the convolutions
+    SetBlasThreads(static_cast<int>(threads));
+    SetDnnlThreads(static_cast<int>(threads));
+  }
   Allocator alloc;
   if (!inputs.weights_path.empty()) {
     absl::StatusOr<TensorMap> w = ReadSafetensorsFile(inputs.weights_path, alloc);
@@ -102,7 +106,8 @@ int Run(Invocation& in) {
     last = s->loss;
     seconds += s->seconds;
     peak = std::max(peak, s->peak_bytes());
-    std::fprintf(in.out(), "step %lld loss %.9g\n", static_cast<long long>(k), s->loss);
+    std::fprintf(in.out(), "step %lld loss %.9g time %s\n", static_cast<long long>(k), s->loss,
+                 FormatSeconds(s->seconds).c_str());
     std::fflush(in.out());
   }
   std::fprintf(in.summary(),

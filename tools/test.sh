@@ -96,6 +96,7 @@ else
   # store. OpenBLAS runs one thread here: its workers hand results back through spin flags
   # TSan cannot see (uninstrumented), which it would report as races on every sgemm.
   suite "TSan (runtime, ranks)" --config=tsan --build_tests_only --test_env=OPENBLAS_NUM_THREADS=1 \
+    --test_env=OMP_NUM_THREADS=1 \
     --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/tsan.supp halt_on_error=1" \
     //runtime:gloo_communicator_test //runtime:store_server_test //runtime:tcp_store_test \
     //runtime:ddp_test \

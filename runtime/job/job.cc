@@ -365,12 +365,12 @@ absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const
   int64_t whole = 0;
   for (const Param& p : pair.forward.params()) whole += p.bytes;
   const int64_t moments = OptimizerStateTensors(o.optimizer);
-  // The trainer keeps its state in float64 beside float32 parameters: twice their bytes each.
+  // The trainer keeps its state in the parameters' dtype: their bytes, per state tensor.
   const int64_t share =
       o.strategy == Strategy::kZero3 ? (whole + world - 1) / std::max(world, 1) : whole;
   e.params = share;
   e.gradients = share;
-  e.optimizer = 2 * moments * share;
+  e.optimizer = moments * share;
   e.buffers = whole;  // DDP's buckets; ZeRO-3's gathered parameters at most
   return e;
 }

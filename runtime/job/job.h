@@ -150,8 +150,8 @@ struct JobSummary {
 // What one rank of a job needs, estimated before anything is allocated: the larger
 // graph's simulated peak of graph values (the unscheduled order), the forward's saved
 // tensors, and the state beside the graphs: parameters, gradients and the optimizer's
-// moments (float64: AdamW two, SGD with momentum one), whole under DDP (plus its buckets,
-// one more copy of the gradients) and 1/world each under ZeRO-3 (plus the gathered
+// moments (in the parameters' dtype: AdamW two, SGD with momentum one), whole under DDP (plus its
+// buckets, one more copy of the gradients) and 1/world each under ZeRO-3 (plus the gathered
 // parameters, at most one whole copy). An estimate, not a bound: kernels' scratch and the
 // process itself come on top.
 struct RankMemoryEstimate {

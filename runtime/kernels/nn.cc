@@ -9,6 +9,7 @@
 
 #include "graph/status_macros.h"
 #include "runtime/core/blas.h"
+#include "runtime/core/dnnl_conv.h"
 #include "runtime/kernels/conv_args.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
@@ -486,6 +487,23 @@ void ConvWeightLoop(const ConvGeometry& g, const T* in, const T* gy, T* dw, T* c
   }
 }
 
+// The described convolution for oneDNN (runtime/core/dnnl_conv.h), which runs float32
+// convolutions over the whole batch; nullopt where it cannot express the shape, and for
+// other dtypes (float64 runs the loops above, the finite-difference checks' reference).
+template <typename T>
+std::optional<DnnlConvShape> DnnlShape(const ConvGeometry& g) {
+  if (!std::is_same_v<T, float>) return std::nullopt;
+  const DnnlConvShape s{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.groups,
+                        g.ho, g.wo, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+  if (!DnnlConvSupports(s)) return std::nullopt;
+  return s;
+}
+
+// A kernel's error for a failure inside oneDNN.
+absl::Status DnnlError(KernelCall& c, const absl::Status& s) {
+  return s.ok() ? s : c.Error(s.message());
+}
+
 // The shape of a convolution's result: [n, o, ho, wo], or a transposed one's [n, c, h, w].
 std::vector<int64_t> ConvOutputShape(const ConvGeometry& g) {
   return g.transposed ? std::vector<int64_t>{g.n, g.c, g.h, g.w}
@@ -509,14 +527,26 @@ Results Convolution(KernelCall& c) {
     // A transposed convolution's output is accumulated into: zeroed (NewOutput).
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, g.transposed ? c.NewOutput(x.dtype(), shape)
                                                       : c.NewUninitializedOutput(x.dtype(), shape));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor col,
-                             c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
-    if (g.transposed) {
+    const std::optional<DnnlConvShape> dnnl = DnnlShape<T>(g);
+    Tensor col;  // im2col's columns, for the loops
+    if (!dnnl) {
+      OVERLAP_ASSIGN_OR_RETURN(col, c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+    }
+    const bool fused_bias =
+        dnnl && !g.transposed && bias && bias->dtype() == x.dtype() && bias->IsContiguous();
+    if (dnnl && g.transposed) {
+      OVERLAP_RETURN_IF_ERROR(DnnlError(
+          c, DnnlConvBackwardData(*dnnl, x.data<float>(), wt.data<float>(), out.data<float>())));
+    } else if (dnnl) {
+      OVERLAP_RETURN_IF_ERROR(DnnlError(
+          c, DnnlConvForward(*dnnl, x.data<float>(), wt.data<float>(),
+                             fused_bias ? bias->data<float>() : nullptr, out.data<float>())));
+    } else if (g.transposed) {
       ConvDataLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
     } else {
       ConvForwardLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
     }
-    if (bias) {
+    if (bias && !fused_bias) {
       const int64_t channels = shape[1], hw = shape[2] * shape[3];
       for (int64_t b = 0; b < g.n; ++b) {
         for (int64_t oc = 0; oc < channels; ++oc) {
@@ -559,20 +589,36 @@ Results ConvolutionBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
         MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape}));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor col,
-                             c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+    const std::optional<DnnlConvShape> dnnl = DnnlShape<T>(g);
+    Tensor col;  // im2col's columns, for the loops
+    if (!dnnl) {
+      OVERLAP_ASSIGN_OR_RETURN(col, c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+    }
     // The described convolution maps [n, c, h, w] to [n, o, ho, wo]; a transposed one is its
     // adjoint, so its input plays that convolution's gradient and its gradient the input.
     const T* small = (g.transposed ? x : gy).data<T>();  // [n, o, ho, wo]
     const T* large = (g.transposed ? gy : x).data<T>();  // [n, c, h, w]
-    if (out[0].defined()) {
+    const float* large32 = dnnl ? (g.transposed ? gy : x).data<float>() : nullptr;
+    const float* small32 = dnnl ? (g.transposed ? x : gy).data<float>() : nullptr;
+    if (out[0].defined() && dnnl) {
+      const float* w = wt.data<float>();
+      float* dx = out[0].data<float>();
+      OVERLAP_RETURN_IF_ERROR(DnnlError(c, g.transposed
+                                               ? DnnlConvForward(*dnnl, large32, w, nullptr, dx)
+                                               : DnnlConvBackwardData(*dnnl, small32, w, dx)));
+    } else if (out[0].defined()) {
       if (g.transposed) {
         ConvForwardLoop(g, large, wt.data<T>(), out[0].data<T>(), col.data<T>());
       } else {
         ConvDataLoop(g, small, wt.data<T>(), out[0].data<T>(), col.data<T>());
       }
     }
-    if (out[1].defined()) ConvWeightLoop(g, large, small, out[1].data<T>(), col.data<T>());
+    if (out[1].defined() && dnnl) {
+      OVERLAP_RETURN_IF_ERROR(
+          DnnlError(c, DnnlConvBackwardWeights(*dnnl, large32, small32, out[1].data<float>())));
+    } else if (out[1].defined()) {
+      ConvWeightLoop(g, large, small, out[1].data<T>(), col.data<T>());
+    }
     if (out[2].defined()) {
       const int64_t channels = out_shape[1], hw = out_shape[2] * out_shape[3];
       for (int64_t oc = 0; oc < channels; ++oc) {

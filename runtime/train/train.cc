@@ -126,6 +126,47 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
   return r;
 }
 
+namespace {
+
+// torch.optim's single-tensor SGD and AdamW in float32, op for op as PyTorch 1.13 runs them
+// (each op rounds to float32; its scalars are the Python floats torch passes, rounded to
+// float32 where the kernel takes them so). p, g and the state are contiguous, n elements.
+void SgdFloat(const OptimizerOptions& o, int64_t step, float* p, const float* g, float* m,
+              int64_t n) {
+  const float neg_lr = static_cast<float>(-o.lr), wd = static_cast<float>(o.weight_decay);
+  const float momentum = static_cast<float>(o.momentum);
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i];
+    if (wd != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=weight_decay)
+    if (m != nullptr) {                // buf = grad at step 1, else buf * momentum + grad
+      m[i] = step == 1 ? gi : m[i] * momentum + gi;
+      gi = m[i];
+    }
+    p[i] = p[i] + neg_lr * gi;  // param.add_(d_p, alpha=-lr)
+  }
+}
+
+void AdamWFloat(const OptimizerOptions& o, int64_t step, float* p, const float* g, float* m,
+                float* v, int64_t n) {
+  const float decay = static_cast<float>(1 - o.lr * o.weight_decay);
+  const float b1 = static_cast<float>(o.beta1), one_b1 = static_cast<float>(1 - o.beta1);
+  const float b2 = static_cast<float>(o.beta2), one_b2 = static_cast<float>(1 - o.beta2);
+  const double c1 = 1 - std::pow(o.beta1, static_cast<double>(step));
+  const double c2 = 1 - std::pow(o.beta2, static_cast<double>(step));
+  const float neg_step = static_cast<float>(-(o.lr / c1));
+  const float c2_sqrt = static_cast<float>(std::sqrt(c2)), eps = static_cast<float>(o.eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    p[i] = p[i] * decay;                    // param.mul_(1 - lr * weight_decay)
+    m[i] = m[i] * b1 + one_b1 * gi;         // exp_avg.mul_(beta1).add_(grad, 1 - beta1)
+    v[i] = v[i] * b2 + one_b2 * (gi * gi);  // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - b2)
+    const float denom = std::sqrt(v[i]) / c2_sqrt + eps;
+    p[i] = p[i] + neg_step * (m[i] / denom);  // param.addcdiv_(exp_avg, denom, -step_size)
+  }
+}
+
+}  // namespace
+
 absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
   const OptimizerOptions& o = options_;
   for (auto& entry : params) {  // not a structured binding: the lambdas below capture p
@@ -138,52 +179,57 @@ absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient of '", name, "' is ", g.DebugString(), ", the parameter ", p.DebugString()));
     }
-    // The state OptimizerStateTensors names, made at the parameter's first step: the
-    // momentum buffer or the two moments; plain SGD keeps none.
+    // The state OptimizerStateTensors names, in the parameter's dtype, made at the
+    // parameter's first step: the momentum buffer or the two moments (zeroed, as torch's
+    // zeros_like); plain SGD keeps none.
     const int states = OptimizerStateTensors(o);
+    const DType state_dtype = IsFloatingPoint(p.dtype()) ? p.dtype() : DType::kFloat64;
     Tensor& m = m_[name];
     if (states >= 1 && !m.defined()) {
-      OVERLAP_ASSIGN_OR_RETURN(m, Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      OVERLAP_ASSIGN_OR_RETURN(m, Tensor::Empty(state_alloc_, state_dtype, p.shape()));
     }
     if (states >= 2 && !v_[name].defined()) {
-      OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, DType::kFloat64, p.shape()));
+      OVERLAP_ASSIGN_OR_RETURN(v_[name], Tensor::Empty(state_alloc_, state_dtype, p.shape()));
     }
     const int64_t n = p.numel();
-    const bool fast = p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 &&
-                      p.IsContiguous() && g.IsContiguous();
-    auto get_p = [&](int64_t i) { return fast ? p.data<float>()[i] : GetElement(p, i); };
-    auto get_g = [&](int64_t i) { return fast ? g.data<float>()[i] : GetElement(g, i); };
-    auto set_p = [&](int64_t i, double x) {
-      if (fast) {
-        p.data<float>()[i] = static_cast<float>(x);
-      } else {
-        SetElement(p, i, x);
-      }
-    };
     const int64_t step = ++steps_[name];
-    if (states == 0) {
-      for (int64_t i = 0; i < n; ++i) {
-        const double pi = get_p(i);
-        set_p(i, pi - o.lr * (get_g(i) + o.weight_decay * pi));
+    if (p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 && p.IsContiguous() &&
+        g.IsContiguous()) {
+      if (o.kind == OptimizerKind::kSgd) {
+        SgdFloat(o, step, p.data<float>(), g.data<float>(), states ? m.data<float>() : nullptr, n);
+      } else {
+        AdamWFloat(o, step, p.data<float>(), g.data<float>(), m.data<float>(),
+                   v_[name].data<float>(), n);
       }
       continue;
     }
-    double* mm = m.data<double>();
+    // Any other dtype (float64 under compute_in_double, 16-bit floats): the same rules in
+    // double, element by element, the state in the parameter's dtype.
+    if (states == 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double pi = GetElement(p, i);
+        SetElement(p, i, pi - o.lr * (GetElement(g, i) + o.weight_decay * pi));
+      }
+      continue;
+    }
     if (o.kind == OptimizerKind::kSgd) {
       for (int64_t i = 0; i < n; ++i) {
-        const double pi = get_p(i), gi = get_g(i) + o.weight_decay * pi;
-        mm[i] = step == 1 ? gi : o.momentum * mm[i] + gi;
-        set_p(i, pi - o.lr * mm[i]);
+        const double pi = GetElement(p, i), gi = GetElement(g, i) + o.weight_decay * pi;
+        const double mi = step == 1 ? gi : o.momentum * GetElement(m, i) + gi;
+        SetElement(m, i, mi);
+        SetElement(p, i, pi - o.lr * mi);
       }
     } else {
-      double* vv = v_[name].data<double>();
+      Tensor& v = v_[name];
       const double c1 = 1 - std::pow(o.beta1, static_cast<double>(step));
       const double c2 = 1 - std::pow(o.beta2, static_cast<double>(step));
       for (int64_t i = 0; i < n; ++i) {
-        const double pi = get_p(i) * (1 - o.lr * o.weight_decay), gi = get_g(i);
-        mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * gi;
-        vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * gi * gi;
-        set_p(i, pi - o.lr * (mm[i] / c1) / (std::sqrt(vv[i] / c2) + o.eps));
+        const double pi = GetElement(p, i) * (1 - o.lr * o.weight_decay), gi = GetElement(g, i);
+        const double mi = o.beta1 * GetElement(m, i) + (1 - o.beta1) * gi;
+        const double vi = o.beta2 * GetElement(v, i) + (1 - o.beta2) * gi * gi;
+        SetElement(m, i, mi);
+        SetElement(v, i, vi);
+        SetElement(p, i, pi - o.lr * (mi / c1) / (std::sqrt(vi / c2) + o.eps));
       }
     }
   }
@@ -202,16 +248,16 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
 absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
                                           TrainOptions options) {
   // Refused up front by the memory guard: what the step would need (the larger graph's
-  // peak, the parameters and their gradients, the optimizer's float64 state).
+  // peak, the parameters and their gradients, the optimizer's state in their dtype).
   {
     OVERLAP_ASSIGN_OR_RETURN(const int64_t peak, LargestPeakBytes({&pair.forward, &pair.backward}));
     int64_t param_bytes = 0;
     for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
     // The forward's outputs (loss and saved tensors) stay alive while the backward copies
     // them into its own memory (RunAotStep's caller keeps them): counted once more.
-    const int64_t state = 2 * OptimizerStateTensors(options.optimizer) * param_bytes;
+    const int64_t state = OptimizerStateTensors(options.optimizer) * param_bytes;
     const int64_t need =
-        (options.compute_in_double ? 2 : 1) * (peak + pair.saved_bytes + 2 * param_bytes) + state;
+        (options.compute_in_double ? 2 : 1) * (peak + pair.saved_bytes + 2 * param_bytes + state);
     OVERLAP_RETURN_IF_ERROR(
         CheckMemoryGuard(need, options.guard_bytes, absl::StrCat("training ", model),
                          absl::StrCat("about: step peak ", FormatBytes(peak),

@@ -54,9 +54,12 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
                                          const InterpreterOptions& options = {},
                                          const InterpreterOptions* backward_options = nullptr);
 
-// PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules, element by
-// element in double, stored back in each parameter's dtype; each parameter counts its own
-// steps (AdamW's bias correction), as torch.optim's per-parameter state does.
+// PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules. A float32
+// parameter is updated in float32, op for op as torch.optim's single-tensor path rounds,
+// with its state (momentum buffer, moments) in float32; other dtypes (float64 under
+// TrainOptions::compute_in_double) element by element in double, the state in their dtype.
+// Each parameter counts its own steps (AdamW's bias correction), as torch.optim's
+// per-parameter state does.
 class TrainOptimizer {
  public:
   explicit TrainOptimizer(OptimizerOptions options) : options_(options) {}
@@ -69,7 +72,7 @@ class TrainOptimizer {
  private:
   OptimizerOptions options_;
   Allocator state_alloc_;
-  TensorMap m_, v_;                       // momentum / first and second moments, float64
+  TensorMap m_, v_;                       // momentum / first and second moments
   std::map<std::string, int64_t> steps_;  // per parameter, as torch.optim keeps them
 };
 

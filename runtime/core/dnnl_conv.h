@@ -1,0 +1,46 @@
+// 2-D convolutions in float32 through oneDNN (Debian's libdnnl 2.6, what PyTorch's CPU
+// convolutions run): the forward, the data gradient and the weight gradient of one
+// convolution over the whole batch, on contiguous NCHW / OIHW buffers. oneDNN picks its
+// own blocked layouts; the inputs are reordered into them and the result back, per call.
+// Primitives are cached by shape (process-wide, thread-safe), so a shape's first call pays
+// oneDNN's code generation (~1 ms) and later ones do not. Threads: oneDNN's OpenMP pool,
+// sized by SetDnnlThreads.
+#ifndef OVERLAP_RUNTIME_CORE_DNNL_CONV_H_
+#define OVERLAP_RUNTIME_CORE_DNNL_CONV_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace overlap {
+
+// A convolution: input [n, c, h, w], weight [o, c / groups, kh, kw], output [n, o, ho, wo];
+// stride s, padding p on the top / left (the bottom / right padding is what makes the
+// output ho x wo), dilation d (1: none).
+struct DnnlConvShape {
+  int64_t n, c, h, w, o, kh, kw, groups, ho, wo;
+  int64_t sh, sw, ph, pw, dh, dw;
+};
+
+// Whether oneDNN takes `s` (false for a shape it cannot express, e.g. an output that needs
+// negative bottom padding): the callers' own loops then run. O(1).
+bool DnnlConvSupports(const DnnlConvShape& s);
+
+// y = conv(x, w) + bias (bias [o] or nullptr). Every element of y is written. Errors are
+// oneDNN's, as Internal. O(n o ho wo c kh kw / groups).
+absl::Status DnnlConvForward(const DnnlConvShape& s, const float* x, const float* w,
+                             const float* bias, float* y);
+// dx = the gradient of conv's input for the output gradient gy; every element written.
+absl::Status DnnlConvBackwardData(const DnnlConvShape& s, const float* gy, const float* w,
+                                  float* dx);
+// dw = the gradient of conv's weight for input x and output gradient gy; every element
+// written.
+absl::Status DnnlConvBackwardWeights(const DnnlConvShape& s, const float* x, const float* gy,
+                                     float* dw);
+
+// Sets oneDNN's thread count (>= 1; OpenMP's for the process). O(1).
+void SetDnnlThreads(int threads);
+
+}  // namespace overlap
+
+#endif  // OVERLAP_RUNTIME_CORE_DNNL_CONV_H_

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""overlap's executor against PyTorch eager, side by side on the same CPU cores.
+
+    /usr/bin/python3 tools/bench.py                      every model and work, 1 and 2 threads;
+                                                         rewrites docs/benchmarks.md's table
+    /usr/bin/python3 tools/bench.py resnet18 --threads 1 --rounds 3   no file written
+
+Each model is exported once (tools/overlap_export: the AOT pair, random weights, one batch,
+cross-entropy). Then, for every (model, work, threads), fresh processes alternate, overlap
+then PyTorch, for --rounds rounds (A B A B: both sides see the same drift of a noisy
+machine). A process runs the work once to warm up (oneDNN's code generation, allocator
+pools, PyTorch's lazy init), then --iterations times, and reports the median of those; the
+table gives the median over the rounds and the ratio overlap / PyTorch (< 1: overlap
+faster). Same weights, same inputs, same thread count (OpenBLAS and oneDNN for overlap,
+torch.set_num_threads for PyTorch), evaluation mode (batch norm uses its running
+statistics, as the export does).
+
+Works: `fwd+bwd` (forward, loss and backward: `overlap exec --repeat`), `sgd` and `adamw`
+(one training step: forward, backward and the optimizer's update, lr 0.01 / 1e-3,
+momentum 0, AdamW weight decay 0.01: `overlap train`'s per-step times). Needs torch
+(tools/bootstrap.sh --with-torch) and the built CLI (OVERLAP, or bazel build //tools:overlap).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(ROOT, "tools")
+PY = "/usr/bin/python3"
+TEN = '{"num_classes": 10}'
+GPT = '{"vocab": 8192, "dim": 384, "heads": 6, "layers": 6, "max_seq": 128}'
+# name: (constructor, kwargs, input, what)
+MODELS = {
+    "resnet18": ("torchvision.models:resnet18", TEN, "8x3x64x64", "torchvision, batch 8, 64x64"),
+    "mobilenet_v2": ("torchvision.models:mobilenet_v2", TEN, "8x3x64x64",
+                     "torchvision, batch 8, 64x64"),
+    "gpt": ("overlap_export.testing.small_gpt:small_gpt", GPT, "4x128:int64:8192",
+            "13.8M GPT: vocab 8192, dim 384, 6 layers, seq 128, batch 4"),
+}
+WORKS = ["fwd+bwd", "sgd", "adamw"]
+OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0"],
+              "adamw": ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"]}
+
+
+def run(cmd, env=None):
+    e = dict(os.environ)
+    e["PYTHONPATH"] = TOOLS + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    r = subprocess.run(cmd, capture_output=True, text=True, env=e, cwd=TOOLS)
+    if r.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd[:3])} ... failed:\n{r.stderr[-2000:]}{r.stdout[-500:]}")
+    return r.stdout + r.stderr
+
+
+def seconds(text):
+    """'12.3 ms' / '1.2 s' / '800 us' as seconds."""
+    value, unit = text.split()
+    return float(value) * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+
+
+def export(name, work):
+    ctor, kwargs, shape, _ = MODELS[name]
+    prefix = os.path.join(work, name)
+    run([PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input", shape, "--aot",
+         "--loss", "ce", "-o", prefix, "--weights", prefix + ".safetensors", "--train-data",
+         prefix + ".data.safetensors", "--train-steps", "1", "--optimizer", "sgd"])
+    return prefix
+
+
+def overlap_time(overlap, prefix, work, threads, iterations):
+    """The median seconds of `work` in one overlap process."""
+    graphs = [prefix + ".forward.json", "--backward-graph", prefix + ".backward.json"]
+    if work == "fwd+bwd":
+        out = run([overlap, "exec"] + graphs + ["--weights", prefix + ".safetensors",
+                                                "--threads", str(threads), "--repeat",
+                                                str(iterations)])
+        return seconds(re.search(r"^repeat: .*together ([0-9.]+ [a-z]+)", out, re.M).group(1))
+    data = prefix + ".data.safetensors"
+    out = run([overlap, "train", "--graph"] + graphs + [
+        "--weights", data, "--data", data, "--steps", str(iterations + 1), "--threads",
+        str(threads)] + OPTIMIZERS[work])
+    steps = [seconds(t) for t in re.findall(r"^step [0-9]+ loss \S+ time ([0-9.]+ [a-z]+)",
+                                            out, re.M)]
+    return statistics.median(steps[1:])  # step 1 warms up
+
+
+def torch_time(name, prefix, work, threads, iterations):
+    out = run([PY, os.path.abspath(__file__), "--torch-worker", name, prefix, work, str(threads),
+               str(iterations)], env={"OMP_NUM_THREADS": str(threads)})
+    return float(re.search(r"^median ([0-9.e+-]+)", out, re.M).group(1))
+
+
+def torch_worker(name, prefix, work, threads, iterations):
+    import numpy as np
+    import torch
+    from overlap_export import compare, export
+    torch.set_num_threads(threads)
+    ctor, kwargs, _, _ = MODELS[name]
+    model = export.load_model(ctor, json.loads(kwargs)).eval()
+    w = compare.read(prefix + ".safetensors")
+    state = {k.split("/", 1)[1]: torch.from_numpy(np.ascontiguousarray(v))
+             for k, v in w.items() if k.startswith(("param/", "buffer/"))}
+    model.load_state_dict(state, strict=False)
+    x = torch.from_numpy(np.ascontiguousarray(w["input/0"]))
+    target = torch.from_numpy(np.ascontiguousarray(w["target"]))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = None
+    if work == "sgd":
+        opt = torch.optim.SGD(params, lr=0.01, momentum=0)
+    elif work == "adamw":
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+    times = []
+    for k in range(iterations + 1):
+        start = time.perf_counter()
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+        else:
+            model.zero_grad(set_to_none=True)
+        export._loss_fn("ce", model(x), target).backward()
+        if opt is not None:
+            opt.step()
+        if k > 0:  # the first warms up
+            times.append(time.perf_counter() - start)
+    print(f"median {statistics.median(times)!r}")
+
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def write_table(path, rows, rounds, iterations, seconds_taken):
+    import torch
+    lines = [BEGIN, "",
+             f"*Generated by `tools/bench.py` on {datetime.date.today().isoformat()}: {machine()}; "
+             f"torch {torch.__version__}; {rounds} rounds of fresh processes, overlap and PyTorch "
+             f"alternating, each process the median of {iterations} iterations after one warm-up; "
+             f"{seconds_taken / 60:.0f} minutes. Rerun the script to regenerate.*", "",
+             "| model | work | threads | overlap | PyTorch | overlap / PyTorch |",
+             "|---|---|---:|---:|---:|---:|"]
+    for name, work, threads, ours, theirs in rows:
+        lines.append(f"| {name} | {work} | {threads} | {ours * 1e3:.1f} ms | "
+                     f"{theirs * 1e3:.1f} ms | {ours / theirs:.2f} |")
+    lines += ["", "Models: " + "; ".join(f"{n}: {m[3]}" for n, m in MODELS.items()) + ".", END]
+    text = open(path).read() if os.path.exists(path) else ""
+    block = "\n".join(lines)
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n## overlap against PyTorch eager\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        name, prefix, work, threads, iterations = sys.argv[2:7]
+        return torch_worker(name, prefix, work, int(threads), int(iterations))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)} (default: all)")
+    ap.add_argument("--works", default=",".join(WORKS), help="comma-separated, of " +
+                    ", ".join(WORKS))
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    a = ap.parse_args()
+    unknown = set(a.models) - set(MODELS)
+    if unknown:
+        ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
+    works = a.works.split(",")
+    if set(works) - set(WORKS):
+        ap.error("unknown work(s): " + ", ".join(sorted(set(works) - set(WORKS))))
+    overlap = os.environ.get("OVERLAP")
+    if not overlap:
+        subprocess.run(["bazel", "build", "//tools:overlap"], cwd=ROOT, check=True,
+                       capture_output=True)
+        overlap = os.path.join(ROOT, "bazel-bin", "tools", "overlap")
+    start = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="overlap_bench.") as work_dir:
+        for name in a.models or list(MODELS):
+            prefix = export(name, work_dir)
+            for work in works:
+                for threads in [int(t) for t in a.threads.split(",")]:
+                    ours, theirs = [], []
+                    for _ in range(a.rounds):
+                        ours.append(overlap_time(overlap, prefix, work, threads, a.iterations))
+                        theirs.append(torch_time(name, prefix, work, threads, a.iterations))
+                    o, t = statistics.median(ours), statistics.median(theirs)
+                    rows.append((name, work, threads, o, t))
+                    print(f"bench: {name} {work} {threads} thread(s): overlap {o * 1e3:.1f} ms, "
+                          f"PyTorch {t * 1e3:.1f} ms, ratio {o / t:.2f}", flush=True)
+    if not a.models:
+        write_table(a.out, rows, a.rounds, a.iterations, time.time() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
