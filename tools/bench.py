@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+import doc_block  # tools/doc_block.py, beside this script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 PY = "/usr/bin/python3"
@@ -107,11 +109,11 @@ def torch_worker(name, prefix, work, threads, iterations):
     ctor, kwargs, _, _ = MODELS[name]
     model = export.load_model(ctor, json.loads(kwargs)).eval()
     w = compare.read(prefix + ".safetensors")
-    state = {k.split("/", 1)[1]: torch.from_numpy(np.ascontiguousarray(v))
+    state = {k.split("/", 1)[1]: torch.from_numpy(np.array(v))
              for k, v in w.items() if k.startswith(("param/", "buffer/"))}
     model.load_state_dict(state, strict=False)
-    x = torch.from_numpy(np.ascontiguousarray(w["input/0"]))
-    target = torch.from_numpy(np.ascontiguousarray(w["target"]))
+    x = torch.from_numpy(np.array(w["input/0"]))
+    target = torch.from_numpy(np.array(w["target"]))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = None
     if work == "sgd":
@@ -159,14 +161,8 @@ def write_table(path, rows, rounds, iterations, seconds_taken):
         lines.append(f"| {name} | {work} | {threads} | {ours * 1e3:.1f} ms | "
                      f"{theirs * 1e3:.1f} ms | {ours / theirs:.2f} |")
     lines += ["", "Models: " + "; ".join(f"{n}: {m[3]}" for n, m in MODELS.items()) + ".", END]
-    text = open(path).read() if os.path.exists(path) else ""
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n## overlap against PyTorch eager\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    doc_block.replace_block(path, BEGIN, END, "\n".join(lines),
+                            heading="## overlap against PyTorch eager\n\n")
 
 
 def main():

@@ -1,6 +1,7 @@
 // overlap exec: run a graph (and its backward) on the CPU kernels, or replay it without
 // kernels (runtime/exec/replay.h), printing checksums, time and measured vs simulated memory.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <string>
@@ -40,6 +41,7 @@ constexpr FlagSpec kFlags[] = {
      "(grad:<parameter>) as safetensors"},
     {"double", 0, "", "compute in float64 whatever the graph's float dtypes"},
     {"repeat", 0, "K", "then run K more times and print the median times (steady state)"},
+    {"profile", 0, "", "with --repeat: the time of each op, summed over its calls, top 20"},
     {"threads", 0, "N", "OpenBLAS and oneDNN threads (default: the core count)"},
     {"replay", 0, "",
      "run without kernels: each compute node waits its device_time\n"
@@ -84,7 +86,7 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   if (in.Has("time-scale")) o.time_scale = in.NonNegative("time-scale", 1e6, 0);
   o.count_only = in.Switch("count-only");
   o.guard_bytes = in.PositiveSize("guard", "the memory available");
-  for (const char* f : {"weights", "inputs", "save", "double", "seed", "repeat"}) {
+  for (const char* f : {"weights", "inputs", "save", "double", "seed", "repeat", "profile"}) {
     if (in.Has(f)) in.AddUsageError(absl::StrCat("--", f, " runs kernels: not with --replay"));
   }
   if (in.has_usage_error()) return in.UsageError();
@@ -116,6 +118,7 @@ int Run(Invocation& in) {
   const uint64_t seed = static_cast<uint64_t>(in.Int("seed", 0, int64_t{1} << 62, 1));
   const int64_t threads = in.Int("threads", 1, 1024, 0);
   const int64_t repeat = in.Int("repeat", 1, 1000000, 0);
+  if (in.Switch("profile") && repeat == 0) in.AddUsageError("--profile needs --repeat K");
   if (in.has_usage_error()) return in.UsageError();
   if (threads > 0) {  // both pools: the matrix products and the convolutions
     SetBlasThreads(static_cast<int>(threads));
@@ -243,8 +246,27 @@ int Run(Invocation& in) {
     InterpreterOptions timed = o;
     timed.simulate = false;
     timed.memory_checked = true;
+    // --profile: each call node's time, from the previous node's end to its own (so a
+    // graph's first node also carries the run's setup), summed by op.
+    struct OpTime {
+      double s = 0;
+      int64_t calls = 0;
+    };
+    std::map<std::string, OpTime> by_op;
+    auto last = std::chrono::steady_clock::now();
+    if (in.Switch("profile")) {
+      timed.after_node = [&](const Node& n, const std::vector<Tensor>&) {
+        const auto now = std::chrono::steady_clock::now();
+        OpTime& t = by_op[n.target()];
+        t.s += std::chrono::duration<double>(now - last).count();
+        ++t.calls;
+        last = now;
+        return absl::OkStatus();
+      };
+    }
     std::vector<double> fwd_s, bwd_s, all_s;
     for (int64_t k = 0; k < repeat; ++k) {
+      last = std::chrono::steady_clock::now();
       if (!backward_path) {
         TensorMap all = params;
         for (const auto& [key, v] : data) all[key] = v;
@@ -270,6 +292,21 @@ int Run(Invocation& in) {
         static_cast<long long>(repeat), FormatSeconds(median(fwd_s)).c_str(),
         backward_path ? absl::StrCat(", backward ", FormatSeconds(median(bwd_s))).c_str() : "",
         FormatSeconds(median(all_s)).c_str());
+    if (!by_op.empty()) {
+      std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
+      std::sort(ops.begin(), ops.end(),
+                [](const auto& a, const auto& b) { return a.second.s > b.second.s; });
+      double total = 0;
+      for (const auto& op : ops) total += op.second.s;
+      std::fprintf(in.summary(), "profile: time per run by op (mean over %lld runs):\n",
+                   static_cast<long long>(repeat));
+      for (size_t i = 0; i < ops.size() && i < 20; ++i) {
+        const OpTime& t = ops[i].second;
+        std::fprintf(in.summary(), "  %-44s %10s %5.1f%%  %lld calls\n", ops[i].first.c_str(),
+                     FormatSeconds(t.s / repeat).c_str(), 100 * t.s / std::max(total, 1e-30),
+                     static_cast<long long>(t.calls / repeat));
+      }
+    }
   }
   if (std::optional<std::string> out = in.Path("save")) {
     absl::Status written =

@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+import doc_block  # tools/doc_block.py, beside this script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 PY = "/usr/bin/python3"
@@ -390,14 +392,7 @@ def write_table(path, rows, seconds):
                   "docs/interop.md, \"The comparison rule\", explains the mask flips):", ""]
         lines += notes
     lines.append(END)
-    text = open(path).read() if os.path.exists(path) else ""
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    doc_block.replace_block(path, BEGIN, END, "\n".join(lines))
     print(f"zoo: wrote {path}", flush=True)
 
 

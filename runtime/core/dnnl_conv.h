@@ -26,8 +26,9 @@ struct DnnlConvShape {
 // negative bottom padding): the callers' own loops then run. O(1).
 bool DnnlConvSupports(const DnnlConvShape& s);
 
-// y = conv(x, w) + bias (bias [o] or nullptr). Every element of y is written. Errors are
-// oneDNN's, as Internal. O(n o ho wo c kh kw / groups).
+// y = conv(x, w) + bias (bias [o] or nullptr). Every element of y is written.
+// Unimplemented (nothing written) when oneDNN has no primitive for the shape; Internal for a
+// failure while it runs. O(n o ho wo c kh kw / groups).
 absl::Status DnnlConvForward(const DnnlConvShape& s, const float* x, const float* w,
                              const float* bias, float* y);
 // dx = the gradient of conv's input for the output gradient gy; every element written.

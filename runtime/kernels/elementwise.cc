@@ -15,43 +15,79 @@ namespace {
 
 using Results = absl::StatusOr<std::vector<Tensor>>;
 
-// f(a, b) = Ew(op, a, b, s) in a's type; and f(a) = Ew(op, a, b, s) for a fixed number b.
-auto EwFn(EwOp op, double s = 0) {
-  return [op, s](auto a, auto b) {
-    using T = decltype(a);
-    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
-  };
-}
-auto EwFn1(EwOp op, double b = 0, double s = 0) {
-  return [op, b, s](auto a) {
-    using T = decltype(a);
-    return Ew<T>(op, a, static_cast<T>(b), static_cast<T>(s));
-  };
+// An elementwise_ops.h formula with its fixed numbers: f(a, b) = Ew(op, a, b, s), and
+// f(a) = Ew(op, a, b, s) with b fixed too. The loops below dispatch on op once per call
+// (WithOp), so each runs one formula the compiler inlines and vectorizes, not a switch per
+// element.
+struct EwFormula {
+  EwOp op;
+  double b = 0, s = 0;
+};
+EwFormula EwFn(EwOp op, double s = 0) { return EwFormula{op, 0, s}; }
+EwFormula EwFn1(EwOp op, double b = 0, double s = 0) { return EwFormula{op, b, s}; }
+
+// g(std::integral_constant<EwOp, op>{}): op as a compile-time constant.
+template <typename G>
+void WithOp(EwOp op, G&& g) {
+#define OVERLAP_EW_CASE(X)                      \
+  case EwOp::X:                                 \
+    g(std::integral_constant<EwOp, EwOp::X>{}); \
+    return;
+  switch (op) {
+    OVERLAP_EW_CASE(kAdd)
+    OVERLAP_EW_CASE(kMul)
+    OVERLAP_EW_CASE(kDiv)
+    OVERLAP_EW_CASE(kDivFloor)
+    OVERLAP_EW_CASE(kDivTrunc)
+    OVERLAP_EW_CASE(kSquare)
+    OVERLAP_EW_CASE(kCube)
+    OVERLAP_EW_CASE(kPow)
+    OVERLAP_EW_CASE(kRsqrt)
+    OVERLAP_EW_CASE(kRelu)
+    OVERLAP_EW_CASE(kSilu)
+    OVERLAP_EW_CASE(kGelu)
+    OVERLAP_EW_CASE(kGeluTanh)
+    OVERLAP_EW_CASE(kGeluBackward)
+    OVERLAP_EW_CASE(kGeluTanhBackward)
+    OVERLAP_EW_CASE(kSiluBackward)
+    OVERLAP_EW_CASE(kSigmoid)
+    OVERLAP_EW_CASE(kSigmoidBackward)
+    OVERLAP_EW_CASE(kTanh)
+    OVERLAP_EW_CASE(kTanhBackward)
+    OVERLAP_EW_CASE(kThresholdBackward)
+    OVERLAP_EW_CASE(kExp)
+    OVERLAP_EW_CASE(kHardswish)
+    OVERLAP_EW_CASE(kHardswishBackward)
+    OVERLAP_EW_CASE(kHardsigmoid)
+    OVERLAP_EW_CASE(kHardsigmoidBackward)
+  }
+#undef OVERLAP_EW_CASE
 }
 
-// out[i] = f(x[i]) over any strides; f is called with T.
+// out[i] = f(x[i]) over any strides, in x's float dtype (f called with T); every element
+// written.
 template <typename F>
-Results Unary(KernelCall& c, const Tensor& x, F&& f) {
+Results Map1(KernelCall& c, const Tensor& x, F&& f) {
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
     const T* in = x.data<T>();
     T* o = out.data<T>();
     if (x.IsContiguous()) {
       const int64_t n = x.numel();
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(in[i]));
     } else {
-      int64_t k = 0;
+      int64_t j = 0;
       ForEach2(x.shape(), x.strides(), x.strides(),
-               [&](int64_t a, int64_t) { o[k++] = static_cast<T>(f(in[a])); });
+               [&](int64_t a, int64_t) { o[j++] = static_cast<T>(f(in[a])); });
     }
     return std::vector<Tensor>{out};
   });
 }
 
-// out = f(a, b) broadcast (NumPy rules); a and b of one float dtype.
+// out = f(a, b) broadcast (NumPy rules); a and b of one float dtype; every element written.
 template <typename F>
-Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
+Results Map2(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
   if (a.dtype() != b.dtype()) {
     return c.Error(absl::StrCat("operands ", a.DebugString(), " and ", b.DebugString(),
                                 " have different dtypes"));
@@ -59,36 +95,77 @@ Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* o = out.data<T>();
     if (a.shape() == shape && b.shape() == shape && a.IsContiguous() && b.IsContiguous()) {
       const int64_t n = out.numel();
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(pa[i], pb[i]));
-    } else {
-      int64_t k = 0;
-      ForEach2(shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape),
-               [&](int64_t ia, int64_t ib) { o[k++] = static_cast<T>(f(pa[ia], pb[ib])); });
+      return std::vector<Tensor>{out};
     }
+    // Broadcast (a bias per channel or per row) and strided operands, a row at a time.
+    T* row = o;
+    ForEachRow2(shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape),
+                [&](int64_t oa, int64_t ob, int64_t n, int64_t step_a, int64_t step_b) {
+                  const T* ra = pa + oa;
+                  const T* rb = pb + ob;
+                  if (step_a == 1 && step_b == 1) {
+                    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<T>(f(ra[i], rb[i]));
+                  } else if (step_a == 1 && step_b == 0) {
+                    const T v = *rb;
+                    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<T>(f(ra[i], v));
+                  } else if (step_a == 0 && step_b == 1) {
+                    const T v = *ra;
+                    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<T>(f(v, rb[i]));
+                  } else {
+                    for (int64_t i = 0; i < n; ++i) {
+                      row[i] = static_cast<T>(f(ra[i * step_a], rb[i * step_b]));
+                    }
+                  }
+                  row += n;
+                });
     return std::vector<Tensor>{out};
   });
 }
 
+// Map1 / Map2 of a formula, specialised to its op.
+Results Unary(KernelCall& c, const Tensor& x, const EwFormula& f) {
+  Results r = std::vector<Tensor>{};
+  WithOp(f.op, [&](auto k) {
+    constexpr EwOp op = decltype(k)::value;
+    r = Map1(c, x, [b = f.b, s = f.s](auto v) {
+      using T = decltype(v);
+      return Ew<T>(op, v, static_cast<T>(b), static_cast<T>(s));
+    });
+  });
+  return r;
+}
+
+Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, const EwFormula& f) {
+  Results r = std::vector<Tensor>{};
+  WithOp(f.op, [&](auto k) {
+    constexpr EwOp op = decltype(k)::value;
+    r = Map2(c, a, b, [s = f.s](auto u, auto v) {
+      using T = decltype(u);
+      return Ew<T>(op, u, v, static_cast<T>(s));
+    });
+  });
+  return r;
+}
+
 // A binary op whose second operand may be a Python number (a 0-d constant).
-template <typename F>
-Results TensorOrScalar(KernelCall& c, F&& f) {
+Results TensorOrScalar(KernelCall& c, const EwFormula& f) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
   const Value* other = c.Arg("other");
   if (other != nullptr && !other->is_ref()) {
     OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
-    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+    return Unary(c, a, EwFormula{f.op, s, f.s});
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
   if (b.dim() == 0 && b.dtype() != a.dtype()) {
     // A 0-d tensor of another dtype takes part as a number (PyTorch keeps self's dtype).
-    const double s = GetElement(b, 0);
-    return Unary(c, a, [&](auto x) { return f(x, static_cast<decltype(x)>(s)); });
+    return Unary(c, a, EwFormula{f.op, GetElement(b, 0), f.s});
   }
   return Binary(c, a, b, f);
 }
@@ -150,11 +227,10 @@ Results AddTensor(KernelCall& c) {
 Results MulTensor(KernelCall& c) { return TensorOrScalar(c, EwFn(EwOp::kMul)); }
 
 // op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
-template <typename F>
-Results ScalarOp(KernelCall& c, F&& f) {
+Results ScalarOp(KernelCall& c, const EwFormula& f) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
-  return Unary(c, x, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
+  return Unary(c, x, EwFormula{f.op, s, f.s});
 }
 
 Results PowTensorScalar(KernelCall& c) {
@@ -189,7 +265,7 @@ absl::StatusOr<std::pair<double, double>> HardtanhBounds(KernelCall& c) {
 Results Hardtanh(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c));
-  return Unary(c, x, [bounds](auto v) {
+  return Map1(c, x, [bounds](auto v) {
     using T = decltype(v);
     const T lo = static_cast<T>(bounds.first), hi = static_cast<T>(bounds.second);
     return v != v ? v : (v < lo ? lo : (v > hi ? hi : v));
@@ -201,7 +277,7 @@ Results HardtanhBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(auto bounds, HardtanhBounds(c));
-  return Binary(c, g, x, [bounds](auto gv, auto xv) {
+  return Map2(c, g, x, [bounds](auto gv, auto xv) {
     using T = decltype(gv);
     return xv <= static_cast<T>(bounds.first) || xv >= static_cast<T>(bounds.second) ? T(0) : gv;
   });
@@ -518,7 +594,7 @@ Results Clamp(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(hi, c.DoubleArg("max"));
   }
   // ATen's min(max(v, lo), hi): max wins when min > max; a NaN value or bound gives NaN.
-  return Unary(c, x, [lo, hi](auto v) {
+  return Map1(c, x, [lo, hi](auto v) {
     using T = decltype(v);
     if (v != v || lo != lo || hi != hi) return static_cast<T>(NAN);
     const T up = v < static_cast<T>(lo) ? static_cast<T>(lo) : v;

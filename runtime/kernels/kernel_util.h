@@ -85,6 +85,36 @@ void ForEach2(const std::vector<int64_t>& shape, const std::vector<int64_t>& sa,
   }
 }
 
+// ForEach2 by rows: the dimensions merged where both stride sets allow (so a per-channel
+// operand's rows span a whole plane), then fn(offset_a, offset_b, n, step_a, step_b) once per
+// row of the last merged dimension: n elements at offset + i * step. The caller's inner loop
+// is then a plain loop the compiler vectorizes (steps 1 or 0 in the common cases).
+template <typename F>
+void ForEachRow2(const std::vector<int64_t>& shape, const std::vector<int64_t>& sa,
+                 const std::vector<int64_t>& sb, F&& fn) {
+  std::vector<int64_t> m, ma, mb;  // merged, outermost first
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return;
+    if (shape[d] == 1) continue;
+    if (!m.empty() && ma.back() == sa[d] * shape[d] && mb.back() == sb[d] * shape[d]) {
+      m.back() *= shape[d];
+      ma.back() = sa[d];
+      mb.back() = sb[d];
+      continue;
+    }
+    m.push_back(shape[d]);
+    ma.push_back(sa[d]);
+    mb.push_back(sb[d]);
+  }
+  if (m.empty()) return fn(int64_t{0}, int64_t{0}, int64_t{1}, int64_t{1}, int64_t{1});
+  const int64_t n = m.back(), step_a = ma.back(), step_b = mb.back();
+  m.pop_back();
+  ma.pop_back();
+  mb.pop_back();
+  if (m.empty()) return fn(int64_t{0}, int64_t{0}, n, step_a, step_b);
+  ForEach2(m, ma, mb, [&](int64_t oa, int64_t ob) { fn(oa, ob, n, step_a, step_b); });
+}
+
 // The broadcast shape of two shapes (NumPy rules); an error naming the node otherwise.
 absl::StatusOr<std::vector<int64_t>> BroadcastShape(const KernelCall& c,
                                                     const std::vector<int64_t>& a,

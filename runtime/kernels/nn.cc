@@ -499,9 +499,12 @@ std::optional<DnnlConvShape> DnnlShape(const ConvGeometry& g) {
   return s;
 }
 
-// A kernel's error for a failure inside oneDNN.
-absl::Status DnnlError(KernelCall& c, const absl::Status& s) {
-  return s.ok() ? s : c.Error(s.message());
+// Whether oneDNN ran the call: true when it did, false when it has no implementation for
+// the shape (the loops run instead), the kernel's error naming the node when it failed.
+absl::StatusOr<bool> DnnlRan(KernelCall& c, const absl::Status& s) {
+  if (s.ok()) return true;
+  if (absl::IsUnimplemented(s)) return false;
+  return c.Error(s.message());
 }
 
 // The shape of a convolution's result: [n, o, ho, wo], or a transposed one's [n, c, h, w].
@@ -528,23 +531,26 @@ Results Convolution(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, g.transposed ? c.NewOutput(x.dtype(), shape)
                                                       : c.NewUninitializedOutput(x.dtype(), shape));
     const std::optional<DnnlConvShape> dnnl = DnnlShape<T>(g);
-    Tensor col;  // im2col's columns, for the loops
-    if (!dnnl) {
-      OVERLAP_ASSIGN_OR_RETURN(col, c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
-    }
-    const bool fused_bias =
+    bool fused_bias =
         dnnl && !g.transposed && bias && bias->dtype() == x.dtype() && bias->IsContiguous();
-    if (dnnl && g.transposed) {
-      OVERLAP_RETURN_IF_ERROR(DnnlError(
-          c, DnnlConvBackwardData(*dnnl, x.data<float>(), wt.data<float>(), out.data<float>())));
-    } else if (dnnl) {
-      OVERLAP_RETURN_IF_ERROR(DnnlError(
-          c, DnnlConvForward(*dnnl, x.data<float>(), wt.data<float>(),
-                             fused_bias ? bias->data<float>() : nullptr, out.data<float>())));
-    } else if (g.transposed) {
-      ConvDataLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
-    } else {
-      ConvForwardLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
+    bool done = false;
+    if (dnnl) {
+      const absl::Status s =
+          g.transposed
+              ? DnnlConvBackwardData(*dnnl, x.data<float>(), wt.data<float>(), out.data<float>())
+              : DnnlConvForward(*dnnl, x.data<float>(), wt.data<float>(),
+                                fused_bias ? bias->data<float>() : nullptr, out.data<float>());
+      OVERLAP_ASSIGN_OR_RETURN(done, DnnlRan(c, s));
+    }
+    if (!done) {
+      fused_bias = false;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor col,
+                               c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+      if (g.transposed) {
+        ConvDataLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
+      } else {
+        ConvForwardLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
+      }
     }
     if (bias && !fused_bias) {
       const int64_t channels = shape[1], hw = shape[2] * shape[3];
@@ -590,34 +596,36 @@ Results ConvolutionBackward(KernelCall& c) {
         std::vector<Tensor> out,
         MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape}));
     const std::optional<DnnlConvShape> dnnl = DnnlShape<T>(g);
-    Tensor col;  // im2col's columns, for the loops
-    if (!dnnl) {
-      OVERLAP_ASSIGN_OR_RETURN(col, c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
-    }
     // The described convolution maps [n, c, h, w] to [n, o, ho, wo]; a transposed one is its
     // adjoint, so its input plays that convolution's gradient and its gradient the input.
-    const T* small = (g.transposed ? x : gy).data<T>();  // [n, o, ho, wo]
-    const T* large = (g.transposed ? gy : x).data<T>();  // [n, c, h, w]
-    const float* large32 = dnnl ? (g.transposed ? gy : x).data<float>() : nullptr;
-    const float* small32 = dnnl ? (g.transposed ? x : gy).data<float>() : nullptr;
-    if (out[0].defined() && dnnl) {
+    const Tensor& small = g.transposed ? x : gy;  // [n, o, ho, wo]
+    const Tensor& large = g.transposed ? gy : x;  // [n, c, h, w]
+    bool data_done = !out[0].defined(), weight_done = !out[1].defined();
+    if (dnnl && !data_done) {
       const float* w = wt.data<float>();
       float* dx = out[0].data<float>();
-      OVERLAP_RETURN_IF_ERROR(DnnlError(c, g.transposed
-                                               ? DnnlConvForward(*dnnl, large32, w, nullptr, dx)
-                                               : DnnlConvBackwardData(*dnnl, small32, w, dx)));
-    } else if (out[0].defined()) {
-      if (g.transposed) {
-        ConvForwardLoop(g, large, wt.data<T>(), out[0].data<T>(), col.data<T>());
-      } else {
-        ConvDataLoop(g, small, wt.data<T>(), out[0].data<T>(), col.data<T>());
-      }
+      OVERLAP_ASSIGN_OR_RETURN(
+          data_done,
+          DnnlRan(c, g.transposed ? DnnlConvForward(*dnnl, large.data<float>(), w, nullptr, dx)
+                                  : DnnlConvBackwardData(*dnnl, small.data<float>(), w, dx)));
     }
-    if (out[1].defined() && dnnl) {
-      OVERLAP_RETURN_IF_ERROR(
-          DnnlError(c, DnnlConvBackwardWeights(*dnnl, large32, small32, out[1].data<float>())));
-    } else if (out[1].defined()) {
-      ConvWeightLoop(g, large, small, out[1].data<T>(), col.data<T>());
+    if (dnnl && !weight_done) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          weight_done,
+          DnnlRan(c, DnnlConvBackwardWeights(*dnnl, large.data<float>(), small.data<float>(),
+                                             out[1].data<float>())));
+    }
+    if (!data_done || !weight_done) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor col,
+                               c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+      if (!data_done && g.transposed) {
+        ConvForwardLoop(g, large.data<T>(), wt.data<T>(), out[0].data<T>(), col.data<T>());
+      } else if (!data_done) {
+        ConvDataLoop(g, small.data<T>(), wt.data<T>(), out[0].data<T>(), col.data<T>());
+      }
+      if (!weight_done) {
+        ConvWeightLoop(g, large.data<T>(), small.data<T>(), out[1].data<T>(), col.data<T>());
+      }
     }
     if (out[2].defined()) {
       const int64_t channels = out_shape[1], hw = out_shape[2] * out_shape[3];

@@ -202,7 +202,8 @@ def _pairs(a):
             for k in sorted(steps_of):
                 value = steps.get(k + 1)
                 pairs.append((f"loss at step {k + 1}", ref[steps_of[k]],
-                              None if value is None else np.array(value)))
+                              None if value is None else np.array(value),
+                              ref.get(f"ref64/loss/{k}")))
     else:
         loss_node = _read_graph(a.files[0])
         ref, got = _as_float64(read(a.files[1]), a.files[1], a.float64), read(a.files[2])
