@@ -15,12 +15,19 @@ absl::Status DnnlConvBackwardData(const DnnlConvShape&, const float*, const floa
 absl::Status DnnlConvBackwardWeights(const DnnlConvShape&, const float*, const float*, float*) {
   return absl::UnimplementedError("built without oneDNN");
 }
+absl::Status DnnlConvBackward(const DnnlConvShape&, const float*, const float*, const float*,
+                              float*, float*) {
+  return absl::UnimplementedError("built without oneDNN");
+}
 void SetDnnlThreads(int) {}
 }  // namespace overlap
 #else
 
 #include <omp.h>
+#include <pthread.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <dnnl.hpp>
 #include <memory>
 #include <mutex>
@@ -171,34 +178,79 @@ absl::StatusOr<const Entry*> Get(Kind kind, const DnnlConvShape& s) {
   return cache->emplace(key, *std::move(e)).first->second.get();
 }
 
+// Per-thread buffers for the reorders and the scratchpad, kept between calls and grown as
+// needed: fresh ones each call would fault in their pages every time (a convolution's
+// operands are megabytes), what a caching allocator spares PyTorch.
+class Slots {
+ public:
+  void* Get(int slot, size_t bytes) {
+    Slot& s = slots_[slot];
+    if (bytes > s.bytes) {
+      s.data.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      s.bytes = s.data ? bytes : 0;
+    }
+    return s.data.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Slot {
+    std::unique_ptr<char, Free> data;
+    size_t bytes = 0;
+  };
+  Slot slots_[6];
+};
+
+// A memory object of `desc` on slot `slot` of this thread's buffers.
+memory OnSlot(const memory::desc& desc, int slot) {
+  thread_local Slots slots;
+  const size_t bytes = desc.get_size();
+  return memory(desc, Engine(), bytes == 0 ? nullptr : slots.Get(slot, bytes));
+}
+
+// The operand `p` (plain layout) in the layout the primitive wants: the user's buffer
+// itself, or its reorder on this thread's slot `slot`.
+memory Prepared(const std::optional<dnnl::reorder>& to, const memory::desc& want,
+                const memory::desc& plain, const float* p, int slot, dnnl::stream& stream) {
+  memory user(plain, Engine(), const_cast<float*>(p));
+  if (!to) return user;
+  memory m = OnSlot(want, slot);
+  to->execute(stream, user, m);
+  return m;
+}
+
+// Runs entry `e` on prepared operands a, b into the plain buffer out (through slot
+// `out_slot` when the primitive's layout differs), with `bias` (forward only).
+void Exec(const Entry& e, const memory& a, const memory& b, const float* bias, float* out,
+          int a_arg, int b_arg, int out_arg, int out_slot, const DnnlConvShape& s,
+          dnnl::stream& stream) {
+  memory user_out(e.plain_out, Engine(), out);
+  memory mo = e.from_out ? OnSlot(e.out, out_slot) : user_out;
+  std::unordered_map<int, memory> args{
+      {a_arg, a}, {b_arg, b}, {out_arg, mo}, {DNNL_ARG_SCRATCHPAD, OnSlot(e.scratch, 3)}};
+  if (bias != nullptr) {
+    args.emplace(DNNL_ARG_BIAS,
+                 memory(Plain({s.o}, memory::format_tag::x), Engine(), const_cast<float*>(bias)));
+  }
+  e.prim.execute(stream, args);
+  if (e.from_out) e.from_out->execute(stream, mo, user_out);
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
 // Runs entry `e` on plain buffers a, b (operands) into out, with `bias` (forward only).
 absl::Status Run(const Entry& e, const float* a, const float* b, const float* bias, float* out,
                  int out_arg, int a_arg, int b_arg, const DnnlConvShape& s) {
   try {
-    dnnl::engine& eng = Engine();
-    thread_local dnnl::stream stream(eng);
-    memory user_a(e.plain_a, eng, const_cast<float*>(a));
-    memory user_b(e.plain_b, eng, const_cast<float*>(b));
-    memory user_out(e.plain_out, eng, out);
-    memory ma = user_a, mb = user_b, mo = user_out;
-    if (e.to_a) {
-      ma = memory(e.a, eng);
-      e.to_a->execute(stream, user_a, ma);
-    }
-    if (e.to_b) {
-      mb = memory(e.b, eng);
-      e.to_b->execute(stream, user_b, mb);
-    }
-    if (e.from_out) mo = memory(e.out, eng);
-    memory scratch(e.scratch, eng);
-    std::unordered_map<int, memory> args{
-        {a_arg, ma}, {b_arg, mb}, {out_arg, mo}, {DNNL_ARG_SCRATCHPAD, scratch}};
-    if (bias != nullptr) {
-      args.emplace(DNNL_ARG_BIAS,
-                   memory(Plain({s.o}, memory::format_tag::x), eng, const_cast<float*>(bias)));
-    }
-    e.prim.execute(stream, args);
-    if (e.from_out) e.from_out->execute(stream, mo, user_out);
+    dnnl::stream& stream = Stream();
+    const memory ma = Prepared(e.to_a, e.a, e.plain_a, a, 0, stream);
+    const memory mb = Prepared(e.to_b, e.b, e.plain_b, b, 1, stream);
+    Exec(e, ma, mb, bias, out, a_arg, b_arg, out_arg, 2, s, stream);
     stream.wait();
     return absl::OkStatus();
   } catch (const dnnl::error& err) {
@@ -242,7 +294,68 @@ absl::Status DnnlConvBackwardWeights(const DnnlConvShape& s, const float* x, con
   return Run(**e, x, gy, nullptr, dw, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, s);
 }
 
-void SetDnnlThreads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+absl::Status DnnlConvBackward(const DnnlConvShape& s, const float* x, const float* gy,
+                              const float* w, float* dx, float* dw) {
+  const Entry* data = nullptr;
+  const Entry* weights = nullptr;
+  if (dx != nullptr) {
+    absl::StatusOr<const Entry*> e = Get(Kind::kData, s);
+    if (!e.ok()) return e.status();
+    data = *e;
+  }
+  if (dw != nullptr) {
+    absl::StatusOr<const Entry*> e = Get(Kind::kWeights, s);
+    if (!e.ok()) return e.status();
+    weights = *e;
+  }
+  try {
+    dnnl::stream& stream = Stream();
+    std::optional<memory> gy_data;
+    if (data != nullptr) {
+      gy_data = Prepared(data->to_a, data->a, data->plain_a, gy, 0, stream);
+      const memory mw = Prepared(data->to_b, data->b, data->plain_b, w, 1, stream);
+      Exec(*data, *gy_data, mw, nullptr, dx, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC,
+           2, s, stream);
+    }
+    if (weights != nullptr) {
+      // The output gradient in the weight primitive's layout: the data primitive's reorder
+      // when they agree (the usual case), else its own.
+      const memory gy_weights =
+          gy_data && data->a == weights->b
+              ? *gy_data
+              : Prepared(weights->to_b, weights->b, weights->plain_b, gy, 4, stream);
+      const memory mx = Prepared(weights->to_a, weights->a, weights->plain_a, x, 5, stream);
+      Exec(*weights, mx, gy_weights, nullptr, dw, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST,
+           DNNL_ARG_DIFF_WEIGHTS, 2, s, stream);
+    }
+    stream.wait();
+    return absl::OkStatus();
+  } catch (const dnnl::error& err) {
+    return absl::InternalError(absl::StrCat("oneDNN: ", err.what()));
+  }
+}
+
+namespace {
+
+// GNU OpenMP's pool does not survive fork(): a child forked after the parent ran a
+// parallel region waits forever on threads it does not have. A child forked without exec
+// (a test's ranks; `overlap run` execs its ranks) therefore runs one OpenMP thread: with a
+// team of one, no pool thread is involved, and ranks sharing a machine's cores want no more.
+std::atomic<bool> forked_child{false};
+
+void OnForkChild() {
+  forked_child = true;
+  omp_set_num_threads(1);
+}
+
+const bool registered = [] { return pthread_atfork(nullptr, nullptr, OnForkChild) == 0; }();
+
+}  // namespace
+
+void SetDnnlThreads(int threads) {
+  (void)registered;
+  omp_set_num_threads(forked_child || threads < 1 ? 1 : threads);
+}
 
 }  // namespace overlap
 

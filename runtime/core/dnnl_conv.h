@@ -39,7 +39,15 @@ absl::Status DnnlConvBackwardData(const DnnlConvShape& s, const float* gy, const
 absl::Status DnnlConvBackwardWeights(const DnnlConvShape& s, const float* x, const float* gy,
                                      float* dw);
 
-// Sets oneDNN's thread count (>= 1; OpenMP's for the process). O(1).
+// Both gradients at once (dx or dw nullptr: that one is not computed): the output gradient
+// is reordered once for the two primitives. Every element of dx and dw written.
+absl::Status DnnlConvBackward(const DnnlConvShape& s, const float* x, const float* gy,
+                              const float* w, float* dx, float* dw);
+
+// Sets oneDNN's thread count (>= 1; OpenMP's for the process, which the kernels' own
+// parallel loops share). In a child forked without exec it stays 1: GNU OpenMP's pool does
+// not survive fork (the child would wait on the parent's threads), so such a child runs
+// every parallel region on its one thread. O(1).
 void SetDnnlThreads(int threads);
 
 }  // namespace overlap

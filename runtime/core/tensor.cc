@@ -1,5 +1,6 @@
 #include "runtime/core/tensor.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,6 +105,14 @@ Storage::~Storage() {
     owner_->cached_bytes += bytes_;
     owner_->cache[bytes_].push_back(std::move(data_));
   }
+}
+
+Allocator::Allocator() : counters_(std::make_shared<Storage::Counters>()) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  });
 }
 
 absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool,

@@ -74,8 +74,9 @@ Results Map1(KernelCall& c, const Tensor& x, F&& f) {
     const T* in = x.data<T>();
     T* o = out.data<T>();
     if (x.IsContiguous()) {
-      const int64_t n = x.numel();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(in[i]));
+      ParallelFor(x.numel(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(in[i]));
+      });
     } else {
       int64_t j = 0;
       ForEach2(x.shape(), x.strides(), x.strides(),
@@ -100,8 +101,9 @@ Results Map2(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
     const T* pb = b.data<T>();
     T* o = out.data<T>();
     if (a.shape() == shape && b.shape() == shape && a.IsContiguous() && b.IsContiguous()) {
-      const int64_t n = out.numel();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(pa[i], pb[i]));
+      ParallelFor(out.numel(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(pa[i], pb[i]));
+      });
       return std::vector<Tensor>{out};
     }
     // Broadcast (a bias per channel or per row) and strided operands, a row at a time.

@@ -153,5 +153,21 @@ absl::Status CheckSame(const KernelCall& c, const Tensor& a, const Tensor& b,
   return absl::OkStatus();
 }
 
+void NnRun(const NnArgs& a) {
+  if (a.error != nullptr) return NnRunOnHost(a);
+  ParallelFor(
+      NnUnits(a),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          if (a.is_double) {
+            NnUnit<double>(a, u);
+          } else {
+            NnUnit<float>(a, u);
+          }
+        }
+      },
+      16);
+}
+
 }  // namespace kernels
 }  // namespace overlap

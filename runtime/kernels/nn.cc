@@ -221,7 +221,7 @@ Results NativeLayerNorm(KernelCall& c) {
     a.out = out.data<T>();
     a.out2 = mean.data<T>();
     a.out3 = rstd.data<T>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out, mean, rstd};
   });
 }
@@ -271,13 +271,13 @@ Results NativeLayerNormBackward(KernelCall& c) {
     a.var = rstd.data<T>();
     if (out[0].defined()) {
       a.out = out[0].data<T>();
-      NnRunOnHost(a);
+      NnRun(a);
     }
     if (out[1].defined() || out[2].defined()) {
       a.op = NnOp::kLayerNormParamBackward;
       a.out2 = out[1].defined() ? out[1].data<T>() : nullptr;
       a.out3 = out[2].defined() ? out[2].data<T>() : nullptr;
-      NnRunOnHost(a);
+      NnRun(a);
     }
     return out;
   });
@@ -338,7 +338,7 @@ Results NativeBatchNorm(KernelCall& c) {
     a.out = out.data<T>();
     a.out2 = save_mean.data<T>();
     a.out3 = save_invstd.data<T>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out, save_mean, save_invstd};
   });
 }
@@ -399,7 +399,7 @@ Results NativeBatchNormBackward(KernelCall& c) {
       void* p = out[i].defined() ? out[i].data<T>() : nullptr;
       (i == 0 ? a.out : i == 1 ? a.out2 : a.out3) = p;
     }
-    NnRunOnHost(a);
+    NnRun(a);
     return out;
   });
 }
@@ -601,6 +601,15 @@ Results ConvolutionBackward(KernelCall& c) {
     const Tensor& small = g.transposed ? x : gy;  // [n, o, ho, wo]
     const Tensor& large = g.transposed ? gy : x;  // [n, c, h, w]
     bool data_done = !out[0].defined(), weight_done = !out[1].defined();
+    if (dnnl && !g.transposed && !(data_done && weight_done)) {  // one call, gy reordered once
+      OVERLAP_ASSIGN_OR_RETURN(
+          const bool ran,
+          DnnlRan(c, DnnlConvBackward(*dnnl, x.data<float>(), gy.data<float>(), wt.data<float>(),
+                                      data_done ? nullptr : out[0].data<float>(),
+                                      weight_done ? nullptr : out[1].data<float>())));
+      data_done = data_done || ran;
+      weight_done = weight_done || ran;
+    }
     if (dnnl && !data_done) {
       const float* w = wt.data<float>();
       float* dx = out[0].data<float>();
@@ -1025,7 +1034,7 @@ Results MaxPool2d(KernelCall& c) {
     a.x = x.data<T>();
     a.out = out.data<T>();
     a.out2 = idx.data<int64_t>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out, idx};
   });
 }
@@ -1089,7 +1098,7 @@ Results RunAvgPool(KernelCall& c, NnOp op, const NnPool& pool, const Tensor& in,
     OVERLAP_RETURN_IF_ERROR(AvgPoolOptions(c, a));
     (op == NnOp::kAvgPool ? a.x : a.g) = in.data<T>();
     a.out = out.data<T>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out};
   });
 }
@@ -1127,7 +1136,7 @@ void Scores(const AttnShape& a, const T* q, const T* k, T* p, T* lse) {
   n.flag = a.causal ? 1 : 0;
   n.out = p;
   n.out2 = lse;
-  NnRunOnHost(n);
+  NnRun(n);
 }
 
 Results FlashAttention(KernelCall& c) {
@@ -1207,7 +1216,7 @@ Results FlashAttentionBackward(KernelCall& c) {
         n.out = dp.data<T>();
         n.g = gh;
         n.b = oh;
-        NnRunOnHost(n);
+        NnRun(n);
         Gemm(false, false, a.s, a.d, a.sk, scale, dp.data<T>(), a.sk, kp, a.d, T{0},
              dq.data<T>() + (b * a.h + h) * a.s * a.d, a.d);
         Gemm(true, false, a.sk, a.d, a.s, scale, dp.data<T>(), a.sk, qh, a.d, T{1},
@@ -1341,7 +1350,7 @@ Results MseLoss(KernelCall& c) {
     a.b = t.data<T>();
     a.flag = reduction;  // ReductionArg: none, mean or sum
     a.out = out.data<T>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out};
   });
 }
@@ -1372,7 +1381,7 @@ Results MseLossBackward(KernelCall& c) {
     a.b = t.data<T>();
     a.flag = reduction;  // ReductionArg: none, mean or sum
     a.out = out.data<T>();
-    NnRunOnHost(a);
+    NnRun(a);
     return std::vector<Tensor>{out};
   });
 }
