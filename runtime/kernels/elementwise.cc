@@ -643,7 +643,13 @@ Results OnesLike(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
-  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
+  if (d == DType::kFloat32) {
+    std::fill_n(out.data<float>(), out.numel(), 1.0f);
+  } else if (d == DType::kFloat64) {
+    std::fill_n(out.data<double>(), out.numel(), 1.0);
+  } else {
+    for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
+  }
   return std::vector<Tensor>{out};
 }
 
@@ -663,10 +669,12 @@ Results MaskedFill(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
     const T* in = x.data<T>();
+    const bool* mask = m.data<bool>();
+    const T fill = static_cast<T>(value);
     T* o = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      o[i] = GetElement(m, i) != 0 ? static_cast<T>(value) : in[i];
-    }
+    ParallelFor(out.numel(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = mask[i] ? fill : in[i];
+    });
     return std::vector<Tensor>{out};
   });
 }
@@ -679,10 +687,24 @@ Results Triu(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
   const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const int64_t r = (i / cols) % std::max<int64_t>(rows, 1), col = i % cols;
-    SetElement(out, i, col - r >= diagonal ? GetElement(x, i) : 0.0);
-  }
+  const int64_t lines = rows * cols == 0 ? 0 : x.numel() / cols;  // rows of every matrix
+  const int64_t width = DTypeSize(x.dtype());
+  const std::byte* in = Bytes(x);
+  std::byte* o = Bytes(out);
+  // Row r keeps columns from r + diagonal on and zeroes the ones before (any dtype: bytes).
+  ParallelFor(
+      lines,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t line = begin; line < end; ++line) {
+          const int64_t r = line % rows;
+          const int64_t zeros = std::clamp<int64_t>(r + diagonal, 0, cols);
+          std::byte* row = o + line * cols * width;
+          std::memset(row, 0, zeros * width);
+          std::memcpy(row + zeros * width, in + (line * cols + zeros) * width,
+                      (cols - zeros) * width);
+        }
+      },
+      kParallelGrain / std::max<int64_t>(cols, 1) + 1);
   return std::vector<Tensor>{out};
 }
 

@@ -8,13 +8,10 @@
 #include <cstring>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/parallel.h"
 #include "runtime/core/tensor.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/nn_ops.h"
@@ -61,32 +58,6 @@ absl::StatusOr<std::vector<Tensor>> SplitViews(KernelCall& c);
 absl::StatusOr<Tensor> Contiguous(KernelCall& c, const Tensor& t);
 // A new contiguous result holding `t`'s elements.
 absl::StatusOr<Tensor> CopyToOutput(KernelCall& c, const Tensor& t);
-
-// Elements below which a loop runs on the calling thread alone: a fork-join of the pool
-// costs a few microseconds, what ~32K elements of simple arithmetic take (PyTorch's grain
-// size is the same).
-inline constexpr int64_t kParallelGrain = 32768;
-
-// fn(begin, end) over [0, n) split into one contiguous chunk per thread of the OpenMP pool
-// (the pool oneDNN's convolutions run on, sized with OpenBLAS's by --threads:
-// runtime/core/dnnl_conv.h's SetDnnlThreads) when n >= grain; fn(0, n) otherwise.
-// fn must not throw. A build without OpenMP runs fn(0, n).
-template <typename F>
-void ParallelFor(int64_t n, F&& fn, int64_t grain = kParallelGrain) {
-#ifdef _OPENMP
-  if (n >= grain && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel
-    {
-      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t chunk = (n + threads - 1) / threads;
-      const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
-      if (begin < end) fn(begin, end);
-    }
-    return;
-  }
-#endif
-  fn(int64_t{0}, n);
-}
 
 // Visits every index of `shape` in row-major order, calling fn(offset_a, offset_b) with the
 // storage offsets (relative to each tensor's first element) under strides `sa` and `sb`.

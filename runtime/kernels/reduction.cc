@@ -106,16 +106,20 @@ Results SoftmaxKernel(KernelCall& c, bool log) {
   const Around a = Split3(x.shape(), dim);
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
     const T* in = x.data<T>();
     T* o = out.data<T>();
-    for (int64_t p = 0; p < a.outer; ++p) {
-      for (int64_t q = 0; q < a.inner; ++q) {
-        const int64_t base = p * a.n * a.inner + q;
-        ReduceColumn<T>(log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax, in + base, nullptr,
-                        o + base, a.n, a.inner, 1);
-      }
-    }
+    // Each (outer, inner) column is independent: split over the pool by columns.
+    ParallelFor(
+        a.outer * a.inner,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t k = begin; k < end; ++k) {
+            const int64_t base = (k / a.inner) * a.n * a.inner + k % a.inner;
+            ReduceColumn<T>(log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax, in + base, nullptr,
+                            o + base, a.n, a.inner, 1);
+          }
+        },
+        kParallelGrain / std::max<int64_t>(a.n, 1) + 1);
     return std::vector<Tensor>{out};
   });
 }
@@ -132,17 +136,20 @@ Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
   const Around a = Split3(y.shape(), dim);
   return DispatchFloat(c, y.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(y.dtype(), y.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(y.dtype(), y.shape()));
     const T* pg = g.data<T>();
     const T* py = y.data<T>();
     T* o = out.data<T>();
-    for (int64_t p = 0; p < a.outer; ++p) {
-      for (int64_t q = 0; q < a.inner; ++q) {
-        const int64_t base = p * a.n * a.inner + q;
-        ReduceColumn<T>(log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward, pg + base,
-                        py + base, o + base, a.n, a.inner, 1);
-      }
-    }
+    ParallelFor(
+        a.outer * a.inner,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t k = begin; k < end; ++k) {
+            const int64_t base = (k / a.inner) * a.n * a.inner + k % a.inner;
+            ReduceColumn<T>(log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward,
+                            pg + base, py + base, o + base, a.n, a.inner, 1);
+          }
+        },
+        kParallelGrain / std::max<int64_t>(a.n, 1) + 1);
     return std::vector<Tensor>{out};
   });
 }

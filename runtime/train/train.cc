@@ -10,6 +10,7 @@
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "runtime/core/parallel.h"
 #include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
@@ -195,12 +196,17 @@ absl::Status TrainOptimizer::Step(TensorMap& params, const TensorMap& grads) {
     const int64_t step = ++steps_[name];
     if (p.dtype() == DType::kFloat32 && g.dtype() == DType::kFloat32 && p.IsContiguous() &&
         g.IsContiguous()) {
-      if (o.kind == OptimizerKind::kSgd) {
-        SgdFloat(o, step, p.data<float>(), g.data<float>(), states ? m.data<float>() : nullptr, n);
-      } else {
-        AdamWFloat(o, step, p.data<float>(), g.data<float>(), m.data<float>(),
-                   v_[name].data<float>(), n);
-      }
+      float* pp = p.data<float>();
+      const float* gp = g.data<float>();
+      float* mp = states ? m.data<float>() : nullptr;
+      float* vp = states >= 2 ? v_[name].data<float>() : nullptr;
+      ParallelFor(n, [&](int64_t begin, int64_t end) {  // elements are independent
+        if (o.kind == OptimizerKind::kSgd) {
+          SgdFloat(o, step, pp + begin, gp + begin, mp ? mp + begin : nullptr, end - begin);
+        } else {
+          AdamWFloat(o, step, pp + begin, gp + begin, mp + begin, vp + begin, end - begin);
+        }
+      });
       continue;
     }
     // Any other dtype (float64 under compute_in_double, 16-bit floats): the same rules in
