@@ -8,14 +8,17 @@
 #include "tools/cli.h"
 
 int main(int argc, char** argv) {
-  // GNU OpenMP's pool (oneDNN's convolutions and the kernels' loops) spins after each
-  // parallel region by default, on the cores OpenBLAS's threads want next: at 2 threads a
-  // step ran up to twice as long as at 1 (the GPT of docs/benchmarks.md: 863 ms, against
-  // 419 ms with passive waiting, 2026-12-02). libgomp reads OMP_WAIT_POLICY once, when it
-  // is loaded, before main can set it: so the tool sets it and runs itself again (same pid,
-  // same arguments). A user's own setting is kept; if the exec fails, the run goes on.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+  // GNU OpenMP's workers (oneDNN's convolutions and the kernels' loops) spin for 300,000
+  // rounds after each parallel region by default, on the cores OpenBLAS's threads want next;
+  // sleeping at once (OMP_WAIT_POLICY=passive) makes the next short region wait for them.
+  // 10,000 rounds serves both (2 threads, forward + backward, 2026-12-02: the GPT of
+  // docs/benchmarks.md 836 ms by default, 389 ms at 10,000, 432 ms passive; mobilenet_v2
+  // 33, 31 and 83 ms). libgomp reads its settings once, when it is loaded, before main can
+  // set them: so the tool sets the spin count and runs itself again (same pid, same
+  // arguments). A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept; if the exec fails,
+  // the run goes on with libgomp's defaults.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv);
   }
   std::vector<std::string> args(argv + 1, argv + argc);
