@@ -135,7 +135,7 @@ Results Map2(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
 Results Unary(KernelCall& c, const Tensor& x, const EwFormula& f) {
   Results r = std::vector<Tensor>{};
   WithOp(f.op, [&](auto k) {
-    constexpr EwOp op = decltype(k)::value;
+    [[maybe_unused]] constexpr EwOp op = decltype(k)::value;
     r = Map1(c, x, [b = f.b, s = f.s](auto v) {
       using T = decltype(v);
       return Ew<T>(op, v, static_cast<T>(b), static_cast<T>(s));
@@ -147,7 +147,7 @@ Results Unary(KernelCall& c, const Tensor& x, const EwFormula& f) {
 Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, const EwFormula& f) {
   Results r = std::vector<Tensor>{};
   WithOp(f.op, [&](auto k) {
-    constexpr EwOp op = decltype(k)::value;
+    [[maybe_unused]] constexpr EwOp op = decltype(k)::value;
     r = Map2(c, a, b, [s = f.s](auto u, auto v) {
       using T = decltype(u);
       return Ew<T>(op, u, v, static_cast<T>(s));
@@ -647,6 +647,10 @@ Results OnesLike(KernelCall& c) {
     std::fill_n(out.data<float>(), out.numel(), 1.0f);
   } else if (d == DType::kFloat64) {
     std::fill_n(out.data<double>(), out.numel(), 1.0);
+  } else if (d == DType::kBool || d == DType::kUInt8) {  // a causal mask's ones
+    std::memset(Bytes(out), 1, out.numel());
+  } else if (d == DType::kInt64) {
+    std::fill_n(out.data<int64_t>(), out.numel(), int64_t{1});
   } else {
     for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
   }

@@ -38,18 +38,27 @@ OVERLAP_HOST_DEVICE inline void ReduceColumn(ReduceOp op, const T* x, const T* y
     }
     case ReduceOp::kSoftmax:
     case ReduceOp::kLogSoftmax: {
-      double mx = -HUGE_VAL;  // a macro, usable in device code (numeric_limits is not)
+      // In T's arithmetic (expf for float, as PyTorch computes it), one exp per element;
+      // the sum in double.
+      T mx = static_cast<T>(-HUGE_VAL);  // a macro, usable in device code (numeric_limits is not)
       for (int64_t i = 0; i < n; ++i) {
-        const double v = static_cast<double>(x[i * stride]);
+        const T v = x[i * stride];
         mx = mx < v ? v : mx;  // std::max's rule: a NaN does not replace the maximum
       }
       double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += exp(x[i * stride] - mx);
-      const double lse = mx + log(sum);
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = x[i * stride];
-        out[i * stride] = static_cast<T>(op == ReduceOp::kLogSoftmax ? v - lse : exp(v - lse));
+      if (op == ReduceOp::kLogSoftmax) {
+        for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(exp(x[i * stride] - mx));
+        const T lse = static_cast<T>(static_cast<double>(mx) + log(sum));
+        for (int64_t i = 0; i < n; ++i) out[i * stride] = x[i * stride] - lse;
+        return;
       }
+      for (int64_t i = 0; i < n; ++i) {
+        const T e = exp(x[i * stride] - mx);
+        out[i * stride] = e;
+        sum += static_cast<double>(e);
+      }
+      const T inv = static_cast<T>(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) out[i * stride] *= inv;
       return;
     }
     case ReduceOp::kSoftmaxBackward:
@@ -60,10 +69,10 @@ OVERLAP_HOST_DEVICE inline void ReduceColumn(ReduceOp op, const T* x, const T* y
         const int64_t at = i * stride;
         s += lg ? static_cast<double>(x[at]) : static_cast<double>(x[at]) * y[at];
       }
+      const T st = static_cast<T>(s);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t at = i * stride;
-        out[at] =
-            static_cast<T>(lg ? x[at] - exp(static_cast<double>(y[at])) * s : y[at] * (x[at] - s));
+        out[at] = lg ? x[at] - exp(y[at]) * st : y[at] * (x[at] - st);
       }
       return;
     }
