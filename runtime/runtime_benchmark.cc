@@ -59,7 +59,8 @@ void RunKernel(benchmark::State& state, const std::string& target, int inputs,
   for (int i = 0; i < inputs; ++i) {
     const NodeId id = *g.AddNode(Op::kPlaceholder, "p" + std::to_string(i), "p", {}, {});
     Tensor t = *Tensor::Empty(alloc, DType::kFloat32, {n / 1024, 1024});
-    for (int64_t k = 0; k < n; ++k) t.data<float>()[k] = 0.001f * static_cast<float>(k % 997);
+    for (int64_t k = 0; k < n; ++k)
+      t.data<float>()[k] = 0.001f * static_cast<float>((k * 7919) % 997) - 0.4f;
     by_id[id] = t;
     args.push_back(Value::Ref(id));
   }
@@ -88,6 +89,20 @@ void BM_GeluTanh(benchmark::State& state) {
   RunKernel(state, "aten.gelu.default", 1, {Value::String("tanh")}, 8);
 }
 BENCHMARK(BM_GeluTanh)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24);
+void BM_Gelu(benchmark::State& state) { RunKernel(state, "aten.gelu.default", 1, {}, 8); }
+BENCHMARK(BM_Gelu)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24);
+void BM_GeluBackward(benchmark::State& state) {
+  RunKernel(state, "aten.gelu_backward.default", 2, {}, 12);
+}
+BENCHMARK(BM_GeluBackward)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24);
+void BM_HardtanhBackward(benchmark::State& state) {
+  RunKernel(state, "aten.hardtanh_backward.default", 2, {Value::Double(0), Value::Double(6)}, 12);
+}
+BENCHMARK(BM_HardtanhBackward)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24);
+void BM_LogSoftmax(benchmark::State& state) {
+  RunKernel(state, "aten._log_softmax.default", 1, {Value::Int(-1), Value::Bool(false)}, 8);
+}
+BENCHMARK(BM_LogSoftmax)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24);
 void BM_SumLastDim(benchmark::State& state) {
   RunKernel(state, "aten.sum.dim_IntList", 1, {Value::List({Value::Int(-1)}), Value::Bool(false)},
             4);

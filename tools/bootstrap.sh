@@ -27,6 +27,7 @@ packages=(
   libgloo-dev
   libopenblas-dev        # the CPU kernels' matrix products (runtime/core/blas.h)
   libdnnl-dev            # the CPU convolutions (runtime/core/dnnl_conv.h)
+  libsleef-dev           # vectorized exp / erf / tanh (runtime/core/vmath.h)
   zip                    # seed-corpus archives (.clusterfuzzlite/build.sh)
   unzip                  # tools/check_oss_fuzz.sh reads them back
   graphviz               # tools/pictures_test.sh renders the partition DOT files

@@ -275,7 +275,8 @@ int Run(Invocation& in) {
         fwd_s.push_back(r->wall_s);
         all_s.push_back(r->wall_s);
       } else {
-        absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, timed);
+        absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, timed, nullptr,
+                                                     AotStepOptions{/*hand_over_saved=*/true});
         if (!r.ok()) return in.BadInput(r.status());
         fwd_s.push_back(r->forward.wall_s);
         bwd_s.push_back(r->backward.wall_s);

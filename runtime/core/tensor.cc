@@ -115,6 +115,29 @@ Allocator::Allocator() : counters_(std::make_shared<Storage::Counters>()) {
   });
 }
 
+absl::Status Allocator::Adopt(Storage& storage, Pool pool) {
+  if (device_ != nullptr || storage.data_ == nullptr || !storage.counted_) {
+    return absl::FailedPreconditionError("only a host allocator's storage can be adopted");
+  }
+  if (storage.owner_ == counters_) {
+    if (storage.pool_ == pool) return absl::OkStatus();
+  }
+  {
+    std::lock_guard<std::mutex> lock(storage.owner_->mu);
+    storage.owner_->live[static_cast<int>(storage.pool_)] -= storage.bytes_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(counters_->mu);
+    int64_t& live = counters_->live[static_cast<int>(pool)];
+    live += storage.bytes_;
+    int64_t& peak = counters_->peak[static_cast<int>(pool)];
+    peak = std::max(peak, live);
+  }
+  storage.owner_ = counters_;
+  storage.pool_ = pool;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool pool,
                                                              bool zeroed) {
   if (bytes < 0) return absl::InvalidArgumentError("cannot allocate a negative byte count");

@@ -157,6 +157,13 @@ class Allocator {
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t bytes, Pool pool = Pool::kValues,
                                                     bool zeroed = true);
 
+  // Moves `storage`'s bytes into this allocator's count, in `pool`: they stop counting in
+  // their previous owner's and count here from now on, until the storage is freed (into
+  // this allocator's reuse cache). Hands a tensor from one run's memory to the next
+  // without a copy. FailedPrecondition for bytes no host allocator owns (Storage::Wrap's,
+  // a device's) or when this allocator is a device's. O(1).
+  absl::Status Adopt(Storage& storage, Pool pool = Pool::kValues);
+
   int64_t live(Pool pool) const {
     std::lock_guard<std::mutex> lock(counters_->mu);
     return counters_->live[static_cast<int>(pool)];

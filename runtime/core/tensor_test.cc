@@ -30,6 +30,30 @@ TEST(TensorTest, TheAllocatorCountsLiveAndPeakBytesPerPool) {
   EXPECT_EQ(alloc.live(Pool::kScratch), 0);
 }
 
+// Adopt moves a storage's bytes from one allocator's count to another's; freeing it then
+// uncounts it there. A wrapped (uncounted) storage is refused.
+TEST(TensorTest, AdoptMovesAStoragesBytesBetweenAllocators) {
+  Allocator first, second;
+  {
+    absl::StatusOr<Tensor> t = Tensor::Empty(first, DType::kFloat32, {256});
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(first.live(Pool::kValues), 1024);
+    ASSERT_TRUE(second.Adopt(*t->storage()).ok());
+    EXPECT_EQ(first.live(Pool::kValues), 0);
+    EXPECT_EQ(first.peak(Pool::kValues), 1024);  // its past peak stays
+    EXPECT_EQ(second.live(Pool::kValues), 1024);
+    EXPECT_EQ(second.peak(Pool::kValues), 1024);
+    ASSERT_TRUE(second.Adopt(*t->storage(), Pool::kScratch).ok());  // between pools
+    EXPECT_EQ(second.live(Pool::kValues), 0);
+    EXPECT_EQ(second.live(Pool::kScratch), 1024);
+  }
+  EXPECT_EQ(second.live(Pool::kScratch), 0);  // freed where it was last counted
+  EXPECT_EQ(first.live(Pool::kValues), 0);
+  std::byte bytes[16];
+  std::shared_ptr<Storage> wrapped = Storage::Wrap(bytes, 16, Device::kCpu, [] {});
+  EXPECT_EQ(second.Adopt(*wrapped).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(TensorTest, ViewsShareStorageAndIndexThroughStrides) {
   Allocator alloc;
   Tensor t = *Tensor::Empty(alloc, DType::kFloat32, {2, 3});

@@ -122,9 +122,12 @@ namespace {
 // with values freed by the memory plan.
 class Interpretation {
  public:
-  Interpretation(const Graph& g, const TensorMap& inputs, const InterpreterOptions& options)
+  // `taken`: inputs_ itself, when the caller handed the map over (InterpretTaking).
+  Interpretation(const Graph& g, const TensorMap& inputs, const InterpreterOptions& options,
+                 TensorMap* taken = nullptr)
       : g_(g),
         inputs_(inputs),
+        taken_(taken),
         options_(options),
         kernels_(options.kernels ? *options.kernels : CpuKernels()),
         in_double_(options.compute_in_double),
@@ -247,12 +250,33 @@ class Interpretation {
         values_[id] = {*given};
         continue;
       }
+      OVERLAP_ASSIGN_OR_RETURN(const bool adopted, Adopt(node, dtype));
+      if (adopted) continue;
       OVERLAP_ASSIGN_OR_RETURN(
           Tensor copy, Tensor::Empty(plan_.owns[id] ? alloc_ : state_, dtype, given->shape()));
       OVERLAP_RETURN_IF_ERROR(CopyTo(*given, copy));
       values_[id] = {std::move(copy)};
     }
     return absl::OkStatus();
+  }
+
+  // With a taken map: the input bound by `node`'s name used in place when it is the whole
+  // of a host storage nothing else holds and needs no conversion; true when it was.
+  absl::StatusOr<bool> Adopt(const Node& node, DType dtype) {
+    if (taken_ == nullptr || options_.device != nullptr) return false;
+    auto it = taken_->find(node.name());
+    if (it == taken_->end()) return false;
+    Tensor& t = it->second;
+    if (!t.defined() || t.dtype() != dtype || !t.IsContiguous() || t.offset() != 0 ||
+        t.nbytes() != t.storage()->bytes() || t.storage().use_count() != 1) {
+      return false;
+    }
+    if (!(plan_.owns[node.id()] ? alloc_ : state_).Adopt(*t.storage()).ok()) return false;
+    ++result_.inputs_taken;
+    result_.inputs_taken_bytes += t.nbytes();
+    values_[node.id()] = {std::move(t)};
+    taken_->erase(it);
+    return true;
   }
 
   // An allgather: the whole parameter from its shard (through options.zero3 across ranks).
@@ -490,6 +514,7 @@ class Interpretation {
 
   const Graph& g_;
   const TensorMap& inputs_;
+  TensorMap* const taken_;
   const InterpreterOptions& options_;
   const KernelRegistry& kernels_;
   const bool in_double_;
@@ -508,6 +533,11 @@ class Interpretation {
 absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
                                     const InterpreterOptions& options) {
   return Interpretation(g, inputs, options).Run();
+}
+
+absl::StatusOr<RunResult> InterpretTaking(const Graph& g, TensorMap inputs,
+                                          const InterpreterOptions& options) {
+  return Interpretation(g, inputs, options, &inputs).Run();
 }
 
 }  // namespace overlap

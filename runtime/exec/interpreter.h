@@ -117,12 +117,25 @@ struct RunResult {
   int64_t view_copies = 0;
   int64_t view_copy_bytes = 0;
   int64_t nodes_run = 0;
+  // Inputs used in place instead of copied (InterpretTaking), and their bytes.
+  int64_t inputs_taken = 0;
+  int64_t inputs_taken_bytes = 0;
   double wall_s = 0;
 };
 
 // Runs `g` on `inputs`. Cost: the kernels' plus O(N + E).
 absl::StatusOr<RunResult> Interpret(const Graph& g, const TensorMap& inputs,
                                     const InterpreterOptions& options = {});
+
+// Interpret, taking `inputs`: an input that is the whole of a host storage nothing else
+// holds, bound by its placeholder's name and needing no conversion, is used in place (its
+// bytes move into this run's count: Allocator::Adopt) instead of copied into the run's
+// memory, and is freed at its last use here. Measured memory is Interpret's (an adopted
+// input counts from the start, as its copy would). A forward's saved tensors handed to its
+// backward: RunAotStep with AotStepOptions::hand_over_saved. Cost: Interpret's, less the
+// copies.
+absl::StatusOr<RunResult> InterpretTaking(const Graph& g, TensorMap inputs,
+                                          const InterpreterOptions& options = {});
 
 // The tensor a placeholder takes from `inputs`: by its name, else (a parameter placeholder)
 // by its meta.param (or "param/" + it) or the name of a parameter-table row it owns, else

@@ -81,12 +81,54 @@ TEST(InterpreterTest, MeasuredPeakEqualsTheSimulatorsOnEveryTinyModelUnderEveryS
       ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&pair.backward).ok());
       ASSERT_TRUE(RunScheduler(e.name, &pair.forward).ok());
       ASSERT_TRUE(RunScheduler(e.name, &pair.backward).ok());
-      absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, o);
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_EQ(r->forward.peak_bytes, r->forward.simulated_peak_bytes) << "forward";
-      EXPECT_EQ(r->backward.peak_bytes, r->backward.simulated_peak_bytes) << "backward";
-      EXPECT_EQ(r->forward.nodes_run, pair.forward.size());
+      // Saved tensors copied into the backward, or handed over: the same memory.
+      for (bool hand_over : {false, true}) {
+        SCOPED_TRACE(hand_over ? "handed over" : "copied");
+        absl::StatusOr<AotStepResult> r =
+            RunAotStep(pair, params, data, o, nullptr, AotStepOptions{hand_over});
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_EQ(r->forward.peak_bytes, r->forward.simulated_peak_bytes) << "forward";
+        EXPECT_EQ(r->backward.peak_bytes, r->backward.simulated_peak_bytes) << "backward";
+        EXPECT_EQ(r->forward.nodes_run, pair.forward.size());
+        EXPECT_EQ(r->backward.inputs_taken > 0, hand_over);
+      }
     }
+  }
+}
+
+// Handing the saved tensors to the backward changes nothing but the copies: the loss and
+// every gradient bit for bit, and the forward's saved outputs leave the result (the
+// backward freed them at their last use).
+TEST(InterpreterTest, HandedOverSavedTensorsGiveTheCopiedRunsResults) {
+  for (const std::string& model : ModelNames()) {
+    SCOPED_TRACE(model);
+    const AotPair pair = TinyPair(model);
+    Allocator alloc;
+    TensorMap params, data;
+    Seed(pair, alloc, params, data);
+    absl::StatusOr<AotStepResult> copied = RunAotStep(pair, params, data);
+    absl::StatusOr<AotStepResult> taken =
+        RunAotStep(pair, params, data, {}, nullptr, AotStepOptions{/*hand_over_saved=*/true});
+    ASSERT_TRUE(copied.ok()) << copied.status();
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_EQ(taken->loss, copied->loss);
+    ASSERT_EQ(taken->grads.size(), copied->grads.size());
+    for (const auto& [name, g] : copied->grads) {
+      const Tensor& h = taken->grads.at(name);
+      ASSERT_EQ(h.shape(), g.shape()) << name;
+      for (int64_t i = 0; i < g.numel(); ++i) {
+        ASSERT_EQ(GetElement(h, i), GetElement(g, i)) << name << " element " << i;
+      }
+    }
+    EXPECT_EQ(copied->backward.inputs_taken, 0);
+    EXPECT_GT(taken->backward.inputs_taken, 0);
+    EXPECT_GT(taken->backward.inputs_taken_bytes, 0);
+    EXPECT_TRUE(taken->forward.outputs[0].defined());  // the loss stays
+    int64_t kept = 0;
+    for (size_t i = 1; i < taken->forward.outputs.size(); ++i) {
+      kept += taken->forward.outputs[i].defined();
+    }
+    EXPECT_EQ(kept, 0) << "saved outputs still held by the result";
   }
 }
 

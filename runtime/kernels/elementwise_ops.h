@@ -76,19 +76,133 @@ OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
   }
 }
 
+// The transcendental part of a formula. A formula with one computes
+//   EwCombine(op, a, b, s, f1(EwArg1(op, a, b)), f2(EwArg2(op, a, b)))
+// with f1 = EwMath1(op), f2 = EwMath2(op) (kNone: the argument itself), so a CPU kernel can
+// evaluate f1 and f2 over a block of elements with a vector math library
+// (runtime/core/vmath.h) and the rest as plain arithmetic; Ew composes the same three
+// steps with libm's scalar functions, so both evaluate one formula.
+enum class EwMath : int32_t { kNone, kExp, kErf, kTanh };
+
+namespace ew_internal {
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluCoeff = 0.044715;
+constexpr double kInvSqrt2 = 0.7071067811865476;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+}  // namespace ew_internal
+
+OVERLAP_HOST_DEVICE constexpr EwMath EwMath1(EwOp op) {
+  switch (op) {
+    case EwOp::kSilu:
+    case EwOp::kSiluBackward:
+    case EwOp::kSigmoid:
+    case EwOp::kExp:
+      return EwMath::kExp;
+    case EwOp::kGelu:
+    case EwOp::kGeluBackward:
+      return EwMath::kErf;
+    case EwOp::kGeluTanh:
+    case EwOp::kGeluTanhBackward:
+    case EwOp::kTanh:
+      return EwMath::kTanh;
+    default:
+      return EwMath::kNone;
+  }
+}
+
+OVERLAP_HOST_DEVICE constexpr EwMath EwMath2(EwOp op) {
+  return op == EwOp::kGeluBackward ? EwMath::kExp : EwMath::kNone;
+}
+
+// The argument of f1.
 template <typename T>
-OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
-  constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
-  constexpr double kGeluCoeff = 0.044715;
-  constexpr double kInvSqrt2 = 0.7071067811865476;
-  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+OVERLAP_HOST_DEVICE OVERLAP_INLINE T EwArg1(EwOp op, T a, T b) {
+  using namespace ew_internal;
+  switch (op) {
+    case EwOp::kSilu:
+    case EwOp::kSigmoid:
+      return -a;
+    case EwOp::kSiluBackward:
+      return -b;
+    case EwOp::kGelu:
+      return a * static_cast<T>(kInvSqrt2);
+    case EwOp::kGeluBackward:
+      return b * static_cast<T>(kInvSqrt2);
+    case EwOp::kGeluTanh:
+      return static_cast<T>(kSqrt2OverPi) * (a + static_cast<T>(kGeluCoeff) * a * a * a);
+    case EwOp::kGeluTanhBackward:
+      return static_cast<T>(kSqrt2OverPi) * (b + static_cast<T>(kGeluCoeff) * b * b * b);
+    default:  // kExp, kTanh
+      return a;
+  }
+}
+
+// The argument of f2.
+template <typename T>
+OVERLAP_HOST_DEVICE OVERLAP_INLINE T EwArg2(EwOp op, T /*a*/, T b) {
+  return op == EwOp::kGeluBackward ? T(-0.5) * b * b : b;
+}
+
+// The formula from its operands and its transcendental values t1 = f1(arg1), t2 = f2(arg2).
+template <typename T>
+OVERLAP_HOST_DEVICE OVERLAP_INLINE T EwCombine(EwOp op, T a, T b, T /*s*/, T t1, T t2) {
+  using namespace ew_internal;
+  switch (op) {
+    case EwOp::kSilu:
+      return a / (T(1) + t1);
+    case EwOp::kGelu:
+    case EwOp::kGeluTanh:
+      return T(0.5) * a * (T(1) + t1);
+    case EwOp::kGeluBackward: {
+      const T cdf = T(0.5) * (T(1) + t1);
+      const T pdf = static_cast<T>(kInvSqrt2Pi) * t2;
+      return a * (cdf + b * pdf);
+    }
+    case EwOp::kGeluTanhBackward: {
+      const T du =
+          static_cast<T>(kSqrt2OverPi) * (T(1) + T(3) * static_cast<T>(kGeluCoeff) * b * b);
+      return a * (T(0.5) * (T(1) + t1) + T(0.5) * b * (T(1) - t1 * t1) * du);
+    }
+    case EwOp::kSiluBackward: {
+      const T sg = T(1) / (T(1) + t1);
+      return a * sg * (T(1) + b * (T(1) - sg));
+    }
+    case EwOp::kSigmoid:
+      return T(1) / (T(1) + t1);
+    default:  // kExp, kTanh
+      return t1;
+  }
+}
+
+// f(x) with libm's scalar functions (CUDA's in device code).
+template <typename T>
+OVERLAP_HOST_DEVICE OVERLAP_INLINE T EwApply(EwMath f, T x) {
   using std::erf;
   using std::exp;
+  using std::tanh;
+  switch (f) {
+    case EwMath::kExp:
+      return exp(x);
+    case EwMath::kErf:
+      return erf(x);
+    case EwMath::kTanh:
+      return tanh(x);
+    case EwMath::kNone:
+      return x;
+  }
+  return x;
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
   using std::floor;
   using std::pow;
   using std::sqrt;
-  using std::tanh;
   using std::trunc;
+  if (EwMath1(op) != EwMath::kNone) {
+    return EwCombine(op, a, b, s, EwApply(EwMath1(op), EwArg1(op, a, b)),
+                     EwApply(EwMath2(op), EwArg2(op, a, b)));
+  }
   switch (op) {
     case EwOp::kAdd:
       return a + s * b;
@@ -110,41 +224,12 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
       return T(1) / sqrt(a);
     case EwOp::kRelu:
       return a <= T(0) ? T(0) : a;
-    case EwOp::kSilu:
-      return a / (T(1) + exp(-a));
-    case EwOp::kGelu:
-      return T(0.5) * a * (T(1) + erf(a * static_cast<T>(kInvSqrt2)));
-    case EwOp::kGeluTanh: {
-      const T u = static_cast<T>(kSqrt2OverPi) * (a + static_cast<T>(kGeluCoeff) * a * a * a);
-      return T(0.5) * a * (T(1) + tanh(u));
-    }
-    case EwOp::kGeluBackward: {
-      const T cdf = T(0.5) * (T(1) + erf(b * static_cast<T>(kInvSqrt2)));
-      const T pdf = static_cast<T>(kInvSqrt2Pi) * exp(T(-0.5) * b * b);
-      return a * (cdf + b * pdf);
-    }
-    case EwOp::kGeluTanhBackward: {
-      const T k = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCoeff);
-      const T t = tanh(k * (b + c * b * b * b));
-      const T du = k * (T(1) + T(3) * c * b * b);
-      return a * (T(0.5) * (T(1) + t) + T(0.5) * b * (T(1) - t * t) * du);
-    }
-    case EwOp::kSiluBackward: {
-      const T sg = T(1) / (T(1) + exp(-b));
-      return a * sg * (T(1) + b * (T(1) - sg));
-    }
-    case EwOp::kSigmoid:
-      return T(1) / (T(1) + exp(-a));
     case EwOp::kSigmoidBackward:
       return a * b * (T(1) - b);
-    case EwOp::kTanh:
-      return tanh(a);
     case EwOp::kTanhBackward:
       return a * (T(1) - b * b);
     case EwOp::kThresholdBackward:
       return b <= s ? T(0) : a;
-    case EwOp::kExp:
-      return exp(a);
     case EwOp::kHardswish:  // NaN stays NaN (every comparison false)
       return a <= T(-3) ? T(0) : a >= T(3) ? a : a * (a + T(3)) / T(6);
     case EwOp::kHardswishBackward:
@@ -153,8 +238,9 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
       return a <= T(-3) ? T(0) : a >= T(3) ? T(1) : a / T(6) + T(0.5);
     case EwOp::kHardsigmoidBackward:
       return b > T(-3) && b < T(3) ? a / T(6) : T(0);
+    default:  // the transcendental ones, above
+      return a;
   }
-  return a;
 }
 
 }  // namespace overlap

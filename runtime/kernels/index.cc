@@ -60,19 +60,23 @@ Results EmbeddingDenseBackward(KernelCall& c) {
   }
   return DispatchFloat(c, g.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), {rows, d}));
-    NnArgs a;
-    a.op = NnOp::kEmbeddingBackward;
-    a.is_double = std::is_same_v<T, double>;
-    a.rows = idx.numel();
-    a.cols = d;
-    a.cols2 = rows;
-    a.g = g.data<T>();
-    a.index = Bytes(idx);
-    a.index32 = idx.dtype() == DType::kInt32;
-    a.ignore = padding;
-    a.out = out.data<T>();
-    OVERLAP_RETURN_IF_ERROR(RunNn(c, a, "embedding index"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), {rows, d}));  // zeroed
+    // nn_ops.h's EmbeddingBackwardUnit (one unit per column, for the CUDA backend) a row of
+    // the gradient at a time: each element adds the same terms in the same order, and
+    // the rows are read and written whole instead of a column at a stride.
+    const T* pg = g.data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < idx.numel(); ++i) {
+      const int64_t r =
+          idx.dtype() == DType::kInt32 ? idx.data<int32_t>()[i] : idx.data<int64_t>()[i];
+      if (r < 0 || r >= rows) {
+        return c.Error(absl::StrCat("embedding index ", r, " out of range [0, ", rows, ")"));
+      }
+      if (r == padding) continue;
+      T* dst = o + r * d;
+      const T* src = pg + i * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] += src[j];
+    }
     return std::vector<Tensor>{out};
   });
 }

@@ -70,7 +70,9 @@ Results Mm(KernelCall& c) {
   OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), {a.shape()[0], b.shape()[1]}));
+    // Gemm writes every element (beta 0; k == 0 is a scaling by 0): no zero-fill.
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out,
+                             c.NewUninitializedOutput(a.dtype(), {a.shape()[0], b.shape()[1]}));
     OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, a, b, T{0}, out));
     return std::vector<Tensor>{out};
   });
@@ -92,15 +94,43 @@ Results Addmm(KernelCall& c) {
   }
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), shape));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
     T* o = out.data<T>();
     const T* pb = bias.data<T>();
-    int64_t k = 0;
-    ForEach2(shape, BroadcastStrides(bias, shape), BroadcastStrides(bias, shape),
-             [&](int64_t ib, int64_t) { o[k++] = pb[ib]; });
+    // The bias broadcast into out a row at a time (a Linear's bias: one row, copied).
+    ForEachRow2(shape, BroadcastStrides(bias, shape), BroadcastStrides(bias, shape),
+                [&](int64_t ib, int64_t, int64_t n, int64_t step, int64_t) {
+                  if (step == 1) {
+                    std::copy(pb + ib, pb + ib + n, o);
+                  } else {
+                    for (int64_t i = 0; i < n; ++i) o[i] = pb[ib + i * step];
+                  }
+                  o += n;
+                });
     OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, a, b, T{1}, out));
     return std::vector<Tensor>{out};
   });
+}
+
+// A 3-D tensor as a batch of GEMM operands: each batch's matrix as AsMat takes it (row-major
+// or transposed storage: attention's keys transposed are a view) at `batch_stride` elements
+// apart, or a contiguous copy.
+template <typename T>
+struct BatchMat {
+  Mat<T> mat;
+  int64_t batch_stride;
+};
+
+template <typename T>
+absl::StatusOr<BatchMat<T>> AsBatchMat(KernelCall& c, const Tensor& t) {
+  if (t.shape()[0] > 0) {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor first, t.Select(0, 0));
+    OVERLAP_ASSIGN_OR_RETURN(Mat<T> m, AsMat<T>(c, first));
+    if (!m.keep.defined()) return BatchMat<T>{m, t.strides()[0]};
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor copy, Contiguous(c, t));
+  const int64_t r = t.shape()[1], k = t.shape()[2];
+  return BatchMat<T>{Mat<T>{copy.data<T>(), std::max<int64_t>(k, 1), false, copy}, r * k};
 }
 
 // bmm(self [b, n, m], mat2 [b, m, p]) -> [b, n, p]: one GEMM per batch.
@@ -112,15 +142,16 @@ Results Bmm(KernelCall& c) {
     return c.Error(absl::StrCat("bmm of ", a0.DebugString(), " and ", b0.DebugString()));
   }
   const int64_t batch = a0.shape()[0], n = a0.shape()[1], m = a0.shape()[2], p = b0.shape()[2];
-  OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {n, m, p}));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, Contiguous(c, a0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, Contiguous(c, b0));
-  return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
+  return DispatchFloat(c, a0.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(a.dtype(), {batch, n, p}));
+    OVERLAP_ASSIGN_OR_RETURN(BatchMat<T> a, AsBatchMat<T>(c, a0));
+    OVERLAP_ASSIGN_OR_RETURN(BatchMat<T> b, AsBatchMat<T>(c, b0));
+    OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {n, m, p, a.mat.ld, b.mat.ld}));
+    // Every element written by a GEMM (beta 0): no zero-fill.
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a0.dtype(), {batch, n, p}));
     for (int64_t i = 0; i < batch && n > 0 && p > 0; ++i) {
-      Gemm(false, false, n, p, m, T{1}, a.data<T>() + i * n * m, std::max<int64_t>(m, 1),
-           b.data<T>() + i * m * p, std::max<int64_t>(p, 1), T{0}, out.data<T>() + i * n * p,
+      Gemm(a.mat.trans, b.mat.trans, n, p, m, T{1}, a.mat.p + i * a.batch_stride, a.mat.ld,
+           b.mat.p + i * b.batch_stride, b.mat.ld, T{0}, out.data<T>() + i * n * p,
            std::max<int64_t>(p, 1));
     }
     return std::vector<Tensor>{out};
@@ -226,6 +257,35 @@ Results NativeLayerNorm(KernelCall& c) {
   });
 }
 
+// nn_ops.h's LayerNormParamBackwardUnit for every column at once: the rows walked in order
+// and each row's columns by a loop the compiler vectorizes, a block of columns per thread.
+// Each column adds the same terms in the same order as the unit (one column per unit walks
+// the rows at a stride, which the cache punishes), so the results are the unit's.
+template <typename T>
+void LayerNormParamBackwardRows(const T* g, const T* x, const T* mean, const T* rstd, int64_t rows,
+                                int64_t n, T* dw, T* db) {
+  ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        std::vector<double> sw(end - begin, 0.0), sb(end - begin, 0.0);
+        for (int64_t i = 0; i < rows; ++i) {
+          const double mu = mean[i], r = rstd[i];
+          const T* xr = x + i * n + begin;
+          const T* gr = g + i * n + begin;
+          for (int64_t j = 0; j < end - begin; ++j) {
+            const double xh = (xr[j] - mu) * r;
+            sw[j] += gr[j] * xh;
+            sb[j] += gr[j];
+          }
+        }
+        for (int64_t j = 0; j < end - begin; ++j) {
+          if (dw != nullptr) dw[begin + j] = static_cast<T>(sw[j]);
+          if (db != nullptr) db[begin + j] = static_cast<T>(sb[j]);
+        }
+      },
+      64);
+}
+
 Results NativeLayerNormBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
@@ -274,10 +334,10 @@ Results NativeLayerNormBackward(KernelCall& c) {
       NnRun(a);
     }
     if (out[1].defined() || out[2].defined()) {
-      a.op = NnOp::kLayerNormParamBackward;
-      a.out2 = out[1].defined() ? out[1].data<T>() : nullptr;
-      a.out3 = out[2].defined() ? out[2].data<T>() : nullptr;
-      NnRun(a);
+      T* dw = out[1].defined() ? out[1].data<T>() : nullptr;
+      T* db = out[2].defined() ? out[2].data<T>() : nullptr;
+      LayerNormParamBackwardRows<T>(g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), m, n,
+                                    dw, db);
     }
     return out;
   });

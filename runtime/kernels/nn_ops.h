@@ -195,6 +195,27 @@ OVERLAP_HOST_DEVICE inline double At(const void* p, int64_t i) {
   return static_cast<double>(static_cast<const T*>(p)[i]);
 }
 
+// The sum of eight partial sums, in a fixed order.
+OVERLAP_HOST_DEVICE inline double Lanes(double (&lane)[8]) {
+  const double s =
+      ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+  for (int l = 0; l < 8; ++l) lane[l] = 0;
+  return s;
+}
+
+// fn(i, j, lane) for i < rows, j < n, j in blocks of eight with lane = j % 8 (the tail in
+// lane 0): loops over partial sums that the compiler vectorizes.
+template <typename F>
+OVERLAP_HOST_DEVICE inline void ForEachLane(int64_t rows, int64_t n, F&& fn) {
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n8; j += 8) {
+      for (int l = 0; l < 8; ++l) fn(i, j + l, l);
+    }
+    for (int64_t j = n8; j < n; ++j) fn(i, j, 0);
+  }
+}
+
 // One unit of each operation, each its own function (NnUnit dispatches on the op).
 
 template <typename T>
@@ -206,13 +227,26 @@ OVERLAP_HOST_DEVICE inline void LayerNormUnit(const NnArgs& a, int64_t u) {
   T* out3 = static_cast<T*>(a.out3);
   const int64_t n = a.cols;
   const T* in = x + u * n;
-  double s = 0, s2 = 0;
-  for (int64_t j = 0; j < n; ++j) s += in[j];
-  const double mu = n > 0 ? s / n : 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const double d = in[j] - mu;
-    s2 += d * d;
+  // Sums in eight independent lanes (the loops vectorize; one lane is latency-bound).
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int64_t n8 = n - n % 8;
+  for (int64_t j = 0; j < n8; j += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += in[j + l];
   }
+  for (int64_t j = n8; j < n; ++j) lane[0] += in[j];
+  const double s = Lanes(lane);
+  const double mu = n > 0 ? s / n : 0;
+  for (int64_t j = 0; j < n8; j += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const double d = in[j + l] - mu;
+      lane[l] += d * d;
+    }
+  }
+  for (int64_t j = n8; j < n; ++j) {
+    const double d = in[j] - mu;
+    lane[0] += d * d;
+  }
+  const double s2 = Lanes(lane);
   const double r = 1.0 / sqrt((n > 0 ? s2 / n : 0) + a.eps);
   out2[u] = static_cast<T>(mu);
   out3[u] = static_cast<T>(r);
@@ -231,13 +265,20 @@ OVERLAP_HOST_DEVICE inline void LayerNormBackwardUnit(const NnArgs& a, int64_t u
   T* out = static_cast<T*>(a.out);
   const int64_t n = a.cols;
   const double mu = At<T>(a.mean, u), r = At<T>(a.var, u);
-  double sa = 0, sb = 0;  // sums of dxhat and dxhat * xhat
-  for (int64_t j = 0; j < n; ++j) {
+  // Sums of dxhat and dxhat * xhat, in eight independent lanes each.
+  double la[8] = {0, 0, 0, 0, 0, 0, 0, 0}, lb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  auto add = [&](int64_t j, int l) {
     const double xh = (x[u * n + j] - mu) * r;
     const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
-    sa += dxh;
-    sb += dxh * xh;
+    la[l] += dxh;
+    lb[l] += dxh * xh;
+  };
+  const int64_t n8 = n - n % 8;
+  for (int64_t j = 0; j < n8; j += 8) {
+    for (int l = 0; l < 8; ++l) add(j + l, l);
   }
+  for (int64_t j = n8; j < n; ++j) add(j, 0);
+  const double sa = Lanes(la), sb = Lanes(lb);
   for (int64_t j = 0; j < n; ++j) {
     const double xh = (x[u * n + j] - mu) * r;
     const double dxh = g[u * n + j] * (a.w != nullptr ? At<T>(a.w, j) : 1.0);
@@ -272,17 +313,16 @@ OVERLAP_HOST_DEVICE inline void BatchNormUnit(const NnArgs& a, int64_t u) {
   const int64_t ch = a.cols, inner = a.inner, count = a.batch * inner;
   double mu, inv;
   if (a.flag != 0) {
-    double s = 0, s2 = 0;
-    for (int64_t i = 0; i < a.batch; ++i) {
-      for (int64_t j = 0; j < inner; ++j) s += x[(i * ch + u) * inner + j];
-    }
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight independent partial sums
+    ForEachLane(a.batch, inner,
+                [&](int64_t i, int64_t j, int l) { lane[l] += x[(i * ch + u) * inner + j]; });
+    const double s = Lanes(lane);
     mu = count > 0 ? s / count : 0;
-    for (int64_t i = 0; i < a.batch; ++i) {
-      for (int64_t j = 0; j < inner; ++j) {
-        const double d = x[(i * ch + u) * inner + j] - mu;
-        s2 += d * d;
-      }
-    }
+    ForEachLane(a.batch, inner, [&](int64_t i, int64_t j, int l) {
+      const double d = x[(i * ch + u) * inner + j] - mu;
+      lane[l] += d * d;
+    });
+    const double s2 = Lanes(lane);
     inv = 1.0 / sqrt((count > 0 ? s2 / count : 0) + a.eps);
     out2[u] = static_cast<T>(mu);
     out3[u] = static_cast<T>(inv);
@@ -313,14 +353,14 @@ OVERLAP_HOST_DEVICE inline void BatchNormBackwardUnit(const NnArgs& a, int64_t u
   const double mu = At<T>(a.mean, u);
   const double inv = training ? At<T>(a.var, u) : 1.0 / sqrt(At<T>(a.var, u) + a.eps);
   const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
-  double sg = 0, sgx = 0;  // sum g, sum g * xhat
-  for (int64_t i = 0; i < a.batch; ++i) {
-    for (int64_t j = 0; j < inner; ++j) {
-      const int64_t at = (i * ch + u) * inner + j;
-      sg += g[at];
-      sgx += g[at] * (x[at] - mu) * inv;
-    }
-  }
+  // sum g, sum g * xhat, in eight independent lanes each
+  double lg[8] = {0, 0, 0, 0, 0, 0, 0, 0}, lgx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  ForEachLane(a.batch, inner, [&](int64_t i, int64_t j, int l) {
+    const int64_t at = (i * ch + u) * inner + j;
+    lg[l] += g[at];
+    lgx[l] += g[at] * (x[at] - mu) * inv;
+  });
+  const double sg = Lanes(lg), sgx = Lanes(lgx);
   if (out2 != nullptr) out2[u] = static_cast<T>(sgx);
   if (out3 != nullptr) out3[u] = static_cast<T>(sg);
   if (out == nullptr) return;

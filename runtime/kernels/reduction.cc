@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
+#include "runtime/core/vmath.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/reduction_ops.h"
@@ -98,6 +100,68 @@ Results ReduceDims(KernelCall& c, bool mean) {
   });
 }
 
+// ReduceColumn's softmax family on one contiguous float row (a softmax over the last
+// dimension: attention scores, a vocabulary's logits), with exp by VecApply and eight
+// independent partial sums (the sum in double, as ReduceColumn's; another order of double
+// additions, so the float result may differ in its last bit).
+double SumRow(const float* x, int64_t n) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[j + l]);
+  }
+  for (; j < n; ++j) lane[0] += static_cast<double>(x[j]);
+  double sum = 0;
+  for (int l = 0; l < 8; ++l) sum += lane[l];
+  return sum;
+}
+
+double DotRow(const float* x, const float* y, int64_t n) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[j + l]) * y[j + l];
+  }
+  for (; j < n; ++j) lane[0] += static_cast<double>(x[j]) * y[j];
+  double sum = 0;
+  for (int l = 0; l < 8; ++l) sum += lane[l];
+  return sum;
+}
+
+void SoftmaxRow(bool log, const float* x, float* out, int64_t n) {
+  float lane[8];
+  for (float& m : lane) m = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {  // std::max's rule: a NaN does not replace the maximum
+    for (int l = 0; l < 8; ++l) lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
+  }
+  for (; j < n; ++j) lane[0] = lane[0] < x[j] ? x[j] : lane[0];
+  float mx = lane[0];
+  for (int l = 1; l < 8; ++l) mx = mx < lane[l] ? lane[l] : mx;
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] - mx;
+  VecApply(VecFn::kExp, out, n);
+  const double sum = SumRow(out, n);
+  if (log) {
+    const float lse = static_cast<float>(static_cast<double>(mx) + std::log(sum));
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] - lse;
+    return;
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+void SoftmaxBackwardRow(bool log, const float* g, const float* y, float* out, int64_t n) {
+  if (log) {
+    const float st = static_cast<float>(SumRow(g, n));
+    std::copy(y, y + n, out);
+    VecApply(VecFn::kExp, out, n);
+    for (int64_t i = 0; i < n; ++i) out[i] = g[i] - out[i] * st;
+    return;
+  }
+  const float st = static_cast<float>(DotRow(g, y, n));
+  for (int64_t i = 0; i < n; ++i) out[i] = y[i] * (g[i] - st);
+}
+
 Results SoftmaxKernel(KernelCall& c, bool log) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
@@ -109,6 +173,17 @@ Results SoftmaxKernel(KernelCall& c, bool log) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
     const T* in = x.data<T>();
     T* o = out.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (a.inner == 1) {  // rows
+        ParallelFor(
+            a.outer,
+            [&](int64_t begin, int64_t end) {
+              for (int64_t k = begin; k < end; ++k) SoftmaxRow(log, in + k * a.n, o + k * a.n, a.n);
+            },
+            kParallelGrain / std::max<int64_t>(a.n, 1) + 1);
+        return std::vector<Tensor>{out};
+      }
+    }
     // Each (outer, inner) column is independent: split over the pool by columns.
     ParallelFor(
         a.outer * a.inner,
@@ -140,6 +215,19 @@ Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
     const T* pg = g.data<T>();
     const T* py = y.data<T>();
     T* o = out.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (a.inner == 1) {  // rows
+        ParallelFor(
+            a.outer,
+            [&](int64_t begin, int64_t end) {
+              for (int64_t k = begin; k < end; ++k) {
+                SoftmaxBackwardRow(log, pg + k * a.n, py + k * a.n, o + k * a.n, a.n);
+              }
+            },
+            kParallelGrain / std::max<int64_t>(a.n, 1) + 1);
+        return std::vector<Tensor>{out};
+      }
+    }
     ParallelFor(
         a.outer * a.inner,
         [&](int64_t begin, int64_t end) {

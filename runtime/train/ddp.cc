@@ -124,7 +124,8 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
     return absl::OkStatus();
   };
   OVERLAP_ASSIGN_OR_RETURN(AotStepResult step,
-                           RunAotStep(pair_, params_, data, forward, &backward));
+                           RunAotStep(pair_, params_, data, forward, &backward,
+                                      AotStepOptions{/*hand_over_saved=*/true}));
   backward_done = true;
   launch_ready();
   if (next != launch_order_.size()) {

@@ -56,7 +56,8 @@ absl::Status CollectBufferUpdates(const Graph& forward, const std::vector<Tensor
 
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data, const InterpreterOptions& options,
-                                         const InterpreterOptions* backward_options) {
+                                         const InterpreterOptions* backward_options,
+                                         const AotStepOptions& step) {
   AotStepResult r;
   TensorMap in = params;
   for (const auto& [name, t] : data) in[name] = t;
@@ -91,7 +92,13 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
     while (IsRelease(pair.forward.node(id)) || IsWait(pair.forward.node(id))) {
       id = HandedOnFrom(pair.forward.node(id));
     }
-    bin[pair.forward.node(id).name()] = r.forward.outputs[i];
+    Tensor& saved = r.forward.outputs[i];
+    if (step.hand_over_saved && i > 0) {
+      bin[pair.forward.node(id).name()] = std::move(saved);
+      saved = Tensor();
+    } else {
+      bin[pair.forward.node(id).name()] = saved;
+    }
   }
   // Tangents: tangents_k for forward output k (1 for the loss, zeros for the others).
   Allocator tangents;
@@ -110,8 +117,12 @@ absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& p
     }
     bin[n.name()] = std::move(t);
   }
-  OVERLAP_ASSIGN_OR_RETURN(
-      r.backward, Interpret(pair.backward, bin, backward_options ? *backward_options : options));
+  const InterpreterOptions& bo = backward_options ? *backward_options : options;
+  if (step.hand_over_saved) {
+    OVERLAP_ASSIGN_OR_RETURN(r.backward, InterpretTaking(pair.backward, std::move(bin), bo));
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(r.backward, Interpret(pair.backward, bin, bo));
+  }
 
   // One backward output per forward placeholder, in order.
   int64_t k = 0;
@@ -340,7 +351,8 @@ absl::StatusOr<StepResult> Trainer::Step() {
   InterpreterOptions checked;
   checked.memory_checked = true;  // by FromPair, against the guard, for the whole step
   checked.compute_in_double = in_double_;
-  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked));
+  OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked, nullptr,
+                                                       AotStepOptions{/*hand_over_saved=*/true}));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));
   for (auto& [key, t] : r.buffers) constants_[key] = t;
   StepResult s;

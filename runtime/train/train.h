@@ -41,18 +41,28 @@ struct AotStepResult {
   RunResult forward, backward;  // the two runs (outputs, measured memory, time)
 };
 
+// How RunAotStep hands the forward's results to the backward.
+struct AotStepOptions {
+  // false: the forward's outputs stay alive (in the result) while the backward copies the
+  // saved ones into its own step memory. true: each saved tensor (and tangent) moves into
+  // the backward without a copy (InterpretTaking) and is freed at its last use there; the
+  // result's forward.outputs keeps only the loss and the outputs that were not handed
+  // over. Measured and simulated memory are the same either way; true saves the copies'
+  // time and holds the saved tensors once instead of twice. The trainers use true.
+  bool hand_over_saved = false;
+};
+
 // Runs `pair.forward` on `params` (by parameter or placeholder name) and `data` (by
 // placeholder name), then `pair.backward` on the primals, the saved tensors (by the names
 // of the forward values they are) and the tangents (`tangents_k` for forward output k: ones
 // for the loss, zeros for the others). Uses only the two graphs, so graphs read from files
-// run too. The forward's outputs stay alive (in the result) while the backward copies the
-// saved ones into its own step memory. `backward_options`, when given, runs the backward
-// (the DDP step hooks its gradients there). Errors: the interpreter's, naming the node.
-// O(kernels).
+// run too. `backward_options`, when given, runs the backward (the DDP step hooks its
+// gradients there). Errors: the interpreter's, naming the node. O(kernels).
 absl::StatusOr<AotStepResult> RunAotStep(const AotPair& pair, const TensorMap& params,
                                          const TensorMap& data,
                                          const InterpreterOptions& options = {},
-                                         const InterpreterOptions* backward_options = nullptr);
+                                         const InterpreterOptions* backward_options = nullptr,
+                                         const AotStepOptions& step = {});
 
 // PyTorch's torch.optim.SGD (momentum, dampening 0) and AdamW update rules. A float32
 // parameter is updated in float32, op for op as torch.optim's single-tensor path rounds,

@@ -401,7 +401,8 @@ absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
     return absl::OkStatus();
   };
   absl::StatusOr<AotStepResult> step =
-      RunAotStep(pair_, device_shards_.empty() ? shards_ : device_shards_, data, io, &backward);
+      RunAotStep(pair_, device_shards_.empty() ? shards_ : device_shards_, data, io, &backward,
+                 AotStepOptions{/*hand_over_saved=*/true});
   if (!step.ok()) {
     // Collectives still in flight read buffers that are about to go: end them first.
     comm_->Abort(step.status());
