@@ -20,6 +20,7 @@
 # train commands run the CPU kernels, so OpenBLAS is linked too, statically (libopenblas.a
 # from libopenblas-dev; runners have no libopenblas). oneDNN has no static archive in the
 # distributions: OVERLAP_NO_DNNL builds its stand-in (the convolutions run their own loops).
+# Nor has SLEEF: OVERLAP_NO_SLEEF evaluates runtime/core/vmath.h's functions with libm.
 #
 # Debian's / Ubuntu's Abseil archives are built against libstdc++, so -stdlib=libc++ (which
 # OSS-Fuzz puts into CXXFLAGS for MSan's sake) is removed: project.yaml asks for address and
@@ -37,7 +38,7 @@ if [ -z "${WORK:-}" ]; then
 fi
 mkdir -p "$OUT" "$WORK"
 CXXFLAGS="${CXXFLAGS//-stdlib=libc++/}"
-cxxflags="$CXXFLAGS -std=c++17 -I$root -DOVERLAP_NO_GLOO -DOVERLAP_NO_CUDA -DOVERLAP_NO_DNNL"
+cxxflags="$CXXFLAGS -std=c++17 -I$root -DOVERLAP_NO_GLOO -DOVERLAP_NO_CUDA -DOVERLAP_NO_DNNL -DOVERLAP_NO_SLEEF"
 
 shopt -s nullglob
 absl=(${ABSL_LIB_DIR:-/usr/lib/*-linux-gnu}/libabsl_*.a /usr/lib/libabsl_*.a)
