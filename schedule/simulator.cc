@@ -25,8 +25,11 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       bucket_(g.id_bound(), -1),
       slot_(g.id_bound(), -1),
       at_start_(g.id_bound(), 0),
-      held_(g.id_bound(), 0) {
+      held_(g.id_bound(), 0),
+      allocated_with_(g.id_bound(), kNoNode) {
   // Each node's storage: its own, or the one it hands on (inputs come first in graph order).
+  // An owned tuple element has its own, allocated with its tuple, which keeps the rest.
+  const std::vector<char> owned = OwnedTupleElements(g);
   std::vector<NodeId> root(g.id_bound(), kNoNode);
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
@@ -36,7 +39,9 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
     backward_[id] = InBackwardGraph(n);
     time_[id] = TimeOf(n);
     root[id] = id;
-    if (HandsOnStorage(n) && HandedOnFrom(n) != kNoNode) root[id] = root[HandedOnFrom(n)];
+    if (HandsOnStorage(n) && !owned[id] && HandedOnFrom(n) != kNoNode) {
+      root[id] = root[HandedOnFrom(n)];
+    }
     bool counted = false;
     if (n.op() == Op::kPlaceholder) {
       kind_[id] = kInstant;
@@ -61,8 +66,15 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       time_[id] = 0;
     } else if (SharesInputStorage(n)) {
       kind_[id] = kView;
+      if (owned[id]) {
+        counted = true;
+        allocated_with_[id] = HandedOnFrom(n);
+      }
     } else {
       counted = true;
+      bool tuple = false;
+      for (NodeId u : n.users()) tuple |= owned[u] != 0;
+      if (tuple) bytes_[id] = TupleRemainderBytes(g, id, owned);
     }
     if (counted && bytes_[id] > 0) {
       slot_[id] = static_cast<int32_t>(storages_.size());
@@ -316,9 +328,22 @@ void Simulator::PeakMemory(absl::Span<const NodeId> order, bool record, double s
   for (NodeId id : storages_) {
     if (at_start_[id]) allocs.push_back({0.0, -1, bytes_[id]});
   }
+  // An owned tuple element is allocated with its tuple: pushed when the walk reaches the
+  // tuple, so the allocations stay in order.
+  std::vector<std::vector<NodeId>> elements;
+  for (NodeId id : storages_) {
+    const NodeId with = allocated_with_[id];
+    if (with == kNoNode) continue;
+    if (elements.empty()) elements.resize(g_.id_bound());
+    elements[with].push_back(id);
+  }
   for (NodeId id : order) {
-    if (slot_[id] < 0 || at_start_[id]) continue;
-    allocs.push_back({t->start[id], t->pos[id], bytes_[id]});
+    if (slot_[id] >= 0 && !at_start_[id] && allocated_with_[id] == kNoNode) {
+      allocs.push_back({t->start[id], t->pos[id], bytes_[id]});
+    }
+    if (!elements.empty()) {
+      for (NodeId e : elements[id]) allocs.push_back({t->start[id], t->pos[id], bytes_[e]});
+    }
   }
   const int64_t n = static_cast<int64_t>(order.size());
   for (NodeId id : storages_) {

@@ -172,6 +172,9 @@ class Simulator {
   std::vector<int32_t> slot_;   // per node: its index in storages_ when it owns one, else -1
   std::vector<char> at_start_;  // per node: a placeholder allocated at time 0
   std::vector<char> held_;      // per node: held to the end of the step by the output
+  // per node: the tuple an owned tuple element (OwnedTupleElements) is allocated with, else
+  // kNoNode
+  std::vector<NodeId> allocated_with_;
   std::vector<int64_t> first_reader_, first_reduce_;  // per storage index, +1 sentinel
   std::vector<NodeId> readers_, reduces_;
 };

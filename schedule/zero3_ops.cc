@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "graph/status_macros.h"
@@ -22,6 +23,54 @@ bool IsParameterShard(const Graph& g, NodeId id) {
     if (IsAllgather(user) && !user.inputs().empty() && user.inputs()[0] == id) return true;
   }
   return false;
+}
+
+std::vector<char> OwnedTupleElements(const Graph& g) {
+  std::vector<char> owned(g.id_bound(), 0);
+  for (NodeId t : g.order()) {
+    const Node& tuple = g.node(t);
+    if (tuple.op() != Op::kCallFunction || HandsOnStorage(tuple) || IsAllgather(tuple) ||
+        IsReduce(tuple)) {
+      continue;
+    }
+    // Every user a getitem of an int index; each index read once.
+    absl::flat_hash_map<int64_t, int> readers_of;
+    bool plain = !tuple.users().empty();
+    for (NodeId u : tuple.users()) {
+      const Node& e = g.node(u);
+      if (e.op() != Op::kCallFunction || e.target() != "operator.getitem" ||
+          e.inputs().size() != 1 || e.args().size() < 2 ||
+          e.args()[1].kind() != Value::Kind::kInt || e.args()[1].as_int() < 0) {
+        plain = false;
+        break;
+      }
+      ++readers_of[e.args()[1].as_int()];
+    }
+    if (!plain) continue;
+    std::vector<NodeId> elements;
+    int64_t bytes = 0;
+    absl::flat_hash_set<NodeId> seen;
+    for (NodeId u : tuple.users()) {
+      const Node& e = g.node(u);
+      if (SizeOf(e) <= 0 || readers_of[e.args()[1].as_int()] != 1 || !seen.insert(u).second) {
+        continue;
+      }
+      elements.push_back(u);
+      bytes += SizeOf(e);
+    }
+    if (bytes > SizeOf(tuple)) continue;  // sizes that do not add up: the tuple keeps them
+    for (NodeId e : elements) owned[e] = 1;
+  }
+  return owned;
+}
+
+int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char>& owned) {
+  int64_t bytes = SizeOf(g.node(tuple));
+  absl::flat_hash_set<NodeId> counted;
+  for (NodeId u : g.node(tuple).users()) {
+    if (owned[u] && counted.insert(u).second) bytes -= SizeOf(g.node(u));
+  }
+  return bytes;
 }
 
 bool HasZero3Ops(const Graph& g) {

@@ -84,6 +84,23 @@ inline bool HandsOnStorage(const Node& n) {
 // The node whose storage `n` hands on (its first input), kNoNode when it has none.
 inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode : n.inputs()[0]; }
 
+// The memory model's tuple rule, by node id: whether a tuple element (operator.getitem)
+// owns its element's bytes instead of handing its tuple's storage on. An element owns them
+// when its meta.tensor_size is > 0, it is the only getitem of its index, and its tuple is a
+// call_function that owns its result (not a view, collective, wait or release) and that
+// only getitems of non-negative indices read; when the owned elements' sizes add up to more than the tuple's
+// meta.tensor_size, none of that tuple's does. An owned element's
+// bytes are allocated with the tuple (when its node starts) and freed after the element's
+// own last reader; the tuple's storage keeps the rest (TupleRemainderBytes), freed after
+// its last reader. So a backward's input gradient dies at its last use although its
+// sibling in the tuple, a weight's gradient, is returned to the end. The simulator, the
+// reference simulator and the executor's memory plan all follow it. O(N).
+std::vector<char> OwnedTupleElements(const Graph& g);
+
+// The bytes a tuple node's storage keeps: its meta.tensor_size less its owned elements'.
+// `owned` is OwnedTupleElements(g). O(users).
+int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char>& owned);
+
 // Whether node `id` is a parameter shard: a placeholder that owns a parameter-table row or
 // that an allgather reads as args[0]. Shards are per-rank state, not step memory.
 // O(users + 1) expected.

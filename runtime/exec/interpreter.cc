@@ -415,6 +415,9 @@ class Interpretation {
                                           tuple.size(), (tuple.empty() ? " (freed?)" : "")));
     }
     values_[id] = {tuple[k]};
+    // An owned element (the memory plan's tuple rule) lives on in this node alone: the
+    // tuple lets go of it, so it is freed at its own last reader.
+    if (plan_.owned_element[id]) values_[src->as_ref()][k] = Tensor();
     return absl::OkStatus();
   }
 

@@ -25,16 +25,19 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
   p.members.assign(g.id_bound(), {});
   std::vector<char> held(g.id_bound(), 0);
   std::vector<int64_t> last(g.id_bound(), -1), reduced_at(g.id_bound(), -1);
+  p.owned_element = OwnedTupleElements(g);
   for (NodeId id : p.order) {
     const Node& node = g.node(id);
     p.root[id] = id;
-    if (HandsOnStorage(node) && HandedOnFrom(node) != kNoNode) {
+    const bool element = p.owned_element[id] != 0;  // its own buffer, made with its tuple's
+    if (HandsOnStorage(node) && !element && HandedOnFrom(node) != kNoNode) {
       p.root[id] = p.root[HandedOnFrom(node)];
     }
     p.members[p.root[id]].push_back(id);
-    const bool value = node.op() == Op::kPlaceholder ? !IsParameterShard(g, id)
-                                                     : IsCallNode(node) && !HandsOnStorage(node) &&
-                                                           !IsAllgather(node) && !IsReduce(node);
+    const bool value = node.op() == Op::kPlaceholder
+                           ? !IsParameterShard(g, id)
+                           : element || (IsCallNode(node) && !HandsOnStorage(node) &&
+                                         !IsAllgather(node) && !IsReduce(node));
     // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
     // freed after its last reader like any other.
     p.owns[id] = value;

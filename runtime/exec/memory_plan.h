@@ -24,6 +24,9 @@ struct MemoryPlan {
   std::vector<std::vector<NodeId>> frees_at;  // buffers (roots) freed after each position
   std::vector<std::vector<NodeId>> members;   // by root: the nodes whose results live in it
   absl::flat_hash_set<int64_t> resident;      // ds_ids of persistent (resident) parameters
+  // By node id: a tuple element owning its bytes (OwnedTupleElements): allocated with its
+  // tuple's node, freed after its own last reader.
+  std::vector<char> owned_element;
 };
 
 // O(N + E).

@@ -123,12 +123,25 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
   }
   ReplayResult r;
   r.simulated_peak_bytes = sim.peak_memory_bytes;
+  // Owned tuple elements (the memory plan's owned_element) are taken with their tuple, which
+  // keeps the rest of its bytes.
+  absl::flat_hash_map<NodeId, std::vector<NodeId>> elements;
+  for (NodeId id : order) {
+    if (plan.owned_element[id]) elements[HandedOnFrom(g.node(id))].push_back(id);
+  }
   std::vector<NodeId> reads;
   for (int64_t i = 0; i < n; ++i) {
     const NodeId id = order[i];
     const Node& node = g.node(id);
-    if (owns[id] && node.op() != Op::kPlaceholder) {
-      OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
+    const bool element = plan.owned_element[id] != 0;
+    if (owns[id] && node.op() != Op::kPlaceholder && !element) {
+      auto it = elements.find(id);
+      if (it == elements.end()) {
+        OVERLAP_RETURN_IF_ERROR(device.Take(id, SizeOf(node)));
+      } else {
+        OVERLAP_RETURN_IF_ERROR(device.Take(id, TupleRemainderBytes(g, id, plan.owned_element)));
+        for (NodeId e : it->second) OVERLAP_RETURN_IF_ERROR(device.Take(e, SizeOf(g.node(e))));
+      }
     }
     if (IsAllgather(node)) {
       if (!resident.contains(DsId(node))) {
@@ -148,7 +161,8 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
         if (plan.pos[in] >= 0) reads.push_back(plan.root[in]);
       }
       const double seconds = TimeOf(node) > 0 ? TimeOf(node) * options.time_scale : 0;
-      OVERLAP_RETURN_IF_ERROR(device.Compute(node, seconds, reads, owns[id] ? id : -1));
+      OVERLAP_RETURN_IF_ERROR(
+          device.Compute(node, seconds, reads, owns[id] && !element ? id : -1));
     }
     if (IsRelease(node) && !resident.contains(DsId(node))) {
       auto it = gathered.find(DsId(node));

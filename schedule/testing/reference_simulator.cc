@@ -44,9 +44,10 @@ bool IsCall(const Node& n) {
 bool TakesComputeTime(const Node& n) {
   return IsCall(n) && !IsAllgather(n) && !IsWait(n) && !IsRelease(n) && !IsReduce(n);
 }
-// The node owning the storage `id`'s result lives in (kNoNode for none).
-NodeId RootOf(const Graph& g, NodeId id) {
-  while (id != kNoNode && HandsOnStorage(g.node(id))) id = HandedOnFrom(g.node(id));
+// The node owning the storage `id`'s result lives in (kNoNode for none): an owned tuple
+// element (OwnedTupleElements) owns its own.
+NodeId RootOf(const Graph& g, NodeId id, const std::vector<char>& owned) {
+  while (id != kNoNode && HandsOnStorage(g.node(id)) && !owned[id]) id = HandedOnFrom(g.node(id));
   return id;
 }
 
@@ -148,12 +149,14 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
   r.lower_bound_s = std::max(r.compute_s, r.comm_s);
 
   // (2) + (3) Storages of tensors: owners, readers, frees.
+  const std::vector<char> owned = OwnedTupleElements(g);
   std::vector<NodeId> root(n, kNoNode);
-  for (NodeId id : order) root[id] = RootOf(g, id);
+  for (NodeId id : order) root[id] = RootOf(g, id, owned);
   std::vector<Storage> storages;
   for (NodeId id : order) {
     const Node& x = g.node(id);
-    if (IsAllgather(x) || HandsOnStorage(x) || IsReduce(x)) continue;  // not a tensor owner
+    if (IsAllgather(x) || IsReduce(x)) continue;  // not a tensor owner
+    if (HandsOnStorage(x) && !owned[id]) continue;
     const bool input = x.op() == Op::kPlaceholder && !IsParameterShard(g, id);
     if (!IsCall(x) && !input) continue;  // shards, get_attr, output: nothing counted
     bool any_reader = false, output_reads = false, reduced = false;
@@ -175,7 +178,13 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
     }
     Point free = any_reader ? last : Point{end[id], pos[id]};
     if (output_reads && !reduced) free = {r.step_time_s, static_cast<int64_t>(order.size())};
-    storages.push_back({input ? Point{0.0, -1} : Point{start[id], pos[id]}, free, SizeOf(x)});
+    // An owned element is allocated when its tuple's node starts; the tuple keeps the rest.
+    const NodeId made_by = owned[id] ? HandedOnFrom(x) : id;
+    bool tuple = false;
+    for (NodeId u : x.users()) tuple |= owned[u] != 0;
+    const int64_t bytes = tuple ? TupleRemainderBytes(g, id, owned) : SizeOf(x);
+    storages.push_back(
+        {input ? Point{0.0, -1} : Point{start[made_by], pos[made_by]}, free, bytes});
   }
 
   // Gathered parameters, with peak_gathered_bytes walking the order.
