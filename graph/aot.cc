@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/op_schema.h"
@@ -1478,6 +1479,147 @@ bool HasBackwardFormula(absl::string_view target) {
 
 absl::StatusOr<AotPair> BuildAotPair(const Graph& forward, const AotOptions& options) {
   return AotBuilder(forward, options).Run();
+}
+
+namespace {
+
+// A view of its one input that keeps the elements' row-major order: a reshape, an alias,
+// or an expand to the input's own shape (what a decomposed matmul makes of its operand).
+bool IsReshapeLikeView(const Graph& g, const Node& n) {
+  static const absl::flat_hash_set<absl::string_view> kReshapes = {
+      "aten.view.default",           "aten._unsafe_view.default", "aten.reshape.default",
+      "aten._reshape_alias.default", "aten.alias.default",        "aten.detach.default"};
+  if (n.op() != Op::kCallFunction || !IsView(n) || n.inputs().size() != 1) return false;
+  if (kReshapes.contains(n.target())) return true;
+  const NodeMeta& in = g.node(n.inputs()[0]).meta();
+  return n.target() == "aten.expand.default" && n.meta().has_shape && in.has_shape &&
+         in.shape == n.meta().shape;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair) {
+  Graph& f = pair->forward;
+  Graph& b = pair->backward;
+  if (f.size() == 0 || b.size() == 0) return 0;
+  const NodeId out_id = f.last();
+  const Node& out = f.node(out_id);
+  if (out.op() != Op::kOutput || out.args().empty() || out.args()[0].kind() != Value::Kind::kList) {
+    return 0;
+  }
+  std::vector<Value> items = out.args()[0].items();
+  // The backward's placeholders by name; the tangents' largest index.
+  absl::flat_hash_map<std::string, NodeId> placeholder;
+  NodeId last_placeholder = kNoNode;
+  int64_t tangents = 0;
+  for (NodeId id : b.order()) {
+    const Node& n = b.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    placeholder[n.name()] = id;
+    last_placeholder = id;
+    int64_t k = 0;
+    if (absl::StartsWith(n.name(), "tangents_") && absl::SimpleAtoi(n.name().substr(9), &k)) {
+      tangents = std::max(tangents, k);
+    }
+  }
+  // Saved items by the node their reshapes reach; the first of each group stays.
+  absl::flat_hash_map<NodeId, NodeId> kept;  // reached node -> the kept item's forward node
+  std::vector<size_t> removed;
+  for (size_t i = static_cast<size_t>(tangents); i < items.size(); ++i) {
+    if (!items[i].is_ref()) continue;
+    const NodeId s = items[i].as_ref();
+    auto p = placeholder.find(f.node(s).name());
+    if (p == placeholder.end()) continue;
+    NodeId reached = s;
+    while (IsReshapeLikeView(f, f.node(reached))) reached = f.node(reached).inputs()[0];
+    auto [it, first] = kept.emplace(reached, s);
+    if (first || it->second == s) continue;
+    const Node& keep_p = b.node(placeholder.at(f.node(it->second).name()));
+    const Node& drop_p = b.node(p->second);
+    const NodeMeta& km = keep_p.meta();
+    const NodeMeta& dm = drop_p.meta();
+    // The same elements: one dtype and byte count, and a shape to reshape to.
+    if (!dm.has_shape || !km.has_dtype || !dm.has_dtype || km.dtype != dm.dtype ||
+        !km.has_tensor_size || !dm.has_tensor_size || km.tensor_size != dm.tensor_size) {
+      continue;
+    }
+    std::vector<Value> shape;
+    for (int64_t d : dm.shape) shape.push_back(Value::Int(d));
+    const std::string name = drop_p.name();
+    const NodeId old_id = drop_p.id();
+    NodeMeta meta = dm;
+    meta.set_aliases_input(true);
+    OVERLAP_RETURN_IF_ERROR(b.Rename(old_id, absl::StrCat(name, "__shared_saved")));
+    OVERLAP_ASSIGN_OR_RETURN(const NodeId view,
+                             b.AddNode(Op::kCallFunction, name, "aten.reshape.default",
+                                       {Value::Ref(keep_p.id()), Value::List(std::move(shape))}, {},
+                                       InsertPoint::After(last_placeholder)));
+    b.mutable_node(view).mutable_meta() = std::move(meta);
+    b.ReplaceAllUsesWith(old_id, view);
+    OVERLAP_RETURN_IF_ERROR(b.Erase(old_id));
+    placeholder.erase(p);
+    removed.push_back(i);
+  }
+  if (removed.empty()) return 0;
+  std::vector<Value> kept_items;
+  size_t r = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (r < removed.size() && removed[r] == i) {
+      ++r;
+      continue;
+    }
+    kept_items.push_back(items[i]);
+  }
+  std::vector<Value> args = out.args();
+  args[0] = Value::List(std::move(kept_items));
+  OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(args), out.kwargs()));
+  const int64_t n = static_cast<int64_t>(removed.size());
+  if (pair->num_saved >= n) pair->num_saved -= n;
+  return n;
+}
+
+absl::StatusOr<int64_t> AliasLastUseClones(Graph* g) {
+  int64_t changed = 0;
+  std::vector<NodeId> clones;
+  for (NodeId id : g->order()) {
+    const Node& n = g->node(id);
+    if (n.op() == Op::kCallFunction && n.target() == "aten.clone.default") clones.push_back(id);
+  }
+  for (NodeId id : clones) {
+    const Node& c = g->node(id);
+    if (c.inputs().size() != 1 || c.args().empty() || !c.args()[0].is_ref()) continue;
+    const Node& x = g->node(c.inputs()[0]);
+    if (x.users().size() != 1) continue;
+    // The layout asked for: none, or contiguous / preserved (every buffer here is
+    // contiguous).
+    bool contiguous = true;
+    for (const auto& [k, v] : c.kwargs()) {
+      if (k != "memory_format" || v.is_none()) continue;
+      contiguous &=
+          v.kind() == Value::Kind::kString &&
+          (v.as_string() == "torch.contiguous_format" || v.as_string() == "torch.preserve_format");
+    }
+    if (!contiguous) continue;
+    bool own_buffer = false;
+    if (x.op() == Op::kPlaceholder) {
+      own_buffer = g->ParamsOwnedBy(x.name()).empty() && !x.meta().has_param;
+    } else if (x.op() == Op::kCallFunction) {
+      own_buffer = !SharesInputStorage(x);
+    }
+    if (!own_buffer) continue;
+    g->set_target(id, "aten.detach.default");
+    OVERLAP_RETURN_IF_ERROR(g->SetArgs(id, {Value::Ref(x.id())}, {}));
+    g->mutable_node(id).mutable_meta().set_aliases_input(true);
+    ++changed;
+  }
+  return changed;
+}
+
+absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t changed, ShareSavedReshapes(pair));
+  OVERLAP_ASSIGN_OR_RETURN(const int64_t f, AliasLastUseClones(&pair->forward));
+  OVERLAP_ASSIGN_OR_RETURN(const int64_t b, AliasLastUseClones(&pair->backward));
+  return changed + f + b;
 }
 
 }  // namespace overlap

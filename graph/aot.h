@@ -60,6 +60,34 @@ absl::StatusOr<AotPair> BuildAotPair(const Graph& forward, const AotOptions& opt
 // Whether BuildAotPair has a formula for `target` (docs/ops.md). O(1) expected.
 bool HasBackwardFormula(absl::string_view target);
 
+// Saved tensors that are reshapes of one forward value become one. AOTAutograd saves a
+// transformer block's activation both as [B, T, D] and as [B * T, D] (views of one buffer
+// in the forward); handed to the backward they are two placeholders, which the memory model
+// counts twice and an executor holds twice. For each such group the forward returns the
+// first (in its output order) and the backward makes the others from it with
+// aten.reshape.default (a view: no bytes), keeping their names, so the step holds the
+// activation once, as PyTorch's autograd does. A group is saved values that reach one node
+// through reshape-like views alone (view, _unsafe_view, reshape, _reshape_alias, alias,
+// detach, an expand to its input's own shape; all meta.aliases_input): on a contiguous value any
+// reshape is a view of the same elements in the same order. Only outputs past the last tangent's
+// index are touched, so tangents_k still pairs with forward output k. Returns how many saved
+// tensors were removed (0: the pair is unchanged); num_saved and saved_bytes follow. Errors only
+// for a pair the rewrite cannot express (a name clash). O(N + E).
+absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair);
+
+// A clone whose input nothing else reads becomes an alias of it (aten.detach.default,
+// meta.aliases_input): graphs are functional, so the copy can never be told apart, and the
+// step saves its bytes and its time. A functionalized in-place op leaves such clones
+// (mobilenet_v2's ReLU6, hardtanh_, clones each saved activation in the backward). The input
+// must be a buffer of its own, which is contiguous here: a call node's result that is not a
+// view or a tuple element, or a placeholder that is not a parameter; and the clone asks for no
+// layout but the contiguous one. Returns how many clones became aliases. O(N + E).
+absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
+
+// ShareSavedReshapes, then AliasLastUseClones on both graphs: what the executor applies to
+// an AOT pair read from files (exec, train, run). Returns how many nodes changed. O(N + E).
+absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair);
+
 }  // namespace overlap
 
 #endif  // OVERLAP_GRAPH_AOT_H_

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "graph/aot_invariants.h"
+#include "graph/json_reader.h"
 #include "graph/models.h"
 #include "graph/shape_rules.h"
 #include "graph/verifier.h"
@@ -98,6 +99,75 @@ TEST(AotTest, TheConventionCheckCatchesTampering) {
 
 // A two-layer MLP with MSE, formula by formula: the input needs no gradient, so the first
 // layer's weight is never read by the backward (its row of the table is absent there).
+// A pair that saves one activation twice, as [2, 3] and as its reshape [6] (AOTAutograd
+// does so around a matmul): the forward returns it once and the backward reshapes it.
+TEST(AotTest, SavedReshapesOfOneValueAreHandedOverOnce) {
+  AotPair pair;
+  absl::StatusOr<Graph> f = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24}},
+    {"name": "a", "op": "call_function", "target": "aten.relu.default", "args": ["%x"], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24}},
+    {"name": "v", "op": "call_function", "target": "aten.view.default", "args": ["%a", [6]], "meta": {"shape": [6], "dtype": "float32", "tensor_size": 24, "aliases_input": true}},
+    {"name": "e", "op": "call_function", "target": "aten.expand.default", "args": ["%a", [2, 3]], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24, "aliases_input": true}},
+    {"name": "loss", "op": "call_function", "target": "aten.sum.default", "args": ["%v"], "meta": {"shape": [], "dtype": "float32", "tensor_size": 4}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%loss", "%a", "%v", "%e"]]}]})");
+  absl::StatusOr<Graph> b = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a", "op": "placeholder", "target": "a", "args": [], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24}},
+    {"name": "v", "op": "placeholder", "target": "v", "args": [], "meta": {"shape": [6], "dtype": "float32", "tensor_size": 24}},
+    {"name": "e", "op": "placeholder", "target": "e", "args": [], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24}},
+    {"name": "tangents_1", "op": "placeholder", "target": "tangents_1", "args": [], "meta": {"shape": [], "dtype": "float32", "tensor_size": 4}},
+    {"name": "m", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%v", "%tangents_1"], "meta": {"shape": [6], "dtype": "float32", "tensor_size": 24}},
+    {"name": "n", "op": "call_function", "target": "aten.add.Tensor", "args": ["%a", "%e"], "meta": {"shape": [2, 3], "dtype": "float32", "tensor_size": 24}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%m", "%n"]]}]})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  pair.forward = *std::move(f);
+  pair.backward = *std::move(b);
+  absl::StatusOr<int64_t> removed = ShareSavedReshapes(&pair);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2);  // v and e: a stays
+  EXPECT_TRUE(Verify(pair.forward).ok());
+  EXPECT_TRUE(Verify(pair.backward).ok()) << Verify(pair.backward);
+  const Node& out = pair.forward.node(pair.forward.last());
+  ASSERT_EQ(out.args()[0].items().size(), 2u);  // loss, a
+  for (const char* name : {"v", "e"}) {
+    const NodeId id = pair.backward.FindNode(name);
+    ASSERT_NE(id, kNoNode) << name;
+    const Node& n = pair.backward.node(id);
+    EXPECT_EQ(n.target(), "aten.reshape.default") << name;
+    EXPECT_TRUE(IsView(n)) << name;
+    EXPECT_EQ(n.inputs()[0], pair.backward.FindNode("a")) << name;
+  }
+  // Run again: nothing left to share.
+  absl::StatusOr<int64_t> again = ShareSavedReshapes(&pair);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+}
+
+// A clone of a value nothing else reads becomes its alias; a clone of a parameter, of a
+// value read elsewhere, of a view, or into another layout stays a copy.
+TEST(AotTest, ClonesOfDeadValuesBecomeAliases) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16, "param": "w"}},
+    {"name": "r", "op": "call_function", "target": "aten.relu.default", "args": ["%x"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "s", "op": "call_function", "target": "aten.relu.default", "args": ["%x"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "c_dead", "op": "call_function", "target": "aten.clone.default", "args": ["%r"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "c_param", "op": "call_function", "target": "aten.clone.default", "args": ["%w"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "c_shared", "op": "call_function", "target": "aten.clone.default", "args": ["%s"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "y", "op": "call_function", "target": "aten.add.Tensor", "args": ["%s", "%c_shared"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%c_dead", "%c_param", "%y"]]}],
+    "params": [{"name": "w", "owner": "w", "shape": [4], "dtype": "float32", "bytes": 16}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<int64_t> changed = AliasLastUseClones(&*g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 1);
+  EXPECT_EQ(g->node(g->FindNode("c_dead")).target(), "aten.detach.default");
+  EXPECT_TRUE(IsView(g->node(g->FindNode("c_dead"))));
+  EXPECT_EQ(g->node(g->FindNode("c_param")).target(), "aten.clone.default");
+  EXPECT_EQ(g->node(g->FindNode("c_shared")).target(), "aten.clone.default");
+  EXPECT_TRUE(Verify(*g).ok()) << Verify(*g);
+}
+
 TEST(AotTest, TwoLayerMlpBackwardReadsOnlyTheSecondWeight) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;

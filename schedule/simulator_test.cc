@@ -12,6 +12,7 @@
 #include "schedule/analysis.h"
 #include "schedule/fast_free.h"
 #include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
@@ -283,6 +284,44 @@ TEST(SimulatorTest, ZeroTimeNodesStillHoldMemory) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->peak_memory_bytes, 110);  // r1 allocated before its input a is freed
   EXPECT_DOUBLE_EQ(r->step_time_s, 0.0);
+}
+
+// The tuple rule (OwnedTupleElements): a backward's (grad_input, grad_weight) tuple whose
+// weight gradient is returned. grad_input (1000 bytes) dies after its last reader although
+// its sibling (10 bytes) lives to the end; the second node (2000 bytes) then fits beside
+// the weight gradient alone. Before the rule the whole tuple lived to the end: 3010.
+TEST(SimulatorTest, ATupleElementDiesAtItsOwnLastReader) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "t", "op": "call_function", "target": "aten.convolution_backward.default", "args": [], "meta": {"tensor_size": 1010}},
+    {"name": "gi", "op": "call_function", "target": "operator.getitem", "args": ["%t", 0], "meta": {"tensor_size": 1000}},
+    {"name": "gw", "op": "call_function", "target": "operator.getitem", "args": ["%t", 1], "meta": {"tensor_size": 10}},
+    {"name": "r", "op": "call_function", "target": "aten.relu.default", "args": ["%gi"], "meta": {"tensor_size": 1}},
+    {"name": "big", "op": "call_function", "target": "aten.ones.default", "args": [], "meta": {"tensor_size": 2000}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%gw", "%r", "%big"]]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::vector<char> owned = OwnedTupleElements(*g);
+  EXPECT_TRUE(owned[g->FindNode("gi")]);
+  EXPECT_TRUE(owned[g->FindNode("gw")]);
+  EXPECT_EQ(TupleRemainderBytes(*g, g->FindNode("t"), owned), 0);
+  absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->peak_memory_bytes, 2011);  // gw + r + big; gi freed after r
+
+  // Two getitems of one index: neither owns it (they would share one buffer), and the
+  // tuple keeps it to the last of their readers.
+  absl::StatusOr<Graph> twice =
+      ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "t", "op": "call_function", "target": "aten.convolution_backward.default", "args": [], "meta": {"tensor_size": 1010}},
+    {"name": "a", "op": "call_function", "target": "operator.getitem", "args": ["%t", 0], "meta": {"tensor_size": 1000}},
+    {"name": "b", "op": "call_function", "target": "operator.getitem", "args": ["%t", 0], "meta": {"tensor_size": 1000}},
+    {"name": "gw", "op": "call_function", "target": "operator.getitem", "args": ["%t", 1], "meta": {"tensor_size": 10}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%a", "%b", "%gw"]]}]})");
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  const std::vector<char> owned_twice = OwnedTupleElements(*twice);
+  EXPECT_FALSE(owned_twice[twice->FindNode("a")]);
+  EXPECT_FALSE(owned_twice[twice->FindNode("b")]);
+  EXPECT_TRUE(owned_twice[twice->FindNode("gw")]);
+  EXPECT_EQ(TupleRemainderBytes(*twice, twice->FindNode("t"), owned_twice), 1000);
 }
 
 // The untraced run computes the peak by merging instead of sorting every event; it must give

@@ -88,13 +88,13 @@ inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode 
 // owns its element's bytes instead of handing its tuple's storage on. An element owns them
 // when its meta.tensor_size is > 0, it is the only getitem of its index, and its tuple is a
 // call_function that owns its result (not a view, collective, wait or release) and that
-// only getitems of non-negative indices read; when the owned elements' sizes add up to more than the tuple's
-// meta.tensor_size, none of that tuple's does. An owned element's
-// bytes are allocated with the tuple (when its node starts) and freed after the element's
-// own last reader; the tuple's storage keeps the rest (TupleRemainderBytes), freed after
-// its last reader. So a backward's input gradient dies at its last use although its
-// sibling in the tuple, a weight's gradient, is returned to the end. The simulator, the
-// reference simulator and the executor's memory plan all follow it. O(N).
+// only getitems of non-negative indices read; when the owned elements' sizes add up to more than
+// the tuple's meta.tensor_size, none of that tuple's does. An owned element's bytes are allocated
+// with the tuple (when its node starts) and freed after the element's own last reader; the tuple's
+// storage keeps the rest (TupleRemainderBytes), freed after its last reader. So a backward's input
+// gradient dies at its last use although its sibling in the tuple, a weight's gradient, is returned
+// to the end. The simulator, the reference simulator and the executor's memory plan all follow it.
+// O(N).
 std::vector<char> OwnedTupleElements(const Graph& g);
 
 // The bytes a tuple node's storage keeps: its meta.tensor_size less its owned elements'.

@@ -140,6 +140,8 @@ int Run(Invocation& in) {
           "\" is the forward graph itself, not its AOT "
           "backward (overlap gen M --backward, or the exporter's PREFIX.backward.json)")));
     }
+    // Saved reshapes handed over once, dead values' clones aliased (graph/aot.h).
+    if (absl::Status s = TightenPairMemory(&pair).status(); !s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> out = in.Path("save")) {
     if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);

@@ -161,8 +161,7 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
         if (plan.pos[in] >= 0) reads.push_back(plan.root[in]);
       }
       const double seconds = TimeOf(node) > 0 ? TimeOf(node) * options.time_scale : 0;
-      OVERLAP_RETURN_IF_ERROR(
-          device.Compute(node, seconds, reads, owns[id] && !element ? id : -1));
+      OVERLAP_RETURN_IF_ERROR(device.Compute(node, seconds, reads, owns[id] && !element ? id : -1));
     }
     if (IsRelease(node) && !resident.contains(DsId(node))) {
       auto it = gathered.find(DsId(node));

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/output_file.h"
@@ -153,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     }
     OVERLAP_ASSIGN_OR_RETURN(p->pair.forward, ReadGraphJsonFile(o.graph_path));
     OVERLAP_ASSIGN_OR_RETURN(p->pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&p->pair).status());  // graph/aot.h
     OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
     Program* raw = p.get();
     const uint64_t seed = o.seed;
@@ -380,6 +382,7 @@ absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks) {
   if (!o.graph_path.empty()) {
     OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
     OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&pair).status());
   } else {
     ModelOptions mo;
     mo.style = ParamStyle::kLifted;

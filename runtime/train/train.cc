@@ -264,6 +264,8 @@ absl::StatusOr<Trainer> Trainer::Create(absl::string_view model, Preset preset,
 
 absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
                                           TrainOptions options) {
+  // Saved reshapes handed over once, dead values' clones aliased (graph/aot.h).
+  OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&pair).status());
   // Refused up front by the memory guard: what the step would need (the larger graph's
   // peak, the parameters and their gradients, the optimizer's state in their dtype).
   {

@@ -183,8 +183,7 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
     bool tuple = false;
     for (NodeId u : x.users()) tuple |= owned[u] != 0;
     const int64_t bytes = tuple ? TupleRemainderBytes(g, id, owned) : SizeOf(x);
-    storages.push_back(
-        {input ? Point{0.0, -1} : Point{start[made_by], pos[made_by]}, free, bytes});
+    storages.push_back({input ? Point{0.0, -1} : Point{start[made_by], pos[made_by]}, free, bytes});
   }
 
   // Gathered parameters, with peak_gathered_bytes walking the order.
