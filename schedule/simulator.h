@@ -35,12 +35,15 @@
 // are held by its storage:
 //   - Storages. A view (meta.aliases_input), a tuple element (operator.getitem: it lives in
 //     its tuple's storage, as execution holds it), a release and a wait hand their args[0]'s
-//     storage on and allocate nothing. A gathered parameter's storage belongs to its allgather
-//     (below). Every other call node (call_function / call_method / call_module) owns
-//     meta.tensor_size bytes (0 when absent), allocated when it starts. A placeholder that is not a
-//     parameter shard (inputs, saved activations and tangents of a backward graph) owns its bytes
-//     from time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the owner of
-//     a parameter-table row) and get_attr nodes are state: not counted.
+//     storage on and allocate nothing, except an owned tuple element (zero3_ops.h's
+//     OwnedTupleElements: the one getitem of its index, of a tuple only getitems read): it
+//     owns its meta.tensor_size bytes, allocated when its tuple's node starts, and the
+//     tuple's storage keeps the rest (TupleRemainderBytes). A gathered parameter's storage belongs
+//     to its allgather (below). Every other call node (call_function / call_method / call_module)
+//     owns meta.tensor_size bytes (0 when absent), allocated when it starts. A placeholder that is
+//     not a parameter shard (inputs, saved activations and tangents of a backward graph) owns its
+//     bytes from time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the
+//     owner of a parameter-table row) and get_attr nodes are state: not counted.
 //   - Readers of a storage: every user of the owning node or of any node that hands the
 //     storage on (transitively); a node that hands it on is itself a reader.
 //   - Frees. A storage is freed at the latest end time of its readers other than the output

@@ -5,14 +5,18 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +24,8 @@
 #include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/comm/tcp_store.h"
+#include "runtime/core/blas.h"
+#include "runtime/core/dnnl_conv.h"
 #include "runtime/cuda/cuda_plugin.h"
 #include "runtime/job/job.h"
 #include "runtime/job/launcher.h"
@@ -42,6 +48,9 @@ constexpr FlagSpec kJobFlags[] = {
      "emulated device's default and only choice across processes)"},
     {"batch", 0, "B", "rows per rank (default: the preset's); the global batch is B x ranks"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
+    {"threads", 0, "N",
+     "OpenBLAS and oneDNN threads per rank (default: this machine's cores\n"
+     "divided among its ranks, LOCAL_WORLD_SIZE, at least 1)"},
     {"algorithm", 0, "A",
      "zero3: the scheduler (default lookahead; overlap schedule\n"
      "--list-algorithms); A,B,... or all: train with each in turn and\n"
@@ -167,8 +176,22 @@ int Worker(Invocation& in) {
   // set before any thread starts, so that its threads inherit it.
   prctl(PR_SET_NAME, "overlap worker");
   JobOptions o = ReadJobFlags(in);
+  int64_t threads = in.Int("threads", 1, 4096, 0);
   if (in.has_usage_error()) return in.UsageError();
   if (int d = CheckDevice(in, o); d != kExitOk) return d;
+  // The machine's cores shared among its ranks: a rank taking every core oversubscribes
+  // them N-fold (each rank's OpenBLAS and OpenMP pools would spin on all of them).
+  if (threads == 0) {
+    int64_t local = 1;
+    if (const char* v = std::getenv("LOCAL_WORLD_SIZE");
+        v == nullptr || !absl::SimpleAtoi(v, &local) || local < 1) {
+      local = 1;
+    }
+    threads =
+        std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / local);
+  }
+  SetBlasThreads(static_cast<int>(threads));
+  SetDnnlThreads(static_cast<int>(threads));
   absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
   if (!info.ok()) {
     in.AddUsageError(std::string(info.status().message()));
