@@ -105,15 +105,15 @@ def size_bytes(text):
 
 
 def overlap_memory(overlap, prefix):
-    """Tensor memory of one forward + backward: the larger graph's measured peak of graph
-    values plus its kernel scratch peak (the saved tensors count in both graphs' peaks; the
+    """Tensor memory of one forward + backward: the larger graph's peak of graph values and
+    kernel scratch held at one time (the saved tensors count in both graphs' peaks; the
     backward holds them from its start, as the simulator counts them)."""
     out = run([overlap, "exec", prefix + ".forward.json", "--backward-graph",
                prefix + ".backward.json", "--weights", prefix + ".safetensors", "--threads", "1"])
     peaks = []
-    for m in re.finditer(r"^(forward|backward): .*measured peak ([0-9.]+ [KMG]?i?B).*"
-                         r"kernel scratch peak ([0-9.]+ [KMG]?i?B)", out, re.M):
-        peaks.append(size_bytes(m.group(2)) + size_bytes(m.group(3)))
+    for m in re.finditer(r"^(forward|backward): .*both at once [^(]*\(([0-9]+) bytes\)", out,
+                         re.M):
+        peaks.append(int(m.group(2)))
     if len(peaks) != 2:
         sys.exit(f"bench: no measured peaks in overlap exec's output:\n{out[-2000:]}")
     return max(peaks)
@@ -212,12 +212,14 @@ def ddp_data(prefix):
 
 def overlap_ddp_time(overlap, prefix, iterations):
     """The median step of `overlap run --nproc 2 --strategy ddp` (SGD, one thread per rank,
-    each rank on the exported batch), steps after the first."""
+    each rank on the exported batch, 25 MiB buckets as PyTorch DDP's default), steps after
+    the first."""
     data = prefix + ".ddp.safetensors"
     out = run([overlap, "run", "--nproc", "2", "--strategy", "ddp", "--graph",
                prefix + ".forward.json", "--backward-graph", prefix + ".backward.json",
                "--weights", prefix + ".data.safetensors", "--data", data, "--steps",
-               str(iterations + 1), "--threads", "1"] + OPTIMIZERS["sgd"])
+               str(iterations + 1), "--threads", "1", "--bucket-cap", "25MiB"] +
+              OPTIMIZERS["sgd"])
     steps = [seconds(t) for t in re.findall(r"^step [0-9]+ loss \S+ time ([0-9.]+ [a-z]+)",
                                             out, re.M)]
     if len(steps) < 2:
@@ -293,15 +295,17 @@ def write_table(path, rows, memory, ddp, rounds, iterations, seconds_taken):
     if ddp:
         lines += ["", "2-rank DDP training step over Gloo, one thread per rank, SGD, each rank "
                   "on a batch of the exported size (overlap: `overlap run --nproc 2 --strategy "
-                  "ddp --threads 1`; PyTorch: DistributedDataParallel, two processes):", "",
+                  "ddp --threads 1 --bucket-cap 25MiB`; PyTorch: DistributedDataParallel, "
+                  "two processes, its default 25 MiB buckets):", "",
                   "| model | overlap | PyTorch | overlap / PyTorch |", "|---|---:|---:|---:|"]
         for name, ours, theirs in ddp:
             lines.append(f"| {name} | {ours * 1e3:.1f} ms | {theirs * 1e3:.1f} ms | "
                          f"{ours / theirs:.2f} |")
     if memory:
         lines += ["", "Tensor memory of one forward + loss + backward (overlap: the larger graph's "
-                  "measured peak of graph values plus its kernel scratch peak; PyTorch: the "
-                  "profiler's peak of tensor bytes held, gradients allocated in the step):", "",
+                  "measured peak of graph values and kernel scratch held at one time; PyTorch: "
+                  "the profiler's peak of tensor bytes held, gradients allocated in the step):",
+                  "",
                   "| model | overlap | PyTorch | overlap / PyTorch |", "|---|---:|---:|---:|"]
         for name, ours, theirs in memory:
             lines.append(f"| {name} | {ours / MIB:.1f} MiB | {theirs / MIB:.1f} MiB | "

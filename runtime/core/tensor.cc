@@ -132,6 +132,8 @@ absl::Status Allocator::Adopt(Storage& storage, Pool pool) {
     live += storage.bytes_;
     int64_t& peak = counters_->peak[static_cast<int>(pool)];
     peak = std::max(peak, live);
+    counters_->peak_total =
+        std::max(counters_->peak_total, counters_->live[0] + counters_->live[1]);
   }
   storage.owner_ = counters_;
   storage.pool_ = pool;
@@ -158,6 +160,8 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
     const int k = static_cast<int>(pool);
     counters_->live[k] += bytes;
     counters_->peak[k] = std::max(counters_->peak[k], counters_->live[k]);
+    counters_->peak_total =
+        std::max(counters_->peak_total, counters_->live[0] + counters_->live[1]);
     return s;
   }
   std::lock_guard<std::mutex> lock(counters_->mu);
@@ -180,6 +184,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Allocator::Allocate(int64_t bytes, Pool
   const int p = static_cast<int>(pool);
   counters_->live[p] += bytes;
   counters_->peak[p] = std::max(counters_->peak[p], counters_->live[p]);
+  counters_->peak_total = std::max(counters_->peak_total, counters_->live[0] + counters_->live[1]);
   return s;
 }
 
@@ -187,6 +192,7 @@ void Allocator::ResetPeak() {
   std::lock_guard<std::mutex> lock(counters_->mu);
   counters_->peak[0] = counters_->live[0];
   counters_->peak[1] = counters_->live[1];
+  counters_->peak_total = counters_->live[0] + counters_->live[1];
 }
 
 int64_t AvailableMemoryBytes() {

@@ -94,6 +94,7 @@ class Storage {
     std::mutex mu;  // storages may die on a communication thread
     int64_t live[2] = {0, 0};
     int64_t peak[2] = {0, 0};
+    int64_t peak_total = 0;  // of live[0] + live[1]: both pools at once
     absl::flat_hash_map<int64_t, std::vector<std::unique_ptr<std::byte[]>>> cache;
     int64_t cached_bytes = 0;
   };
@@ -171,6 +172,11 @@ class Allocator {
   int64_t peak(Pool pool) const {
     std::lock_guard<std::mutex> lock(counters_->mu);
     return counters_->peak[static_cast<int>(pool)];
+  }
+  // The most bytes both pools held at one time (at most peak(kValues) + peak(kScratch)).
+  int64_t peak_total() const {
+    std::lock_guard<std::mutex> lock(counters_->mu);
+    return counters_->peak_total;
   }
   // Starts a new peak measurement at the bytes live now.
   void ResetPeak();

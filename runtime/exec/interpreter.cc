@@ -173,6 +173,7 @@ class Interpretation {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result_.peak_bytes = alloc_.peak(Pool::kValues) + result_.resident_bytes;
     result_.scratch_peak_bytes = alloc_.peak(Pool::kScratch);
+    result_.total_peak_bytes = alloc_.peak_total() + result_.resident_bytes;
     values_.clear();
     result_.final_bytes = alloc_.live(Pool::kValues);
     return std::move(result_);

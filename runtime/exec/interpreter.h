@@ -110,6 +110,10 @@ struct RunResult {
   int64_t resident_bytes = 0;         // with options.zero3: resident parameters' gathered copies
   int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
   int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
+  // Graph values and kernels' temporaries held at one time (with residents): the run's
+  // tensor memory, what PyTorch's profiler measures; between peak_bytes and peak_bytes +
+  // scratch_peak_bytes.
+  int64_t total_peak_bytes = 0;
   int64_t simulated_peak_bytes = -1;  // when simulated (options.simulate, or the guard)
   // View nodes (SharesInputStorage) whose input's layout needed a copy (reshape of a
   // transpose): bytes the plan did not count, so the measured peak may exceed the
