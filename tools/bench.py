@@ -308,8 +308,8 @@ def write_table(path, rows, memory, ddp, rounds, iterations, seconds_taken):
                   "",
                   "| model | overlap | PyTorch | overlap / PyTorch |", "|---|---:|---:|---:|"]
         for name, ours, theirs in memory:
-            lines.append(f"| {name} | {ours / MIB:.1f} MiB | {theirs / MIB:.1f} MiB | "
-                         f"{ours / theirs:.2f} |")
+            lines.append(f"| {name} | {ours / MIB:.2f} MiB | {theirs / MIB:.2f} MiB | "
+                         f"{ours / theirs:.4f} |")
     lines += ["", "Models: " + "; ".join(f"{n}: {m[3]}" for n, m in MODELS.items()) + ".", END]
     doc_block.replace_block(path, BEGIN, END, "\n".join(lines),
                             heading="## overlap against PyTorch eager\n\n")
