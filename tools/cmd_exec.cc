@@ -69,12 +69,12 @@ std::string Checksum(const Tensor& t) {
 }
 
 std::string Memory(const RunResult& r) {
-  std::string s = absl::StrCat("measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
-                               FormatBytes(r.simulated_peak_bytes), " (world size 1): ",
-                               r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
-                               "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes),
-                               "; both at once ", FormatBytes(r.total_peak_bytes), " (",
-                               r.total_peak_bytes, " bytes)");
+  std::string s = absl::StrCat(
+      "measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
+      FormatBytes(r.simulated_peak_bytes),
+      " (world size 1): ", r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
+      "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes), "; both at once ",
+      FormatBytes(r.total_peak_bytes), " (", r.total_peak_bytes, " bytes)");
   if (r.view_copies > 0) {
     absl::StrAppend(&s, "; ", r.view_copies, " view node(s) had to copy (",
                     FormatBytes(r.view_copy_bytes),

@@ -107,9 +107,9 @@ struct RunResult {
   // Measured peak of graph values (with options.zero3, plus resident_bytes: residents are
   // held for the whole step, as the simulator counts them).
   int64_t peak_bytes = 0;
-  int64_t resident_bytes = 0;         // with options.zero3: resident parameters' gathered copies
-  int64_t final_bytes = 0;            // graph values live at the end (what the output holds)
-  int64_t scratch_peak_bytes = 0;     // kernels' temporaries, counted apart
+  int64_t resident_bytes = 0;      // with options.zero3: resident parameters' gathered copies
+  int64_t final_bytes = 0;         // graph values live at the end (what the output holds)
+  int64_t scratch_peak_bytes = 0;  // kernels' temporaries, counted apart
   // Graph values and kernels' temporaries held at one time (with residents): the run's
   // tensor memory, what PyTorch's profiler measures; between peak_bytes and peak_bytes +
   // scratch_peak_bytes.

@@ -383,12 +383,14 @@ OVERLAP_HOST_DEVICE OVERLAP_UNIT void BatchNormBackwardUnit(const NnArgs& a, int
   }
 }
 
+// Max pooling's output element u, at (plane, oh, ow): MaxPoolUnit decodes u; the CPU
+// kernel walks rows and passes all four (no divisions per element).
 template <typename T>
-OVERLAP_HOST_DEVICE inline void MaxPoolUnit(const NnArgs& a, int64_t u) {
+OVERLAP_HOST_DEVICE inline void MaxPoolAt(const NnArgs& a, int64_t plane, int64_t oh, int64_t ow,
+                                          int64_t u) {
   const T* x = static_cast<const T*>(a.x);
   T* out = static_cast<T*>(a.out);
   const NnPool& p = a.pool;
-  const int64_t plane = u / (p.ho * p.wo), oh = (u / p.wo) % p.ho, ow = u % p.wo;
   const T* in = x + plane * p.h * p.w;
   T best = static_cast<T>(-HUGE_VAL);
   int64_t at = -1;
@@ -407,6 +409,12 @@ OVERLAP_HOST_DEVICE inline void MaxPoolUnit(const NnArgs& a, int64_t u) {
   }
   out[u] = best;
   static_cast<int64_t*>(a.out2)[u] = at;
+}
+
+template <typename T>
+OVERLAP_HOST_DEVICE inline void MaxPoolUnit(const NnArgs& a, int64_t u) {
+  const NnPool& p = a.pool;
+  MaxPoolAt<T>(a, u / (p.ho * p.wo), (u / p.wo) % p.ho, u % p.wo, u);
 }
 
 template <typename T>
