@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -64,6 +65,18 @@ int64_t BoundThrough(const Graph& g, NodeId id, int depth) {
   return -1;
 }
 
+// A batch norm's running statistic bound by an exporter's meta.buffer ("bn1.running_var"):
+// the value PyTorch starts it at (variance 1, mean 0). Drawn from a normal, a variance
+// is negative half the time and evaluation-mode batch norm takes its square root: NaN.
+std::optional<double> BatchNormStatistic(const Node& placeholder) {
+  for (const auto& [key, value] : placeholder.meta().extra) {
+    if (key != "buffer") continue;
+    if (absl::EndsWith(value, "running_var\"")) return 1.0;
+    if (absl::EndsWith(value, "running_mean\"")) return 0.0;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int64_t IndexBound(const Graph& g, NodeId placeholder) {
@@ -115,6 +128,8 @@ absl::StatusOr<TensorMap> SeededInputs(const Graph& g, uint64_t seed, Allocator&
         const double v = absl::StrContains(name, "bias") ? 0.0 : 1.0;
         for (int64_t i = 0; i < numel; ++i) SetElement(t, i, v);
       }
+    } else if (const std::optional<double> v = BatchNormStatistic(n)) {
+      for (int64_t i = 0; i < numel; ++i) SetElement(t, i, *v);
     } else {
       for (int64_t i = 0; i < numel; ++i) SetElement(t, i, rng.Normal());
     }

@@ -39,9 +39,10 @@ int64_t IndexBound(const Graph& g, NodeId placeholder);
 // Every placeholder's tensor, keyed by placeholder name, from meta shape and dtype:
 // parameters (meta.param or a parameter-table owner) uniform in +-1/sqrt(fan_in) for
 // matrices and larger, 1 for one-dimensional weights, 0 for biases; float inputs standard
-// normal; integer inputs uniform in [0, IndexBound). Tensor constants (meta.constant) are
-// not drawn: their values are the exporter's. InvalidArgument naming a placeholder without
-// shape or dtype. O(total elements).
+// normal, except batch norms' running statistics bound by meta.buffer (variance 1, mean 0,
+// as PyTorch starts them); integer inputs uniform in [0, IndexBound). Tensor constants
+// (meta.constant) are not drawn: their values are the exporter's. InvalidArgument naming a
+// placeholder without shape or dtype. O(total elements).
 struct SeededInputsOptions {
   bool parameters = true;                 // draw the parameter placeholders
   bool data = true;                       // draw the others

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "graph/json_reader.h"
 #include "gtest/gtest.h"
 #include "runtime/train/synthetic.h"
 
@@ -52,6 +53,28 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainTest, ::testing::Values("gpt2", "llama-7b"
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param == "llama-7b" ? std::string("llama_7b") : info.param;
                          });
+
+// Exported batch-norm statistics start where PyTorch starts them: a variance drawn from a
+// normal would be negative half the time, and evaluation-mode batch norm's square root of
+// it NaN.
+TEST(SeededInputsTest, BatchNormStatisticsStartAtPyTorchsValues) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "var", "op": "placeholder", "target": "var", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16, "buffer": "bn1.running_var"}},
+    {"name": "mean", "op": "placeholder", "target": "mean", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16, "buffer": "bn1.running_mean"}},
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [64], "dtype": "float32", "tensor_size": 256}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%var", "%mean", "%x"]]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  Allocator alloc;
+  absl::StatusOr<TensorMap> in = SeededInputs(*g, 3, alloc);
+  ASSERT_TRUE(in.ok()) << in.status();
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(GetElement(in->at("var"), i), 1.0);
+    EXPECT_EQ(GetElement(in->at("mean"), i), 0.0);
+  }
+  int negative = 0;  // other float inputs are still drawn
+  for (int64_t i = 0; i < 64; ++i) negative += GetElement(in->at("x"), i) < 0;
+  EXPECT_GT(negative, 0);
+}
 
 TEST(TrainTest, SgdLearnsTooAndTheSameSeedRepeats) {
   const Losses a = Train("mlp", OptimizerKind::kSgd, 30);
