@@ -1615,8 +1615,135 @@ absl::StatusOr<int64_t> AliasLastUseClones(Graph* g) {
   return changed;
 }
 
+namespace {
+
+// Through clones and aliases of the same shape (detach, alias) to the value they copy.
+NodeId ThroughCopies(const Graph& g, NodeId id) {
+  while (true) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kCallFunction || n.inputs().size() != 1) return id;
+    if (n.target() != "aten.clone.default" && n.target() != "aten.detach.default" &&
+        n.target() != "aten.alias.default") {
+      return id;
+    }
+    id = n.inputs()[0];
+  }
+}
+
+std::optional<double> NumberArg(const Node& n, size_t i) {
+  if (n.args().size() <= i) return std::nullopt;
+  const Value& v = n.args()[i];
+  if (v.kind() == Value::Kind::kDouble) return v.as_double();
+  if (v.kind() == Value::Kind::kInt) return static_cast<double>(v.as_int());
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair) {
+  Graph& f = pair->forward;
+  Graph& b = pair->backward;
+  if (f.size() == 0 || b.size() == 0) return 0;
+  const NodeId out_id = f.last();
+  if (f.node(out_id).op() != Op::kOutput || f.node(out_id).args().empty() ||
+      f.node(out_id).args()[0].kind() != Value::Kind::kList) {
+    return 0;
+  }
+  absl::flat_hash_map<std::string, NodeId> placeholder;
+  int64_t tangents = 0;
+  for (NodeId id : b.order()) {
+    const Node& n = b.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    placeholder[n.name()] = id;
+    int64_t k = 0;
+    if (absl::StartsWith(n.name(), "tangents_") && absl::SimpleAtoi(n.name().substr(9), &k)) {
+      tangents = std::max(tangents, k);
+    }
+  }
+  // The forward's saved hardtanh outputs by the value (through copies) they clamp.
+  absl::flat_hash_map<NodeId, std::vector<NodeId>> hardtanh_of;
+  for (NodeId id : f.order()) {
+    const Node& n = f.node(id);
+    if (n.op() == Op::kCallFunction && n.target() == "aten.hardtanh.default" &&
+        n.kwargs().empty() && n.args().size() == 3 && n.args()[0].is_ref() &&
+        placeholder.contains(n.name())) {
+      hardtanh_of[ThroughCopies(f, n.args()[0].as_ref())].push_back(id);
+    }
+  }
+  int64_t rewritten = 0;
+  std::vector<NodeId> maybe_dead;
+  std::vector<NodeId> backwards;
+  for (NodeId id : b.order()) {
+    const Node& n = b.node(id);
+    if (n.op() == Op::kCallFunction && n.target() == "aten.hardtanh_backward.default" &&
+        n.kwargs().empty() && n.args().size() == 4 && n.args()[1].is_ref()) {
+      backwards.push_back(id);
+    }
+  }
+  for (NodeId id : backwards) {
+    const Node& n = b.node(id);
+    const std::optional<double> lo = NumberArg(n, 2), hi = NumberArg(n, 3);
+    if (!lo || !hi || !(*lo <= *hi)) continue;
+    const NodeId self = n.args()[1].as_ref();
+    const NodeId saved = ThroughCopies(b, self);
+    if (b.node(saved).op() != Op::kPlaceholder) continue;
+    const NodeId in_forward = f.FindNode(b.node(saved).name());
+    if (in_forward == kNoNode) continue;
+    auto it = hardtanh_of.find(ThroughCopies(f, in_forward));
+    if (it == hardtanh_of.end()) continue;
+    for (NodeId h : it->second) {
+      const Node& hn = f.node(h);
+      if (NumberArg(hn, 1) != lo || NumberArg(hn, 2) != hi) continue;
+      const NodeId out_p = placeholder.at(hn.name());
+      const NodeMeta& om = b.node(out_p).meta();
+      const NodeMeta& sm = b.node(self).meta();
+      if (!om.has_shape || !sm.has_shape || om.shape != sm.shape || om.dtype != sm.dtype) break;
+      std::vector<Value> args = n.args();
+      args[1] = Value::Ref(out_p);
+      for (NodeId x = self;; x = b.node(x).inputs()[0]) {  // the copies, then the placeholder
+        maybe_dead.push_back(x);
+        if (x == saved) break;
+      }
+      OVERLAP_RETURN_IF_ERROR(b.SetArgs(id, std::move(args), n.kwargs()));
+      ++rewritten;
+      break;
+    }
+  }
+  // What the rewrites left unread: the copies, then saved placeholders (out of the forward's
+  // outputs too; only past the tangents' indices).
+  absl::flat_hash_set<std::string> unsaved;
+  for (NodeId x : maybe_dead) {
+    if (!b.IsLive(x) || !b.node(x).users().empty()) continue;
+    if (b.node(x).op() == Op::kPlaceholder) {
+      unsaved.insert(b.node(x).name());
+    }
+    OVERLAP_RETURN_IF_ERROR(b.Erase(x));
+  }
+  if (!unsaved.empty()) {
+    const Node& out = f.node(out_id);
+    std::vector<Value> items;
+    const std::vector<Value>& old = out.args()[0].items();
+    int64_t dropped = 0;
+    for (size_t i = 0; i < old.size(); ++i) {
+      if (static_cast<int64_t>(i) >= tangents && old[i].is_ref() &&
+          unsaved.contains(f.node(old[i].as_ref()).name())) {
+        ++dropped;
+        continue;
+      }
+      items.push_back(old[i]);
+    }
+    std::vector<Value> args = out.args();
+    args[0] = Value::List(std::move(items));
+    OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(args), out.kwargs()));
+    if (pair->num_saved >= dropped) pair->num_saved -= dropped;
+  }
+  return rewritten;
+}
+
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t changed, ShareSavedReshapes(pair));
+  OVERLAP_ASSIGN_OR_RETURN(const int64_t masks, MaskActivationBackwardsByOutputs(pair));
+  changed += masks;
   OVERLAP_ASSIGN_OR_RETURN(const int64_t f, AliasLastUseClones(&pair->forward));
   OVERLAP_ASSIGN_OR_RETURN(const int64_t b, AliasLastUseClones(&pair->backward));
   return changed + f + b;

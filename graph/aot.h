@@ -84,8 +84,19 @@ absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair);
 // layout but the contiguous one. Returns how many clones became aliases. O(N + E).
 absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
 
-// ShareSavedReshapes, then AliasLastUseClones on both graphs: what the executor applies to
-// an AOT pair read from files (exec, train, run). Returns how many nodes changed. O(N + E).
+// hardtanh's backward masked by the forward's output instead of its input, when the output
+// is saved anyway: (out > min) & (out < max) is (in > min) & (in < max) for out = clamp(in,
+// min, max) with min <= max (NaN passes both ways), so the results are the same bit for
+// bit. The input then need not be saved: a functionalized in-place ReLU6 (mobilenet_v2)
+// saves each block's batch-norm output only for this mask, where PyTorch's in-place op
+// keeps one buffer. The backward reads the saved output; a saved input left unread (and
+// the clones in front of it) leaves both graphs. Returns how many backwards were
+// rewritten. O(N + E).
+absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair);
+
+// ShareSavedReshapes, MaskActivationBackwardsByOutputs, then AliasLastUseClones on both
+// graphs: what the executor applies to an AOT pair read from files (exec, train, run).
+// Returns how many nodes changed. O(N + E).
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair);
 
 }  // namespace overlap

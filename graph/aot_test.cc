@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/aot_invariants.h"
 #include "graph/json_reader.h"
@@ -166,6 +167,52 @@ TEST(AotTest, ClonesOfDeadValuesBecomeAliases) {
   EXPECT_EQ(g->node(g->FindNode("c_param")).target(), "aten.clone.default");
   EXPECT_EQ(g->node(g->FindNode("c_shared")).target(), "aten.clone.default");
   EXPECT_TRUE(Verify(*g).ok()) << Verify(*g);
+}
+
+// A functionalized in-place ReLU6: the forward saves the activation's input y only for
+// hardtanh's backward mask (through a clone); masked by the saved output h instead, y and
+// its clone leave the pair. A backward whose bounds differ from the forward's keeps y.
+TEST(AotTest, ActivationBackwardsAreMaskedByTheSavedOutput) {
+  auto pair_with = [](double hi) {
+    AotPair pair;
+    absl::StatusOr<Graph> f = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+      {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "y", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%x"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "h", "op": "call_function", "target": "aten.hardtanh.default", "args": ["%y", 0.0, 6.0], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "loss", "op": "call_function", "target": "aten.sum.default", "args": ["%h"], "meta": {"shape": [], "dtype": "float32", "tensor_size": 4}},
+      {"name": "output", "op": "output", "target": "output", "args": [["%loss", "%y", "%h"]]}]})");
+    absl::StatusOr<Graph> b = ReadGraphJson(
+        absl::StrCat(R"({"format": "overlap-graph", "version": 1, "nodes": [
+      {"name": "y", "op": "placeholder", "target": "y", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "h", "op": "placeholder", "target": "h", "args": [], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "tangents_1", "op": "placeholder", "target": "tangents_1", "args": [], "meta": {"shape": [], "dtype": "float32", "tensor_size": 4}},
+      {"name": "c", "op": "call_function", "target": "aten.clone.default", "args": ["%y"], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "g", "op": "call_function", "target": "aten.hardtanh_backward.default", "args": ["%h", "%c", 0.0, )",
+                     hi, R"(], "meta": {"shape": [4], "dtype": "float32", "tensor_size": 16}},
+      {"name": "output", "op": "output", "target": "output", "args": [["%g"]]}]})"));
+    EXPECT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(b.ok()) << b.status();
+    pair.forward = *std::move(f);
+    pair.backward = *std::move(b);
+    return pair;
+  };
+  AotPair pair = pair_with(6.0);
+  absl::StatusOr<int64_t> n = MaskActivationBackwardsByOutputs(&pair);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_TRUE(Verify(pair.forward).ok());
+  EXPECT_TRUE(Verify(pair.backward).ok()) << Verify(pair.backward);
+  const Node& g = pair.backward.node(pair.backward.FindNode("g"));
+  EXPECT_EQ(g.args()[1].as_ref(), pair.backward.FindNode("h"));
+  EXPECT_EQ(pair.backward.FindNode("c"), kNoNode);  // the clone and y are gone
+  EXPECT_EQ(pair.backward.FindNode("y"), kNoNode);
+  EXPECT_EQ(pair.forward.node(pair.forward.last()).args()[0].items().size(), 2u);  // loss, h
+
+  AotPair other = pair_with(5.0);
+  absl::StatusOr<int64_t> none = MaskActivationBackwardsByOutputs(&other);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+  EXPECT_NE(other.backward.FindNode("y"), kNoNode);
 }
 
 TEST(AotTest, TwoLayerMlpBackwardReadsOnlyTheSecondWeight) {

@@ -339,6 +339,13 @@ TEST(KernelTest, ForwardOpsMatchTheReference) {
     const RefTensor g = Rand({3, 4});
     Check("aten.hardtanh_backward.default", {F(g), F(x), C(Value::Double(0)), C(Value::Double(6))},
           {ref::HardtanhBackward(g, x, 0, 6)});
+    // Masked by the forward's output instead (graph/aot.h's MaskActivationBackwardsByOutputs):
+    // the same gradient, on the bounds, beyond them and at a NaN.
+    x.data[2] = std::nan("");
+    const RefTensor clamped = ref::Hardtanh(x, 0, 6);
+    Check("aten.hardtanh_backward.default",
+          {F(g), F(clamped), C(Value::Double(0)), C(Value::Double(6))},
+          {ref::HardtanhBackward(g, x, 0, 6)});
   }
   const RefTensor gy = Rand({3, 4}), y = ref::Relu(Rand({3, 4}));
   Check("aten.threshold_backward.default", {F(gy), F(y), C(Value::Int(0))},
