@@ -1483,6 +1483,66 @@ absl::StatusOr<AotPair> BuildAotPair(const Graph& forward, const AotOptions& opt
 
 namespace {
 
+// A pair's interface, as the pair rewrites below read it: the backward's placeholders by
+// name, the last of them, and the largest tangent index (forward outputs before it pair
+// with tangents and are never dropped).
+struct BackwardInputs {
+  absl::flat_hash_map<std::string, NodeId> placeholder;
+  NodeId last = kNoNode;
+  int64_t tangents = 0;
+};
+
+BackwardInputs ReadBackwardInputs(const Graph& b) {
+  BackwardInputs in;
+  for (NodeId id : b.order()) {
+    const Node& n = b.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    in.placeholder[n.name()] = id;
+    in.last = id;
+    int64_t k = 0;
+    if (absl::StartsWith(n.name(), "tangents_") && absl::SimpleAtoi(n.name().substr(9), &k)) {
+      in.tangents = std::max(in.tangents, k);
+    }
+  }
+  return in;
+}
+
+// The forward's output node when it returns a list (the AOT convention), else kNoNode.
+NodeId ListOutput(const Graph& f) {
+  if (f.size() == 0) return kNoNode;
+  const Node& out = f.node(f.last());
+  return out.op() == Op::kOutput && !out.args().empty() &&
+                 out.args()[0].kind() == Value::Kind::kList
+             ? f.last()
+             : kNoNode;
+}
+
+// Drops the forward's outputs past the tangents' indices that name one of `names` (saved
+// tensors the backward no longer reads); num_saved follows.
+absl::Status DropSavedOutputs(AotPair* pair, const absl::flat_hash_set<std::string>& names,
+                              int64_t tangents) {
+  Graph& f = pair->forward;
+  const NodeId out_id = ListOutput(f);
+  if (out_id == kNoNode || names.empty()) return absl::OkStatus();
+  const Node& out = f.node(out_id);
+  const std::vector<Value>& old = out.args()[0].items();
+  std::vector<Value> items;
+  int64_t dropped = 0;
+  for (size_t i = 0; i < old.size(); ++i) {
+    if (static_cast<int64_t>(i) >= tangents && old[i].is_ref() &&
+        names.contains(f.node(old[i].as_ref()).name())) {
+      ++dropped;
+      continue;
+    }
+    items.push_back(old[i]);
+  }
+  std::vector<Value> args = out.args();
+  args[0] = Value::List(std::move(items));
+  OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(args), out.kwargs()));
+  if (pair->num_saved >= dropped) pair->num_saved -= dropped;
+  return absl::OkStatus();
+}
+
 // A view of its one input that keeps the elements' row-major order: a reshape, an alias,
 // or an expand to the input's own shape (what a decomposed matmul makes of its operand).
 bool IsReshapeLikeView(const Graph& g, const Node& n) {
@@ -1501,31 +1561,15 @@ bool IsReshapeLikeView(const Graph& g, const Node& n) {
 absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair) {
   Graph& f = pair->forward;
   Graph& b = pair->backward;
-  if (f.size() == 0 || b.size() == 0) return 0;
-  const NodeId out_id = f.last();
-  const Node& out = f.node(out_id);
-  if (out.op() != Op::kOutput || out.args().empty() || out.args()[0].kind() != Value::Kind::kList) {
-    return 0;
-  }
-  std::vector<Value> items = out.args()[0].items();
-  // The backward's placeholders by name; the tangents' largest index.
-  absl::flat_hash_map<std::string, NodeId> placeholder;
-  NodeId last_placeholder = kNoNode;
-  int64_t tangents = 0;
-  for (NodeId id : b.order()) {
-    const Node& n = b.node(id);
-    if (n.op() != Op::kPlaceholder) continue;
-    placeholder[n.name()] = id;
-    last_placeholder = id;
-    int64_t k = 0;
-    if (absl::StartsWith(n.name(), "tangents_") && absl::SimpleAtoi(n.name().substr(9), &k)) {
-      tangents = std::max(tangents, k);
-    }
-  }
+  const NodeId out_id = ListOutput(f);
+  if (out_id == kNoNode || b.size() == 0) return 0;
+  const std::vector<Value> items = f.node(out_id).args()[0].items();
+  BackwardInputs in = ReadBackwardInputs(b);
+  absl::flat_hash_map<std::string, NodeId>& placeholder = in.placeholder;
   // Saved items by the node their reshapes reach; the first of each group stays.
   absl::flat_hash_map<NodeId, NodeId> kept;  // reached node -> the kept item's forward node
-  std::vector<size_t> removed;
-  for (size_t i = static_cast<size_t>(tangents); i < items.size(); ++i) {
+  absl::flat_hash_set<std::string> removed;
+  for (size_t i = static_cast<size_t>(in.tangents); i < items.size(); ++i) {
     if (!items[i].is_ref()) continue;
     const NodeId s = items[i].as_ref();
     auto p = placeholder.find(f.node(s).name());
@@ -1553,29 +1597,15 @@ absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair) {
     OVERLAP_ASSIGN_OR_RETURN(const NodeId view,
                              b.AddNode(Op::kCallFunction, name, "aten.reshape.default",
                                        {Value::Ref(keep_p.id()), Value::List(std::move(shape))}, {},
-                                       InsertPoint::After(last_placeholder)));
+                                       InsertPoint::After(in.last)));
     b.mutable_node(view).mutable_meta() = std::move(meta);
     b.ReplaceAllUsesWith(old_id, view);
     OVERLAP_RETURN_IF_ERROR(b.Erase(old_id));
     placeholder.erase(p);
-    removed.push_back(i);
+    removed.insert(name);
   }
-  if (removed.empty()) return 0;
-  std::vector<Value> kept_items;
-  size_t r = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (r < removed.size() && removed[r] == i) {
-      ++r;
-      continue;
-    }
-    kept_items.push_back(items[i]);
-  }
-  std::vector<Value> args = out.args();
-  args[0] = Value::List(std::move(kept_items));
-  OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(args), out.kwargs()));
-  const int64_t n = static_cast<int64_t>(removed.size());
-  if (pair->num_saved >= n) pair->num_saved -= n;
-  return n;
+  OVERLAP_RETURN_IF_ERROR(DropSavedOutputs(pair, removed, in.tangents));
+  return static_cast<int64_t>(removed.size());
 }
 
 absl::StatusOr<int64_t> AliasLastUseClones(Graph* g) {
@@ -1643,23 +1673,9 @@ std::optional<double> NumberArg(const Node& n, size_t i) {
 absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair) {
   Graph& f = pair->forward;
   Graph& b = pair->backward;
-  if (f.size() == 0 || b.size() == 0) return 0;
-  const NodeId out_id = f.last();
-  if (f.node(out_id).op() != Op::kOutput || f.node(out_id).args().empty() ||
-      f.node(out_id).args()[0].kind() != Value::Kind::kList) {
-    return 0;
-  }
-  absl::flat_hash_map<std::string, NodeId> placeholder;
-  int64_t tangents = 0;
-  for (NodeId id : b.order()) {
-    const Node& n = b.node(id);
-    if (n.op() != Op::kPlaceholder) continue;
-    placeholder[n.name()] = id;
-    int64_t k = 0;
-    if (absl::StartsWith(n.name(), "tangents_") && absl::SimpleAtoi(n.name().substr(9), &k)) {
-      tangents = std::max(tangents, k);
-    }
-  }
+  if (ListOutput(f) == kNoNode || b.size() == 0) return 0;
+  const BackwardInputs in = ReadBackwardInputs(b);
+  const absl::flat_hash_map<std::string, NodeId>& placeholder = in.placeholder;
   // The forward's saved hardtanh outputs by the value (through copies) they clamp.
   absl::flat_hash_map<NodeId, std::vector<NodeId>> hardtanh_of;
   for (NodeId id : f.order()) {
@@ -1719,24 +1735,7 @@ absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair) {
     }
     OVERLAP_RETURN_IF_ERROR(b.Erase(x));
   }
-  if (!unsaved.empty()) {
-    const Node& out = f.node(out_id);
-    std::vector<Value> items;
-    const std::vector<Value>& old = out.args()[0].items();
-    int64_t dropped = 0;
-    for (size_t i = 0; i < old.size(); ++i) {
-      if (static_cast<int64_t>(i) >= tangents && old[i].is_ref() &&
-          unsaved.contains(f.node(old[i].as_ref()).name())) {
-        ++dropped;
-        continue;
-      }
-      items.push_back(old[i]);
-    }
-    std::vector<Value> args = out.args();
-    args[0] = Value::List(std::move(items));
-    OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(args), out.kwargs()));
-    if (pair->num_saved >= dropped) pair->num_saved -= dropped;
-  }
+  OVERLAP_RETURN_IF_ERROR(DropSavedOutputs(pair, unsaved, in.tangents));
   return rewritten;
 }
 

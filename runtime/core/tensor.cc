@@ -119,9 +119,7 @@ absl::Status Allocator::Adopt(Storage& storage, Pool pool) {
   if (device_ != nullptr || storage.data_ == nullptr || !storage.counted_) {
     return absl::FailedPreconditionError("only a host allocator's storage can be adopted");
   }
-  if (storage.owner_ == counters_) {
-    if (storage.pool_ == pool) return absl::OkStatus();
-  }
+  if (storage.owner_ == counters_ && storage.pool_ == pool) return absl::OkStatus();
   {
     std::lock_guard<std::mutex> lock(storage.owner_->mu);
     storage.owner_->live[static_cast<int>(storage.pool_)] -= storage.bytes_;
