@@ -318,8 +318,8 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
   }
 }
 
-void Simulator::PeakMemory(absl::Span<const NodeId> order, bool record, double step_end,
-                           Timeline* t, SimulationResult* r) const {
+void Simulator::PeakMemory(absl::Span<const NodeId> order, const Residents& erased, bool record,
+                           double step_end, Timeline* t, SimulationResult* r) const {
   std::vector<MemEvent>& gathers = t->gather_deltas;
   // Storages: allocated when their node starts (placeholders at 0), freed by FreeAt.
   std::vector<MemEvent> allocs, frees;
@@ -347,7 +347,7 @@ void Simulator::PeakMemory(absl::Span<const NodeId> order, bool record, double s
   }
   const int64_t n = static_cast<int64_t>(order.size());
   for (NodeId id : storages_) {
-    const auto [time, pos] = FreeAt(id, *t, step_end, n);
+    const auto [time, pos] = FreeAt(id, erased, *t, step_end, n);
     frees.push_back({time, pos, -bytes_[id]});
   }
   // The gather changes and the allocations are already in order (both follow the walk);
@@ -389,17 +389,20 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
   t.end.assign(g_.id_bound(), 0);
   t.pos.assign(g_.id_bound(), -1);
   const Residents residents = MarkResidents(order, options.resident);
+  // The releases MakeResident would erase: a reader of nothing (their users read args[0]).
+  Residents erased(g_.params().size());
+  for (int64_t ds : options.resident) erased.Add(ds);
   Buckets buckets = AssignBuckets(order, options.reduce_bucket_bytes);
   RunStreams(order, residents, buckets, options.record_trace, &t, &r);
   r.step_time_s = std::max(t.compute_t, t.comm_free);
-  PeakMemory(order, options.record_trace, r.step_time_s, &t, &r);
+  PeakMemory(order, erased, options.record_trace, r.step_time_s, &t, &r);
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_s);
   r.lower_bound_s = std::max(r.compute_s, r.comm_s);
   return r;
 }
 
-std::pair<double, int64_t> Simulator::FreeAt(NodeId id, const Timeline& t, double step_end,
-                                             int64_t n) const {
+std::pair<double, int64_t> Simulator::FreeAt(NodeId id, const Residents& erased, const Timeline& t,
+                                             double step_end, int64_t n) const {
   // A reader on the communication stream frees at its collective's completion (position -1).
   auto at = [&](NodeId u) -> std::pair<double, int64_t> {
     const bool comm = kind_[u] == kAllgather || kind_[u] == kReduce;
@@ -408,7 +411,9 @@ std::pair<double, int64_t> Simulator::FreeAt(NodeId id, const Timeline& t, doubl
   const int32_t s = slot_[id];
   std::pair<double, int64_t> free_at = at(id);
   for (int64_t k = first_reader_[s]; k < first_reader_[s + 1]; ++k) {
-    free_at = std::max(free_at, at(readers_[k]));
+    const NodeId u = readers_[k];
+    if (kind_[u] == kRelease && erased.Contains(ds_[u])) continue;
+    free_at = std::max(free_at, at(u));
   }
   if (first_reduce_[s] < first_reduce_[s + 1]) {  // reduced: dies with the reduction
     for (int64_t k = first_reduce_[s]; k < first_reduce_[s + 1]; ++k) {

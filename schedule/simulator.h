@@ -121,8 +121,9 @@ struct SimulationResult {
 struct SimulationOptions {
   // Record the trace (events, memory timeline). false: the same figures without it.
   bool record_trace = true;
-  // ds_ids to simulate as resident, besides the allgathers marked persistent. Not owned:
-  // must outlive the Run call.
+  // ds_ids to simulate as resident, besides the allgathers marked persistent: the graph as
+  // MakeResident (zero3_ops.h) would leave it, so their releases are not readers of the
+  // storage they hand on (MakeResident erases them). Not owned: must outlive the Run call.
   absl::Span<const int64_t> resident = {};
   // > 0: bucket the reduce_grads by ReduceBucketer's rule with this cap (zero3_ops.h)
   // instead of by their "bucket" kwargs.
@@ -154,10 +155,12 @@ class Simulator {
   Buckets AssignBuckets(absl::Span<const NodeId> order, int64_t reduce_bucket_bytes) const;
   void RunStreams(absl::Span<const NodeId> order, const Residents& residents, Buckets& buckets,
                   bool record, Timeline* t, SimulationResult* r) const;
-  void PeakMemory(absl::Span<const NodeId> order, bool record, double step_end, Timeline* t,
-                  SimulationResult* r) const;
+  void PeakMemory(absl::Span<const NodeId> order, const Residents& erased, bool record,
+                  double step_end, Timeline* t, SimulationResult* r) const;
   // When storage `id` is freed: (time, position in the order), per the memory model.
-  std::pair<double, int64_t> FreeAt(NodeId id, const Timeline& t, double step_end, int64_t n) const;
+  // `erased`: options.resident, whose releases read nothing.
+  std::pair<double, int64_t> FreeAt(NodeId id, const Residents& erased, const Timeline& t,
+                                    double step_end, int64_t n) const;
 
   const Graph& g_;
   CollectiveModel model_;

@@ -30,6 +30,8 @@
 //    followed by its release still counts.
 //  - An allgather whose args[0] is a counted tensor (not a shard) reads it until its
 //    collective ends. A storage several reduce_grads read frees after the latest of them.
+//  - With `resident`, the graph is read as MakeResident would leave it: a release of one of
+//    those ds_ids reads nothing (its users, which read the storage it hands on, still do).
 //  - A gathered parameter follows the release rule alone: the output node (or any other
 //    reader) reading it does not hold it.
 namespace overlap {
@@ -165,6 +167,11 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
       if (root[m] != id) continue;
       for (NodeId u : g.node(m).users()) {
         const Node& user = g.node(u);
+        // A release of a ds_id simulated resident is erased (MakeResident): no reader.
+        if (IsRelease(user) &&
+            std::find(resident.begin(), resident.end(), DsId(user)) != resident.end()) {
+          continue;
+        }
         if (user.op() == Op::kOutput) {
           output_reads = true;
           continue;
