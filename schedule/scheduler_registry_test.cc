@@ -9,7 +9,6 @@
 #include "graph/errors.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
-#include "graph/structural_backward.h"
 #include "graph/test_graphs.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
@@ -210,14 +209,11 @@ namespace {
 // baseline's peak, and 1.1x, 1.25x, 2x of it), ours fits and is no slower than the fastest
 // baseline that fits; ours' smallest feasible budget is at most the smallest baseline peak.
 RC_GTEST_PROP(SchedulerRegistryPropertyTest, prop_OursDominatesEveryBaselineAtEveryBudget, ()) {
-  Graph g = *ArbitraryGraph(100);
   const bool backward = *rc::gen::arbitrary<bool>();
-  if (backward) {
-    absl::StatusOr<Graph> b = BuildStructuralBackward(g);
-    if (!b.ok()) return;
-    g = *std::move(b);
-  }
-  if (!Zero3Insertion(backward ? GraphKind::kBackward : GraphKind::kForward).Run(&g).ok()) return;
+  std::optional<Graph> made =
+      WithZero3Ops(*ArbitraryGraph(100), backward ? GraphKind::kBackward : GraphKind::kForward);
+  if (!made) return;
+  Graph g = *std::move(made);
   struct Fit {
     int64_t peak;
     double step;

@@ -8,7 +8,6 @@
 #include "graph/aot.h"
 #include "graph/models.h"
 #include "graph/random_graph_rc.h"
-#include "graph/structural_backward.h"
 #include "gtest/gtest.h"
 #include "rapidcheck.h"
 #include "rapidcheck/gtest.h"
@@ -126,14 +125,11 @@ std::vector<NodeId> RandomOrder(const Graph& g) {
 }
 
 RC_GTEST_PROP(SimulatorReferenceTest, prop_AgreesOnRandomGraphsAndOrders, ()) {
-  Graph g = *ArbitraryGraph(120);
   const bool backward = *rc::gen::arbitrary<bool>();
-  if (backward) {
-    absl::StatusOr<Graph> b = BuildStructuralBackward(g);
-    if (!b.ok()) return;
-    g = *std::move(b);
-  }
-  if (!Zero3Insertion(backward ? GraphKind::kBackward : GraphKind::kForward).Run(&g).ok()) return;
+  std::optional<Graph> made =
+      WithZero3Ops(*ArbitraryGraph(120), backward ? GraphKind::kBackward : GraphKind::kForward);
+  if (!made) return;
+  Graph g = *std::move(made);
   const std::vector<NodeId> order = RandomOrder(g);
   RC_TAG(backward ? "backward" : "forward");
   const std::vector<int64_t> resident =
@@ -148,14 +144,11 @@ RC_GTEST_PROP(SimulatorReferenceTest, prop_AgreesOnRandomGraphsAndOrders, ()) {
 // rewritten graph (its releases erased, their users reading what the releases read),
 // including where a release was the last reader of the value it orders after.
 RC_GTEST_PROP(SimulatorReferenceTest, prop_ResidentOptionIsTheRewrittenGraph, ()) {
-  Graph g = *ArbitraryGraph(120);
   const bool backward = *rc::gen::arbitrary<bool>();
-  if (backward) {
-    absl::StatusOr<Graph> b = BuildStructuralBackward(g);
-    if (!b.ok()) return;
-    g = *std::move(b);
-  }
-  if (!Zero3Insertion(backward ? GraphKind::kBackward : GraphKind::kForward).Run(&g).ok()) return;
+  std::optional<Graph> made =
+      WithZero3Ops(*ArbitraryGraph(120), backward ? GraphKind::kBackward : GraphKind::kForward);
+  if (!made) return;
+  Graph g = *std::move(made);
   std::vector<int64_t> resident;
   for (NodeId id : g.order()) {
     if (IsAllgather(g.node(id)) && *rc::gen::arbitrary<bool>()) {
