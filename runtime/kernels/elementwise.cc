@@ -173,8 +173,10 @@ Results Map2(KernelCall& c, const Tensor& a, const Tensor& b, F&& f) {
 // loops the compiler vectorizes. b null: the second operand is the number bv.
 template <EwOp op>
 void EwBlocks(const float* a, const float* b, float bv, float s, float* o, int64_t n) {
+  // erf as PyTorch's vectorized CPU kernels compute it (vmath.h's kErfFast): SLEEF's
+  // 1-ULP erf took most of the GPT's gelu time.
   constexpr VecFn f1 = EwMath1(op) == EwMath::kExp   ? VecFn::kExp
-                       : EwMath1(op) == EwMath::kErf ? VecFn::kErf
+                       : EwMath1(op) == EwMath::kErf ? VecFn::kErfFast
                                                      : VecFn::kTanh;
   constexpr bool two = EwMath2(op) != EwMath::kNone;  // f2 is exp where present
   constexpr int64_t kBlock = 512;
