@@ -1739,13 +1739,55 @@ absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair) {
   return rewritten;
 }
 
+absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g) {
+  std::vector<NodeId> slices;
+  for (NodeId id : g->order()) {
+    const Node& n = g->node(id);
+    if (n.op() == Op::kCallFunction && n.target() == "aten.slice_backward.default") {
+      slices.push_back(id);
+    }
+  }
+  int64_t dropped = 0;
+  for (NodeId id : slices) {  // in order: a chain's later links see the earlier ones gone
+    const Node& n = g->node(id);
+    const std::vector<Value>& a = n.args();
+    if (!n.kwargs().empty() || a.size() != 6 || !a[0].is_ref() ||
+        a[1].kind() != Value::Kind::kList || a[2].kind() != Value::Kind::kInt ||
+        a[3].kind() != Value::Kind::kInt || a[4].kind() != Value::Kind::kInt ||
+        a[5].kind() != Value::Kind::kInt) {
+      continue;
+    }
+    const Node& x = g->node(a[0].as_ref());
+    if (x.op() != Op::kCallFunction || SharesInputStorage(x) || !x.meta().has_shape) continue;
+    const std::vector<Value>& sizes = a[1].items();
+    const Shape& shape = x.meta().shape;
+    if (sizes.size() != shape.size()) continue;
+    bool same = true;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      same = same && sizes[d].kind() == Value::Kind::kInt && sizes[d].as_int() == shape[d];
+    }
+    int64_t dim = a[2].as_int();
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    if (dim < 0) dim += rank;
+    if (!same || dim < 0 || dim >= rank || a[3].as_int() != 0 || a[4].as_int() < shape[dim] ||
+        a[5].as_int() != 1) {
+      continue;
+    }
+    g->ReplaceAllUsesWith(id, x.id());
+    OVERLAP_RETURN_IF_ERROR(g->Erase(id));
+    ++dropped;
+  }
+  return dropped;
+}
+
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t changed, ShareSavedReshapes(pair));
   OVERLAP_ASSIGN_OR_RETURN(const int64_t masks, MaskActivationBackwardsByOutputs(pair));
   changed += masks;
   OVERLAP_ASSIGN_OR_RETURN(const int64_t f, AliasLastUseClones(&pair->forward));
   OVERLAP_ASSIGN_OR_RETURN(const int64_t b, AliasLastUseClones(&pair->backward));
-  return changed + f + b;
+  OVERLAP_ASSIGN_OR_RETURN(const int64_t s, DropIdentitySliceBackwards(&pair->backward));
+  return changed + f + b + s;
 }
 
 }  // namespace overlap

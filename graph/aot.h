@@ -84,6 +84,14 @@ absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair);
 // layout but the contiguous one. Returns how many clones became aliases. O(N + E).
 absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
 
+// A slice_backward over the whole of every dimension (start 0, end at or past the size,
+// step 1, input_sizes equal to its gradient's meta.shape) is a copy of its gradient:
+// AOTAutograd leaves chains of them behind a split (the GPT's qkv: two per slice). When the
+// gradient is a call node's own buffer (contiguous, as the copy would be), its users read the
+// gradient instead and the node leaves the graph: the step saves its bytes and its time.
+// Returns how many left. O(N + E).
+absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g);
+
 // hardtanh's backward masked by the forward's output instead of its input, when the output
 // is saved anyway: (out > min) & (out < max) is (in > min) & (in < max) for out = clamp(in,
 // min, max) with min <= max (NaN passes both ways), so the results are the same bit for
@@ -94,9 +102,9 @@ absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
 // rewritten. O(N + E).
 absl::StatusOr<int64_t> MaskActivationBackwardsByOutputs(AotPair* pair);
 
-// ShareSavedReshapes, MaskActivationBackwardsByOutputs, then AliasLastUseClones on both
-// graphs: what the executor applies to an AOT pair read from files (exec, train, run).
-// Returns how many nodes changed. O(N + E).
+// ShareSavedReshapes, MaskActivationBackwardsByOutputs, AliasLastUseClones on both graphs,
+// then DropIdentitySliceBackwards on the backward: what the executor applies to an AOT pair read
+// from files (exec, train, run). Returns how many nodes changed. O(N + E).
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair);
 
 }  // namespace overlap

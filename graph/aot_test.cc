@@ -169,6 +169,30 @@ TEST(AotTest, ClonesOfDeadValuesBecomeAliases) {
   EXPECT_TRUE(Verify(*g).ok()) << Verify(*g);
 }
 
+// A chain behind a split: the real slice_backward stays, the whole-range ones after it go
+// (their users read the first), one over a view's result or over part of a dimension stays.
+TEST(AotTest, IdentitySliceBackwardsLeave) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "g", "op": "placeholder", "target": "g", "args": [], "meta": {"shape": [2, 3, 2], "dtype": "float32", "tensor_size": 48}},
+    {"name": "s0", "op": "call_function", "target": "aten.slice_backward.default", "args": ["%g", [2, 3, 4], 2, 2, 9223372036854775807, 1], "meta": {"shape": [2, 3, 4], "dtype": "float32", "tensor_size": 96}},
+    {"name": "s1", "op": "call_function", "target": "aten.slice_backward.default", "args": ["%s0", [2, 3, 4], 1, 0, 9223372036854775807, 1], "meta": {"shape": [2, 3, 4], "dtype": "float32", "tensor_size": 96}},
+    {"name": "s2", "op": "call_function", "target": "aten.slice_backward.default", "args": ["%s1", [2, 3, 4], -3, 0, 2, 1], "meta": {"shape": [2, 3, 4], "dtype": "float32", "tensor_size": 96}},
+    {"name": "t", "op": "call_function", "target": "aten.t.default", "args": ["%s2"], "meta": {"shape": [4, 3, 2], "dtype": "float32", "tensor_size": 96, "aliases_input": true}},
+    {"name": "s3", "op": "call_function", "target": "aten.slice_backward.default", "args": ["%t", [4, 3, 2], 0, 0, 4, 1], "meta": {"shape": [4, 3, 2], "dtype": "float32", "tensor_size": 96}},
+    {"name": "s4", "op": "call_function", "target": "aten.slice_backward.default", "args": ["%s3", [4, 3, 2], 0, 0, 3, 1], "meta": {"shape": [4, 3, 2], "dtype": "float32", "tensor_size": 96}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%s2", "%s4"]]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<int64_t> dropped = DropIdentitySliceBackwards(&*g);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, 2);  // s1 and s2
+  EXPECT_EQ(g->FindNode("s1"), kNoNode);
+  EXPECT_EQ(g->FindNode("s2"), kNoNode);
+  EXPECT_EQ(g->node(g->FindNode("t")).inputs()[0], g->FindNode("s0"));
+  EXPECT_NE(g->FindNode("s3"), kNoNode);  // over a view
+  EXPECT_NE(g->FindNode("s4"), kNoNode);  // part of dimension 0
+  EXPECT_TRUE(Verify(*g).ok()) << Verify(*g);
+}
+
 // A functionalized in-place ReLU6: the forward saves the activation's input y only for
 // hardtanh's backward mask (through a clone); masked by the saved output h instead, y and
 // its clone leave the pair. A backward whose bounds differ from the forward's keeps y.

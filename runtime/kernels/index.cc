@@ -618,13 +618,45 @@ Results SliceBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t step, c.IntArg("step"));
   if (sizes.empty()) return c.Error("input_sizes should have a dimension");
   OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, static_cast<int64_t>(sizes.size())));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
   const int64_t size = sizes[dim];
   if (start < 0) start = std::max<int64_t>(start + size, 0);
   if (end < 0) end = std::max<int64_t>(end + size, 0);
   start = std::min(start, size);
   end = std::min(end, size);
-  absl::StatusOr<Tensor> dst = out.Slice(dim, start, std::max(start, end), step);
+  end = std::max(start, end);
+  if (step == 1 && g.IsContiguous() && g.dim() == static_cast<int64_t>(sizes.size())) {
+    // A contiguous block per outer index: zeros before and after it, the gradient in it,
+    // each byte written once (no zero-fill of the whole output first).
+    bool same = true;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      same = same && g.shape()[d] == (static_cast<int64_t>(d) == dim ? end - start : sizes[d]);
+    }
+    if (same) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(g.dtype(), sizes));
+      const int64_t es = DTypeSize(g.dtype());
+      int64_t outer = 1, inner = es;
+      for (int64_t d = 0; d < dim; ++d) outer *= sizes[d];
+      for (size_t d = dim + 1; d < sizes.size(); ++d) inner *= sizes[d];
+      const int64_t before = start * inner, part = (end - start) * inner;
+      const int64_t after = (size - end) * inner, row = size * inner;
+      const std::byte* src = g.storage()->data() + g.offset() * es;
+      std::byte* dst = out.storage()->data() + out.offset() * es;
+      ParallelFor(
+          outer,
+          [&](int64_t b, int64_t e) {
+            for (int64_t o = b; o < e; ++o) {
+              std::byte* r = dst + o * row;
+              std::memset(r, 0, before);
+              std::memcpy(r + before, src + o * part, part);
+              std::memset(r + before + part, 0, after);
+            }
+          },
+          std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, row)));
+      return std::vector<Tensor>{out};
+    }
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), sizes));
+  absl::StatusOr<Tensor> dst = out.Slice(dim, start, end, step);
   if (!dst.ok()) return c.Error(dst.status().message());
   if (dst->shape() != g.shape()) {
     return c.Error(
