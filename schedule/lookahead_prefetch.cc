@@ -174,12 +174,9 @@ class LookaheadSearch {
   // over. Keeping one saves its whole allgather; ranked by time saved per byte held (the
   // latency term makes small parameters the best buys), ties by ds_id.
   void RankResidents() {
-    struct Keep {
-      int64_t ds;
-      int64_t bytes;
-      double saved;
-    };
-    std::vector<Keep> ranking;
+    prefix_bytes_ = {0};
+    if (!options_.keep_residents) return;
+    std::vector<ResidentChoice> ranking;
     for (const Gather& gj : gathers_) {
       const Node& ag = g_.node(gj.allgather);
       // Only a ds_id that indexes the parameter table names a parameter to keep.
@@ -194,20 +191,7 @@ class LookaheadSearch {
       if (!InBackwardGraph(ag)) continue;
       ranking.push_back({DsId(ag), SizeOf(ag), model_.Allgather(SizeOf(ag))});
     }
-    std::sort(ranking.begin(), ranking.end(), [](const Keep& a, const Keep& b) {
-      // saved / bytes, compared without dividing (bytes may be 0: those come first).
-      const double lhs = a.saved * static_cast<double>(b.bytes);
-      const double rhs = b.saved * static_cast<double>(a.bytes);
-      if (lhs != rhs) return lhs > rhs;
-      return a.ds < b.ds;
-    });
-    prefix_bytes_ = {0};
-    for (const Keep& k : ranking) {
-      ranked_ds_.push_back(k.ds);
-      int64_t next = 0;
-      if (__builtin_add_overflow(prefix_bytes_.back(), k.bytes, &next)) next = INT64_MAX;
-      prefix_bytes_.push_back(next);
-    }
+    overlap::RankResidents(std::move(ranking), &ranked_ds_, &prefix_bytes_);
   }
 
   // Reduce-scatter bucket caps tried: a bucket is one collective, one latency, but holds its
@@ -530,6 +514,25 @@ absl::Status ValidateLookaheadOptions(const LookaheadOptions& o) {
   }
   if (o.max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
   return absl::OkStatus();
+}
+
+void RankResidents(std::vector<ResidentChoice> choices, std::vector<int64_t>* ds,
+                   std::vector<int64_t>* prefix_bytes) {
+  std::sort(choices.begin(), choices.end(), [](const ResidentChoice& a, const ResidentChoice& b) {
+    // saved / bytes, compared without dividing (bytes may be 0: those come first).
+    const double lhs = a.saved_s * static_cast<double>(b.bytes);
+    const double rhs = b.saved_s * static_cast<double>(a.bytes);
+    if (lhs != rhs) return lhs > rhs;
+    return a.ds < b.ds;
+  });
+  ds->clear();
+  *prefix_bytes = {0};
+  for (const ResidentChoice& c : choices) {
+    ds->push_back(c.ds);
+    int64_t next = 0;
+    if (__builtin_add_overflow(prefix_bytes->back(), c.bytes, &next)) next = INT64_MAX;
+    prefix_bytes->push_back(next);
+  }
 }
 
 absl::StatusOr<LookaheadResult> LookaheadPrefetchSchedule(const Graph& g,

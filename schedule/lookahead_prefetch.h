@@ -60,6 +60,9 @@ struct LookaheadOptions {
   // gradient), in order; graphs without reduce_grads try 0 only.
   std::vector<int64_t> reduce_bucket_caps = {0, int64_t{4} << 20, int64_t{16} << 20,
                                              int64_t{64} << 20};
+  // Keep parameters resident in backward graphs with the memory left over. false: none
+  // (a step plan, schedule/step_plan.h, chooses residents for both graphs together).
+  bool keep_residents = true;
   // Also try the DeepCompile baselines' orders as candidates (what makes ours dominate
   // them); false: only S_k.
   bool baseline_orders = true;
@@ -139,6 +142,20 @@ struct LookaheadResult {
   // because it stopped at the compute bound. Exactly one kChosen row when feasible.
   std::vector<LookaheadCandidate> candidates;
 };
+
+// A parameter a scheduler may keep resident: its ds_id, the bytes it holds gathered, the
+// allgather time keeping it saves.
+struct ResidentChoice {
+  int64_t ds = 0;
+  int64_t bytes = 0;
+  double saved_s = 0;
+};
+
+// The ranking ours keeps residents by: time saved per byte held, highest first (0 bytes
+// first of all), ties by ds_id. Fills `ds` in rank order and `prefix_bytes` with the bytes of
+// each prefix (size + 1 entries from 0, saturating at INT64_MAX). O(P log P).
+void RankResidents(std::vector<ResidentChoice> choices, std::vector<int64_t>* ds,
+                   std::vector<int64_t>* prefix_bytes);
 
 // Schedules a graph with ZeRO-3 ops under `options` (see above). When infeasible, `order`
 // is S_0 and no candidate is kChosen. InvalidArgument for options out of range or an

@@ -158,4 +158,48 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
   return json;
 }
 
+std::string FormatStepTable(absl::Span<const std::pair<std::string, StepPlan>> plans) {
+  std::string out = absl::StrFormat("  %-16s %11s %11s %11s %11s %11s %9s\n", "scheduler", "step",
+                                    "forward", "backward", "exposed", "peak", "residents");
+  for (const auto& [name, p] : plans) {
+    const StepFigures& x = p.simulation.figures;
+    absl::StrAppendFormat(&out, "  %-16s %11s %11s %11s %11s %11s %9d %s\n", name,
+                          FormatSeconds(x.step_time_s), FormatSeconds(x.forward_time_s),
+                          FormatSeconds(x.backward_time_s), FormatSeconds(x.exposed_comm_s),
+                          FormatBytes(x.peak_memory_bytes), x.residents,
+                          p.fits ? "fits" : "over budget");
+  }
+  return out;
+}
+
+std::string FormatStepSummary(const StepPlan& p) {
+  const StepFigures& x = p.simulation.figures;
+  std::string out = absl::StrFormat(
+      "%s: step %s = forward %s + backward %s; peak %s (forward %s, backward %s); %d resident "
+      "parameters (%s)",
+      p.algorithm, FormatSeconds(x.step_time_s), FormatSeconds(x.forward_time_s),
+      FormatSeconds(x.backward_time_s), FormatBytes(x.peak_memory_bytes),
+      FormatBytes(x.forward_peak_bytes), FormatBytes(x.backward_peak_bytes), x.residents,
+      FormatBytes(x.resident_bytes));
+  if (p.reduce_bucket_bytes > 0) {
+    absl::StrAppend(&out, "; reduce-scatter buckets of ", FormatBytes(p.reduce_bucket_bytes));
+  }
+  return out + "\n";
+}
+
+std::string FormatStepExplainTable(const StepPlan& p) {
+  if (p.candidates.empty()) return "";
+  std::string out =
+      "ours' resident prefixes (ranked by backward allgather time saved per byte):\n"
+      "  residents       bytes  forward peak  backward peak        step  fits\n";
+  for (const StepCandidate& c : p.candidates) {
+    const bool chosen = p.fits && c.residents == static_cast<int64_t>(p.resident.size());
+    absl::StrAppendFormat(
+        &out, "  %9d %11s %13s %14s %11s  %s%s\n", c.residents, FormatBytes(c.resident_bytes),
+        FormatBytes(c.figures.forward_peak_bytes), FormatBytes(c.figures.backward_peak_bytes),
+        FormatSeconds(c.figures.step_time_s), c.fits ? "yes" : "no", chosen ? "  (chosen)" : "");
+  }
+  return out;
+}
+
 }  // namespace overlap

@@ -11,6 +11,7 @@
 #include "graph/graph.h"
 #include "schedule/budget.h"
 #include "schedule/scheduler_registry.h"
+#include "schedule/step_plan.h"
 
 namespace overlap {
 
@@ -35,6 +36,18 @@ std::string FormatExplainTable(const ScheduleReport& r, size_t max_rows = 40);
 // min_feasible_bytes. O(N + candidates).
 std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
                                const SchedulerOptions& options, const MemoryBudget& budget = {});
+
+// A table of step plans (step_plan.h), one line per (name, plan): step, forward, backward,
+// exposed communication, peak, residents, whether it fits. The header line first. O(rows).
+std::string FormatStepTable(absl::Span<const std::pair<std::string, StepPlan>> plans);
+
+// "<algorithm>: step S = forward F + backward B; peak P (forward X, backward Y); N resident
+// parameters (R)[; reduce-scatter buckets of C]\n". O(1).
+std::string FormatStepSummary(const StepPlan& p);
+
+// Ours' resident prefixes as a table: residents, their bytes, each graph's peak, the step,
+// whether it fits, the chosen one marked. Empty when ours tried none. O(candidates).
+std::string FormatStepExplainTable(const StepPlan& p);
 
 }  // namespace overlap
 

@@ -16,7 +16,7 @@ const CommandSpec* const* Commands(size_t* n) {
   static const CommandSpec* const kCommands[] = {
       // clang-format off
       &GenCommand(), &InspectCommand(), &AnnotateCommand(), &PrintCommand(), &PartitionCommand(),
-      &ScheduleCommand(), &SimulateCommand(), &ExecCommand(), &TrainCommand(),
+      &ScheduleCommand(), &PlanCommand(), &SimulateCommand(), &ExecCommand(), &TrainCommand(),
 #ifndef OVERLAP_NO_GLOO  // the fuzzers' build has no Gloo (.clusterfuzzlite/build.sh)
       &RunCommand(), &WorkerCommand(), &BenchCommCommand(),
 #endif

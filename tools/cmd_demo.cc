@@ -27,6 +27,7 @@
 #include "schedule/budget.h"
 #include "schedule/report.h"
 #include "schedule/scheduler_registry.h"
+#include "schedule/step_plan.h"
 #include "schedule/timeline_svg.h"
 #include "schedule/zero3_insertion.h"
 #include "tools/commands.h"
@@ -313,7 +314,7 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
 #else
   // The real device's plugin (and with it the CUDA libraries) is opened here, as
   // `--device cuda` would; a machine without them goes on with the emulated device.
-  absl::StatusOr<std::unique_ptr<GpuApi> > api = LoadCudaGpuApi();
+  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
   GpuInfo info;
   absl::Status usable = api.status();
   if (api.ok()) {
@@ -423,6 +424,37 @@ absl::Status ShowRanks(Invocation& in, const std::string& model) {
   return absl::OkStatus();
 }
 
+// [13] The training step as the unit: the AOT pair planned together (`overlap plan`), every
+// scheduler's step, then ours under the smallest baseline step peak, with residents held
+// from the forward's gather to the backward's end.
+absl::Status ShowStepPlan(Invocation& in, Graph forward, Graph backward) {
+  OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kForward).Run(&forward).status());
+  OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kBackward).Run(&backward).status());
+  std::vector<std::pair<std::string, StepPlan>> rows;
+  std::optional<int64_t> smallest;
+  for (const SchedulerEntry& e : Schedulers()) {
+    if (e.honours_budget) continue;  // last, under the budget the baselines set
+    Graph f = forward, b = backward;
+    OVERLAP_ASSIGN_OR_RETURN(StepPlan p, PlanStep(e.name, &f, &b));
+    const int64_t peak = p.simulation.figures.peak_memory_bytes;
+    if (!smallest || peak < *smallest) smallest = peak;
+    rows.emplace_back(std::string(e.name), std::move(p));
+  }
+  if (!smallest) return absl::OkStatus();  // no baseline: nothing to compare with
+  for (auto& [name, p] : rows) p.fits = p.simulation.figures.peak_memory_bytes <= *smallest;
+  StepPlanOptions o;
+  o.budget_bytes = smallest;
+  OVERLAP_ASSIGN_OR_RETURN(StepPlan ours, PlanStep(DefaultSchedulerName(), &forward, &backward, o));
+  rows.emplace(rows.begin(), absl::StrCat(DefaultSchedulerName(), " (ours)"), ours);
+  std::fprintf(in.out(),
+               "[13] the training step as the unit (`overlap plan FWD BWD`): forward then "
+               "backward under one budget, ours at the smallest baseline step peak (%s)\n",
+               FormatBytes(smallest.value_or(0)).c_str());
+  std::fputs(FormatStepTable(rows).c_str(), in.out());
+  std::fputs(absl::StrCat("  ", FormatStepSummary(ours)).c_str(), in.out());
+  return absl::OkStatus();
+}
+
 int Run(Invocation& in) {
   const std::string model =
       in.positional().empty() ? std::string(kDefaultModel) : in.positional()[0];
@@ -446,7 +478,7 @@ int Run(Invocation& in) {
   std::fputs("[3] summary:\n", in.out());
   std::fputs(FormatSummary(*back, Summarize(*back)).c_str(), in.out());
   if (absl::Status s = ShowPartitions(in, *back); !s.ok()) return in.BadInput(s);
-  Graph zero3, last;
+  Graph zero3, last, step_forward, step_backward;
   GraphKind last_kind = GraphKind::kBackward;
   if (model == "random") {  // no AOT pair: its lifted graph as generated
     std::fputs("[5] AOT pair: none for random graphs (their backward is structural)\n", in.out());
@@ -461,6 +493,8 @@ int Run(Invocation& in) {
     if (in.has_usage_error()) return in.UsageError();
     if (!pair.ok()) return in.BadInput(pair.status());
     ShowAotPair(in, *pair, Ms(Clock::now() - t3));
+    step_forward = pair->forward;
+    step_backward = pair->backward;
     zero3 = std::move(pair->forward);
     last = std::move(pair->backward);
   }
@@ -480,9 +514,16 @@ int Run(Invocation& in) {
                                     model == "random" ? "lifted graph" : "AOT backward");
       !s.ok())
     return in.BadInput(s);
+  if (model != "random") {
+    if (absl::Status s = ShowStepPlan(in, std::move(step_forward), std::move(step_backward));
+        !s.ok()) {
+      return in.BadInput(s);
+    }
+  }
   std::fputs(
       "next: `overlap gen <model> -o g.json`, `overlap inspect g.json`, `overlap print g.json`, "
       "`overlap partition g.json --bucket-cap auto`, `overlap schedule z.json --explain`, "
+      "`overlap plan f.json b.json --explain`, "
       "`overlap exec f.json --backward-graph b.json`, `overlap train --model <model>`, "
       "`overlap run --nproc 4 --strategy zero3`, `overlap run --device cuda`, `overlap "
       "bench-comm`, "
@@ -510,7 +551,8 @@ const CommandSpec& DemoCommand() {
         "shows why ours chose its schedule; then schedules the AOT backward under the\n"
         "budget an 80 GB device leaves after the per-rank state and draws that step as SVG;\n"
         "finally runs the model's tiny pair on the CPU kernels (measured memory beside the\n"
-        "simulator's) and trains it for 30 steps.\n";
+        "simulator's) and trains it for 30 steps; last, plans the AOT pair as one training\n"
+        "step with every scheduler (`overlap plan`).\n";
     s.flags = {kDemoFlags, ModelFlags(), DeviceFlags()};
     s.min_positional = 0;
     s.max_positional = 1;

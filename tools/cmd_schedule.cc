@@ -123,12 +123,7 @@ int Run(Invocation& in) {
   if (in.Switch("explain")) std::fputs(FormatExplainTable(*r).c_str(), in.summary());
   if (absl::Status s = WriteOutputs(in, *g, *r, options, *budget); !s.ok()) return in.BadInput(s);
   if (r->lookahead && !r->lookahead->feasible) {
-    std::fprintf(in.err(),
-                 "overlap: error: no schedule fits the memory budget of %s; the smallest "
-                 "feasible budget found is %s (%lld bytes)\n",
-                 FormatBytes(*budget->budget_bytes).c_str(),
-                 FormatBytes(r->lookahead->min_feasible_bytes).c_str(),
-                 static_cast<long long>(r->lookahead->min_feasible_bytes));
+    PrintNoFit(in, "schedule", *budget->budget_bytes, r->lookahead->min_feasible_bytes);
     return kExitBadInput;
   }
   return kExitOk;

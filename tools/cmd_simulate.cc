@@ -3,6 +3,7 @@
 #include "graph/json_reader.h"
 #include "graph/size.h"
 #include "schedule/simulator.h"
+#include "schedule/step_plan.h"
 #include "schedule/timeline_svg.h"
 #include "schedule/zero3_ops.h"
 #include "tools/commands.h"
@@ -12,6 +13,10 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
+    {"backward-graph", 0, "FILE",
+     "FILE is the step's backward graph: simulate the step, FILE's forward\n"
+     "then FILE (what `overlap plan -o` writes; residents held across both)",
+     true},
     {"json", 0, "OUT", "write the figures (overlap-result JSON)", true},
     {"trace", 0, "OUT", "write a Chrome / Perfetto trace (open in ui.perfetto.dev)", true},
     {"svg", 0, "OUT",
@@ -30,6 +35,27 @@ int Run(Invocation& in) {
   NoteMissingDeviceTimes(in, *g);
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
   if (!budget.ok()) return in.BadInput(budget.status());
+  if (std::optional<std::string> path = in.Path("backward-graph")) {
+    absl::StatusOr<Graph> b = ReadGraphJsonFile(*path);
+    if (!b.ok()) return in.BadInput(b.status());
+    NoteMissingDeviceTimes(in, *b);
+    absl::StatusOr<StepSimulation> step = SimulateStep(*g, *b, model);
+    if (!step.ok()) return in.BadInput(step.status());
+    const StepFigures& x = step->figures;
+    std::fprintf(in.summary(),
+                 "step %s = forward %s + backward %s (compute %s, communication %s, exposed "
+                 "%s); peak memory %s (forward %s, backward %s); %lld resident parameters "
+                 "(%s)\n",
+                 FormatSeconds(x.step_time_s).c_str(), FormatSeconds(x.forward_time_s).c_str(),
+                 FormatSeconds(x.backward_time_s).c_str(), FormatSeconds(x.compute_s).c_str(),
+                 FormatSeconds(x.comm_s).c_str(), FormatSeconds(x.exposed_comm_s).c_str(),
+                 FormatBytes(x.peak_memory_bytes).c_str(),
+                 FormatBytes(x.forward_peak_bytes).c_str(),
+                 FormatBytes(x.backward_peak_bytes).c_str(), static_cast<long long>(x.residents),
+                 FormatBytes(x.resident_bytes).c_str());
+    std::fputs(FormatBudget(*budget, x.peak_memory_bytes).c_str(), in.summary());
+    return kExitOk;
+  }
   absl::StatusOr<SimulationResult> r = Simulate(*g, g->OrderVector(), model);
   if (!r.ok()) return in.BadInput(r.status());
   std::fprintf(in.summary(),

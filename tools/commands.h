@@ -13,6 +13,7 @@ const CommandSpec& AnnotateCommand();
 const CommandSpec& PrintCommand();
 const CommandSpec& PartitionCommand();
 const CommandSpec& ScheduleCommand();
+const CommandSpec& PlanCommand();
 const CommandSpec& SimulateCommand();
 const CommandSpec& ExecCommand();
 const CommandSpec& TrainCommand();

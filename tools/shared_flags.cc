@@ -158,6 +158,15 @@ BudgetRequest ReadBudgetFlags(Invocation& in, int world_size, const OptimizerOpt
   return r;
 }
 
+void PrintNoFit(const Invocation& in, absl::string_view what, int64_t budget_bytes,
+                int64_t min_feasible_bytes) {
+  std::fprintf(in.err(),
+               "overlap: error: no %s fits the memory budget of %s; the smallest feasible "
+               "budget found is %s (%lld bytes)\n",
+               std::string(what).c_str(), FormatBytes(budget_bytes).c_str(),
+               FormatBytes(min_feasible_bytes).c_str(), static_cast<long long>(min_feasible_bytes));
+}
+
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes) {
   if (!b.budget_bytes) return "";
   std::string out = absl::StrCat("budget ", FormatBytes(*b.budget_bytes));

@@ -43,6 +43,11 @@ absl::Span<const FlagSpec> OptimizerStateFlags();
 // the peak fits"), empty without a budget. O(1).
 std::string FormatBudget(const MemoryBudget& b, int64_t peak_memory_bytes);
 
+// The error a scheduling command prints when nothing fits its budget: "no WHAT fits the
+// memory budget of B; the smallest feasible budget found is M (N bytes)".
+void PrintNoFit(const Invocation& in, absl::string_view what, int64_t budget_bytes,
+                int64_t min_feasible_bytes);
+
 // --optimizer (sgd or adamw), --momentum, --lr, --weight-decay: the update rule of training
 // (train, run, worker); the first two are OptimizerStateFlags.
 absl::Span<const FlagSpec> TrainingOptimizerFlags();

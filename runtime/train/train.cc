@@ -143,8 +143,8 @@ namespace {
 // torch.optim's single-tensor SGD and AdamW in float32, op for op as PyTorch 1.13 runs them
 // (each op rounds to float32; its scalars are the Python floats torch passes, rounded to
 // float32 where the kernel takes them so). p, g and the state are contiguous, n elements.
-void SgdFloat(const OptimizerOptions& o, int64_t step, float* p, const float* g, float* m,
-              int64_t n) {
+void SgdFloat(const OptimizerOptions& o, int64_t step, float* __restrict__ p,
+              const float* __restrict__ g, float* __restrict__ m, int64_t n) {
   const float neg_lr = static_cast<float>(-o.lr), wd = static_cast<float>(o.weight_decay);
   const float momentum = static_cast<float>(o.momentum);
   for (int64_t i = 0; i < n; ++i) {
@@ -158,8 +158,9 @@ void SgdFloat(const OptimizerOptions& o, int64_t step, float* p, const float* g,
   }
 }
 
-void AdamWFloat(const OptimizerOptions& o, int64_t step, float* p, const float* g, float* m,
-                float* v, int64_t n) {
+void AdamWFloat(const OptimizerOptions& o, int64_t step, float* __restrict__ p,
+                const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+                int64_t n) {
   const float decay = static_cast<float>(1 - o.lr * o.weight_decay);
   const float b1 = static_cast<float>(o.beta1), one_b1 = static_cast<float>(1 - o.beta1);
   const float b2 = static_cast<float>(o.beta2), one_b2 = static_cast<float>(1 - o.beta2);

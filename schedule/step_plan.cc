@@ -1,0 +1,265 @@
+#include "schedule/step_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "graph/status_macros.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/zero3_ops.h"
+
+namespace overlap {
+namespace {
+
+// Bytes gathered per ds_id: the largest allgather of it; `persistent_only`: only persistent
+// allgathers count.
+absl::flat_hash_map<int64_t, int64_t> GatheredBytes(const Graph& g, bool persistent_only) {
+  absl::flat_hash_map<int64_t, int64_t> bytes;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (!IsAllgather(n) || (persistent_only && !IsPersistentAllgather(n))) continue;
+    int64_t& b = bytes[DsId(n)];
+    b = std::max(b, SizeOf(n));
+  }
+  return bytes;
+}
+
+bool Fits(const std::optional<int64_t>& budget, int64_t peak) { return !budget || peak <= *budget; }
+
+// Both graphs of one evaluation, final, with what ours decided in each.
+struct Evaluated {
+  Graph forward, backward;
+  ScheduleReport forward_report, backward_report;
+  StepCandidate row;
+};
+
+}  // namespace
+
+absl::StatusOr<StepSimulation> SimulateStep(const Graph& forward, const Graph& backward,
+                                            const CollectiveModel& model, bool record_trace) {
+  SimulationOptions o;
+  o.record_trace = record_trace;
+  StepSimulation s;
+  OVERLAP_ASSIGN_OR_RETURN(s.forward, Simulator(forward, model).Run(forward.OrderVector(), o));
+  OVERLAP_ASSIGN_OR_RETURN(s.backward, Simulator(backward, model).Run(backward.OrderVector(), o));
+  // Residents: persistent in either graph, held for the whole step; each graph's own
+  // simulation counts the ones it holds persistent, the other's are added.
+  const absl::flat_hash_map<int64_t, int64_t> f = GatheredBytes(forward, true);
+  const absl::flat_hash_map<int64_t, int64_t> b = GatheredBytes(backward, true);
+  std::map<int64_t, int64_t> all(f.begin(), f.end());
+  for (const auto& [ds, bytes] : b) all[ds] = std::max(all[ds], bytes);
+  StepFigures& x = s.figures;
+  int64_t only_b = 0, only_f = 0;
+  for (const auto& [ds, bytes] : all) {
+    x.resident_bytes += bytes;
+    ++x.residents;
+    if (!f.contains(ds)) only_b += bytes;
+    if (!b.contains(ds)) only_f += bytes;
+  }
+  x.forward_peak_bytes = s.forward.peak_memory_bytes + only_b;
+  x.backward_peak_bytes = s.backward.peak_memory_bytes + only_f;
+  x.peak_memory_bytes = std::max(x.forward_peak_bytes, x.backward_peak_bytes);
+  x.forward_time_s = s.forward.step_time_s;
+  x.backward_time_s = s.backward.step_time_s;
+  x.step_time_s = x.forward_time_s + x.backward_time_s;
+  x.compute_s = s.forward.compute_s + s.backward.compute_s;
+  x.comm_s = s.forward.comm_s + s.backward.comm_s;
+  x.exposed_comm_s = std::max(0.0, x.step_time_s - x.compute_s);
+  return s;
+}
+
+namespace {
+
+class StepSearch {
+ public:
+  StepSearch(const Graph& forward, const Graph& backward, const StepPlanOptions& options)
+      : forward_(forward), backward_(backward), options_(options) {}
+
+  absl::StatusOr<StepPlan> Run() {
+    Rank();
+    StepPlan plan;
+    plan.algorithm = "lookahead";
+    OVERLAP_ASSIGN_OR_RETURN(const Evaluated* none, Evaluate(0));
+    if (!none->row.fits) {
+      // Nothing fits even without residents: the graphs in ours' smallest-peak orders, and
+      // the smallest budget at which each graph alone would fit.
+      int64_t smallest = 0;
+      for (const Graph* g : {&forward_, &backward_}) {
+        Graph copy = *g;
+        SchedulerOptions so = PerGraph(int64_t{0});
+        OVERLAP_ASSIGN_OR_RETURN(ScheduleReport r, RunScheduler("lookahead", &copy, so));
+        smallest = std::max(smallest, r.lookahead ? r.lookahead->min_feasible_bytes
+                                                  : r.simulation.peak_memory_bytes);
+      }
+      plan.fits = false;
+      plan.min_feasible_bytes = smallest;
+      return Finish(0, std::move(plan));
+    }
+    // The longest prefix whose bytes alone fit, then the longest that fits (binary search,
+    // the longest first), then prefixes spread below it.
+    size_t hi = ranked_.size();
+    if (options_.budget_bytes) {
+      hi = std::upper_bound(prefix_bytes_.begin(), prefix_bytes_.end(), *options_.budget_bytes) -
+           prefix_bytes_.begin() - 1;
+    }
+    size_t lo = 0;
+    bool first_try = true;
+    while (hi > lo) {
+      const size_t n = first_try ? hi : lo + (hi - lo + 1) / 2;
+      first_try = false;
+      OVERLAP_ASSIGN_OR_RETURN(const Evaluated* e, Evaluate(n));
+      if (e->row.fits) {
+        lo = n;
+      } else {
+        hi = n - 1;
+      }
+    }
+    for (int i = 1; i <= options_.resident_steps && lo > 0; ++i) {
+      OVERLAP_RETURN_IF_ERROR(Evaluate(lo * i / (options_.resident_steps + 1)).status());
+    }
+    // The fastest step that fits; ties: fewer residents (the map is in ascending n).
+    size_t best = 0;
+    for (const auto& [n, e] : evaluated_) {
+      if (e->row.fits &&
+          e->row.figures.step_time_s < evaluated_.at(best)->row.figures.step_time_s) {
+        best = n;
+      }
+    }
+    return Finish(best, std::move(plan));
+  }
+
+  Graph& forward_result() { return result_forward_; }
+  Graph& backward_result() { return result_backward_; }
+
+ private:
+  // Parameters the backward gathers, by allgather time saved per byte held (the backward's
+  // gathers a resident removes), ties by ds_id.
+  void Rank() {
+    const absl::flat_hash_map<int64_t, int64_t> fb = GatheredBytes(forward_, false);
+    absl::flat_hash_map<int64_t, double> saved;
+    absl::flat_hash_map<int64_t, int64_t> bytes;
+    for (NodeId id : backward_.order()) {
+      const Node& n = backward_.node(id);
+      if (!IsAllgather(n) || IsPersistentAllgather(n) || !HasDsId(n)) continue;
+      const int64_t ds = DsId(n);
+      if (ds < 0 || ds >= static_cast<int64_t>(backward_.params().size())) continue;
+      saved[ds] += options_.collectives.Allgather(SizeOf(n));
+      int64_t& b = bytes[ds];
+      b = std::max(b, SizeOf(n));
+    }
+    std::vector<ResidentChoice> ranking;
+    for (const auto& [ds, b] : bytes) {
+      auto it = fb.find(ds);
+      ranking.push_back({ds, std::max(b, it == fb.end() ? 0 : it->second), saved[ds]});
+    }
+    RankResidents(std::move(ranking), &ranked_, &prefix_bytes_);
+  }
+
+  SchedulerOptions PerGraph(std::optional<int64_t> budget) const {
+    SchedulerOptions so;
+    so.collectives = options_.collectives;
+    so.record_trace = false;
+    so.lookahead = options_.lookahead;
+    so.lookahead.keep_residents = false;
+    so.lookahead.budget_bytes = budget;
+    return so;
+  }
+
+  // Both graphs with the first n ranked parameters resident, each scheduled by ours under
+  // the step budget less the residents only the other graph gathers. Memoized.
+  absl::StatusOr<const Evaluated*> Evaluate(size_t n) {
+    auto it = evaluated_.find(n);
+    if (it != evaluated_.end()) return it->second.get();
+    auto e = std::make_unique<Evaluated>();
+    e->forward = forward_;
+    e->backward = backward_;
+    const absl::Span<const int64_t> resident(ranked_.data(), n);
+    OVERLAP_RETURN_IF_ERROR(MakeResident(&e->forward, resident));
+    OVERLAP_RETURN_IF_ERROR(MakeResident(&e->backward, resident));
+    const absl::flat_hash_map<int64_t, int64_t> f = GatheredBytes(e->forward, true);
+    const absl::flat_hash_map<int64_t, int64_t> b = GatheredBytes(e->backward, true);
+    int64_t only_f = 0, only_b = 0;
+    for (const auto& [ds, bytes] : f) {
+      if (!b.contains(ds)) only_f += bytes;
+    }
+    for (const auto& [ds, bytes] : b) {
+      if (!f.contains(ds)) only_b += bytes;
+    }
+    auto less = [&](int64_t extra) -> std::optional<int64_t> {
+      if (!options_.budget_bytes) return std::nullopt;
+      return std::max<int64_t>(0, *options_.budget_bytes - extra);
+    };
+    OVERLAP_ASSIGN_OR_RETURN(e->forward_report,
+                             RunScheduler("lookahead", &e->forward, PerGraph(less(only_b))));
+    OVERLAP_ASSIGN_OR_RETURN(e->backward_report,
+                             RunScheduler("lookahead", &e->backward, PerGraph(less(only_f))));
+    OVERLAP_ASSIGN_OR_RETURN(const StepSimulation s,
+                             SimulateStep(e->forward, e->backward, options_.collectives));
+    e->row.residents = static_cast<int64_t>(n);
+    e->row.resident_bytes = s.figures.resident_bytes;
+    e->row.figures = s.figures;
+    e->row.fits = Fits(options_.budget_bytes, s.figures.peak_memory_bytes);
+    const Evaluated* out = e.get();
+    evaluated_.emplace(n, std::move(e));
+    order_.push_back(n);
+    return out;
+  }
+
+  absl::StatusOr<StepPlan> Finish(size_t n, StepPlan plan) {
+    Evaluated& e = *evaluated_.at(n);
+    plan.resident.assign(ranked_.begin(), ranked_.begin() + n);
+    if (e.backward_report.lookahead) {
+      plan.reduce_bucket_bytes = e.backward_report.lookahead->reduce_bucket_bytes;
+      plan.backward_lookahead = e.backward_report.lookahead->lookahead;
+    }
+    if (e.forward_report.lookahead) plan.forward_lookahead = e.forward_report.lookahead->lookahead;
+    for (size_t k : order_) plan.candidates.push_back(evaluated_.at(k)->row);
+    result_forward_ = std::move(e.forward);
+    result_backward_ = std::move(e.backward);
+    return plan;
+  }
+
+  const Graph& forward_;
+  const Graph& backward_;
+  const StepPlanOptions& options_;
+  std::vector<int64_t> ranked_;
+  std::vector<int64_t> prefix_bytes_;
+  std::map<size_t, std::unique_ptr<Evaluated>> evaluated_;
+  std::vector<size_t> order_;  // evaluation order, for the explanation
+  Graph result_forward_, result_backward_;
+};
+
+}  // namespace
+
+absl::StatusOr<StepPlan> PlanStep(absl::string_view algorithm, Graph* forward, Graph* backward,
+                                  const StepPlanOptions& options) {
+  OVERLAP_ASSIGN_OR_RETURN(const SchedulerEntry* entry, FindScheduler(algorithm));
+  StepPlan plan;
+  if (entry->honours_budget) {
+    StepSearch search(*forward, *backward, options);
+    OVERLAP_ASSIGN_OR_RETURN(plan, search.Run());
+    *forward = std::move(search.forward_result());
+    *backward = std::move(search.backward_result());
+  } else {
+    Graph f = *forward, b = *backward;
+    SchedulerOptions so;
+    so.collectives = options.collectives;
+    so.record_trace = false;
+    OVERLAP_RETURN_IF_ERROR(RunScheduler(entry->name, &f, so).status());
+    OVERLAP_RETURN_IF_ERROR(RunScheduler(entry->name, &b, so).status());
+    *forward = std::move(f);
+    *backward = std::move(b);
+  }
+  plan.algorithm = std::string(entry->name);
+  OVERLAP_ASSIGN_OR_RETURN(plan.simulation, SimulateStep(*forward, *backward, options.collectives,
+                                                         options.record_trace));
+  if (!entry->honours_budget || plan.fits) {
+    plan.fits = Fits(options.budget_bytes, plan.simulation.figures.peak_memory_bytes);
+  }
+  return plan;
+}
+
+}  // namespace overlap

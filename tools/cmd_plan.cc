@@ -1,0 +1,137 @@
+// overlap plan: a training step's ZeRO-3 plan, the forward and backward graphs together.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/json_reader.h"
+#include "graph/size.h"
+#include "schedule/report.h"
+#include "schedule/scheduler_registry.h"
+#include "schedule/step_plan.h"
+#include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
+#include "tools/commands.h"
+#include "tools/shared_flags.h"
+
+namespace overlap {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"algorithm", 0, "A",
+     "whose plan -o writes and whose fit decides the exit status (default\n"
+     "lookahead, ours); every scheduler is planned and printed"},
+    {"explain", 0, "",
+     "print each resident prefix ours tried: residents, their bytes, the\n"
+     "forward's and backward's peaks, the step, whether it fits"},
+    {"output", 'o', "PREFIX",
+     "write the planned graphs to PREFIX.forward.json and PREFIX.backward.json\n"
+     "(`overlap simulate PREFIX.forward.json --backward-graph\n"
+     "PREFIX.backward.json` reproduces the step's figures)",
+     true},
+};
+
+// Reads a graph and inserts ZeRO-3 ops of `kind` when it has none.
+absl::StatusOr<Graph> ReadWithZero3(const std::string& path, GraphKind kind) {
+  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(path));
+  if (!g.ok()) return g.status();
+  if (!HasZero3Ops(*g)) {
+    absl::StatusOr<bool> inserted = Zero3Insertion(kind).RunInPlace(&*g);
+    if (!inserted.ok()) {
+      return absl::Status(inserted.status().code(),
+                          absl::StrCat(path, ": ", inserted.status().message()));
+    }
+  }
+  return g;
+}
+
+int Run(Invocation& in) {
+  const std::string algorithm =
+      in.String("algorithm").value_or(std::string(DefaultSchedulerName()));
+  if (!FindScheduler(algorithm).ok()) {
+    in.AddUsageError(absl::StrCat("--algorithm: unknown scheduler \"", algorithm, "\""));
+  }
+  StepPlanOptions options;
+  options.collectives = ReadCollectiveFlags(in);
+  const BudgetRequest budget_request =
+      ReadBudgetFlags(in, options.collectives.world_size, ReadOptimizerFlags(in));
+  if (in.has_usage_error()) return in.UsageError();
+  absl::StatusOr<Graph> forward = ReadWithZero3(in.positional()[0], GraphKind::kForward);
+  if (!forward.ok()) return in.BadInput(forward.status());
+  absl::StatusOr<Graph> backward = ReadWithZero3(in.positional()[1], GraphKind::kBackward);
+  if (!backward.ok()) return in.BadInput(backward.status());
+  NoteMissingDeviceTimes(in, *forward);
+  NoteMissingDeviceTimes(in, *backward);
+  absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *forward);
+  if (!budget.ok()) return in.BadInput(budget.status());
+  options.budget_bytes = budget->budget_bytes;
+
+  std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
+               static_cast<size_t>(forward->size()), static_cast<size_t>(backward->size()),
+               budget->budget_bytes
+                   ? absl::StrCat(", budget ", FormatBytes(*budget->budget_bytes)).c_str()
+                   : "");
+  std::optional<StepPlan> chosen;
+  Graph chosen_forward, chosen_backward;
+  std::vector<std::pair<std::string, StepPlan>> rows;
+  for (const SchedulerEntry& e : Schedulers()) {
+    Graph f = *forward, b = *backward;
+    absl::StatusOr<StepPlan> p = PlanStep(e.name, &f, &b, options);
+    if (!p.ok()) return in.BadInput(p.status());
+    rows.emplace_back(std::string(e.name), *p);
+    if (e.name == algorithm) {
+      chosen = *std::move(p);
+      chosen_forward = std::move(f);
+      chosen_backward = std::move(b);
+    }
+  }
+  std::fputs(FormatStepTable(rows).c_str(), in.summary());
+  std::fputs(FormatStepSummary(*chosen).c_str(), in.summary());
+  std::fputs(FormatBudget(*budget, chosen->simulation.figures.peak_memory_bytes).c_str(),
+             in.summary());
+  if (in.Switch("explain")) std::fputs(FormatStepExplainTable(*chosen).c_str(), in.summary());
+  if (std::optional<std::string> prefix = in.Path("output")) {
+    for (const auto& [suffix, g] :
+         {std::pair<const char*, const Graph*>{".forward.json", &chosen_forward},
+          {".backward.json", &chosen_backward}}) {
+      if (absl::Status s = WriteGraphFile(in, *prefix + suffix, *g); !s.ok()) {
+        return in.BadInput(s);
+      }
+    }
+  }
+  if (!chosen->fits) {
+    if (chosen->min_feasible_bytes > 0) {
+      PrintNoFit(in, "step plan", *budget->budget_bytes, chosen->min_feasible_bytes);
+    } else {
+      std::fprintf(in.err(), "overlap: error: %s's step exceeds the memory budget of %s\n",
+                   algorithm.c_str(), FormatBytes(*budget->budget_bytes).c_str());
+    }
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const CommandSpec& PlanCommand() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "plan";
+    s.synopsis = "FORWARD BACKWARD [options]";
+    s.summary = "plan a training step: the forward and backward graphs together";
+    s.description =
+        "Plans one ZeRO-3 training step of an AOT pair (ZeRO-3 ops inserted where a graph has\n"
+        "none) with every scheduler under one budget on the step's peak: the forward, then\n"
+        "the backward; residents held from the forward's gather to the backward's end, in both\n"
+        "graphs' peaks (schedule/step_plan.h, docs/schedule.md \"Step plans\"). Prints each\n"
+        "scheduler's step; -o writes the chosen plan's two graphs. Exit 1 when it does not fit.\n";
+    s.flags = {kFlags, BudgetFlags(), OptimizerStateFlags(), CollectiveFlags()};
+    s.footer = "SIZE: bytes, or with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).\n";
+    s.min_positional = s.max_positional = 2;
+    s.positional_name = "forward backward";
+    s.run = &Run;
+    return s;
+  }();
+  return spec;
+}
+
+}  // namespace overlap
