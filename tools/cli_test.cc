@@ -276,6 +276,52 @@ TEST(CliSimulateTest, SimulatesAGraphAndWritesResultAndTrace) {
   EXPECT_EQ(Overlap({"simulate"}).code, kExitUsage);
 }
 
+// The text after `key` up to the next ';' (or the line's end).
+std::string Field(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "(no " + key + ")";
+  const size_t end = text.find_first_of(";\n", at);
+  return text.substr(at + key.size(), end - at - key.size());
+}
+
+// "N resident parameters (B)" in `text`.
+std::string Residents(const std::string& text) {
+  const size_t at = text.find(" resident parameters (");
+  if (at == std::string::npos) return "(no residents)";
+  const size_t start = text.rfind(' ', at - 1);
+  return text.substr(start, text.find(')', at) - start);
+}
+
+// `plan -o` writes a step whose figures `simulate --backward-graph` reproduces, for every
+// scheduler; a budget below every order's peak exits 1 naming the smallest feasible one.
+TEST(CliPlanTest, PlanFiguresAreSimulateFiguresOfTheWrittenPair) {
+  for (const char* model : {"mlp", "gpt2", "resnet18", "moe", "llama-7b"}) {
+    const std::string f = Tmp(std::string(model) + "_plan_f.json");
+    const std::string b = Tmp(std::string(model) + "_plan_b.json");
+    ASSERT_EQ(Overlap({"gen", model, "--lifted", "-o", f}).code, kExitOk);
+    ASSERT_EQ(Overlap({"gen", model, "--backward", "-o", b}).code, kExitOk);
+    for (const char* algorithm : {"lookahead", "fast_free", "list", "simple_prefetch"}) {
+      const std::string what = std::string(model) + " " + algorithm;
+      const std::string prefix = Tmp("planned");
+      Result r = Overlap({"plan", f, b, "--algorithm", algorithm, "-o", prefix, "--explain"});
+      ASSERT_EQ(r.code, kExitOk) << what << ": " << r.err;
+      Result sim = Overlap(
+          {"simulate", prefix + ".forward.json", "--backward-graph", prefix + ".backward.json"});
+      ASSERT_EQ(sim.code, kExitOk) << what << ": " << sim.err;
+      const std::string summary = r.out.substr(r.out.find(std::string(algorithm) + ": step"));
+      EXPECT_EQ(Field(summary, "step "),
+                Field(sim.out, "step ").substr(0, Field(summary, "step ").size()))
+          << what;
+      EXPECT_EQ(Field(summary, "peak "), Field(sim.out, "peak memory ")) << what;
+      EXPECT_EQ(Residents(summary), Residents(sim.out)) << what;
+    }
+  }
+  const std::string f = Tmp("mlp_plan_f.json"), b = Tmp("mlp_plan_b.json");
+  Result tight = Overlap({"plan", f, b, "--memory-limit", "1KiB"});
+  EXPECT_EQ(tight.code, kExitBadInput);
+  EXPECT_THAT(tight.err, HasSubstr("no step plan fits the memory budget of 1.00 KiB"));
+}
+
 TEST(CliSimulateTest, DemoShowsZero3Step) {
   Result r = Overlap({"demo", "mlp"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
