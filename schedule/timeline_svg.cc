@@ -63,13 +63,42 @@ struct Bar {
   double x0, x1;
   BarKind kind;
   int members;
-  NodeId node;
+  NodeId node;  // the first bar's index in Picture::bars
 };
 
-}  // namespace
+// What a picture draws, whatever it came from: bars on the two lanes in time order per lane,
+// the memory curve, the figures, and marks (a time with a label: the forward / backward
+// boundary).
+struct PictureBar {
+  double start, end;
+  int lane;  // 0 compute, 1 communication
+  BarKind kind;
+  std::string name;
+};
+struct Mark {
+  double t;
+  std::string label;
+};
+struct Picture {
+  std::vector<PictureBar> bars;
+  std::vector<std::pair<double, int64_t>> memory;
+  double step_time_s = 0;
+  int64_t peak_memory_bytes = 0;
+  double exposed_comm_s = 0;
+  std::vector<Mark> marks;
+  int64_t resident_bytes = 0;  // drawn as a band at the bottom of the memory plot
+};
 
-std::string TimelineSvg(const Graph& g, const SimulationResult& r,
-                        const TimelineSvgOptions& options) {
+// The bars of one simulation, starting at `offset` seconds.
+void AddBars(const Graph& g, const SimulationResult& r, double offset, Picture* p) {
+  for (const SimEvent& e : r.events) {
+    const Node& n = g.node(e.node);
+    const BarKind kind = e.stream == 0 ? kComputeBar : IsReduce(n) ? kReduceBar : kAllgatherBar;
+    p->bars.push_back({offset + e.start_s, offset + e.end_s, e.stream, kind, n.name()});
+  }
+}
+
+std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
   const double width = std::max(100, options.width_px);
   const double total_w = kLeft + width + kRight;
   const double total_h = kMemoryTop + kMemoryHeight + kBottom;
@@ -109,17 +138,16 @@ std::string TimelineSvg(const Graph& g, const SimulationResult& r,
                           kLeft - 8, y + kLaneHeight / 2 + 4, lane_name[lane], kLeft, y, width,
                           kLaneHeight);
     std::vector<Bar> bars;
-    for (const SimEvent& e : r.events) {
-      if (e.stream != lane) continue;
-      const Node& n = g.node(e.node);
-      const BarKind kind = lane == 0 ? kComputeBar : IsReduce(n) ? kReduceBar : kAllgatherBar;
-      const double x0 = x_of(e.start_s), x1 = x_of(e.end_s);
-      if (!bars.empty() && bars.back().kind == kind && x0 - bars.back().x1 < 0.5) {
+    for (size_t k = 0; k < r.bars.size(); ++k) {
+      const PictureBar& e = r.bars[k];
+      if (e.lane != lane) continue;
+      const double x0 = x_of(e.start), x1 = x_of(e.end);
+      if (!bars.empty() && bars.back().kind == e.kind && x0 - bars.back().x1 < 0.5) {
         bars.back().x1 = std::max(bars.back().x1, x1);
         ++bars.back().members;
         continue;
       }
-      bars.push_back({x0, x1, kind, 1, e.node});
+      bars.push_back({x0, x1, e.kind, 1, static_cast<NodeId>(k)});
     }
     for (const Bar& b : bars) {
       absl::StrAppendFormat(&out,
@@ -128,10 +156,10 @@ std::string TimelineSvg(const Graph& g, const SimulationResult& r,
                             b.x0, y + 2, std::max(b.x1 - b.x0, 0.5), kLaneHeight - 4,
                             kBarColor[b.kind]);
       if (b.members == 1) {
-        AppendXmlText(&out, g.node(b.node).name());
+        AppendXmlText(&out, r.bars[b.node].name);
       } else {
         absl::StrAppend(&out, b.members, " nodes from ");
-        AppendXmlText(&out, g.node(b.node).name());
+        AppendXmlText(&out, r.bars[b.node].name);
       }
       out.append("</title></rect>\n");
     }
@@ -224,8 +252,61 @@ std::string TimelineSvg(const Graph& g, const SimulationResult& r,
         "text-anchor=\"end\" font-size=\"11\">budget %s</text>\n",
         kLeft, y, kLeft + width, y, kLeft + width, y - 4, FormatBytes(*options.budget_bytes));
   }
+  if (r.resident_bytes > 0) {
+    const double y = y_of(r.resident_bytes);
+    absl::StrAppendFormat(&out,
+                          "<rect x=\"%.0f\" y=\"%.2f\" width=\"%.0f\" height=\"%.2f\" "
+                          "fill=\"#59a14f\" fill-opacity=\"0.25\"/><text x=\"%.0f\" "
+                          "y=\"%.2f\" font-size=\"11\">resident parameters %s</text>\n",
+                          kLeft, y, width, kMemoryTop + kMemoryHeight - y, kLeft + 4, y - 4,
+                          FormatBytes(r.resident_bytes));
+  }
+  for (const Mark& m : r.marks) {
+    const double x = x_of(m.t);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" "
+                          "stroke=\"#333333\" stroke-dasharray=\"3,3\"/><text x=\"%.2f\" "
+                          "y=\"%.0f\" text-anchor=\"middle\" font-size=\"11\">",
+                          x, kTop - 6, x, kMemoryTop + kMemoryHeight, x, kTop - 10);
+    AppendXmlText(&out, m.label);
+    out.append("</text>\n");
+  }
   out.append("</svg>\n");
   return out;
+}
+
+}  // namespace
+
+std::string TimelineSvg(const Graph& g, const SimulationResult& r,
+                        const TimelineSvgOptions& options) {
+  Picture p;
+  AddBars(g, r, 0, &p);
+  p.memory = r.memory;
+  p.step_time_s = r.step_time_s;
+  p.peak_memory_bytes = r.peak_memory_bytes;
+  p.exposed_comm_s = r.exposed_comm_s;
+  return Draw(p, options);
+}
+
+std::string StepTimelineSvg(const Graph& forward, const Graph& backward, const StepSimulation& s,
+                            const TimelineSvgOptions& options) {
+  const StepFigures& x = s.figures;
+  Picture p;
+  AddBars(forward, s.forward, 0, &p);
+  AddBars(backward, s.backward, x.forward_time_s, &p);
+  // Each graph's curve with the residents only the other graph gathers added.
+  const int64_t add_f = x.forward_peak_bytes - s.forward.peak_memory_bytes;
+  const int64_t add_b = x.backward_peak_bytes - s.backward.peak_memory_bytes;
+  for (const auto& [t, bytes] : s.forward.memory) p.memory.push_back({t, bytes + add_f});
+  for (const auto& [t, bytes] : s.backward.memory) {
+    p.memory.push_back({x.forward_time_s + t, bytes + add_b});
+  }
+  p.step_time_s = x.step_time_s;
+  p.peak_memory_bytes = x.peak_memory_bytes;
+  p.exposed_comm_s = x.exposed_comm_s;
+  p.marks.push_back({x.forward_time_s, "forward | backward"});
+  p.resident_bytes = x.resident_bytes;
+  return Draw(p, options);
 }
 
 }  // namespace overlap

@@ -20,6 +20,7 @@
 
 #include "graph/graph.h"
 #include "schedule/simulator.h"
+#include "schedule/step_plan.h"
 
 namespace overlap {
 
@@ -35,6 +36,14 @@ struct TimelineSvgOptions {
 // changes + width).
 std::string TimelineSvg(const Graph& g, const SimulationResult& r,
                         const TimelineSvgOptions& options = {});
+
+// A training step (step_plan.h) as one picture: the forward's bars and memory, then the
+// backward's from the forward's end, a dashed line at the boundary, each graph's curve with
+// the residents only the other gathers added (so its top is the step's peak), and the
+// resident parameters' bytes as a band along the bottom. Both simulations must carry their
+// traces. O(events + memory changes + width).
+std::string StepTimelineSvg(const Graph& forward, const Graph& backward, const StepSimulation& s,
+                            const TimelineSvgOptions& options = {});
 
 }  // namespace overlap
 

@@ -5,7 +5,10 @@
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
+#include "graph/size.h"
 #include "gtest/gtest.h"
+#include "schedule/step_plan.h"
+#include "schedule/testing/zero3_models.h"
 #include "schedule/zero3_insertion.h"
 
 namespace overlap {
@@ -44,6 +47,25 @@ TEST(TimelineSvgTest, DrawsBothLanesTheCurveThePeakAndTheBudget) {
   EXPECT_THAT(svg, HasSubstr("</svg>\n"));
   EXPECT_EQ(Count(svg, "<rect"), Count(svg, "</rect>") + Count(svg, "/>") - Count(svg, "<line") -
                                      Count(svg, "<circle") - Count(svg, "<polyline"));
+}
+
+// A step: the backward's bars after the forward's, the boundary and the residents marked,
+// the step's peak on the curve.
+TEST(TimelineSvgTest, AStepShowsTheBoundaryAndTheResidents) {
+  Graph f = Zero3AotGraph("gpt2", GraphKind::kForward, Preset::kTiny);
+  Graph b = Zero3AotGraph("gpt2", GraphKind::kBackward, Preset::kTiny);
+  StepPlanOptions o;
+  o.record_trace = true;
+  absl::StatusOr<StepPlan> plan = PlanStep("lookahead", &f, &b, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GT(plan->simulation.figures.resident_bytes, 0);
+  const std::string svg = StepTimelineSvg(f, b, plan->simulation);
+  EXPECT_THAT(svg, HasSubstr("forward | backward"));
+  EXPECT_THAT(svg, HasSubstr("resident parameters " +
+                             FormatBytes(plan->simulation.figures.resident_bytes)));
+  EXPECT_THAT(svg, HasSubstr("peak " + FormatBytes(plan->simulation.figures.peak_memory_bytes)));
+  EXPECT_THAT(svg, HasSubstr("step " + FormatSeconds(plan->simulation.figures.step_time_s)));
+  EXPECT_EQ(Count(svg, "<polyline"), 1);
 }
 
 // Thousands of events stay a bounded picture: bars merge below half a pixel.

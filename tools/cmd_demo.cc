@@ -427,7 +427,7 @@ absl::Status ShowRanks(Invocation& in, const std::string& model) {
 // [13] The training step as the unit: the AOT pair planned together (`overlap plan`), every
 // scheduler's step, then ours under the smallest baseline step peak, with residents held
 // from the forward's gather to the backward's end.
-absl::Status ShowStepPlan(Invocation& in, Graph forward, Graph backward) {
+absl::Status ShowStepPlan(Invocation& in, Graph forward, Graph backward, const std::string& model) {
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kForward).Run(&forward).status());
   OVERLAP_RETURN_IF_ERROR(Zero3Insertion(GraphKind::kBackward).Run(&backward).status());
   std::vector<std::pair<std::string, StepPlan>> rows;
@@ -444,6 +444,7 @@ absl::Status ShowStepPlan(Invocation& in, Graph forward, Graph backward) {
   for (auto& [name, p] : rows) p.fits = p.simulation.figures.peak_memory_bytes <= *smallest;
   StepPlanOptions o;
   o.budget_bytes = smallest;
+  o.record_trace = true;
   OVERLAP_ASSIGN_OR_RETURN(StepPlan ours, PlanStep(DefaultSchedulerName(), &forward, &backward, o));
   rows.emplace(rows.begin(), absl::StrCat(DefaultSchedulerName(), " (ours)"), ours);
   std::fprintf(in.out(),
@@ -452,6 +453,16 @@ absl::Status ShowStepPlan(Invocation& in, Graph forward, Graph backward) {
                FormatBytes(smallest.value_or(0)).c_str());
   std::fputs(FormatStepTable(rows).c_str(), in.out());
   std::fputs(absl::StrCat("  ", FormatStepSummary(ours)).c_str(), in.out());
+  const std::string path = absl::StrCat("/tmp/overlap_demo_", model, "_step.svg");
+  TimelineSvgOptions svg;
+  svg.title = absl::StrCat(model, " training step, lookahead at the smallest baseline step peak");
+  svg.budget_bytes = smallest;
+  OVERLAP_RETURN_IF_ERROR(
+      WriteTextFile(in, path, StepTimelineSvg(forward, backward, ours.simulation, svg)));
+  std::fprintf(in.out(),
+               "  the step as a picture (forward then backward, the residents marked): %s "
+               "(`overlap plan --svg`)\n",
+               path.c_str());
   return absl::OkStatus();
 }
 
@@ -515,7 +526,7 @@ int Run(Invocation& in) {
       !s.ok())
     return in.BadInput(s);
   if (model != "random") {
-    if (absl::Status s = ShowStepPlan(in, std::move(step_forward), std::move(step_backward));
+    if (absl::Status s = ShowStepPlan(in, std::move(step_forward), std::move(step_backward), model);
         !s.ok()) {
       return in.BadInput(s);
     }

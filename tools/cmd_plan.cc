@@ -8,6 +8,7 @@
 #include "schedule/report.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/step_plan.h"
+#include "schedule/timeline_svg.h"
 #include "schedule/zero3_insertion.h"
 #include "schedule/zero3_ops.h"
 #include "tools/commands.h"
@@ -23,6 +24,11 @@ constexpr FlagSpec kFlags[] = {
     {"explain", 0, "",
      "print each resident prefix ours tried: residents, their bytes, the\n"
      "forward's and backward's peaks, the step, whether it fits"},
+    {"svg", 0, "OUT",
+     "draw the chosen plan's step as SVG: the forward then the backward on\n"
+     "both streams above the memory curve, the boundary, the residents\n"
+     "and the budget marked",
+     true},
     {"output", 'o', "PREFIX",
      "write the planned graphs to PREFIX.forward.json and PREFIX.backward.json\n"
      "(`overlap simulate PREFIX.forward.json --backward-graph\n"
@@ -64,6 +70,7 @@ int Run(Invocation& in) {
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *forward);
   if (!budget.ok()) return in.BadInput(budget.status());
   options.budget_bytes = budget->budget_bytes;
+  options.record_trace = in.Has("svg");
 
   std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
                static_cast<size_t>(forward->size()), static_cast<size_t>(backward->size()),
@@ -97,6 +104,15 @@ int Run(Invocation& in) {
         return in.BadInput(s);
       }
     }
+  }
+  if (std::optional<std::string> path = in.Path("svg")) {
+    TimelineSvgOptions svg;
+    svg.title = absl::StrCat(forward->name().empty() ? "step" : forward->name(), ", ", algorithm,
+                             ": forward then backward");
+    svg.budget_bytes = budget->budget_bytes;
+    const std::string text =
+        StepTimelineSvg(chosen_forward, chosen_backward, chosen->simulation, svg);
+    if (absl::Status s = WriteTextFile(in, *path, text); !s.ok()) return in.BadInput(s);
   }
   if (!chosen->fits) {
     if (chosen->min_feasible_bytes > 0) {

@@ -246,13 +246,17 @@ int Worker(Invocation& in) {
     seconds += r.seconds;
   }
   std::string memory = absl::StrCat("rank ", rank, ": peak of graph values ", FormatBytes(peak));
-  if (s->simulated_peak_bytes >= 0) {
-    absl::StrAppend(&memory, " (simulated ", FormatBytes(s->simulated_peak_bytes), ", ",
-                    absl::StrFormat("%+.1f%%", s->simulated_peak_bytes > 0
-                                                   ? 100.0 * (peak - s->simulated_peak_bytes) /
-                                                         s->simulated_peak_bytes
-                                                   : 0.0),
-                    ")");
+  // With several schedulers trained, the peak is the largest of theirs, beside the largest
+  // simulated one (each scheduler's own pair is in its comparison row).
+  int64_t simulated = s->simulated_peak_bytes;
+  for (const AlgorithmTiming& t : s->comparison) {
+    simulated = std::max(simulated, t.simulated_peak_bytes);
+  }
+  if (simulated >= 0) {
+    absl::StrAppend(
+        &memory, " (simulated ", FormatBytes(simulated), ", ",
+        absl::StrFormat("%+.1f%%", simulated > 0 ? 100.0 * (peak - simulated) / simulated : 0.0),
+        ")");
   }
   if (s->budget_bytes) {
     absl::StrAppend(&memory, ", budget ", FormatBytes(*s->budget_bytes),

@@ -38,6 +38,7 @@
 #include "schedule/budget.h"
 #include "schedule/scheduler_registry.h"
 #include "schedule/simulator.h"
+#include "schedule/step_plan.h"
 #include "schedule/zero3_insertion.h"
 #include "schedule/zero3_ops.h"
 
@@ -272,30 +273,30 @@ absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, B
   return WriteFileAtomically(path, WriteSafetensors(on_host, {{"producer", "overlap run"}}));
 }
 
-// ZeRO-3: insertion (unless the graphs have the ops) and the scheduler, on both graphs.
+// ZeRO-3: insertion (unless the graphs have the ops), then the step plan (schedule/
+// step_plan.h): both graphs scheduled together under one budget on the step's peak, ours'
+// residents held from the forward's gather to the backward's end.
 absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& summary) {
-  SchedulerOptions so;
-  so.collectives = o.collectives;
-  so.collectives.world_size = world;
-  so.record_trace = false;
   for (auto [g, kind] : {std::pair{&pair.forward, GraphKind::kForward},
                          std::pair{&pair.backward, GraphKind::kBackward}}) {
     if (!HasZero3Ops(*g)) OVERLAP_RETURN_IF_ERROR(Zero3Insertion(kind).Run(g).status());
-    SchedulerOptions options = so;
-    // The budget counts the state the update keeps (the job's optimizer, this world).
-    BudgetRequest request = o.budget;
-    request.state.optimizer = o.optimizer;
-    request.state.world_size = world;
-    OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget b, ResolveBudget(request, *g));
-    options.lookahead.budget_bytes = b.budget_bytes;
-    if (b.budget_bytes) summary.budget_bytes = *b.budget_bytes;
-    OVERLAP_ASSIGN_OR_RETURN(ScheduleReport r, RunScheduler(o.algorithm, g, options));
-    if (r.lookahead.has_value() && !r.lookahead->feasible) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("no schedule of the ", kind == GraphKind::kForward ? "forward" : "backward",
-                       " keeps graph values within ", FormatBytes(*options.lookahead.budget_bytes),
-                       " (the smallest is ", FormatBytes(r.lookahead->min_feasible_bytes), ")"));
-    }
+  }
+  // The budget counts the state the update keeps (the job's optimizer, this world).
+  BudgetRequest request = o.budget;
+  request.state.optimizer = o.optimizer;
+  request.state.world_size = world;
+  OVERLAP_ASSIGN_OR_RETURN(const MemoryBudget b, ResolveBudget(request, pair.forward));
+  StepPlanOptions options;
+  options.collectives = o.collectives;
+  options.collectives.world_size = world;
+  options.budget_bytes = b.budget_bytes;
+  if (b.budget_bytes) summary.budget_bytes = *b.budget_bytes;
+  OVERLAP_ASSIGN_OR_RETURN(const StepPlan plan,
+                           PlanStep(o.algorithm, &pair.forward, &pair.backward, options));
+  if (!plan.fits && plan.min_feasible_bytes > 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no step plan keeps graph values within ", FormatBytes(*b.budget_bytes),
+                     " (the smallest is ", FormatBytes(plan.min_feasible_bytes), ")"));
   }
   summary.algorithm = o.algorithm;
   return absl::OkStatus();
