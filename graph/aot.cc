@@ -1780,6 +1780,102 @@ absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g) {
   return dropped;
 }
 
+namespace {
+
+// Why a saved forward node cannot be recomputed ("" when it can), given the names the
+// backward holds as placeholders.
+bool Recomputable(const Graph& f, const Node& t,
+                  const absl::flat_hash_map<std::string, NodeId>& placeholder) {
+  if (t.op() != Op::kCallFunction || SharesInputStorage(t) || t.target() == "operator.getitem" ||
+      absl::StartsWith(t.target(), "dc.") || !t.meta().has_tensor_size ||
+      t.meta().tensor_size <= 0) {
+    return false;
+  }
+  for (absl::string_view random : {"rand", "dropout", "bernoulli", "normal", "uniform"}) {
+    if (absl::StrContains(t.target(), random)) return false;
+  }
+  if (!placeholder.contains(t.name())) return false;
+  for (NodeId in : t.inputs()) {
+    if (!placeholder.contains(f.node(in).name())) return false;
+  }
+  return true;
+}
+
+// The forward's saved nodes (output items past the tangents), in order.
+std::vector<NodeId> SavedNodes(const Graph& f, int64_t tangents) {
+  std::vector<NodeId> saved;
+  const NodeId out_id = ListOutput(f);
+  if (out_id == kNoNode) return saved;
+  const std::vector<Value>& items = f.node(out_id).args()[0].items();
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(tangents, 0)); i < items.size(); ++i) {
+    if (items[i].is_ref()) saved.push_back(items[i].as_ref());
+  }
+  return saved;
+}
+
+}  // namespace
+
+std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const Graph& backward) {
+  const BackwardInputs in = ReadBackwardInputs(backward);
+  std::vector<RecomputeCandidate> out;
+  absl::flat_hash_set<NodeId> seen;
+  for (NodeId id : SavedNodes(forward, in.tangents)) {
+    const Node& t = forward.node(id);
+    if (!seen.insert(id).second || !Recomputable(forward, t, in.placeholder)) continue;
+    out.push_back({t.name(), t.meta().tensor_size, t.meta().device_time});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
+                                       absl::Span<const std::string> names) {
+  Graph& f = *forward;
+  Graph& b = *backward;
+  int64_t done = 0;
+  for (const std::string& name : names) {
+    BackwardInputs in = ReadBackwardInputs(b);
+    const NodeId t_id = f.FindNode(name);
+    if (t_id == kNoNode || !Recomputable(f, f.node(t_id), in.placeholder)) continue;
+    bool saved = false;
+    for (NodeId id : SavedNodes(f, in.tangents)) saved |= id == t_id;
+    if (!saved) continue;
+    const Node& t = f.node(t_id);
+    const NodeId old_id = in.placeholder.at(name);
+    // Where the copy goes: before the placeholder's first reader in the backward's order.
+    absl::flat_hash_set<NodeId> readers(b.node(old_id).users().begin(),
+                                        b.node(old_id).users().end());
+    InsertPoint at = InsertPoint::End();
+    for (NodeId id : b.order()) {
+      if (readers.contains(id)) {
+        at = InsertPoint::Before(id);
+        break;
+      }
+    }
+    // The forward node's arguments, its references now to the backward's placeholders.
+    auto map = [&](NodeId x) { return in.placeholder.at(f.node(x).name()); };
+    std::vector<Value> args = t.args();
+    for (Value& v : args) v.MapRefs(map);
+    ValueDict kwargs = t.kwargs();
+    for (auto& kv : kwargs) kv.second.MapRefs(map);
+    NodeMeta meta = t.meta();
+    meta.has_param = false;
+    meta.param.clear();
+    OVERLAP_ASSIGN_OR_RETURN(const NodeId copy,
+                             b.AddNode(Op::kCallFunction, absl::StrCat(name, "__recomputed"),
+                                       t.target(), std::move(args), std::move(kwargs), at));
+    b.mutable_node(copy).mutable_meta() = std::move(meta);
+    b.ReplaceAllUsesWith(old_id, copy);
+    OVERLAP_RETURN_IF_ERROR(b.Erase(old_id));
+    AotPair pair;
+    pair.forward = std::move(f);
+    OVERLAP_RETURN_IF_ERROR(DropSavedOutputs(&pair, {name}, in.tangents));
+    f = std::move(pair.forward);
+    if (f.node(t_id).users().empty()) OVERLAP_RETURN_IF_ERROR(f.Erase(t_id));
+    ++done;
+  }
+  return done;
+}
+
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t changed, ShareSavedReshapes(pair));
   OVERLAP_ASSIGN_OR_RETURN(const int64_t masks, MaskActivationBackwardsByOutputs(pair));

@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
 
@@ -91,6 +92,32 @@ absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
 // gradient instead and the node leaves the graph: the step saves its bytes and its time.
 // Returns how many left. O(N + E).
 absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g);
+
+// A saved tensor the backward can make again instead of receiving it: its forward producer is
+// a call_function that owns its result (not a view, a tuple element, a ZeRO-3 dc.* op, or a
+// random op) and every tensor it reads is itself saved (a backward placeholder), so the copy
+// in the backward reads what the backward already holds. `bytes`: its meta.tensor_size, what
+// the step stops holding from the forward's use of it to the backward's; `seconds`: its
+// meta.device_time, what the backward spends to make it again.
+struct RecomputeCandidate {
+  std::string name;  // the saved tensor's name (forward node and backward placeholder)
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Every saved tensor RecomputeSaved can recompute, in the forward's output order, of a pair
+// following the AOT calling convention (graphs with ZeRO-3 ops too). O(N + E).
+std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const Graph& backward);
+
+// Recomputation (activation checkpointing) of the named saved tensors: the forward stops
+// returning each (its node leaves the forward when nothing else reads it), and the backward,
+// in place of the placeholder, runs a copy of the forward node (same target, arguments and
+// metadata; named NAME__recomputed) just before the placeholder's first reader, reading the
+// backward's placeholders of the same saved inputs. Names are applied in order; one that is
+// not (or, after earlier ones, no longer) a candidate is skipped. Returns how many were
+// recomputed. O(N + E) per name.
+absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
+                                       absl::Span<const std::string> names);
 
 // hardtanh's backward masked by the forward's output instead of its input, when the output
 // is saved anyway: (out > min) & (out < max) is (in > min) & (in < max) for out = clamp(in,
