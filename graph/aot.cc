@@ -1782,24 +1782,39 @@ absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g) {
 
 namespace {
 
-// Why a saved forward node cannot be recomputed ("" when it can), given the names the
-// backward holds as placeholders.
-bool Recomputable(const Graph& f, const Node& t,
-                  const absl::flat_hash_map<std::string, NodeId>& placeholder) {
-  if (t.op() != Op::kCallFunction || SharesInputStorage(t) || t.target() == "operator.getitem" ||
-      absl::StartsWith(t.target(), "dc.") || !t.meta().has_tensor_size ||
-      t.meta().tensor_size <= 0) {
-    return false;
-  }
+bool IsReleaseNode(const Node& n) {
+  return n.op() == Op::kCallFunction && n.target() == "dc.release_param";
+}
+
+// Through ZeRO-3 releases (which hand their first input on: an ordering token) to the value.
+NodeId ThroughReleases(const Graph& f, NodeId id) {
+  while (IsReleaseNode(f.node(id)) && !f.node(id).inputs().empty()) id = f.node(id).inputs()[0];
+  return id;
+}
+
+// Whether a forward node may run again in the backward: a call_function that is not a ZeRO-3
+// dc.* op nor random.
+bool Pure(const Node& n) {
+  if (n.op() != Op::kCallFunction || absl::StartsWith(n.target(), "dc.")) return false;
   for (absl::string_view random : {"rand", "dropout", "bernoulli", "normal", "uniform"}) {
-    if (absl::StrContains(t.target(), random)) return false;
-  }
-  if (!placeholder.contains(t.name())) return false;
-  for (NodeId in : t.inputs()) {
-    if (!placeholder.contains(f.node(in).name())) return false;
+    if (absl::StrContains(n.target(), random)) return false;
   }
   return true;
 }
+
+// The node owning a value's storage: through releases, views and tuple elements.
+NodeId StorageRoot(const Graph& f, NodeId id) {
+  while (true) {
+    id = ThroughReleases(f, id);
+    const Node& n = f.node(id);
+    if (n.inputs().empty() || !(SharesInputStorage(n) || n.target() == "operator.getitem")) {
+      return id;
+    }
+    id = n.inputs()[0];
+  }
+}
+
+constexpr size_t kMaxRecomputeChain = 24;
 
 // The forward's saved nodes (output items past the tangents), in order.
 std::vector<NodeId> SavedNodes(const Graph& f, int64_t tangents) {
@@ -1813,16 +1828,81 @@ std::vector<NodeId> SavedNodes(const Graph& f, int64_t tangents) {
   return saved;
 }
 
+// Saved values grouped by the storage they live in: recomputing frees the storage only when
+// every saved value in it goes. In the forward's output order.
+struct SavedGroup {
+  NodeId root = kNoNode;
+  std::vector<NodeId> members;  // saved forward nodes (as the output list names them)
+};
+std::vector<SavedGroup> SavedGroups(const Graph& f, const BackwardInputs& in) {
+  std::vector<SavedGroup> groups;
+  absl::flat_hash_map<NodeId, size_t> index;
+  absl::flat_hash_set<NodeId> seen;
+  for (NodeId s : SavedNodes(f, in.tangents)) {
+    if (!seen.insert(s).second || !in.placeholder.contains(f.node(s).name())) continue;
+    const NodeId root = StorageRoot(f, s);
+    auto [it, fresh] = index.emplace(root, groups.size());
+    if (fresh) groups.push_back({root, {}});
+    groups[it->second].members.push_back(s);
+  }
+  return groups;
+}
+
+// The forward nodes the backward runs to make a group's saved values again, in forward order:
+// each member (through releases) and what it reads that the backward does not hold,
+// transitively, up to kMaxRecomputeChain nodes (releases pass through, not copied). Empty
+// when the group cannot be recomputed: its root holds no bytes, or the chain reaches a node
+// that is not pure (a parameter's allgather, a placeholder). A member's placeholder does not
+// count as held: the group's placeholders all go.
+std::vector<NodeId> GroupChain(const Graph& f, const SavedGroup& g,
+                               const absl::flat_hash_map<std::string, NodeId>& placeholder) {
+  const Node& root = f.node(g.root);
+  if (!Pure(root) || !root.meta().has_tensor_size || root.meta().tensor_size <= 0) return {};
+  absl::flat_hash_set<std::string> members;
+  for (NodeId m : g.members) members.insert(f.node(m).name());
+  auto held = [&](NodeId x) {
+    const std::string& name = f.node(x).name();
+    return placeholder.contains(name) && !members.contains(name);
+  };
+  absl::flat_hash_set<NodeId> chain;
+  std::vector<NodeId> stack;
+  auto need = [&](NodeId x) {
+    x = ThroughReleases(f, x);
+    if (chain.contains(x) || held(x)) return true;
+    if (!Pure(f.node(x)) || chain.size() >= kMaxRecomputeChain) return false;
+    chain.insert(x);
+    stack.push_back(x);
+    return true;
+  };
+  for (NodeId m : g.members) {
+    if (!need(m)) return {};
+  }
+  while (!stack.empty()) {
+    const NodeId x = stack.back();
+    stack.pop_back();
+    for (NodeId in : f.node(x).inputs()) {
+      if (!need(in)) return {};
+    }
+  }
+  std::vector<NodeId> ordered;
+  for (NodeId id : f.order()) {
+    if (chain.contains(id)) ordered.push_back(id);
+  }
+  return ordered;
+}
+
 }  // namespace
 
 std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const Graph& backward) {
   const BackwardInputs in = ReadBackwardInputs(backward);
   std::vector<RecomputeCandidate> out;
-  absl::flat_hash_set<NodeId> seen;
-  for (NodeId id : SavedNodes(forward, in.tangents)) {
-    const Node& t = forward.node(id);
-    if (!seen.insert(id).second || !Recomputable(forward, t, in.placeholder)) continue;
-    out.push_back({t.name(), t.meta().tensor_size, t.meta().device_time});
+  for (const SavedGroup& g : SavedGroups(forward, in)) {
+    const std::vector<NodeId> chain = GroupChain(forward, g, in.placeholder);
+    if (chain.empty()) continue;
+    double seconds = 0;
+    for (NodeId x : chain) seconds += forward.node(x).meta().device_time;
+    out.push_back(
+        {forward.node(g.members.front()).name(), forward.node(g.root).meta().tensor_size, seconds});
   }
   return out;
 }
@@ -1833,17 +1913,25 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
   Graph& b = *backward;
   int64_t done = 0;
   for (const std::string& name : names) {
-    BackwardInputs in = ReadBackwardInputs(b);
-    const NodeId t_id = f.FindNode(name);
-    if (t_id == kNoNode || !Recomputable(f, f.node(t_id), in.placeholder)) continue;
-    bool saved = false;
-    for (NodeId id : SavedNodes(f, in.tangents)) saved |= id == t_id;
-    if (!saved) continue;
-    const Node& t = f.node(t_id);
-    const NodeId old_id = in.placeholder.at(name);
-    // Where the copy goes: before the placeholder's first reader in the backward's order.
-    absl::flat_hash_set<NodeId> readers(b.node(old_id).users().begin(),
-                                        b.node(old_id).users().end());
+    const BackwardInputs in = ReadBackwardInputs(b);
+    const NodeId named = f.FindNode(name);
+    if (named == kNoNode) continue;
+    const std::vector<SavedGroup> groups = SavedGroups(f, in);
+    const SavedGroup* group = nullptr;
+    for (const SavedGroup& g : groups) {
+      for (NodeId m : g.members) {
+        if (m == named) group = &g;
+      }
+    }
+    if (group == nullptr) continue;
+    const std::vector<NodeId> chain = GroupChain(f, *group, in.placeholder);
+    if (chain.empty()) continue;
+    // Where the copies go: before the first reader of any of the group's placeholders.
+    absl::flat_hash_set<NodeId> readers;
+    for (NodeId m : group->members) {
+      const Node& p = b.node(in.placeholder.at(f.node(m).name()));
+      readers.insert(p.users().begin(), p.users().end());
+    }
     InsertPoint at = InsertPoint::End();
     for (NodeId id : b.order()) {
       if (readers.contains(id)) {
@@ -1851,26 +1939,45 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
         break;
       }
     }
-    // The forward node's arguments, its references now to the backward's placeholders.
-    auto map = [&](NodeId x) { return in.placeholder.at(f.node(x).name()); };
-    std::vector<Value> args = t.args();
-    for (Value& v : args) v.MapRefs(map);
-    ValueDict kwargs = t.kwargs();
-    for (auto& kv : kwargs) kv.second.MapRefs(map);
-    NodeMeta meta = t.meta();
-    meta.has_param = false;
-    meta.param.clear();
-    OVERLAP_ASSIGN_OR_RETURN(const NodeId copy,
-                             b.AddNode(Op::kCallFunction, absl::StrCat(name, "__recomputed"),
-                                       t.target(), std::move(args), std::move(kwargs), at));
-    b.mutable_node(copy).mutable_meta() = std::move(meta);
-    b.ReplaceAllUsesWith(old_id, copy);
-    OVERLAP_RETURN_IF_ERROR(b.Erase(old_id));
+    // Each chain node's arguments, its references now to the backward's placeholders or to
+    // the copies made before it (releases passed through).
+    absl::flat_hash_set<std::string> member_names;
+    for (NodeId m : group->members) member_names.insert(f.node(m).name());
+    absl::flat_hash_map<NodeId, NodeId> copy_of;
+    auto map = [&](NodeId x) {
+      x = ThroughReleases(f, x);
+      auto c = copy_of.find(x);
+      return c != copy_of.end() ? c->second : in.placeholder.at(f.node(x).name());
+    };
+    for (NodeId x : chain) {
+      const Node& n = f.node(x);
+      std::vector<Value> args = n.args();
+      for (Value& v : args) v.MapRefs(map);
+      ValueDict kwargs = n.kwargs();
+      for (auto& kv : kwargs) kv.second.MapRefs(map);
+      NodeMeta meta = n.meta();
+      meta.has_param = false;
+      meta.param.clear();
+      // A node two groups' chains share is copied for each (each copy before its readers).
+      std::string copy_name = absl::StrCat(n.name(), "__recomputed");
+      for (int k = 2; b.FindNode(copy_name) != kNoNode; ++k) {
+        copy_name = absl::StrCat(n.name(), "__recomputed_", k);
+      }
+      OVERLAP_ASSIGN_OR_RETURN(const NodeId copy,
+                               b.AddNode(Op::kCallFunction, std::move(copy_name), n.target(),
+                                         std::move(args), std::move(kwargs), at));
+      b.mutable_node(copy).mutable_meta() = std::move(meta);
+      copy_of[x] = copy;
+    }
+    for (NodeId m : group->members) {
+      const NodeId old_id = in.placeholder.at(f.node(m).name());
+      b.ReplaceAllUsesWith(old_id, map(m));
+      OVERLAP_RETURN_IF_ERROR(b.Erase(old_id));
+    }
     AotPair pair;
     pair.forward = std::move(f);
-    OVERLAP_RETURN_IF_ERROR(DropSavedOutputs(&pair, {name}, in.tangents));
+    OVERLAP_RETURN_IF_ERROR(DropSavedOutputs(&pair, member_names, in.tangents));
     f = std::move(pair.forward);
-    if (f.node(t_id).users().empty()) OVERLAP_RETURN_IF_ERROR(f.Erase(t_id));
     ++done;
   }
   return done;

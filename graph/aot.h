@@ -93,29 +93,30 @@ absl::StatusOr<int64_t> AliasLastUseClones(Graph* g);
 // Returns how many left. O(N + E).
 absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g);
 
-// A saved tensor the backward can make again instead of receiving it: its forward producer is
-// a call_function that owns its result (not a view, a tuple element, a ZeRO-3 dc.* op, or a
-// random op) and every tensor it reads is itself saved (a backward placeholder), so the copy
-// in the backward reads what the backward already holds. `bytes`: its meta.tensor_size, what
-// the step stops holding from the forward's use of it to the backward's; `seconds`: its
-// meta.device_time, what the backward spends to make it again.
+// Saved tensors the backward can make again instead of receiving them, by the storage they
+// live in (saved views, tuple elements and ZeRO-3 releases of one buffer go together: the
+// buffer is freed only when all of them go). A group qualifies when its storage's owner and
+// everything the copies must read that the backward does not hold are pure call_functions
+// (not ZeRO-3 dc.* ops, which pass through when they are releases, nor random ops, nor
+// placeholders such as a gathered parameter's), at most 24 nodes. `bytes`: the storage's
+// meta.tensor_size, what the step stops holding from the forward's last use to the
+// backward's; `seconds`: the copies' meta.device_time, what the backward spends again.
 struct RecomputeCandidate {
-  std::string name;  // the saved tensor's name (forward node and backward placeholder)
+  std::string name;  // the group's first saved value (forward node and backward placeholder)
   int64_t bytes = 0;
   double seconds = 0;
 };
 
-// Every saved tensor RecomputeSaved can recompute, in the forward's output order, of a pair
-// following the AOT calling convention (graphs with ZeRO-3 ops too). O(N + E).
+// Every group RecomputeSaved can recompute, in the forward's output order, of a pair following
+// the AOT calling convention (graphs with ZeRO-3 ops too). O(N + E) per saved value.
 std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const Graph& backward);
 
-// Recomputation (activation checkpointing) of the named saved tensors: the forward stops
-// returning each (its node leaves the forward when nothing else reads it), and the backward,
-// in place of the placeholder, runs a copy of the forward node (same target, arguments and
-// metadata; named NAME__recomputed) just before the placeholder's first reader, reading the
-// backward's placeholders of the same saved inputs. Names are applied in order; one that is
-// not (or, after earlier ones, no longer) a candidate is skipped. Returns how many were
-// recomputed. O(N + E) per name.
+// Recomputation (activation checkpointing) of the groups holding the named saved values: the
+// forward stops returning them, and the backward, in place of their placeholders, runs copies
+// of the forward nodes that make them (named NODE__recomputed, same target, arguments and
+// metadata) just before the first reader of any of them. Names are applied in order; one
+// whose group is not (or, after earlier ones, no longer) a candidate is skipped. Returns how
+// many groups were recomputed. O(N + E) per name.
 absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
                                        absl::Span<const std::string> names);
 

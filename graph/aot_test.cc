@@ -172,8 +172,8 @@ TEST(AotTest, ClonesOfDeadValuesBecomeAliases) {
 }
 
 // Recomputing every candidate of every built-in model's pair keeps the calling convention
-// (with num_saved and saved_bytes updated by its rule), leaves a copy of each forward node
-// in the backward reading only placeholders, and saves what the candidates said.
+// (with num_saved and saved_bytes updated by its rule) and leaves a copy of each forward node
+// in the backward that reads only what the backward holds or other copies.
 TEST(AotTest, RecomputedSavedTensorsKeepTheConvention) {
   int64_t total = 0;
   for (const std::string& name : ModelNames()) {
@@ -190,9 +190,10 @@ TEST(AotTest, RecomputedSavedTensorsKeepTheConvention) {
     EXPECT_EQ(*done > 0, !names.empty());
     EXPECT_LE(*done, static_cast<int64_t>(names.size()));
     total += *done;
-    pair->num_saved -= *done;
-    // saved_bytes by the convention's rule: distinct storages of the saved values.
+    // num_saved and saved_bytes by the convention's rule: the values past the outputs, their
+    // distinct storages.
     const std::vector<Value>& rets = pair->forward.node(pair->forward.last()).args()[0].items();
+    pair->num_saved = static_cast<int64_t>(rets.size()) - pair->num_outputs;
     absl::flat_hash_set<NodeId> bases;
     pair->saved_bytes = 0;
     for (size_t i = pair->num_outputs; i < rets.size(); ++i) {
@@ -207,13 +208,16 @@ TEST(AotTest, RecomputedSavedTensorsKeepTheConvention) {
     int64_t copies = 0;
     for (NodeId id : pair->backward.order()) {
       const Node& n = pair->backward.node(id);
-      if (!absl::EndsWith(n.name(), "__recomputed")) continue;
+      if (!absl::StrContains(n.name(), "__recomputed")) continue;
       ++copies;
-      for (NodeId in : n.inputs()) {
-        EXPECT_EQ(pair->backward.node(in).op(), Op::kPlaceholder) << n.name();
+      EXPECT_FALSE(absl::StartsWith(n.target(), "dc.")) << n.name();
+      for (NodeId in : n.inputs()) {  // what the backward holds, or copies made for it
+        const Node& x = pair->backward.node(in);
+        EXPECT_TRUE(x.op() == Op::kPlaceholder || absl::StrContains(x.name(), "__recomputed"))
+            << n.name();
       }
     }
-    EXPECT_EQ(copies, *done);
+    EXPECT_GE(copies, *done);
     // Applying them again changes nothing: they are no longer saved.
     absl::StatusOr<int64_t> again = RecomputeSaved(&pair->forward, &pair->backward, names);
     ASSERT_TRUE(again.ok());

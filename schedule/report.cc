@@ -184,12 +184,33 @@ std::string FormatStepSummary(const StepPlan& p) {
   if (p.reduce_bucket_bytes > 0) {
     absl::StrAppend(&out, "; reduce-scatter buckets of ", FormatBytes(p.reduce_bucket_bytes));
   }
+  if (!p.recomputed.empty()) {
+    int64_t bytes = 0;
+    double seconds = 0;
+    for (const RecomputeCandidate& c : p.recomputed) {
+      bytes += c.bytes;
+      seconds += c.seconds;
+    }
+    absl::StrAppend(&out, "; recomputes ", p.recomputed.size(), " saved tensors (",
+                    FormatBytes(bytes), " not kept, ", FormatSeconds(seconds), " of compute)");
+  }
   return out + "\n";
 }
 
 std::string FormatStepExplainTable(const StepPlan& p) {
   if (p.candidates.empty()) return "";
-  std::string out =
+  std::string out;
+  if (!p.recomputed.empty()) {
+    out +=
+        "no order fitted with every saved tensor kept: the backward recomputes these (cheapest "
+        "first, bytes not kept per second of compute; the fewest that fit):\n"
+        "  saved tensor                              bytes     compute\n";
+    for (const RecomputeCandidate& c : p.recomputed) {
+      absl::StrAppendFormat(&out, "  %-36s %11s %11s\n", c.name, FormatBytes(c.bytes),
+                            FormatSeconds(c.seconds));
+    }
+  }
+  out +=
       "ours' resident prefixes (ranked by backward allgather time saved per byte):\n"
       "  residents       bytes  forward peak  backward peak        step  fits\n";
   for (const StepCandidate& c : p.candidates) {

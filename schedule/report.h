@@ -42,11 +42,13 @@ std::string ScheduleResultJson(const Graph& g, const ScheduleReport& r,
 std::string FormatStepTable(absl::Span<const std::pair<std::string, StepPlan>> plans);
 
 // "<algorithm>: step S = forward F + backward B; peak P (forward X, backward Y); N resident
-// parameters (R)[; reduce-scatter buckets of C]\n". O(1).
+// parameters (R)[; reduce-scatter buckets of C][; recomputes K saved tensors (B not kept, T
+// of compute)]\n". O(recomputed).
 std::string FormatStepSummary(const StepPlan& p);
 
-// Ours' resident prefixes as a table: residents, their bytes, each graph's peak, the step,
-// whether it fits, the chosen one marked. Empty when ours tried none. O(candidates).
+// Ours' explanation: the saved tensors it recomputes (when it had to), then its resident
+// prefixes as a table: residents, their bytes, each graph's peak, the step, whether it fits,
+// the chosen one marked. Empty when ours tried none. O(candidates + recomputed).
 std::string FormatStepExplainTable(const StepPlan& p);
 
 }  // namespace overlap

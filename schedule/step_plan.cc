@@ -234,6 +234,84 @@ class StepSearch {
 
 }  // namespace
 
+namespace {
+
+// A plan of the pair with its first m recompute candidates recomputed.
+struct Recomputed {
+  StepPlan plan;
+  Graph forward, backward;
+};
+
+absl::StatusOr<Recomputed> PlanRecomputing(const Graph& forward, const Graph& backward,
+                                           const std::vector<RecomputeCandidate>& ranked, size_t m,
+                                           const StepPlanOptions& options) {
+  Recomputed r;
+  r.forward = forward;
+  r.backward = backward;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < m; ++i) names.push_back(ranked[i].name);
+  OVERLAP_RETURN_IF_ERROR(RecomputeSaved(&r.forward, &r.backward, names).status());
+  StepSearch search(r.forward, r.backward, options);
+  OVERLAP_ASSIGN_OR_RETURN(r.plan, search.Run());
+  r.plan.recomputed.assign(ranked.begin(), ranked.begin() + m);
+  r.forward = std::move(search.forward_result());
+  r.backward = std::move(search.backward_result());
+  return r;
+}
+
+// Below the prefetch floor: the fewest recomputed saved tensors (cheapest first: bytes
+// saved per second recomputed, those of no time first) that make the step fit, found by
+// doubling then bisection (more recomputed never holds more). When even all do not fit,
+// the plan with all of them if its smallest feasible budget is lower.
+absl::Status Recompute(const Graph& forward, const Graph& backward, const StepPlanOptions& options,
+                       StepPlan* plan, Graph* f, Graph* b) {
+  std::vector<RecomputeCandidate> ranked = RecomputeCandidates(forward, backward);
+  if (ranked.empty()) return absl::OkStatus();
+  std::stable_sort(
+      ranked.begin(), ranked.end(), [](const RecomputeCandidate& x, const RecomputeCandidate& y) {
+        // bytes / seconds, compared without dividing (0 seconds first).
+        return static_cast<double>(x.bytes) * y.seconds > static_cast<double>(y.bytes) * x.seconds;
+      });
+  const size_t c = ranked.size();
+  std::optional<Recomputed> fit;
+  size_t lo = 0, hi = 1;  // lo: known not to fit
+  while (true) {
+    hi = std::min(hi, c);
+    OVERLAP_ASSIGN_OR_RETURN(Recomputed r, PlanRecomputing(forward, backward, ranked, hi, options));
+    if (r.plan.fits) {
+      fit = std::move(r);
+      break;
+    }
+    if (hi == c) {
+      if (r.plan.min_feasible_bytes < plan->min_feasible_bytes) {
+        *plan = std::move(r.plan);
+        *f = std::move(r.forward);
+        *b = std::move(r.backward);
+      }
+      return absl::OkStatus();
+    }
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    OVERLAP_ASSIGN_OR_RETURN(Recomputed r,
+                             PlanRecomputing(forward, backward, ranked, mid, options));
+    if (r.plan.fits) {
+      hi = mid;
+      fit = std::move(r);
+    } else {
+      lo = mid;
+    }
+  }
+  *plan = std::move(fit->plan);
+  *f = std::move(fit->forward);
+  *b = std::move(fit->backward);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<StepPlan> PlanStep(absl::string_view algorithm, Graph* forward, Graph* backward,
                                   const StepPlanOptions& options) {
   OVERLAP_ASSIGN_OR_RETURN(const SchedulerEntry* entry, FindScheduler(algorithm));
@@ -241,8 +319,13 @@ absl::StatusOr<StepPlan> PlanStep(absl::string_view algorithm, Graph* forward, G
   if (entry->honours_budget) {
     StepSearch search(*forward, *backward, options);
     OVERLAP_ASSIGN_OR_RETURN(plan, search.Run());
-    *forward = std::move(search.forward_result());
-    *backward = std::move(search.backward_result());
+    Graph f = std::move(search.forward_result());
+    Graph b = std::move(search.backward_result());
+    if (!plan.fits && options.recompute) {
+      OVERLAP_RETURN_IF_ERROR(Recompute(*forward, *backward, options, &plan, &f, &b));
+    }
+    *forward = std::move(f);
+    *backward = std::move(b);
   } else {
     Graph f = *forward, b = *backward;
     SchedulerOptions so;

@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
 #include "schedule/lookahead_prefetch.h"
@@ -89,6 +90,10 @@ struct StepPlanOptions {
   int resident_steps = 3;
   // Record both simulations' traces in the plan (what --trace and --svg draw).
   bool record_trace = false;
+  // Ours, when no plan fits: recompute saved tensors in the backward instead of keeping
+  // them (graph/aot.h's RecomputeSaved), the fewest that make the step fit, cheapest first
+  // (bytes saved per second recomputed). false: no recomputation.
+  bool recompute = true;
 };
 
 // One resident prefix ours tried.
@@ -112,6 +117,8 @@ struct StepPlan {
   int64_t min_feasible_bytes = 0;
   StepSimulation simulation;
   std::vector<StepCandidate> candidates;  // ours: each resident prefix tried, in order
+  // Ours: the saved tensors the backward recomputes (none unless nothing fit without).
+  std::vector<RecomputeCandidate> recomputed;
 };
 
 // Plans one step with scheduler `algorithm` (scheduler_registry.h) and leaves both graphs

@@ -156,6 +156,34 @@ TEST(StepPlanTest, AResidentOnlyTheBackwardGathersCountsInTheForward) {
   EXPECT_EQ(after->figures.forward_peak_bytes, before->forward.peak_memory_bytes + bytes);
 }
 
+// Below the floor of every order with all saved tensors kept, ours recomputes the fewest
+// that fit (the plan's figures still the files' step simulation); without the lever it
+// reports that floor. On every built-in model with a candidate, the levers reach lower.
+TEST(StepPlanTest, RecomputationFitsBelowThePrefetchFloor) {
+  for (const std::string& name : ModelNames()) {
+    SCOPED_TRACE(name);
+    const Pair pair = BuiltIn(name);
+    StepPlanOptions none;
+    none.budget_bytes = 1;
+    none.recompute = false;
+    const StepPlan floor = PlanAndCheck("lookahead", pair, none);
+    ASSERT_FALSE(floor.fits);
+    StepPlanOptions levers;
+    levers.budget_bytes = 1;
+    const StepPlan lowest = PlanAndCheck("lookahead", pair, levers);
+    ASSERT_FALSE(lowest.fits);
+    EXPECT_LE(lowest.min_feasible_bytes, floor.min_feasible_bytes);
+    if (lowest.min_feasible_bytes == floor.min_feasible_bytes) continue;  // nothing to recompute
+    StepPlanOptions between;
+    between.budget_bytes = (lowest.min_feasible_bytes + floor.min_feasible_bytes) / 2;
+    const StepPlan ours = PlanAndCheck("lookahead", pair, between);
+    EXPECT_TRUE(ours.fits);
+    EXPECT_FALSE(ours.recomputed.empty());
+    between.recompute = false;
+    EXPECT_FALSE(PlanAndCheck("lookahead", pair, between).fits);
+  }
+}
+
 TEST(StepPlanTest, UnknownSchedulerIsNotFound) {
   const Pair pair = BuiltIn("mlp");
   Graph f = pair.forward, b = pair.backward;
