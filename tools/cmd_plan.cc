@@ -24,6 +24,9 @@ constexpr FlagSpec kFlags[] = {
     {"explain", 0, "",
      "print each resident prefix ours tried: residents, their bytes, the\n"
      "forward's and backward's peaks, the step, whether it fits"},
+    {"no-recompute", 0, "",
+     "ours: never recompute saved tensors, even when nothing fits without\n"
+     "(the smallest budget reported is then the prefetch floor)"},
     {"svg", 0, "OUT",
      "draw the chosen plan's step as SVG: the forward then the backward on\n"
      "both streams above the memory curve, the boundary, the residents\n"
@@ -71,6 +74,7 @@ int Run(Invocation& in) {
   if (!budget.ok()) return in.BadInput(budget.status());
   options.budget_bytes = budget->budget_bytes;
   options.record_trace = in.Has("svg");
+  options.recompute = !in.Switch("no-recompute");
 
   std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
                static_cast<size_t>(forward->size()), static_cast<size_t>(backward->size()),
