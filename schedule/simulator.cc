@@ -448,30 +448,47 @@ absl::StatusOr<int64_t> LargestPeakBytes(std::initializer_list<const Graph*> gra
   return peak;
 }
 
-std::string ChromeTraceJson(const Graph& g, const SimulationResult& r) {
+std::string ChromeTraceJson(absl::Span<const TracePart> parts) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out.append(
       "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": "
       "\"compute\"}},\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 1, "
       "\"args\": {\"name\": \"communication\"}}");
-  for (const SimEvent& e : r.events) {
-    out.append(",\n{\"name\": ");
-    AppendJsonString(&out, g.node(e.node).name());
-    out.append(", \"cat\": ");
-    AppendJsonString(&out, g.node(e.node).target());
-    absl::StrAppend(&out, ", \"ph\": \"X\", \"pid\": 0, \"tid\": ", e.stream, ", \"ts\": ");
-    AppendJsonDouble(&out, e.start_s * 1e6);
-    out.append(", \"dur\": ");
-    AppendJsonDouble(&out, (e.end_s - e.start_s) * 1e6);
-    out.push_back('}');
-  }
-  for (const auto& [t, bytes] : r.memory) {
-    out.append(",\n{\"name\": \"memory\", \"ph\": \"C\", \"pid\": 0, \"ts\": ");
-    AppendJsonDouble(&out, t * 1e6);
-    absl::StrAppend(&out, ", \"args\": {\"bytes\": ", bytes, "}}");
+  for (const TracePart& p : parts) {
+    const Graph& g = *p.graph;
+    if (!p.label.empty()) {  // where this part begins, on the compute lane
+      out.append(",\n{\"name\": ");
+      AppendJsonString(&out, p.label);
+      out.append(", \"ph\": \"i\", \"s\": \"p\", \"pid\": 0, \"tid\": 0, \"ts\": ");
+      AppendJsonDouble(&out, p.offset_s * 1e6);
+      out.push_back('}');
+    }
+    for (const SimEvent& e : p.result->events) {
+      out.append(",\n{\"name\": ");
+      AppendJsonString(&out, g.node(e.node).name());
+      out.append(", \"cat\": ");
+      AppendJsonString(&out, g.node(e.node).target());
+      absl::StrAppend(&out, ", \"ph\": \"X\", \"pid\": 0, \"tid\": ", e.stream, ", \"ts\": ");
+      AppendJsonDouble(&out, (p.offset_s + e.start_s) * 1e6);
+      out.append(", \"dur\": ");
+      AppendJsonDouble(&out, (e.end_s - e.start_s) * 1e6);
+      out.push_back('}');
+    }
+    for (const auto& [t, bytes] : p.result->memory) {
+      out.append(",\n{\"name\": \"memory\", \"ph\": \"C\", \"pid\": 0, \"ts\": ");
+      AppendJsonDouble(&out, (p.offset_s + t) * 1e6);
+      absl::StrAppend(&out, ", \"args\": {\"bytes\": ", bytes + p.extra_bytes, "}}");
+    }
   }
   out.append("\n]}\n");
   return out;
+}
+
+std::string ChromeTraceJson(const Graph& g, const SimulationResult& r) {
+  TracePart part;
+  part.graph = &g;
+  part.result = &r;
+  return ChromeTraceJson({part});
 }
 
 std::string SimulationJsonFields(const SimulationResult& r) {

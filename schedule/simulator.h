@@ -204,6 +204,20 @@ absl::StatusOr<int64_t> LargestPeakBytes(std::initializer_list<const Graph*> gra
 // O(events + memory changes).
 std::string ChromeTraceJson(const Graph& g, const SimulationResult& r);
 
+// One graph's simulation as part of a longer trace (a training step: the forward, then the
+// backward): its events and memory placed `offset_s` later, its memory counter raised by
+// `extra_bytes`, and an instant event named `label` where it begins (none when empty).
+struct TracePart {
+  const Graph* graph = nullptr;
+  const SimulationResult* result = nullptr;
+  double offset_s = 0;
+  int64_t extra_bytes = 0;
+  std::string label;
+};
+// The trace of several parts on the same two tracks and memory counter. O(events + memory
+// changes).
+std::string ChromeTraceJson(absl::Span<const TracePart> parts);
+
 // The simulation's figures as result JSON keys (without the enclosing braces), e.g.
 // "peak_memory_bytes": 123, "step_time_s": 0.5, ... O(1).
 std::string SimulationJsonFields(const SimulationResult& r);

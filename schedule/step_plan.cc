@@ -71,6 +71,23 @@ absl::StatusOr<StepSimulation> SimulateStep(const Graph& forward, const Graph& b
   return s;
 }
 
+std::string StepChromeTraceJson(const Graph& forward, const Graph& backward,
+                                const StepSimulation& s) {
+  const StepFigures& x = s.figures;
+  TracePart f;
+  f.graph = &forward;
+  f.result = &s.forward;
+  f.extra_bytes = x.forward_peak_bytes - s.forward.peak_memory_bytes;
+  f.label = "forward";
+  TracePart b;
+  b.graph = &backward;
+  b.result = &s.backward;
+  b.offset_s = x.forward_time_s;
+  b.extra_bytes = x.backward_peak_bytes - s.backward.peak_memory_bytes;
+  b.label = "backward";
+  return ChromeTraceJson({f, b});
+}
+
 namespace {
 
 class StepSearch {

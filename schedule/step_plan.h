@@ -77,6 +77,13 @@ absl::StatusOr<StepSimulation> SimulateStep(const Graph& forward, const Graph& b
                                             const CollectiveModel& model = {},
                                             bool record_trace = false);
 
+// The step's Chrome / Perfetto trace: the forward's events, then the backward's from the
+// forward's end (an instant event marks each graph's start), the memory counter of each with
+// the residents only the other graph gathers added. Both simulations must carry their traces.
+// O(events + memory changes).
+std::string StepChromeTraceJson(const Graph& forward, const Graph& backward,
+                                const StepSimulation& s);
+
 // What PlanStep is given.
 struct StepPlanOptions {
   // The cap on the step's peak (StepFigures::peak_memory_bytes); none: no limit. The

@@ -184,6 +184,27 @@ TEST(StepPlanTest, RecomputationFitsBelowThePrefetchFloor) {
   }
 }
 
+// The step's trace: both graphs' events on one time line, the backward's after the
+// forward's end, each graph's start marked.
+TEST(StepPlanTest, TheTraceShowsTheForwardThenTheBackward) {
+  const Pair pair = BuiltIn("gpt2");
+  Graph f = pair.forward, b = pair.backward;
+  StepPlanOptions o;
+  o.record_trace = true;
+  absl::StatusOr<StepPlan> plan = PlanStep("lookahead", &f, &b, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string trace = StepChromeTraceJson(f, b, plan->simulation);
+  auto count = [&](const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = trace.find(what); at != std::string::npos; at = trace.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("\"ph\": \"X\""), static_cast<int64_t>(plan->simulation.forward.events.size() +
+                                                         plan->simulation.backward.events.size()));
+  EXPECT_EQ(count("\"ph\": \"i\""), 2);
+  EXPECT_NE(trace.find("{\"name\": \"backward\""), std::string::npos);
+}
+
 TEST(StepPlanTest, UnknownSchedulerIsNotFound) {
   const Pair pair = BuiltIn("mlp");
   Graph f = pair.forward, b = pair.backward;

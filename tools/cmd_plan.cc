@@ -24,6 +24,10 @@ constexpr FlagSpec kFlags[] = {
     {"explain", 0, "",
      "print each resident prefix ours tried: residents, their bytes, the\n"
      "forward's and backward's peaks, the step, whether it fits"},
+    {"trace", 0, "OUT",
+     "write the chosen plan's step as a Chrome / Perfetto trace (the forward,\n"
+     "then the backward)",
+     true},
     {"no-recompute", 0, "",
      "ours: never recompute saved tensors, even when nothing fits without\n"
      "(the smallest budget reported is then the prefetch floor)"},
@@ -73,7 +77,7 @@ int Run(Invocation& in) {
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *forward);
   if (!budget.ok()) return in.BadInput(budget.status());
   options.budget_bytes = budget->budget_bytes;
-  options.record_trace = in.Has("svg");
+  options.record_trace = in.Has("svg") || in.Has("trace");
   options.recompute = !in.Switch("no-recompute");
 
   std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
@@ -108,6 +112,11 @@ int Run(Invocation& in) {
         return in.BadInput(s);
       }
     }
+  }
+  if (std::optional<std::string> path = in.Path("trace")) {
+    const std::string text =
+        StepChromeTraceJson(chosen_forward, chosen_backward, chosen->simulation);
+    if (absl::Status s = WriteTextFile(in, *path, text); !s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> path = in.Path("svg")) {
     TimelineSvgOptions svg;
