@@ -42,8 +42,12 @@ StepPlan PlanAndCheck(const std::string& algorithm, const Pair& pair,
   EXPECT_EQ(x.peak_memory_bytes, std::max(x.forward_peak_bytes, x.backward_peak_bytes));
   // Residents are applied to both graphs, and only ours keeps any.
   EXPECT_EQ(static_cast<int64_t>(plan->resident.size()), x.residents) << algorithm;
-  if (algorithm != "lookahead") EXPECT_EQ(x.residents, 0) << algorithm;
-  if (plan->fits && options.budget_bytes) EXPECT_LE(x.peak_memory_bytes, *options.budget_bytes);
+  if (algorithm != "lookahead") {
+    EXPECT_EQ(x.residents, 0) << algorithm;
+  }
+  if (plan->fits && options.budget_bytes) {
+    EXPECT_LE(x.peak_memory_bytes, *options.budget_bytes);
+  }
   return *plan;
 }
 
@@ -122,8 +126,12 @@ TEST(StepPlanTest, ResidentsAreHeldAcrossBothGraphs) {
       const Node& n = g->node(id);
       const bool kept =
           std::find(plan->resident.begin(), plan->resident.end(), DsId(n)) != plan->resident.end();
-      if (IsAllgather(n) && kept) EXPECT_TRUE(IsPersistentAllgather(n)) << n.name();
-      if (IsRelease(n)) EXPECT_FALSE(kept) << n.name();
+      if (IsAllgather(n) && kept) {
+        EXPECT_TRUE(IsPersistentAllgather(n)) << n.name();
+      }
+      if (IsRelease(n)) {
+        EXPECT_FALSE(kept) << n.name();
+      }
     }
   }
   ASSERT_FALSE(plan->candidates.empty());
