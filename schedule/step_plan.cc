@@ -27,6 +27,27 @@ absl::flat_hash_map<int64_t, int64_t> GatheredBytes(const Graph& g, bool persist
   return bytes;
 }
 
+// The step's residents: persistent in either graph, held for the whole step. Each graph's own
+// simulation counts the ones it holds persistent; `only_forward` (only the forward gathers
+// them) are added to the backward's peak, `only_backward` to the forward's.
+struct StepResidents {
+  int64_t count = 0, bytes = 0, only_forward = 0, only_backward = 0;
+};
+StepResidents Residents(const Graph& forward, const Graph& backward) {
+  const absl::flat_hash_map<int64_t, int64_t> f = GatheredBytes(forward, true);
+  const absl::flat_hash_map<int64_t, int64_t> b = GatheredBytes(backward, true);
+  std::map<int64_t, int64_t> all(f.begin(), f.end());
+  for (const auto& [ds, bytes] : b) all[ds] = std::max(all[ds], bytes);
+  StepResidents r;
+  for (const auto& [ds, bytes] : all) {
+    r.bytes += bytes;
+    ++r.count;
+    if (!f.contains(ds)) r.only_backward += bytes;
+    if (!b.contains(ds)) r.only_forward += bytes;
+  }
+  return r;
+}
+
 bool Fits(const std::optional<int64_t>& budget, int64_t peak) { return !budget || peak <= *budget; }
 
 // Both graphs of one evaluation, final, with what ours decided in each.
@@ -45,22 +66,12 @@ absl::StatusOr<StepSimulation> SimulateStep(const Graph& forward, const Graph& b
   StepSimulation s;
   OVERLAP_ASSIGN_OR_RETURN(s.forward, Simulator(forward, model).Run(forward.OrderVector(), o));
   OVERLAP_ASSIGN_OR_RETURN(s.backward, Simulator(backward, model).Run(backward.OrderVector(), o));
-  // Residents: persistent in either graph, held for the whole step; each graph's own
-  // simulation counts the ones it holds persistent, the other's are added.
-  const absl::flat_hash_map<int64_t, int64_t> f = GatheredBytes(forward, true);
-  const absl::flat_hash_map<int64_t, int64_t> b = GatheredBytes(backward, true);
-  std::map<int64_t, int64_t> all(f.begin(), f.end());
-  for (const auto& [ds, bytes] : b) all[ds] = std::max(all[ds], bytes);
+  const StepResidents r = Residents(forward, backward);
   StepFigures& x = s.figures;
-  int64_t only_b = 0, only_f = 0;
-  for (const auto& [ds, bytes] : all) {
-    x.resident_bytes += bytes;
-    ++x.residents;
-    if (!f.contains(ds)) only_b += bytes;
-    if (!b.contains(ds)) only_f += bytes;
-  }
-  x.forward_peak_bytes = s.forward.peak_memory_bytes + only_b;
-  x.backward_peak_bytes = s.backward.peak_memory_bytes + only_f;
+  x.resident_bytes = r.bytes;
+  x.residents = r.count;
+  x.forward_peak_bytes = s.forward.peak_memory_bytes + r.only_backward;
+  x.backward_peak_bytes = s.backward.peak_memory_bytes + r.only_forward;
   x.peak_memory_bytes = std::max(x.forward_peak_bytes, x.backward_peak_bytes);
   x.forward_time_s = s.forward.step_time_s;
   x.backward_time_s = s.backward.step_time_s;
@@ -196,23 +207,15 @@ class StepSearch {
     const absl::Span<const int64_t> resident(ranked_.data(), n);
     OVERLAP_RETURN_IF_ERROR(MakeResident(&e->forward, resident));
     OVERLAP_RETURN_IF_ERROR(MakeResident(&e->backward, resident));
-    const absl::flat_hash_map<int64_t, int64_t> f = GatheredBytes(e->forward, true);
-    const absl::flat_hash_map<int64_t, int64_t> b = GatheredBytes(e->backward, true);
-    int64_t only_f = 0, only_b = 0;
-    for (const auto& [ds, bytes] : f) {
-      if (!b.contains(ds)) only_f += bytes;
-    }
-    for (const auto& [ds, bytes] : b) {
-      if (!f.contains(ds)) only_b += bytes;
-    }
+    const StepResidents r = Residents(e->forward, e->backward);
     auto less = [&](int64_t extra) -> std::optional<int64_t> {
       if (!options_.budget_bytes) return std::nullopt;
       return std::max<int64_t>(0, *options_.budget_bytes - extra);
     };
-    OVERLAP_ASSIGN_OR_RETURN(e->forward_report,
-                             RunScheduler("lookahead", &e->forward, PerGraph(less(only_b))));
-    OVERLAP_ASSIGN_OR_RETURN(e->backward_report,
-                             RunScheduler("lookahead", &e->backward, PerGraph(less(only_f))));
+    OVERLAP_ASSIGN_OR_RETURN(
+        e->forward_report, RunScheduler("lookahead", &e->forward, PerGraph(less(r.only_backward))));
+    OVERLAP_ASSIGN_OR_RETURN(e->backward_report, RunScheduler("lookahead", &e->backward,
+                                                              PerGraph(less(r.only_forward))));
     OVERLAP_ASSIGN_OR_RETURN(const StepSimulation s,
                              SimulateStep(e->forward, e->backward, options_.collectives));
     e->row.residents = static_cast<int64_t>(n);

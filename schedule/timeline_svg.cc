@@ -63,7 +63,7 @@ struct Bar {
   double x0, x1;
   BarKind kind;
   int members;
-  NodeId node;  // the first bar's index in Picture::bars
+  size_t first;  // the first merged bar's index in Picture::bars
 };
 
 // What a picture draws, whatever it came from: bars on the two lanes in time order per lane,
@@ -147,7 +147,7 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
         ++bars.back().members;
         continue;
       }
-      bars.push_back({x0, x1, e.kind, 1, static_cast<NodeId>(k)});
+      bars.push_back({x0, x1, e.kind, 1, k});
     }
     for (const Bar& b : bars) {
       absl::StrAppendFormat(&out,
@@ -156,10 +156,10 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
                             b.x0, y + 2, std::max(b.x1 - b.x0, 0.5), kLaneHeight - 4,
                             kBarColor[b.kind]);
       if (b.members == 1) {
-        AppendXmlText(&out, r.bars[b.node].name);
+        AppendXmlText(&out, r.bars[b.first].name);
       } else {
         absl::StrAppend(&out, b.members, " nodes from ");
-        AppendXmlText(&out, r.bars[b.node].name);
+        AppendXmlText(&out, r.bars[b.first].name);
       }
       out.append("</title></rect>\n");
     }
