@@ -1983,6 +1983,159 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
   return done;
 }
 
+namespace {
+
+// Whether a forward placeholder is an input (data, not a parameter): no meta.param, no
+// parameter-table row, not gathered.
+bool IsInputPlaceholder(const Graph& f, const Node& n) {
+  if (n.op() != Op::kPlaceholder || n.meta().has_param || !f.ParamsOwnedBy(n.name()).empty()) {
+    return false;
+  }
+  for (NodeId u : n.users()) {
+    if (absl::StartsWith(f.node(u).target(), "dc.allgather")) return false;
+  }
+  return true;
+}
+
+// Whether a saved group can live in host memory between the graphs (OffloadCandidate).
+bool Offloadable(const Graph& f, const SavedGroup& g) {
+  const Node& root = f.node(g.root);
+  const bool made = root.op() == Op::kCallFunction && !absl::StartsWith(root.target(), "dc.");
+  if (!(made || IsInputPlaceholder(f, root)) || !root.meta().has_tensor_size ||
+      root.meta().tensor_size <= 0) {
+    return false;
+  }
+  for (NodeId m : g.members) {
+    const Node& n = f.node(m);
+    if (!n.meta().has_tensor_size || n.meta().tensor_size <= 0) return false;
+  }
+  return true;
+}
+
+// The largest host-op id in a graph, -1 when it has none.
+int64_t LargestHostId(const Graph& g) {
+  int64_t largest = -1;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op() != Op::kCallFunction || !absl::StartsWith(n.target(), "dc.") ||
+        (n.target() != "dc.offload_tensor" && n.target() != "dc.reload_tensor" &&
+         n.target() != "dc.wait_reload")) {
+      continue;
+    }
+    if (n.args().size() > 2 && n.args()[2].kind() == Value::Kind::kInt) {
+      largest = std::max(largest, n.args()[2].as_int());
+    }
+  }
+  return largest;
+}
+
+// A fresh node name from `base`.
+std::string FreshName(const Graph& a, const Graph& b, const std::string& base) {
+  std::string name = base;
+  for (int k = 2; a.FindNode(name) != kNoNode || b.FindNode(name) != kNoNode; ++k) {
+    name = absl::StrCat(base, "_", k);
+  }
+  return name;
+}
+
+}  // namespace
+
+std::vector<OffloadCandidate> OffloadCandidates(const Graph& forward, const Graph& backward) {
+  const BackwardInputs in = ReadBackwardInputs(backward);
+  std::vector<OffloadCandidate> out;
+  for (const SavedGroup& g : SavedGroups(forward, in)) {
+    if (!Offloadable(forward, g)) continue;
+    int64_t copy = 0;
+    for (NodeId m : g.members) copy += forward.node(m).meta().tensor_size;
+    out.push_back(
+        {forward.node(g.members.front()).name(), forward.node(g.root).meta().tensor_size, copy});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
+                                     absl::Span<const std::string> names) {
+  Graph& f = *forward;
+  Graph& b = *backward;
+  int64_t next_id = std::max(LargestHostId(f), LargestHostId(b)) + 1;
+  int64_t done = 0;
+  for (const std::string& name : names) {
+    const BackwardInputs in = ReadBackwardInputs(b);
+    const NodeId named = f.FindNode(name);
+    if (named == kNoNode) continue;
+    const std::vector<SavedGroup> groups = SavedGroups(f, in);
+    const SavedGroup* group = nullptr;
+    for (const SavedGroup& g : groups) {
+      for (NodeId m : g.members) {
+        if (m == named) group = &g;
+      }
+    }
+    if (group == nullptr || !Offloadable(f, *group)) continue;
+    const NodeId out_id = ListOutput(f);
+    if (out_id == kNoNode) continue;
+    for (NodeId m : group->members) {
+      const Node& value = f.node(m);
+      const std::string host = FreshName(f, b, absl::StrCat(value.name(), "__host"));
+      const int64_t id = next_id++;
+      // The forward: the copy right after the value, returned in its place.
+      OVERLAP_ASSIGN_OR_RETURN(
+          const NodeId h,
+          f.AddNode(Op::kCallFunction, host, "dc.offload_tensor",
+                    {Value::Ref(m), Value::Int(0), Value::Int(id)}, {}, InsertPoint::After(m)));
+      NodeMeta meta = f.node(m).meta();
+      meta.has_device_time = false;
+      meta.device_time = 0;
+      meta.has_aliases_input = false;
+      meta.aliases_input = false;
+      meta.has_param = false;
+      meta.param.clear();
+      f.mutable_node(h).mutable_meta() = meta;
+      std::vector<Value> items = f.node(out_id).args()[0].items();
+      for (size_t i = static_cast<size_t>(std::max<int64_t>(in.tangents, 0)); i < items.size();
+           ++i) {
+        if (items[i].is_ref() && items[i].as_ref() == m) items[i] = Value::Ref(h);
+      }
+      std::vector<Value> out_args = f.node(out_id).args();
+      out_args[0] = Value::List(std::move(items));
+      OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(out_args), f.node(out_id).kwargs()));
+      // The backward: the placeholder holds the host copy; the copy back goes before its
+      // first reader.
+      const NodeId p = in.placeholder.at(f.node(m).name());
+      NodeId first = kNoNode;
+      for (NodeId id2 : b.order()) {
+        if (std::find(b.node(p).users().begin(), b.node(p).users().end(), id2) !=
+            b.node(p).users().end()) {
+          first = id2;
+          break;
+        }
+      }
+      const InsertPoint at = first == kNoNode ? InsertPoint::End() : InsertPoint::Before(first);
+      const std::string reload = FreshName(f, b, absl::StrCat(f.node(m).name(), "__reload"));
+      const std::string reloaded = FreshName(f, b, absl::StrCat(f.node(m).name(), "__reloaded"));
+      const bool target_is_name = b.node(p).target() == b.node(p).name();
+      OVERLAP_RETURN_IF_ERROR(b.Rename(p, host));
+      if (target_is_name) b.set_target(p, host);
+      NodeMeta pmeta = b.node(p).meta();
+      pmeta.has_device_time = false;
+      pmeta.device_time = 0;
+      pmeta.has_aliases_input = false;
+      pmeta.aliases_input = false;
+      OVERLAP_ASSIGN_OR_RETURN(const NodeId r,
+                               b.AddNode(Op::kCallFunction, reload, "dc.reload_tensor",
+                                         {Value::Ref(p), Value::Int(1), Value::Int(id)}, {}, at));
+      b.mutable_node(r).mutable_meta() = pmeta;
+      OVERLAP_ASSIGN_OR_RETURN(const NodeId w,
+                               b.AddNode(Op::kCallFunction, reloaded, "dc.wait_reload",
+                                         {Value::Ref(r), Value::Int(1), Value::Int(id)}, {}, at));
+      b.mutable_node(w).mutable_meta() = pmeta;
+      // Every reader but the reload now reads the arrived copy.
+      b.ReplaceAllUsesWith(p, w, [&](const Node& user) { return user.id() != r; });
+    }
+    ++done;
+  }
+  return done;
+}
+
 absl::StatusOr<int64_t> TightenPairMemory(AotPair* pair) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t changed, ShareSavedReshapes(pair));
   OVERLAP_ASSIGN_OR_RETURN(const int64_t masks, MaskActivationBackwardsByOutputs(pair));

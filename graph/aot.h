@@ -120,6 +120,35 @@ std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const 
 absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
                                        absl::Span<const std::string> names);
 
+// A saved group the step may keep in host memory instead (activation offloading): the
+// group's storage is freed on the device once its copies to the host have finished, and the
+// backward copies each saved value back before its first reader. A group qualifies when its
+// root is a call_function other than a dc.* op, or an input placeholder (data: no
+// meta.param, no parameter-table row, not gathered), with meta.tensor_size > 0, and each
+// member states its tensor_size (a saved parameter is gathered again, not offloaded).
+// `bytes`: the root's meta.tensor_size, what the device stops holding between the copies;
+// `copy_bytes`: the members' meta.tensor_size summed, what each direction moves.
+struct OffloadCandidate {
+  std::string name;  // the group's first saved value
+  int64_t bytes = 0;
+  int64_t copy_bytes = 0;
+};
+
+// Every group OffloadSaved can offload, in the forward's output order, of a pair following
+// the AOT calling convention (graphs with ZeRO-3 ops too). O(N + E).
+std::vector<OffloadCandidate> OffloadCandidates(const Graph& forward, const Graph& backward);
+
+// Offloading of the groups holding the named saved values: for each member m, the forward
+// runs H = dc.offload_tensor(m, 0, id) right after m and returns H (named m__host) in m's
+// place; the backward's placeholder becomes H's (renamed m__host: a host tensor), and
+// R = dc.reload_tensor(H, 1, id) (m__reload) then W = dc.wait_reload(R, 1, id)
+// (m__reloaded) run just before its first reader, which reads W. `id`s are fresh in the
+// pair. A schedule places them (step_plan.h's PlaceHostCopies); the simulator runs them on
+// the host link (simulator.h). Names are applied in order; one whose group is not (or no
+// longer) a candidate is skipped. Returns how many groups were offloaded. O(N + E) per name.
+absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
+                                     absl::Span<const std::string> names);
+
 // hardtanh's backward masked by the forward's output instead of its input, when the output
 // is saved anyway: (out > min) & (out < max) is (in > min) & (in < max) for out = clamp(in,
 // min, max) with min <= max (NaN passes both ways), so the results are the same bit for

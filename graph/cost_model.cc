@@ -109,11 +109,17 @@ double CollectiveModel::ReduceScatter(int64_t bytes) const {
 }
 double CollectiveModel::Allreduce(int64_t bytes) const { return Ring(*this, allreduce, 2, bytes); }
 
+double CollectiveModel::HostCopy(int64_t bytes) const {
+  if (bytes <= 0) return 0;
+  return host_latency_s + static_cast<double>(bytes) / host_bandwidth_bytes_per_s;
+}
+
 bool CollectiveModel::Valid() const {
   for (const Fit* f : {&allgather, &reduce_scatter, &allreduce}) {
     if (!(f->latency_s >= 0) || !(f->bandwidth_bytes_per_s >= 0)) return false;
   }
-  return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0;
+  return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0 && host_latency_s >= 0 &&
+         host_bandwidth_bytes_per_s > 0;
 }
 
 std::string CollectiveModelJson(const CollectiveModel& m) {
@@ -128,7 +134,9 @@ std::string CollectiveModelJson(const CollectiveModel& m) {
                           ",\n \"%s\": {\"latency_s\": %.9g, \"bandwidth_bytes_per_s\": %.9g}",
                           name, fit->latency_s, fit->bandwidth_bytes_per_s);
   }
-  absl::StrAppend(&out, "}\n");
+  absl::StrAppendFormat(&out,
+                        ",\n \"host_latency_s\": %.9g, \"host_bandwidth_bytes_per_s\": %.9g}\n",
+                        m.host_latency_s, m.host_bandwidth_bytes_per_s);
   return out;
 }
 
@@ -171,6 +179,8 @@ class ModelReader {
         has_bandwidth = true;
         return Number(m.bandwidth_bytes_per_s);
       }
+      if (key == "host_latency_s") return Number(m.host_latency_s);
+      if (key == "host_bandwidth_bytes_per_s") return Number(m.host_bandwidth_bytes_per_s);
       return Skip();
     };
     if (absl::Status s = Object(top); !s.ok()) return s;

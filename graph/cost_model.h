@@ -69,11 +69,18 @@ struct CollectiveModel {
     double bandwidth_bytes_per_s = 0;
   };
   Fit allgather, reduce_scatter, allreduce;
+  // The host link that offloaded tensors move over (device <-> host memory, PCIe-like):
+  // a copy of B bytes takes host_latency_s + B / host_bandwidth_bytes_per_s, one copy at a
+  // time. An infinite bandwidth with zero latency makes copies free (SimulateAlone).
+  double host_latency_s = 0;
+  double host_bandwidth_bytes_per_s = 25e9;
   double Allgather(int64_t bytes) const;
   double ReduceScatter(int64_t bytes) const;
   double Allreduce(int64_t bytes) const;
+  // Seconds for one copy of `bytes` over the host link (0 for 0 bytes). O(1).
+  double HostCopy(int64_t bytes) const;
   // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0; fits with
-  // latency >= 0 and bandwidth >= 0).
+  // latency >= 0 and bandwidth >= 0; the host link's latency >= 0 and bandwidth > 0).
   bool Valid() const;
 };
 
@@ -81,7 +88,8 @@ struct CollectiveModel {
 //   {"format": "overlap-collective-model", "version": 1, "world_size": 4,
 //    "latency_s": ..., "bandwidth_bytes_per_s": ...,
 //    "allgather": {"latency_s": ..., "bandwidth_bytes_per_s": ...},
-//    "reduce_scatter": {...}, "allreduce": {...}}
+//    "reduce_scatter": {...}, "allreduce": {...},
+//    "host_latency_s": ..., "host_bandwidth_bytes_per_s": ...}  (optional: the defaults)
 // Bandwidths are bus bandwidths (nccl-tests' busbw). Unknown keys are ignored; the shared
 // figures are required. O(size).
 std::string CollectiveModelJson(const CollectiveModel& m);

@@ -7,6 +7,16 @@
 //   %w   = dc.wait_allgather(%ag, graph_id, ds_id)
 //   %r   = dc.release_param(%use, graph_id, ds_id, n_users)
 //   %red = dc.reduce_grad(%grad, graph_id, ds_id)
+//
+// and the host-memory ops of activation offloading (a saved tensor moved to host memory in
+// the forward and brought back in the backward; docs/deepcompile.md, "Offload"):
+//
+//   %h   = dc.offload_tensor(%x, graph_id, id)   copies %x to host memory (the host link)
+//   %d   = dc.reload_tensor(%h, graph_id, id)    copies host tensor %h back to the device
+//   %v   = dc.wait_reload(%d, graph_id, id)      blocks compute until %d has arrived
+//
+// `id` names the offloaded tensor (an int >= 0, the same on its three ops); it is not a
+// parameter-table index.
 #ifndef OVERLAP_GRAPH_DC_OPS_H_
 #define OVERLAP_GRAPH_DC_OPS_H_
 
@@ -21,13 +31,16 @@ inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
 inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
 inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
 inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
+inline constexpr absl::string_view kOffloadTarget = "dc.offload_tensor";
+inline constexpr absl::string_view kReloadTarget = "dc.reload_tensor";
+inline constexpr absl::string_view kWaitReloadTarget = "dc.wait_reload";
 // Every ZeRO-3 target starts with this; other dc.* targets (DeepCompile has more) are
 // accepted unchecked.
 inline constexpr absl::string_view kZero3Prefix = "dc.";
 
 // Positions of the ops' arguments: args[0] is the tensor the op acts on.
 inline constexpr size_t kGraphIdArg = 1;
-inline constexpr size_t kDsIdArg = 2;
+inline constexpr size_t kDsIdArg = 2;    // the host-memory ops' id
 inline constexpr size_t kNUsersArg = 3;  // releases only
 
 }  // namespace overlap

@@ -210,6 +210,39 @@ std::optional<int64_t> IntArgAt(const Node& n, size_t i) {
   return n.args()[i].as_int();
 }
 
+// A host-memory op (graph/dc_ops.h): (tensor, graph_id, id), ints >= 0; a reload reads a
+// placeholder (the host tensor a forward offloaded) or an offload; a wait_reload reads a
+// reload with the same id, one wait per reload.
+absl::Status VerifyHostOp(const Graph& g, const Node& n, absl::flat_hash_set<NodeId>* waited) {
+  if (n.args().size() != 3) {
+    return NodeError(n, absl::StrCat(n.target(), " takes 3 arguments (tensor, graph_id, id), got ",
+                                     n.args().size()));
+  }
+  if (!n.args()[0].is_ref()) return NodeError(n, "args[0] must be a node reference");
+  const std::optional<int64_t> graph_id = IntArgAt(n, kGraphIdArg);
+  if (!graph_id || *graph_id < 0) return NodeError(n, "graph_id (args[1]) must be an int >= 0");
+  const std::optional<int64_t> id = IntArgAt(n, kDsIdArg);
+  if (!id || *id < 0) return NodeError(n, "id (args[2]) must be an int >= 0");
+  const Node& in = g.node(n.args()[0].as_ref());
+  if (n.target() == kReloadTarget && in.op() != Op::kPlaceholder &&
+      !(in.op() == Op::kCallFunction && in.target() == kOffloadTarget)) {
+    return NodeError(n, "a reload must read a placeholder (a host tensor) or a dc.offload_tensor");
+  }
+  if (n.target() == kWaitReloadTarget) {
+    if (in.op() != Op::kCallFunction || in.target() != kReloadTarget) {
+      return NodeError(n, "a wait_reload must read a dc.reload_tensor");
+    }
+    if (IntArgAt(in, kDsIdArg) != id) {
+      return NodeError(n, absl::StrCat("waits on \"", in.name(), "\" with a different id"));
+    }
+    if (!waited->insert(in.id()).second) {
+      return NodeError(n,
+                       absl::StrCat("a second wait on \"", in.name(), "\" (one wait per reload)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The ZeRO-3 ops (graph/dc_ops.h): arity and argument types, ds_id a parameter-table index,
 // an allgather reading its parameter's placeholder (or another node) with that ds_id, a
 // wait reading an allgather with the same ds_id (one wait per allgather), n_users >= 1.
@@ -221,6 +254,11 @@ absl::Status VerifyZero3Ops(const Graph& g) {
     if (n.op() != Op::kCallFunction || !absl::StartsWith(n.target(), kZero3Prefix)) continue;
     const bool allgather = n.target() == kAllgatherTarget, wait = n.target() == kWaitTarget;
     const bool release = n.target() == kReleaseTarget, reduce = n.target() == kReduceTarget;
+    if (n.target() == kOffloadTarget || n.target() == kReloadTarget ||
+        n.target() == kWaitReloadTarget) {
+      OVERLAP_RETURN_IF_ERROR(VerifyHostOp(g, n, &waited));
+      continue;
+    }
     if (!allgather && !wait && !release && !reduce) continue;  // other DeepCompile ops
     const size_t arity = release ? 4 : 3;
     if (n.args().size() != arity) {

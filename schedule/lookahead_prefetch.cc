@@ -9,6 +9,7 @@
 #include "graph/errors.h"
 #include "graph/status_macros.h"
 #include "schedule/fast_free.h"
+#include "schedule/host_copies.h"
 #include "schedule/list_schedule.h"
 #include "schedule/simple_prefetch.h"
 #include "schedule/simulator.h"
@@ -95,6 +96,7 @@ struct Evaluation {
   std::vector<LookaheadCandidate> rows;
   std::vector<size_t> choices;
   bool reached_compute = false;
+  std::vector<NodeId> unplaced;  // before its host copies were placed (host_copies.h)
 };
 
 // The search over candidates S_k of one graph: what depends on the graph alone is computed
@@ -120,6 +122,7 @@ class LookaheadSearch {
   // the simulator's O(N) order check; otherwise (hand-written dc ops) each is checked.
   void FindGathers() {
     base_ = g_.OrderVector();
+    clean_ = !HasHostCopies(g_);  // placed host copies: each candidate is checked
     position_.assign(g_.id_bound(), 0);
     for (size_t i = 0; i < base_.size(); ++i) position_[base_[i]] = static_cast<int64_t>(i);
     moved_.assign(g_.id_bound(), 0);
@@ -283,8 +286,22 @@ class LookaheadSearch {
 
   // Evaluates S_k on its own (so candidates can be evaluated in parallel).
   void Evaluate(int k, Evaluation* e) const {
-    e->order = Candidate(base_, position_, gathers_, moved_, k);
+    e->unplaced = Candidate(base_, position_, gathers_, moved_, k);
+    e->order = PlaceHostCopies(g_, e->unplaced, model_, &simulator_);
     e->status = EvaluateOrder(k, e);
+    ReloadJustInTimeIfOver(k, e);
+  }
+
+  // An order whose reloads, issued to hide behind compute, do not fit: the same order with
+  // each reload just before its wait (memory held only while it is needed, compute stalling
+  // for the copies) when that holds less.
+  void ReloadJustInTimeIfOver(int k, Evaluation* e) const {
+    if (!e->status.ok() || e->fits || e->unplaced.empty() || !HasHostCopies(g_)) return;
+    Evaluation jit;
+    jit.base = e->base;
+    jit.order = PlaceHostCopies(g_, e->unplaced, model_, nullptr, HostCopyPlacement::kJustInTime);
+    jit.status = EvaluateOrder(k, &jit);
+    if (jit.status.ok() && jit.peak < e->peak) *e = std::move(jit);
   }
 
   // Evaluates e->order (S_k, or a baseline's order): plain, then each reduce-scatter cap
@@ -334,7 +351,8 @@ class LookaheadSearch {
       e.base = b.name;
       std::stable_partition(order->begin(), order->end(),
                             [&](NodeId id) { return g_.node(id).op() != Op::kOutput; });
-      e.order = *std::move(order);
+      e.unplaced = *std::move(order);
+      e.order = PlaceHostCopies(g_, e.unplaced, model_, &simulator_);
       out.push_back(std::move(e));
     }
     return out;
@@ -393,6 +411,8 @@ class LookaheadSearch {
         continue;
       }
       OVERLAP_RETURN_IF_ERROR(EvaluateOrder(0, &e));
+      ReloadJustInTimeIfOver(0, &e);
+      OVERLAP_RETURN_IF_ERROR(e.status);
       Take(0, std::move(e));
     }
     return Result();

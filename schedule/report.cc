@@ -194,6 +194,12 @@ std::string FormatStepSummary(const StepPlan& p) {
     absl::StrAppend(&out, "; recomputes ", p.recomputed.size(), " saved tensors (",
                     FormatBytes(bytes), " not kept, ", FormatSeconds(seconds), " of compute)");
   }
+  if (!p.offloaded.empty()) {
+    int64_t bytes = 0;
+    for (const OffloadCandidate& c : p.offloaded) bytes += c.bytes;
+    absl::StrAppend(&out, "; offloads ", p.offloaded.size(), " saved tensors (", FormatBytes(bytes),
+                    " in host memory, ", FormatSeconds(x.host_s), " on the host link)");
+  }
   return out + "\n";
 }
 
@@ -202,12 +208,24 @@ std::string FormatStepExplainTable(const StepPlan& p) {
   std::string out;
   if (!p.recomputed.empty()) {
     out +=
-        "no order fitted with every saved tensor kept: the backward recomputes these (cheapest "
-        "first, bytes not kept per second of compute; the fewest that fit):\n"
+        "no order fitted with every saved tensor kept: the backward recomputes these (each saved "
+        "tensor's cheaper lever; cheapest first, bytes not kept per second; the fewest that "
+        "fit):\n"
         "  saved tensor                              bytes     compute\n";
     for (const RecomputeCandidate& c : p.recomputed) {
       absl::StrAppendFormat(&out, "  %-36s %11s %11s\n", c.name, FormatBytes(c.bytes),
                             FormatSeconds(c.seconds));
+    }
+  }
+  if (!p.offloaded.empty()) {
+    out +=
+        "no order fitted with every saved tensor kept: these live in host memory between the "
+        "forward and the backward (offloaded after they are made, reloaded before their first "
+        "reader; recomputing them would cost more):\n"
+        "  saved tensor                              bytes      copied\n";
+    for (const OffloadCandidate& c : p.offloaded) {
+      absl::StrAppendFormat(&out, "  %-36s %11s %11s\n", c.name, FormatBytes(c.bytes),
+                            FormatBytes(c.copy_bytes));
     }
   }
   out +=

@@ -43,12 +43,14 @@ std::string FormatStepTable(absl::Span<const std::pair<std::string, StepPlan>> p
 
 // "<algorithm>: step S = forward F + backward B; peak P (forward X, backward Y); N resident
 // parameters (R)[; reduce-scatter buckets of C][; recomputes K saved tensors (B not kept, T
-// of compute)]\n". O(recomputed).
+// of compute)][; offloads K saved tensors (B in host memory, T on the host link)]\n".
+// O(recomputed + offloaded).
 std::string FormatStepSummary(const StepPlan& p);
 
-// Ours' explanation: the saved tensors it recomputes (when it had to), then its resident
-// prefixes as a table: residents, their bytes, each graph's peak, the step, whether it fits,
-// the chosen one marked. Empty when ours tried none. O(candidates + recomputed).
+// Ours' explanation: the saved tensors it recomputes and those it offloads (when it had to),
+// then its resident prefixes as a table: residents, their bytes, each graph's peak, the step,
+// whether it fits, the chosen one marked. Empty when ours tried none. O(candidates +
+// recomputed + offloaded).
 std::string FormatStepExplainTable(const StepPlan& p);
 
 }  // namespace overlap

@@ -1,6 +1,7 @@
 #include "schedule/simulator.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -45,7 +46,7 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
     bool counted = false;
     if (n.op() == Op::kPlaceholder) {
       kind_[id] = kInstant;
-      counted = !IsParameterShard(g, id);
+      counted = !IsParameterShard(g, id) && !IsHostTensor(g, id);
       at_start_[id] = counted;
       time_[id] = 0;
     } else if (n.op() == Op::kOutput || n.op() == Op::kGetAttr) {
@@ -58,7 +59,14 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       kind_[id] = kReduce;
       bucket_[id] = ReduceBucket(n);
       time_[id] = model.ReduceScatter(bytes_[id]);
-    } else if (IsWait(n)) {
+    } else if (IsOffload(n)) {  // its result is host memory: no storage
+      kind_[id] = kOffload;
+      time_[id] = model.HostCopy(bytes_[id]);
+    } else if (IsReload(n)) {
+      kind_[id] = kReload;
+      time_[id] = model.HostCopy(bytes_[id]);
+      counted = true;
+    } else if (IsWait(n) || IsWaitReload(n)) {
       kind_[id] = kWait;
       time_[id] = 0;
     } else if (IsRelease(n)) {
@@ -175,6 +183,7 @@ struct Simulator::Timeline {
   std::vector<int64_t> pos;  // position in the order
   double compute_t = 0;      // when compute is free
   double comm_free = 0;      // when the communication stream is free
+  double host_free = 0;      // when the host link is free
   // Gathered-parameter memory changes, in (time, pos) order.
   std::vector<MemEvent> gather_deltas;
 };
@@ -287,6 +296,16 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
         }
         break;
       }
+      case kOffload:
+      case kReload: {  // the host link: issued here (start), copied when the link is free
+        start[id] = now;
+        const double begin = std::max(now, t->host_free);
+        end[id] = begin + time_[id];
+        t->host_free = end[id];
+        r->host_s += time_[id];
+        if (record) r->events.push_back({id, 2, begin, end[id]});
+        break;
+      }
       case kWait: {
         const Node& n = g_.node(id);
         if (!n.inputs().empty()) t->compute_t = std::max(now, end[n.inputs()[0]]);
@@ -394,17 +413,22 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
   for (int64_t ds : options.resident) erased.Add(ds);
   Buckets buckets = AssignBuckets(order, options.reduce_bucket_bytes);
   RunStreams(order, residents, buckets, options.record_trace, &t, &r);
-  r.step_time_s = std::max(t.compute_t, t.comm_free);
+  r.step_time_s = std::max({t.compute_t, t.comm_free, t.host_free});
   PeakMemory(order, erased, options.record_trace, r.step_time_s, &t, &r);
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_s);
-  r.lower_bound_s = std::max(r.compute_s, r.comm_s);
+  r.lower_bound_s = std::max({r.compute_s, r.comm_s, r.host_s});
   return r;
 }
 
 std::pair<double, int64_t> Simulator::FreeAt(NodeId id, const Residents& erased, const Timeline& t,
                                              double step_end, int64_t n) const {
-  // A reader on the communication stream frees at its collective's completion (position -1).
+  // A reader on the communication stream frees at its collective's completion (position -1);
+  // a host copy at the later of its completion and its issue (its position).
   auto at = [&](NodeId u) -> std::pair<double, int64_t> {
+    if (kind_[u] == kOffload || kind_[u] == kReload) {
+      return std::max(std::pair<double, int64_t>{t.end[u], -1},
+                      std::pair<double, int64_t>{t.start[u], t.pos[u]});
+    }
     const bool comm = kind_[u] == kAllgather || kind_[u] == kReduce;
     return {t.end[u], comm ? -1 : t.pos[u]};
   };
@@ -433,6 +457,7 @@ absl::StatusOr<SimulationResult> Simulate(const Graph& g, absl::Span<const NodeI
 absl::StatusOr<SimulationResult> SimulateAlone(const Graph& g, absl::Span<const NodeId> order) {
   CollectiveModel one;
   one.world_size = 1;
+  one.host_bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
   SimulationOptions so;
   so.record_trace = false;
   return Simulator(g, one).Run(order, so);
@@ -454,6 +479,15 @@ std::string ChromeTraceJson(absl::Span<const TracePart> parts) {
       "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": "
       "\"compute\"}},\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 1, "
       "\"args\": {\"name\": \"communication\"}}");
+  bool host = false;
+  for (const TracePart& p : parts) {
+    for (const SimEvent& e : p.result->events) host |= e.stream == 2;
+  }
+  if (host) {
+    out.append(
+        ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 2, \"args\": "
+        "{\"name\": \"host link\"}}");
+  }
   for (const TracePart& p : parts) {
     const Graph& g = *p.graph;
     if (!p.label.empty()) {  // where this part begins, on the compute lane

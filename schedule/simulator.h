@@ -15,6 +15,12 @@
 // Collectives: the ring alpha-beta CollectiveModel of graph/cost_model.h (32 ranks, 20 us,
 // 50 GB/s per rank by default).
 //
+// The host link (activation offloading, graph/dc_ops.h): a third stream. An offload
+// (dc.offload_tensor) or a reload (dc.reload_tensor) is issued when compute reaches it and
+// copies its node's meta.tensor_size bytes when the link is free, in issue order, taking
+// CollectiveModel::HostCopy (25 GB/s by default). A wait_reload blocks compute until its
+// reload (args[0]) has finished. The step ends when all three streams have drained.
+//
 // Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},
 // or one whose ds_id is in SimulationOptions::resident, stands for a parameter kept gathered
 // across steps. The optimizer updates its shard every step, so the full copy is refreshed
@@ -43,7 +49,13 @@
 //     owns meta.tensor_size bytes (0 when absent), allocated when it starts. A placeholder that is
 //     not a parameter shard (inputs, saved activations and tangents of a backward graph) owns its
 //     bytes from time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the
-//     owner of a parameter-table row) and get_attr nodes are state: not counted.
+//     owner of a parameter-table row) and get_attr nodes are state: not counted. Host
+//     tensors (zero3_ops.h's IsHostTensor: an offload's result, a placeholder a reload reads)
+//     are host memory: not counted; a wait_reload hands its reload's storage on.
+//   - Host copies. A reload owns its meta.tensor_size bytes, allocated when it is issued. An
+//     offload reads its args[0]'s storage, and a reload holds its own, until the later of
+//     the copy's completion (position -1, as a collective) and the node's issue (its own
+//     position: with a free link the source dies where the offload stands, as in execution).
 //   - Readers of a storage: every user of the owning node or of any node that hands the
 //     storage on (transitively); a node that hands it on is itself a reader.
 //   - Frees. A storage is freed at the latest end time of its readers other than the output
@@ -98,7 +110,7 @@ namespace overlap {
 // One interval on a stream, for the trace.
 struct SimEvent {
   NodeId node = kNoNode;
-  int stream = 0;  // 0 compute, 1 communication
+  int stream = 0;  // 0 compute, 1 communication, 2 the host link
   double start_s = 0;
   double end_s = 0;
 };
@@ -111,8 +123,9 @@ struct SimulationResult {
   double step_time_s = 0;
   double compute_s = 0;       // sum of device_time
   double comm_s = 0;          // sum of collective times
+  double host_s = 0;          // sum of host-link copy times (offloads and reloads)
   double exposed_comm_s = 0;  // step_time_s - compute_s
-  double lower_bound_s = 0;   // max(compute_s, comm_s)
+  double lower_bound_s = 0;   // max(compute_s, comm_s, host_s)
   std::vector<SimEvent> events;
   std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
 };
@@ -147,7 +160,17 @@ class Simulator {
                                        const SimulationOptions& options = {}) const;
 
  private:
-  enum Kind : uint8_t { kInstant, kAllgather, kReduce, kWait, kRelease, kView, kCompute };
+  enum Kind : uint8_t {
+    kInstant,
+    kAllgather,
+    kReduce,
+    kWait,
+    kRelease,
+    kView,
+    kCompute,
+    kOffload,
+    kReload
+  };
   class Residents;
   struct Buckets;
   struct Timeline;

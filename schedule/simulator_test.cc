@@ -324,6 +324,97 @@ TEST(SimulatorTest, ATupleElementDiesAtItsOwnLastReader) {
   EXPECT_EQ(TupleRemainderBytes(*twice, twice->FindNode("t"), owned_twice), 1000);
 }
 
+// A forward that offloads its 1000-byte saved value `a` (copied at 1000 B/s: 1 s) while
+// compute goes on: `a` dies when its copy ends, so the later 1000-byte `d` does not meet it.
+Graph OffloadingForward() {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"tensor_size": 100}},
+    {"name": "a", "op": "call_function", "target": "aten.relu.default", "args": ["%x"], "meta": {"tensor_size": 1000, "device_time": 1.0}},
+    {"name": "a__host", "op": "call_function", "target": "dc.offload_tensor", "args": ["%a", 0, 0], "meta": {"tensor_size": 1000}},
+    {"name": "b", "op": "call_function", "target": "aten.sum.default", "args": ["%a"], "meta": {"tensor_size": 10, "device_time": 0.5}},
+    {"name": "c", "op": "call_function", "target": "aten.neg.default", "args": ["%b"], "meta": {"tensor_size": 10, "device_time": 3.0}},
+    {"name": "d", "op": "call_function", "target": "aten.neg.default", "args": ["%c"], "meta": {"tensor_size": 1000, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%d", "%a__host"]]}]})");
+  EXPECT_TRUE(g.ok()) << g.status();
+  return std::move(*g);
+}
+
+CollectiveModel HostLinkAt(double bytes_per_s) {
+  CollectiveModel m;
+  m.host_bandwidth_bytes_per_s = bytes_per_s;
+  return m;
+}
+
+TEST(SimulatorTest, AnOffloadedValueDiesWhenItsCopyToTheHostEnds) {
+  const Graph g = OffloadingForward();
+  // a: 0-1, its copy 1-2 on the host link, b 1-1.5, c 1.5-4.5, d 4.5-5.5. Held: x + a at
+  // a (the peak), a + b + c at c (the copy not done), c + d at d (a gone at 2, b at c's end).
+  absl::StatusOr<SimulationResult> r = Simulate(g, g.OrderVector(), HostLinkAt(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, 1100);
+  EXPECT_EQ(r->memory.back().second, 0);
+  EXPECT_DOUBLE_EQ(r->step_time_s, 5.5);
+  EXPECT_DOUBLE_EQ(r->host_s, 1.0);
+  EXPECT_DOUBLE_EQ(r->compute_s, 5.5);
+  bool host_lane = false;
+  for (const SimEvent& e : r->events) {
+    if (e.stream != 2) continue;
+    host_lane = true;
+    EXPECT_EQ(e.node, g.FindNode("a__host"));
+    EXPECT_DOUBLE_EQ(e.start_s, 1.0);
+    EXPECT_DOUBLE_EQ(e.end_s, 2.0);
+  }
+  EXPECT_TRUE(host_lane);
+  EXPECT_NE(ChromeTraceJson(g, *r).find("host link"), std::string::npos);
+  // A link of 100 B/s: the copy ends at 11, so `a` meets `d` (a + c + d), and the step waits
+  // for it.
+  r = Simulate(g, g.OrderVector(), HostLinkAt(100));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, 2010);
+  EXPECT_DOUBLE_EQ(r->step_time_s, 11.0);
+  EXPECT_DOUBLE_EQ(r->lower_bound_s, 10.0);
+  // Alone (free copies, the executor's rule) the copy is done where the offload stands, so
+  // `a` dies at its last device reader, b: x + a at a, a + b at b, b + c at c, c + d at d.
+  r = SimulateAlone(g, g.OrderVector());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, 1100);
+  EXPECT_DOUBLE_EQ(r->host_s, 0.0);
+}
+
+// A backward that reloads a saved 1000-byte value from the host (1000 B/s: 1 s).
+Graph ReloadingBackward() {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "a__host", "op": "placeholder", "target": "a__host", "args": [], "meta": {"tensor_size": 1000}},
+    {"name": "t", "op": "placeholder", "target": "t", "args": [], "meta": {"tensor_size": 10}},
+    {"name": "a__reload", "op": "call_function", "target": "dc.reload_tensor", "args": ["%a__host", 1, 0], "meta": {"tensor_size": 1000}},
+    {"name": "u", "op": "call_function", "target": "aten.neg.default", "args": ["%t"], "meta": {"tensor_size": 10, "device_time": 2.0}},
+    {"name": "a__reloaded", "op": "call_function", "target": "dc.wait_reload", "args": ["%a__reload", 1, 0], "meta": {"tensor_size": 1000}},
+    {"name": "e", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%a__reloaded", "%u"], "meta": {"tensor_size": 10, "device_time": 1.0}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%e"]]}]})");
+  EXPECT_TRUE(g.ok()) << g.status();
+  return std::move(*g);
+}
+
+TEST(SimulatorTest, AReloadIsAllocatedAtItsIssueAndItsWaitBlocksUntilItArrives) {
+  const Graph g = ReloadingBackward();
+  // Issued first: copied 0-1 behind u (0-2), no stall; e 2-3. The host placeholder is not
+  // device memory: t 10 + the reload 1000 + u 10 at u, the reload + u + e at e.
+  absl::StatusOr<SimulationResult> r = Simulate(g, g.OrderVector(), HostLinkAt(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, 1020);
+  EXPECT_DOUBLE_EQ(r->step_time_s, 3.0);
+  EXPECT_DOUBLE_EQ(r->exposed_comm_s, 0.0);
+  // Issued after u: copied 2-3, e waits for it (3-4); t has died at u, before the reload:
+  // u + the reload + e at e.
+  const std::vector<NodeId> late =
+      Ids(g, {"a__host", "t", "u", "a__reload", "a__reloaded", "e", "output"});
+  r = Simulate(g, late, HostLinkAt(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, 1020);
+  EXPECT_DOUBLE_EQ(r->step_time_s, 4.0);
+  EXPECT_DOUBLE_EQ(r->exposed_comm_s, 1.0);
+}
+
 // The untraced run computes the peak by merging instead of sorting every event; it must give
 // the traced run's figures on every model, forward and backward, for every scheduler's order.
 TEST(SimulatorTest, UntracedRunsAgreeWithTracedRuns) {

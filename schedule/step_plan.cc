@@ -78,6 +78,7 @@ absl::StatusOr<StepSimulation> SimulateStep(const Graph& forward, const Graph& b
   x.step_time_s = x.forward_time_s + x.backward_time_s;
   x.compute_s = s.forward.compute_s + s.backward.compute_s;
   x.comm_s = s.forward.comm_s + s.backward.comm_s;
+  x.host_s = s.forward.host_s + s.backward.host_s;
   x.exposed_comm_s = std::max(0.0, x.step_time_s - x.compute_s);
   return s;
 }
@@ -256,48 +257,105 @@ class StepSearch {
 
 namespace {
 
-// A plan of the pair with its first m recompute candidates recomputed.
-struct Recomputed {
+// A memory lever for one saved group: recompute it in the backward, or keep it in host
+// memory between the graphs. `seconds` is what it costs: the recomputing nodes' device time,
+// or the copies' host-link time both ways.
+struct Lever {
+  enum Kind { kRecompute, kOffload } kind = kRecompute;
+  std::string name;
+  int64_t bytes = 0;
+  double seconds = 0;
+  RecomputeCandidate recompute;
+  OffloadCandidate offload;
+};
+
+// Each saved group's cheaper lever (recomputation on a tie), cheapest first: bytes freed per
+// second (those of no time first).
+std::vector<Lever> RankLevers(const Graph& forward, const Graph& backward,
+                              const StepPlanOptions& options) {
+  std::vector<Lever> levers;
+  absl::flat_hash_map<std::string, size_t> by_name;
+  if (options.recompute) {
+    for (const RecomputeCandidate& c : RecomputeCandidates(forward, backward)) {
+      Lever l;
+      l.kind = Lever::kRecompute;
+      l.name = c.name;
+      l.bytes = c.bytes;
+      l.seconds = c.seconds;
+      l.recompute = c;
+      by_name[c.name] = levers.size();
+      levers.push_back(std::move(l));
+    }
+  }
+  if (options.offload) {
+    for (const OffloadCandidate& c : OffloadCandidates(forward, backward)) {
+      Lever l;
+      l.kind = Lever::kOffload;
+      l.name = c.name;
+      l.bytes = c.bytes;
+      l.seconds = 2 * options.collectives.HostCopy(c.copy_bytes);
+      l.offload = c;
+      auto it = by_name.find(c.name);
+      if (it == by_name.end()) {
+        by_name[c.name] = levers.size();
+        levers.push_back(std::move(l));
+      } else if (l.seconds < levers[it->second].seconds) {
+        levers[it->second] = std::move(l);
+      }
+    }
+  }
+  std::stable_sort(levers.begin(), levers.end(), [](const Lever& x, const Lever& y) {
+    // bytes / seconds, compared without dividing (0 seconds first).
+    return static_cast<double>(x.bytes) * y.seconds > static_cast<double>(y.bytes) * x.seconds;
+  });
+  return levers;
+}
+
+// A plan of the pair with its first m levers applied.
+struct Levered {
   StepPlan plan;
   Graph forward, backward;
 };
 
-absl::StatusOr<Recomputed> PlanRecomputing(const Graph& forward, const Graph& backward,
-                                           const std::vector<RecomputeCandidate>& ranked, size_t m,
-                                           const StepPlanOptions& options) {
-  Recomputed r;
+absl::StatusOr<Levered> PlanWithLevers(const Graph& forward, const Graph& backward,
+                                       const std::vector<Lever>& ranked, size_t m,
+                                       const StepPlanOptions& options) {
+  Levered r;
   r.forward = forward;
   r.backward = backward;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < m; ++i) names.push_back(ranked[i].name);
-  OVERLAP_RETURN_IF_ERROR(RecomputeSaved(&r.forward, &r.backward, names).status());
+  std::vector<std::string> recompute, offload;
+  for (size_t i = 0; i < m; ++i) {
+    (ranked[i].kind == Lever::kRecompute ? recompute : offload).push_back(ranked[i].name);
+  }
+  OVERLAP_RETURN_IF_ERROR(RecomputeSaved(&r.forward, &r.backward, recompute).status());
+  OVERLAP_RETURN_IF_ERROR(OffloadSaved(&r.forward, &r.backward, offload).status());
   StepSearch search(r.forward, r.backward, options);
   OVERLAP_ASSIGN_OR_RETURN(r.plan, search.Run());
-  r.plan.recomputed.assign(ranked.begin(), ranked.begin() + m);
+  for (size_t i = 0; i < m; ++i) {
+    if (ranked[i].kind == Lever::kRecompute) {
+      r.plan.recomputed.push_back(ranked[i].recompute);
+    } else {
+      r.plan.offloaded.push_back(ranked[i].offload);
+    }
+  }
   r.forward = std::move(search.forward_result());
   r.backward = std::move(search.backward_result());
   return r;
 }
 
-// Below the prefetch floor: the fewest recomputed saved tensors (cheapest first: bytes
-// saved per second recomputed, those of no time first) that make the step fit, found by
-// doubling then bisection (more recomputed never holds more). When even all do not fit,
-// the plan with all of them if its smallest feasible budget is lower.
-absl::Status Recompute(const Graph& forward, const Graph& backward, const StepPlanOptions& options,
-                       StepPlan* plan, Graph* f, Graph* b) {
-  std::vector<RecomputeCandidate> ranked = RecomputeCandidates(forward, backward);
+// Below the prefetch floor: the fewest levers (cheapest first, RankLevers) that make the
+// step fit, found by doubling then bisection (more levers never hold more). When even all do
+// not fit, the plan with all of them if its smallest feasible budget is lower.
+absl::Status PullLevers(const Graph& forward, const Graph& backward, const StepPlanOptions& options,
+                        StepPlan* plan, Graph* f, Graph* b) {
+  const std::vector<Lever> ranked = RankLevers(forward, backward, options);
   if (ranked.empty()) return absl::OkStatus();
-  std::stable_sort(
-      ranked.begin(), ranked.end(), [](const RecomputeCandidate& x, const RecomputeCandidate& y) {
-        // bytes / seconds, compared without dividing (0 seconds first).
-        return static_cast<double>(x.bytes) * y.seconds > static_cast<double>(y.bytes) * x.seconds;
-      });
   const size_t c = ranked.size();
-  std::optional<Recomputed> fit;
+  std::optional<Levered> fit;
   size_t lo = 0, hi = 1;  // lo: known not to fit
   while (true) {
     hi = std::min(hi, c);
-    OVERLAP_ASSIGN_OR_RETURN(Recomputed r, PlanRecomputing(forward, backward, ranked, hi, options));
+    OVERLAP_ASSIGN_OR_RETURN(Levered r, PlanWithLevers(forward, backward, ranked, hi, options));
     if (r.plan.fits) {
       fit = std::move(r);
       break;
@@ -315,8 +373,7 @@ absl::Status Recompute(const Graph& forward, const Graph& backward, const StepPl
   }
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
-    OVERLAP_ASSIGN_OR_RETURN(Recomputed r,
-                             PlanRecomputing(forward, backward, ranked, mid, options));
+    OVERLAP_ASSIGN_OR_RETURN(Levered r, PlanWithLevers(forward, backward, ranked, mid, options));
     if (r.plan.fits) {
       hi = mid;
       fit = std::move(r);
@@ -341,8 +398,8 @@ absl::StatusOr<StepPlan> PlanStep(absl::string_view algorithm, Graph* forward, G
     OVERLAP_ASSIGN_OR_RETURN(plan, search.Run());
     Graph f = std::move(search.forward_result());
     Graph b = std::move(search.backward_result());
-    if (!plan.fits && options.recompute) {
-      OVERLAP_RETURN_IF_ERROR(Recompute(*forward, *backward, options, &plan, &f, &b));
+    if (!plan.fits && (options.recompute || options.offload)) {
+      OVERLAP_RETURN_IF_ERROR(PullLevers(*forward, *backward, options, &plan, &f, &b));
     }
     *forward = std::move(f);
     *backward = std::move(b);

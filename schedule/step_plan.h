@@ -59,6 +59,7 @@ struct StepFigures {
   double backward_time_s = 0;
   double compute_s = 0;       // both graphs' device time
   double comm_s = 0;          // both graphs' collective time
+  double host_s = 0;          // both graphs' host-link copy time (offloads and reloads)
   double exposed_comm_s = 0;  // step_time_s - compute_s
 };
 
@@ -101,6 +102,12 @@ struct StepPlanOptions {
   // them (graph/aot.h's RecomputeSaved), the fewest that make the step fit, cheapest first
   // (bytes saved per second recomputed). false: no recomputation.
   bool recompute = true;
+  // Ours, when no plan fits: keep saved tensors in host memory between the graphs instead
+  // (graph/aot.h's OffloadSaved; copies over the host link of `collectives`). Each saved
+  // group gets the cheaper of the levers allowed (recomputation's device time against the
+  // copies' host-link time both ways); the fewest groups that make the step fit are taken,
+  // most bytes per second first. false: no offloading.
+  bool offload = true;
 };
 
 // One resident prefix ours tried.
@@ -124,8 +131,10 @@ struct StepPlan {
   int64_t min_feasible_bytes = 0;
   StepSimulation simulation;
   std::vector<StepCandidate> candidates;  // ours: each resident prefix tried, in order
-  // Ours: the saved tensors the backward recomputes (none unless nothing fit without).
+  // Ours: the saved tensors the backward recomputes, and those kept in host memory (none
+  // unless nothing fit without).
   std::vector<RecomputeCandidate> recomputed;
+  std::vector<OffloadCandidate> offloaded;
 };
 
 // Plans one step with scheduler `algorithm` (scheduler_registry.h) and leaves both graphs

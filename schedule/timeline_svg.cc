@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/size.h"
@@ -15,7 +16,6 @@ namespace {
 // Geometry (pixels).
 constexpr double kLeft = 115, kRight = 30, kTop = 40;
 constexpr double kLaneHeight = 26, kLaneGap = 8;
-constexpr double kMemoryTop = kTop + 2 * (kLaneHeight + kLaneGap) + 30;
 constexpr double kMemoryHeight = 220;
 constexpr double kBottom = 50;
 
@@ -56,8 +56,11 @@ double TickStep(double span, int ticks) {
   return 10 * p;
 }
 
-enum BarKind { kComputeBar, kAllgatherBar, kReduceBar };
-constexpr const char* kBarColor[] = {"#4e79a7", "#59a14f", "#f28e2b"};
+enum BarKind { kComputeBar, kAllgatherBar, kReduceBar, kRecomputeBar, kOffloadBar, kReloadBar };
+constexpr const char* kBarColor[] = {"#4e79a7", "#59a14f", "#f28e2b",
+                                     "#edc948", "#b07aa1", "#76b7b2"};
+constexpr const char* kBarName[] = {"compute",   "allgather", "reduce-scatter",
+                                    "recompute", "offload",   "reload"};
 
 struct Bar {
   double x0, x1;
@@ -71,7 +74,7 @@ struct Bar {
 // boundary).
 struct PictureBar {
   double start, end;
-  int lane;  // 0 compute, 1 communication
+  int lane;  // 0 compute, 1 communication, 2 the host link
   BarKind kind;
   std::string name;
 };
@@ -93,22 +96,38 @@ struct Picture {
 void AddBars(const Graph& g, const SimulationResult& r, double offset, Picture* p) {
   for (const SimEvent& e : r.events) {
     const Node& n = g.node(e.node);
-    const BarKind kind = e.stream == 0 ? kComputeBar : IsReduce(n) ? kReduceBar : kAllgatherBar;
+    BarKind kind = kAllgatherBar;
+    if (e.stream == 0) {
+      kind = absl::StrContains(n.name(), "__recomputed") ? kRecomputeBar : kComputeBar;
+    } else if (e.stream == 2) {
+      kind = IsOffload(n) ? kOffloadBar : kReloadBar;
+    } else if (IsReduce(n)) {
+      kind = kReduceBar;
+    }
     p->bars.push_back({offset + e.start_s, offset + e.end_s, e.stream, kind, n.name()});
   }
 }
 
 std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
+  // A third lane for the host link when anything moves over it; the legend names the kinds
+  // drawn (the first three always).
+  bool drawn[6] = {true, true, true, false, false, false};
+  int lanes = 2;
+  for (const PictureBar& b : r.bars) {
+    drawn[b.kind] = true;
+    lanes = std::max(lanes, b.lane + 1);
+  }
+  const double memory_top = kTop + lanes * (kLaneHeight + kLaneGap) + 30;
   const double width = std::max(100, options.width_px);
   const double total_w = kLeft + width + kRight;
-  const double total_h = kMemoryTop + kMemoryHeight + kBottom;
+  const double total_h = memory_top + kMemoryHeight + kBottom;
   const double t_end = r.step_time_s > 0 ? r.step_time_s : 1e-9;
   auto x_of = [&](double t) { return kLeft + width * std::clamp(t / t_end, 0.0, 1.0); };
   int64_t top_bytes = std::max<int64_t>(r.peak_memory_bytes, 1);
   if (options.budget_bytes) top_bytes = std::max(top_bytes, *options.budget_bytes);
   const double y_scale = kMemoryHeight / (1.05 * static_cast<double>(top_bytes));
   auto y_of = [&](int64_t bytes) {
-    return kMemoryTop + kMemoryHeight - y_scale * static_cast<double>(bytes);
+    return memory_top + kMemoryHeight - y_scale * static_cast<double>(bytes);
   };
 
   std::string out = absl::StrFormat(
@@ -128,8 +147,8 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
                         FormatBytes(r.peak_memory_bytes), FormatSeconds(r.exposed_comm_s));
 
   // The two lanes: bars merged per kind while less than half a pixel apart.
-  const char* lane_name[2] = {"compute", "communication"};
-  for (int lane = 0; lane < 2; ++lane) {
+  const char* lane_name[3] = {"compute", "communication", "host link"};
+  for (int lane = 0; lane < lanes; ++lane) {
     const double y = kTop + lane * (kLaneHeight + kLaneGap);
     absl::StrAppendFormat(&out,
                           "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n"
@@ -165,14 +184,15 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
     }
   }
   // Legend.
-  const char* legend[] = {"compute", "allgather", "reduce-scatter"};
-  for (int i = 0; i < 3; ++i) {
-    const double x = kLeft + i * 130;
-    const double y = kTop + 2 * (kLaneHeight + kLaneGap) + 4;
+  int shown = 0;
+  for (int i = 0; i < 6; ++i) {
+    if (!drawn[i]) continue;
+    const double x = kLeft + shown++ * 130;
+    const double y = kTop + lanes * (kLaneHeight + kLaneGap) + 4;
     absl::StrAppendFormat(&out,
                           "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                           "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-                          x, y, kBarColor[i], x + 16, y + 10, legend[i]);
+                          x, y, kBarColor[i], x + 16, y + 10, kBarName[i]);
   }
 
   // Memory axis and curve.
@@ -180,7 +200,7 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
       &out,
       "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">memory</text>\n"
       "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
-      kLeft - 8, kMemoryTop - 8, kLeft, kMemoryTop, kLeft, kMemoryTop + kMemoryHeight);
+      kLeft - 8, memory_top - 8, kLeft, memory_top, kLeft, memory_top + kMemoryHeight);
   // Ticks at round multiples of the largest binary unit (B, KiB, MiB, GiB, ...) below the top.
   double unit = 1;
   while (unit * 1024 <= static_cast<double>(top_bytes)) unit *= 1024;
@@ -196,7 +216,7 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
   }
   // Time axis.
   const double t_step = TickStep(t_end, 8);
-  const double axis_y = kMemoryTop + kMemoryHeight;
+  const double axis_y = memory_top + kMemoryHeight;
   absl::StrAppendFormat(
       &out, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", kLeft,
       axis_y, kLeft + width, axis_y);
@@ -258,7 +278,7 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
                           "<rect x=\"%.0f\" y=\"%.2f\" width=\"%.0f\" height=\"%.2f\" "
                           "fill=\"#59a14f\" fill-opacity=\"0.25\"/><text x=\"%.0f\" "
                           "y=\"%.2f\" font-size=\"11\">resident parameters %s</text>\n",
-                          kLeft, y, width, kMemoryTop + kMemoryHeight - y, kLeft + 4, y - 4,
+                          kLeft, y, width, memory_top + kMemoryHeight - y, kLeft + 4, y - 4,
                           FormatBytes(r.resident_bytes));
   }
   for (const Mark& m : r.marks) {
@@ -267,7 +287,7 @@ std::string Draw(const Picture& r, const TimelineSvgOptions& options) {
                           "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" "
                           "stroke=\"#333333\" stroke-dasharray=\"3,3\"/><text x=\"%.2f\" "
                           "y=\"%.0f\" text-anchor=\"middle\" font-size=\"11\">",
-                          x, kTop - 6, x, kMemoryTop + kMemoryHeight, x, kTop - 10);
+                          x, kTop - 6, x, memory_top + kMemoryHeight, x, kTop - 10);
     AppendXmlText(&out, m.label);
     out.append("</text>\n");
   }

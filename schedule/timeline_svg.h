@@ -1,5 +1,6 @@
 // A picture of one simulated step (simulator.h) as SVG: the compute and communication
-// streams as a Gantt chart, above the memory curve, with the peak marked and the budget as a
+// streams (and the host link, when offloaded tensors move over it) as a Gantt chart, above
+// the memory curve, with the peak marked and the budget as a
 // line when there is one. Self-contained (no scripts, no external fonts); opens in any
 // browser.
 //
@@ -9,7 +10,8 @@
 //   std::string svg = TimelineSvg(g, *r, o);
 //
 // Large steps stay small: intervals closer than half a pixel on one stream merge into one
-// bar (per kind: compute, allgather, reduce-scatter), and the memory curve keeps each pixel
+// bar (per kind: compute, allgather, reduce-scatter; recomputed nodes, offloads and reloads
+// in colours of their own), and the memory curve keeps each pixel
 // column's first, lowest, highest and last values, so the file is O(width), not O(N).
 #ifndef OVERLAP_SCHEDULE_TIMELINE_SVG_H_
 #define OVERLAP_SCHEDULE_TIMELINE_SVG_H_

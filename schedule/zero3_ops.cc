@@ -25,12 +25,23 @@ bool IsParameterShard(const Graph& g, NodeId id) {
   return false;
 }
 
+bool IsHostTensor(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (IsOffload(n)) return true;
+  if (n.op() != Op::kPlaceholder) return false;
+  for (NodeId u : n.users()) {
+    const Node& user = g.node(u);
+    if (IsReload(user) && !user.inputs().empty() && user.inputs()[0] == id) return true;
+  }
+  return false;
+}
+
 std::vector<char> OwnedTupleElements(const Graph& g) {
   std::vector<char> owned(g.id_bound(), 0);
   for (NodeId t : g.order()) {
     const Node& tuple = g.node(t);
     if (tuple.op() != Op::kCallFunction || HandsOnStorage(tuple) || IsAllgather(tuple) ||
-        IsReduce(tuple)) {
+        IsReduce(tuple) || IsOffload(tuple) || IsReload(tuple)) {
       continue;
     }
     // Every user a getitem of an int index; each index read once.

@@ -44,6 +44,10 @@ inline bool IsAllgather(const Node& n) { return IsCallTo(n, kAllgatherTarget); }
 inline bool IsWait(const Node& n) { return IsCallTo(n, kWaitTarget); }
 inline bool IsRelease(const Node& n) { return IsCallTo(n, kReleaseTarget); }
 inline bool IsReduce(const Node& n) { return IsCallTo(n, kReduceTarget); }
+// The host-memory ops (graph/dc_ops.h): offload to the host, reload, wait for a reload.
+inline bool IsOffload(const Node& n) { return IsCallTo(n, kOffloadTarget); }
+inline bool IsReload(const Node& n) { return IsCallTo(n, kReloadTarget); }
+inline bool IsWaitReload(const Node& n) { return IsCallTo(n, kWaitReloadTarget); }
 // Whether `n` is any dc.* op (including ones this vocabulary does not name).
 bool IsZero3Op(const Node& n);
 
@@ -76,10 +80,10 @@ inline bool InBackwardGraph(const Node& n) {
 
 // Whether `n` hands its args[0]'s storage on instead of owning one (the simulator's memory
 // model): a view (meta.aliases_input) or a tuple element (operator.getitem; graph.h's
-// SharesInputStorage), a release (returns the tensor it follows) or a wait (returns the
-// gathered parameter).
+// SharesInputStorage), a release (returns the tensor it follows), a wait (returns the
+// gathered parameter) or a wait for a reload (returns the reloaded tensor).
 inline bool HandsOnStorage(const Node& n) {
-  return SharesInputStorage(n) || IsRelease(n) || IsWait(n);
+  return SharesInputStorage(n) || IsRelease(n) || IsWait(n) || IsWaitReload(n);
 }
 // The node whose storage `n` hands on (its first input), kNoNode when it has none.
 inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode : n.inputs()[0]; }
@@ -105,6 +109,11 @@ int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char
 // that an allgather reads as args[0]. Shards are per-rank state, not step memory.
 // O(users + 1) expected.
 bool IsParameterShard(const Graph& g, NodeId id);
+
+// Whether node `id` is a host tensor, outside the device's memory: an offload's result, or
+// a placeholder that a reload reads as args[0] (a saved tensor the forward offloaded).
+// O(users + 1).
+bool IsHostTensor(const Graph& g, NodeId id);
 
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function). O(N).
 bool HasZero3Ops(const Graph& g);

@@ -294,32 +294,74 @@ std::string Residents(const std::string& text) {
 
 // `plan -o` writes a step whose figures `simulate --backward-graph` reproduces, for every
 // scheduler; a budget below every order's peak exits 1 naming the smallest feasible one.
+// `plan -o` then `simulate` on the written pair: the same step figures (tiny presets: the
+// property is the files', not the sizes').
+void ExpectSimulateReproducesPlan(const std::vector<std::string>& plan_args,
+                                  const std::string& algorithm, const std::string& what) {
+  const std::string prefix = Tmp("planned");
+  std::vector<std::string> args = plan_args;
+  for (const std::string& a : {std::string("--algorithm"), algorithm, std::string("-o"), prefix,
+                               std::string("--explain")}) {
+    args.push_back(a);
+  }
+  Result r = Overlap(args);
+  ASSERT_EQ(r.code, kExitOk) << what << ": " << r.err;
+  Result sim = Overlap(
+      {"simulate", prefix + ".forward.json", "--backward-graph", prefix + ".backward.json"});
+  ASSERT_EQ(sim.code, kExitOk) << what << ": " << sim.err;
+  const std::string summary = r.out.substr(r.out.find(algorithm + ": step"));
+  EXPECT_EQ(Field(summary, "step "),
+            Field(sim.out, "step ").substr(0, Field(summary, "step ").size()))
+      << what;
+  EXPECT_EQ(Field(summary, "peak "), Field(sim.out, "peak memory ")) << what;
+  EXPECT_EQ(Residents(summary), Residents(sim.out)) << what;
+}
+
 TEST(CliPlanTest, PlanFiguresAreSimulateFiguresOfTheWrittenPair) {
   for (const char* model : {"mlp", "gpt2", "resnet18", "moe", "llama-7b"}) {
     const std::string f = Tmp(std::string(model) + "_plan_f.json");
     const std::string b = Tmp(std::string(model) + "_plan_b.json");
-    ASSERT_EQ(Overlap({"gen", model, "--lifted", "-o", f}).code, kExitOk);
-    ASSERT_EQ(Overlap({"gen", model, "--backward", "-o", b}).code, kExitOk);
+    ASSERT_EQ(Overlap({"gen", model, "--lifted", "--preset", "tiny", "-o", f}).code, kExitOk);
+    ASSERT_EQ(Overlap({"gen", model, "--backward", "--preset", "tiny", "-o", b}).code, kExitOk);
     for (const char* algorithm : {"lookahead", "fast_free", "list", "simple_prefetch"}) {
-      const std::string what = std::string(model) + " " + algorithm;
-      const std::string prefix = Tmp("planned");
-      Result r = Overlap({"plan", f, b, "--algorithm", algorithm, "-o", prefix, "--explain"});
-      ASSERT_EQ(r.code, kExitOk) << what << ": " << r.err;
-      Result sim = Overlap(
-          {"simulate", prefix + ".forward.json", "--backward-graph", prefix + ".backward.json"});
-      ASSERT_EQ(sim.code, kExitOk) << what << ": " << sim.err;
-      const std::string summary = r.out.substr(r.out.find(std::string(algorithm) + ": step"));
-      EXPECT_EQ(Field(summary, "step "),
-                Field(sim.out, "step ").substr(0, Field(summary, "step ").size()))
-          << what;
-      EXPECT_EQ(Field(summary, "peak "), Field(sim.out, "peak memory ")) << what;
-      EXPECT_EQ(Residents(summary), Residents(sim.out)) << what;
+      ExpectSimulateReproducesPlan({"plan", f, b}, algorithm, std::string(model) + " " + algorithm);
     }
   }
   const std::string f = Tmp("mlp_plan_f.json"), b = Tmp("mlp_plan_b.json");
   Result tight = Overlap({"plan", f, b, "--memory-limit", "1KiB"});
   EXPECT_EQ(tight.code, kExitBadInput);
   EXPECT_THAT(tight.err, HasSubstr("no step plan fits the memory budget of 1.00 KiB"));
+}
+
+// Below every order's floor, recomputation off: ours offloads, --explain says what, and the
+// written pair (host-memory ops in it) simulates to the same step.
+TEST(CliPlanTest, OffloadedPlansSimulateToTheSameStep) {
+  const std::string f = Tmp("gpt2_offload_f.json"), b = Tmp("gpt2_offload_b.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--preset", "tiny", "-o", f}).code, kExitOk);
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--backward", "--preset", "tiny", "-o", b}).code, kExitOk);
+  Result floor = Overlap({"plan", f, b, "--memory-limit", "1", "--no-offload", "--no-recompute"});
+  ASSERT_EQ(floor.code, kExitBadInput);
+  Result lowest = Overlap({"plan", f, b, "--memory-limit", "1", "--no-recompute"});
+  ASSERT_EQ(lowest.code, kExitBadInput);
+  auto bytes = [](const std::string& err) {
+    const size_t at = err.rfind('(');
+    return at == std::string::npos ? int64_t{-1} : std::stoll(err.substr(at + 1));
+  };
+  const int64_t without = bytes(floor.err), with = bytes(lowest.err);
+  ASSERT_GT(without, 0) << floor.err;
+  ASSERT_GT(with, 0) << lowest.err;
+  ASSERT_LT(with, without);
+  const std::string budget = std::to_string((with + without) / 2);
+  Result r = Overlap({"plan", f, b, "--memory-limit", budget, "--no-recompute", "--explain"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("offloads "));
+  EXPECT_THAT(r.out, HasSubstr("live in host memory between the forward and the backward"));
+  ExpectSimulateReproducesPlan({"plan", f, b, "--memory-limit", budget, "--no-recompute"},
+                               "lookahead", "gpt2 offloaded");
+  // Turned off, it does not fit.
+  EXPECT_EQ(
+      Overlap({"plan", f, b, "--memory-limit", budget, "--no-offload", "--no-recompute"}).code,
+      kExitBadInput);
 }
 
 TEST(CliSimulateTest, DemoShowsZero3Step) {

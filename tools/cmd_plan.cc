@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/size.h"
 #include "schedule/report.h"
@@ -22,8 +23,9 @@ constexpr FlagSpec kFlags[] = {
      "whose plan -o writes and whose fit decides the exit status (default\n"
      "lookahead, ours); every scheduler is planned and printed"},
     {"explain", 0, "",
-     "print each resident prefix ours tried: residents, their bytes, the\n"
-     "forward's and backward's peaks, the step, whether it fits"},
+     "print what ours recomputed or offloaded and why, and each resident\n"
+     "prefix it tried: residents, their bytes, the forward's and backward's\n"
+     "peaks, the step, whether it fits"},
     {"trace", 0, "OUT",
      "write the chosen plan's step as a Chrome / Perfetto trace (the forward,\n"
      "then the backward)",
@@ -31,6 +33,9 @@ constexpr FlagSpec kFlags[] = {
     {"no-recompute", 0, "",
      "ours: never recompute saved tensors, even when nothing fits without\n"
      "(the smallest budget reported is then the prefetch floor)"},
+    {"no-offload", 0, "",
+     "ours: never keep saved tensors in host memory (over the host link,\n"
+     "--host-bandwidth), even when nothing fits without"},
     {"svg", 0, "OUT",
      "draw the chosen plan's step as SVG: the forward then the backward on\n"
      "both streams above the memory curve, the boundary, the residents\n"
@@ -43,18 +48,15 @@ constexpr FlagSpec kFlags[] = {
      true},
 };
 
-// Reads a graph and inserts ZeRO-3 ops of `kind` when it has none.
-absl::StatusOr<Graph> ReadWithZero3(const std::string& path, GraphKind kind) {
-  absl::StatusOr<Graph> g = ReadGraphJsonFile(ResolvePath(path));
-  if (!g.ok()) return g.status();
-  if (!HasZero3Ops(*g)) {
-    absl::StatusOr<bool> inserted = Zero3Insertion(kind).RunInPlace(&*g);
-    if (!inserted.ok()) {
-      return absl::Status(inserted.status().code(),
-                          absl::StrCat(path, ": ", inserted.status().message()));
-    }
+// Inserts ZeRO-3 ops of `kind` into a graph read from `path` when it has none.
+absl::Status WithZero3(const std::string& path, GraphKind kind, Graph* g) {
+  if (HasZero3Ops(*g)) return absl::OkStatus();
+  absl::StatusOr<bool> inserted = Zero3Insertion(kind).RunInPlace(g);
+  if (!inserted.ok()) {
+    return absl::Status(inserted.status().code(),
+                        absl::StrCat(path, ": ", inserted.status().message()));
   }
-  return g;
+  return absl::OkStatus();
 }
 
 int Run(Invocation& in) {
@@ -68,10 +70,26 @@ int Run(Invocation& in) {
   const BudgetRequest budget_request =
       ReadBudgetFlags(in, options.collectives.world_size, ReadOptimizerFlags(in));
   if (in.has_usage_error()) return in.UsageError();
-  absl::StatusOr<Graph> forward = ReadWithZero3(in.positional()[0], GraphKind::kForward);
+  absl::StatusOr<Graph> forward = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
   if (!forward.ok()) return in.BadInput(forward.status());
-  absl::StatusOr<Graph> backward = ReadWithZero3(in.positional()[1], GraphKind::kBackward);
+  absl::StatusOr<Graph> backward = ReadGraphJsonFile(ResolvePath(in.positional()[1]));
   if (!backward.ok()) return in.BadInput(backward.status());
+  if (!HasZero3Ops(*forward) && !HasZero3Ops(*backward)) {
+    // A plain AOT pair: tightened as the executor runs one (exec, train, run; graph/aot.h),
+    // so the plan's figures are those of what executes.
+    AotPair pair;
+    pair.forward = *std::move(forward);
+    pair.backward = *std::move(backward);
+    if (absl::Status s = TightenPairMemory(&pair).status(); !s.ok()) return in.BadInput(s);
+    forward = std::move(pair.forward);
+    backward = std::move(pair.backward);
+  }
+  if (absl::Status s = WithZero3(in.positional()[0], GraphKind::kForward, &*forward); !s.ok()) {
+    return in.BadInput(s);
+  }
+  if (absl::Status s = WithZero3(in.positional()[1], GraphKind::kBackward, &*backward); !s.ok()) {
+    return in.BadInput(s);
+  }
   NoteMissingDeviceTimes(in, *forward);
   NoteMissingDeviceTimes(in, *backward);
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *forward);
@@ -79,6 +97,7 @@ int Run(Invocation& in) {
   options.budget_bytes = budget->budget_bytes;
   options.record_trace = in.Has("svg") || in.Has("trace");
   options.recompute = !in.Switch("no-recompute");
+  options.offload = !in.Switch("no-offload");
 
   std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
                static_cast<size_t>(forward->size()), static_cast<size_t>(backward->size()),

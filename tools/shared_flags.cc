@@ -26,6 +26,9 @@ constexpr FlagSpec kCollectiveFlags[] = {
     {"world-size", 0, "N", "ranks (default 32)"},
     {"latency-us", 0, "X", "collective latency in microseconds (default 20)"},
     {"bandwidth", 0, "X", "per-rank bandwidth in GB/s (default 50)"},
+    {"host-bandwidth", 0, "X",
+     "the host link's bandwidth in GB/s, what offloaded tensors move over\n"
+     "(default 25, PCIe-like)"},
     {"collective-model", 0, "FILE",
      "a fitted model (overlap bench-comm --save): per-collective latency and\n"
      "bandwidth; --world-size overrides its world size, --latency-us and\n"
@@ -136,6 +139,10 @@ CollectiveModel ReadCollectiveFlags(Invocation& in) {
   if (in.Has("latency-us")) model.latency_s = in.NonNegative("latency-us", 1e9, 0) * 1e-6;
   if (in.Has("bandwidth")) {
     model.bandwidth_bytes_per_s = in.Bounded("bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
+  }
+  if (in.Has("host-bandwidth")) {
+    model.host_bandwidth_bytes_per_s =
+        in.Bounded("host-bandwidth", kMinBandwidthGbps, 1e30, 1) * 1e9;
   }
   return model;
 }

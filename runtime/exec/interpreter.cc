@@ -134,6 +134,7 @@ class Interpretation {
         plan_(BuildMemoryPlan(g)),
         alloc_(options.device),
         state_(options.device),
+        host_(nullptr),
         values_(g.id_bound()) {}
 
   absl::StatusOr<RunResult> Run() {
@@ -173,6 +174,7 @@ class Interpretation {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result_.peak_bytes = alloc_.peak(Pool::kValues) + result_.resident_bytes;
     result_.scratch_peak_bytes = alloc_.peak(Pool::kScratch);
+    result_.host_peak_bytes = host_.peak(Pool::kValues);
     result_.total_peak_bytes = alloc_.peak_total() + result_.resident_bytes;
     values_.clear();
     result_.final_bytes = alloc_.live(Pool::kValues);
@@ -237,6 +239,10 @@ class Interpretation {
                                                "--train-data file holds it)"));
       }
       if (shard && options_.zero3 != nullptr) {  // the rank's flat shard
+        values_[id] = {*given};
+        continue;
+      }
+      if (IsHostTensor(g_, id) && !in_double_) {  // an offloaded copy: host memory, as it is
         values_[id] = {*given};
         continue;
       }
@@ -381,9 +387,31 @@ class Interpretation {
         }
         values_[id] = {acc};
       }
+    } else if (IsOffload(node) || IsReload(node) || IsWaitReload(node)) {
+      return HostCopy(node);
     } else {
       return NodeError(node, "not a ZeRO-3 op this interpreter runs");
     }
+    return absl::OkStatus();
+  }
+
+  // The host-memory ops: an offload copies into host memory (counted apart), a reload into a
+  // new buffer of the step's memory, a wait_reload hands that on.
+  absl::Status HostCopy(const Node& node) {
+    const Tensor* t = TensorOf(HandedOnFrom(node));
+    if (t == nullptr) return NodeError(node, "its input is not available");
+    if (IsWaitReload(node)) {
+      values_[node.id()] = {*t};
+      return absl::OkStatus();
+    }
+    const bool offload = IsOffload(node);
+    OVERLAP_ASSIGN_OR_RETURN(
+        Tensor copy, Tensor::Uninitialized(offload ? host_ : alloc_, t->dtype(), t->shape()));
+    OVERLAP_RETURN_IF_ERROR(CopyTo(*t, copy));
+    if (offload && options_.zero3 != nullptr) {
+      OVERLAP_RETURN_IF_ERROR(options_.zero3->Offloaded(node, *t));
+    }
+    values_[node.id()] = {std::move(copy)};
     return absl::OkStatus();
   }
 
@@ -526,6 +554,7 @@ class Interpretation {
   RunResult result_;
   Allocator alloc_;  // the step's memory: graph values and scratch
   Allocator state_;  // outside it: converted parameters, reduced gradients
+  Allocator host_;   // offloaded copies: host memory, apart from the step's
   std::vector<std::vector<Tensor>> values_;
   absl::flat_hash_map<int64_t, std::deque<NodeId>> gathered_;  // by ds_id, oldest first
   absl::flat_hash_map<int64_t, int64_t> releases_;             // by ds_id, since the last free

@@ -19,6 +19,12 @@
 //     wait hands it on, release frees the oldest gathered copy when its count reaches
 //     n_users, reduce_grad adds the gradient into the per-ds_id reduced gradient (state kept
 //     outside the step's memory, as a shard's gradient is);
+//   - host-memory ops (activation offloading, graph/dc_ops.h), copies done where they stand:
+//     dc.offload_tensor copies its value into host memory (RunResult::host_peak_bytes,
+//     counted apart from the step's memory) and the value is freed after its last device
+//     reader; a placeholder a reload reads is that host copy, used in place, not counted;
+//     dc.reload_tensor copies it into a new buffer of the step's memory; dc.wait_reload hands
+//     that on. With free copies these are the simulator's rules (SimulateAlone);
 //   - operator.getitem picks a tuple element; placeholders take the given tensors: a
 //     parameter placeholder (a parameter shard) uses the caller's tensor as is, any other
 //     input is copied into the step's memory, where the simulator counts it from time 0;
@@ -59,9 +65,17 @@ namespace overlap {
 //   - dc.reduce_grad calls Reduce, which must copy `grad` before it returns (the gradient
 //     is freed on the plan's schedule); the node's result, and the output items that
 //     return it, are undefined tensors (the reduced shard lives with the implementation).
+//   - dc.offload_tensor copies its value to host memory as in one process, then calls
+//     Offloaded with the value (an implementation may hold it to keep it counted until
+//     the copy's simulated completion, as a real asynchronous copy would).
 class Zero3Collectives {
  public:
   virtual ~Zero3Collectives() = default;
+  virtual absl::Status Offloaded(const Node& node, const Tensor& value) {
+    (void)node;
+    (void)value;
+    return absl::OkStatus();
+  }
   virtual absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard,
                                            const TensorType& full, bool resident,
                                            Allocator& alloc) = 0;
@@ -110,6 +124,7 @@ struct RunResult {
   int64_t resident_bytes = 0;      // with options.zero3: resident parameters' gathered copies
   int64_t final_bytes = 0;         // graph values live at the end (what the output holds)
   int64_t scratch_peak_bytes = 0;  // kernels' temporaries, counted apart
+  int64_t host_peak_bytes = 0;     // offloaded copies in host memory, counted apart
   // Graph values and kernels' temporaries held at one time (with residents): the run's
   // tensor memory, what PyTorch's profiler measures; between peak_bytes and peak_bytes +
   // scratch_peak_bytes.

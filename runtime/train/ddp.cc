@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
+#include "runtime/core/parallel.h"
 
 namespace overlap {
 
@@ -156,10 +157,19 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
     grads[name] = g;
   }
   for (Tensor& f : flat) {  // contiguous, float32 or float64 (their parameters' dtype)
+    // Raw pointers hoisted so the loops vectorize (the buckets hold every gradient: a pass
+    // over them is a pass over the model).
     if (f.dtype() == DType::kFloat32) {
-      for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] *= static_cast<float>(scale);
+      float* d = f.data<float>();
+      const float s = static_cast<float>(scale);
+      ParallelFor(f.numel(), [d, s](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) d[i] *= s;
+      });
     } else if (f.dtype() == DType::kFloat64) {
-      for (int64_t i = 0; i < f.numel(); ++i) f.data<double>()[i] *= scale;
+      double* d = f.data<double>();
+      ParallelFor(f.numel(), [d, scale](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) d[i] *= scale;
+      });
     } else {
       for (int64_t i = 0; i < f.numel(); ++i) SetElement(f, i, GetElement(f, i) * scale);
     }

@@ -125,43 +125,70 @@ absl::Status Zero3Trainer::MakeBuckets(const TensorMap& params) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// When compute reaches each position of `order` in simulation `r`: the start of the last
+// compute interval at or before it (the trace records nodes that take time).
+std::vector<double> ComputeStarts(const SimulationResult& r, const std::vector<NodeId>& order) {
+  absl::flat_hash_map<NodeId, double> compute_start;
+  for (const SimEvent& e : r.events) {
+    if (e.stream == 0) compute_start[e.node] = e.start_s;
+  }
+  std::vector<double> start(order.size(), 0);
+  double last = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = compute_start.find(order[i]);
+    if (it != compute_start.end()) last = it->second;
+    start[i] = last;
+  }
+  return start;
+}
+
+// The last position whose compute start is before `t`, -1 when none: where something the
+// simulation completes at `t` is released (it frees at a time before the allocations at that
+// time). `start` is non-decreasing.
+int64_t LastPositionBefore(const std::vector<double>& start, double t) {
+  return static_cast<int64_t>(std::lower_bound(start.begin(), start.end(), t) - start.begin()) - 1;
+}
+
+}  // namespace
+
 absl::Status Zero3Trainer::PlanReleases() {
   const int world = comm_->size();
   // The simulator's figures for this schedule at this world size.
   CollectiveModel model = options_.collectives;
   model.world_size = world;
   SimulationOptions so;
-  so.record_trace = false;
+  so.record_trace = true;  // the collectives' and copies' completion times
+  const std::vector<NodeId> forward_order = pair_.forward.OrderVector();
   OVERLAP_ASSIGN_OR_RETURN(SimulationResult f,
-                           Simulator(pair_.forward, model).Run(pair_.forward.OrderVector(), so));
-  so.record_trace = true;  // the backward's collectives' completion times
+                           Simulator(pair_.forward, model).Run(forward_order, so));
   const std::vector<NodeId> order = pair_.backward.OrderVector();
   OVERLAP_ASSIGN_OR_RETURN(SimulationResult b, Simulator(pair_.backward, model).Run(order, so));
   sim_forward_peak_ = f.peak_memory_bytes;
   sim_backward_peak_ = b.peak_memory_bytes;
-  // Where each bucket's simulated reduce-scatter completes: after the last node that starts
-  // before it (the simulator frees at a time before the allocations at that time).
-  std::vector<double> start(order.size(), 0), done(buckets_.size(), 0);
-  absl::flat_hash_map<NodeId, double> compute_start;
+  // Where each offload's simulated copy completes, and each bucket's reduce-scatter.
+  const std::vector<double> forward_start = ComputeStarts(f, forward_order);
+  for (size_t i = 0; i < forward_order.size(); ++i) {
+    forward_pos_[forward_order[i]] = static_cast<int64_t>(i);
+  }
+  for (const SimEvent& e : f.events) {
+    if (e.stream != 2 || !IsOffload(pair_.forward.node(e.node))) continue;
+    offload_done_after_[e.node] =
+        std::max(forward_pos_[e.node], LastPositionBefore(forward_start, e.end_s));
+  }
+  std::vector<double> done(buckets_.size(), 0);
   for (const SimEvent& e : b.events) {
-    if (e.stream == 0) compute_start[e.node] = e.start_s;
     auto slot = reduce_slot_.find(e.node);
     if (e.stream == 1 && slot != reduce_slot_.end()) {
       done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
     }
   }
-  double last = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    auto it = compute_start.find(order[i]);
-    if (it != compute_start.end()) last = it->second;
-    start[i] = last;
-    backward_pos_[order[i]] = static_cast<int64_t>(i);
-  }
+  const std::vector<double> start = ComputeStarts(b, order);
+  for (size_t i = 0; i < order.size(); ++i) backward_pos_[order[i]] = static_cast<int64_t>(i);
   release_after_.assign(buckets_.size(), -1);
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (start[i] < done[k]) release_after_[k] = static_cast<int64_t>(i);
-    }
+    release_after_[k] = LastPositionBefore(start, done[k]);
   }
   return absl::OkStatus();
 }
@@ -247,15 +274,19 @@ absl::StatusOr<Tensor> Zero3Trainer::Allgather(const Node& node, const Tensor& s
     buffer = kept;
     refreshed_.insert(ds);
   } else {
-    // The allgather writes every element (padding included): no zeroing.
-    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Uninitialized(alloc, dtype, {world * s}));
+    // The step's memory holds the parameter's n elements, as the simulator counts it; the
+    // allgather writes every element it is given (no zeroing).
+    OVERLAP_ASSIGN_OR_RETURN(buffer, Tensor::Uninitialized(alloc, dtype, {n}));
   }
-  // Staged through the host: the collective lands here and is copied to the device at the
-  // wait.
-  const bool staged = buffer.device() != comm_->device();
+  // Staged: the collective lands in a buffer of world * s elements apart from the step's
+  // memory and is copied at the wait, when the step's buffer is on another device than the
+  // communicator's or is shorter (padded shards: n not a multiple of the world).
+  const bool staged = buffer.device() != comm_->device() || buffer.numel() != world * s;
   Tensor target = buffer;
   if (staged) {
-    OVERLAP_ASSIGN_OR_RETURN(target, Tensor::Uninitialized(*staging_alloc_, dtype, {world * s}));
+    Allocator& landing =
+        buffer.device() != comm_->device() ? *staging_alloc_ : *comm_alloc_;  // the comm's side
+    OVERLAP_ASSIGN_OR_RETURN(target, Tensor::Uninitialized(landing, dtype, {world * s}));
   }
   Tensor source = shard;
   if (shard.dtype() != dtype) {  // a fused down-cast (insertion rule 4): gather the cast
@@ -286,7 +317,8 @@ absl::Status Zero3Trainer::Wait(const Node& node) {
     OVERLAP_RETURN_IF_ERROR(
         AwaitWork(p.work, absl::StrCat("node '", node.name(), "' waiting for its allgather")));
     Tensor target = p.target;
-    return CopyTo(p.staged, target);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor landed, FlatSlice(p.staged, 0, target.numel()));
+    return CopyTo(landed, target);
   }
   if (streams_ != nullptr) {
     OVERLAP_ASSIGN_OR_RETURN(const bool on_device, streams_->ComputeWaitFor(*p.work));
@@ -358,13 +390,32 @@ absl::Status Zero3Trainer::Reduce(const Node& node, const Tensor& grad) {
   return absl::OkStatus();
 }
 
-void Zero3Trainer::ReleaseFinished(int64_t position) {
+absl::Status Zero3Trainer::ReleaseFinished(int64_t position) {
   for (size_t b = 0; b < held_.size(); ++b) {
-    if (!held_[b].empty() && position >= release_after_[b] && bucket_work_[b] != nullptr &&
-        bucket_work_[b]->Done()) {
-      held_[b].clear();
+    if (held_[b].empty() || position < release_after_[b] || bucket_work_[b] == nullptr) continue;
+    if (!bucket_work_[b]->Done()) {
+      OVERLAP_RETURN_IF_ERROR(
+          AwaitWork(bucket_work_[b], absl::StrCat("reduce-scatter of bucket ", b,
+                                                  " (its gradients' "
+                                                  "planned release)")));
     }
+    held_[b].clear();
   }
+  return absl::OkStatus();
+}
+
+absl::Status Zero3Trainer::Offloaded(const Node& node, const Tensor& value) {
+  auto it = offload_done_after_.find(node.id());
+  if (it != offload_done_after_.end() && !InBackwardGraph(node)) {
+    copied_.emplace_back(it->second, value);
+  }
+  return absl::OkStatus();
+}
+
+void Zero3Trainer::ReleaseCopied(int64_t position) {
+  copied_.erase(std::remove_if(copied_.begin(), copied_.end(),
+                               [&](const auto& c) { return position >= c.first; }),
+                copied_.end());
 }
 
 absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
@@ -388,17 +439,21 @@ absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
   for (auto& [name, d] : device_shards_) {  // this step's parameters, on the device
     OVERLAP_RETURN_IF_ERROR(CopyTo(shards_.at(name), d));
   }
-  if (options_.node_hook) {
-    io.after_node = [this](const Node& node, const std::vector<Tensor>&) {
-      return options_.node_hook(node);
-    };
-  }
+  copied_.clear();
+  io.after_node = [this](const Node& node, const std::vector<Tensor>&) {
+    if (options_.node_hook) OVERLAP_RETURN_IF_ERROR(options_.node_hook(node));
+    if (!copied_.empty()) {
+      auto it = forward_pos_.find(node.id());
+      ReleaseCopied(it == forward_pos_.end() ? 0 : it->second);
+    }
+    return absl::OkStatus();
+  };
   InterpreterOptions backward = io;
   backward.after_node = [this](const Node& node, const std::vector<Tensor>&) {
     if (options_.node_hook) OVERLAP_RETURN_IF_ERROR(options_.node_hook(node));
+    copied_.clear();  // the forward's offloaded values: its run is over
     auto it = backward_pos_.find(node.id());
-    ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
-    return absl::OkStatus();
+    return ReleaseFinished(it == backward_pos_.end() ? 0 : it->second);
   };
   absl::StatusOr<AotStepResult> step =
       RunAotStep(pair_, device_shards_.empty() ? shards_ : device_shards_, data, io, &backward,

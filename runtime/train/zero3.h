@@ -11,21 +11,26 @@
 //   - dc.reduce_grad copies the gradient into its bucket's flat buffer ({"bucket": b}; a
 //     reduce_grad without one is a bucket of its own) and, when the bucket's last gradient
 //     has arrived, reduce-scatters it: one collective per bucket, launched in graph order.
-//     The gradient's own storage is kept until that collective has finished, and at least
-//     until compute has passed the position where the simulated schedule completes it
-//     (checked after every node). That is the simulator's memory rule for reduced
-//     storages, with the simulated completion as a lower bound, so that measured peaks do
-//     not depend on how much faster the real collective was than the model: when the
-//     network is no slower than modelled, the measured peak is the simulated one. (The
-//     copy would allow freeing at once; the flat buffers are communication buffers,
-//     reported apart.);
+//     The gradient's own storage is kept until compute has passed the position where the
+//     simulated schedule completes that collective (checked after every node); there, a
+//     collective still running is waited for. That is the simulator's memory rule for
+//     reduced storages at the simulated time, so measured peaks do not depend on how fast
+//     the real network was: the measured peak is the simulated one, and a network slower
+//     than modelled costs time, not memory. (The copy would allow freeing at once; the flat
+//     buffers are communication buffers, reported apart.);
+//   - dc.offload_tensor (activation offloading) copies its value to host memory where it
+//     stands; the value is kept until compute passes the position where the simulated copy
+//     completes (the simulator's rule for an offload's source), and the backward's
+//     dc.reload_tensor copies it back (interpreter.h);
 //   - after the backward the reduced shards are averaged over the ranks and the optimizer
 //     steps on the shards.
 //
 // Sharding: parameter p of n elements, in a world of P ranks, is padded with zeros to
 // P * s elements, s = ceil(n / P); rank r holds elements [r s, (r + 1) s) as a flat tensor
 // of s elements (the padding is on the last ranks and stays zero: its gradient is zero).
-// A gathered buffer holds P * s elements, of which the first n are the parameter. A
+// A gathered parameter in the step's memory holds its n elements (what the simulator counts);
+// when P * s > n the allgather lands in a padded buffer of P * s elements apart from the
+// step's memory (a communication buffer) and is copied at the wait. A
 // bucket's buffer is P segments, one per rank, each the members' shard-sized slices in
 // bucket order, so a reduce-scatter leaves each rank exactly its shards.
 //
@@ -149,6 +154,7 @@ class Zero3Trainer : private Zero3Collectives {
                                    bool resident, Allocator& alloc) override;
   absl::Status Wait(const Node& node) override;
   absl::Status Reduce(const Node& node, const Tensor& grad) override;
+  absl::Status Offloaded(const Node& node, const Tensor& value) override;
   absl::Status AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why);
   // src into dst across the host and options_.device (CopyConvert without a device).
   absl::Status CopyTo(const Tensor& src, Tensor& dst);
@@ -183,7 +189,17 @@ class Zero3Trainer : private Zero3Collectives {
   std::vector<std::shared_ptr<Work>> bucket_work_;  // by bucket, this step's
   std::vector<int64_t> release_after_;  // by bucket: the simulated completion's position
   absl::flat_hash_map<NodeId, int64_t> backward_pos_;
-  void ReleaseFinished(int64_t position);
+  // Offloaded values of the forward, kept until compute passes the position where the
+  // simulated copy to the host completes (the copy itself is done where the offload
+  // stands): by offload node, that position, and this step's held values.
+  absl::flat_hash_map<NodeId, int64_t> offload_done_after_;
+  absl::flat_hash_map<NodeId, int64_t> forward_pos_;
+  std::vector<std::pair<int64_t, Tensor>> copied_;  // (release position, value)
+  // At `position` of the backward: the buckets whose simulated reduce-scatter has completed
+  // release their gradients, waiting for the real collective when it has not finished (the
+  // plan's memory is honoured over the network's speed).
+  absl::Status ReleaseFinished(int64_t position);
+  void ReleaseCopied(int64_t position);
   double exposed_s_ = 0;
 };
 

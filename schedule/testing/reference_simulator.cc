@@ -32,6 +32,8 @@
 //    collective ends. A storage several reduce_grads read frees after the latest of them.
 //  - With `resident`, the graph is read as MakeResident would leave it: a release of one of
 //    those ds_ids reads nothing (its users, which read the storage it hands on, still do).
+//  - Host copies (offload, reload) run on a third clock in issue order; a host copy's point
+//    is the later of (its end, -1) and (its issue, its position).
 //  - A gathered parameter follows the release rule alone: the output node (or any other
 //    reader) reading it does not hold it.
 namespace overlap {
@@ -44,7 +46,8 @@ bool IsCall(const Node& n) {
 }
 // Whether `n` runs on the compute stream for its device_time.
 bool TakesComputeTime(const Node& n) {
-  return IsCall(n) && !IsAllgather(n) && !IsWait(n) && !IsRelease(n) && !IsReduce(n);
+  return IsCall(n) && !IsAllgather(n) && !IsWait(n) && !IsRelease(n) && !IsReduce(n) &&
+         !IsOffload(n) && !IsReload(n) && !IsWaitReload(n);
 }
 // The node owning the storage `id`'s result lives in (kNoNode for none): an owned tuple
 // element (OwnedTupleElements) owns its own.
@@ -106,9 +109,19 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
     }
     return m;
   };
-  double cpu = 0;  // the compute stream's clock
+  double cpu = 0;   // the compute stream's clock
+  double host = 0;  // when the host link is next free
   for (NodeId id : order) {
     const Node& x = g.node(id);
+    if (IsOffload(x) || IsReload(x)) {
+      issue[id] = cpu;
+      const double cost = model.HostCopy(SizeOf(x));
+      start[id] = std::max(cpu, host);
+      end[id] = start[id] + cost;
+      host = end[id];
+      r.host_s += cost;
+      continue;
+    }
     if (IsAllgather(x)) {
       issue[id] = cpu;
       if (is_resident(x)) {
@@ -128,6 +141,9 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
       const NodeId ag = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
       // A backward resident's end is the clock where it stood: no wait.
       if (ag != kNoNode && IsAllgather(g.node(ag))) cpu = std::max(cpu, end[ag]);
+    } else if (IsWaitReload(x)) {
+      const NodeId rl = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
+      if (rl != kNoNode && IsReload(g.node(rl))) cpu = std::max(cpu, end[rl]);
     } else if (IsReduce(x)) {
       const std::vector<NodeId> m = members(id);
       if (m.back() == id) {  // the last member issues the bucket's one collective
@@ -146,9 +162,13 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
     }
     end[id] = cpu;
   }
-  r.step_time_s = std::max(cpu, comm);
+  r.step_time_s = std::max({cpu, comm, host});
   r.exposed_comm_s = r.step_time_s - r.compute_s;
-  r.lower_bound_s = std::max(r.compute_s, r.comm_s);
+  r.lower_bound_s = std::max({r.compute_s, r.comm_s, r.host_s});
+  // A host copy's point: the later of its completion (position -1) and its issue.
+  auto host_point = [&](NodeId id) {
+    return std::max(Point{end[id], -1}, Point{issue[id], pos[id]});
+  };
 
   // (2) + (3) Storages of tensors: owners, readers, frees.
   const std::vector<char> owned = OwnedTupleElements(g);
@@ -157,9 +177,10 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
   std::vector<Storage> storages;
   for (NodeId id : order) {
     const Node& x = g.node(id);
-    if (IsAllgather(x) || IsReduce(x)) continue;  // not a tensor owner
+    if (IsAllgather(x) || IsReduce(x) || IsOffload(x)) continue;  // not a tensor owner
     if (HandsOnStorage(x) && !owned[id]) continue;
-    const bool input = x.op() == Op::kPlaceholder && !IsParameterShard(g, id);
+    const bool input =
+        x.op() == Op::kPlaceholder && !IsParameterShard(g, id) && !IsHostTensor(g, id);
     if (!IsCall(x) && !input) continue;  // shards, get_attr, output: nothing counted
     bool any_reader = false, output_reads = false, reduced = false;
     Point last;
@@ -178,19 +199,24 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
         }
         if (IsReduce(user)) reduced = true;
         // A reader on the communication stream ends at its collective's completion.
-        const Point p = {end[u], IsReduce(user) || IsAllgather(user) ? -1 : pos[u]};
+        const Point p = IsOffload(user) || IsReload(user)
+                            ? host_point(u)
+                            : Point{end[u], IsReduce(user) || IsAllgather(user) ? -1 : pos[u]};
         last = any_reader ? std::max(last, p) : p;
         any_reader = true;
       }
     }
-    Point free = any_reader ? last : Point{end[id], pos[id]};
+    const Point own = IsReload(x) ? host_point(id) : Point{end[id], pos[id]};
+    Point free = !any_reader ? own : IsReload(x) ? std::max(last, own) : last;
     if (output_reads && !reduced) free = {r.step_time_s, static_cast<int64_t>(order.size())};
     // An owned element is allocated when its tuple's node starts; the tuple keeps the rest.
     const NodeId made_by = owned[id] ? HandedOnFrom(x) : id;
     bool tuple = false;
     for (NodeId u : x.users()) tuple |= owned[u] != 0;
     const int64_t bytes = tuple ? TupleRemainderBytes(g, id, owned) : SizeOf(x);
-    storages.push_back({input ? Point{0.0, -1} : Point{start[made_by], pos[made_by]}, free, bytes});
+    // A reload is allocated when it is issued.
+    const double made_at = IsReload(x) ? issue[id] : start[made_by];
+    storages.push_back({input ? Point{0.0, -1} : Point{made_at, pos[made_by]}, free, bytes});
   }
 
   // Gathered parameters, with peak_gathered_bytes walking the order.

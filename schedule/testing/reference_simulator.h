@@ -26,6 +26,7 @@ struct ReferenceSimulation {
   double step_time_s = 0;
   double compute_s = 0;
   double comm_s = 0;
+  double host_s = 0;
   double exposed_comm_s = 0;
   double lower_bound_s = 0;
 };
