@@ -2019,7 +2019,7 @@ int64_t LargestHostId(const Graph& g) {
     const Node& n = g.node(id);
     if (n.op() != Op::kCallFunction || !absl::StartsWith(n.target(), "dc.") ||
         (n.target() != "dc.offload_tensor" && n.target() != "dc.reload_tensor" &&
-         n.target() != "dc.wait_reload")) {
+         n.target() != "dc.wait_reload" && n.target() != "dc.wait_offload")) {
       continue;
     }
     if (n.args().size() > 2 && n.args()[2].kind() == Value::Kind::kInt) {
@@ -2090,6 +2090,13 @@ absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
       meta.has_param = false;
       meta.param.clear();
       f.mutable_node(h).mutable_meta() = meta;
+      // Its wait, which a schedule may move up to hold compute for the copy (host_copies.h).
+      OVERLAP_ASSIGN_OR_RETURN(
+          const NodeId done_node,
+          f.AddNode(Op::kCallFunction, FreshName(f, b, absl::StrCat(value.name(), "__offloaded")),
+                    "dc.wait_offload", {Value::Ref(h), Value::Int(0), Value::Int(id)}, {},
+                    InsertPoint::Before(out_id)));
+      (void)done_node;
       std::vector<Value> items = f.node(out_id).args()[0].items();
       for (size_t i = static_cast<size_t>(std::max<int64_t>(in.tangents, 0)); i < items.size();
            ++i) {

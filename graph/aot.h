@@ -140,7 +140,8 @@ std::vector<OffloadCandidate> OffloadCandidates(const Graph& forward, const Grap
 
 // Offloading of the groups holding the named saved values: for each member m, the forward
 // runs H = dc.offload_tensor(m, 0, id) right after m and returns H (named m__host) in m's
-// place; the backward's placeholder becomes H's (renamed m__host: a host tensor), and
+// place, and dc.wait_offload(H, 0, id) (m__offloaded, read by nothing) before its output
+// node; the backward's placeholder becomes H's (renamed m__host: a host tensor), and
 // R = dc.reload_tensor(H, 1, id) (m__reload) then W = dc.wait_reload(R, 1, id)
 // (m__reloaded) run just before its first reader, which reads W. `id`s are fresh in the
 // pair. A schedule places them (step_plan.h's PlaceHostCopies); the simulator runs them on

@@ -14,6 +14,7 @@
 //   %h   = dc.offload_tensor(%x, graph_id, id)   copies %x to host memory (the host link)
 //   %d   = dc.reload_tensor(%h, graph_id, id)    copies host tensor %h back to the device
 //   %v   = dc.wait_reload(%d, graph_id, id)      blocks compute until %d has arrived
+//   %w   = dc.wait_offload(%h, graph_id, id)     blocks compute until %h's copy is done
 //
 // `id` names the offloaded tensor (an int >= 0, the same on its three ops); it is not a
 // parameter-table index.
@@ -34,6 +35,7 @@ inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
 inline constexpr absl::string_view kOffloadTarget = "dc.offload_tensor";
 inline constexpr absl::string_view kReloadTarget = "dc.reload_tensor";
 inline constexpr absl::string_view kWaitReloadTarget = "dc.wait_reload";
+inline constexpr absl::string_view kWaitOffloadTarget = "dc.wait_offload";
 // Every ZeRO-3 target starts with this; other dc.* targets (DeepCompile has more) are
 // accepted unchecked.
 inline constexpr absl::string_view kZero3Prefix = "dc.";

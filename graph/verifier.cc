@@ -212,7 +212,7 @@ std::optional<int64_t> IntArgAt(const Node& n, size_t i) {
 
 // A host-memory op (graph/dc_ops.h): (tensor, graph_id, id), ints >= 0; a reload reads a
 // placeholder (the host tensor a forward offloaded) or an offload; a wait_reload reads a
-// reload with the same id, one wait per reload.
+// reload, a wait_offload an offload, with the same id, one wait per copy.
 absl::Status VerifyHostOp(const Graph& g, const Node& n, absl::flat_hash_set<NodeId>* waited) {
   if (n.args().size() != 3) {
     return NodeError(n, absl::StrCat(n.target(), " takes 3 arguments (tensor, graph_id, id), got ",
@@ -228,16 +228,17 @@ absl::Status VerifyHostOp(const Graph& g, const Node& n, absl::flat_hash_set<Nod
       !(in.op() == Op::kCallFunction && in.target() == kOffloadTarget)) {
     return NodeError(n, "a reload must read a placeholder (a host tensor) or a dc.offload_tensor");
   }
-  if (n.target() == kWaitReloadTarget) {
-    if (in.op() != Op::kCallFunction || in.target() != kReloadTarget) {
-      return NodeError(n, "a wait_reload must read a dc.reload_tensor");
+  const bool wait_reload = n.target() == kWaitReloadTarget;
+  if (wait_reload || n.target() == kWaitOffloadTarget) {
+    const absl::string_view waited_on = wait_reload ? kReloadTarget : kOffloadTarget;
+    if (in.op() != Op::kCallFunction || in.target() != waited_on) {
+      return NodeError(n, absl::StrCat("a ", n.target(), " must read a ", waited_on));
     }
     if (IntArgAt(in, kDsIdArg) != id) {
       return NodeError(n, absl::StrCat("waits on \"", in.name(), "\" with a different id"));
     }
     if (!waited->insert(in.id()).second) {
-      return NodeError(n,
-                       absl::StrCat("a second wait on \"", in.name(), "\" (one wait per reload)"));
+      return NodeError(n, absl::StrCat("a second wait on \"", in.name(), "\" (one wait per copy)"));
     }
   }
   return absl::OkStatus();
@@ -255,7 +256,7 @@ absl::Status VerifyZero3Ops(const Graph& g) {
     const bool allgather = n.target() == kAllgatherTarget, wait = n.target() == kWaitTarget;
     const bool release = n.target() == kReleaseTarget, reduce = n.target() == kReduceTarget;
     if (n.target() == kOffloadTarget || n.target() == kReloadTarget ||
-        n.target() == kWaitReloadTarget) {
+        n.target() == kWaitReloadTarget || n.target() == kWaitOffloadTarget) {
       OVERLAP_RETURN_IF_ERROR(VerifyHostOp(g, n, &waited));
       continue;
     }

@@ -9,7 +9,9 @@
 namespace overlap {
 namespace {
 
-bool IsHostOp(const Node& n) { return IsOffload(n) || IsReload(n) || IsWaitReload(n); }
+bool IsHostOp(const Node& n) {
+  return IsOffload(n) || IsReload(n) || IsWaitReload(n) || IsWaitOffload(n);
+}
 
 }  // namespace
 
@@ -27,10 +29,12 @@ std::vector<NodeId> PlaceHostCopies(const Graph& g, std::vector<NodeId> order,
   // The order without the host ops.
   std::vector<NodeId> rest;
   rest.reserve(order.size());
-  std::vector<NodeId> reloads, waits, offloads;
+  std::vector<NodeId> reloads, waits, offloads, offload_waits;
   for (NodeId id : order) {
     const Node& n = g.node(id);
-    if (IsOffload(n)) {
+    if (IsWaitOffload(n)) {
+      offload_waits.push_back(id);
+    } else if (IsOffload(n)) {
       offloads.push_back(id);
     } else if (IsReload(n)) {
       reloads.push_back(id);
@@ -67,6 +71,33 @@ std::vector<NodeId> PlaceHostCopies(const Graph& g, std::vector<NodeId> order,
       after[index[src]].push_back(o);
     } else {
       before[end].push_back(o);
+    }
+  }
+  // Waits for offloads: at the end (the step waits for the link anyway), or, throttled, each
+  // before the node that makes the next offloaded value (at most one copy outstanding while
+  // compute makes more).
+  {
+    absl::flat_hash_map<NodeId, size_t> wait_of;       // offload -> its wait's place
+    std::vector<std::pair<size_t, NodeId>> by_source;  // (source index, offload)
+    for (NodeId o : offloads) {
+      const Node& n = g.node(o);
+      const NodeId src = n.inputs().empty() ? kNoNode : n.inputs()[0];
+      by_source.push_back(
+          {src != kNoNode && index[src] >= 0 ? static_cast<size_t>(index[src]) : end, o});
+    }
+    std::stable_sort(by_source.begin(), by_source.end());
+    for (size_t j = 0; j < by_source.size(); ++j) {
+      size_t at = end;
+      if (placement == HostCopyPlacement::kThrottled && j + 1 < by_source.size()) {
+        // After this offload's value, before the next one's.
+        at = std::max(by_source[j].first + 1, std::min(by_source[j + 1].first, end));
+      }
+      wait_of[by_source[j].second] = std::min(at, end);
+    }
+    for (NodeId w : offload_waits) {
+      const Node& n = g.node(w);
+      auto it = n.inputs().empty() ? wait_of.end() : wait_of.find(n.inputs()[0]);
+      before[it == wait_of.end() ? end : it->second].push_back(w);
     }
   }
   // Reloads: each no later than its wait, and after what it reads (the placeholders, or an
@@ -107,7 +138,7 @@ std::vector<NodeId> PlaceHostCopies(const Graph& g, std::vector<NodeId> order,
     }
     return out;
   };
-  if (placement == HostCopyPlacement::kJustInTime) {
+  if (placement != HostCopyPlacement::kHidden) {
     for (const Pending& p : pending) reload_before[p.wait_at].push_back(p.reload);
     return emit();
   }

@@ -3,7 +3,8 @@
 // order with its offloads and reloads where they serve it best.
 //
 //   - each dc.offload_tensor right after the value it copies: the copy starts as soon as
-//     the value exists, and the value's device memory goes as soon as the copy is done;
+//     the value exists, and the value's device memory goes as soon as the copy is done; its
+//     dc.wait_offload at the end (or, throttled, below);
 //   - each dc.wait_reload right before the first node that reads it;
 //   - each dc.reload_tensor as late as lets it arrive in time: walking the waits from the
 //     last, a reload's copy must end by its wait's compute time and before the next reload's
@@ -30,7 +31,11 @@ namespace overlap {
 // Where reloads go: as late as lets them arrive in time (above: the copies hide behind
 // compute), or each right before its wait (the least memory: held only from where it is
 // needed, compute stalling for the copy).
-enum class HostCopyPlacement { kHidden, kJustInTime };
+// kThrottled: reloads just in time, and each offload's wait (dc.wait_offload) before the
+// node that makes the next offloaded value, so compute cannot run ahead of the host link by
+// more than one copy (the least memory when the link is slower than compute makes values);
+// otherwise those waits stand at the end.
+enum class HostCopyPlacement { kHidden, kJustInTime, kThrottled };
 
 // Whether `g` has any host-memory op (offload, reload, wait_reload). O(N).
 bool HasHostCopies(const Graph& g);

@@ -292,16 +292,21 @@ class LookaheadSearch {
     ReloadJustInTimeIfOver(k, e);
   }
 
-  // An order whose reloads, issued to hide behind compute, do not fit: the same order with
-  // each reload just before its wait (memory held only while it is needed, compute stalling
-  // for the copies) when that holds less.
+  // An order whose host copies, placed to hide behind compute, do not fit: the same order
+  // with each reload just before its wait (memory held only while it is needed, compute
+  // stalling for the copies), then also throttled (compute waits for each offload before
+  // making the next offloaded value), whichever holds less.
   void ReloadJustInTimeIfOver(int k, Evaluation* e) const {
-    if (!e->status.ok() || e->fits || e->unplaced.empty() || !HasHostCopies(g_)) return;
-    Evaluation jit;
-    jit.base = e->base;
-    jit.order = PlaceHostCopies(g_, e->unplaced, model_, nullptr, HostCopyPlacement::kJustInTime);
-    jit.status = EvaluateOrder(k, &jit);
-    if (jit.status.ok() && jit.peak < e->peak) *e = std::move(jit);
+    for (HostCopyPlacement placement :
+         {HostCopyPlacement::kJustInTime, HostCopyPlacement::kThrottled}) {
+      if (!e->status.ok() || e->fits || e->unplaced.empty() || !HasHostCopies(g_)) return;
+      Evaluation other;
+      other.base = e->base;
+      other.unplaced = e->unplaced;
+      other.order = PlaceHostCopies(g_, e->unplaced, model_, nullptr, placement);
+      other.status = EvaluateOrder(k, &other);
+      if (other.status.ok() && other.peak < e->peak) *e = std::move(other);
+    }
   }
 
   // Evaluates e->order (S_k, or a baseline's order): plain, then each reduce-scatter cap

@@ -18,8 +18,9 @@
 // The host link (activation offloading, graph/dc_ops.h): a third stream. An offload
 // (dc.offload_tensor) or a reload (dc.reload_tensor) is issued when compute reaches it and
 // copies its node's meta.tensor_size bytes when the link is free, in issue order, taking
-// CollectiveModel::HostCopy (25 GB/s by default). A wait_reload blocks compute until its
-// reload (args[0]) has finished. The step ends when all three streams have drained.
+// CollectiveModel::HostCopy (25 GB/s by default). A wait_reload (wait_offload) blocks
+// compute until its reload (offload), args[0], has finished. The step ends when all three streams
+// have drained.
 //
 // Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},
 // or one whose ds_id is in SimulationOptions::resident, stands for a parameter kept gathered

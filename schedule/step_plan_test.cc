@@ -220,6 +220,25 @@ TEST(StepPlanTest, LeversFitSeventyPercentOfTheSmallestBaselineStepPeak) {
   }
 }
 
+// resnet18 at its real size (batch 32, 224 x 224: activations dominate, as they do not at the
+// tiny preset, where weights do): offloading, throttled to the host link, takes the step below
+// 70% of the smallest baseline step peak.
+TEST(StepPlanTest, LeversFitSeventyPercentOnResnet18AtItsDefaultSize) {
+  const Pair pair = {Zero3AotGraph("resnet18", GraphKind::kForward, Preset::kDefault),
+                     Zero3AotGraph("resnet18", GraphKind::kBackward, Preset::kDefault)};
+  int64_t smallest = INT64_MAX;
+  for (const SchedulerEntry& e : Schedulers()) {
+    if (e.honours_budget) continue;
+    const StepPlan p = PlanAndCheck(std::string(e.name), pair, {});
+    smallest = std::min(smallest, p.simulation.figures.peak_memory_bytes);
+  }
+  StepPlanOptions o;
+  o.budget_bytes = smallest * 7 / 10;
+  const StepPlan ours = PlanAndCheck("lookahead", pair, o);
+  EXPECT_TRUE(ours.fits) << "smallest feasible " << ours.min_feasible_bytes << " of " << smallest;
+  EXPECT_FALSE(ours.offloaded.empty());
+}
+
 // Offloading alone (no recomputation) below the floor: the pair carries the host-memory ops,
 // the forward's saved tensors leave the device, and the step's figures count the host link.
 TEST(StepPlanTest, OffloadedTensorsMoveOverTheHostLink) {

@@ -27,7 +27,7 @@ bool IsParameterShard(const Graph& g, NodeId id) {
 
 bool IsHostTensor(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  if (IsOffload(n)) return true;
+  if (IsOffload(n) || IsWaitOffload(n)) return true;
   if (n.op() != Op::kPlaceholder) return false;
   for (NodeId u : n.users()) {
     const Node& user = g.node(u);

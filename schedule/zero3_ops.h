@@ -44,10 +44,12 @@ inline bool IsAllgather(const Node& n) { return IsCallTo(n, kAllgatherTarget); }
 inline bool IsWait(const Node& n) { return IsCallTo(n, kWaitTarget); }
 inline bool IsRelease(const Node& n) { return IsCallTo(n, kReleaseTarget); }
 inline bool IsReduce(const Node& n) { return IsCallTo(n, kReduceTarget); }
-// The host-memory ops (graph/dc_ops.h): offload to the host, reload, wait for a reload.
+// The host-memory ops (graph/dc_ops.h): offload to the host, reload, wait for a reload, wait
+// for an offload.
 inline bool IsOffload(const Node& n) { return IsCallTo(n, kOffloadTarget); }
 inline bool IsReload(const Node& n) { return IsCallTo(n, kReloadTarget); }
 inline bool IsWaitReload(const Node& n) { return IsCallTo(n, kWaitReloadTarget); }
+inline bool IsWaitOffload(const Node& n) { return IsCallTo(n, kWaitOffloadTarget); }
 // Whether `n` is any dc.* op (including ones this vocabulary does not name).
 bool IsZero3Op(const Node& n);
 
@@ -110,8 +112,9 @@ int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char
 // O(users + 1) expected.
 bool IsParameterShard(const Graph& g, NodeId id);
 
-// Whether node `id` is a host tensor, outside the device's memory: an offload's result, or
-// a placeholder that a reload reads as args[0] (a saved tensor the forward offloaded).
+// Whether node `id` is a host tensor, outside the device's memory: an offload's result (or a
+// wait for it), or a placeholder that a reload reads as args[0] (a saved tensor the forward
+// offloaded).
 // O(users + 1).
 bool IsHostTensor(const Graph& g, NodeId id);
 

@@ -387,7 +387,7 @@ class Interpretation {
         }
         values_[id] = {acc};
       }
-    } else if (IsOffload(node) || IsReload(node) || IsWaitReload(node)) {
+    } else if (IsOffload(node) || IsReload(node) || IsWaitReload(node) || IsWaitOffload(node)) {
       return HostCopy(node);
     } else {
       return NodeError(node, "not a ZeRO-3 op this interpreter runs");
@@ -400,7 +400,7 @@ class Interpretation {
   absl::Status HostCopy(const Node& node) {
     const Tensor* t = TensorOf(HandedOnFrom(node));
     if (t == nullptr) return NodeError(node, "its input is not available");
-    if (IsWaitReload(node)) {
+    if (IsWaitReload(node) || IsWaitOffload(node)) {  // copies are done where they stand
       values_[node.id()] = {*t};
       return absl::OkStatus();
     }

@@ -24,7 +24,8 @@
 //     counted apart from the step's memory) and the value is freed after its last device
 //     reader; a placeholder a reload reads is that host copy, used in place, not counted;
 //     dc.reload_tensor copies it into a new buffer of the step's memory; dc.wait_reload hands
-//     that on. With free copies these are the simulator's rules (SimulateAlone);
+//     that on, dc.wait_offload the host copy. With free copies these are the simulator's rules
+//     (SimulateAlone);
 //   - operator.getitem picks a tuple element; placeholders take the given tensors: a
 //     parameter placeholder (a parameter shard) uses the caller's tensor as is, any other
 //     input is copied into the step's memory, where the simulator counts it from time 0;

@@ -35,10 +35,11 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
     }
     p.members[p.root[id]].push_back(id);
     // Host tensors (an offload's copy, a placeholder a reload reads) are not step memory.
-    const bool value = node.op() == Op::kPlaceholder
-                           ? !IsParameterShard(g, id) && !IsHostTensor(g, id)
-                           : element || (IsCallNode(node) && !HandsOnStorage(node) &&
-                                         !IsAllgather(node) && !IsReduce(node) && !IsOffload(node));
+    const bool value =
+        node.op() == Op::kPlaceholder
+            ? !IsParameterShard(g, id) && !IsHostTensor(g, id)
+            : element || (IsCallNode(node) && !HandsOnStorage(node) && !IsAllgather(node) &&
+                          !IsReduce(node) && !IsOffload(node) && !IsWaitOffload(node));
     // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
     // freed after its last reader like any other.
     p.owns[id] = value;

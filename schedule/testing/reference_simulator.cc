@@ -47,7 +47,7 @@ bool IsCall(const Node& n) {
 // Whether `n` runs on the compute stream for its device_time.
 bool TakesComputeTime(const Node& n) {
   return IsCall(n) && !IsAllgather(n) && !IsWait(n) && !IsRelease(n) && !IsReduce(n) &&
-         !IsOffload(n) && !IsReload(n) && !IsWaitReload(n);
+         !IsOffload(n) && !IsReload(n) && !IsWaitReload(n) && !IsWaitOffload(n);
 }
 // The node owning the storage `id`'s result lives in (kNoNode for none): an owned tuple
 // element (OwnedTupleElements) owns its own.
@@ -141,9 +141,11 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
       const NodeId ag = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
       // A backward resident's end is the clock where it stood: no wait.
       if (ag != kNoNode && IsAllgather(g.node(ag))) cpu = std::max(cpu, end[ag]);
-    } else if (IsWaitReload(x)) {
+    } else if (IsWaitReload(x) || IsWaitOffload(x)) {
       const NodeId rl = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
-      if (rl != kNoNode && IsReload(g.node(rl))) cpu = std::max(cpu, end[rl]);
+      if (rl != kNoNode && (IsReload(g.node(rl)) || IsOffload(g.node(rl)))) {
+        cpu = std::max(cpu, end[rl]);
+      }
     } else if (IsReduce(x)) {
       const std::vector<NodeId> m = members(id);
       if (m.back() == id) {  // the last member issues the bucket's one collective
