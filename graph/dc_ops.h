@@ -7,6 +7,8 @@
 //   %w   = dc.wait_allgather(%ag, graph_id, ds_id)
 //   %r   = dc.release_param(%use, graph_id, ds_id, n_users)
 //   %red = dc.reduce_grad(%grad, graph_id, ds_id)
+//   %wr  = dc.wait_reduce(%red, graph_id, ds_id)                blocks compute until %red's
+//                                                               reduce-scatter is done
 //
 // and the host-memory ops of activation offloading (a saved tensor moved to host memory in
 // the forward and brought back in the backward; docs/deepcompile.md, "Offload"):
@@ -32,6 +34,7 @@ inline constexpr absl::string_view kAllgatherTarget = "dc.allgather_param";
 inline constexpr absl::string_view kWaitTarget = "dc.wait_allgather";
 inline constexpr absl::string_view kReleaseTarget = "dc.release_param";
 inline constexpr absl::string_view kReduceTarget = "dc.reduce_grad";
+inline constexpr absl::string_view kWaitReduceTarget = "dc.wait_reduce";
 inline constexpr absl::string_view kOffloadTarget = "dc.offload_tensor";
 inline constexpr absl::string_view kReloadTarget = "dc.reload_tensor";
 inline constexpr absl::string_view kWaitReloadTarget = "dc.wait_reload";

@@ -255,12 +255,13 @@ absl::Status VerifyZero3Ops(const Graph& g) {
     if (n.op() != Op::kCallFunction || !absl::StartsWith(n.target(), kZero3Prefix)) continue;
     const bool allgather = n.target() == kAllgatherTarget, wait = n.target() == kWaitTarget;
     const bool release = n.target() == kReleaseTarget, reduce = n.target() == kReduceTarget;
+    const bool wait_reduce = n.target() == kWaitReduceTarget;
     if (n.target() == kOffloadTarget || n.target() == kReloadTarget ||
         n.target() == kWaitReloadTarget || n.target() == kWaitOffloadTarget) {
       OVERLAP_RETURN_IF_ERROR(VerifyHostOp(g, n, &waited));
       continue;
     }
-    if (!allgather && !wait && !release && !reduce) continue;  // other DeepCompile ops
+    if (!allgather && !wait && !release && !reduce && !wait_reduce) continue;  // other dc.* ops
     const size_t arity = release ? 4 : 3;
     if (n.args().size() != arity) {
       return NodeError(
@@ -283,6 +284,14 @@ absl::Status VerifyZero3Ops(const Graph& g) {
         in.meta().param != param) {
       return NodeError(n, absl::StrCat("gathers placeholder \"", in.name(), "\" (parameter \"",
                                        in.meta().param, "\") with the ds_id of \"", param, "\""));
+    }
+    if (wait_reduce) {
+      if (in.op() != Op::kCallFunction || in.target() != kReduceTarget) {
+        return NodeError(n, "a wait_reduce must read a dc.reduce_grad");
+      }
+      if (IntArgAt(in, kDsIdArg) != ds) {
+        return NodeError(n, absl::StrCat("waits on \"", in.name(), "\" with a different ds_id"));
+      }
     }
     if (wait) {
       if (in.op() != Op::kCallFunction || in.target() != kAllgatherTarget) {

@@ -72,6 +72,45 @@ TEST(VerifierTest, ArityTypesAndCountsOfZero3OpsAreChecked) {
   }
 }
 
+// The host-memory ops (activation offloading) and the wait for a reduction.
+TEST(VerifierTest, HostMemoryOpsAndReductionWaitsAreChecked) {
+  const std::string off = CallJson("h", "dc.offload_tensor", R"("%x", 0, 3)") + ",";
+  const std::string rl = CallJson("d", "dc.reload_tensor", R"("%h", 0, 3)") + ",";
+  const std::string wr = CallJson("v", "dc.wait_reload", R"("%d", 0, 3)") + ",";
+  const std::string wo = CallJson("o", "dc.wait_offload", R"("%h", 0, 3)") + ",";
+  EXPECT_TRUE(VerifyWith(off + rl + wr + wo, "%v").ok());
+  const std::string red = CallJson("red", "dc.reduce_grad", R"("%x", 1, 0)") + ",";
+  EXPECT_TRUE(
+      VerifyWith(red + CallJson("wred", "dc.wait_reduce", R"("%red", 1, 0)") + ",", "%x").ok());
+  struct Case {
+    std::string ops, last, message;
+  };
+  const Case cases[] = {
+      {CallJson("h", "dc.offload_tensor", R"("%x", 0)") + ",", "%x", "takes 3 arguments"},
+      {CallJson("h", "dc.offload_tensor", R"("%x", 0, -1)") + ",", "%x", "id (args[2])"},
+      {CallJson("h", "dc.offload_tensor", R"("%x", -1, 0)") + ",", "%x", "graph_id"},
+      {off + CallJson("d", "dc.reload_tensor", R"("%y0", 0, 3)") + ",", "%x", "y0"},
+      {CallJson("a", "aten.relu.default", R"("%x")") + "," +
+           CallJson("d", "dc.reload_tensor", R"("%a", 0, 3)") + ",",
+       "%d", "a reload must read a placeholder"},
+      {off + rl + CallJson("v", "dc.wait_reload", R"("%h", 0, 3)") + ",", "%v",
+       "a dc.wait_reload must read a dc.reload_tensor"},
+      {off + rl + CallJson("v", "dc.wait_reload", R"("%d", 0, 4)") + ",", "%v",
+       "with a different id"},
+      {off + rl + wr + CallJson("v2", "dc.wait_reload", R"("%d", 0, 3)") + ",", "%v2",
+       "a second wait on \"d\""},
+      {off + CallJson("o", "dc.wait_offload", R"("%x", 0, 3)") + ",", "%x",
+       "a dc.wait_offload must read a dc.offload_tensor"},
+      {red + CallJson("wred", "dc.wait_reduce", R"("%x", 1, 0)") + ",", "%x",
+       "a wait_reduce must read a dc.reduce_grad"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = VerifyWith(c.ops, c.last);
+    EXPECT_TRUE(IsBadInput(s)) << c.message << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+}
+
 TEST(VerifierTest, AnAllgatherOfAnotherParametersPlaceholderIsRejected) {
   absl::Status s =
       VerifyWith(absl::StrCat(PlaceholderJson("q", "v"), ",",

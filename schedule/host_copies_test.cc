@@ -101,6 +101,9 @@ TEST(HostCopiesTest, OffloadedPairsVerifyPlaceAndSimulateAlike) {
     ASSERT_TRUE(Verify(f).ok()) << Verify(f);
     ASSERT_TRUE(Verify(b).ok()) << Verify(b);
     EXPECT_TRUE(OffloadCandidates(f, b).empty());  // nothing saved on the device is left
+    // And the last lever's waits for reductions, which both simulators read too.
+    ASSERT_TRUE(AddReduceWaits(&b).ok());
+    ASSERT_TRUE(Verify(b).ok()) << Verify(b);
     CollectiveModel model;
     model.host_bandwidth_bytes_per_s = 25e9;
     for (const Graph* g : {&f, &b}) {

@@ -200,6 +200,10 @@ std::string FormatStepSummary(const StepPlan& p) {
     absl::StrAppend(&out, "; offloads ", p.offloaded.size(), " saved tensors (", FormatBytes(bytes),
                     " in host memory, ", FormatSeconds(x.host_s), " on the host link)");
   }
+  if (p.reduce_waits > 0) {
+    absl::StrAppend(&out, "; waits for ", p.reduce_waits,
+                    " reduce-scatters before the next gather");
+  }
   return out + "\n";
 }
 
@@ -227,6 +231,13 @@ std::string FormatStepExplainTable(const StepPlan& p) {
       absl::StrAppendFormat(&out, "  %-36s %11s %11s\n", c.name, FormatBytes(c.bytes),
                             FormatBytes(c.copy_bytes));
     }
+  }
+  if (p.reduce_waits > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "no order fitted with those: compute waits for each reduce-scatter before the next "
+        "gather (%d dc.wait_reduce), so gradients and gathered parameters do not meet\n",
+        p.reduce_waits);
   }
   out +=
       "ours' resident prefixes (ranked by backward allgather time saved per byte):\n"

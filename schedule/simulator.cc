@@ -66,7 +66,7 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
       kind_[id] = kReload;
       time_[id] = model.HostCopy(bytes_[id]);
       counted = true;
-    } else if (IsWait(n) || IsWaitReload(n) || IsWaitOffload(n)) {
+    } else if (IsWait(n) || IsWaitReload(n) || IsWaitOffload(n) || IsWaitReduce(n)) {
       kind_[id] = kWait;
       time_[id] = 0;
     } else if (IsRelease(n)) {

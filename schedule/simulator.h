@@ -19,7 +19,11 @@
 // (dc.offload_tensor) or a reload (dc.reload_tensor) is issued when compute reaches it and
 // copies its node's meta.tensor_size bytes when the link is free, in issue order, taking
 // CollectiveModel::HostCopy (25 GB/s by default). A wait_reload (wait_offload) blocks
-// compute until its reload (offload), args[0], has finished. The step ends when all three streams
+// compute until its reload (offload), args[0], has finished.
+//
+// A wait_reduce (a memory lever, zero3_ops.h's AddReduceWaits) blocks compute until its
+// reduce_grad's collective (its bucket's) has finished; one whose collective has not been
+// issued yet when compute reaches it does not block. The step ends when all three streams
 // have drained.
 //
 // Resident parameters (selective unsharding): an allgather with kwargs {"persistent": true},

@@ -261,7 +261,7 @@ namespace {
 // memory between the graphs. `seconds` is what it costs: the recomputing nodes' device time,
 // or the copies' host-link time both ways.
 struct Lever {
-  enum Kind { kRecompute, kOffload } kind = kRecompute;
+  enum Kind { kRecompute, kOffload, kWaitReductions } kind = kRecompute;
   std::string name;
   int64_t bytes = 0;
   double seconds = 0;
@@ -308,6 +308,15 @@ std::vector<Lever> RankLevers(const Graph& forward, const Graph& backward,
     // bytes / seconds, compared without dividing (0 seconds first).
     return static_cast<double>(x.bytes) * y.seconds > static_cast<double>(y.bytes) * x.seconds;
   });
+  // Last, the one that costs the most time: compute waits for each reduce-scatter before the
+  // next gather, so gradients and gathered parameters do not meet (what bounds a step whose
+  // parameters dominate, such as mlp's).
+  if (options.wait_for_reductions) {
+    Lever l;
+    l.kind = Lever::kWaitReductions;
+    l.name = "(every reduce-scatter)";
+    levers.push_back(std::move(l));
+  }
   return levers;
 }
 
@@ -324,17 +333,27 @@ absl::StatusOr<Levered> PlanWithLevers(const Graph& forward, const Graph& backwa
   r.forward = forward;
   r.backward = backward;
   std::vector<std::string> recompute, offload;
+  bool wait = false;
   for (size_t i = 0; i < m; ++i) {
-    (ranked[i].kind == Lever::kRecompute ? recompute : offload).push_back(ranked[i].name);
+    if (ranked[i].kind == Lever::kWaitReductions) {
+      wait = true;
+    } else {
+      (ranked[i].kind == Lever::kRecompute ? recompute : offload).push_back(ranked[i].name);
+    }
   }
   OVERLAP_RETURN_IF_ERROR(RecomputeSaved(&r.forward, &r.backward, recompute).status());
   OVERLAP_RETURN_IF_ERROR(OffloadSaved(&r.forward, &r.backward, offload).status());
+  int64_t waits = 0;
+  if (wait) {
+    OVERLAP_ASSIGN_OR_RETURN(waits, AddReduceWaits(&r.backward));
+  }
   StepSearch search(r.forward, r.backward, options);
   OVERLAP_ASSIGN_OR_RETURN(r.plan, search.Run());
+  r.plan.reduce_waits = waits;
   for (size_t i = 0; i < m; ++i) {
     if (ranked[i].kind == Lever::kRecompute) {
       r.plan.recomputed.push_back(ranked[i].recompute);
-    } else {
+    } else if (ranked[i].kind == Lever::kOffload) {
       r.plan.offloaded.push_back(ranked[i].offload);
     }
   }
@@ -398,7 +417,7 @@ absl::StatusOr<StepPlan> PlanStep(absl::string_view algorithm, Graph* forward, G
     OVERLAP_ASSIGN_OR_RETURN(plan, search.Run());
     Graph f = std::move(search.forward_result());
     Graph b = std::move(search.backward_result());
-    if (!plan.fits && (options.recompute || options.offload)) {
+    if (!plan.fits && (options.recompute || options.offload || options.wait_for_reductions)) {
       OVERLAP_RETURN_IF_ERROR(PullLevers(*forward, *backward, options, &plan, &f, &b));
     }
     *forward = std::move(f);

@@ -108,6 +108,10 @@ struct StepPlanOptions {
   // copies' host-link time both ways); the fewest groups that make the step fit are taken,
   // most bytes per second first. false: no offloading.
   bool offload = true;
+  // Ours, when neither saved-tensor lever makes the step fit: compute waits for each
+  // reduce-scatter before the next gather (zero3_ops.h's AddReduceWaits; the costliest
+  // lever, tried last). false: never.
+  bool wait_for_reductions = true;
 };
 
 // One resident prefix ours tried.
@@ -135,6 +139,7 @@ struct StepPlan {
   // unless nothing fit without).
   std::vector<RecomputeCandidate> recomputed;
   std::vector<OffloadCandidate> offloaded;
+  int64_t reduce_waits = 0;  // ours: the dc.wait_reduce nodes the last lever added
 };
 
 // Plans one step with scheduler `algorithm` (scheduler_registry.h) and leaves both graphs

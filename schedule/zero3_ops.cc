@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
@@ -148,6 +149,42 @@ absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
         order->end());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> AddReduceWaits(Graph* g) {
+  std::vector<NodeId> pending;                   // reduces not yet waited for, in order
+  std::vector<std::pair<NodeId, NodeId>> waits;  // (reduce, the node it goes before)
+  for (NodeId id : g->order()) {
+    const Node& n = g->node(id);
+    if (IsReduce(n)) {
+      pending.push_back(id);
+      continue;
+    }
+    if (pending.empty() || IsZero3Op(n)) continue;
+    // A reader of a gathered (not resident) parameter: where a just-in-time order gathers it.
+    bool gathered = false;
+    for (NodeId in : n.inputs()) {
+      const Node& w = g->node(in);
+      gathered |= IsWait(w) && !w.inputs().empty() && IsAllgather(g->node(w.inputs()[0])) &&
+                  !IsPersistentAllgather(g->node(w.inputs()[0]));
+    }
+    if (!gathered) continue;
+    for (NodeId r : pending) waits.push_back({r, id});
+    pending.clear();
+  }
+  for (const auto& [r, before] : waits) {
+    const Node& red = g->node(r);
+    std::string name = absl::StrCat("wait_", red.name());
+    for (int k = 2; g->FindNode(name) != kNoNode; ++k) {
+      name = absl::StrCat("wait_", red.name(), "_", k);
+    }
+    OVERLAP_RETURN_IF_ERROR(
+        g->AddNode(Op::kCallFunction, std::move(name), std::string(kWaitReduceTarget),
+                   {Value::Ref(r), Value::Int(IntArg(red, kGraphIdArg)), Value::Int(DsId(red))}, {},
+                   InsertPoint::Before(before))
+            .status());
+  }
+  return static_cast<int64_t>(waits.size());
 }
 
 absl::Status BucketReduces(Graph* g, absl::Span<const NodeId> order, int64_t cap_bytes) {

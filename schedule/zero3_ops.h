@@ -44,6 +44,7 @@ inline bool IsAllgather(const Node& n) { return IsCallTo(n, kAllgatherTarget); }
 inline bool IsWait(const Node& n) { return IsCallTo(n, kWaitTarget); }
 inline bool IsRelease(const Node& n) { return IsCallTo(n, kReleaseTarget); }
 inline bool IsReduce(const Node& n) { return IsCallTo(n, kReduceTarget); }
+inline bool IsWaitReduce(const Node& n) { return IsCallTo(n, kWaitReduceTarget); }
 // The host-memory ops (graph/dc_ops.h): offload to the host, reload, wait for a reload, wait
 // for an offload.
 inline bool IsOffload(const Node& n) { return IsCallTo(n, kOffloadTarget); }
@@ -153,6 +154,14 @@ class ReduceBucketer {
 // release's input again). Erased ids are dropped from `order` when given. O(N + E).
 absl::Status MakeResident(Graph* g, absl::Span<const int64_t> resident,
                           std::vector<NodeId>* order = nullptr);
+
+// Waiting for reductions, a memory lever (the step plan's last): for each reduce_grad, in
+// `g`'s order, a dc.wait_reduce of it before the next node that reads a gathered (not
+// resident) parameter (none when no such node follows): where a just-in-time order gathers
+// that parameter, so it is gathered only once the gradients reduced before it are gone. A wait
+// whose reduce-scatter has not been issued yet (its bucket waits for later gradients) does not
+// block. Returns how many waits were added. O(N + E).
+absl::StatusOr<int64_t> AddReduceWaits(Graph* g);
 
 // Reduce-scatter bucketing applied to a graph: walking `order`, each reduce_grad gets
 // kwargs {"bucket": b} by ReduceBucketer's rule at `cap_bytes` (replacing any it had).

@@ -36,6 +36,9 @@ constexpr FlagSpec kFlags[] = {
     {"no-offload", 0, "",
      "ours: never keep saved tensors in host memory (over the host link,\n"
      "--host-bandwidth), even when nothing fits without"},
+    {"no-reduce-waits", 0, "",
+     "ours: never make compute wait for a reduce-scatter before the next\n"
+     "gather (the last lever, for steps whose parameters dominate)"},
     {"svg", 0, "OUT",
      "draw the chosen plan's step as SVG: the forward then the backward on\n"
      "both streams above the memory curve, the boundary, the residents\n"
@@ -98,6 +101,7 @@ int Run(Invocation& in) {
   options.record_trace = in.Has("svg") || in.Has("trace");
   options.recompute = !in.Switch("no-recompute");
   options.offload = !in.Switch("no-offload");
+  options.wait_for_reductions = !in.Switch("no-reduce-waits");
 
   std::fprintf(in.summary(), "step plan: forward %zu nodes, backward %zu nodes%s\n",
                static_cast<size_t>(forward->size()), static_cast<size_t>(backward->size()),

@@ -387,6 +387,9 @@ class Interpretation {
         }
         values_[id] = {acc};
       }
+    } else if (IsWaitReduce(node)) {
+      if (options_.zero3 != nullptr) OVERLAP_RETURN_IF_ERROR(options_.zero3->WaitReduce(node));
+      values_[id] = {Tensor()};
     } else if (IsOffload(node) || IsReload(node) || IsWaitReload(node) || IsWaitOffload(node)) {
       return HostCopy(node);
     } else {

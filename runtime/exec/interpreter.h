@@ -77,6 +77,12 @@ class Zero3Collectives {
     (void)value;
     return absl::OkStatus();
   }
+  // dc.wait_reduce: blocks until its reduce_grad's (bucket's) reduce-scatter has finished,
+  // when it has been launched. In one process a reduction is done at once.
+  virtual absl::Status WaitReduce(const Node& node) {
+    (void)node;
+    return absl::OkStatus();
+  }
   virtual absl::StatusOr<Tensor> Allgather(const Node& node, const Tensor& shard,
                                            const TensorType& full, bool resident,
                                            Allocator& alloc) = 0;

@@ -39,7 +39,8 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
         node.op() == Op::kPlaceholder
             ? !IsParameterShard(g, id) && !IsHostTensor(g, id)
             : element || (IsCallNode(node) && !HandsOnStorage(node) && !IsAllgather(node) &&
-                          !IsReduce(node) && !IsOffload(node) && !IsWaitOffload(node));
+                          !IsReduce(node) && !IsOffload(node) && !IsWaitOffload(node) &&
+                          !IsWaitReduce(node));
     // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
     // freed after its last reader like any other.
     p.owns[id] = value;

@@ -412,6 +412,18 @@ absl::Status Zero3Trainer::Offloaded(const Node& node, const Tensor& value) {
   return absl::OkStatus();
 }
 
+absl::Status Zero3Trainer::WaitReduce(const Node& node) {
+  if (node.inputs().empty()) return NodeError(node, "a wait_reduce without its reduce_grad");
+  auto it = reduce_slot_.find(node.inputs()[0]);
+  if (it == reduce_slot_.end()) return NodeError(node, "waits on a reduce_grad of no bucket");
+  const int b = it->second.first;
+  if (bucket_work_[b] == nullptr) return absl::OkStatus();  // not launched: no wait
+  OVERLAP_RETURN_IF_ERROR(AwaitWork(
+      bucket_work_[b], absl::StrCat("node '", node.name(), "' waiting for its reduce-scatter")));
+  held_[b].clear();  // the simulator frees the bucket's gradients at its completion
+  return absl::OkStatus();
+}
+
 void Zero3Trainer::ReleaseCopied(int64_t position) {
   copied_.erase(std::remove_if(copied_.begin(), copied_.end(),
                                [&](const auto& c) { return position >= c.first; }),

@@ -155,6 +155,7 @@ class Zero3Trainer : private Zero3Collectives {
   absl::Status Wait(const Node& node) override;
   absl::Status Reduce(const Node& node, const Tensor& grad) override;
   absl::Status Offloaded(const Node& node, const Tensor& value) override;
+  absl::Status WaitReduce(const Node& node) override;
   absl::Status AwaitWork(const std::shared_ptr<Work>& w, absl::string_view why);
   // src into dst across the host and options_.device (CopyConvert without a device).
   absl::Status CopyTo(const Tensor& src, Tensor& dst);

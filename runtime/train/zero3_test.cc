@@ -27,11 +27,17 @@ constexpr int kSteps = 5;
 struct Variant {
   std::string scheduler;
   bool memory_limit = false;
-  std::string label() const { return scheduler + (memory_limit ? "+limit" : ""); }
+  // The step plan's last lever on the scheduled backward: compute waits for each
+  // reduce-scatter before the next gathered parameter's reader (zero3_ops.h).
+  bool reduce_waits = false;
+  std::string label() const {
+    return scheduler + (memory_limit ? "+limit" : "") + (reduce_waits ? "+reduce-waits" : "");
+  }
 };
 
 std::vector<Variant> Variants() {
-  return {{"lookahead"}, {"lookahead", true}, {"fast_free"}, {"list"}, {"simple_prefetch"}};
+  return {{"lookahead"}, {"lookahead", true}, {"lookahead", false, true}, {"fast_free"},
+          {"list"},      {"simple_prefetch"}};
 }
 
 // The pair with ZeRO-3 ops, scheduled by `v`; `limit` receives the memory limit used (0:
@@ -46,6 +52,7 @@ absl::StatusOr<AotPair> Scheduled(AotPair pair, const Variant& v, int world, int
     absl::StatusOr<bool> inserted = Zero3Insertion(kind).Run(g);
     if (!inserted.ok()) return inserted.status();
     SchedulerOptions options = so;
+    options.lookahead.keep_residents = !v.reduce_waits;  // gathered parameters to wait for
     if (v.memory_limit) {
       // Halfway between the smallest feasible peak (what a 1-byte budget reports) and the
       // unlimited choice's.
@@ -66,6 +73,11 @@ absl::StatusOr<AotPair> Scheduled(AotPair pair, const Variant& v, int world, int
     if (r->lookahead.has_value() && !r->lookahead->feasible) {
       return absl::InternalError(
           absl::StrCat("no schedule within ", *options.lookahead.budget_bytes, " bytes"));
+    }
+    if (v.reduce_waits && kind == GraphKind::kBackward) {
+      absl::StatusOr<int64_t> waits = AddReduceWaits(g);
+      if (!waits.ok()) return waits.status();
+      if (*waits == 0) return absl::InternalError("no reduce-scatter to wait for");
     }
   }
   return pair;

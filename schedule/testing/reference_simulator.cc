@@ -47,7 +47,7 @@ bool IsCall(const Node& n) {
 // Whether `n` runs on the compute stream for its device_time.
 bool TakesComputeTime(const Node& n) {
   return IsCall(n) && !IsAllgather(n) && !IsWait(n) && !IsRelease(n) && !IsReduce(n) &&
-         !IsOffload(n) && !IsReload(n) && !IsWaitReload(n) && !IsWaitOffload(n);
+         !IsOffload(n) && !IsReload(n) && !IsWaitReload(n) && !IsWaitOffload(n) && !IsWaitReduce(n);
 }
 // The node owning the storage `id`'s result lives in (kNoNode for none): an owned tuple
 // element (OwnedTupleElements) owns its own.
@@ -141,6 +141,10 @@ ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> o
       const NodeId ag = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
       // A backward resident's end is the clock where it stood: no wait.
       if (ag != kNoNode && IsAllgather(g.node(ag))) cpu = std::max(cpu, end[ag]);
+    } else if (IsWaitReduce(x)) {
+      // Its bucket's collective's end once issued (0 until then: no wait).
+      const NodeId red = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
+      if (red != kNoNode && IsReduce(g.node(red))) cpu = std::max(cpu, end[red]);
     } else if (IsWaitReload(x) || IsWaitOffload(x)) {
       const NodeId rl = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
       if (rl != kNoNode && (IsReload(g.node(rl)) || IsOffload(g.node(rl)))) {
