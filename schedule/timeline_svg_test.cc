@@ -68,6 +68,40 @@ TEST(TimelineSvgTest, AStepShowsTheBoundaryAndTheResidents) {
   EXPECT_EQ(Count(svg, "<polyline"), 1);
 }
 
+// A step below every baseline: the host link is a third lane, and recomputed nodes, offloads
+// and reloads are drawn in colours of their own, named in the legend; a plain step has none.
+TEST(TimelineSvgTest, AStepWithLeversShowsTheHostLinkAndWhatWasRecomputed) {
+  Graph f = Zero3AotGraph("gpt2", GraphKind::kForward, Preset::kTiny);
+  Graph b = Zero3AotGraph("gpt2", GraphKind::kBackward, Preset::kTiny);
+  StepPlanOptions lowest;
+  lowest.budget_bytes = 1;
+  Graph f0 = f, b0 = b;
+  absl::StatusOr<StepPlan> floor = PlanStep("lookahead", &f0, &b0, lowest);
+  ASSERT_TRUE(floor.ok()) << floor.status();
+  ASSERT_FALSE(floor->fits);
+  StepPlanOptions o;
+  o.record_trace = true;
+  o.budget_bytes = floor->min_feasible_bytes;
+  absl::StatusOr<StepPlan> plan = PlanStep("lookahead", &f, &b, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->fits);
+  ASSERT_FALSE(plan->recomputed.empty());
+  ASSERT_FALSE(plan->offloaded.empty());
+  const std::string svg = StepTimelineSvg(f, b, plan->simulation);
+  EXPECT_THAT(svg, HasSubstr(">host link</text>"));
+  for (const char* kind : {">recompute</text>", ">offload</text>", ">reload</text>"}) {
+    EXPECT_THAT(svg, HasSubstr(kind));
+  }
+  EXPECT_THAT(svg, HasSubstr("__host</title>"));  // an offload's bar, named
+  Graph pf = Zero3AotGraph("gpt2", GraphKind::kForward, Preset::kTiny);
+  Graph pb = Zero3AotGraph("gpt2", GraphKind::kBackward, Preset::kTiny);
+  StepPlanOptions plain;
+  plain.record_trace = true;
+  absl::StatusOr<StepPlan> free = PlanStep("lookahead", &pf, &pb, plain);
+  ASSERT_TRUE(free.ok());
+  EXPECT_EQ(StepTimelineSvg(pf, pb, free->simulation).find("host link"), std::string::npos);
+}
+
 // Thousands of events stay a bounded picture: bars merge below half a pixel.
 TEST(TimelineSvgTest, ALargeStepStaysSmall) {
   ModelOptions mo;
