@@ -2,6 +2,7 @@
 // convolution (im2col + GEMM, the column buffer in scratch), max pooling, attention
 // (exact softmax, the score matrix in scratch) and the losses, with their backwards.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -1088,23 +1089,49 @@ Results MaxPool2d(KernelCall& c) {
     // Every element written below.
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
     OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewUninitializedOutput(DType::kInt64, shape));
-    NnArgs a;
-    a.op = NnOp::kMaxPool;
-    a.is_double = std::is_same_v<T, double>;
-    a.pool = g;
-    a.x = x.data<T>();
-    a.out = out.data<T>();
-    a.out2 = idx.data<int64_t>();
-    // nn_ops.h's MaxPoolAt a row of outputs at a time (the unit per element divides three
-    // times to find its place: most of its time).
+    // nn_ops.h's MaxPoolAt rule (ATen's: the first maximum in window order, a NaN replaces
+    // even a NaN) a row of outputs at a time, with each window's in-bounds rows and columns
+    // found once and the choice made without a branch (the comparisons on random data
+    // mispredict half the time: most of the generic unit's time).
+    const T* xs = x.data<T>();
+    T* os = out.data<T>();
+    int64_t* is = idx.data<int64_t>();
     const int64_t rows = g.planes * g.ho;
+    // The window taps in bounds along one axis: [first, last) for output position o.
+    auto taps = [](int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n) {
+      const int64_t origin = o * stride - pad;
+      int64_t first = 0, last = k;
+      while (first < k && origin + first * dil < 0) ++first;
+      while (last > first && origin + (last - 1) * dil >= n) --last;
+      return std::array<int64_t, 3>{origin, first, last};
+    };
     ParallelFor(
         rows,
         [&](int64_t begin, int64_t end) {
           for (int64_t r = begin; r < end; ++r) {
             const int64_t plane = r / g.ho, oh = r % g.ho;
+            const T* in = xs + plane * g.h * g.w;
+            const auto [ih0, i_first, i_last] = taps(oh, g.sh, g.ph, g.dh, g.kh, g.h);
             for (int64_t ow = 0; ow < g.wo; ++ow) {
-              nn_internal::MaxPoolAt<T>(a, plane, oh, ow, r * g.wo + ow);
+              const auto [iw0, j_first, j_last] = taps(ow, g.sw, g.pw, g.dw, g.kw, g.w);
+              T best = static_cast<T>(-HUGE_VAL);
+              int64_t at = -1;
+              if (i_first < i_last && j_first < j_last) {  // start from the first tap
+                at = (ih0 + i_first * g.dh) * g.w + iw0 + j_first * g.dw;
+                best = in[at];
+              }
+              for (int64_t i = i_first; i < i_last; ++i) {
+                const T* row = in + (ih0 + i * g.dh) * g.w + iw0;
+                const int64_t base = (ih0 + i * g.dh) * g.w + iw0;
+                for (int64_t j = j_first; j < j_last; ++j) {
+                  const T v = row[j * g.dw];
+                  const int take = static_cast<int>(v > best) | static_cast<int>(v != v);
+                  best = take ? v : best;
+                  at = take ? base + j * g.dw : at;
+                }
+              }
+              os[r * g.wo + ow] = best;
+              is[r * g.wo + ow] = at;
             }
           }
         },
