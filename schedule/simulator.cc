@@ -256,9 +256,11 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
   }
   r->peak_gathered_bytes = gathered_now;
   int64_t i = 0;
+  if (record) r->reached_s.reserve(order.size());
   for (NodeId id : order) {
     t->pos[id] = i++;
     const double now = t->compute_t;
+    if (record) r->reached_s.push_back(now);
     if ((kind_[id] == kAllgather || kind_[id] == kRelease) && residents.Contains(ds_[id])) {
       // Already gathered (a refresh keeps the times set above); nothing to free.
       if (!refresh[id]) start[id] = end[id] = now;

@@ -133,6 +133,11 @@ struct SimulationResult {
   double lower_bound_s = 0;   // max(compute_s, comm_s, host_s)
   std::vector<SimEvent> events;
   std::vector<std::pair<double, int64_t>> memory;  // (time, bytes in use) after each change
+  // By position in the order: the compute stream's clock when the walk reaches that node
+  // (before it runs; a node allocates at this time, an allgather is issued at it). With
+  // record_trace only. What executors use to place a simulated completion at time T: after
+  // the last position reached before T (frees at T come before allocations at T).
+  std::vector<double> reached_s;
 };
 
 // What a simulation run may vary besides the order.

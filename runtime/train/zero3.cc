@@ -127,23 +127,6 @@ absl::Status Zero3Trainer::MakeBuckets(const TensorMap& params) {
 
 namespace {
 
-// When compute reaches each position of `order` in simulation `r`: the start of the last
-// compute interval at or before it (the trace records nodes that take time).
-std::vector<double> ComputeStarts(const SimulationResult& r, const std::vector<NodeId>& order) {
-  absl::flat_hash_map<NodeId, double> compute_start;
-  for (const SimEvent& e : r.events) {
-    if (e.stream == 0) compute_start[e.node] = e.start_s;
-  }
-  std::vector<double> start(order.size(), 0);
-  double last = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    auto it = compute_start.find(order[i]);
-    if (it != compute_start.end()) last = it->second;
-    start[i] = last;
-  }
-  return start;
-}
-
 // The last position whose compute start is before `t`, -1 when none: where something the
 // simulation completes at `t` is released (it frees at a time before the allocations at that
 // time). `start` is non-decreasing.
@@ -168,14 +151,13 @@ absl::Status Zero3Trainer::PlanReleases() {
   sim_forward_peak_ = f.peak_memory_bytes;
   sim_backward_peak_ = b.peak_memory_bytes;
   // Where each offload's simulated copy completes, and each bucket's reduce-scatter.
-  const std::vector<double> forward_start = ComputeStarts(f, forward_order);
   for (size_t i = 0; i < forward_order.size(); ++i) {
     forward_pos_[forward_order[i]] = static_cast<int64_t>(i);
   }
   for (const SimEvent& e : f.events) {
     if (e.stream != 2 || !IsOffload(pair_.forward.node(e.node))) continue;
     offload_done_after_[e.node] =
-        std::max(forward_pos_[e.node], LastPositionBefore(forward_start, e.end_s));
+        std::max(forward_pos_[e.node], LastPositionBefore(f.reached_s, e.end_s));
   }
   std::vector<double> done(buckets_.size(), 0);
   for (const SimEvent& e : b.events) {
@@ -184,11 +166,10 @@ absl::Status Zero3Trainer::PlanReleases() {
       done[slot->second.first] = std::max(done[slot->second.first], e.end_s);
     }
   }
-  const std::vector<double> start = ComputeStarts(b, order);
   for (size_t i = 0; i < order.size(); ++i) backward_pos_[order[i]] = static_cast<int64_t>(i);
   release_after_.assign(buckets_.size(), -1);
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    release_after_[k] = LastPositionBefore(start, done[k]);
+    release_after_[k] = LastPositionBefore(b.reached_s, done[k]);
   }
   return absl::OkStatus();
 }
