@@ -1848,6 +1848,14 @@ std::vector<SavedGroup> SavedGroups(const Graph& f, const BackwardInputs& in) {
   return groups;
 }
 
+// The group holding saved value `named`, nullptr when none does.
+const SavedGroup* GroupOf(const std::vector<SavedGroup>& groups, NodeId named) {
+  for (const SavedGroup& g : groups) {
+    if (std::find(g.members.begin(), g.members.end(), named) != g.members.end()) return &g;
+  }
+  return nullptr;
+}
+
 // The forward nodes the backward runs to make a group's saved values again, in forward order:
 // each member (through releases) and what it reads that the backward does not hold,
 // transitively, up to kMaxRecomputeChain nodes (releases pass through, not copied). Empty
@@ -1917,12 +1925,7 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
     const NodeId named = f.FindNode(name);
     if (named == kNoNode) continue;
     const std::vector<SavedGroup> groups = SavedGroups(f, in);
-    const SavedGroup* group = nullptr;
-    for (const SavedGroup& g : groups) {
-      for (NodeId m : g.members) {
-        if (m == named) group = &g;
-      }
-    }
+    const SavedGroup* group = GroupOf(groups, named);
     if (group == nullptr) continue;
     const std::vector<NodeId> chain = GroupChain(f, *group, in.placeholder);
     if (chain.empty()) continue;
@@ -2012,6 +2015,18 @@ bool Offloadable(const Graph& f, const SavedGroup& g) {
   return true;
 }
 
+// A value's metadata for a copy of it made by a host-memory op: its shape, dtype and size,
+// no time of its own, not a view, no parameter.
+NodeMeta CopyMeta(NodeMeta meta) {
+  meta.has_device_time = false;
+  meta.device_time = 0;
+  meta.has_aliases_input = false;
+  meta.aliases_input = false;
+  meta.has_param = false;
+  meta.param.clear();
+  return meta;
+}
+
 // The largest host-op id in a graph, -1 when it has none.
 int64_t LargestHostId(const Graph& g) {
   int64_t largest = -1;
@@ -2064,39 +2079,26 @@ absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
     const NodeId named = f.FindNode(name);
     if (named == kNoNode) continue;
     const std::vector<SavedGroup> groups = SavedGroups(f, in);
-    const SavedGroup* group = nullptr;
-    for (const SavedGroup& g : groups) {
-      for (NodeId m : g.members) {
-        if (m == named) group = &g;
-      }
-    }
+    const SavedGroup* group = GroupOf(groups, named);
     if (group == nullptr || !Offloadable(f, *group)) continue;
     const NodeId out_id = ListOutput(f);
     if (out_id == kNoNode) continue;
     for (NodeId m : group->members) {
-      const Node& value = f.node(m);
-      const std::string host = FreshName(f, b, absl::StrCat(value.name(), "__host"));
+      const std::string value = f.node(m).name();  // a copy: adding nodes moves them
+      const std::string host = FreshName(f, b, absl::StrCat(value, "__host"));
       const int64_t id = next_id++;
       // The forward: the copy right after the value, returned in its place.
       OVERLAP_ASSIGN_OR_RETURN(
           const NodeId h,
           f.AddNode(Op::kCallFunction, host, "dc.offload_tensor",
                     {Value::Ref(m), Value::Int(0), Value::Int(id)}, {}, InsertPoint::After(m)));
-      NodeMeta meta = f.node(m).meta();
-      meta.has_device_time = false;
-      meta.device_time = 0;
-      meta.has_aliases_input = false;
-      meta.aliases_input = false;
-      meta.has_param = false;
-      meta.param.clear();
-      f.mutable_node(h).mutable_meta() = meta;
+      f.mutable_node(h).mutable_meta() = CopyMeta(f.node(m).meta());
       // Its wait, which a schedule may move up to hold compute for the copy (host_copies.h).
-      OVERLAP_ASSIGN_OR_RETURN(
-          const NodeId done_node,
-          f.AddNode(Op::kCallFunction, FreshName(f, b, absl::StrCat(value.name(), "__offloaded")),
+      OVERLAP_RETURN_IF_ERROR(
+          f.AddNode(Op::kCallFunction, FreshName(f, b, absl::StrCat(value, "__offloaded")),
                     "dc.wait_offload", {Value::Ref(h), Value::Int(0), Value::Int(id)}, {},
-                    InsertPoint::Before(out_id)));
-      (void)done_node;
+                    InsertPoint::Before(out_id))
+              .status());
       std::vector<Value> items = f.node(out_id).args()[0].items();
       for (size_t i = static_cast<size_t>(std::max<int64_t>(in.tangents, 0)); i < items.size();
            ++i) {
@@ -2107,26 +2109,21 @@ absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
       OVERLAP_RETURN_IF_ERROR(f.SetArgs(out_id, std::move(out_args), f.node(out_id).kwargs()));
       // The backward: the placeholder holds the host copy; the copy back goes before its
       // first reader.
-      const NodeId p = in.placeholder.at(f.node(m).name());
-      NodeId first = kNoNode;
+      const NodeId p = in.placeholder.at(value);
+      const absl::flat_hash_set<NodeId> readers(b.node(p).users().begin(), b.node(p).users().end());
+      InsertPoint at = InsertPoint::End();
       for (NodeId id2 : b.order()) {
-        if (std::find(b.node(p).users().begin(), b.node(p).users().end(), id2) !=
-            b.node(p).users().end()) {
-          first = id2;
+        if (readers.contains(id2)) {
+          at = InsertPoint::Before(id2);
           break;
         }
       }
-      const InsertPoint at = first == kNoNode ? InsertPoint::End() : InsertPoint::Before(first);
-      const std::string reload = FreshName(f, b, absl::StrCat(f.node(m).name(), "__reload"));
-      const std::string reloaded = FreshName(f, b, absl::StrCat(f.node(m).name(), "__reloaded"));
+      const std::string reload = FreshName(f, b, absl::StrCat(value, "__reload"));
+      const std::string reloaded = FreshName(f, b, absl::StrCat(value, "__reloaded"));
       const bool target_is_name = b.node(p).target() == b.node(p).name();
       OVERLAP_RETURN_IF_ERROR(b.Rename(p, host));
       if (target_is_name) b.set_target(p, host);
-      NodeMeta pmeta = b.node(p).meta();
-      pmeta.has_device_time = false;
-      pmeta.device_time = 0;
-      pmeta.has_aliases_input = false;
-      pmeta.aliases_input = false;
+      const NodeMeta pmeta = CopyMeta(b.node(p).meta());
       OVERLAP_ASSIGN_OR_RETURN(const NodeId r,
                                b.AddNode(Op::kCallFunction, reload, "dc.reload_tensor",
                                          {Value::Ref(p), Value::Int(1), Value::Int(id)}, {}, at));

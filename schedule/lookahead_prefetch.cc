@@ -96,7 +96,8 @@ struct Evaluation {
   std::vector<LookaheadCandidate> rows;
   std::vector<size_t> choices;
   bool reached_compute = false;
-  std::vector<NodeId> unplaced;  // before its host copies were placed (host_copies.h)
+  // Before its host copies were placed (host_copies.h); empty when the graph has none.
+  std::vector<NodeId> unplaced;
 };
 
 // The search over candidates S_k of one graph: what depends on the graph alone is computed
@@ -122,7 +123,8 @@ class LookaheadSearch {
   // the simulator's O(N) order check; otherwise (hand-written dc ops) each is checked.
   void FindGathers() {
     base_ = g_.OrderVector();
-    clean_ = !HasHostCopies(g_);  // placed host copies: each candidate is checked
+    host_copies_ = HasHostCopies(g_);
+    clean_ = !host_copies_;  // placed host copies: each candidate is checked
     position_.assign(g_.id_bound(), 0);
     for (size_t i = 0; i < base_.size(); ++i) position_[base_[i]] = static_cast<int64_t>(i);
     moved_.assign(g_.id_bound(), 0);
@@ -286,8 +288,11 @@ class LookaheadSearch {
 
   // Evaluates S_k on its own (so candidates can be evaluated in parallel).
   void Evaluate(int k, Evaluation* e) const {
-    e->unplaced = Candidate(base_, position_, gathers_, moved_, k);
-    e->order = PlaceHostCopies(g_, e->unplaced, model_, &simulator_);
+    e->order = Candidate(base_, position_, gathers_, moved_, k);
+    if (host_copies_) {
+      e->unplaced = std::move(e->order);
+      e->order = PlaceHostCopies(g_, e->unplaced, model_, &simulator_);
+    }
     e->status = EvaluateOrder(k, e);
     ReloadJustInTimeIfOver(k, e);
   }
@@ -299,7 +304,7 @@ class LookaheadSearch {
   void ReloadJustInTimeIfOver(int k, Evaluation* e) const {
     for (HostCopyPlacement placement :
          {HostCopyPlacement::kJustInTime, HostCopyPlacement::kThrottled}) {
-      if (!e->status.ok() || e->fits || e->unplaced.empty() || !HasHostCopies(g_)) return;
+      if (!e->status.ok() || e->fits || e->unplaced.empty()) return;
       Evaluation other;
       other.base = e->base;
       other.unplaced = e->unplaced;
@@ -356,8 +361,11 @@ class LookaheadSearch {
       e.base = b.name;
       std::stable_partition(order->begin(), order->end(),
                             [&](NodeId id) { return g_.node(id).op() != Op::kOutput; });
-      e.unplaced = *std::move(order);
-      e.order = PlaceHostCopies(g_, e.unplaced, model_, &simulator_);
+      e.order = *std::move(order);
+      if (host_copies_) {
+        e.unplaced = std::move(e.order);
+        e.order = PlaceHostCopies(g_, e.unplaced, model_, &simulator_);
+      }
       out.push_back(std::move(e));
     }
     return out;
@@ -484,6 +492,7 @@ class LookaheadSearch {
   std::vector<Gather> gathers_;
   std::vector<char> moved_;
   bool clean_ = true;
+  bool host_copies_ = false;  // the graph has host-memory ops (host_copies.h)
   std::vector<int> ks_;
   std::vector<int64_t> ranked_ds_;
   std::vector<int64_t> prefix_bytes_;
