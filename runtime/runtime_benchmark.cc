@@ -16,9 +16,11 @@
 namespace overlap {
 namespace {
 
+// Arguments: n, threads, library (0: oneDNN, 1: OpenBLAS).
 void BM_Sgemm(benchmark::State& state) {
   const int64_t n = state.range(0);
   SetBlasThreads(static_cast<int>(state.range(1)));
+  SetFloat32Gemm(state.range(2) == 0 ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas);
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
   for (auto _ : state) {
     Gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
@@ -27,10 +29,11 @@ void BM_Sgemm(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(
       2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = static_cast<double>(GetBlasInfo().threads);
-  state.SetLabel(GetBlasInfo().corename);
+  state.SetLabel(GetBlasInfo().float32);
+  SetFloat32Gemm(GemmLibrary::kOneDnn);
 }
 BENCHMARK(BM_Sgemm)
-    ->ArgsProduct({{64, 256, 1024}, {1, 2}})
+    ->ArgsProduct({{64, 256, 1024}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -197,15 +197,21 @@ Results Baddbmm(KernelCall& c) {
   });
 }
 
+// Whether a kernel's new outputs start zeroed or as they come (the kernel writes every
+// element).
+enum class Fill { kZeroed, kUninitialized };
+
 // The fused backwards' results: a new tensor of shapes[i] for each gradient the mask asks
 // for and that has a shape (a missing weight has no gradient), undefined otherwise.
 absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
     KernelCall& c, DType dtype, const std::vector<bool>& mask,
-    const std::vector<std::optional<std::vector<int64_t>>>& shapes) {
+    const std::vector<std::optional<std::vector<int64_t>>>& shapes, Fill fill = Fill::kZeroed) {
   std::vector<Tensor> out(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!mask[i] || !shapes[i]) continue;
-    OVERLAP_ASSIGN_OR_RETURN(out[i], c.NewOutput(dtype, *shapes[i]));
+    OVERLAP_ASSIGN_OR_RETURN(out[i], fill == Fill::kZeroed
+                                         ? c.NewOutput(dtype, *shapes[i])
+                                         : c.NewUninitializedOutput(dtype, *shapes[i]));
   }
   return out;
 }
@@ -653,9 +659,11 @@ Results ConvolutionBackward(KernelCall& c) {
     using T = decltype(tag);
     std::optional<std::vector<int64_t>> bias_shape;
     if (has_bias) bias_shape = std::vector<int64_t>{out_shape[1]};
-    OVERLAP_ASSIGN_OR_RETURN(
-        std::vector<Tensor> out,
-        MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape}));
+    // Not zeroed: oneDNN writes every element of what it computes, the bias gradient below
+    // too; the loops, which add into theirs, get zeroed ones.
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                             MaskedOutputs(c, x.dtype(), mask, {x.shape(), wt.shape(), bias_shape},
+                                           Fill::kUninitialized));
     const std::optional<DnnlConvShape> dnnl = DnnlShape<T>(g);
     // The described convolution maps [n, c, h, w] to [n, o, ho, wo]; a transposed one is its
     // adjoint, so its input plays that convolution's gradient and its gradient the input.
@@ -686,6 +694,11 @@ Results ConvolutionBackward(KernelCall& c) {
                                              out[1].data<float>())));
     }
     if (!data_done || !weight_done) {
+      for (Tensor* t : {&out[0], &out[1]}) {
+        if (t->defined() && !(t == &out[0] ? data_done : weight_done)) {
+          std::fill_n(t->data<T>(), t->numel(), T{0});
+        }
+      }
       OVERLAP_ASSIGN_OR_RETURN(Tensor col,
                                c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
       if (!data_done && g.transposed) {

@@ -356,11 +356,14 @@ OVERLAP_HOST_DEVICE OVERLAP_UNIT void BatchNormUnit(const NnArgs& a, int64_t u) 
   }
   const double scale = a.w != nullptr ? At<T>(a.w, u) : 1.0;
   const double shift = a.b != nullptr ? At<T>(a.b, u) : 0.0;
+  // out = x * alpha + beta with the channel's alpha and beta in the tensor's dtype, as
+  // ATen's CPU kernel computes it: a loop the compiler vectorizes in T, not a double
+  // expression per element.
+  const T alpha = static_cast<T>(inv * scale), beta = static_cast<T>(shift - mu * inv * scale);
   for (int64_t i = 0; i < a.batch; ++i) {
-    for (int64_t j = 0; j < inner; ++j) {
-      const int64_t at = (i * ch + u) * inner + j;
-      out[at] = static_cast<T>((x[at] - mu) * inv * scale + shift);
-    }
+    const T* xr = x + (i * ch + u) * inner;
+    T* o = out + (i * ch + u) * inner;
+    for (int64_t j = 0; j < inner; ++j) o[j] = xr[j] * alpha + beta;
   }
 }
 
@@ -388,13 +391,19 @@ OVERLAP_HOST_DEVICE OVERLAP_UNIT void BatchNormBackwardUnit(const NnArgs& a, int
   if (out2 != nullptr) out2[u] = static_cast<T>(sgx);
   if (out3 != nullptr) out3[u] = static_cast<T>(sg);
   if (out == nullptr) return;
+  // Per element in T with the channel's constants, as ATen's CPU kernel: training
+  // (g - mean(g) - (x - mu) * k) * c with k = inv * sum(g xhat) / count, evaluation g * c.
+  const T c = static_cast<T>(inv * scale);
   for (int64_t i = 0; i < a.batch; ++i) {
-    for (int64_t j = 0; j < inner; ++j) {
-      const int64_t at = (i * ch + u) * inner + j;
-      const double xh = (x[at] - mu) * inv;
-      const double d =
-          training ? inv * scale * (g[at] - sg / count - xh * sgx / count) : g[at] * scale * inv;
-      out[at] = static_cast<T>(d);
+    const T* xr = x + (i * ch + u) * inner;
+    const T* gr = g + (i * ch + u) * inner;
+    T* o = out + (i * ch + u) * inner;
+    if (training) {
+      const T gm = static_cast<T>(count > 0 ? sg / count : 0), m = static_cast<T>(mu),
+              k = static_cast<T>(count > 0 ? inv * sgx / count : 0);
+      for (int64_t j = 0; j < inner; ++j) o[j] = (gr[j] - gm - (xr[j] - m) * k) * c;
+    } else {
+      for (int64_t j = 0; j < inner; ++j) o[j] = gr[j] * c;
     }
   }
 }
