@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/graph.h"
 #include "gtest/gtest.h"
@@ -1048,6 +1050,68 @@ TEST(KernelTest, NormBackwardsMatchFiniteDifferences) {
                     {F(g), F(x[0]), F(x[1]), C(Value()), C(Value()), F(*f[1]), F(*f[2]),
                      C(Value::Bool(true)), C(Value::Double(1e-5)), C(Bools({true, true, true}))});
       });
+}
+
+// float32 convolutions run one of two paths by output size (nn.cc): few positions per image
+// (<= 16) three GEMMs over the whole batch, more oneDNN's direct kernels; float64 runs the
+// per-image loops. Each path, forward and both gradients, against float64, with stride,
+// padding, dilation and bias.
+TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
+  struct Case {
+    std::vector<int64_t> x, w, stride, padding, dilation;
+  };
+  for (const Case& k : {Case{{3, 5, 4, 4}, {7, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}},  // 16: GEMMs
+                        Case{{2, 4, 7, 6}, {6, 4, 3, 2}, {2, 2}, {1, 0}, {1, 2}},  // 12: GEMMs
+                        Case{{2, 3, 2, 2}, {8, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}},  // 4: GEMMs
+                        Case{{2, 4, 9, 8}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}},  // 72: oneDNN
+                        Case{{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 1}, {2, 1}, {2, 1}}}) {  // oneDNN
+    const RefTensor x = Rand(k.x), w = Rand(k.w), b = Rand({k.w[0]});
+    const std::vector<In> fwd = {F(x),
+                                 F(w),
+                                 F(b),
+                                 C(Ints(k.stride)),
+                                 C(Ints(k.padding)),
+                                 C(Ints(k.dilation)),
+                                 C(Value::Bool(false)),
+                                 C(Ints({0, 0})),
+                                 C(Value::Int(1))};
+    const RefTensor y = ref::Convolution(x, w, &b, k.stride, k.padding, k.dilation, 1);
+    SCOPED_TRACE(absl::StrCat("output ", absl::StrJoin(y.shape, "x")));
+    Check("aten.convolution.default", fwd, {y});
+    const RefTensor gy = Rand(y.shape);
+    const std::vector<In> bwd = {F(gy),
+                                 F(x),
+                                 F(w),
+                                 C(Ints({k.w[0]})),
+                                 C(Ints(k.stride)),
+                                 C(Ints(k.padding)),
+                                 C(Ints(k.dilation)),
+                                 C(Value::Bool(false)),
+                                 C(Ints({0, 0})),
+                                 C(Value::Int(1)),
+                                 C(Bools({true, true, true}))};
+    Options f;
+    f.dtype = DType::kFloat32;
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> single =
+        RunKernel("aten.convolution_backward.default", bwd, {}, f);
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> dbl =
+        RunKernel("aten.convolution_backward.default", bwd, {});
+    ASSERT_TRUE(single.ok()) << single.status();
+    ASSERT_TRUE(dbl.ok()) << dbl.status();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE((*single)[i] && (*dbl)[i]) << i;
+      ExpectClose(*(*single)[i], *(*dbl)[i], 1e-4, absl::StrCat("float vs double, gradient ", i));
+    }
+    // Only the weight gradient: the other outputs stay undefined.
+    std::vector<In> only_w = bwd;
+    only_w.back() = C(Bools({false, true, false}));
+    absl::StatusOr<std::vector<std::optional<RefTensor>>> w_only =
+        RunKernel("aten.convolution_backward.default", only_w, {}, f);
+    ASSERT_TRUE(w_only.ok()) << w_only.status();
+    EXPECT_FALSE((*w_only)[0].has_value());
+    ASSERT_TRUE((*w_only)[1].has_value());
+    ExpectClose(*(*w_only)[1], *(*dbl)[1], 1e-4, "weight gradient alone");
+  }
 }
 
 TEST(KernelTest, ConvolutionAndPoolingBackwardsMatchFiniteDifferences) {
