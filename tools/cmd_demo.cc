@@ -20,6 +20,8 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "runtime/core/blas.h"
+#include "runtime/core/dnnl_conv.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_plugin.h"
 #include "runtime/job/launcher.h"
@@ -292,6 +294,14 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
       std::fprintf(in.out(), " step %d loss %.3f%s", k, s.loss, k < kSteps ? "," : "");
   }
   std::fprintf(in.out(), " (%s per step)\n", FormatSeconds(seconds / kSteps).c_str());
+  const BlasInfo blas = GetBlasInfo();
+  std::fprintf(in.out(),
+               "    kernels: matrix products on %s, convolutions %s, %d thread(s); against "
+               "PyTorch eager on the same cores: docs/benchmarks.md (`tools/bench.py`)\n",
+               blas.float32.c_str(),
+               DnnlAvailable() ? "on oneDNN (few-position images as batch GEMMs)"
+                               : "as im2col + GEMM loops (built without oneDNN)",
+               blas.threads);
   return absl::OkStatus();
 }
 

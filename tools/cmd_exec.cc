@@ -14,7 +14,6 @@
 #include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/core/blas.h"
-#include "runtime/core/dnnl_conv.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/exec/interpreter.h"
 #include "runtime/exec/replay.h"
@@ -122,9 +121,8 @@ int Run(Invocation& in) {
   const int64_t repeat = in.Int("repeat", 1, 1000000, 0);
   if (in.Switch("profile") && repeat == 0) in.AddUsageError("--profile needs --repeat K");
   if (in.has_usage_error()) return in.UsageError();
-  if (threads > 0) {  // both pools: the matrix products and the convolutions
-    SetBlasThreads(static_cast<int>(threads));
-    SetDnnlThreads(static_cast<int>(threads));
+  if (threads > 0) {
+    SetBlasThreads(static_cast<int>(threads));  // OpenBLAS's pool and OpenMP's
   }
 
   AotPair pair;

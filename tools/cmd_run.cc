@@ -25,7 +25,6 @@
 #include "graph/size.h"
 #include "runtime/comm/tcp_store.h"
 #include "runtime/core/blas.h"
-#include "runtime/core/dnnl_conv.h"
 #include "runtime/cuda/cuda_plugin.h"
 #include "runtime/job/job.h"
 #include "runtime/job/launcher.h"
@@ -190,8 +189,7 @@ int Worker(Invocation& in) {
     threads =
         std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / local);
   }
-  SetBlasThreads(static_cast<int>(threads));
-  SetDnnlThreads(static_cast<int>(threads));
+  SetBlasThreads(static_cast<int>(threads));  // OpenBLAS's pool and OpenMP's
   absl::StatusOr<RendezvousInfo> info = RendezvousFromEnv();
   if (!info.ok()) {
     in.AddUsageError(std::string(info.status().message()));

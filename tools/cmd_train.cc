@@ -10,7 +10,6 @@
 #include "graph/output_file.h"
 #include "graph/size.h"
 #include "runtime/core/blas.h"
-#include "runtime/core/dnnl_conv.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/train/train.h"
 #include "tools/commands.h"
@@ -44,9 +43,8 @@ int Run(Invocation& in) {
     // Checked before step 1, not found wanting after the last.
     if (absl::Status s = CheckOutputPath(inputs.save_path); !s.ok()) return in.BadInput(s);
   }
-  if (threads > 0) {  // both pools: the matrix products and the convolutions
-    SetBlasThreads(static_cast<int>(threads));
-    SetDnnlThreads(static_cast<int>(threads));
+  if (threads > 0) {
+    SetBlasThreads(static_cast<int>(threads));  // OpenBLAS's pool and OpenMP's
   }
   Allocator alloc;
   if (!inputs.weights_path.empty()) {

@@ -20,6 +20,7 @@ absl::Status DnnlConvBackward(const DnnlConvShape&, const float*, const float*, 
   return absl::UnimplementedError("built without oneDNN");
 }
 void SetDnnlThreads(int) {}
+bool DnnlAvailable() { return false; }
 }  // namespace overlap
 #else
 
@@ -356,6 +357,8 @@ void SetDnnlThreads(int threads) {
   (void)registered;
   omp_set_num_threads(forked_child || threads < 1 ? 1 : threads);
 }
+
+bool DnnlAvailable() { return true; }
 
 }  // namespace overlap
 
