@@ -20,6 +20,7 @@ namespace {
 void BM_Sgemm(benchmark::State& state) {
   const int64_t n = state.range(0);
   SetBlasThreads(static_cast<int>(state.range(1)));
+  const GemmLibrary before = Float32Gemm();
   SetFloat32Gemm(state.range(2) == 0 ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas);
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
   for (auto _ : state) {
@@ -30,7 +31,7 @@ void BM_Sgemm(benchmark::State& state) {
       2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = static_cast<double>(GetBlasInfo().threads);
   state.SetLabel(GetBlasInfo().float32);
-  SetFloat32Gemm(GemmLibrary::kOneDnn);
+  SetFloat32Gemm(before);
 }
 BENCHMARK(BM_Sgemm)
     ->ArgsProduct({{64, 256, 1024}, {1, 2}, {0, 1}})

@@ -301,7 +301,7 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
                blas.float32.c_str(),
                DnnlAvailable() ? "on oneDNN (few-position images as batch GEMMs)"
                                : "as im2col + GEMM loops (built without oneDNN)",
-               blas.threads);
+               blas.pool_threads);
   return absl::OkStatus();
 }
 

@@ -88,8 +88,9 @@ int Run(Invocation& in) {
   int64_t param_count = 0;
   for (const auto& [name, p] : t->params()) param_count += p.numel();
   const BlasInfo blas = GetBlasInfo();
-  std::fprintf(in.summary(), "matrix products: %s; float64 OpenBLAS %s; %d thread(s)\n",
-               blas.float32.c_str(), blas.corename.c_str(), blas.threads);
+  std::fprintf(in.summary(),
+               "matrix products: %s, %d thread(s); float64 on OpenBLAS %s, %d thread(s)\n",
+               blas.float32.c_str(), blas.pool_threads, blas.corename.c_str(), blas.threads);
   std::fprintf(
       in.summary(), "training %s (%s, %s parameters) with %s, lr %g, seed %llu: %s\n", name.c_str(),
       graph ? "AOT pair from files" : (preset == Preset::kTiny ? "tiny preset" : "default preset"),

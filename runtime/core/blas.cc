@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,8 +39,9 @@ GemmLibrary Chosen() {
   if (v < 0) {
     const char* env = std::getenv("OVERLAP_GEMM");
     const bool openblas = !kHaveDnnl || (env != nullptr && std::strcmp(env, "openblas") == 0);
-    v = static_cast<int>(openblas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn);
-    chosen.store(v, std::memory_order_relaxed);
+    int from_env = static_cast<int>(openblas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn);
+    // A SetFloat32Gemm that landed meanwhile wins over the environment's default.
+    if (chosen.compare_exchange_strong(v, from_env, std::memory_order_relaxed)) v = from_env;
   }
   return static_cast<GemmLibrary>(v);
 }
@@ -76,6 +78,7 @@ BlasInfo GetBlasInfo() {
   info.corename = openblas_get_corename();
   info.config = openblas_get_config();
   info.threads = openblas_get_num_threads();
+  info.pool_threads = DnnlThreads();
 #ifndef OVERLAP_NO_DNNL
   if (Chosen() == GemmLibrary::kOneDnn) {
     const dnnl_version_t* v = dnnl_version();
@@ -106,12 +109,20 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
 #ifndef OVERLAP_NO_DNNL
-  // dnnl_sgemm fails only on arguments the callers have checked (sizes, strides); a failure
-  // anyway falls through to OpenBLAS, which computes the same product.
-  if (Chosen() == GemmLibrary::kOneDnn &&
-      dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                 beta, c, ldc) == dnnl_success) {
-    return;
+  if (Chosen() == GemmLibrary::kOneDnn) {
+    const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
+                                            k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (status == dnnl_success) return;
+    // Arguments refused (the callers check sizes and strides, so not expected): nothing was
+    // written, and OpenBLAS computes the same product. Any other failure (memory for its
+    // packing buffers) may come after part of C was written: with beta 0 OpenBLAS
+    // overwrites it; otherwise C cannot be recovered, and a silent wrong answer is worse
+    // than stopping.
+    if (status != dnnl_invalid_arguments && beta != 0.0f) {
+      std::fprintf(stderr, "overlap: oneDNN's sgemm failed (status %d) after C was updated\n",
+                   static_cast<int>(status));
+      std::abort();
+    }
   }
 #endif
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,

@@ -21,15 +21,17 @@ enum class GemmLibrary { kOneDnn, kOpenBlas };
 struct BlasInfo {
   std::string corename;  // openblas_get_corename(): the kernel set chosen for this CPU
   std::string config;    // openblas_get_config(): version and build options
-  int threads = 1;       // openblas_get_num_threads()
+  int threads = 1;       // openblas_get_num_threads(): float64 products
+  int pool_threads = 1;  // OpenMP's (DnnlThreads()): float32 products, convolutions, loops
   // float32 products: "oneDNN 2.6.3 sgemm (avx512_core)" or "OpenBLAS sgemm (Haswell)".
   std::string float32;
 };
 // O(1).
 BlasInfo GetBlasInfo();
 
-// Sets the thread count (>= 1) of both pools, OpenBLAS's and OpenMP's (oneDNN and the
-// kernels' loops), for the whole process. O(1).
+// Sets the thread count (>= 1) of both pools: OpenBLAS's for the process, and OpenMP's
+// (oneDNN and the kernels' loops) for parallel regions the calling thread starts, which is
+// where the kernels run. O(1).
 void SetBlasThreads(int threads);
 
 // Chooses the library of float32 products for the whole process. The default is oneDNN

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/core/dnnl_conv.h"
 
 namespace overlap {
 namespace {
@@ -30,8 +31,12 @@ std::vector<T> Reference(bool ta, bool tb, int m, int n, int k, const std::vecto
 // past one register block (oneDNN's kernels block 16 x 48 or so).
 class GemmTest : public ::testing::TestWithParam<GemmLibrary> {
  protected:
-  void SetUp() override { SetFloat32Gemm(GetParam()); }
-  void TearDown() override { SetFloat32Gemm(GemmLibrary::kOneDnn); }
+  void SetUp() override {
+    before_ = Float32Gemm();
+    SetFloat32Gemm(GetParam());
+  }
+  void TearDown() override { SetFloat32Gemm(before_); }
+  GemmLibrary before_ = GemmLibrary::kOneDnn;
 };
 
 TEST_P(GemmTest, MatchesTheDefinitionInEveryTransposeAndBothPrecisions) {
@@ -104,13 +109,18 @@ TEST(BlasTest, ReportsItselfAndTakesAThreadCount) {
   EXPECT_FALSE(info.corename.empty());
   EXPECT_NE(info.config.find("OpenBLAS"), std::string::npos) << info.config;
   EXPECT_EQ(info.threads, 1);
+  EXPECT_EQ(info.pool_threads, 1);
+  const GemmLibrary before = Float32Gemm();
   SetFloat32Gemm(GemmLibrary::kOneDnn);
-  EXPECT_EQ(Float32Gemm(), GemmLibrary::kOneDnn);
-  EXPECT_NE(GetBlasInfo().float32.find("oneDNN"), std::string::npos) << GetBlasInfo().float32;
+  // A build without oneDNN keeps OpenBLAS whatever is asked.
+  const GemmLibrary want = DnnlAvailable() ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
+  EXPECT_EQ(Float32Gemm(), want);
+  EXPECT_NE(GetBlasInfo().float32.find(DnnlAvailable() ? "oneDNN" : "OpenBLAS"), std::string::npos)
+      << GetBlasInfo().float32;
   SetFloat32Gemm(GemmLibrary::kOpenBlas);
   EXPECT_EQ(Float32Gemm(), GemmLibrary::kOpenBlas);
   EXPECT_NE(GetBlasInfo().float32.find("OpenBLAS"), std::string::npos) << GetBlasInfo().float32;
-  SetFloat32Gemm(GemmLibrary::kOneDnn);
+  SetFloat32Gemm(before);
 }
 
 }  // namespace

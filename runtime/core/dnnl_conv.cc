@@ -21,6 +21,7 @@ absl::Status DnnlConvBackward(const DnnlConvShape&, const float*, const float*, 
 }
 void SetDnnlThreads(int) {}
 bool DnnlAvailable() { return false; }
+int DnnlThreads() { return 1; }
 }  // namespace overlap
 #else
 
@@ -359,6 +360,8 @@ void SetDnnlThreads(int threads) {
 }
 
 bool DnnlAvailable() { return true; }
+
+int DnnlThreads() { return omp_get_max_threads(); }
 
 }  // namespace overlap
 

@@ -50,6 +50,10 @@ absl::Status DnnlConvBackward(const DnnlConvShape& s, const float* x, const floa
 // every parallel region on its one thread. O(1).
 void SetDnnlThreads(int threads);
 
+// The thread count SetDnnlThreads left for parallel regions the calling thread starts
+// (omp_get_max_threads(); 1 without oneDNN). O(1).
+int DnnlThreads();
+
 // Whether this build has oneDNN (false in an OVERLAP_NO_DNNL build, where every convolution
 // runs the im2col loops). O(1).
 bool DnnlAvailable();

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <optional>
 #include <type_traits>
 
@@ -568,26 +569,41 @@ void ConvWeightLoop(const ConvGeometry& g, const T* in, const T* gy, T* dw, T* c
 // layers 31-42 / 29 / 29-31 / 30-32 ms.
 constexpr int64_t kBatchGemmMaxPositions = 16;
 
+// The most floats either workspace buffer may hold (64 MiB): larger batches of small images
+// take oneDNN's path, which needs no columns.
+constexpr int64_t kBatchGemmMaxWorkspace = int64_t{1} << 24;
+
 bool UseBatchGemm(const ConvGeometry& g) {
-  return g.groups == 1 && !g.transposed && g.ho * g.wo <= kBatchGemmMaxPositions;
+  const int64_t n_hw = g.n * g.ho * g.wo;
+  return g.groups == 1 && !g.transposed && g.ho * g.wo <= kBatchGemmMaxPositions &&
+         g.c * g.kh * g.kw * n_hw <= kBatchGemmMaxWorkspace && g.o * n_hw <= kBatchGemmMaxWorkspace;
 }
 
 // Per-thread workspace for the batch-GEMM path, kept between calls and grown as needed (as
-// the oneDNN path's reorder buffers are): two buffers, for the columns and for the output
-// or output gradient in [o, n ho wo] order.
+// the oneDNN path's reorder buffers are): buffer 0 for the columns, 1 for the output or
+// output gradient in [o, n ho wo] order. nullptr when it cannot grow (the caller then takes
+// oneDNN's path).
 float* Workspace(int which, size_t elements) {
   thread_local std::vector<float> buffers[2];
   std::vector<float>& b = buffers[which];
-  if (b.size() < elements) b.resize(elements);
+  if (b.size() < elements) {
+    try {
+      b.resize(elements);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+  }
   return b.data();
 }
 
-// y [n, o, ho, wo] = conv(x, w) (+ bias [o] when not null).
-void BatchGemmForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+// y [n, o, ho, wo] = conv(x, w) (+ bias [o] when not null). False (nothing written) when the
+// workspace cannot grow.
+bool BatchGemmForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y) {
   const int64_t hw = g.ho * g.wo, N = g.n * hw, K = g.c * g.kh * g.kw;
   float* col = Workspace(0, static_cast<size_t>(K * N));
   float* tmp = Workspace(1, static_cast<size_t>(g.o * N));
+  if (col == nullptr || tmp == nullptr) return false;
   for (int64_t b = 0; b < g.n; ++b) Im2Col(g, x + b * g.c * g.h * g.w, col + b * hw, N);
   Gemm(false, false, g.o, N, K, 1.0f, w, K, col, N, 0.0f, tmp, N);
   for (int64_t b = 0; b < g.n; ++b) {
@@ -598,14 +614,17 @@ void BatchGemmForward(const ConvGeometry& g, const float* x, const float* w, con
       for (int64_t p = 0; p < hw; ++p) to[p] = from[p] + add;
     }
   }
+  return true;
 }
 
 // dx [n, c, h, w] and dw [o, c, kh, kw] (either null: not computed) of gy [n, o, ho, wo].
-void BatchGemmBackward(const ConvGeometry& g, const float* x, const float* gy, const float* w,
+// False (nothing written) when the workspace cannot grow.
+bool BatchGemmBackward(const ConvGeometry& g, const float* x, const float* gy, const float* w,
                        float* dx, float* dw) {
   const int64_t hw = g.ho * g.wo, N = g.n * hw, K = g.c * g.kh * g.kw;
   float* col = Workspace(0, static_cast<size_t>(K * N));
   float* gyp = Workspace(1, static_cast<size_t>(g.o * N));
+  if (col == nullptr || gyp == nullptr) return false;
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t oc = 0; oc < g.o; ++oc) {
       std::copy_n(gy + (b * g.o + oc) * hw, hw, gyp + oc * N + b * hw);
@@ -620,6 +639,7 @@ void BatchGemmBackward(const ConvGeometry& g, const float* x, const float* gy, c
     std::fill_n(dx, g.n * g.c * g.h * g.w, 0.0f);
     for (int64_t b = 0; b < g.n; ++b) Col2Im(g, col + b * hw, dx + b * g.c * g.h * g.w, N);
   }
+  return true;
 }
 
 // The described convolution for oneDNN (runtime/core/dnnl_conv.h), which runs float32
@@ -670,10 +690,10 @@ Results Convolution(KernelCall& c) {
         dnnl && !g.transposed && bias && bias->dtype() == x.dtype() && bias->IsContiguous();
     bool done = false;
     if (dnnl && UseBatchGemm(g)) {
-      BatchGemmForward(g, x.data<float>(), wt.data<float>(),
-                       fused_bias ? bias->data<float>() : nullptr, out.data<float>());
-      done = true;
-    } else if (dnnl) {
+      done = BatchGemmForward(g, x.data<float>(), wt.data<float>(),
+                              fused_bias ? bias->data<float>() : nullptr, out.data<float>());
+    }
+    if (dnnl && !done) {
       const absl::Status s =
           g.transposed
               ? DnnlConvBackwardData(*dnnl, x.data<float>(), wt.data<float>(), out.data<float>())
@@ -742,10 +762,10 @@ Results ConvolutionBackward(KernelCall& c) {
     const Tensor& small = g.transposed ? x : gy;  // [n, o, ho, wo]
     const Tensor& large = g.transposed ? gy : x;  // [n, c, h, w]
     bool data_done = !out[0].defined(), weight_done = !out[1].defined();
-    if (dnnl && UseBatchGemm(g) && !(data_done && weight_done)) {
-      BatchGemmBackward(g, x.data<float>(), gy.data<float>(), wt.data<float>(),
-                        data_done ? nullptr : out[0].data<float>(),
-                        weight_done ? nullptr : out[1].data<float>());
+    if (dnnl && UseBatchGemm(g) && !(data_done && weight_done) &&
+        BatchGemmBackward(g, x.data<float>(), gy.data<float>(), wt.data<float>(),
+                          data_done ? nullptr : out[0].data<float>(),
+                          weight_done ? nullptr : out[1].data<float>())) {
       data_done = weight_done = true;
     }
     if (dnnl && !g.transposed && !(data_done && weight_done)) {  // one call, gy reordered once

@@ -358,7 +358,8 @@ OVERLAP_HOST_DEVICE OVERLAP_UNIT void BatchNormUnit(const NnArgs& a, int64_t u) 
   const double shift = a.b != nullptr ? At<T>(a.b, u) : 0.0;
   // out = x * alpha + beta with the channel's alpha and beta in the tensor's dtype, as
   // ATen's CPU kernel computes it: a loop the compiler vectorizes in T, not a double
-  // expression per element.
+  // expression per element. Like ATen's, it cancels in float32 when |mean| is far above the
+  // standard deviation (beta = shift - mean * alpha): matching PyTorch's figures is the aim.
   const T alpha = static_cast<T>(inv * scale), beta = static_cast<T>(shift - mu * inv * scale);
   for (int64_t i = 0; i < a.batch; ++i) {
     const T* xr = x + (i * ch + u) * inner;
