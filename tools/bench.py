@@ -48,6 +48,22 @@ MODELS = {
     "gpt": ("overlap_export.testing.small_gpt:small_gpt", GPT, "4x128:int64:8192",
             "13.8M GPT: vocab 8192, dim 384, 6 layers, seq 128, batch 4"),
 }
+# Beyond the table's three, for wider checks (`bench.py MODEL ...` prints, writes nothing):
+# other layer mixes (depthwise + squeeze-excite + SiLU, dense concatenation, channel
+# shuffle, plain VGG) and resnet18 at 224 x 224, where the convolutions' images are large.
+MORE = {
+    "resnet18_224": ("torchvision.models:resnet18", TEN, "2x3x224x224",
+                     "torchvision, batch 2, 224x224"),
+    "efficientnet_b0": ("torchvision.models:efficientnet_b0", TEN, "8x3x64x64",
+                        "torchvision, batch 8, 64x64"),
+    "densenet121": ("torchvision.models:densenet121", TEN, "8x3x64x64",
+                    "torchvision, batch 8, 64x64"),
+    "shufflenet_v2_x1_0": ("torchvision.models:shufflenet_v2_x1_0", TEN, "8x3x64x64",
+                           "torchvision, batch 8, 64x64"),
+    "vgg11": ("torchvision.models:vgg11", TEN, "4x3x64x64", "torchvision, batch 4, 64x64"),
+    "resnet50": ("torchvision.models:resnet50", TEN, "8x3x64x64", "torchvision, batch 8, 64x64"),
+}
+ALL = {**MODELS, **MORE}
 WORKS = ["fwd+bwd", "sgd", "adamw"]
 OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0"],
               "adamw": ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"]}
@@ -70,7 +86,7 @@ def seconds(text):
 
 
 def export(name, work):
-    ctor, kwargs, shape, _ = MODELS[name]
+    ctor, kwargs, shape, _ = ALL[name]
     prefix = os.path.join(work, name)
     run([PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input", shape, "--aot",
          "--loss", "ce", "-o", prefix, "--weights", prefix + ".safetensors", "--train-data",
@@ -161,7 +177,7 @@ def torch_setup(name, prefix, threads):
     import torch
     from overlap_export import compare, export
     torch.set_num_threads(threads)
-    ctor, kwargs, _, _ = MODELS[name]
+    ctor, kwargs, _, _ = ALL[name]
     model = export.load_model(ctor, json.loads(kwargs)).eval()
     w = compare.read(prefix + ".safetensors")
     state = {k.split("/", 1)[1]: torch.from_numpy(np.array(v))
@@ -333,7 +349,8 @@ def main():
         return torch_ddp_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)} (default: all)")
+    ap.add_argument("models", nargs="*",
+                    help=f"of {', '.join(ALL)} (default: the table's, {', '.join(MODELS)})")
     ap.add_argument("--works", default=",".join(WORKS), help="comma-separated, of " +
                     ", ".join(WORKS))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
@@ -345,7 +362,7 @@ def main():
     ap.add_argument("--no-ddp", dest="ddp", action="store_false",
                     help="skip the 2-rank DDP comparison")
     a = ap.parse_args()
-    unknown = set(a.models) - set(MODELS)
+    unknown = set(a.models) - set(ALL)
     if unknown:
         ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
     works = a.works.split(",")

@@ -19,6 +19,7 @@ absl::Status DnnlConvBackward(const DnnlConvShape&, const float*, const float*, 
                               float*, float*) {
   return absl::UnimplementedError("built without oneDNN");
 }
+bool DnnlConvWeightsDirect(const DnnlConvShape&) { return false; }
 void SetDnnlThreads(int) {}
 bool DnnlAvailable() { return false; }
 int DnnlThreads() { return 1; }
@@ -34,12 +35,14 @@ int DnnlThreads() { return 1; }
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace overlap {
@@ -86,6 +89,7 @@ struct Entry {
   memory::desc a, b, out;
   memory::desc plain_a, plain_b, plain_out;
   std::optional<dnnl::reorder> to_a, to_b, from_out;
+  std::string impl;  // the implementation oneDNN chose (impl_info_str: "jit:avx512_core", ...)
 };
 
 absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) {
@@ -111,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) 
     if (kind == Kind::kForward || kind == Kind::kForwardBias) {
       e->prim = dnnl::convolution_forward(fpd);
       e->scratch = fpd.scratchpad_desc();
+      e->impl = fpd.impl_info_str();
       std::tie(e->a, e->b, e->out) =
           std::make_tuple(fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc());
       std::tie(e->plain_a, e->plain_b, e->plain_out) = std::make_tuple(src, wei, dst);
@@ -121,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) 
       dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, Engine(), fpd);
       e->prim = dnnl::convolution_backward_data(bpd);
       e->scratch = bpd.scratchpad_desc();
+      e->impl = bpd.impl_info_str();
       std::tie(e->a, e->b, e->out) =
           std::make_tuple(bpd.diff_dst_desc(), bpd.weights_desc(), bpd.diff_src_desc());
       std::tie(e->plain_a, e->plain_b, e->plain_out) = std::make_tuple(dst, wei, src);
@@ -131,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) 
       dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr, Engine(), fpd);
       e->prim = dnnl::convolution_backward_weights(wpd);
       e->scratch = wpd.scratchpad_desc();
+      e->impl = wpd.impl_info_str();
       std::tie(e->a, e->b, e->out) =
           std::make_tuple(wpd.src_desc(), wpd.diff_dst_desc(), wpd.diff_weights_desc());
       std::tie(e->plain_a, e->plain_b, e->plain_out) = std::make_tuple(src, dst, wei);
@@ -294,6 +301,11 @@ absl::Status DnnlConvBackwardWeights(const DnnlConvShape& s, const float* x, con
   absl::StatusOr<const Entry*> e = Get(Kind::kWeights, s);
   if (!e.ok()) return e.status();
   return Run(**e, x, gy, nullptr, dw, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, s);
+}
+
+bool DnnlConvWeightsDirect(const DnnlConvShape& s) {
+  absl::StatusOr<const Entry*> e = Get(Kind::kWeights, s);
+  return e.ok() && absl::StartsWith((*e)->impl, "jit");
 }
 
 absl::Status DnnlConvBackward(const DnnlConvShape& s, const float* x, const float* gy,

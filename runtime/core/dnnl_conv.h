@@ -44,6 +44,12 @@ absl::Status DnnlConvBackwardWeights(const DnnlConvShape& s, const float* x, con
 absl::Status DnnlConvBackward(const DnnlConvShape& s, const float* x, const float* gy,
                               const float* w, float* dx, float* dw);
 
+// Whether oneDNN's weight gradient for `s` is one of its direct JIT kernels (false: it has
+// only its GEMM-based or reference implementation for the shape, as for depthwise 5 x 5
+// kernels and 2 x 2 images, or none; the caller may have a better loop). The first call for
+// a shape makes the primitive (~1 ms). O(1) after.
+bool DnnlConvWeightsDirect(const DnnlConvShape& s);
+
 // Sets oneDNN's thread count (>= 1; OpenMP's for the process, which the kernels' own
 // parallel loops share). In a child forked without exec it stays 1: GNU OpenMP's pool does
 // not survive fork (the child would wait on the parent's threads), so such a child runs

@@ -563,7 +563,7 @@ Results Full(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(value, c.DoubleArg("fill_value"));
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, size));
-  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  FillContiguous(out, value);
   return std::vector<Tensor>{out};
 }
 
@@ -572,7 +572,7 @@ Results Fill(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(double value, c.DoubleArg("value"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
-  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  FillContiguous(out, value);
   return std::vector<Tensor>{out};
 }
 
@@ -585,7 +585,7 @@ Results FillTensor(KernelCall& c) {
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
   const double value = GetElement(v, 0);
-  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  FillContiguous(out, value);
   return std::vector<Tensor>{out};
 }
 
@@ -761,17 +761,7 @@ Results OnesLike(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
-  if (d == DType::kFloat32) {
-    std::fill_n(out.data<float>(), out.numel(), 1.0f);
-  } else if (d == DType::kFloat64) {
-    std::fill_n(out.data<double>(), out.numel(), 1.0);
-  } else if (d == DType::kBool || d == DType::kUInt8) {  // a causal mask's ones
-    std::memset(Bytes(out), 1, out.numel());
-  } else if (d == DType::kInt64) {
-    std::fill_n(out.data<int64_t>(), out.numel(), int64_t{1});
-  } else {
-    for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, 1.0);
-  }
+  FillContiguous(out, 1.0);
   return std::vector<Tensor>{out};
 }
 

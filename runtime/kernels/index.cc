@@ -403,7 +403,7 @@ Results ConstantPadNd(KernelCall& c) {
     keep[d] = {std::max<int64_t>(0, left), std::max<int64_t>(0, left) + (hi - lo)};
   }
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
-  for (int64_t i = 0; i < out.numel(); ++i) SetElement(out, i, value);
+  FillContiguous(out, value);
   Tensor dst = out;
   for (int64_t d = 0; d < x.dim(); ++d) {
     OVERLAP_ASSIGN_OR_RETURN(dst, dst.Slice(d, keep[d].first, keep[d].second));

@@ -1059,12 +1059,19 @@ TEST(KernelTest, NormBackwardsMatchFiniteDifferences) {
 TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
   struct Case {
     std::vector<int64_t> x, w, stride, padding, dilation;
+    int64_t groups = 1;
   };
-  for (const Case& k : {Case{{3, 5, 4, 4}, {7, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}},  // 16: GEMMs
-                        Case{{2, 4, 7, 6}, {6, 4, 3, 2}, {2, 2}, {1, 0}, {1, 2}},  // 12: GEMMs
-                        Case{{2, 3, 2, 2}, {8, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}},  // 4: GEMMs
-                        Case{{2, 4, 9, 8}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}},  // 72: oneDNN
-                        Case{{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 1}, {2, 1}, {2, 1}}}) {  // oneDNN
+  for (const Case& k :
+       {Case{{3, 5, 4, 4}, {7, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}},    // 16 positions: GEMMs
+        Case{{2, 4, 7, 6}, {6, 4, 3, 2}, {2, 2}, {1, 0}, {1, 2}},    // 8: GEMMs
+        Case{{2, 3, 2, 2}, {8, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}},    // 4: GEMMs
+        Case{{2, 4, 9, 8}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}},    // 72: oneDNN
+        Case{{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 1}, {2, 1}, {2, 1}},  // oneDNN
+        // Depthwise: 5 x 5 on 2 x 2 images (oneDNN has only its GEMM fallback for the weight
+        // gradient: the direct loop), a channel multiplier of 2 with stride and dilation.
+        Case{{2, 6, 2, 2}, {6, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 6},
+        Case{{2, 4, 9, 8}, {8, 1, 3, 3}, {2, 1}, {1, 2}, {1, 2}, 4},
+        Case{{3, 4, 7, 7}, {4, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 4}}) {
     const RefTensor x = Rand(k.x), w = Rand(k.w), b = Rand({k.w[0]});
     const std::vector<In> fwd = {F(x),
                                  F(w),
@@ -1074,8 +1081,8 @@ TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
                                  C(Ints(k.dilation)),
                                  C(Value::Bool(false)),
                                  C(Ints({0, 0})),
-                                 C(Value::Int(1))};
-    const RefTensor y = ref::Convolution(x, w, &b, k.stride, k.padding, k.dilation, 1);
+                                 C(Value::Int(k.groups))};
+    const RefTensor y = ref::Convolution(x, w, &b, k.stride, k.padding, k.dilation, k.groups);
     SCOPED_TRACE(absl::StrCat("output ", absl::StrJoin(y.shape, "x")));
     Check("aten.convolution.default", fwd, {y});
     const RefTensor gy = Rand(y.shape);
@@ -1088,7 +1095,7 @@ TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
                                  C(Ints(k.dilation)),
                                  C(Value::Bool(false)),
                                  C(Ints({0, 0})),
-                                 C(Value::Int(1)),
+                                 C(Value::Int(k.groups)),
                                  C(Bools({true, true, true}))};
     Options f;
     f.dtype = DType::kFloat32;

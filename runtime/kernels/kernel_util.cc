@@ -1,6 +1,7 @@
 #include "runtime/kernels/kernel_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "graph/status_macros.h"
 
@@ -26,6 +27,31 @@ void CopyRow(const std::byte* s, int64_t step_s, std::byte* d, int64_t step_d, i
 }
 
 }  // namespace
+
+void FillContiguous(Tensor& out, double value) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  switch (out.dtype()) {
+    case DType::kFloat32:
+      std::fill_n(out.data<float>(), n, static_cast<float>(value));
+      return;
+    case DType::kFloat64:
+      std::fill_n(out.data<double>(), n, value);
+      return;
+    case DType::kInt64:
+      std::fill_n(out.data<int64_t>(), n, static_cast<int64_t>(value));
+      return;
+    case DType::kBool:
+      std::memset(out.data<uint8_t>(), value != 0 ? 1 : 0, n);
+      return;
+    default: {  // one element converted by SetElement, then its bytes repeated
+      SetElement(out, 0, value);
+      const int64_t size = DTypeSize(out.dtype());
+      std::byte* p = out.storage()->data() + out.offset() * size;
+      for (int64_t i = 1; i < n; ++i) std::memcpy(p + i * size, p, size);
+    }
+  }
+}
 
 void CopyElements(const Tensor& src, Tensor& dst) {
   const int64_t size = DTypeSize(src.dtype());

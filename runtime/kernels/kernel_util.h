@@ -45,6 +45,11 @@ absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim);
 // Copies src's elements into dst (same shape and dtype, any strides). O(numel).
 void CopyElements(const Tensor& src, Tensor& dst);
 
+// Sets every element of the contiguous `out` to `value`, converted as SetElement converts it
+// (a kernel's new result: full, fill, ones_like, constant_pad_nd's border). One dtype
+// dispatch, then a fill loop. O(numel).
+void FillContiguous(Tensor& out, double value);
+
 // dst's elements become src's (equal shapes; another dtype is converted), on the call's device when
 // its tensors live on one (the device's copy kernel), else on the host: what lets a kernel that
 // only moves elements (cat, slice_backward) run on every backend as it is. O(numel).
