@@ -62,6 +62,15 @@ MORE = {
                            "torchvision, batch 8, 64x64"),
     "vgg11": ("torchvision.models:vgg11", TEN, "4x3x64x64", "torchvision, batch 4, 64x64"),
     "resnet50": ("torchvision.models:resnet50", TEN, "8x3x64x64", "torchvision, batch 8, 64x64"),
+    "vit_b_32": ("torchvision.models:vit_b_32", '{"num_classes": 10, "image_size": 64}',
+                 "4x3x64x64", "torchvision, batch 4, 64x64"),
+    "lstm": ("overlap_export.testing.zoo_modules:recurrent",
+             '{"vocab": 1000, "dim": 128, "hidden": 256, "classes": 10}', "8x32:int64:1000",
+             "nn.LSTM 2 layers, both directions, hidden 256, batch 8 x 32 tokens"),
+    "transformer": ("overlap_export.testing.zoo_modules:transformer",
+                    '{"vocab": 1000, "dim": 256, "heads": 8, "ff": 1024, "classes": 10}',
+                    "8x64:int64:1000",
+                    "nn.TransformerEncoderLayer, dim 256, 8 heads, batch 8 x 64 tokens"),
 }
 ALL = {**MODELS, **MORE}
 WORKS = ["fwd+bwd", "sgd", "adamw"]

@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "graph/status_macros.h"
 #include "runtime/core/blas.h"
@@ -388,7 +389,8 @@ Results NativeBatchNorm(KernelCall& c) {
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
+    // Every element written by its channel's unit: not zeroed.
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_mean, c.NewOutput(x.dtype(), {training ? l.ch : 0}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_invstd, c.NewOutput(x.dtype(), {training ? l.ch : 0}));
     NnArgs a;
@@ -450,7 +452,8 @@ Results NativeBatchNormBackward(KernelCall& c) {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
-        MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape}));
+        MaskedOutputs(c, x.dtype(), mask, {x.shape(), param_shape, param_shape},
+                      Fill::kUninitialized));
     NnArgs a;
     a.op = NnOp::kBatchNormBackward;
     a.is_double = std::is_same_v<T, double>;
@@ -475,21 +478,61 @@ Results NativeBatchNormBackward(KernelCall& c) {
 
 // ---- 2-D convolution: im2col + GEMM ----
 
+// The output columns [lo, hi) whose input column ow * sw - pw + j * dw is inside a row of
+// width w (the rest read padding).
+inline std::pair<int64_t, int64_t> InsideColumns(const ConvGeometry& g, int64_t j) {
+  const int64_t off = j * g.dw - g.pw;  // input column = ow * sw + off
+  const int64_t lo = off >= 0 ? 0 : std::min(g.wo, (-off + g.sw - 1) / g.sw);
+  const int64_t hi = g.w - 1 - off >= 0 ? std::min(g.wo, (g.w - 1 - off) / g.sw + 1) : 0;
+  return {lo, std::max(lo, hi)};
+}
+
 // col[(ci * kh + i) * kw + j][oh * wo + ow] = x[ci][oh*sh - ph + i*dh][ow*sw - pw + j*dw],
-// col's rows `ld` apart (ho * wo for one image alone).
+// col's rows `ld` apart (ho * wo for one image alone). Each output row is split once into
+// its padding and its inside columns: no test per element.
 template <typename T>
 void Im2Col(const ConvGeometry& g, const T* x, T* col, int64_t ld) {
   for (int64_t ci = 0; ci < g.cg; ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
         T* row = col + ((ci * g.kh + i) * g.kw + j) * ld;
+        const auto [lo, hi] = InsideColumns(g, j);
+        const int64_t off = j * g.dw - g.pw;
+        if (g.sh == 1 && g.sw == 1 && g.wo == g.w && hi > lo) {
+          // Source and destination advance alike from row to row: the inside rows
+          // [oh_lo, oh_hi) are one copy from their first inside element to their last, and
+          // then the columns outside [lo, hi) of each row, which that copy filled from the
+          // neighbouring rows, are zeroed.
+          const int64_t top = i * g.dh - g.ph;  // input row = oh + top
+          const int64_t oh_lo = std::min(g.ho, std::max<int64_t>(0, -top));
+          const int64_t oh_hi = std::max(oh_lo, std::min(g.ho, g.h - top));
+          std::fill_n(row, oh_lo * g.wo, T{0});
+          if (oh_hi > oh_lo) {
+            std::copy_n(x + (ci * g.h + oh_lo + top) * g.w + lo + off,
+                        (oh_hi - oh_lo - 1) * g.wo + (hi - lo), row + oh_lo * g.wo + lo);
+            for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+              std::fill_n(row + oh * g.wo, lo, T{0});
+              std::fill_n(row + oh * g.wo + hi, g.wo - hi, T{0});
+            }
+          }
+          std::fill_n(row + oh_hi * g.wo, (g.ho - oh_hi) * g.wo, T{0});
+          continue;
+        }
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-          for (int64_t ow = 0; ow < g.wo; ++ow) {
-            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-            row[oh * g.wo + ow] =
-                (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) ? x[(ci * g.h + ih) * g.w + iw] : T{0};
+          T* out = row + oh * g.wo;
+          if (ih < 0 || ih >= g.h) {
+            std::fill_n(out, g.wo, T{0});
+            continue;
           }
+          const T* in = x + (ci * g.h + ih) * g.w;
+          std::fill_n(out, lo, T{0});
+          if (g.sw == 1) {
+            std::copy_n(in + lo + off, hi - lo, out + lo);
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * g.sw + off];
+          }
+          std::fill_n(out + hi, g.wo - hi, T{0});
         }
       }
     }
@@ -503,13 +546,14 @@ void Col2Im(const ConvGeometry& g, const T* col, T* x, int64_t ld) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
         const T* row = col + ((ci * g.kh + i) * g.kw + j) * ld;
+        const auto [lo, hi] = InsideColumns(g, j);
+        const int64_t off = j * g.dw - g.pw;
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
           if (ih < 0 || ih >= g.h) continue;
-          for (int64_t ow = 0; ow < g.wo; ++ow) {
-            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-            if (iw >= 0 && iw < g.w) x[(ci * g.h + ih) * g.w + iw] += row[oh * g.wo + ow];
-          }
+          T* in = x + (ci * g.h + ih) * g.w;
+          const T* from = row + oh * g.wo;
+          for (int64_t ow = lo; ow < hi; ++ow) in[ow * g.sw + off] += from[ow];
         }
       }
     }

@@ -211,16 +211,21 @@ OVERLAP_HOST_DEVICE inline double Lanes(double (&lane)[8]) {
   return s;
 }
 
-// fn(i, j, lane) for i < rows, j < n, j in blocks of eight with lane = j % 8 (the tail in
-// lane 0): loops over partial sums that the compiler vectorizes.
+// fn(i, j, lane) for i < rows, j < n, j in blocks of eight with lane = j % 8 (the tails in
+// turn): loops over partial sums that the compiler vectorizes.
 template <typename F>
 OVERLAP_HOST_DEVICE inline void ForEachLane(int64_t rows, int64_t n, F&& fn) {
   const int64_t n8 = n - n % 8;
+  int tail = 0;  // the rows' tails rotate through the lanes: short rows (a 2 x 2 image's
+                 // channel) would otherwise chain every element onto lane 0
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < n8; j += 8) {
       for (int l = 0; l < 8; ++l) fn(i, j + l, l);
     }
-    for (int64_t j = n8; j < n; ++j) fn(i, j, 0);
+    for (int64_t j = n8; j < n; ++j) {
+      fn(i, j, tail);
+      tail = (tail + 1) & 7;
+    }
   }
 }
 

@@ -2,7 +2,9 @@
 docs/gallery.md): each a classifier or tagger with a cross-entropy loss over its last
 dimension, at a size that runs in seconds on two cores.
 
-Inputs (the zoo's table states them): images 2x3x16x16, token ids 2x6 below 11."""
+Inputs (the zoo's table states them): images 2x3x16x16, token ids 2x6 below 11. The
+recurrent and transformer models take their sizes as keyword arguments (tools/bench.py runs
+larger ones); the defaults are the zoo's."""
 
 import torch
 import torch.nn.functional as F
@@ -12,13 +14,14 @@ class Recurrent(torch.nn.Module):
     """An embedding, then nn.LSTM / nn.GRU / nn.RNN (`kind`), `layers` deep, one or both
     directions, batch-first or not, then a linear head over every position."""
 
-    def __init__(self, kind="LSTM", layers=2, bidirectional=True, batch_first=True):
+    def __init__(self, kind="LSTM", layers=2, bidirectional=True, batch_first=True, vocab=11,
+                 dim=8, hidden=6, classes=5):
         super().__init__()
-        self.emb = torch.nn.Embedding(11, 8)
-        self.rnn = getattr(torch.nn, kind)(8, 6, num_layers=layers, bidirectional=bidirectional,
-                                           batch_first=batch_first)
+        self.emb = torch.nn.Embedding(vocab, dim)
+        self.rnn = getattr(torch.nn, kind)(dim, hidden, num_layers=layers,
+                                           bidirectional=bidirectional, batch_first=batch_first)
         self.batch_first = batch_first
-        self.head = torch.nn.Linear(12 if bidirectional else 6, 5)
+        self.head = torch.nn.Linear(2 * hidden if bidirectional else hidden, classes)
 
     def forward(self, x):
         e = self.emb(x)
@@ -63,15 +66,16 @@ class Transformer(torch.nn.Module):
     """nn.TransformerEncoderLayer, or a nn.TransformerDecoderLayer over an encoder layer's
     memory (`decoder`), batch-first, then a linear head."""
 
-    def __init__(self, decoder=False, norm_first=False, activation="relu"):
+    def __init__(self, decoder=False, norm_first=False, activation="relu", vocab=11, dim=16,
+                 heads=4, ff=32, classes=5):
         super().__init__()
-        self.emb = torch.nn.Embedding(11, 16)
-        self.enc = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+        self.emb = torch.nn.Embedding(vocab, dim)
+        self.enc = torch.nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, batch_first=True,
                                                     norm_first=norm_first, activation=activation)
-        self.dec = torch.nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
-                                                    norm_first=norm_first,
+        self.dec = torch.nn.TransformerDecoderLayer(dim, heads, ff, dropout=0.0,
+                                                    batch_first=True, norm_first=norm_first,
                                                     activation=activation) if decoder else None
-        self.head = torch.nn.Linear(16, 5)
+        self.head = torch.nn.Linear(dim, classes)
 
     def forward(self, x):
         e = self.emb(x)
