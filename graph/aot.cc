@@ -13,6 +13,7 @@
 #include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "graph/status_macros.h"
+#include "graph/subgraph.h"
 #include "graph/text.h"
 
 namespace overlap {
@@ -2015,16 +2016,14 @@ bool Offloadable(const Graph& f, const SavedGroup& g) {
   return true;
 }
 
-// A value's metadata for a copy of it made by a host-memory op: its shape, dtype and size,
-// no time of its own, not a view, no parameter.
-NodeMeta CopyMeta(NodeMeta meta) {
-  meta.has_device_time = false;
-  meta.device_time = 0;
-  meta.has_aliases_input = false;
-  meta.aliases_input = false;
-  meta.has_param = false;
-  meta.param.clear();
-  return meta;
+// A value's metadata for a copy of it made by a host-memory op: the value as another node
+// describes it (DescribeValue: shape, dtype, size; no time, aliasing or gradient role of its
+// producer's), and no parameter (a copy is not the parameter's storage).
+NodeMeta CopyMeta(const NodeMeta& meta) {
+  NodeMeta m = DescribeValue(meta);
+  m.has_param = false;
+  m.param.clear();
+  return m;
 }
 
 // The largest host-op id in a graph, -1 when it has none.

@@ -89,7 +89,9 @@ struct Entry {
   memory::desc a, b, out;
   memory::desc plain_a, plain_b, plain_out;
   std::optional<dnnl::reorder> to_a, to_b, from_out;
-  std::string impl;  // the implementation oneDNN chose (impl_info_str: "jit:avx512_core", ...)
+  // Weight gradients: the implementation oneDNN chose (impl_info_str: "jit:avx512_core",
+  // "x64:gemm:jit", ...), for DnnlConvWeightsDirect.
+  std::string impl;
 };
 
 absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) {
@@ -115,7 +117,6 @@ absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) 
     if (kind == Kind::kForward || kind == Kind::kForwardBias) {
       e->prim = dnnl::convolution_forward(fpd);
       e->scratch = fpd.scratchpad_desc();
-      e->impl = fpd.impl_info_str();
       std::tie(e->a, e->b, e->out) =
           std::make_tuple(fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc());
       std::tie(e->plain_a, e->plain_b, e->plain_out) = std::make_tuple(src, wei, dst);
@@ -126,7 +127,6 @@ absl::StatusOr<std::unique_ptr<Entry> > Make(Kind kind, const DnnlConvShape& s) 
       dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, Engine(), fpd);
       e->prim = dnnl::convolution_backward_data(bpd);
       e->scratch = bpd.scratchpad_desc();
-      e->impl = bpd.impl_info_str();
       std::tie(e->a, e->b, e->out) =
           std::make_tuple(bpd.diff_dst_desc(), bpd.weights_desc(), bpd.diff_src_desc());
       std::tie(e->plain_a, e->plain_b, e->plain_out) = std::make_tuple(dst, wei, src);

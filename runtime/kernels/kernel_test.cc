@@ -1052,51 +1052,66 @@ TEST(KernelTest, NormBackwardsMatchFiniteDifferences) {
       });
 }
 
+// A (non-transposed) convolution's geometry, and the arguments of aten.convolution and
+// aten.convolution_backward over it.
+struct ConvGeo {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+std::vector<In> ConvForwardArgs(const RefTensor& x, const RefTensor& w, const RefTensor& b,
+                                const ConvGeo& geo) {
+  return {F(x),
+          F(w),
+          F(b),
+          C(Ints(geo.stride)),
+          C(Ints(geo.padding)),
+          C(Ints(geo.dilation)),
+          C(Value::Bool(false)),
+          C(Ints({0, 0})),
+          C(Value::Int(geo.groups))};
+}
+std::vector<In> ConvBackwardArgs(const RefTensor& gy, const RefTensor& x, const RefTensor& w,
+                                 const ConvGeo& geo, std::vector<bool> mask = {true, true, true}) {
+  return {F(gy),
+          F(x),
+          F(w),
+          C(Ints({w.shape[0]})),
+          C(Ints(geo.stride)),
+          C(Ints(geo.padding)),
+          C(Ints(geo.dilation)),
+          C(Value::Bool(false)),
+          C(Ints({0, 0})),
+          C(Value::Int(geo.groups)),
+          C(Bools(mask))};
+}
+
 // float32 convolutions run one of two paths by output size (nn.cc): few positions per image
 // (<= 16) three GEMMs over the whole batch, more oneDNN's direct kernels; float64 runs the
 // per-image loops. Each path, forward and both gradients, against float64, with stride,
 // padding, dilation and bias.
 TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
   struct Case {
-    std::vector<int64_t> x, w, stride, padding, dilation;
-    int64_t groups = 1;
+    std::vector<int64_t> x, w;
+    ConvGeo geo;
   };
   for (const Case& k :
-       {Case{{3, 5, 4, 4}, {7, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}},    // 16 positions: GEMMs
-        Case{{2, 4, 7, 6}, {6, 4, 3, 2}, {2, 2}, {1, 0}, {1, 2}},    // 8: GEMMs
-        Case{{2, 3, 2, 2}, {8, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}},    // 4: GEMMs
-        Case{{2, 4, 9, 8}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}},    // 72: oneDNN
-        Case{{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 1}, {2, 1}, {2, 1}},  // oneDNN
+       {Case{{3, 5, 4, 4}, {7, 5, 3, 3}, {{1, 1}, {1, 1}, {1, 1}}},    // 16 positions: GEMMs
+        Case{{2, 4, 7, 6}, {6, 4, 3, 2}, {{2, 2}, {1, 0}, {1, 2}}},    // 8: GEMMs
+        Case{{2, 3, 2, 2}, {8, 3, 1, 1}, {{1, 1}, {0, 0}, {1, 1}}},    // 4: GEMMs
+        Case{{2, 4, 9, 8}, {6, 4, 3, 3}, {{1, 1}, {1, 1}, {1, 1}}},    // 72: oneDNN
+        Case{{1, 3, 11, 10}, {5, 3, 3, 2}, {{2, 1}, {2, 1}, {2, 1}}},  // oneDNN
         // Depthwise: 5 x 5 on 2 x 2 images (oneDNN has only its GEMM fallback for the weight
         // gradient: the direct loop), a channel multiplier of 2 with stride and dilation.
-        Case{{2, 6, 2, 2}, {6, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 6},
-        Case{{2, 4, 9, 8}, {8, 1, 3, 3}, {2, 1}, {1, 2}, {1, 2}, 4},
-        Case{{3, 4, 7, 7}, {4, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 4}}) {
+        Case{{2, 6, 2, 2}, {6, 1, 5, 5}, {{1, 1}, {2, 2}, {1, 1}, 6}},
+        Case{{2, 4, 9, 8}, {8, 1, 3, 3}, {{2, 1}, {1, 2}, {1, 2}, 4}},
+        Case{{3, 4, 7, 7}, {4, 1, 5, 5}, {{2, 2}, {2, 2}, {1, 1}, 4}}}) {
     const RefTensor x = Rand(k.x), w = Rand(k.w), b = Rand({k.w[0]});
-    const std::vector<In> fwd = {F(x),
-                                 F(w),
-                                 F(b),
-                                 C(Ints(k.stride)),
-                                 C(Ints(k.padding)),
-                                 C(Ints(k.dilation)),
-                                 C(Value::Bool(false)),
-                                 C(Ints({0, 0})),
-                                 C(Value::Int(k.groups))};
-    const RefTensor y = ref::Convolution(x, w, &b, k.stride, k.padding, k.dilation, k.groups);
+    const RefTensor y =
+        ref::Convolution(x, w, &b, k.geo.stride, k.geo.padding, k.geo.dilation, k.geo.groups);
     SCOPED_TRACE(absl::StrCat("output ", absl::StrJoin(y.shape, "x")));
-    Check("aten.convolution.default", fwd, {y});
+    Check("aten.convolution.default", ConvForwardArgs(x, w, b, k.geo), {y});
     const RefTensor gy = Rand(y.shape);
-    const std::vector<In> bwd = {F(gy),
-                                 F(x),
-                                 F(w),
-                                 C(Ints({k.w[0]})),
-                                 C(Ints(k.stride)),
-                                 C(Ints(k.padding)),
-                                 C(Ints(k.dilation)),
-                                 C(Value::Bool(false)),
-                                 C(Ints({0, 0})),
-                                 C(Value::Int(k.groups)),
-                                 C(Bools({true, true, true}))};
+    const std::vector<In> bwd = ConvBackwardArgs(gy, x, w, k.geo);
     Options f;
     f.dtype = DType::kFloat32;
     absl::StatusOr<std::vector<std::optional<RefTensor>>> single =
@@ -1111,10 +1126,9 @@ TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
     }
     // One gradient alone: the others stay undefined.
     for (int alone : {0, 1}) {
-      std::vector<In> one = bwd;
-      one.back() = C(Bools({alone == 0, alone == 1, false}));
       absl::StatusOr<std::vector<std::optional<RefTensor>>> got =
-          RunKernel("aten.convolution_backward.default", one, {}, f);
+          RunKernel("aten.convolution_backward.default",
+                    ConvBackwardArgs(gy, x, w, k.geo, {alone == 0, alone == 1, false}), {}, f);
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_FALSE((*got)[1 - alone].has_value());
       EXPECT_FALSE((*got)[2].has_value());
@@ -1125,35 +1139,16 @@ TEST(KernelTest, Float32ConvolutionsOnBothPathsMatchFloat64) {
 }
 
 TEST(KernelTest, ConvolutionAndPoolingBackwardsMatchFiniteDifferences) {
-  struct Geometry {
-    std::vector<int64_t> stride, padding, dilation;
-    int64_t groups;
-  };
-  for (const Geometry& geo :
-       {Geometry{{1, 1}, {0, 0}, {1, 1}, 1}, Geometry{{2, 1}, {1, 2}, {1, 2}, 2},
-        Geometry{{2, 2}, {1, 1}, {1, 1}, 4}}) {  // the last depthwise
-    auto conv_args = [&](const std::vector<RefTensor>& x) {
-      return std::vector<In>{F(x[0]),
-                             F(x[1]),
-                             F(x[2]),
-                             C(Ints(geo.stride)),
-                             C(Ints(geo.padding)),
-                             C(Ints(geo.dilation)),
-                             C(Value::Bool(false)),
-                             C(Ints({0, 0})),
-                             C(Value::Int(geo.groups))};
-    };
+  for (const ConvGeo& geo : {ConvGeo{{1, 1}, {0, 0}, {1, 1}, 1}, ConvGeo{{2, 1}, {1, 2}, {1, 2}, 2},
+                             ConvGeo{{2, 2}, {1, 1}, {1, 1}, 4}}) {  // the last depthwise
     CheckFiniteDifferences(
         absl::StrCat("convolution, groups ", geo.groups),
         {Rand({2, 4, 5, 6}), Rand({4, 4 / geo.groups, 3, 2}), Rand({4})},
         [&](const std::vector<RefTensor>& x) {
-          return Out("aten.convolution.default", conv_args(x));
+          return Out("aten.convolution.default", ConvForwardArgs(x[0], x[1], x[2], geo));
         },
         [&](const std::vector<RefTensor>& x, const RefTensor& g) {
-          return Outs("aten.convolution_backward.default",
-                      {F(g), F(x[0]), F(x[1]), C(Ints({4})), C(Ints(geo.stride)),
-                       C(Ints(geo.padding)), C(Ints(geo.dilation)), C(Value::Bool(false)),
-                       C(Ints({0, 0})), C(Value::Int(geo.groups)), C(Bools({true, true, true}))});
+          return Outs("aten.convolution_backward.default", ConvBackwardArgs(g, x[0], x[1], geo));
         });
   }
   auto pool_args = [](const RefTensor& x) {
