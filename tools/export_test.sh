@@ -22,6 +22,9 @@
 #     batch-norm model in training mode (running statistics updated) likewise, buffers too;
 #   - two exports of one model are byte-identical;
 #   - a non-finite constant (a mask's -inf) is written, read back and runs as torch does;
+#   - weight norm (its computed weight, its fused ops), label smoothing (tensor constants
+#     the backward reads) and a model casting to float32 inside (no float64 reference, a
+#     note) export and run in the executor as torch does; weight norm trains as torch does;
 #   - a model that cannot be imported exits 1 naming the step, writing no file.
 # Without torch the test skips, saying so, unless OVERLAP_REQUIRE_TORCH=1 (the test command
 # sets it: tools/bootstrap.sh --with-torch installed it).
@@ -311,6 +314,38 @@ grep -Eq '\{"\$float": ?"-inf"\}' "$out/neginf.forward.json" || fail "-inf not w
   fail "-inf: exec"
 "$py" -m overlap_export.compare "$out/neginf.forward.json" "$out/neginf.safetensors" \
   "$out/neginf_out.safetensors" || fail "-inf: the executor differs from torch"
+
+# Models whose state stretches the export (tools/overlap_export/testing/tiny_models.py), in
+# the executor against torch: weight norm (fc1 by rows, ATen's fused pair; fc2 by the whole
+# weight), label smoothing against class probabilities (its backward reads constants of its
+# own, passed through the forward), a model casting its input to float32 (its float64 copy
+# fails: a one-line note, no ref64/, compare's first clause). name | kwargs | input | loss
+# (label smoothing's model returns its loss: the exporter's is its sum).
+tiny=overlap_export.testing.tiny_models
+for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
+         "float32_inside|{}|4x4|ce"; do
+  IFS='|' read -r name kwargs input loss <<<"$m"
+  "$py" -m overlap_export "$tiny:$name" --kwargs "$kwargs" --input "$input" --aot --loss "$loss" \
+    -o "$out/$name" --weights "$out/$name.safetensors" --reference >/dev/null \
+    2>"$out/$name.err" || fail "$name: export: $(cat "$out/$name.err")"
+  ! grep -q Traceback "$out/$name.err" || fail "$name: a traceback: $(cat "$out/$name.err")"
+  "$overlap" exec "$out/$name.forward.json" --backward-graph "$out/$name.backward.json" \
+    --weights "$out/$name.safetensors" --save "$out/$name.out.safetensors" >"$out/exec.log" ||
+    fail "$name: exec: $(tail -3 "$out/exec.log")"
+  "$py" -m overlap_export.compare "$out/$name.forward.json" "$out/$name.safetensors" \
+    "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
+done
+grep -q "float64 copy fails" "$out/float32_inside.err" ||
+  fail "float32_inside: no note on the float64 reference: $(cat "$out/float32_inside.err")"
+# Weight norm trained (3 SGD steps): torch recomputes each weight from the trained g and v.
+"$py" -m overlap_export "$tiny:weight_normed" --input 4x4 --aot --loss ce -o "$out/wnt" \
+  --train-data "$out/wnt.safetensors" --train-steps 3 >/dev/null || fail "weight norm: --train-data"
+"$overlap" train --graph "$out/wnt.forward.json" --backward-graph "$out/wnt.backward.json" \
+  --weights "$out/wnt.safetensors" --data "$out/wnt.safetensors" --steps 3 "${sgd[@]}" \
+  --save "$out/wnt.out.safetensors" >"$out/wnt.log" 2>&1 ||
+  fail "weight norm: train: $(tail -3 "$out/wnt.log")"
+"$py" -m overlap_export.compare --trained "$out/wnt.safetensors" "$out/wnt.out.safetensors" \
+  --losses "$out/wnt.log" || fail "weight norm: training differs from torch"
 
 # A constructor that does not import: exit 1, the step named, no file.
 if "$py" -m overlap_export no_such_module:model --input 2 -o "$out/bad" 2>"$out/bad.err"; then

@@ -2,20 +2,23 @@
 
 Writes PREFIX.json (the module-style torch.fx forward, when torch.fx can trace the model)
 and, with --aot, PREFIX.forward.json and PREFIX.backward.json (the AOT pair in ATen ops,
-docs/ops.md's convention). Exits 1 naming the failed step and the exception (one line),
-having written no file: every output is built in memory first, then all are written
-together (each atomically; on a failure none is left). Exits 2 on bad usage (arguments,
-input specs, output paths that cannot be written), before the model is loaded. Run it
-with Debian's interpreter (/usr/bin/python3), the one python3-torch is installed for.
+docs/ops.md's convention). Exits 1 with one line naming the failed step, the model's
+module and the construct or exception, never a traceback (--debug, or OVERLAP_EXPORT_DEBUG=1,
+prints it too), having written no file: every output is built in memory first, then all
+are written together (each atomically; on a failure none is left). Exits 2 on bad usage
+(arguments, input specs, output paths that cannot be written), before the model is loaded.
+Run it with Debian's interpreter (/usr/bin/python3), the one python3-torch is installed for.
 """
 
 import argparse
 import json
+import os
 import sys
 import textwrap
+import traceback
 
 from . import files, inputs
-from .errors import ExportError
+from .errors import ExportError, one_line
 
 LOSSES = ("sum", "mse", "ce", "none")
 
@@ -91,6 +94,9 @@ def _parser():
     ap.add_argument("-o", "--output", required=True,
                     help="the output files' prefix (PREFIX.json, PREFIX.forward.json, "
                          "PREFIX.backward.json): not a folder")
+    ap.add_argument("--debug", action="store_true",
+                    help="on a failure, print Python's traceback before the one-line error "
+                         "(also with OVERLAP_EXPORT_DEBUG=1 in the environment)")
     return ap
 
 
@@ -142,17 +148,43 @@ def _check_usage(ap, a):
     return kwargs
 
 
-def _one_line(text):
-    """An error message on one line (torch's often span several; torch.fx's interpreter
-    adds an empty "Original traceback: None")."""
-    text = str(text).replace("\nOriginal traceback:\nNone", "")
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+def _unexpected(e, model):
+    """An exception that no step turned into an ExportError (a case the exporter does not
+    handle), in one line: the exporter's function it came from (file and line), then
+    diagnose.describe's sentence (the model's module and source line, when they ran)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ours = [f for f in traceback.extract_tb(e.__traceback__)
+            if os.path.dirname(os.path.abspath(f.filename)) == here]
+    at = f" in {ours[-1].name} ({os.path.basename(ours[-1].filename)}:{ours[-1].lineno})" \
+        if ours else ""
+    try:
+        from .diagnose import describe
+        what = describe(e, model)
+    except Exception:  # noqa: BLE001 - the description must not fail in its turn
+        what = f"{type(e).__name__}: {e}"
+    return f"unexpected error{at}: {what} (--debug shows the traceback)"
 
 
 def main(argv=None):
     ap = _parser()
     a = ap.parse_args(argv)
     kwargs = _check_usage(ap, a)
+    debug = a.debug or os.environ.get("OVERLAP_EXPORT_DEBUG", "") not in ("", "0")
+    loaded = []  # the model, once its constructor has returned
+    try:
+        return _export(a, kwargs, loaded)
+    except ExportError as e:
+        failed, message = e, str(e)
+    except Exception as e:  # noqa: BLE001 - every failure is one line, never a traceback
+        failed, message = e, f"{a.model}: {_unexpected(e, loaded[0] if loaded else None)}"
+    if debug:
+        traceback.print_exception(failed)
+    print(f"overlap_export: {one_line(message)}", file=sys.stderr)
+    return 1
+
+
+def _export(a, kwargs, loaded):
+    """The export main() runs (its errors are main's to print): 0, or 1 without torch."""
     try:  # after the usage checks: a usage error does not wait for torch
         import torch
 
@@ -163,63 +195,59 @@ def main(argv=None):
         return 1
     torch.manual_seed(a.seed)
     user = export.user_code
+    examples = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
+    model = export.load_model(a.model, kwargs)
+    loaded.append(model)
+    with user("import", "the model's train()"):
+        model.train(a.train)
+    name = a.model.split(":")[-1]
+    outputs = []  # (path, bytes): all built before any is written
     try:
-        examples = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
-        model = export.load_model(a.model, kwargs)
-        with user("import", "the model's train()"):
-            model.train(a.train)
-        name = a.model.split(":")[-1]
-        outputs = []  # (path, bytes): all built before any is written
-        try:
-            doc = export.export_module_style(model, examples, name)
-            outputs.append((a.output + ".json", files.json_bytes(doc)))
-            path = "torch.fx (module style)"
-        except ExportError as e:
-            if e.step != "trace" or e.fatal or not a.aot:
-                raise
-            print(f"overlap_export: {_one_line(e)}; taking the AOT path only", file=sys.stderr)
-            path = "AOT only"
-        target = export.loss_target(a.loss, model, examples, a.seed + 100)
-        constants = {}
-        if a.aot:
-            fw, bw, constants = export.export_aot(model, examples, a.loss, target, name)
-            outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
-            outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
-            if constants and not a.weights:
-                print(f"overlap_export: the AOT forward reads {len(constants)} tensor "
-                      "constant(s) (constant/<name>): runners need them from --weights",
-                      file=sys.stderr)
-        if a.weights:
-            tensors = export.weights(model, examples, target)
-            tensors.update(constants)
-            if a.reference:
-                tensors.update(export.reference(model, examples, a.loss, target))
-            with user("weights", "the weights' serialization"):
-                blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
-                                                      "torch": torch.__version__})
-            outputs.append((a.weights, blob))
-        if a.train_data:
-            import copy
-            opt = {"kind": a.optimizer, "momentum": a.momentum, "betas": (0.9, 0.999),
-                   "eps": 1e-8,
-                   "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
-                   "weight_decay": a.weight_decay if a.weight_decay is not None
-                   else (0.0 if a.optimizer == "sgd" else 0.01)}
-            tensors = export.train_reference(copy.deepcopy(model), a.input, a.loss,
-                                             a.train_steps, opt, a.seed, a.train_ranks)
-            tensors.update(constants)
-            meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
-                    "steps": str(a.train_steps)}
-            meta.update({k: str(v) for k, v in opt.items()})
-            with user("train", "the data file's serialization"):
-                outputs.append((a.train_data, safetensors.to_bytes(tensors, meta)))
-        files.write_files(outputs)
-        storages, elements = export.unique_parameter_storages(model)
-        print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
-              f"storages; wrote " + ", ".join(p for p, _ in outputs))
+        doc = export.export_module_style(model, examples, name)
+        outputs.append((a.output + ".json", files.json_bytes(doc)))
+        path = "torch.fx (module style)"
     except ExportError as e:
-        print(f"overlap_export: {_one_line(e)}", file=sys.stderr)
-        return 1
+        if e.step != "trace" or e.fatal or not a.aot:
+            raise
+        print(f"overlap_export: {one_line(e)}; taking the AOT path only", file=sys.stderr)
+        path = "AOT only"
+    target = export.loss_target(a.loss, model, examples, a.seed + 100)
+    constants = {}
+    if a.aot:
+        fw, bw, constants = export.export_aot(model, examples, a.loss, target, name)
+        outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
+        outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
+        if constants and not a.weights:
+            print(f"overlap_export: the AOT pair reads {len(constants)} tensor "
+                  "constant(s) (constant/<name>): runners need them from --weights",
+                  file=sys.stderr)
+    if a.weights:
+        tensors = export.weights(model, examples, target)
+        tensors.update(constants)
+        if a.reference:
+            tensors.update(export.reference(model, examples, a.loss, target))
+        with user("weights", "the weights' serialization"):
+            blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
+                                                  "torch": torch.__version__})
+        outputs.append((a.weights, blob))
+    if a.train_data:
+        opt = {"kind": a.optimizer, "momentum": a.momentum, "betas": (0.9, 0.999),
+               "eps": 1e-8,
+               "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
+               "weight_decay": a.weight_decay if a.weight_decay is not None
+               else (0.0 if a.optimizer == "sgd" else 0.01)}
+        tensors = export.train_reference(export.copy_model(model), a.input, a.loss,
+                                         a.train_steps, opt, a.seed, a.train_ranks)
+        tensors.update(constants)
+        meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
+                "steps": str(a.train_steps)}
+        meta.update({k: str(v) for k, v in opt.items()})
+        with user("train", "the data file's serialization"):
+            outputs.append((a.train_data, safetensors.to_bytes(tensors, meta)))
+    files.write_files(outputs)
+    storages, elements = export.unique_parameter_storages(model)
+    print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
+          f"storages; wrote " + ", ".join(p for p, _ in outputs))
     return 0
 
 

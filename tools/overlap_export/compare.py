@@ -224,8 +224,9 @@ def _as_float64(ref, path, wanted):
     wide = {k: v for k, v in ref.items() if not k.startswith(("ref/", "ref64/"))}
     wide.update({"ref/" + k[len("ref64/"):]: v for k, v in ref.items() if k.startswith("ref64/")})
     if len(wide) == len([k for k in ref if not k.startswith(("ref/", "ref64/"))]):
-        raise BadFile(path, "has no float64 reference (ref64/): export it again with "
-                            "--reference / --train-data")
+        raise BadFile(path, "has no float64 reference (ref64/): the exporter writes it with "
+                            "--reference / --train-data, unless the model's float64 copy "
+                            "fails (the export notes why)")
     return wide
 
 

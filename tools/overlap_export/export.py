@@ -14,7 +14,8 @@ import torch.fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from . import graph_json
-from .errors import ExportError
+from .diagnose import describe
+from .errors import ExportError, note
 from .inputs import input_spec
 
 # ---- the user's code ----
@@ -26,11 +27,13 @@ def _exit_call(e):
 
 
 @contextlib.contextmanager
-def user_code(step, who):
+def user_code(step, who, model=None):
     """Runs the model's own code (its module's import, its constructor, its forward) as
-    export step `step`: any exception it raises becomes ExportError(step) naming the
-    exception, and a SystemExit (sys.exit) a fatal one saying that `who` called it. The
-    exporter's own ExportErrors and KeyboardInterrupt pass through unchanged."""
+    export step `step`: any exception it raises becomes ExportError(step) describing it in
+    one sentence (diagnose.describe: the module of `model` whose code raised it, the
+    construct or the exception, the model's source line), and a SystemExit (sys.exit) a
+    fatal one saying that `who` called it. The exporter's own ExportErrors and
+    KeyboardInterrupt pass through unchanged."""
     try:
         yield
     except ExportError:
@@ -38,7 +41,28 @@ def user_code(step, who):
     except SystemExit as e:
         raise ExportError(step, f"{who} called {_exit_call(e)}", fatal=True) from None
     except Exception as e:  # noqa: BLE001 - every failure is reported with its step
-        raise ExportError(step, f"{type(e).__name__}: {e}") from e
+        raise ExportError(step, describe(e, model)) from e
+
+
+def copy_model(model):
+    """copy.deepcopy(model), except that a tensor deepcopy refuses, one computed from the
+    parameters with autograd's graph attached (nn.utils.weight_norm's and spectral_norm's
+    `weight`, which their forward pre-hooks recompute from the parameters on every call),
+    is copied as a detached clone. Such tensors are found in the modules' attributes and
+    the lists, tuples and dicts those hold."""
+    memo, seen = {}, set()
+
+    def visit(value):
+        if isinstance(value, torch.Tensor):
+            if not value.is_leaf and id(value) not in memo:
+                memo[id(value)] = value.detach().clone()
+        elif isinstance(value, (list, tuple, dict, set)) and id(value) not in seen:
+            seen.add(id(value))
+            for v in value.values() if isinstance(value, dict) else value:
+                visit(v)
+    for m in model.modules():
+        visit(vars(m))
+    return copy.deepcopy(model, memo)
 
 
 # ---- loading ----
@@ -172,12 +196,13 @@ def export_module_style(model, inputs, name):
         try:
             gm = torch.fx.symbolic_trace(model)
         except Exception as e:  # noqa: BLE001
-            raise ExportError("trace", f"torch.fx cannot trace it symbolically: "
-                              f"{type(e).__name__}: {e}") from e
+            raise ExportError("trace", "torch.fx cannot trace it symbolically: "
+                              + describe(e, model)) from e
     rec = _Recorder(gm)
     # The traced forward on the example inputs (wrong input shapes fail here): not a
     # tracing failure, so not one the AOT path would get past.
-    with torch.no_grad(), buffers_kept(model), user_code("forward", "the model's forward"):
+    with torch.no_grad(), buffers_kept(model), \
+            user_code("forward", "the model's forward", model):
         rec.run(*inputs)
     first = {}
     for n, p in all_named_parameters(model):
@@ -241,7 +266,7 @@ def loss_target(kind, model, inputs, seed):
     cross-entropy's class indices over the output's last dimension."""
     if kind in ("none", "sum"):
         return None
-    with torch.no_grad(), buffers_kept(model), user_code("loss", "the model's forward"):
+    with torch.no_grad(), buffers_kept(model), user_code("loss", "the model's forward", model):
         out = model(*inputs)
     g = torch.Generator().manual_seed(seed)
     if kind == "mse":
@@ -280,7 +305,7 @@ def functional_call_api():
 def export_aot(model, inputs, loss, target, name):
     """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
     docs/ops.md's convention. Returns (forward_doc, backward_doc, constants): constants maps
-    constant/<name> to the value of each tensor constant the forward reads (docs/interop.md).
+    constant/<name> to the value of each tensor constant the pair reads (docs/interop.md).
     ExportError when the pair reads a tensor that has no value, reads a parameter or buffer
     as a constant, or leaves a parameter without the gradient torch gives it."""
     aot_function, make_boxed_func, default_partition = aot_api()
@@ -320,8 +345,9 @@ def export_aot(model, inputs, loss, target, name):
     args += [b.detach().clone() for _, b in buffers] + list(inputs)
     if target is not None:
         args.append(target)
-    with user_code("aot", "the model's forward"):
-        compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition)
+    with user_code("aot", "the model's forward", model):
+        compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition,
+                                decompositions=_decompositions())
         result = compiled(*args)[0]
         if result.requires_grad:
             result.sum().backward()
@@ -338,12 +364,44 @@ def export_aot(model, inputs, loss, target, name):
         tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
         _Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents)
     constants = _constants(captured["fw"], "forward", model)
-    _constants(captured["bw"], "backward", model)  # refuses any: see _constants
+    carried = _constants(captured["bw"], "backward", model)
     fw, bw = captured["fw"].graph, captured["bw"].graph
     fw_doc, bw_doc = _convention(fw, bw, named, buffers, aliases, name, n_in,
-                                 target is not None, constants, dict(model.named_modules()))
+                                 target is not None, constants, carried,
+                                 dict(model.named_modules()))
     _check_gradients(model, inputs, loss, target, fw_doc, bw_doc)
-    return fw_doc, bw_doc, {f"constant/{c.key}": c.value for c in constants}
+    return fw_doc, bw_doc, {f"constant/{c.key}": c.value for c in constants + carried}
+
+
+def _decompositions():
+    """ATen ops the AOT pair writes in others (AOTAutograd's decomposition table), ones the
+    executor runs. nn.utils.weight_norm's fused pair, which torch 1.13 calls for a norm over
+    every dimension but the first or the last, as ATen's WeightNorm.cpp computes it:
+    w = v (g / n), n the 2-norm of v over every dimension but `dim`, kept (g's shape); the
+    backward, with s = sum(grad_w v) over the same dimensions: grad_v = (g / n) (grad_w -
+    v s / n^2), grad_g = s / n. A whole tensor's norm (weight_norm with dim=None) as the norm
+    over its every dimension."""
+    aten = torch.ops.aten
+
+    def others(v, dim):
+        return [d for d in range(v.dim()) if d != dim]
+
+    def weight_norm(v, g, dim=0):
+        norms = aten.norm.ScalarOpt_dim(v, 2, others(v, dim), True)
+        return aten.mul.Tensor(v, aten.div.Tensor(g, norms)), norms
+
+    def weight_norm_backward(grad_w, v, g, norms, dim):
+        sums = aten.sum.dim_IntList(aten.mul.Tensor(grad_w, v), others(v, dim), True)
+        projected = aten.mul.Tensor(v, aten.div.Tensor(sums, aten.mul.Tensor(norms, norms)))
+        grad_v = aten.mul.Tensor(aten.div.Tensor(g, norms), aten.sub.Tensor(grad_w, projected))
+        return grad_v, aten.div.Tensor(sums, norms)
+
+    def norm(x, p=2):
+        return aten.norm.ScalarOpt_dim(x, p, list(range(x.dim())), False)
+
+    return {aten._weight_norm_interface.default: weight_norm,
+            aten._weight_norm_interface_backward.default: weight_norm_backward,
+            aten.norm.Scalar: norm}
 
 
 @contextlib.contextmanager
@@ -379,9 +437,10 @@ def _owner_module(target):
 def _constants(gm, which, model):
     """The tensors `gm` (an AOT graph) reads through get_attr. Each must have a value that is
     neither a parameter nor a buffer of the model (those are placeholders: one read as a
-    constant would get no gradient, or a stale value); the forward's become placeholders
-    bound to constant/<name> (docs/interop.md); the backward may read none (torch 1.13 puts
-    none there for the models tested; one would need passing through the forward)."""
+    constant would get no gradient, or a stale value); each becomes a forward placeholder
+    bound to constant/<name> (docs/interop.md), the backward's passed to it through the
+    forward's saved values (_lift_constants). The pair's get_attr targets are one namespace:
+    the partitioner copies both graphs' constants from the joint graph's module."""
     params = {_storage_key(p): n for n, p in model.named_parameters()}
     bufs = {_storage_key(b): n for n, b in model.named_buffers()}
     out = []
@@ -407,9 +466,6 @@ def _constants(gm, which, model):
                                      f"'{_owner_module(owner)}' keeps its own reference to it, "
                                      "which the functional call does not replace, so it would "
                                      "get no gradient")
-        if which != "forward":
-            raise ExportError("aot", f"the {which} graph reads tensor constant "
-                                     f"'{node.target}': only the forward's are bound")
         out.append(_Constant(node, node.target, obj.detach().clone()))
     return out
 
@@ -420,8 +476,8 @@ def _check_gradients(model, inputs, loss, target, fw_doc, bw_doc):
     (batch norm's running statistics) are not updated."""
     if loss == "none":
         return
-    probe = copy.deepcopy(model)
-    with user_code("aot", "the model's forward"):
+    probe = copy_model(model)
+    with user_code("aot", "the model's forward", probe):
         value = _loss_fn(loss, probe(*inputs), target)
         value.backward()
     want = {n for n, p in probe.named_parameters() if p.grad is not None}
@@ -451,20 +507,27 @@ def _primal_chain(node, primal_param):
     return None
 
 
-def _lift_constants(fw, constants):
-    """Each constant's get_attr becomes a placeholder after the others, marked meta.constant:
-    {placeholder name: meta}."""
-    extra = {}
+def _lift_constants(fw, constants, carried):
+    """Each of the forward's constants (its get_attr) becomes a placeholder after the others,
+    marked meta.constant; so does each constant the backward reads (`carried`) that the
+    forward does not. Returns ({placeholder name: meta}, {key: the forward placeholder} for
+    `carried`), the latter's placeholders to be saved for the backward."""
+    extra, by_key = {}, {}
     last = [n for n in fw.nodes if n.op == "placeholder"][-1]
-    for c in constants:
+    for c in constants + carried:
+        lifted = c.node.graph is fw
+        if not lifted and c.key in by_key:
+            continue
         with fw.inserting_after(last):
             ph = fw.placeholder(c.node.name + "_value")
         ph.meta = dict(c.node.meta)
-        c.node.replace_all_uses_with(ph)
-        fw.erase_node(c.node)
+        if lifted:
+            c.node.replace_all_uses_with(ph)
+            fw.erase_node(c.node)
         extra[ph.name] = {"constant": c.key}
+        by_key.setdefault(c.key, ph)
         last = ph
-    return extra
+    return extra, {c.key: by_key[c.key] for c in carried}
 
 
 def _running_stat_updates(fw, buffer_of, modules):
@@ -536,8 +599,9 @@ def _position(graph, node):
     return -1
 
 
-def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, constants, modules):
-    extra_constants = _lift_constants(fw, constants)
+def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, constants, carried,
+                modules):
+    extra_constants, carried_ph = _lift_constants(fw, constants, carried)
     fw_phs = [n for n in fw.nodes if n.op == "placeholder"]
     primal_param = {}  # fw placeholder name -> parameter name
     for i, (pname, _) in enumerate(named):
@@ -570,6 +634,9 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
                 and not n.name.startswith("tangents") and n.name not in recompute]
     if [s.name for s in saved] == [n.name for n in bw_saved]:
         kept = kept[:n_outputs] + sorted(saved, key=lambda s: fw_pos[s.name])
+    # The backward's constants: forward placeholders, saved last.
+    carried_saved = list(dict.fromkeys(carried_ph.values()))
+    kept += carried_saved
     updates = _running_stat_updates(fw, buffer_of, modules)
     fw_out.args = (tuple(kept + [u for u, _ in updates]),)
     fw.lint()
@@ -595,7 +662,8 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
     saved_rank = {n.name: i for i, n in enumerate(kept[n_outputs:])}
     rest = [ph for ph in bw_phs if ph.name not in recompute]
     rest.sort(key=lambda ph: (ph.name.startswith("tangents"), saved_rank.get(ph.name, 0)))
-    for ph in rest:
+    tangents = [ph for ph in rest if ph.name.startswith("tangents")]
+    for ph in [ph for ph in rest if ph not in tangents] + carried_saved + tangents:
         node = new.placeholder(ph.name)
         node.meta = dict(ph.meta)
         env[ph] = node
@@ -612,6 +680,9 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
         env[ph] = cur
     for n in bw.nodes:
         if n.op == "placeholder":
+            continue
+        if n.op == "get_attr" and n.target in carried_ph:
+            env[n] = env[carried_ph[n.target]]
             continue
         copy = new.node_copy(n, lambda x: env[x])
         copy.meta = dict(n.meta)
@@ -679,22 +750,43 @@ def reference(model, inputs, loss, target):
     """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
     trainable storage (its first name), in the model's current mode; and ref64/loss,
     ref64/grad/<name> from a float64 copy of the model on float64 copies of the floating
-    inputs (compare's rule: a tensor where torch's float32 is itself far from float64)."""
+    inputs (compare's rule: a tensor where torch's float32 is itself far from float64),
+    unless that copy fails (float64_fails)."""
     with buffers_kept(model):
         ref = _reference(model, inputs, loss, target, "ref")
     if loss != "none":
-        wide = copy.deepcopy(model).double()
-        cast = [x.double() if x.is_floating_point() else x for x in inputs]
-        wide_target = target.double() if target is not None and target.is_floating_point() \
-            else target
-        ref64 = _reference(wide, cast, loss, wide_target, "ref64")
+        try:
+            ref64 = _reference(_float64(copy_model(model)), [_float64(x) for x in inputs],
+                               loss, _float64(target), "ref64")
+        except ExportError as e:
+            float64_fails(e)
+            return ref
         ref.update({k: v for k, v in ref64.items() if k != "ref64/output"})
     return ref
 
 
+def _float64(x):
+    """A module's floating parameters and buffers in float64; a floating tensor as float64;
+    any other tensor and None as they are."""
+    if isinstance(x, torch.nn.Module):
+        return x.double()
+    return x.double() if x is not None and x.is_floating_point() else x
+
+
+def float64_fails(e):
+    """The float64 reference (ref64/) is left out, saying why in one line, when the float64
+    copy of a model that runs in float32 fails: the model computes in another dtype inside
+    (`x.float()`, a float32 tensor it makes), which the copy's float64 inputs, parameters
+    and buffers then meet. A sys.exit stops the export."""
+    if e.fatal:
+        raise e
+    note(f"{e.step}: the model's float64 copy fails, so no float64 reference (ref64/) is "
+         f"written and compare has no float64 clause for it: {e.message}")
+
+
 def _reference(model, inputs, loss, target, prefix):
     model.zero_grad(set_to_none=True)
-    with user_code("reference", "the model's forward"):
+    with user_code("reference", "the model's forward", model):
         out = model(*inputs)
         value = _loss_fn(loss, out, target)
         if value is not out:
@@ -722,9 +814,10 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     (docs/interop.md): batch/<k>/input/<i>, batch/<k>/target, param/<name> and
     buffer/<name> (the start), ref/loss/<k> (the loss step k+1 saw, before its update),
     ref/param/<name> and ref/buffer/<name> (after the last step); and ref64/loss/<k>,
-    ref64/param/<name>, ref64/buffer/<name> from the same training of a float64 copy of the model on float64
-    copies of the same batches (compare's float64 clause: float32 round-off amplified over
-    the steps). The model is trained in place: pass a copy."""
+    ref64/param/<name>, ref64/buffer/<name> from the same training of a float64 copy of the
+    model on float64 copies of the same batches (compare's float64 clause: float32 round-off
+    amplified over the steps), left out (float64_fails) when the float64 copy fails. The
+    model is trained in place: pass a copy."""
     if loss in ("none",):
         raise ExportError("train", "training needs a loss (--loss sum, mse or ce)")
     if optimizer["kind"] not in ("sgd", "adamw"):
@@ -734,7 +827,7 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
         out[f"param/{n}"] = p.detach().clone()
     for n, b in model.named_buffers():
         out[f"buffer/{n}"] = b.detach().clone()
-    wide = copy.deepcopy(model).double()
+    wide = _float64(copy_model(model))
     batches = []
 
     def draw(k):  # drawn as the step comes: the target's forward sees the trained model
@@ -753,11 +846,13 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     for n, b in model.named_buffers():
         out[f"ref/buffer/{n}"] = b.detach().clone()
 
-    def double(x):
-        return None if x is None else x.double() if x.is_floating_point() else x
-    wide_losses = _train_steps(wide, lambda k: ([double(x) for x in batches[k][0]],
-                                                double(batches[k][1])),
-                               steps, loss, optimizer, ranks)
+    try:
+        wide_losses = _train_steps(wide, lambda k: ([_float64(x) for x in batches[k][0]],
+                                                    _float64(batches[k][1])),
+                                   steps, loss, optimizer, ranks)
+    except ExportError as e:
+        float64_fails(e)
+        return out
     for k, total in enumerate(wide_losses):
         out[f"ref64/loss/{k}"] = total
     for n, p in wide.named_parameters():
@@ -789,7 +884,7 @@ def _train_steps(model, batch, steps, loss, optimizer, ranks):
             with torch.no_grad():
                 for n, b in model.named_buffers():
                     b.copy_(start[n])
-            with user_code("train", "the model's forward"):
+            with user_code("train", "the model's forward", model):
                 value = _loss_fn(loss, model(*shard), shard_target)
                 (value / ranks).backward()
             total += float(value.detach()) / ranks

@@ -11,8 +11,13 @@ run in subprocesses in temporary folders, on testing/tiny_models.py's models:
 - --help says what each --loss computes;
 - compare: a missing, unreadable or malformed file is one line naming it, exit 1;
 - state: a parameter read as a constant, or a tensor with no value, is refused; tensor
-  constants are written (constant/<name>) and bound; RNN weights are parameters with
-  gradients.
+  constants are written (constant/<name>) and bound, the backward's too; RNN weights are
+  parameters with gradients; weight norm's computed weight is copied and its fused ops
+  written in others;
+- what it refuses is one line naming the model's module and the construct (data-dependent
+  control flow, `.item()`), the model's float64 copy failing is a one-line note, and an
+  exception no step expects is one line naming the exporter's function; never a traceback
+  but with --debug / OVERLAP_EXPORT_DEBUG=1.
 
 Run: cd tools && /usr/bin/python3 -m unittest overlap_export.testing.cli_test -v
 """
@@ -39,16 +44,17 @@ def _env():
     return env
 
 
-def run(module, args, cwd, timeout=120):
+def run(module, args, cwd, timeout=120, env_extra=None):
     env = _env()
+    env.update(env_extra or {})
     env["COLUMNS"] = "100"  # argparse's help, wrapped alike everywhere
     return subprocess.run([sys.executable, "-m", module] + list(args), cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout)
 
 
-def export(args, cwd):
-    return run("overlap_export", args, cwd)
+def export(args, cwd, env_extra=None):
+    return run("overlap_export", args, cwd, env_extra=env_extra)
 
 
 def compare(args, cwd):
@@ -136,8 +142,8 @@ class ModelFailureTest(Base):
         for extra in ([], ["--aot", "--loss", "mse"]):
             with self.subTest(extra=extra):
                 r = export([TINY, "--input", "2x5", "-o", "m"] + extra, self.dir)
-                self.assertOneLineError(r, 1, "overlap_export: forward: RuntimeError:",
-                                        "2x5")
+                self.assertOneLineError(r, 1, "overlap_export: forward: model.fc1 "
+                                              "(Linear.forward): RuntimeError:", "2x5")
                 self.assertEqual(self.files(), [])
 
     def test_keyboard_interrupt_propagates_sys_exit_does_not(self):
@@ -210,6 +216,129 @@ class StateTest(Base):
         self.assertEqual(len(params), 1 + 2 * 2 * 4 + 4 + 2)  # emb, lstm, gru, head
         graded = {n["meta"]["grad_of"] for n in bw["nodes"] if "grad_of" in n.get("meta", {})}
         self.assertEqual(graded, params)
+
+
+class StretchTest(Base):
+    """Models whose state stretches the export: each exports, its files complete."""
+
+    def _graph(self, prefix, which):
+        with open(self.path(f"{prefix}.{which}.json")) as f:
+            return json.load(f)
+
+    def test_weight_norm(self):
+        # Its computed `weight` has autograd's graph attached (deepcopy refuses it): the
+        # float64 reference, the gradient check and the training copy all copy the model.
+        r = export([MODELS + ":weight_normed", "--input", "4x4", "--aot", "--loss", "ce",
+                    "-o", "m", "--weights", "w.safetensors", "--reference",
+                    "--train-data", "t.safetensors", "--train-steps", "2"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        keys = _safetensors_keys(self.path("w.safetensors"))
+        for name in ("fc1.weight_g", "fc1.weight_v", "fc2.weight_g", "fc2.weight_v"):
+            self.assertIn("ref/grad/" + name, keys)
+            self.assertIn("ref64/grad/" + name, keys)
+        self.assertIn("ref64/param/fc1.weight_v", _safetensors_keys(self.path("t.safetensors")))
+        # The fused pair and the whole-tensor norm are written in ops the executor runs.
+        targets = {n.get("target") for w in ("forward", "backward")
+                   for n in self._graph("m", w)["nodes"]}
+        self.assertIn("aten.norm.ScalarOpt_dim", targets)
+        for fused in ("aten._weight_norm_interface.default",
+                      "aten._weight_norm_interface_backward.default", "aten.norm.Scalar"):
+            self.assertNotIn(fused, targets)
+
+    def test_backward_constants_are_bound(self):
+        r = export([MODELS + ":label_smoothing", "--input", "2x4", "--aot", "-o", "m",
+                    "--weights", "w.safetensors"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fw, bw = self._graph("m", "forward"), self._graph("m", "backward")
+        self.assertFalse([n["name"] for n in fw["nodes"] + bw["nodes"] if n["op"] == "get_attr"])
+        constants = {n["name"]: n["meta"]["constant"] for n in fw["nodes"]
+                     if "constant" in n.get("meta", {})}
+        keys = _safetensors_keys(self.path("w.safetensors"))
+        for key in constants.values():
+            self.assertIn("constant/" + key, keys)
+        # The backward reads its constants as saved values: forward outputs after the loss,
+        # backward placeholders of the same names, before the tangent.
+        fw_saved = [a[1:] for a in next(n for n in fw["nodes"] if n["op"] == "output")["args"][0]]
+        bw_inputs = [n["name"] for n in bw["nodes"] if n["op"] == "placeholder"]
+        read = [name for name in bw_inputs if name in constants]
+        self.assertEqual(len(read), 2, bw_inputs)  # the smoothing's two weights
+        for name in read:
+            self.assertIn(name, fw_saved)
+            self.assertLess(bw_inputs.index(name), bw_inputs.index("tangents_1"))
+        bw_out = next(n for n in bw["nodes"] if n["op"] == "output")["args"][0]
+        self.assertEqual(len(bw_out), len([n for n in fw["nodes"] if n["op"] == "placeholder"]))
+
+    def test_float32_inside(self):
+        # The float64 copy fails where the model casts to float32: a note, no ref64/, and
+        # the rest written.
+        r = export([MODELS + ":float32_inside", "--input", "4x4", "--aot", "--loss", "mse",
+                    "-o", "m", "--weights", "w.safetensors", "--reference",
+                    "--train-data", "t.safetensors", "--train-steps", "2"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        notes = lines(r.stderr)
+        self.assertEqual([n.split(":")[1].strip() for n in notes], ["reference", "train"],
+                         r.stderr)
+        for note in notes:
+            self.assertIn("the model's float64 copy fails, so no float64 reference (ref64/) "
+                          "is written", note)
+            self.assertIn("model.fc1 (Linear.forward): RuntimeError: mat1 and mat2 must have "
+                          "the same dtype", note)
+            self.assertIn("`return self.fc2(torch.relu(self.fc1(x.float())))`", note)
+        for f in ("w.safetensors", "t.safetensors"):
+            keys = _safetensors_keys(self.path(f))
+            self.assertFalse([k for k in keys if k.startswith("ref64/")], f)
+            self.assertTrue([k for k in keys if k.startswith("ref/")], f)
+
+
+class RefusedTest(Base):
+    """What the exporter refuses is one line naming the model's module, its method and the
+    construct: exit 1, no traceback, no file."""
+
+    def test_data_dependent_control_flow(self):
+        construct = ("model.blocks.1 (Router.forward): data-dependent control flow "
+                     "(`if x.sum() > 0:`) cannot be traced")
+        r = export([MODELS + ":routed", "--input", "2x4", "-o", "m"], self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: trace: torch.fx cannot trace it "
+                                      "symbolically: " + construct, "torch.where")
+        # With --aot: torch.fx's note, then the AOT trace's error.
+        r = export([MODELS + ":routed", "--input", "2x4", "--aot", "-o", "m"], self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertEqual(len(lines(r.stderr)), 2, r.stderr)
+        self.assertIn("taking the AOT path only", lines(r.stderr)[0])
+        self.assertIn("overlap_export: aot: " + construct, lines(r.stderr)[1])
+        self.assertEqual(self.files(), [])
+
+    def test_item(self):
+        r = export([MODELS + ":item_scale", "--input", "2x4", "--aot", "-o", "m"], self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: aot: model (ItemScale.forward): "
+                                      "`.item()` (`scale = y.abs().max().item()`) reads a "
+                                      "tensor's value into Python")
+        self.assertEqual(self.files(), [])
+
+    def test_unexpected_error(self):
+        # An output the loss cannot take: no step expects it, so the top level names the
+        # exporter's function and the exception, in one line.
+        args = [MODELS + ":dict_output", "--input", "2x4", "--aot", "--loss", "ce", "-o", "m"]
+        r = export(args, self.dir)
+        self.assertOneLineError(r, 1, f"overlap_export: {MODELS}:dict_output: unexpected "
+                                      "error in loss_target (export.py:",
+                                "AttributeError: 'dict' object has no attribute 'shape'",
+                                "--debug shows the traceback")
+        self.assertEqual(self.files(), [])
+        # For developers: the traceback, then the same line.
+        for extra, env in (["--debug"], None), ([], {"OVERLAP_EXPORT_DEBUG": "1"}):
+            with self.subTest(extra=extra, env=env):
+                r = export(args + extra, self.dir, env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("Traceback (most recent call last)", r.stderr)
+                self.assertIn("unexpected error in loss_target", lines(r.stderr)[-1])
+        r = export([MODELS + ":item_scale", "--input", "2x4", "--aot", "-o", "m", "--debug"],
+                   self.dir)
+        self.assertIn("Traceback (most recent call last)", r.stderr)
+        self.assertIn("overlap_export: aot: model (ItemScale.forward)", lines(r.stderr)[-1])
 
 
 class OutputPathTest(Base):
@@ -413,7 +542,8 @@ class UsageTest(Base):
     def test_good_input_specs(self):
         r = export([TINY, "--input", "3x4:float64", "-o", "m"], self.dir)
         # float64 into float32 weights
-        self.assertOneLineError(r, 1, "overlap_export: forward: RuntimeError")
+        self.assertOneLineError(r, 1, "overlap_export: forward: model.fc1 (Linear.forward): "
+                                      "RuntimeError")
         r = export([TINY, "--input=2x4", "-o", "m"], self.dir)
         self.assertEqual(r.returncode, 0, r.stderr)
 

@@ -1,6 +1,10 @@
-"""Tiny models for the exporter's CLI tests (cli_test.py): a two-layer perceptron that exports
-in a second, and models that misbehave in their constructor or forward (sys.exit, an
-exception, KeyboardInterrupt), as user code can."""
+"""Tiny models for the exporter's CLI tests (cli_test.py) and export_test.sh: a two-layer
+perceptron that exports in a second; models that misbehave in their constructor or forward
+(sys.exit, an exception, KeyboardInterrupt), as user code can; models whose state the export
+must carry (a cached weight, tensor constants, RNN weights, batch norm's statistics, weight
+norm's computed weight, label smoothing's backward constants, a float32 computation inside);
+and models it refuses (a tensor's value read in Python: data-dependent control flow,
+`.item()`; an output that is not a tensor)."""
 
 import sys
 
@@ -159,3 +163,112 @@ class SharedBatchNorm(torch.nn.Module):
 
 def shared_batch_norm():
     return SharedBatchNorm()
+
+
+class WeightNormed(torch.nn.Module):
+    """nn.utils.weight_norm on a linear layer by its output rows (dim 0: ATen's fused pair)
+    and on another by its whole weight (dim None): each `weight` is computed from weight_g
+    and weight_v by a forward pre-hook, a tensor with autograd's graph attached (deepcopy
+    refuses those). Inputs Nx4."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.utils.weight_norm(torch.nn.Linear(4, 3))
+        self.fc2 = torch.nn.utils.weight_norm(torch.nn.Linear(3, 2), dim=None)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def weight_normed():
+    return WeightNormed()
+
+
+class LabelSmoothing(torch.nn.Module):
+    """Returns F.cross_entropy with label_smoothing 0.1 against fixed targets: class indices
+    (`soft` False) or class probabilities (`soft` True). Its AOT backward reads tensor
+    constants of its own (the smoothing's weights). Inputs 2x4."""
+
+    def __init__(self, soft=False):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.soft = soft
+
+    def forward(self, x):
+        if self.soft:
+            target = torch.softmax(torch.arange(6.0).reshape(2, 3), -1)
+        else:
+            target = torch.tensor([0, 2])
+        return torch.nn.functional.cross_entropy(self.fc(x), target, label_smoothing=0.1)
+
+
+def label_smoothing(soft=False):
+    return LabelSmoothing(soft)
+
+
+class Router(torch.nn.Module):
+    """Picks one of two layers by the sign of its input's sum: control flow on a tensor's
+    value, which neither torch.fx nor the AOT trace can follow."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.a(x)
+        return self.b(x)
+
+
+class Routed(torch.nn.Module):
+    """A Router as blocks.1 of a Sequential. Inputs Nx4."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), Router(), torch.nn.Linear(4, 2))
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def routed():
+    return Routed()
+
+
+class ItemScale(Tiny):
+    """Divides its output by its largest magnitude, read with `.item()`: a Python number from
+    a tensor, which the AOT trace cannot hold. Inputs Nx4."""
+
+    def forward(self, x):
+        y = super().forward(x)
+        scale = y.abs().max().item()
+        return y / scale
+
+
+def item_scale():
+    return ItemScale()
+
+
+class Float32Inside(Tiny):
+    """Casts its input to float32 (`x.float()`) before its layers, as mixed-precision code
+    does: in the model's float64 copy (its parameters float64) the first layer meets a
+    float32 input. Inputs Nx4."""
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x.float())))
+
+
+def float32_inside():
+    return Float32Inside()
+
+
+class DictOutput(Tiny):
+    """Returns {"logits": ...}, not a tensor. Inputs Nx4."""
+
+    def forward(self, x):
+        return {"logits": super().forward(x)}
+
+
+def dict_output():
+    return DictOutput()
