@@ -149,6 +149,9 @@ JobOptions ReadJobFlags(Invocation& in) {
   return o;
 }
 
+// --threads, checked where it is read: by `run` before any rank starts, and by each worker.
+int64_t ReadThreadsFlag(Invocation& in) { return in.Int("threads", 1, 4096, 0); }
+
 std::string Fraction(double x) { return absl::StrFormat("%.1f%%", 100 * x); }
 
 // What a ZeRO-3 step's prediction is for: the simulator runs the graphs' device_time (the
@@ -175,7 +178,7 @@ int Worker(Invocation& in) {
   // set before any thread starts, so that its threads inherit it.
   prctl(PR_SET_NAME, "overlap worker");
   JobOptions o = ReadJobFlags(in);
-  int64_t threads = in.Int("threads", 1, 4096, 0);
+  int64_t threads = ReadThreadsFlag(in);
   if (in.has_usage_error()) return in.UsageError();
   if (int d = CheckDevice(in, o); d != kExitOk) return d;
   // The machine's cores shared among its ranks: a rank taking every core oversubscribes
@@ -319,6 +322,7 @@ int Run(Invocation& in) {
   const int64_t nproc = in.Int("nproc", 1, 256, 2);
   // Read here so that a bad flag fails before any rank starts.
   const JobOptions o = ReadJobFlags(in);
+  ReadThreadsFlag(in);  // every flag is checked once, here, not by each rank
   if (in.has_usage_error()) return in.UsageError();
   if (int d = CheckDevice(in, o); d != kExitOk) return d;
   // Refused before any rank starts: outputs that cannot be written, and a job whose ranks
@@ -350,6 +354,7 @@ int Run(Invocation& in) {
     lo.argv.push_back(*trace);
   }
   lo.grace = o.timeout;
+  lo.finish_grace = o.timeout;
   std::fflush(in.out());
   std::fflush(in.err());
   absl::StatusOr<LaunchResult> r = Launch(lo);

@@ -57,6 +57,23 @@ OVERLAP_CUDA_PLUGIN=$other "$overlap" run --nproc 1 --device cuda --steps 1 >"$t
 [ "$code" = 1 ] && grep -q "not overlap's CUDA plugin" "$tmp/out" || fail "a foreign plugin: exit $code, $(cat "$tmp/out")"
 echo "ok: a missing or foreign plugin is refused by name"
 
+# 4b. A FIFO is refused at once (never opened, so never waited on); a bare file name is the
+#     file in the working folder, never one found on the library path.
+mkfifo "$tmp/fifo.so"
+code=0
+OVERLAP_CUDA_PLUGIN=$tmp/fifo.so timeout 20 "$overlap" run --nproc 1 --device cuda --steps 1 >"$tmp/out" 2>&1 || code=$?
+[ "$code" = 1 ] && grep -q "not a regular file" "$tmp/out" || fail "a FIFO plugin: exit $code, $(cat "$tmp/out")"
+code=0
+(cd "$tmp" && OVERLAP_CUDA_PLUGIN=libm.so.6 "$overlap" run --nproc 1 --device cuda --steps 1 >"$tmp/out" 2>&1) || code=$?
+[ "$code" = 1 ] && grep -q "libm.so.6" "$tmp/out" && ! grep -q "not overlap's CUDA plugin" "$tmp/out" ||
+  fail "a bare name not in the working folder was loaded from the library path: exit $code, $(cat "$tmp/out")"
+cp "$other" "$tmp/libm.so.6"
+code=0
+(cd "$tmp" && OVERLAP_CUDA_PLUGIN=libm.so.6 "$overlap" run --nproc 1 --device cuda --steps 1 >"$tmp/out" 2>&1) || code=$?
+[ "$code" = 1 ] && grep -q "$tmp/libm.so.6 is not overlap's CUDA plugin" "$tmp/out" ||
+  fail "a bare name in the working folder: exit $code, $(cat "$tmp/out")"
+echo "ok: a FIFO is refused; a bare name is the working folder's file"
+
 # 5. With CUDA's libraries hidden (an empty folder mounted over them, where this process may
 #    make a mount namespace): the CPU commands and the emulated device still run.
 lib=/usr/local/cuda/lib64

@@ -3,8 +3,9 @@
 # under a launcher that SIGTERM ends, `overlap run` (DDP and ZeRO-3, a trace with a track
 # per rank and stream, an injected kill ending in an error naming the lost rank), two
 # `overlap worker`s joined as two single-rank "hosts" through the torchrun variables alone
-# (rank 0 serving the store), the start-up check refusing a rank with other flags, and
-# `overlap bench-comm` whose saved model `overlap schedule --collective-model` reads.
+# (rank 0 serving the store), outputs replacing links planted at their paths, the start-up
+# check refusing a rank with other flags, and `overlap bench-comm` whose saved model
+# `overlap schedule --collective-model` reads.
 set -euo pipefail
 overlap=$PWD/tools/overlap
 export OVERLAP_WORKER_BINARY=$overlap
@@ -55,6 +56,16 @@ tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"}
 assert tracks == {(0, 0), (0, 1), (1, 0), (1, 1)}, tracks
 print("trace:", len(events), "events on", sorted(tracks))
 PY
+
+# run: links planted at the outputs, the trace's per-rank part (FILE.rank<R>) included, are
+# replaced, never written through: the file they point at is unchanged.
+echo victim >victim.txt
+for f in linked.json linked.json.rank0 linked.safetensors; do ln -sfn "$PWD/victim.txt" "$f"; done
+$overlap run --nproc 2 --strategy ddp --model mlp --steps 1 --trace linked.json \
+  --save linked.safetensors >linked.out 2>linked.err
+test "$(cat victim.txt)" = victim
+test ! -L linked.json && test ! -L linked.safetensors && test ! -e linked.json.rank0
+/usr/bin/python3 -c 'import json; json.load(open("linked.json"))'
 
 # run: ZeRO-3 prints each rank's peak beside the simulator's.
 $overlap run --nproc 2 --strategy zero3 --model mlp --steps 2 >z.out 2>z.err
@@ -193,4 +204,14 @@ code=$?
 set -e
 test "$code" = 1
 grep -q "a rank does not launch ranks" nested.err
+# Every flag is checked once, before any rank starts: one usage text, exit 2.
+for threads in 0 5000; do
+  set +e
+  $overlap run --nproc 8 --model mlp --steps 1 --threads $threads >threads.out 2>threads.err
+  code=$?
+  set -e
+  test "$code" = 2
+  test "$(grep -c 'must be an integer from 1 to 4096' threads.err)" = 1
+  test "$(grep -c '^usage:' threads.err)" = 1
+done
 echo "run_test: ok"

@@ -4,14 +4,22 @@
 //
 // Trust (docs/runtime.md, "The store's trust model"): with a secret, every connection must
 // present it (its first message) before any key is read or written; a connection that does
-// not is closed and counted (rejected()). Without one (an empty secret) the store is open to
-// any process that reaches the port, as PyTorch's TCPStore is. Traffic is not encrypted.
+// not is closed, counted (rejected()) and reported (StoreServerOptions::on_refused), naming
+// the peer's address and the rank it claimed. Without one (an empty secret) the store is open
+// to any process that reaches the port, as PyTorch's TCPStore is. Traffic is not encrypted.
+//
+// One thread serves every connection (poll over non-blocking sockets): an idle connection
+// costs a descriptor and a few hundred bytes, never a thread or its stack.
 //
 // Bounds (docs/limits.md): keys up to kMaxKeyBytes, values up to kMaxValueBytes, all values
 // together up to kMaxStoreBytes; a value's memory grows as its bytes arrive, never from its
-// declared length alone. A request past a bound closes that connection. A connection that
-// has not authenticated within kHelloTimeout is closed. A departed client's descriptor and
-// thread are released when it leaves; accept() errors (EMFILE among them) are retried.
+// declared length alone. A request past a bound closes that connection. Connections that
+// have not authenticated are at most kMaxPendingHandshakes (past it the oldest is told
+// "busy" and closed) and each is closed kHelloTimeout after it was accepted; all connections
+// together are at most StoreServerOptions::max_connections (a quarter of the descriptor
+// limit by default, so that the process keeps descriptors for its own work). A departed
+// client's descriptor is released when it leaves; accept() errors (EMFILE among them) pause
+// accepting briefly and are retried.
 #ifndef OVERLAP_RUNTIME_COMM_STORE_SERVER_H_
 #define OVERLAP_RUNTIME_COMM_STORE_SERVER_H_
 
@@ -22,6 +30,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +43,15 @@ namespace overlap {
 struct StoreServerOptions {
   // Every client must present this (TcpStore: RendezvousInfo::secret); empty: an open store.
   std::string secret;
+  // The most connections served at once, authenticated or not; 0: a quarter of this
+  // process's descriptor limit (RLIMIT_NOFILE's soft limit), at least 64. A connection past
+  // it is told "busy" and closed (the client retries within its timeout).
+  int max_connections = 0;
+  // Called (on the server's thread) with one line for each refused connection: a wrong or
+  // missing secret, a handshake not finished in time, a request past a bound. The first
+  // kMaxRefusalReports are reported; then one line says that later ones are only counted.
+  // Empty: the lines go to stderr, prefixed "overlap: store: ".
+  std::function<void(const std::string&)> on_refused;
 };
 
 class TcpStoreServer {
@@ -60,17 +78,22 @@ class TcpStoreServer {
 // The wire protocol, shared by the server and TcpStore's client (internal).
 namespace store_wire {
 
-// A connection opens with HELLO: op (1 byte), secret length (4), secret; the reply is one
-// byte 0, or the connection is closed. Then requests: op (1 byte), key length (4), key,
-// then for SET the value length (8) and value, for GET the timeout in milliseconds (8).
-// Replies: SET 1 byte (0); GET a status byte (0 found, 1 timed out) and, when found, the
-// value length (8) and value. Integers little-endian (the host's order).
+// A connection opens with HELLO: op (1 byte), secret length (4), secret, the client's rank
+// (4, signed; -1 when it has none); the reply is one byte: kHelloOk, kHelloRefused (wrong
+// secret; then closed) or kHelloBusy (too many connections; closed, try again). A
+// connection closed without a reply broke the protocol or the handshake's deadline. Then requests:
+// op (1 byte), key length (4), key, then for SET the value length (8) and value, for GET the
+// timeout in milliseconds (8). Replies: SET 1 byte (0); GET a status byte (0 found, 1 timed out)
+// and, when found, the value length (8) and value. Integers little-endian (the host's order).
 inline constexpr uint8_t kSet = 1, kGet = 2, kHello = 3;
+inline constexpr uint8_t kHelloOk = 0, kHelloRefused = 1, kHelloBusy = 2;
 inline constexpr uint32_t kMaxKeyBytes = 4096;
 inline constexpr uint32_t kMaxSecretBytes = 1024;
 inline constexpr uint64_t kMaxValueBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kMaxStoreBytes = uint64_t{1} << 30;
 inline constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+inline constexpr int kMaxPendingHandshakes = 64;
+inline constexpr int kMaxRefusalReports = 16;
 
 // Waits until `fd` is ready for `events` or `deadline` passes: false then (errno
 // ETIMEDOUT), or on a poll error.

@@ -13,8 +13,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,7 +36,9 @@ int Dial(int port) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<uint16_t>(port));
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    const int err = errno;
     close(fd);
+    errno = err;
     return -1;
   }
   return fd;
@@ -44,6 +50,21 @@ bool ClosedByServer(int fd) {
   return store_wire::RecvAll(fd, &c, 1, absl::Now() + absl::Seconds(5)) == false &&
          errno != ETIMEDOUT;
 }
+
+// This process's descriptor limit lowered to at most `n` while it lives.
+class ScopedDescriptorLimit {
+ public:
+  explicit ScopedDescriptorLimit(rlim_t n) {
+    getrlimit(RLIMIT_NOFILE, &old_);
+    rlimit small = old_;
+    small.rlim_cur = std::min<rlim_t>(old_.rlim_cur, n);
+    EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &small), 0);
+  }
+  ~ScopedDescriptorLimit() { setrlimit(RLIMIT_NOFILE, &old_); }
+
+ private:
+  rlimit old_{};
+};
 
 RendezvousInfo Client(int port, const std::string& secret) {
   RendezvousInfo info;
@@ -122,6 +143,8 @@ TEST(StoreServerTest, KeysAndValuesPastTheirBoundsCloseTheConnection) {
     store_wire::SendAll(fd, &store_wire::kHello, 1);
     store_wire::SendAll(fd, &slen, 4);
     store_wire::SendAll(fd, "k", 1);
+    const int32_t rank = -1;
+    store_wire::SendAll(fd, &rank, 4);
     uint8_t ok = 1;
     ASSERT_TRUE(store_wire::RecvAll(fd, &ok, 1, absl::Now() + absl::Seconds(5)));
     const uint32_t klen = value ? 3 : store_wire::kMaxKeyBytes + 1;
@@ -139,11 +162,7 @@ TEST(StoreServerTest, KeysAndValuesPastTheirBoundsCloseTheConnection) {
 }
 
 TEST(StoreServerTest, DepartedClientsReleaseTheirDescriptors) {
-  struct rlimit old {};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
-  struct rlimit small = old;
-  small.rlim_cur = std::min<rlim_t>(old.rlim_cur, 1024);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &small), 0);
+  const ScopedDescriptorLimit limit(1024);
   std::unique_ptr<TcpStoreServer> server = ServeWithSecret("fd");
   ASSERT_NE(server, nullptr);
   for (int i = 0; i < 1100; ++i) {
@@ -162,7 +181,6 @@ TEST(StoreServerTest, DepartedClientsReleaseTheirDescriptors) {
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE((*client)->Set("still", "serving").ok());
   EXPECT_EQ(*(*client)->Get("still", absl::Seconds(1)), "serving");
-  setrlimit(RLIMIT_NOFILE, &old);
 }
 
 TEST(StoreServerTest, AStoreThatNeverAnswersEndsTheRequestWithinItsDeadline) {
@@ -197,6 +215,124 @@ TEST(StoreServerTest, ALostStoreFailsEveryLaterRequestAtOnce) {
   EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(first.message(), "the store is gone")) << first;
   EXPECT_EQ((*client)->Get("x", absl::Seconds(60)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Threads of this process (from /proc/self/status), -1 when unknown.
+int Threads() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int n = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+  }
+  std::fclose(f);
+  return n;
+}
+
+// A flood of idle connections from a process without the secret (anyone who reaches the
+// port) neither takes a thread each nor the process's descriptors: at most
+// kMaxPendingHandshakes wait for their handshake (the oldest are told "busy" and closed),
+// the job's own clients still connect, and the process can still open files (a `--save`
+// after training).
+TEST(StoreServerTest, AFloodOfIdleConnectionsKeepsTheStoreAndTheDescriptors) {
+  const ScopedDescriptorLimit limit(1024);
+  std::unique_ptr<TcpStoreServer> server = ServeWithSecret("flood");
+  ASSERT_NE(server, nullptr);
+  const int threads_before = Threads();
+  std::vector<int> idle;
+  for (int i = 0; i < 700; ++i) {
+    const int fd = Dial(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
+    idle.push_back(fd);
+  }
+  // The server has caught up once it holds no more than the bound.
+  for (int k = 0; k < 500 && server->connections() > store_wire::kMaxPendingHandshakes; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_LE(server->connections(), store_wire::kMaxPendingHandshakes);
+  EXPECT_GE(server->rejected(), 700 - store_wire::kMaxPendingHandshakes);
+  EXPECT_EQ(Threads(), threads_before) << "a thread per connection";
+  // The oldest were told "busy" before being closed.
+  uint8_t reply = 0;
+  ASSERT_TRUE(store_wire::RecvAll(idle.front(), &reply, 1, absl::Now() + absl::Seconds(5)));
+  EXPECT_EQ(reply, store_wire::kHelloBusy);
+  absl::StatusOr<std::shared_ptr<TcpStore>> client =
+      TcpStore::Connect(Client(server->port(), "flood"), absl::Seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Set("after", "flood").ok());
+  EXPECT_EQ(*(*client)->Get("after", absl::Seconds(1)), "flood");
+  // Descriptors are left for the process's own files.
+  std::vector<std::FILE*> files;
+  for (int i = 0; i < 100; ++i) files.push_back(std::fopen("/dev/null", "r"));
+  for (std::FILE* f : files) {
+    EXPECT_NE(f, nullptr);
+    if (f != nullptr) std::fclose(f);
+  }
+  for (int fd : idle) close(fd);
+}
+
+// Past max_connections a client is told "busy" and retries within its timeout: it gets in
+// once another leaves.
+TEST(StoreServerTest, ABusyStoreIsRetriedUntilAConnectionFrees) {
+  StoreServerOptions o;
+  o.secret = "b";
+  o.max_connections = 1;
+  o.on_refused = [](const std::string&) {};
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Serve("127.0.0.1", 0, o);
+  ASSERT_TRUE(server.ok());
+  absl::StatusOr<std::shared_ptr<TcpStore>> first =
+      TcpStore::Connect(Client((*server)->port(), "b"), absl::Seconds(5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    first->reset();
+  });
+  absl::StatusOr<std::shared_ptr<TcpStore>> second =
+      TcpStore::Connect(Client((*server)->port(), "b"), absl::Seconds(10));
+  leave.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE((*second)->Set("in", "1").ok());
+  EXPECT_GE((*server)->rejected(), 1);
+}
+
+// The store names a refused rank and why, at the store's end, and reports a flood in a
+// bounded number of lines.
+TEST(StoreServerTest, ARefusedRankIsNamedAtTheStore) {
+  std::vector<std::string> lines;
+  std::mutex mu;
+  StoreServerOptions o;
+  o.secret = "right";
+  o.on_refused = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(line);
+  };
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Serve("127.0.0.1", 0, o);
+  ASSERT_TRUE(server.ok());
+  RendezvousInfo info = Client((*server)->port(), "wrong");
+  info.rank = 3;
+  absl::StatusOr<std::shared_ptr<TcpStore>> refused = TcpStore::Connect(info, absl::Seconds(5));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "refused this process's secret"))
+      << refused.status();
+  for (int k = 0; k < 100 && (*server)->rejected() < 1; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_TRUE(absl::StrContains(lines[0], "(rank 3): it presented a wrong secret")) << lines[0];
+  }
+  for (int i = 0; i < 40; ++i) {
+    RendezvousInfo again = Client((*server)->port(), "");
+    EXPECT_FALSE(TcpStore::Connect(again, absl::Seconds(5)).ok());
+  }
+  for (int k = 0; k < 100 && (*server)->rejected() < 41; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(lines.size(), static_cast<size_t>(store_wire::kMaxRefusalReports) + 1);
+  EXPECT_TRUE(absl::StrContains(lines.back(), "counted, not reported"));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "runtime/comm/tcp_store.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,9 +22,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -239,25 +243,44 @@ absl::Status ReadSecret(RendezvousInfo& info) {
   }
   if (secret != nullptr) info.secret = secret;
   if (secret_file != nullptr) {
-    std::FILE* f = std::fopen(secret_file, "rb");
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file, ": ", std::strerror(errno)));
+    const std::string what = absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file);
+    // O_NONBLOCK: a FIFO named here must not hang the open; it is refused below.
+    const int fd = open(secret_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": ", std::strerror(errno)));
+    absl::Cleanup closer = [fd] { close(fd); };
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": not a regular file"));
+    }
+    // As ssh treats private keys: a secret others can read (or write) is no secret.
+    if ((st.st_mode & 077) != 0) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "%s: the secret file's permissions %04o let others read or change it; it must be "
+          "readable by its owner alone (chmod 600 %s)",
+          what, st.st_mode & 07777, secret_file));
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(what, ": the secret file belongs to another user (uid ", st.st_uid,
+                       "); it must be this user's (uid ", geteuid(), ") or root's"));
     }
     char buf[store_wire::kMaxSecretBytes + 2];
-    const size_t n = std::fread(buf, 1, sizeof(buf), f);
-    std::fclose(f);
-    std::string line(buf, n);
+    ssize_t n = 0;
+    while (true) {
+      n = read(fd, buf, sizeof(buf));
+      if (n >= 0 || errno != EINTR) break;
+    }
+    if (n < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": ", std::strerror(errno)));
+    std::string line(buf, static_cast<size_t>(n));
     line = line.substr(0, line.find('\n'));
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (n > store_wire::kMaxSecretBytes && line.size() == n) {
-      return absl::InvalidArgumentError(absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file,
-                                                     ": longer than ", store_wire::kMaxSecretBytes,
-                                                     " bytes"));
+    if (static_cast<size_t>(n) > store_wire::kMaxSecretBytes &&
+        line.size() == static_cast<size_t>(n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": longer than ", store_wire::kMaxSecretBytes, " bytes"));
     }
     if (line.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("OVERLAP_STORE_SECRET_FILE=", secret_file, ": the first line is empty"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the first line is empty"));
     }
     info.secret = line;
   }
@@ -343,55 +366,109 @@ absl::StatusOr<int> ConnectSocket(const addrinfo* res, const std::string& where,
   return fd;
 }
 
-// ConnectSocket, then overlap's HELLO with `secret`.
-absl::StatusOr<int> ConnectOnce(const addrinfo* res, const std::string& secret,
+// ConnectSocket, then overlap's HELLO with `secret` and `rank`. A store that says it is
+// busy (store_server.h: too many connections) is tried again (`retry`).
+absl::StatusOr<int> ConnectOnce(const addrinfo* res, const std::string& secret, int rank,
                                 const std::string& where, absl::Time deadline, bool& retry) {
   OVERLAP_ASSIGN_OR_RETURN(const int fd, ConnectSocket(res, where, deadline, retry));
   const uint32_t len = static_cast<uint32_t>(secret.size());
-  uint8_t ok = 1;
+  const int32_t claimed = rank;
+  uint8_t reply = store_wire::kHelloRefused;
   const absl::Time hello_deadline = std::min(deadline, absl::Now() + store_wire::kHelloTimeout);
-  if (!store_wire::SendAll(fd, &store_wire::kHello, 1, hello_deadline) ||
-      !store_wire::SendAll(fd, &len, 4, hello_deadline) ||
-      !store_wire::SendAll(fd, secret.data(), len, hello_deadline) ||
-      !store_wire::RecvAll(fd, &ok, 1, hello_deadline) || ok != 0) {
-    const int err = errno;
-    close(fd);
-    if (err == ETIMEDOUT) {
-      return absl::UnavailableError(absl::StrCat(
-          "the store at ", where, " accepted the connection but did not answer within ",
-          absl::FormatDuration(store_wire::kHelloTimeout), " (a stopped launcher?)"));
-    }
+  const bool answered = store_wire::SendAll(fd, &store_wire::kHello, 1, hello_deadline) &&
+                        store_wire::SendAll(fd, &len, 4, hello_deadline) &&
+                        store_wire::SendAll(fd, secret.data(), len, hello_deadline) &&
+                        store_wire::SendAll(fd, &claimed, 4, hello_deadline) &&
+                        store_wire::RecvAll(fd, &reply, 1, hello_deadline);
+  const int err = errno;
+  if (answered && reply == store_wire::kHelloOk) return fd;
+  close(fd);
+  if (answered && reply == store_wire::kHelloBusy) {
+    retry = true;
+    return absl::UnavailableError(
+        absl::StrCat("the store at ", where, " is busy (it serves too many connections)"));
+  }
+  if (!answered && err == ETIMEDOUT) {
+    return absl::UnavailableError(
+        absl::StrCat("the store at ", where, " accepted the connection but did not answer within ",
+                     absl::FormatDuration(store_wire::kHelloTimeout), " (a stopped launcher?)"));
+  }
+  if (answered && reply == store_wire::kHelloRefused) {
     return absl::PermissionDeniedError(absl::StrCat(
         "the store at ", where,
-        " closed the connection at the handshake: it is not overlap's store, or it wants a "
-        "secret this process does not have (OVERLAP_STORE_SECRET / OVERLAP_STORE_SECRET_FILE "
-        "must match the one the store was started with)"));
+        " refused this process's secret: OVERLAP_STORE_SECRET / OVERLAP_STORE_SECRET_FILE must "
+        "match the one the store was started with",
+        secret.empty() ? " (this process has none)" : ""));
   }
-  return fd;
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the store at ", where,
+      " closed the connection at the handshake: it is not overlap's store, or it wants a "
+      "secret this process does not have (OVERLAP_STORE_SECRET / OVERLAP_STORE_SECRET_FILE "
+      "must match the one the store was started with)"));
 }
 
-// The c10d server's generation: a 1.x server answers GETNUMKEYS (code 6) with 8 bytes at
-// once; a 2.x one reads code 6 as WAIT and waits for its key count, so silence (or a closed
-// connection) means 2.x. Asked once per process, on a connection of its own.
+// The c10d server's generation, asked both ways at once on two connections of their own: a
+// 1.x server answers GETNUMKEYS (1.x code 6) with 8 bytes; a 2.x one answers VALIDATE then
+// GETNUMKEYS (2.x code 7) with 8 bytes. Each reads the other's probe as an unfinished
+// request (2.x: WAIT; 1.x: SET) and drops it when the probe's connection closes. A server
+// that answers neither (busy, stopped) is asked again, waiting twice as long each time,
+// until `deadline`. Asked once per process, then kept.
 absl::StatusOr<int> ProbeC10dWire(const addrinfo* res, const std::string& where,
-                                  absl::Time deadline) {
+                                  absl::Time deadline, absl::Duration timeout) {
   static std::mutex mu;
   static int known = 0;
   std::lock_guard<std::mutex> lock(mu);
   if (known != 0) return known;
-  bool retry = false;
-  absl::StatusOr<int> fd = ConnectSocket(res, where, deadline, retry);
-  if (!fd.ok()) return fd.status();
-  const absl::Time until = std::min(deadline, absl::Now() + kC10dProbeWait);
-  int64_t keys = 0;
-  const bool sent = store_wire::SendAll(*fd, &kC10dGetNumKeys1, 1, until);
-  const bool one = sent && store_wire::RecvAll(*fd, &keys, 8, until);
-  close(*fd);
-  if (!sent) {
-    return absl::UnavailableError(
-        absl::StrCat("lost the store at ", where, " while asking its generation"));
+  absl::Duration wait = kC10dProbeWait;
+  int tries = 0;
+  while (known == 0) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the store at ", where, " answered neither PyTorch wire within ",
+          absl::FormatDuration(timeout), " (", tries,
+          " tries; 1.x: GETNUMKEYS, 2.x: VALIDATE then GETNUMKEYS): is torchrun's agent "
+          "alive and is the address PyTorch's TCPStore? OVERLAP_C10D_WIRE=1 or 2 skips this "
+          "probe; --timeout gives it longer"));
+    }
+    ++tries;
+    bool retry = false;
+    absl::StatusOr<int> one = ConnectSocket(res, where, deadline, retry);
+    if (!one.ok()) return one.status();
+    absl::StatusOr<int> two = ConnectSocket(res, where, deadline, retry);
+    if (!two.ok()) {
+      close(*one);
+      return two.status();
+    }
+    const absl::Time until = std::min(deadline, absl::Now() + wait);
+    const uint8_t numkeys2 = 7;
+    const bool sent = store_wire::SendAll(*one, &kC10dGetNumKeys1, 1, until) &&
+                      store_wire::SendAll(*two, &kC10dValidate, 1, until) &&
+                      store_wire::SendAll(*two, &kC10dMagic, 4, until) &&
+                      store_wire::SendAll(*two, &numkeys2, 1, until);
+    // Whichever connection answers with its 8 bytes first names the generation.
+    std::string got[2];
+    bool open[2] = {sent, sent};
+    while (known == 0 && (open[0] || open[1]) && absl::Now() < until) {
+      pollfd p[2] = {{open[0] ? *one : -1, POLLIN, 0}, {open[1] ? *two : -1, POLLIN, 0}};
+      const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now()));
+      if (poll(p, 2, static_cast<int>(std::min<int64_t>(ms, 1000))) < 0 && errno != EINTR) break;
+      for (int k = 0; k < 2; ++k) {
+        if (!open[k] || p[k].revents == 0) continue;
+        char buf[16];
+        const ssize_t r = recv(k == 0 ? *one : *two, buf, sizeof(buf), MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (r <= 0) {
+          open[k] = false;
+          continue;
+        }
+        got[k].append(buf, static_cast<size_t>(r));
+        if (got[k].size() >= 8) known = k + 1;
+      }
+    }
+    close(*one);
+    close(*two);
+    wait = std::min(wait * 2, absl::Seconds(30));
   }
-  known = one ? 1 : 2;
   return known;
 }
 
@@ -401,6 +478,7 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
                                                             absl::Duration timeout) {
   std::shared_ptr<TcpStore> store(new TcpStore());
   store->timeout_ = timeout;
+  store->reply_grace_ = std::max(kStoreReplyGrace, timeout);
   const std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
   store->where_ = where;
   store->protocol_ = info.protocol;
@@ -428,12 +506,13 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     bool retry = false;
-    absl::StatusOr<int> fd = c10d ? ConnectSocket(res, where, deadline, retry)
-                                  : ConnectOnce(res, info.secret, where, deadline, retry);
+    absl::StatusOr<int> fd = c10d
+                                 ? ConnectSocket(res, where, deadline, retry)
+                                 : ConnectOnce(res, info.secret, info.rank, where, deadline, retry);
     if (fd.ok() && c10d) {
       store->fd_ = *fd;  // closed with the store on an error below
       absl::StatusOr<int> wire = info.c10d_wire != 0 ? absl::StatusOr<int>(info.c10d_wire)
-                                                     : ProbeC10dWire(res, where, deadline);
+                                                     : ProbeC10dWire(res, where, deadline, timeout);
       if (!wire.ok()) {
         freeaddrinfo(res);
         return absl::Status(wire.status().code(),
@@ -529,7 +608,7 @@ absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration
 
 absl::Status TcpStore::SetC10d(const std::string& key, const std::string& value) {
   // SET is not answered: a store that is gone shows at the next get.
-  const absl::Duration allowed = kStoreReplyGrace + absl::Seconds(value.size() >> 20);
+  const absl::Duration allowed = reply_grace_ + absl::Seconds(value.size() >> 20);
   const absl::Time deadline = absl::Now() + allowed;
   const std::string full = prefix_ + key;
   const uint8_t op = wire_ == 2 ? kC10dWire2.set : kC10dWire1.set;
@@ -553,14 +632,14 @@ absl::StatusOr<std::string> TcpStore::GetC10d(const std::string& key, absl::Dura
   const absl::Time until = absl::Now() + timeout;
   absl::Duration pause = absl::Milliseconds(1);
   while (true) {
-    const absl::Time deadline = absl::Now() + kStoreReplyGrace;
+    const absl::Time deadline = absl::Now() + reply_grace_;
     uint8_t ready = 1;
     if (!store_wire::SendAll(fd_, &codes.check, 1, deadline) ||
         !store_wire::SendAll(fd_, &one, 8, deadline) ||
         !store_wire::SendAll(fd_, &klen, 8, deadline) ||
         !store_wire::SendAll(fd_, full.data(), klen, deadline) ||
         !store_wire::RecvAll(fd_, &ready, 1, deadline) || ready > 1) {
-      return Lost("get", key, kStoreReplyGrace);
+      return Lost("get", key, reply_grace_);
     }
     if (ready == kC10dReady) break;
     if (absl::Now() >= until) {
@@ -570,7 +649,7 @@ absl::StatusOr<std::string> TcpStore::GetC10d(const std::string& key, absl::Dura
     absl::SleepFor(std::min(pause, until - absl::Now()));
     pause = std::min(pause * 2, absl::Milliseconds(50));
   }
-  const absl::Time deadline = absl::Now() + kStoreReplyGrace;
+  const absl::Time deadline = absl::Now() + reply_grace_;
   uint64_t vlen = 0;
   std::string value;
   bool ok = store_wire::SendAll(fd_, &codes.get, 1, deadline) &&
@@ -581,13 +660,13 @@ absl::StatusOr<std::string> TcpStore::GetC10d(const std::string& key, absl::Dura
     value.resize(vlen);
     ok = store_wire::RecvAll(fd_, value.data(), vlen, deadline);
   }
-  if (!ok) return Lost("get", key, kStoreReplyGrace);
+  if (!ok) return Lost("get", key, reply_grace_);
   return value;
 }
 
 absl::Status TcpStore::SetOverlap(const std::string& key, const std::string& value) {
   // A set is answered at once: the grace, and a second per MiB for a large value.
-  const absl::Duration allowed = kStoreReplyGrace + absl::Seconds(value.size() >> 20);
+  const absl::Duration allowed = reply_grace_ + absl::Seconds(value.size() >> 20);
   const absl::Time deadline = absl::Now() + allowed;
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t vlen = value.size();
@@ -604,7 +683,7 @@ absl::Status TcpStore::SetOverlap(const std::string& key, const std::string& val
 }
 
 absl::StatusOr<std::string> TcpStore::GetOverlap(const std::string& key, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout + kStoreReplyGrace;
+  const absl::Time deadline = absl::Now() + timeout + reply_grace_;
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint64_t ms = static_cast<uint64_t>(absl::ToInt64Milliseconds(timeout));
   uint8_t status = 2;
@@ -622,7 +701,7 @@ absl::StatusOr<std::string> TcpStore::GetOverlap(const std::string& key, absl::D
       ok = store_wire::RecvAll(fd_, value.data(), vlen, deadline);
     }
   }
-  if (!ok) return Lost("get", key, timeout + kStoreReplyGrace);
+  if (!ok) return Lost("get", key, timeout + reply_grace_);
   if (status != 0) {
     return absl::DeadlineExceededError(
         absl::StrCat("store: no '", Printable(key), "' within ", absl::FormatDuration(timeout)));

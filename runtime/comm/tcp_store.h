@@ -58,15 +58,18 @@ struct RendezvousInfo {
 // The bounds RendezvousFromEnv enforces (docs/limits.md): a world of at most kMaxWorldSize
 // ranks (Gloo's full mesh opens world - 1 connections per rank and stream).
 inline constexpr int kMaxWorldSize = 1024;
-// How long a store reply may take beyond the wait it was asked for (a get's timeout; a set
-// waits for nothing) before the store counts as gone: a stopped launcher or a
-// server that accepts and never answers.
+// The least time a store reply may take beyond the wait it was asked for (a get's timeout;
+// a set waits for nothing) before the store counts as gone: a stopped launcher or a server
+// that accepts and never answers. A connection's grace is the larger of this and its
+// connect timeout (the job's --timeout), so that a store slowed by a large job on few cores
+// is not taken for gone while the job's own deadline allows it.
 inline constexpr absl::Duration kStoreReplyGrace = absl::Seconds(5);
 
 // Reads RANK, WORLD_SIZE (required; 1 <= WORLD_SIZE <= kMaxWorldSize, RANK < WORLD_SIZE),
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (defaults as torchrun's),
 // TORCHELASTIC_USE_AGENT_STORE, and the store secret: OVERLAP_STORE_SECRET, or the first
-// line of the file OVERLAP_STORE_SECRET_FILE names (at most 1 KiB).
+// line of the file OVERLAP_STORE_SECRET_FILE names (at most 1 KiB; a regular file of mode
+// 0600 or stricter owned by this user or root, else PermissionDenied naming its mode).
 //
 // Without RANK, Slurm's variables (srun sets them in every task): SLURM_PROCID is the rank,
 // SLURM_NTASKS the world size, SLURM_LOCALID the local rank, this node's entry of
@@ -94,9 +97,10 @@ class TcpStore : public gloo::rendezvous::Store {
   // so a get that times out leaves the connection in step), keys under info.key_prefix. Unavailable
   // / DeadlineExceeded naming the address otherwise (PermissionDenied when the store refuses the
   // secret). Requests from several threads are serialised (one connection). Every request has a
-  // deadline: a set kStoreReplyGrace (plus a second per MiB of value), a get its wait plus
-  // kStoreReplyGrace; past it the store is taken for gone and every later request on this
-  // connection fails at once. TCP keepalive notices a peer host that vanished.
+  // deadline: a set the grace (the larger of kStoreReplyGrace and `timeout`, plus a second per
+  // MiB of value), a get its wait plus the grace; past it the store is taken for gone and every
+  // later request on this connection fails at once. TCP keepalive notices a peer host that
+  // vanished.
   static absl::StatusOr<std::shared_ptr<TcpStore>> Connect(const RendezvousInfo& info,
                                                            absl::Duration timeout);
   ~TcpStore() override;
@@ -132,6 +136,7 @@ class TcpStore : public gloo::rendezvous::Store {
   std::string prefix_;  // kC10d: PyTorch's "/" then RendezvousInfo::key_prefix
   int wire_ = 1;        // kC10d: the server's generation
   absl::Duration timeout_;
+  absl::Duration reply_grace_ = kStoreReplyGrace;  // the larger of it and timeout_
   std::string where_;
   absl::Status broken_;  // set once a request failed mid-way: the protocol is out of step
   std::mutex mu_;        // one request at a time on fd_

@@ -3,15 +3,20 @@
 // different program; a missing store is an error within the timeout.
 #include "runtime/comm/tcp_store.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -139,6 +144,14 @@ TEST(TcpStoreTest, RendezvousVariablesHaveStatedBounds) {
     std::fclose(f);
   }
   setenv("OVERLAP_STORE_SECRET_FILE", file.c_str(), 1);
+  // Readable by others: refused, as ssh refuses such a key, saying how to fix it.
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "0644")) << info.status();
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "chmod 600")) << info.status();
+  ASSERT_EQ(chmod(file.c_str(), 0600), 0);
   info = RendezvousFromEnv();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->secret, "from-file");
@@ -148,6 +161,17 @@ TEST(TcpStoreTest, RendezvousVariablesHaveStatedBounds) {
   info = RendezvousFromEnv();
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->secret, "from-env");
+  // A FIFO is refused at once, never waited on.
+  const std::string fifo = testing::TempDir() + "/secret.fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  unsetenv("OVERLAP_STORE_SECRET");
+  setenv("OVERLAP_STORE_SECRET_FILE", fifo.c_str(), 1);
+  info = RendezvousFromEnv();
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "not a regular file")) << info.status();
+  unsetenv("OVERLAP_STORE_SECRET_FILE");
+  setenv("OVERLAP_STORE_SECRET", "from-env", 1);
   unsetenv("OVERLAP_STORE_SECRET");
 }
 
@@ -302,6 +326,137 @@ TEST(TcpStoreTest, EveryRankReadsTheVerdictBeforeRankZerosStoreEnds) {
     return 0;  // rank 0 ends here, and its store with it
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// A PyTorch 1.x c10d store that answers slowly (a busy agent): GETNUMKEYS after `delay`, the
+// requests a client sends after the probe at once. Serves each connection on a thread of its
+// own until it closes; the 2.x probe's VALIDATE reads to it as an unfinished SET.
+class SlowC10dWire1Server {
+ public:
+  explicit SlowC10dWire1Server(absl::Duration delay) : delay_(delay) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(listener_, 16);
+    socklen_t len = sizeof(a);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    accept_ = std::thread([this] {
+      while (true) {
+        const int fd = accept(listener_, nullptr, nullptr);
+        if (fd < 0) return;
+        clients_.emplace_back([this, fd] { Serve(fd); });
+      }
+    });
+  }
+  ~SlowC10dWire1Server() {
+    shutdown(listener_, SHUT_RDWR);
+    accept_.join();
+    for (std::thread& t : clients_) t.join();
+    close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  static bool String(int fd, std::string& out) {
+    uint64_t n = 0;
+    if (!store_wire::RecvAll(fd, &n, 8) || n > (1 << 20)) return false;
+    out.resize(n);
+    return store_wire::RecvAll(fd, out.data(), n);
+  }
+  void Serve(int fd) {
+    std::map<std::string, std::string> data;
+    uint8_t code = 0;
+    std::string key, value;
+    while (store_wire::RecvAll(fd, &code, 1)) {
+      if (code == 6) {  // GETNUMKEYS
+        std::this_thread::sleep_for(absl::ToChronoMilliseconds(delay_));
+        const int64_t n = 0;
+        if (!store_wire::SendAll(fd, &n, 8)) break;
+      } else if (code == 3) {  // ADD: key, amount; the sum back
+        int64_t amount = 0;
+        if (!String(fd, key) || !store_wire::RecvAll(fd, &amount, 8)) break;
+        std::lock_guard<std::mutex> lock(mu_);
+        counts_[key] += amount;
+        if (!store_wire::SendAll(fd, &counts_[key], 8)) break;
+      } else if (code == 0) {  // SET: key, value
+        if (!String(fd, key) || !String(fd, value)) break;
+        std::lock_guard<std::mutex> lock(mu_);
+        values_[key] = value;
+      } else if (code == 4) {  // CHECK: a count, keys; READY (0) or NOT_READY (1)
+        uint64_t n = 0;
+        if (!store_wire::RecvAll(fd, &n, 8) || n > 16) break;
+        uint8_t ready = 0;
+        for (uint64_t k = 0; k < n; ++k) {
+          if (!String(fd, key)) return (void)close(fd);
+          std::lock_guard<std::mutex> lock(mu_);
+          if (values_.count(key) == 0) ready = 1;
+        }
+        if (!store_wire::SendAll(fd, &ready, 1)) break;
+      } else if (code == 2) {  // GET: key; the value
+        if (!String(fd, key)) break;
+        std::lock_guard<std::mutex> lock(mu_);
+        const std::string v = values_[key];
+        const uint64_t n = v.size();
+        if (!store_wire::SendAll(fd, &n, 8) || !store_wire::SendAll(fd, v.data(), n)) break;
+      } else {
+        break;
+      }
+    }
+    close(fd);
+  }
+  absl::Duration delay_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread accept_;
+  std::vector<std::thread> clients_;
+  std::mutex mu_;
+  std::map<std::string, int64_t> counts_;
+  std::map<std::string, std::string> values_;
+};
+
+// The agent store's generation is asked both ways and waited for within the timeout: a
+// store silent for longer than the first wait is neither taken for 2.x nor given up on, and
+// one that never answers ends within the timeout naming both wires and the way around.
+TEST(TcpStoreTest, TheC10dWireIsProbedWithinTheTimeoutAndNamed) {
+  RendezvousInfo info;
+  info.rank = 1;
+  info.world_size = 2;
+  info.agent_store = true;
+  info.protocol = StoreProtocol::kC10d;
+  {
+    const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(silent, 16), 0);
+    socklen_t len = sizeof(a);
+    getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+    info.master_port = ntohs(a.sin_port);
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(3));
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kDeadlineExceeded) << store.status();
+    EXPECT_TRUE(absl::StrContains(store.status().message(), "answered neither PyTorch wire"))
+        << store.status();
+    EXPECT_TRUE(absl::StrContains(store.status().message(), "OVERLAP_C10D_WIRE"));
+    EXPECT_GE(took, 2.5);
+    EXPECT_LT(took, 10);
+    close(silent);
+  }
+  SlowC10dWire1Server slow(absl::Seconds(3));
+  info.master_port = slow.port();
+  absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(20));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Set("k", "v").ok());
+  absl::StatusOr<std::string> v = (*store)->Get("k", absl::Seconds(5));
+  ASSERT_TRUE(v.ok()) << v.status() << " (the store was taken for 2.x)";
+  EXPECT_EQ(*v, "v");
 }
 
 }  // namespace

@@ -6,11 +6,12 @@
 //
 //   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<GpuApi> api, LoadCudaGpuApi());
 //
-// Where the plugin is looked for, first found wins: $OVERLAP_CUDA_PLUGIN (a path; nothing else
-// is tried when it is set); liboverlap_cuda.so beside the running executable (an installed
-// layout); runtime/cuda/liboverlap_cuda.so in the Bazel runfiles of the executable ($RUNFILES_DIR,
-// $TEST_SRCDIR, <executable>.runfiles), where `bazel build` puts it for every binary that
-// links this loader.
+// Where the plugin is looked for, first found wins: $OVERLAP_CUDA_PLUGIN (a path, relative to
+// the working directory when it has no leading slash, never searched for on the library path;
+// it must be a regular file; nothing else is tried when it is set); liboverlap_cuda.so beside the
+// running executable (an installed layout); runtime/cuda/liboverlap_cuda.so in the Bazel runfiles
+// of the executable ($RUNFILES_DIR, $TEST_SRCDIR, <executable>.runfiles), where `bazel build` puts
+// it for every binary that links this loader.
 #ifndef OVERLAP_RUNTIME_CUDA_CUDA_PLUGIN_H_
 #define OVERLAP_RUNTIME_CUDA_CUDA_PLUGIN_H_
 

@@ -157,6 +157,22 @@ TEST(JobTest, HealthyJobsTrainWithAFallingLoss) {
   }
 }
 
+// A weights file with no tensors stops every rank before its first step, naming the missing
+// parameters (it was taken for no file: the ranks trained from the seeded parameters).
+TEST(JobTest, AnEmptyWeightsFileIsRefusedNamingTheMissingParameters) {
+  const std::string weights = FreshStoreDir("jobweights") + "/empty.safetensors";
+  std::ofstream(weights, std::ios::binary) << WriteSafetensors(TensorMap{});
+  JobOptions o = Mlp(Strategy::kDdp, 1);
+  o.weights_path = weights;
+  const Outcome out = RunJob(2, o);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(out.codes[r], 0) << r;
+    EXPECT_TRUE(
+        absl::StrContains(out.messages[r], "the weights lack 6 of the graph's 6 parameters"))
+        << out.messages[r];
+  }
+}
+
 // A data file of two global batches and a weights file: 2-rank DDP and 2-rank ZeRO-3
 // (every scheduler) train 3 steps (batch 1, 2, then 1 again) to the parameters one process
 // reaches on the whole batches (Trainer, the global model), rank 0 saving them; a file whose
@@ -478,6 +494,24 @@ TEST(LauncherTest, EndsTheSurvivorsOfAFailedRank) {
   EXPECT_TRUE(r->killed_by_launcher[0] && r->killed_by_launcher[2]);
   EXPECT_EQ(r->codes[0], 128 + SIGKILL);
   EXPECT_TRUE(absl::StrContains(r->message, "rank 1 exited with code 7")) << r->message;
+}
+
+// A rank stopped (SIGSTOP) after the others exited 0 does not keep the launcher waiting:
+// it is killed finish_grace later and named with the signal that stopped it.
+TEST(LauncherTest, ARankStoppedAfterTheOthersFinishedIsKilledAndNamed) {
+  LaunchOptions o;
+  o.nproc = 3;
+  o.argv = {"/bin/sh", "-c", "if [ \"$RANK\" = 2 ]; then sleep 0.3; kill -STOP $$; fi; exit 0"};
+  o.finish_grace = absl::Seconds(2);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<LaunchResult> r = Launch(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+  EXPECT_EQ(r->exit_code, 124);
+  EXPECT_EQ(r->codes[0], 0);
+  EXPECT_TRUE(r->killed_by_launcher[2]);
+  EXPECT_TRUE(absl::StrContains(r->message, "rank 2 (stopped by signal 19")) << r->message;
+  EXPECT_TRUE(absl::StrContains(r->message, "did not exit within 2s")) << r->message;
 }
 
 TEST(LauncherTest, PassesTheTorchrunVariables) {

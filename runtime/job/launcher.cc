@@ -129,15 +129,21 @@ void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r
       o.deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + o.deadline;
   int running = o.nproc;
   std::vector<std::string> events;
+  std::vector<int> stopped_by(o.nproc, 0);  // the signal that stopped a rank, while stopped
+  bool straggling = false;                  // a rank exited 0: the rest are on finish_grace
   while (running > 0) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid > 0) {
       int rank = -1;
       for (int k = 0; k < o.nproc; ++k) {
         if (pids[k] == pid) rank = k;
       }
       if (rank < 0) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        stopped_by[rank] = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+        continue;
+      }
       pids[rank] = -1;
       --running;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status)
@@ -151,9 +157,15 @@ void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r
                              : absl::StrCat("rank ", rank, " exited with code ", code));
         if (r.first_failed_rank < 0) {
           r.first_failed_rank = rank;
-          r.exit_code = code;
+          // A deadline's 124 (or a passed-on signal's code) set before this exit stays.
+          if (r.exit_code == 0) r.exit_code = code;
           kill_at = std::min(kill_at, absl::Now() + o.grace);
         }
+      } else if (!straggling && running > 0) {
+        // A finished job's ranks end together; one that does not (stopped, hung) must not
+        // keep the launcher waiting without end.
+        straggling = true;
+        kill_at = std::min(kill_at, absl::Now() + o.finish_grace);
       }
       continue;
     }
@@ -178,10 +190,24 @@ void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r
           r.killed_by_launcher[k] = true;
         }
       }
+      std::vector<std::string> left;
+      for (int k = 0; k < o.nproc; ++k) {
+        if (pids[k] <= 0) continue;
+        left.push_back(stopped_by[k] != 0 ? absl::StrCat(k, " (stopped by signal ", stopped_by[k],
+                                                         ", ", strsignal(stopped_by[k]), ")")
+                                          : absl::StrCat(k));
+      }
       if (r.signal != 0) {
         events.push_back(absl::StrCat("the launcher killed the ranks still running ",
                                       absl::FormatDuration(o.grace), " after passing signal ",
                                       r.signal, " on"));
+      } else if (r.first_failed_rank < 0 && straggling) {
+        r.exit_code = 124;
+        events.push_back(absl::StrCat("rank", left.size() > 1 ? "s " : " ",
+                                      absl::StrJoin(left, ", "), " did not exit within ",
+                                      absl::FormatDuration(o.finish_grace),
+                                      " of a rank that finished cleanly; the launcher killed ",
+                                      left.size() > 1 ? "them" : "it"));
       } else if (r.first_failed_rank < 0) {
         r.exit_code = 124;
         events.push_back(

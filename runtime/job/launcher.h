@@ -3,7 +3,9 @@
 // torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True), and supervises them: when one exits
 // non-zero or is killed, the others get `grace` to end on their own (they report their
-// errors, naming the lost rank) and are then killed (SIGKILL). Never hangs: the whole job
+// errors, naming the lost rank) and are then killed (SIGKILL). When one exits 0, the
+// others get `finish_grace` to exit too (a rank stopped by SIGSTOP or hung after the last
+// step is killed and named, with the signal that stopped it). Never hangs: the whole job
 // is bounded by `deadline` too.
 //
 // Workers die with their job: each child asks the kernel for SIGTERM when the launcher
@@ -31,6 +33,9 @@ struct LaunchOptions {
   int nproc = 1;
   std::vector<std::string> argv;             // the worker command; argv[0] is the executable's path
   absl::Duration grace = absl::Seconds(10);  // after the first failure
+  // After the first rank that exits 0, how long the others may take to exit too (a stopped
+  // or hung rank is killed then, and the job fails with exit code 124).
+  absl::Duration finish_grace = absl::Seconds(60);
   absl::Duration deadline = absl::InfiniteDuration();
   // Extra environment for every rank ("NAME=value").
   std::vector<std::string> env;
