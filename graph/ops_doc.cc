@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/op_schema.h"
+#include "graph/output_file.h"
 
 int main(int argc, char** argv) {
   std::string path;
@@ -41,10 +42,9 @@ int main(int argc, char** argv) {
     std::printf("ops_doc: %s is current\n", path.c_str());
     return 0;
   }
-  std::ofstream out(path, std::ios::trunc);
-  out << *updated;
-  if (!out.flush()) {
-    std::fprintf(stderr, "ops_doc: cannot write %s\n", path.c_str());
+  // Through the one output writer (graph/output_file.h): a failed write leaves the page.
+  if (absl::Status s = overlap::WriteFileAtomically(path, *updated); !s.ok()) {
+    std::fprintf(stderr, "ops_doc: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   std::printf("ops_doc: rewrote %s\n", path.c_str());

@@ -1,12 +1,19 @@
 // Writing output files so that a failure never destroys what was there, and so that an
 // output never replaces what is not a regular file. Every output the CLI writes (-o,
-// --json, --trace, --svg, --dot, --save) goes through here. By what `path` is now:
-//   - nothing, or a regular file: the content goes to a temporary file in the same folder,
-//     which replaces `path` (rename) only after a complete, flushed, synced and closed
-//     write; an existing file's mode and owner carry over to the new one (the owner only
-//     where the process may set it: as root, or when it already owns the file);
-//   - a symbolic link: the link's final target is written as above (a target that does not
-//     exist yet is created), so the link stays a link;
+// --json, --trace and its per-rank parts, --svg, --dot, --subgraphs-dir, --save) goes
+// through here. The output's folder is opened once (the kernel resolves that path, with
+// its rules for symbolic links: fs.protected_symlinks); the output's own name is then
+// looked at without following it:
+//   - nothing, or a regular file: the content goes to a temporary file created in that
+//     folder (O_CREAT | O_EXCL | O_NOFOLLOW), which replaces the name (rename) only after a
+//     complete, flushed, synced and closed write; an existing file's mode and owner carry
+//     over to the new one (the owner only where the process may set it: as root, or when it
+//     already owns the file);
+//   - a symbolic link: replaced as above, never written through: the link gives way to the
+//     new file and whatever it pointed at is unchanged (in a sticky folder such as /tmp,
+//     another user's link cannot be replaced, and the write fails naming the path). The
+//     one exception is a link the kernel lets this process follow to a character device
+//     or a FIFO (/dev/stdout), which is written in place as below;
 //   - a character device or a FIFO: written in place, never replaced (/dev/null swallows,
 //     /dev/full fails at Commit with "No space left on device"); a FIFO without a reader is
 //     an error, not a wait;
@@ -27,6 +34,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,9 +45,9 @@ namespace overlap {
 class OutputFile {
  public:
   // Opens the output as the header says (or `stdout_stream` for "-"). NotFound when the
-  // folder cannot be written to; InvalidArgument naming the type of a target that cannot
-  // be written (a folder, a block device, a socket, a FIFO without a reader, a symlink
-  // loop). O(1) system calls (O(links) for a chain of symlinks).
+  // folder cannot be opened or written to; InvalidArgument naming the type of a target
+  // that cannot be written (a folder, a block device, a socket, a FIFO without a reader).
+  // O(1) system calls.
   static absl::StatusOr<OutputFile> Open(const std::string& path,
                                          std::FILE* stdout_stream = stdout);
   OutputFile(OutputFile&& other) noexcept;
@@ -50,19 +58,21 @@ class OutputFile {
 
   // Where to write.
   std::FILE* stream() const { return stream_; }
-  // The file that Commit writes: `path` itself, or a symlink's final target.
-  const std::string& target() const { return path_; }
-  // Flushes, syncs and closes the temporary file and renames it over the target (a device
-  // or FIFO, or stdout: flushes, closes and checks for errors). Internal error naming the
-  // file and errno's text on any failure, after which a replaced target is unchanged.
-  // Call once.
+  // Flushes, syncs and closes the temporary file and renames it over the output's name (a
+  // device or FIFO, or stdout: flushes, closes and checks for errors). Internal error
+  // naming the file and errno's text on any failure, after which a replaced target is
+  // unchanged. Call once.
   absl::Status Commit();
 
  private:
-  OutputFile(std::string path, std::string temp, std::FILE* stream, bool in_place)
-      : path_(std::move(path)), temp_(std::move(temp)), stream_(stream), in_place_(in_place) {}
-  std::string path_;
-  std::string temp_;  // empty for stdout and for targets written in place
+  OutputFile(std::string path, std::FILE* stream, bool in_place)
+      : path_(std::move(path)), stream_(stream), in_place_(in_place) {}
+  // Closes the folder, after the signal handler's record of the temporary is dropped.
+  void Release();
+  std::string path_;  // as given, for messages
+  int dir_fd_ = -1;   // the output's folder, while a temporary lives in it
+  std::string name_;  // the output's name in that folder
+  std::string temp_;  // the temporary's name in that folder; empty for stdout and in place
   std::FILE* stream_;
   bool in_place_ = false;  // a device or FIFO: stream_ is ours to close
   bool done_ = false;
@@ -76,7 +86,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view text
 // Whether `path` can be written as an output, checked without writing it: a usage error
 // (InvalidArgument) for what Open would refuse, NotFound when its folder cannot be written
 // to. For checking an output that a long run writes at its end before the run starts.
-// Creates and removes one temporary file beside the target.
+// Creates and removes one temporary file beside the target. What only the final rename
+// can tell (another user's link in a sticky folder) still fails at Commit.
 absl::Status CheckOutputPath(const std::string& path);
 
 }  // namespace overlap

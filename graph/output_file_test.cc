@@ -135,35 +135,62 @@ TEST(OutputFileTest, DevFullFailsWithNoSpaceAndStaysADevice) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
-TEST(OutputFileTest, ASymlinkStaysALinkAndItsTargetIsReplaced) {
+// Another user's link planted at an output path must not make a write land on its target:
+// the link is replaced (rename replaces the name, not what it points at), whatever the link
+// leads to: a file, nothing, or itself.
+TEST(OutputFileTest, ASymlinkIsReplacedNeverWrittenThrough) {
   const std::string dir = testing::TempDir() + "/links";
   mkdir(dir.c_str(), 0755);
-  const std::string target = dir + "/real.json";
-  const std::string link = dir + "/link.json";
-  std::ofstream(target) << "old";
-  unlink(link.c_str());
-  ASSERT_EQ(symlink("real.json", link.c_str()), 0);  // relative, as ln -s makes them
-  ASSERT_TRUE(WriteFileAtomically(link, "new").ok());
+  const std::string victim = dir + "/victim.json";
+  std::ofstream(victim) << "victim";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
   struct stat st {};
-  ASSERT_EQ(lstat(link.c_str(), &st), 0);
-  EXPECT_TRUE(S_ISLNK(st.st_mode));
-  EXPECT_EQ(Slurp(target), "new");
-  // A dangling link: its target is created.
+  for (const std::string& to : {std::string("victim.json"), victim}) {  // relative, absolute
+    const std::string link = dir + "/link.json";
+    unlink(link.c_str());
+    ASSERT_EQ(symlink(to.c_str(), link.c_str()), 0);
+    ASSERT_TRUE(CheckOutputPath(link).ok());
+    ASSERT_TRUE(WriteFileAtomically(link, "new").ok());
+    ASSERT_EQ(lstat(link.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << to;
+    EXPECT_EQ(Slurp(link), "new");
+    EXPECT_EQ(Slurp(victim), "victim") << to;
+    ASSERT_EQ(stat(victim.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+  }
+  // A dangling link: replaced; its target is not created.
   const std::string dangling = dir + "/dangling.json";
   unlink(dangling.c_str());
   unlink((dir + "/made.json").c_str());
   ASSERT_EQ(symlink("made.json", dangling.c_str()), 0);
   ASSERT_TRUE(WriteFileAtomically(dangling, "made").ok());
   ASSERT_EQ(lstat(dangling.c_str(), &st), 0);
-  EXPECT_TRUE(S_ISLNK(st.st_mode));
-  EXPECT_EQ(Slurp(dir + "/made.json"), "made");
-  // A loop is an error, not a hang.
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_NE(access((dir + "/made.json").c_str(), F_OK), 0);
+  // A loop: replaced, not an error and not a hang.
   const std::string loop = dir + "/loop.json";
   unlink(loop.c_str());
   ASSERT_EQ(symlink("loop.json", loop.c_str()), 0);
-  absl::Status s = WriteFileAtomically(loop, "x");
-  EXPECT_THAT(std::string(s.message()), HasSubstr("too many levels of symbolic links"));
-  EXPECT_EQ(CountFiles(dir, "real.json.tmp") + CountFiles(dir, "made.json.tmp"), 0);
+  ASSERT_TRUE(WriteFileAtomically(loop, "x").ok());
+  EXPECT_EQ(Slurp(loop), "x");
+  EXPECT_EQ(CountFiles(dir, "link.json.tmp") + CountFiles(dir, "dangling.json.tmp") +
+                CountFiles(dir, "loop.json.tmp"),
+            0);
+}
+
+// A link to a character device (as /dev/stdout is) is followed by the kernel and the
+// device written in place: the link stays, the device stays a device.
+TEST(OutputFileTest, ALinkToACharacterDeviceIsWrittenInPlace) {
+  const std::string link = testing::TempDir() + "/to_null";
+  unlink(link.c_str());
+  ASSERT_EQ(symlink("/dev/null", link.c_str()), 0);
+  ASSERT_TRUE(CheckOutputPath(link).ok());
+  ASSERT_TRUE(WriteFileAtomically(link, "swallowed").ok());
+  struct stat st {};
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
 TEST(OutputFileTest, AnExistingFileKeepsItsMode) {

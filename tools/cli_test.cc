@@ -2,6 +2,9 @@
 // llama-70b -o g.json, then inspect g.json prints 68,976,648,192 parameters).
 #include "tools/cli.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -53,6 +56,55 @@ std::vector<std::string> Lines(const std::string& text) {
 std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A link planted at an output path (another user's, in a shared folder such as /tmp) that
+// points at a file this user can write: every output replaces the link, never writes its
+// target, through the one writer they share (graph/output_file.h).
+TEST(CliOutputTest, EveryOutputReplacesALinkAtItsPathAndLeavesItsTargetUnchanged) {
+  const std::string victim = Tmp("victim.txt");
+  WriteFile(victim, "victim");
+  const std::string graph = Tmp("links_mlp.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "-o", graph}).code, kExitOk);
+  const std::string lifted = Tmp("links_mlp_lifted.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "--lifted", "-o", lifted}).code, kExitOk);
+  const std::string pieces = Tmp("links_pieces");
+  mkdir(pieces.c_str(), 0755);
+  std::vector<std::string> links;
+  const auto link = [&](const std::string& path) {
+    unlink(path.c_str());
+    EXPECT_EQ(symlink(victim.c_str(), path.c_str()), 0) << path;
+    links.push_back(path);
+    return path;
+  };
+  link(pieces + "/submod_0.json");  // a file --subgraphs-dir writes
+  const std::vector<std::vector<std::string>> commands = {
+      {"gen", "mlp", "-o", link(Tmp("link_gen.json"))},
+      {"print", graph, "-o", link(Tmp("link_print.txt"))},
+      {"schedule", lifted, "-o", link(Tmp("link_s.json")), "--json", link(Tmp("link_s_r.json")),
+       "--trace", link(Tmp("link_s_t.json")), "--svg", link(Tmp("link_s.svg"))},
+      {"partition", graph, "--mode", "reference", "--bucket-cap", "25MiB", "--dot",
+       link(Tmp("link_p.dot")), "--subgraphs-dir", pieces},
+      {"train", "--model", "mlp", "--steps", "1", "--save", link(Tmp("link_t.safetensors"))},
+  };
+  for (const std::vector<std::string>& args : commands) {
+    Result r = Overlap(args);
+    EXPECT_EQ(r.code, kExitOk) << args[0] << ": " << r.err;
+  }
+  EXPECT_EQ(ReadAll(victim), "victim");
+  for (const std::string& path : links) {
+    struct stat st {};
+    ASSERT_EQ(lstat(path.c_str(), &st), 0) << path;
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << path;
+    EXPECT_NE(ReadAll(path), "victim") << path;
+  }
+}
 
 TEST(CliTest, GenLlama70bThenInspectPrintsTheExactParameterCount) {
   const std::string path = Tmp("llama70b.json");
@@ -491,13 +543,6 @@ std::string JsonNumber(const std::string& json, const std::string& key) {
   if (at == std::string::npos) return "(missing " + key + ")";
   const size_t from = at + key.size() + 4;
   return json.substr(from, json.find_first_of(",}", from) - from);
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // What schedule reports is what simulate finds on the graph it wrote, for every scheduler

@@ -255,7 +255,7 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
 
 // `params` in a safetensors file by parameter name (device tensors copied to the host
 // first), through the output writer (graph/output_file.h): no partial file, never a device
-// replaced, a planted link's target replaced whole.
+// replaced, a link at `path` replaced, never written through.
 absl::Status WriteParamsFile(const std::string& path, const TensorMap& params, Backend& backend) {
   DeviceMemory* device = backend.device();
   Allocator host;
