@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "graph/random_graph.h"
+#include "graph/verifier.h"
 #include "schedule/schedule_verifier.h"
 #include "schedule/simulator.h"
 #include "schedule/testing/reference_simulator.h"
@@ -104,6 +105,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 128) {
     AddHostRoundTrips(&g);
     if (graph_id == 1 && !AddReduceWaits(&g).ok()) Fail("AddReduceWaits failed");
+    // The levers' ops make a graph the IR accepts (no compute reads a host tensor).
+    if (absl::Status s = Verify(g); !s.ok())
+      Fail("the levers' ops broke the graph: " + s.ToString());
   }
   std::vector<NodeId> order = SteeredOrder(g, absl::MakeConstSpan(data + 2, k));
   // The output must come last: move it there (it is a sink, so this stays topological).

@@ -16,6 +16,7 @@
 #include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "graph/text.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 namespace {
@@ -563,11 +564,11 @@ absl::StatusOr<AnnotateReport> AnnotateCosts(Graph& g, const AnnotateOptions& op
       ++r.views_marked;
     }
     if (!out.empty() && n.op() != Op::kOutput && (!meta.has_tensor_size || options.overwrite)) {
-      const double size = Sum(out).bytes;
-      if (!(size < 0x1p63)) {
-        return error(n, absl::StrCat("its stated types take ", size, " bytes, beyond 64 bits"));
+      absl::StatusOr<int64_t> size = StatedBytes(n);  // names the node
+      if (!size.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("annotate: ", size.status().message()));
       }
-      u.tensor_size = static_cast<int64_t>(size);
+      u.tensor_size = *size;
       ++r.tensor_sizes_filled;
     }
     const int64_t size = u.tensor_size.value_or(meta.has_tensor_size ? meta.tensor_size : 0);

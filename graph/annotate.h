@@ -4,7 +4,8 @@
 // simulator and the schedulers take an absent device_time as 0 and `overlap inspect` counts
 // such nodes.
 //
-// Per node: tensor_size is the sum of numel x dtype bytes over the node's stated types.
+// Per node: tensor_size is the sum of numel x dtype bytes over the node's stated types
+// (graph/value_bytes.h's StatedBytes, what every memory figure counts when it is absent).
 // device_time = KernelTime(flops, bytes, dtype), where bytes are what the kernel reads and
 // writes (its inputs' and its outputs' stated sizes, plus a call_module's own parameters)
 // and flops come from a per-op formula keyed by the op's base name (aten.addmm.default ->

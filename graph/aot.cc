@@ -15,6 +15,7 @@
 #include "graph/status_macros.h"
 #include "graph/subgraph.h"
 #include "graph/text.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 namespace {
@@ -1438,7 +1439,7 @@ class AotBuilder {
       while (IsView(fwd_.node(root)) && !fwd_.node(root).inputs().empty()) {
         root = fwd_.node(root).inputs()[0];
       }
-      if (storages.insert(root).second) pair.saved_bytes += fwd_.node(root).meta().tensor_size;
+      if (storages.insert(root).second) pair.saved_bytes += VerifiedValueBytes(fwd_.node(root));
     }
     OVERLAP_RETURN_IF_ERROR(fwd_.SetArgs(fwd_.last(), {Value::List(std::move(rets))}, {}));
     pair.num_outputs = static_cast<int64_t>(outputs_.size());
@@ -1585,7 +1586,7 @@ absl::StatusOr<int64_t> ShareSavedReshapes(AotPair* pair) {
     const NodeMeta& dm = drop_p.meta();
     // The same elements: one dtype and byte count, and a shape to reshape to.
     if (!dm.has_shape || !km.has_dtype || !dm.has_dtype || km.dtype != dm.dtype ||
-        !km.has_tensor_size || !dm.has_tensor_size || km.tensor_size != dm.tensor_size) {
+        VerifiedValueBytes(keep_p) != VerifiedValueBytes(drop_p)) {
       continue;
     }
     std::vector<Value> shape;
@@ -1866,7 +1867,7 @@ const SavedGroup* GroupOf(const std::vector<SavedGroup>& groups, NodeId named) {
 std::vector<NodeId> GroupChain(const Graph& f, const SavedGroup& g,
                                const absl::flat_hash_map<std::string, NodeId>& placeholder) {
   const Node& root = f.node(g.root);
-  if (!Pure(root) || !root.meta().has_tensor_size || root.meta().tensor_size <= 0) return {};
+  if (!Pure(root) || VerifiedValueBytes(root) <= 0) return {};
   absl::flat_hash_set<std::string> members;
   for (NodeId m : g.members) members.insert(f.node(m).name());
   auto held = [&](NodeId x) {
@@ -1910,8 +1911,8 @@ std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const 
     if (chain.empty()) continue;
     double seconds = 0;
     for (NodeId x : chain) seconds += forward.node(x).meta().device_time;
-    out.push_back(
-        {forward.node(g.members.front()).name(), forward.node(g.root).meta().tensor_size, seconds});
+    out.push_back({forward.node(g.members.front()).name(), VerifiedValueBytes(forward.node(g.root)),
+                   seconds});
   }
   return out;
 }
@@ -2005,13 +2006,12 @@ bool IsInputPlaceholder(const Graph& f, const Node& n) {
 bool Offloadable(const Graph& f, const SavedGroup& g) {
   const Node& root = f.node(g.root);
   const bool made = root.op() == Op::kCallFunction && !absl::StartsWith(root.target(), "dc.");
-  if (!(made || IsInputPlaceholder(f, root)) || !root.meta().has_tensor_size ||
-      root.meta().tensor_size <= 0) {
+  if (!(made || IsInputPlaceholder(f, root)) || VerifiedValueBytes(root) <= 0) {
     return false;
   }
   for (NodeId m : g.members) {
     const Node& n = f.node(m);
-    if (!n.meta().has_tensor_size || n.meta().tensor_size <= 0) return false;
+    if (VerifiedValueBytes(n) <= 0) return false;
   }
   return true;
 }
@@ -2060,9 +2060,9 @@ std::vector<OffloadCandidate> OffloadCandidates(const Graph& forward, const Grap
   for (const SavedGroup& g : SavedGroups(forward, in)) {
     if (!Offloadable(forward, g)) continue;
     int64_t copy = 0;
-    for (NodeId m : g.members) copy += forward.node(m).meta().tensor_size;
+    for (NodeId m : g.members) copy += VerifiedValueBytes(forward.node(m));
     out.push_back(
-        {forward.node(g.members.front()).name(), forward.node(g.root).meta().tensor_size, copy});
+        {forward.node(g.members.front()).name(), VerifiedValueBytes(forward.node(g.root)), copy});
   }
   return out;
 }

@@ -50,8 +50,8 @@ struct AotPair {
   Graph backward;
   int64_t num_outputs = 0;  // the forward's own outputs, before the saved tensors
   int64_t num_saved = 0;    // saved tensors (forward outputs after num_outputs)
-  // The activations kept for the backward: the tensor_size of the saved tensors' distinct
-  // storages (a saved view counts as its base, once).
+  // The activations kept for the backward: the bytes (graph/value_bytes.h's ValueBytes) of
+  // the saved tensors' distinct storages (a saved view counts as its base, once).
   int64_t saved_bytes = 0;
   int64_t num_primals = 0;  // parameter placeholders the backward reads
 };
@@ -99,7 +99,7 @@ absl::StatusOr<int64_t> DropIdentitySliceBackwards(Graph* g);
 // everything the copies must read that the backward does not hold are pure call_functions
 // (not ZeRO-3 dc.* ops, which pass through when they are releases, nor random ops, nor
 // placeholders such as a gathered parameter's), at most 24 nodes. `bytes`: the storage's
-// meta.tensor_size, what the step stops holding from the forward's last use to the
+// bytes (ValueBytes), what the step stops holding from the forward's last use to the
 // backward's; `seconds`: the copies' meta.device_time, what the backward spends again.
 struct RecomputeCandidate {
   std::string name;  // the group's first saved value (forward node and backward placeholder)
@@ -124,10 +124,10 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
 // group's storage is freed on the device once its copies to the host have finished, and the
 // backward copies each saved value back before its first reader. A group qualifies when its
 // root is a call_function other than a dc.* op, or an input placeholder (data: no
-// meta.param, no parameter-table row, not gathered), with meta.tensor_size > 0, and each
-// member states its tensor_size (a saved parameter is gathered again, not offloaded).
-// `bytes`: the root's meta.tensor_size, what the device stops holding between the copies;
-// `copy_bytes`: the members' meta.tensor_size summed, what each direction moves.
+// meta.param, no parameter-table row, not gathered) of more than 0 bytes (ValueBytes), and
+// each member takes more than 0 bytes (a saved parameter is gathered again, not offloaded).
+// `bytes`: the root's bytes, what the device stops holding between the copies;
+// `copy_bytes`: the members' bytes summed, what each direction moves.
 struct OffloadCandidate {
   std::string name;  // the group's first saved value
   int64_t bytes = 0;

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/shape_rules.h"
+#include "graph/value_bytes.h"
 #include "graph/verifier.h"
 
 namespace overlap {
@@ -72,7 +73,7 @@ absl::Status CheckAotPair(const Graph& input, const AotPair& pair) {
                                    "\" aliases parameter placeholder \"", fw.node(base).name(),
                                    "\""));
     }
-    if (bases.insert(base).second) saved_bytes += fw.node(base).meta().tensor_size;
+    if (bases.insert(base).second) saved_bytes += VerifiedValueBytes(fw.node(base));
     saved.push_back(rets[i].as_ref());
   }
   if (saved_bytes != pair.saved_bytes)

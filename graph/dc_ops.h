@@ -19,13 +19,15 @@
 //   %w   = dc.wait_offload(%h, graph_id, id)     blocks compute until %h's copy is done
 //
 // `id` names the offloaded tensor (an int >= 0, the same on its three ops); it is not a
-// parameter-table index.
+// parameter-table index. A host tensor (IsHostTensor) lives outside the device's memory, so
+// compute never reads one: only a reload, a wait_offload and the output do (Verify).
 #ifndef OVERLAP_GRAPH_DC_OPS_H_
 #define OVERLAP_GRAPH_DC_OPS_H_
 
 #include <cstddef>
 
 #include "absl/strings/string_view.h"
+#include "graph/graph.h"
 
 namespace overlap {
 
@@ -47,6 +49,12 @@ inline constexpr absl::string_view kZero3Prefix = "dc.";
 inline constexpr size_t kGraphIdArg = 1;
 inline constexpr size_t kDsIdArg = 2;    // the host-memory ops' id
 inline constexpr size_t kNUsersArg = 3;  // releases only
+
+// Whether node `id` of `g` is a host tensor, outside the device's memory: an offload's result
+// (or a wait for it), or a placeholder that a reload reads as args[0] (a saved tensor the
+// forward offloaded). The simulators and the executor count none of its bytes on the device.
+// O(users + 1).
+bool IsHostTensor(const Graph& g, NodeId id);
 
 }  // namespace overlap
 

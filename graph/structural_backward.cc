@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "graph/cost_model.h"
 #include "graph/status_macros.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 namespace {
@@ -87,10 +88,10 @@ absl::StatusOr<Graph> BuildStructuralBackward(const Graph& f) {
     absl::StatusOr<NodeId> s = b.AddNode(Op::kCallFunction, b.UniqueName("add"), "aten.add.Tensor",
                                          {Value::Ref(a), Value::Ref(c)});
     OVERLAP_RETURN_IF_ERROR(s.status());
-    NodeMeta m = Describe(like);
-    m.set_device_time(cost.KernelTime(0, 3.0 * (like.has_tensor_size ? like.tensor_size : 0),
-                                      like.has_dtype ? like.dtype : "float32"));
-    b.mutable_node(*s).mutable_meta() = m;
+    NodeMeta& m = b.mutable_node(*s).mutable_meta();
+    m = Describe(like);
+    const double bytes = static_cast<double>(VerifiedValueBytes(b.node(*s)));
+    m.set_device_time(cost.KernelTime(0, 3.0 * bytes, like.has_dtype ? like.dtype : "float32"));
     return s;
   };
   auto accumulate = [&](NodeId x, NodeId contribution) -> absl::Status {

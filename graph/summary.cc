@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/cost_model.h"
 #include "graph/size.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 
@@ -37,7 +38,7 @@ GraphSummary Summarize(const Graph& g) {
     const Node& n = g.node(id);
     s.nodes_by_op[static_cast<int>(n.op())]++;
     const NodeMeta& m = n.meta();
-    if (m.has_tensor_size) s.tensor_bytes += m.tensor_size;
+    s.tensor_bytes += VerifiedValueBytes(n);
     if (m.has_device_time) {
       s.device_time += m.device_time;
     } else if (n.op() != Op::kPlaceholder && n.op() != Op::kOutput) {
@@ -110,7 +111,7 @@ std::string FormatSummary(const Graph& g, const GraphSummary& s) {
   if (s.tied_groups.size() > 5) {
     absl::StrAppend(&out, "    ... ", s.tied_groups.size() - 5, " more\n");
   }
-  absl::StrAppend(&out, "activations (sum of tensor_size): ", FormatBytes(s.tensor_bytes), "\n");
+  absl::StrAppend(&out, "activations (sum of value sizes): ", FormatBytes(s.tensor_bytes), "\n");
   absl::StrAppend(&out, "device time (sum): ", FormatSeconds(s.device_time), "\n");
   if (s.nodes_without_time > 0) {
     absl::StrAppend(&out, "  (", FormatCount(s.nodes_without_time),

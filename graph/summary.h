@@ -28,7 +28,7 @@ struct GraphSummary {
   int64_t absent = 0;   // rows of a lifted graph's whole-model table it does not read (graph.h)
   int64_t ignored = 0;  // rows with ddp_ignored
   std::vector<std::vector<std::string>> tied_groups;  // parameter names per shared storage
-  int64_t tensor_bytes = 0;                           // sum of meta.tensor_size
+  int64_t tensor_bytes = 0;        // sum of the values' bytes (ValueBytes, graph/value_bytes.h)
   int64_t nodes_without_time = 0;  // non-placeholder nodes lacking meta.device_time
   double device_time = 0;          // sum of meta.device_time
   double critical_path_time = 0;

@@ -12,6 +12,7 @@
 #include "graph/dc_ops.h"
 #include "graph/status_macros.h"
 #include "graph/text.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 namespace {
@@ -176,7 +177,10 @@ absl::Status VerifyParams(const Graph& g) {
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     const NodeMeta& m = n.meta();
-    if (m.has_tensor_size && __builtin_add_overflow(tensor_total, m.tensor_size, &tensor_total)) {
+    // Every value's size, stated or from shape x dtype (ValueBytes), and their sum fit in 64
+    // bits: the memory figures may add them freely.
+    OVERLAP_ASSIGN_OR_RETURN(const int64_t bytes, ValueBytes(n));
+    if (__builtin_add_overflow(tensor_total, bytes, &tensor_total)) {
       return NodeError(n, "the sum of meta.tensor_size over the graph overflows 64 bits");
     }
     // Each time is finite; so must their sum be (every simulated step adds them up).
@@ -313,12 +317,42 @@ absl::Status VerifyZero3Ops(const Graph& g) {
   return absl::OkStatus();
 }
 
+// Host tensors (IsHostTensor) are read by the host-memory ops and the output only: a compute
+// node that read one would run on memory the simulators and the executor count as the
+// host's, so the step's device peak would leave it out. Its readers read the reload's
+// result (dc.wait_reload) instead.
+absl::Status VerifyHostTensorReaders(const Graph& g) {
+  for (NodeId id : g.order()) {
+    if (!IsHostTensor(g, id)) continue;
+    const Node& host = g.node(id);
+    for (NodeId u : host.users()) {
+      const Node& user = g.node(u);
+      const bool first_arg = !user.args().empty() && user.args()[0].is_ref() &&
+                             user.args()[0].as_ref() == id && user.inputs().size() == 1;
+      const bool copy = user.op() == Op::kCallFunction &&
+                        (user.target() == kReloadTarget || user.target() == kWaitOffloadTarget);
+      if (user.op() == Op::kOutput || (copy && first_arg)) continue;
+      return NodeError(
+          user, absl::StrCat("reads host tensor \"", Printable(host.name()), "\" directly (",
+                             host.op() == Op::kPlaceholder
+                                 ? "a saved tensor a dc.reload_tensor brings back: compute reads "
+                                   "the result of its dc.wait_reload"
+                                 : "a copy in host memory: compute reads the offloaded value or a "
+                                   "dc.wait_reload's result",
+                             "; only a reload, a dc.wait_offload and the output read host "
+                             "tensors)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Verify(const Graph& g) {
   OVERLAP_RETURN_IF_ERROR(VerifyNodes(g));
   OVERLAP_RETURN_IF_ERROR(VerifyParams(g));
-  return VerifyZero3Ops(g);
+  OVERLAP_RETURN_IF_ERROR(VerifyZero3Ops(g));
+  return VerifyHostTensorReaders(g);
 }
 
 }  // namespace overlap

@@ -14,8 +14,12 @@
 //     placeholder (in a lifted graph an owner naming no node is an absent row of a
 //     whole-model table: ClassifyParams, graph.h), parameters sharing a storage
 //     have one size, one requires_grad and one ddp_ignored, meta.param / meta.grad_of name listed
-//     parameters, and the sums of parameter bytes and of tensor sizes fit in 64 bits (so passes may
-//     add them freely).
+//     parameters, and the sums of parameter bytes and of the values' sizes (ValueBytes,
+//     graph/value_bytes.h: meta.tensor_size, else shape x dtype, each computable) fit in 64
+//     bits (so passes may add them freely);
+//   - the ZeRO-3 and host-memory ops (graph/dc_ops.h) have their arguments, and a host tensor
+//     (IsHostTensor) is read only by a dc.reload_tensor, a dc.wait_offload or the output,
+//     never by compute.
 // The first violation is returned as InvalidArgument naming the node or parameter and field.
 // Cost: O(N + E + P) time, O(N + P) memory.
 #ifndef OVERLAP_GRAPH_VERIFIER_H_

@@ -72,12 +72,18 @@ TEST(VerifierTest, ArityTypesAndCountsOfZero3OpsAreChecked) {
   }
 }
 
+// The host-memory ops of one offloaded value %x (id 3), for VerifyWith: its copy to the host
+// (h), the copy back (d) and the waits for each (v, o).
+struct HostOps {
+  std::string off = CallJson("h", "dc.offload_tensor", R"("%x", 0, 3)") + ",";
+  std::string rl = CallJson("d", "dc.reload_tensor", R"("%h", 0, 3)") + ",";
+  std::string wr = CallJson("v", "dc.wait_reload", R"("%d", 0, 3)") + ",";
+  std::string wo = CallJson("o", "dc.wait_offload", R"("%h", 0, 3)") + ",";
+};
+
 // The host-memory ops (activation offloading) and the wait for a reduction.
 TEST(VerifierTest, HostMemoryOpsAndReductionWaitsAreChecked) {
-  const std::string off = CallJson("h", "dc.offload_tensor", R"("%x", 0, 3)") + ",";
-  const std::string rl = CallJson("d", "dc.reload_tensor", R"("%h", 0, 3)") + ",";
-  const std::string wr = CallJson("v", "dc.wait_reload", R"("%d", 0, 3)") + ",";
-  const std::string wo = CallJson("o", "dc.wait_offload", R"("%h", 0, 3)") + ",";
+  const auto [off, rl, wr, wo] = HostOps();
   EXPECT_TRUE(VerifyWith(off + rl + wr + wo, "%v").ok());
   const std::string red = CallJson("red", "dc.reduce_grad", R"("%x", 1, 0)") + ",";
   EXPECT_TRUE(
@@ -108,6 +114,40 @@ TEST(VerifierTest, HostMemoryOpsAndReductionWaitsAreChecked) {
     absl::Status s = VerifyWith(c.ops, c.last);
     EXPECT_TRUE(IsBadInput(s)) << c.message << ": " << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+}
+
+// A host tensor read by compute would run on memory counted as the host's, outside the
+// step's device peak: refused, naming the reader and the host tensor.
+TEST(VerifierTest, ComputeNeverReadsAHostTensor) {
+  const auto [off, rl, wr, wo] = HostOps();
+  // The offloaded value itself stays on the device until its last reader: mm reads %x.
+  EXPECT_TRUE(VerifyWith(off + rl + wr + wo, "%x").ok());
+  struct Case {
+    std::string ops, last, reader, host;
+  };
+  const Case cases[] = {
+      // A backward's saved tensor (placeholder s) reloaded and also read by compute.
+      {PlaceholderJson("s") + "," + CallJson("d", "dc.reload_tensor", R"("%s", 1, 3)") + "," +
+           CallJson("v", "dc.wait_reload", R"("%d", 1, 3)") + ",",
+       "%s", "y", "s"},
+      // The same with the reload never waited on (an unused reload).
+      {PlaceholderJson("s") + "," + CallJson("d", "dc.reload_tensor", R"("%s", 1, 3)") + "," +
+           CallJson("r", "aten.relu.default", R"("%s")") + ",",
+       "%r", "r", "s"},
+      // The forward's host copy, or its wait, read by compute.
+      {off + rl + wr, "%h", "y", "h"},
+      {off + wo, "%o", "y", "o"},
+      // A view of a host tensor is a read by compute too.
+      {off + CallJson("t", "aten.t.default", R"("%h")", R"({"aliases_input": true})") + ",", "%t",
+       "t", "h"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = VerifyWith(c.ops, c.last);
+    EXPECT_TRUE(IsBadInput(s)) << c.reader << ": " << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("node \"", c.reader, "\": reads host tensor \"", c.host,
+                                       "\" directly")));
   }
 }
 

@@ -5,7 +5,7 @@
 // Dependencies are the nodes in a node's args (not kwargs); for the four dc.* ops only
 // args[0]. Nodes with no dependencies start out scheduled, in graph order. Then, repeatedly,
 // the ready node (all dependencies scheduled) with the smallest memory delta is scheduled:
-// +tensor_size for an allgather, -tensor_size for a release or a reduce_grad, 0 otherwise;
+// +its bytes (SizeOf) for an allgather, - them for a release or a reduce_grad, 0 otherwise;
 // ties go to graph order. A baseline, not used upstream.
 // Cost: O((N + E) log N).
 #ifndef OVERLAP_SCHEDULE_LIST_SCHEDULE_H_

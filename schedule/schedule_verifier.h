@@ -22,7 +22,7 @@
 namespace overlap {
 
 // peak_gathered_bytes as the result format defines it: walking `order`, + an allgather's
-// tensor_size at the allgather, - it at the release of that ds_id (args[2]) whose running
+// bytes (SizeOf) at the allgather, - it at the release of that ds_id (args[2]) whose running
 // count reaches n_users (args[3]); the maximum reached. Persistent allgathers (resident
 // parameters) count from the start and are never released. O(N).
 int64_t PeakGatheredBytes(const Graph& g, absl::Span<const NodeId> order);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/json_writer.h"
 #include "graph/status_macros.h"
+#include "graph/value_bytes.h"
 #include "schedule/analysis.h"
 #include "schedule/zero3_ops.h"
 
@@ -32,9 +33,17 @@ Simulator::Simulator(const Graph& g, const CollectiveModel& model)
   // An owned tuple element has its own, allocated with its tuple, which keeps the rest.
   const std::vector<char> owned = OwnedTupleElements(g);
   std::vector<NodeId> root(g.id_bound(), kNoNode);
+  int64_t total = 0;  // every value's bytes together, as Verify bounds them
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
-    bytes_[id] = SizeOf(n);
+    // A graph Verify has not seen may hold a size that is not computable: Run refuses it.
+    absl::StatusOr<int64_t> bytes = ValueBytes(n);
+    if (bytes.ok() && __builtin_add_overflow(total, *bytes, &total)) {
+      bytes = absl::InvalidArgumentError(absl::StrCat(
+          "node \"", n.name(), "\": the sum of meta.tensor_size over the graph overflows 64 bits"));
+    }
+    if (!bytes.ok() && sizes_.ok()) sizes_ = bytes.status();
+    bytes_[id] = bytes.value_or(0);
     ds_[id] = DsId(n);
     persistent_[id] = IsPersistentAllgather(n);
     backward_[id] = InBackwardGraph(n);
@@ -395,6 +404,7 @@ void Simulator::PeakMemory(absl::Span<const NodeId> order, const Residents& eras
 
 absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
                                                 const SimulationOptions& options) const {
+  OVERLAP_RETURN_IF_ERROR(sizes_);
   if (options.check_order) {
     if (absl::Status s = CheckTopologicalPermutation(g_, order); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("not a valid schedule: ", s.message()));

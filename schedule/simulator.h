@@ -43,7 +43,8 @@
 //
 // Memory (peak_memory_bytes) counts the step's transient tensors; the per-rank state
 // (parameter and gradient shards, optimizer state: budget.h) is not in it. A tensor's bytes
-// are held by its storage:
+// (meta.tensor_size below) are graph/value_bytes.h's ValueBytes: meta.tensor_size when given,
+// else shape x dtype. They are held by its storage:
 //   - Storages. A view (meta.aliases_input), a tuple element (operator.getitem: it lives in
 //     its tuple's storage, as execution holds it), a release and a wait hand their args[0]'s
 //     storage on and allocate nothing, except an owned tuple element (zero3_ops.h's
@@ -51,12 +52,13 @@
 //     owns its meta.tensor_size bytes, allocated when its tuple's node starts, and the
 //     tuple's storage keeps the rest (TupleRemainderBytes). A gathered parameter's storage belongs
 //     to its allgather (below). Every other call node (call_function / call_method / call_module)
-//     owns meta.tensor_size bytes (0 when absent), allocated when it starts. A placeholder that is
+//     owns meta.tensor_size bytes, allocated when it starts. A placeholder that is
 //     not a parameter shard (inputs, saved activations and tangents of a backward graph) owns its
 //     bytes from time 0. Parameter shards (a placeholder read as args[0] by an allgather, or the
 //     owner of a parameter-table row) and get_attr nodes are state: not counted. Host
-//     tensors (zero3_ops.h's IsHostTensor: an offload's result, a placeholder a reload reads)
-//     are host memory: not counted; a wait_reload hands its reload's storage on.
+//     tensors (graph/dc_ops.h's IsHostTensor: an offload's result, a placeholder a reload
+//     reads) are host memory: not counted (Verify lets no compute read one); a wait_reload
+//     hands its reload's storage on.
 //   - Host copies. A reload owns its meta.tensor_size bytes, allocated when it is issued. An
 //     offload reads its args[0]'s storage, and a reload holds its own, until the later of
 //     the copy's completion (position -1, as a collective) and the node's issue (its own
@@ -165,7 +167,9 @@ class Simulator {
   explicit Simulator(const Graph& g, const CollectiveModel& model = {});
 
   // Simulates `order` (a topological permutation of g's nodes; InvalidArgument otherwise,
-  // when options.check_order). O(N log N + E).
+  // when options.check_order). InvalidArgument naming the node when a value's size is not
+  // computable (ValueBytes, graph/value_bytes.h) or the sizes overflow 64 bits together, as
+  // Verify would say. O(N log N + E).
   absl::StatusOr<SimulationResult> Run(absl::Span<const NodeId> order,
                                        const SimulationOptions& options = {}) const;
 
@@ -198,6 +202,7 @@ class Simulator {
   const Graph& g_;
   CollectiveModel model_;
   std::vector<uint8_t> kind_;
+  absl::Status sizes_;  // the first value whose size ValueBytes refuses, else OK
   std::vector<int64_t> bytes_;
   std::vector<double> time_;      // device time, or the collective's time
   std::vector<int64_t> ds_;       // ds_id (args[2]) of ZeRO-3 ops, else -1

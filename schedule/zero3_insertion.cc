@@ -212,8 +212,9 @@ absl::StatusOr<bool> Zero3Insertion::RunInPlace(Graph* graph) const {
     if (cast != kNoNode) {
       uses = RealUses(g, cast);
       const int64_t from = FloatBytes(param.has_dtype ? param.dtype : ph.meta().dtype);
-      param.bytes = g.node(cast).meta().has_tensor_size ? g.node(cast).meta().tensor_size
-                                                        : param.bytes / from * FloatBytes(cast_to);
+      const NodeMeta& cm = g.node(cast).meta();
+      param.bytes = cm.has_tensor_size || cm.has_shape ? SizeOf(g.node(cast))
+                                                       : param.bytes / from * FloatBytes(cast_to);
       param.dtype = cast_to;
       param.has_dtype = true;
     }

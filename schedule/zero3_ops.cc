@@ -26,17 +26,6 @@ bool IsParameterShard(const Graph& g, NodeId id) {
   return false;
 }
 
-bool IsHostTensor(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  if (IsOffload(n) || IsWaitOffload(n)) return true;
-  if (n.op() != Op::kPlaceholder) return false;
-  for (NodeId u : n.users()) {
-    const Node& user = g.node(u);
-    if (IsReload(user) && !user.inputs().empty() && user.inputs()[0] == id) return true;
-  }
-  return false;
-}
-
 std::vector<char> OwnedTupleElements(const Graph& g) {
   std::vector<char> owned(g.id_bound(), 0);
   for (NodeId t : g.order()) {

@@ -22,8 +22,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "graph/dc_ops.h"  // targets and argument positions
+#include "graph/dc_ops.h"  // targets, argument positions, IsHostTensor
 #include "graph/graph.h"
+#include "graph/value_bytes.h"
 
 namespace overlap {
 
@@ -68,8 +69,9 @@ inline int64_t DsId(const Node& n) { return IntArg(n, kDsIdArg); }
 // A release's n_users, -1 when absent.
 inline int64_t NUsers(const Node& n) { return IntArg(n, kNUsersArg); }
 
-// meta.tensor_size, 0 when absent.
-inline int64_t SizeOf(const Node& n) { return n.meta().has_tensor_size ? n.meta().tensor_size : 0; }
+// The bytes of `n`'s result in a verified graph: meta.tensor_size, else shape x dtype
+// (graph/value_bytes.h's VerifiedValueBytes, the one size every memory figure uses).
+inline int64_t SizeOf(const Node& n) { return VerifiedValueBytes(n); }
 // meta.device_time in seconds, 0 when absent.
 inline double TimeOf(const Node& n) {
   return n.meta().has_device_time ? n.meta().device_time : 0.0;
@@ -93,10 +95,10 @@ inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode 
 
 // The memory model's tuple rule, by node id: whether a tuple element (operator.getitem)
 // owns its element's bytes instead of handing its tuple's storage on. An element owns them
-// when its meta.tensor_size is > 0, it is the only getitem of its index, and its tuple is a
+// when its bytes (SizeOf) are > 0, it is the only getitem of its index, and its tuple is a
 // call_function that owns its result (not a view, collective, wait or release) and that
 // only getitems of non-negative indices read; when the owned elements' sizes add up to more than
-// the tuple's meta.tensor_size, none of that tuple's does. An owned element's bytes are allocated
+// the tuple's bytes, none of that tuple's does. An owned element's bytes are allocated
 // with the tuple (when its node starts) and freed after the element's own last reader; the tuple's
 // storage keeps the rest (TupleRemainderBytes), freed after its last reader. So a backward's input
 // gradient dies at its last use although its sibling in the tuple, a weight's gradient, is returned
@@ -104,7 +106,7 @@ inline NodeId HandedOnFrom(const Node& n) { return n.inputs().empty() ? kNoNode 
 // O(N).
 std::vector<char> OwnedTupleElements(const Graph& g);
 
-// The bytes a tuple node's storage keeps: its meta.tensor_size less its owned elements'.
+// The bytes a tuple node's storage keeps: its bytes (SizeOf) less its owned elements'.
 // `owned` is OwnedTupleElements(g). O(users).
 int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char>& owned);
 
@@ -112,12 +114,6 @@ int64_t TupleRemainderBytes(const Graph& g, NodeId tuple, const std::vector<char
 // that an allgather reads as args[0]. Shards are per-rank state, not step memory.
 // O(users + 1) expected.
 bool IsParameterShard(const Graph& g, NodeId id);
-
-// Whether node `id` is a host tensor, outside the device's memory: an offload's result (or a
-// wait for it), or a placeholder that a reload reads as args[0] (a saved tensor the forward
-// offloaded).
-// O(users + 1).
-bool IsHostTensor(const Graph& g, NodeId id);
 
 // Whether the graph already has ZeRO-3 ops (any dc.* call_function). O(N).
 bool HasZero3Ops(const Graph& g);

@@ -1019,5 +1019,29 @@ TEST(CliTrainTest, PrintsOneLossPerStepAndKeepsTheParameters) {
   EXPECT_THAT(wrong.err, HasSubstr("no parameter"));
 }
 
+// exec's memory guard counts a value declared by shape alone (no tensor_size): a graph of a
+// few hundred bytes declaring 64 GiB is refused before anything is allocated, naming it.
+TEST(CliExecTest, TheGuardCountsAValueWithoutTensorSizeByItsShape) {
+  const std::string path = Tmp("exec_huge_by_shape.json");
+  WriteFile(path, R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [],
+     "meta": {"shape": [4], "dtype": "float32"}},
+    {"name": "big", "op": "call_function", "target": "aten.expand.default",
+     "args": ["%x", [4194304, 4096, 4]], "meta": {"shape": [4194304, 4096, 4], "dtype": "float32"}},
+    {"name": "y", "op": "call_function", "target": "aten.sum.default", "args": ["%big"],
+     "meta": {"shape": [], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%y"]}]})");
+  for (const bool replay : {false, true}) {
+    std::vector<std::string> args = {"exec", path, "--guard", "1GiB"};
+    if (replay) args.push_back("--replay");
+    Result r = Overlap(args);
+    EXPECT_EQ(r.code, kExitBadInput) << r.out;
+    EXPECT_THAT(r.err, HasSubstr("needs 256.0 GiB"));
+    EXPECT_THAT(r.err, HasSubstr("its largest value: node \"big\", 256.0 GiB"));
+    EXPECT_THAT(r.err, HasSubstr("more than the 1.00 GiB limit"));
+    EXPECT_THAT(r.out, Not(HasSubstr("inputs:")));  // refused before a tensor was made
+  }
+}
+
 }  // namespace
 }  // namespace overlap

@@ -13,9 +13,11 @@
 #include "graph/json_writer.h"
 #include "graph/output_file.h"
 #include "graph/size.h"
+#include "graph/value_bytes.h"
 #include "runtime/core/blas.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/exec/interpreter.h"
+#include "runtime/exec/memory_plan.h"
 #include "runtime/exec/replay.h"
 #include "runtime/train/synthetic.h"
 #include "runtime/train/train.h"
@@ -120,6 +122,7 @@ int Run(Invocation& in) {
   const int64_t threads = in.Int("threads", 1, 1024, 0);
   const int64_t repeat = in.Int("repeat", 1, 1000000, 0);
   if (in.Switch("profile") && repeat == 0) in.AddUsageError("--profile needs --repeat K");
+  const std::optional<int64_t> guard = in.PositiveSize("guard", "the memory available");
   if (in.has_usage_error()) return in.UsageError();
   if (threads > 0) {
     SetBlasThreads(static_cast<int>(threads));  // OpenBLAS's pool and OpenMP's
@@ -147,19 +150,17 @@ int Run(Invocation& in) {
     if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);
   }
   // Refused before a byte is seeded or read: the graphs' simulated peaks of graph values
-  // (float32 run as float64 under --double) against the memory available. A graph of a
-  // kilobyte may declare gigabytes.
+  // (float32 run as float64 under --double) against the guard. A graph of a kilobyte may
+  // declare gigabytes, by tensor_size or by shape alone; the message names its largest value.
   {
     absl::StatusOr<int64_t> peak = LargestPeakBytes({&pair.forward, &pair.backward});
     if (!peak.ok()) return in.BadInput(peak.status());
-    const int64_t need = in.Switch("double") && *peak < INT64_MAX / 2 ? 2 * *peak : *peak;
-    const int64_t available = AvailableMemoryBytes();
-    if (need > available) {
-      return in.BadInput(absl::ResourceExhaustedError(absl::StrCat(
-          "the graph needs ", FormatBytes(need), " of graph values at its peak, more than the ",
-          FormatBytes(available),
-          " available (a smaller preset or batch, or `overlap exec --replay --count-only`)")));
-    }
+    absl::Status fits =
+        CheckMemoryGuard(MulBytes(in.Switch("double") ? 2 : 1, *peak), guard, "the graph",
+                         "its peak of graph values",
+                         "a smaller preset or batch, or `overlap exec --replay --count-only`",
+                         {&pair.forward, &pair.backward});
+    if (!fits.ok()) return in.BadInput(fits);
   }
   // Tensors: files first, seeded for the rest.
   Allocator alloc;
@@ -200,7 +201,7 @@ int Run(Invocation& in) {
   InterpreterOptions o;
   o.simulate = true;
   o.compute_in_double = in.Switch("double");
-  o.guard_bytes = in.PositiveSize("guard", "the memory available");
+  o.guard_bytes = guard;
 
   TensorMap saved;
   auto print_outputs = [&](const Graph& g, const RunResult& r, const char* what) {

@@ -13,6 +13,7 @@
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "graph/value_bytes.h"
 #include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
@@ -215,9 +216,10 @@ class Interpretation {
     result_.simulated_peak_bytes = sim.peak_memory_bytes;
     if (!guard) return absl::OkStatus();
     const int64_t scale = in_double_ ? 2 : 1;  // float32 values run as float64
-    return CheckMemoryGuard(sim.peak_memory_bytes * scale, options_.guard_bytes, "the graph",
-                            "its peak of graph values",
-                            "a smaller preset or batch, or `overlap exec --replay --count-only`");
+    return CheckMemoryGuard(MulBytes(scale, sim.peak_memory_bytes), options_.guard_bytes,
+                            "the graph", "its peak of graph values",
+                            "a smaller preset or batch, or `overlap exec --replay --count-only`",
+                            {&g_});
   }
 
   // Placeholders: checked against meta; shards used in place, other inputs copied into the

@@ -1,6 +1,7 @@
 #include "runtime/exec/memory_plan.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -41,8 +42,8 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
             : element || (IsCallNode(node) && !HandsOnStorage(node) && !IsAllgather(node) &&
                           !IsReduce(node) && !IsOffload(node) && !IsWaitOffload(node) &&
                           !IsWaitReduce(node));
-    // A value without meta.tensor_size still owns its (uncounted) buffer, so that it is
-    // freed after its last reader like any other.
+    // A value of 0 bytes (SizeOf: no size and no shape stated) still owns its buffer, so that
+    // it is freed after its last reader like any other.
     p.owns[id] = value;
     last[id] = p.pos[id];
     if (IsPersistentAllgather(node)) p.resident.insert(DsId(node));
@@ -82,12 +83,24 @@ MemoryPlan BuildMemoryPlan(const Graph& g) {
 
 absl::Status CheckMemoryGuard(int64_t need_bytes, std::optional<int64_t> guard_bytes,
                               absl::string_view what, absl::string_view detail,
-                              absl::string_view hint) {
+                              absl::string_view hint, std::initializer_list<const Graph*> graphs) {
   const int64_t guard = guard_bytes ? *guard_bytes : AvailableMemoryBytes();
   if (need_bytes <= guard) return absl::OkStatus();
+  std::string about(detail);
+  const Node* largest = nullptr;
+  for (const Graph* g : graphs) {
+    for (NodeId id : g->order()) {
+      const Node& n = g->node(id);
+      if (largest == nullptr || SizeOf(n) > SizeOf(*largest)) largest = &n;
+    }
+  }
+  if (largest != nullptr && SizeOf(*largest) > 0) {
+    absl::StrAppend(&about, about.empty() ? "" : "; ", "its largest value: node \"",
+                    largest->name(), "\", ", FormatBytes(SizeOf(*largest)));
+  }
   return absl::ResourceExhaustedError(
-      absl::StrCat(what, " needs ", FormatBytes(need_bytes), detail.empty() ? "" : " (", detail,
-                   detail.empty() ? "" : ")", ", more than the ", FormatBytes(guard),
+      absl::StrCat(what, " needs ", FormatBytes(need_bytes), about.empty() ? "" : " (", about,
+                   about.empty() ? "" : ")", ", more than the ", FormatBytes(guard),
                    guard_bytes ? " limit" : " available", hint.empty() ? "" : " (", hint,
                    hint.empty() ? "" : ")"));
 }

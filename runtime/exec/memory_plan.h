@@ -6,6 +6,7 @@
 #define OVERLAP_RUNTIME_EXEC_MEMORY_PLAN_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -40,11 +41,15 @@ MemoryPlan BuildMemoryPlan(const Graph& g);
 // schedule's simulated peak on the device the cost model describes.
 //
 // OK when `need_bytes` fits the guard; otherwise ResourceExhausted: "<what> needs <need>
-// (<detail>), more than the <guard> limit" (or "available"), then `hint` in parentheses.
-// O(1), plus reading /proc/meminfo without a guard.
+// (<detail>; its largest value: node "<name>", <bytes>), more than the <guard> limit" (or
+// "available"), then `hint` in parentheses. The largest value (SizeOf: meta.tensor_size,
+// else shape x dtype) is looked up among `graphs`, so a graph that declares a huge tensor
+// names it. O(1) plus O(N) over `graphs` when refusing, plus reading /proc/meminfo without
+// a guard.
 absl::Status CheckMemoryGuard(int64_t need_bytes, std::optional<int64_t> guard_bytes,
                               absl::string_view what, absl::string_view detail,
-                              absl::string_view hint);
+                              absl::string_view hint,
+                              std::initializer_list<const Graph*> graphs = {});
 
 // Whether `n` calls something (call_function, call_method, call_module).
 bool IsCallNode(const Node& n);

@@ -96,7 +96,7 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
   if (!options.count_only) {
     OVERLAP_RETURN_IF_ERROR(CheckMemoryGuard(sim.peak_memory_bytes, options.guard_bytes, "replay",
                                              "its peak of buffers",
-                                             "--count-only counts them instead"));
+                                             "--count-only counts them instead", {&g}));
   }
   // A bucket's reduction is issued at its last member.
   absl::flat_hash_map<int64_t, int64_t> bucket_end;

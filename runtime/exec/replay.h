@@ -1,15 +1,16 @@
 // Timed replay: a graph executed without kernels. Every compute node waits its
 // meta.device_time (times a scale) instead of running, and real buffers of each value's
-// meta.tensor_size are allocated (or only counted) and freed by the executor's rules, so
-// any graph runs, random and exported ones included, and its measured memory can be
-// compared with the simulator's (schedule/simulator.h).
+// bytes (meta.tensor_size, else shape x dtype: graph/value_bytes.h) are allocated (or only
+// counted) and freed by the executor's rules, so any graph runs, random and exported ones
+// included, and its measured memory can be compared with the simulator's
+// (schedule/simulator.h).
 //
 // The executor's memory rules, walking the order one node at a time (the interpreter with
 // kernels follows the same ones):
 //   - inputs that are not parameter shards (placeholders) are live from the start, and so
 //     are resident (persistent) parameters' gathered copies;
 //   - a node that owns a value (every call node but views, releases, waits, allgathers and
-//     reduce_grads) allocates its tensor_size before it runs; views, releases and waits
+//     reduce_grads) allocates its bytes before it runs; views, releases and waits
 //     hand their input's buffer on; an allgather allocates the gathered parameter;
 //   - after a node runs, each buffer whose last reader (through hand-ons; the output node
 //     aside) it was is freed, except buffers the output returns (held to the end) and

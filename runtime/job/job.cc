@@ -139,7 +139,7 @@ absl::Status CheckPairMemory(const AotPair& pair, const JobOptions& o, int world
         FormatBytes(e.graph_peak), ", saved tensors ", FormatBytes(e.saved), ", parameters ",
         FormatBytes(e.params), ", gradients ", FormatBytes(e.gradients), ", optimizer state ",
         FormatBytes(e.optimizer), ", communication buffers ", FormatBytes(e.buffers), "); ",
-        local_ranks, " rank(s) on this machine need ", FormatBytes(per_rank * local_ranks),
+        local_ranks, " rank(s) on this machine need ", FormatBytes(MulBytes(local_ranks, per_rank)),
         ", more than the ", FormatBytes(available),
         " available (a smaller preset, batch or --nproc; ZeRO-3 shards the state)"));
   }
@@ -373,7 +373,7 @@ absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const
       o.strategy == Strategy::kZero3 ? (whole + world - 1) / std::max(world, 1) : whole;
   e.params = share;
   e.gradients = share;
-  e.optimizer = moments * share;
+  e.optimizer = MulBytes(moments, share);
   e.buffers = whole;  // DDP's buckets; ZeRO-3's gathered parameters at most
   return e;
 }

@@ -32,6 +32,7 @@
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/models.h"
+#include "graph/value_bytes.h"
 #include "runtime/comm/tcp_store.h"
 #include "runtime/job/backend.h"
 #include "runtime/train/train.h"
@@ -156,7 +157,11 @@ struct JobSummary {
 // process itself come on top.
 struct RankMemoryEstimate {
   int64_t graph_peak = 0, saved = 0, params = 0, gradients = 0, optimizer = 0, buffers = 0;
-  int64_t total() const { return graph_peak + saved + params + gradients + optimizer + buffers; }
+  // Their sum, the largest int64 when it overflows (refused, never wrapped small).
+  int64_t total() const {
+    return AddBytes(AddBytes(AddBytes(graph_peak, saved), AddBytes(params, gradients)),
+                    AddBytes(optimizer, buffers));
+  }
 };
 absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const JobOptions& o,
                                                       int world);

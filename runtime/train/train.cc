@@ -10,6 +10,7 @@
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
+#include "graph/value_bytes.h"
 #include "runtime/core/parallel.h"
 #include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
@@ -275,14 +276,16 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
     for (const Param& p : pair.forward.params()) param_bytes += p.bytes;
     // The forward's outputs (loss and saved tensors) stay alive while the backward copies
     // them into its own memory (RunAotStep's caller keeps them): counted once more.
-    const int64_t state = OptimizerStateTensors(options.optimizer) * param_bytes;
-    const int64_t need =
-        (options.compute_in_double ? 2 : 1) * (peak + pair.saved_bytes + 2 * param_bytes + state);
+    // Added without wrapping: sizes too large to add are refused, not counted small.
+    const int64_t state = MulBytes(OptimizerStateTensors(options.optimizer), param_bytes);
+    const int64_t need = MulBytes(
+        options.compute_in_double ? 2 : 1,
+        AddBytes(AddBytes(peak, pair.saved_bytes), AddBytes(MulBytes(2, param_bytes), state)));
     OVERLAP_RETURN_IF_ERROR(
         CheckMemoryGuard(need, options.guard_bytes, absl::StrCat("training ", model),
                          absl::StrCat("about: step peak ", FormatBytes(peak),
                                       ", parameters, gradients and optimizer state"),
-                         "--preset tiny runs on a CPU"));
+                         "--preset tiny runs on a CPU", {&pair.forward, &pair.backward}));
   }
   Trainer t;
   t.pair_ = std::make_unique<AotPair>(std::move(pair));
