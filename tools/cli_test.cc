@@ -1016,7 +1016,32 @@ TEST(CliTrainTest, PrintsOneLossPerStepAndKeepsTheParameters) {
   EXPECT_EQ(Overlap({"train", "--model", "nope"}).code, kExitBadInput);
   Result wrong = Overlap({"train", "--model", "gpt2", "--steps", "1", "--weights", saved});
   EXPECT_EQ(wrong.code, kExitBadInput);
-  EXPECT_THAT(wrong.err, HasSubstr("no parameter"));
+  EXPECT_THAT(wrong.err, HasSubstr("the weights lack"));
+}
+
+// A weights file with no tensors is an error naming the missing parameters, for every
+// command that reads one (it was taken for no file: a run from the seeded parameters).
+TEST(CliTrainTest, AnEmptyWeightsFileIsRefusedNamingTheMissingParameters) {
+  const std::string empty = Tmp("weights_empty.safetensors");
+  // The safetensors layout of no tensors: an 8-byte header length, then the header "{}".
+  WriteFile(empty, std::string("\x08\0\0\0\0\0\0\0{}      ", 16));
+  Result train = Overlap({"train", "--model", "mlp", "--steps", "1", "--weights", empty});
+  EXPECT_EQ(train.code, kExitBadInput) << train.out;
+  EXPECT_THAT(train.err,
+              HasSubstr("the weights lack 6 of the graph's 6 parameters: 'net.0.weight'"));
+  EXPECT_THAT(train.err, HasSubstr("holds no tensors"));
+  const std::string fwd = Tmp("weights_fwd.json");
+  ASSERT_EQ(Overlap({"gen", "mlp", "--preset", "tiny", "--lifted", "-o", fwd}).code, kExitOk);
+  Result exec = Overlap({"exec", fwd, "--weights", empty});
+  EXPECT_EQ(exec.code, kExitBadInput) << exec.out;
+  EXPECT_THAT(exec.err, HasSubstr(empty + ": the weights lack"));
+  EXPECT_THAT(exec.out, Not(HasSubstr("seeded")));
+  // A whole file (train --save's) binds every parameter.
+  const std::string saved = Tmp("weights_mlp.safetensors");
+  ASSERT_EQ(Overlap({"train", "--model", "mlp", "--steps", "1", "--save", saved}).code, kExitOk);
+  Result whole = Overlap({"exec", fwd, "--weights", saved});
+  ASSERT_EQ(whole.code, kExitOk) << whole.err;
+  EXPECT_THAT(whole.out, HasSubstr("inputs: 6 from files, 2 seeded"));  // x and targets
 }
 
 // exec's memory guard counts a value declared by shape alone (no tensor_size): a graph of a

@@ -32,7 +32,9 @@ constexpr FlagSpec kFlags[] = {
     {"backward-graph", 0, "FILE",
      "the backward graph of the pair (overlap gen M --backward): run after\n"
      "the forward on its saved tensors, with a tangent of 1 for the loss"},
-    {"weights", 0, "W", "parameters (safetensors) by parameter or placeholder name"},
+    {"weights", 0, "W",
+     "parameters (safetensors) by parameter or placeholder name: every\n"
+     "parameter, else an error naming the missing ones (docs/runtime.md)"},
     {"inputs", 0, "I", "data inputs (safetensors) by placeholder name"},
     {"seed", 0, "S",
      "seed for every placeholder the files do not give (default 1):\n"
@@ -169,6 +171,12 @@ int Run(Invocation& in) {
     if (std::optional<std::string> path = in.Path(flag)) {
       absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc);
       if (!m.ok()) return in.BadInput(m.status());
+      // A weights file gives every parameter (runtime/train/train.h); --inputs only data.
+      if (absl::string_view(flag) == "weights") {
+        if (absl::Status s = CheckWeights(pair.forward, *m); !s.ok()) {
+          return in.BadInput(absl::InvalidArgumentError(absl::StrCat(*path, ": ", s.message())));
+        }
+      }
       for (auto& [k, v] : *m) given[k] = v;
     }
   }

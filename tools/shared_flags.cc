@@ -72,7 +72,10 @@ constexpr FlagSpec kTrainingInputFlags[] = {
     {"preset", 0, "P", "model sizes: tiny (default; CPU sizes) or default (the real one)"},
     {"graph", 0, "FILE", "an AOT forward graph instead of --model (with --backward-graph)"},
     {"backward-graph", 0, "FILE", "the AOT backward of --graph"},
-    {"weights", 0, "W", "initial parameters (safetensors, by parameter name; default seeded)"},
+    {"weights", 0, "W",
+     "initial parameters (safetensors, by parameter name; default seeded):\n"
+     "every parameter, else an error naming the missing ones; a tensor\n"
+     "that is no parameter or input is an error (docs/runtime.md)"},
     {"data", 0, "D",
      "the batches (safetensors: inputs by placeholder name, or\n"
      "batch/<k>/<input> for step k+1, cycling; under run each rank trains\n"

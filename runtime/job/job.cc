@@ -232,6 +232,7 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
   TensorMap given;
   if (!o.weights_path.empty()) {
     OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
+    OVERLAP_RETURN_IF_ERROR(CheckWeights(p->pair.forward, given));  // runtime/train/train.h
   }
   // Buffers and constants (an exporter's "buffer/" and "constant/" entries) join every
   // batch (Train adds them, updated step by step).
@@ -240,15 +241,11 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     const Node& n = p->pair.forward.node(id);
     if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(p->pair.forward, id)) continue;
     const std::string name = ParamNameOf(n);
-    if (given.empty()) {
+    if (o.weights_path.empty()) {
       p->params[name] = seeded.at(n.name());
       continue;
     }
-    const Tensor* w = FindInput(p->pair.forward, n, given);
-    if (w == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
-    }
-    p->params[name] = *w;
+    p->params[name] = *FindInput(p->pair.forward, n, given);  // CheckWeights: found
   }
   return p;
 }

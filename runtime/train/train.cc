@@ -1,12 +1,16 @@
 #include "runtime/train/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
@@ -20,6 +24,48 @@ namespace overlap {
 
 std::string ParamNameOf(const Node& placeholder) {
   return placeholder.meta().has_param ? placeholder.meta().param : placeholder.name();
+}
+
+absl::Status CheckWeights(const Graph& forward, const TensorMap& weights) {
+  constexpr int kNamed = 5;  // missing parameters named in the message
+  std::vector<std::string> missing;
+  int64_t params = 0;
+  absl::flat_hash_set<const Tensor*> bound;
+  for (NodeId id : forward.order()) {
+    const Node& n = forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    const Tensor* t = FindInput(forward, n, weights);
+    if (t != nullptr) bound.insert(t);
+    if (!IsParameterPlaceholder(forward, id)) continue;
+    ++params;
+    if (t == nullptr) missing.push_back(ParamNameOf(n));
+  }
+  if (!missing.empty()) {
+    const int64_t more = static_cast<int64_t>(missing.size()) - kNamed;
+    if (more > 0) missing.resize(kNamed);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the weights lack ", missing.size() + std::max<int64_t>(more, 0),
+                     " of the graph's ", params, " parameters: '", absl::StrJoin(missing, "', '"),
+                     "'", more > 0 ? absl::StrCat(" and ", more, " more") : "",
+                     weights.empty() ? " (the weights file holds no tensors)" : "",
+                     "; a weights file gives every parameter"));
+  }
+  for (const auto& [key, t] : weights) {
+    if (bound.contains(&t)) continue;
+    absl::string_view name = key;
+    absl::ConsumePrefix(&name, "param/");
+    if (forward.FindParam(name) >= 0) continue;  // a parameter the graph does not read
+    const bool aside = key == "target" || absl::StartsWith(key, "batch/") ||
+                       absl::StartsWith(key, "ref/") || absl::StartsWith(key, "ref64/") ||
+                       absl::StartsWith(key, "buffer/") || absl::StartsWith(key, "constant/") ||
+                       absl::StartsWith(key, "input/");
+    if (aside) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the weights hold tensor '", key,
+        "', which is no parameter or input of the graph (parameters by name or \"param/\" + "
+        "name; docs/runtime.md, \"Weights files\")"));
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -294,7 +340,10 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
   t.optimizer_ = std::make_unique<TrainOptimizer>(options.optimizer);
   t.task_ = std::make_unique<SyntheticTask>(t.pair_->forward, options.seed);
   t.batches_ = std::move(options.batches);
-  t.constants_ = BufferInputs(t.pair_->forward, options.initial_params);
+  if (options.initial_params) {
+    OVERLAP_RETURN_IF_ERROR(CheckWeights(t.pair_->forward, *options.initial_params));
+    t.constants_ = BufferInputs(t.pair_->forward, *options.initial_params);
+  }
   t.in_double_ = options.compute_in_double;
   // Parameters and buffers held in float64 from the start (seeded or given): every step's
   // update then rounds to float64, not to the graph's float32.
@@ -316,11 +365,11 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
     const Node& n = fwd.node(id);
     if (n.op() != Op::kPlaceholder || !IsParameterPlaceholder(fwd, id)) continue;
     const std::string name = ParamNameOf(n);
-    if (options.initial_params.empty()) {
+    if (!options.initial_params) {
       OVERLAP_ASSIGN_OR_RETURN(t.params_[name], widened(seeded.at(n.name())));
       continue;
     }
-    const Tensor* given = FindInput(fwd, n, options.initial_params);
+    const Tensor* given = FindInput(fwd, n, *options.initial_params);  // CheckWeights: found
     const Tensor& want = seeded.at(n.name());
     if (given == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));

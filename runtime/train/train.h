@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,21 @@ namespace overlap {
 
 // The parameter name a forward placeholder stands for: meta.param, else its name.
 std::string ParamNameOf(const Node& placeholder);
+
+// The check every reader of a weights file (`--weights` of train, run and exec) applies,
+// against the forward graph `forward` it is for, before any step:
+//   - every parameter placeholder (IsParameterPlaceholder) finds its tensor in `weights`
+//     (FindInput: by placeholder name, meta.param, "param/" + it, or a parameter-table row it
+//     owns); otherwise InvalidArgument naming the first missing parameters and how many of
+//     how many are missing (an empty file misses them all);
+//   - every tensor is accounted for: it binds a placeholder, names a parameter-table row
+//     (bare or after "param/": a parameter the graph does not read), or lies where the
+//     exporter's files keep what is not a weight (docs/interop.md: "batch/", "ref/",
+//     "ref64/", "buffer/", "constant/", "input/", "target"); otherwise InvalidArgument naming
+//     its key (a misspelt parameter, a file for another model).
+// Shapes and dtypes are checked where the tensors are bound. O((placeholders + tensors) log
+// tensors).
+absl::Status CheckWeights(const Graph& forward, const TensorMap& weights);
 
 // One forward + backward of an AOT pair (graph/aot.h's calling convention).
 struct AotStepResult {
@@ -89,9 +105,10 @@ class TrainOptimizer {
 struct TrainOptions {
   OptimizerOptions optimizer;
   uint64_t seed = 1;
-  // Start from these parameters (by parameter name) instead of seeded ones; every
-  // parameter must be present, with the shape and dtype the model states.
-  TensorMap initial_params;
+  // Start from these parameters (a weights file's tensors, by parameter name) instead of
+  // seeded ones: CheckWeights, then every parameter with the shape and dtype the model
+  // states. Absent: seeded. Given but empty is an error (every parameter is missing).
+  std::optional<TensorMap> initial_params;
   // The memory guard (runtime/exec/memory_plan.h; none: the memory available now): a model
   // whose step needs more (simulated graph values, parameters, gradients, optimizer state) is
   // refused up front.
@@ -141,8 +158,8 @@ class Trainer {
   static absl::StatusOr<Trainer> Create(absl::string_view model, Preset preset,
                                         TrainOptions options);
   // Any AOT pair (graph/aot.h's convention; e.g. read from an exporter's files), named
-  // `name` in errors. Parameters: options.initial_params (every parameter, with the
-  // graph's shape and dtype; "buffer/" entries feed buffer placeholders) or seeded.
+  // `name` in errors. Parameters: options.initial_params (CheckWeights, every parameter with
+  // the graph's shape and dtype; "buffer/" entries feed buffer placeholders) or seeded.
   static absl::StatusOr<Trainer> FromPair(AotPair pair, absl::string_view name,
                                           TrainOptions options);
   // One optimizer step on a new batch. O(forward + backward).

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
 #include "gtest/gtest.h"
@@ -97,11 +98,64 @@ TEST(TrainTest, StartsFromGivenWeightsAndRefusesWrongOnes) {
   }
   TrainOptions missing;
   missing.initial_params = t->params();
-  missing.initial_params.erase(missing.initial_params.begin());
+  const std::string first = missing.initial_params->begin()->first;
+  missing.initial_params->erase(missing.initial_params->begin());
   absl::StatusOr<Trainer> v = Trainer::Create("mlp", Preset::kTiny, missing);
   ASSERT_FALSE(v.ok());
-  EXPECT_THAT(v.status().message(), ::testing::HasSubstr("no parameter"));
+  EXPECT_THAT(v.status().message(),
+              ::testing::HasSubstr(absl::StrCat("the weights lack 1 of the graph's ",
+                                                t->params().size(), " parameters: '", first, "'")));
   EXPECT_FALSE(ParseOptimizerKind("lion").ok());
+}
+
+// A weights file with no tensors, or with only some parameters, is refused naming the
+// missing ones (it was taken for no file: training started from the seeded parameters).
+TEST(TrainTest, EmptyOrPartialWeightsAreRefusedNamingTheMissingParameters) {
+  absl::StatusOr<Trainer> t = Trainer::Create("gpt2", Preset::kTiny, TrainOptions{});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const int64_t all = static_cast<int64_t>(t->params().size());
+  ASSERT_GT(all, 6);
+  TrainOptions empty;
+  empty.initial_params = TensorMap{};
+  absl::StatusOr<Trainer> u = Trainer::Create("gpt2", Preset::kTiny, empty);
+  ASSERT_FALSE(u.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(u.status()));
+  const std::string message(u.status().message());
+  EXPECT_THAT(message,
+              ::testing::HasSubstr(absl::StrCat("the weights lack ", all, " of the graph's ", all,
+                                                " parameters: 'transformer.wte.weight', '")));
+  EXPECT_THAT(message, ::testing::HasSubstr(absl::StrCat(" and ", all - 5, " more")));
+  EXPECT_THAT(message, ::testing::HasSubstr("holds no tensors"));
+  // Every parameter by "param/" + its name, as the exporter writes them, is a whole file.
+  TrainOptions prefixed;
+  prefixed.initial_params = TensorMap{};
+  for (const auto& [name, p] : t->params()) (*prefixed.initial_params)["param/" + name] = p;
+  EXPECT_TRUE(Trainer::Create("gpt2", Preset::kTiny, prefixed).ok());
+}
+
+// A tensor that binds nothing is an error naming its key, unless the exporter's files keep
+// it there (torch's references, batches, buffers) or it names a parameter the graph lists.
+TEST(TrainTest, WeightsThatAreNoParameterOrInputAreRefusedNamingTheKey) {
+  absl::StatusOr<Trainer> t = Trainer::Create("mlp", Preset::kTiny, TrainOptions{});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const Tensor& any = t->params().begin()->second;
+  for (const std::string aside : {"ref/loss", "ref64/grad/x", "batch/0/input/0", "target",
+                                  "input/3", "buffer/bn.running_mean", "constant/c0"}) {
+    TrainOptions o;
+    o.initial_params = t->params();
+    (*o.initial_params)[aside] = any;
+    EXPECT_TRUE(Trainer::Create("mlp", Preset::kTiny, o).ok()) << aside;
+  }
+  for (const std::string stray : {"fc1.wieght", "param/fc9.bias", "optimizer/momentum"}) {
+    TrainOptions o;
+    o.initial_params = t->params();
+    (*o.initial_params)[stray] = any;
+    absl::StatusOr<Trainer> u = Trainer::Create("mlp", Preset::kTiny, o);
+    ASSERT_FALSE(u.ok()) << stray;
+    EXPECT_THAT(u.status().message(),
+                ::testing::HasSubstr(absl::StrCat("the weights hold tensor '", stray,
+                                                  "', which is no parameter or input")));
+  }
 }
 
 // compute_in_double: parameters held (and given ones widened) in float64, every step in
