@@ -371,9 +371,6 @@ absl::StatusOr<Trainer> Trainer::FromPair(AotPair pair, absl::string_view model,
     }
     const Tensor* given = FindInput(fwd, n, *options.initial_params);  // CheckWeights: found
     const Tensor& want = seeded.at(n.name());
-    if (given == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("the weights have no parameter '", name, "'"));
-    }
     if (given->shape() != want.shape() || given->dtype() != want.dtype()) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' is ",
                                                      given->DebugString(), ", the model's ",
