@@ -3,10 +3,12 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
+#include "graph/text.h"
 #include "runtime/train/synthetic.h"
 
 namespace overlap {
@@ -18,6 +20,18 @@ NodeId FindPlaceholder(const Graph& g, absl::string_view name) {
   return id != kNoNode && g.node(id).op() == Op::kPlaceholder ? id : kNoNode;
 }
 
+// The index `s` spells in canonical decimal (digits only; no sign, space or leading zero
+// but in "0" itself), or -1: one index has one spelling, so "batch/0/x" and "batch/00/x"
+// can never both be batch 0's x, one silently replacing the other.
+int64_t CanonicalIndex(absl::string_view s) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return -1;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return -1;
+  }
+  int64_t k = -1;
+  return absl::SimpleAtoi(s, &k) ? k : -1;  // false past int64's range
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors) {
@@ -26,11 +40,14 @@ absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors) {
     if (!absl::StartsWith(key, "batch/")) continue;
     const absl::string_view rest = absl::string_view(key).substr(6);
     const size_t slash = rest.find('/');
-    int64_t k = -1;
-    if (slash == absl::string_view::npos || slash + 1 == rest.size() ||
-        !absl::SimpleAtoi(rest.substr(0, slash), &k) || k < 0) {
+    const int64_t k = slash == absl::string_view::npos || slash + 1 == rest.size()
+                          ? -1
+                          : CanonicalIndex(rest.substr(0, slash));
+    if (k < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("data key '", key, "' is not batch/<index>/<input>"));
+          absl::StrCat("data key '", Printable(key),
+                       "' is not batch/<index>/<input> (<index> in plain decimal: 0, 1, 2, ...; "
+                       "no sign, space or leading zero)"));
     }
     by_index[k][std::string(rest.substr(slash + 1))] = t;
   }

@@ -15,10 +15,11 @@
 namespace overlap {
 
 // The batches of a data file's tensors (docs/runtime.md, "Data files"): keys
-// "batch/<k>/<input>" make batch k (k = 0 .. K-1, every index present; other keys are then
-// ignored: a file may carry weights and torch's reference too); a map without "batch/"
-// keys is one batch of all its tensors. InvalidArgument naming a malformed key or a
-// missing index. O(tensors).
+// "batch/<k>/<input>" make batch k (k = 0 .. K-1 in plain decimal, every index present;
+// other keys are then ignored: a file may carry weights and torch's reference too); a map
+// without "batch/" keys is one batch of all its tensors. InvalidArgument naming a malformed
+// key (an index with a sign, a space or a leading zero among them) or a missing index.
+// O(tensors).
 absl::StatusOr<std::vector<TensorMap>> SplitBatches(const TensorMap& tensors);
 
 // The synthetic tasks a tiny model learns in a few dozen steps, by the forward's inputs:

@@ -187,7 +187,8 @@ TEST(TrainTest, TrainsInFloat64WhenAsked) {
 }
 
 // Data files: "batch/<k>/<input>" keys make batch k (other keys ignored); a file without
-// them is one batch; a malformed key or a missing index is refused, naming it.
+// them is one batch; a malformed key or a missing index is refused, naming it. An index has
+// one spelling: "batch/00/x" beside "batch/0/x" would otherwise replace it.
 TEST(TrainTest, SplitBatchesByKey) {
   Allocator alloc;
   auto scalar = [&](double v) {
@@ -213,7 +214,15 @@ TEST(TrainTest, SplitBatchesByKey) {
   const std::pair<const char*, const char*> bad[] = {
       {"batch/one/x", "'batch/one/x' is not batch/<index>/<input>"},
       {"batch/0", "'batch/0' is not"},
-      {"batch/2/x", "batch 2 but no batch 1"}};
+      {"batch/2/x", "batch 2 but no batch 1"},
+      {"batch/00/x", "'batch/00/x' is not batch/<index>/<input>"},
+      {"batch/01/x", "'batch/01/x' is not"},
+      {"batch/+1/x", "'batch/+1/x' is not"},
+      {"batch/-0/x", "'batch/-0/x' is not"},
+      {"batch/ 1/x", "'batch/ 1/x' is not"},
+      {"batch/1 /x", "'batch/1 /x' is not"},
+      {"batch/0x1/x", "'batch/0x1/x' is not"},
+      {"batch/99999999999999999999/x", "'batch/99999999999999999999/x' is not"}};
   for (const auto& [key, want] : bad) {
     TensorMap f = {{"batch/0/x", scalar(0)}, {key, scalar(1)}};
     absl::StatusOr<std::vector<TensorMap>> r = SplitBatches(f);
