@@ -1,7 +1,10 @@
 #include "tools/command.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -231,6 +234,88 @@ int Invocation::UsageError() {
 int Invocation::BadInput(const absl::Status& s) {
   std::fprintf(err_, "overlap: error: %s\n", std::string(s.message()).c_str());
   return kExitBadInput;
+}
+
+namespace {
+
+const CommandSpec* FindCommand(absl::Span<const CommandSpec* const> commands,
+                               const std::string& name) {
+  for (const CommandSpec* c : commands) {
+    if (c->name == name) return c;
+  }
+  return nullptr;
+}
+
+std::string MainUsage(absl::Span<const CommandSpec* const> commands) {
+  std::string out =
+      "overlap: compile distributed-training dataflow graphs.\n\n"
+      "usage: overlap <command> [options]\n\ncommands:\n";
+  for (const CommandSpec* c : commands) {
+    std::string left = absl::StrCat("  ", c->name, " ", c->synopsis);
+    if (left.size() < 36) left.resize(36, ' ');
+    absl::StrAppend(&out, left, " ", c->summary, "\n");
+  }
+  absl::StrAppend(&out,
+                  "  help [COMMAND]                     show help for a command\n\n"
+                  "models: ",
+                  kModelList, "\nexit codes: 0 ok, 1 bad input, 2 bad usage\n");
+  return out;
+}
+
+}  // namespace
+
+int RunCommandLine(absl::Span<const CommandSpec* const> commands,
+                   const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
+  if (args.empty()) {
+    std::fputs(MainUsage(commands).c_str(), err);
+    return kExitUsage;
+  }
+  const std::string& name = args[0];
+  if (name == "help" || name == "--help" || name == "-h") {
+    if (args.size() == 1) {
+      std::fputs(MainUsage(commands).c_str(), out);
+      return kExitOk;
+    }
+    const CommandSpec* spec = FindCommand(commands, args[1]);
+    if (spec == nullptr) {
+      std::fprintf(err, "overlap: no help for unknown command \"%s\"\n\n%s",
+                   Printable(args[1]).c_str(), MainUsage(commands).c_str());
+      return kExitUsage;
+    }
+    if (spec->hand_off != nullptr) return spec->hand_off(args, out, err);
+    std::fputs(UsageText(*spec).c_str(), out);
+    return kExitOk;
+  }
+  const CommandSpec* spec = FindCommand(commands, name);
+  if (spec == nullptr) {
+    std::fprintf(err, "overlap: unknown command \"%s\"\n\n%s", Printable(name).c_str(),
+                 MainUsage(commands).c_str());
+    return kExitUsage;
+  }
+  if (spec->hand_off != nullptr) return spec->hand_off(args, out, err);
+  Invocation in(*spec, out, err);
+  if (!in.Parse(args, 1)) return in.UsageError();
+  if (in.help()) {
+    std::fputs(UsageText(*spec).c_str(), out);
+    return kExitOk;
+  }
+  int code = kExitOk;
+  try {
+    code = spec->run(in);
+  } catch (const std::bad_alloc&) {
+    // The last resort: inputs are bounded (docs/limits.md), but a machine can still run out.
+    std::fprintf(err, "overlap: error: out of memory while running `overlap %s`\n",
+                 std::string(spec->name).c_str());
+    return kExitBadInput;
+  }
+  // Summaries go to `out` unchecked as they are printed; a failed write (a full disk, a
+  // closed pipe) must not pass for success.
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    std::fprintf(err, "overlap: error: writing to stdout failed: %s\n",
+                 std::strerror(errno != 0 ? errno : EIO));
+    return code == kExitOk ? kExitBadInput : code;
+  }
+  return code;
 }
 
 }  // namespace overlap

@@ -29,6 +29,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;
 inline constexpr int kExitUsage = 2;
 
+// The model names `gen` and `demo` accept, for usage texts.
+inline constexpr char kModelList[] = "mlp, gpt2, llama-7b, llama-70b, resnet18, moe, random";
+
 // One flag: --name (and -<short_name> when set) with a value named `value` in the usage
 // text, or a switch when `value` is empty. `help` may hold several lines ("\n"); the usage
 // text indents the continuation lines. `data_output`: the value names a file the command
@@ -59,7 +62,16 @@ struct CommandSpec {
   absl::string_view positional_name;
   // Runs the parsed command; returns the exit code (kExitOk, kExitBadInput, kExitUsage).
   int (*run)(Invocation& in) = nullptr;
+  // Instead of `run`: a command served by another program, handed the whole command line
+  // unparsed (its own flags and `help NAME`); it parses, prints usage and exits itself.
+  int (*hand_off)(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) = nullptr;
 };
+
+// Runs `args` (argv without the program name) against `commands`, listed in that order by
+// `help`: the command's flags parsed and checked (usage errors: exit 2), `help [COMMAND]`,
+// --help, out of memory as one line (exit 1), a failed write to `out` as exit 1.
+int RunCommandLine(absl::Span<const CommandSpec* const> commands,
+                   const std::vector<std::string>& args, std::FILE* out, std::FILE* err);
 
 // The usage text of `spec`: usage line, description, the options table, footer.
 std::string UsageText(const CommandSpec& spec);

@@ -22,9 +22,6 @@ const CommandSpec& WorkerCommand();
 const CommandSpec& BenchCommCommand();
 const CommandSpec& DemoCommand();
 
-// The model names `gen` and `demo` accept, for usage texts.
-inline constexpr char kModelList[] = "mlp, gpt2, llama-7b, llama-70b, resnet18, moe, random";
-
 }  // namespace overlap
 
 #endif  // OVERLAP_TOOLS_COMMANDS_H_

@@ -37,15 +37,16 @@ own_library() {
 build() {
   local dir=$1
   local targets=(//runtime/cuda:cuda_gpu_api_test //runtime/cuda:gpu_benchmark //tools:overlap
-    //runtime/cuda:liboverlap_cuda.so)
+    //tools:overlap_compute //runtime/cuda:liboverlap_cuda.so)
   # Static linking of overlap's own libraries (tests otherwise link them as .so files).
   bazel build --dynamic_mode=off "${targets[@]}" || exit 1
   local bin
   bin=$(bazel info bazel-bin --dynamic_mode=off 2>/dev/null)
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib"
   # The CUDA plugin beside overlap, where its loader looks (runtime/cuda/cuda_plugin.h).
+  # overlap_compute beside overlap, where its hand-off looks (tools/compute_hand_off.h).
   for f in runtime/cuda/cuda_gpu_api_test runtime/cuda/gpu_benchmark tools/overlap \
-    runtime/cuda/liboverlap_cuda.so; do
+    tools/overlap_compute runtime/cuda/liboverlap_cuda.so; do
     cp "$bin/$f" "$dir/bin/" && chmod u+w "$dir/bin/$(basename "$f")"
     strip "$dir/bin/$(basename "$f")"
   done

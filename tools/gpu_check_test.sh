@@ -6,7 +6,7 @@
 set -euo pipefail
 dir=$TEST_TMPDIR/check
 mkdir -p "$dir/bin" "$dir/lib"
-cp runtime/cuda/cuda_gpu_api_test runtime/cuda/gpu_benchmark tools/overlap \
+cp runtime/cuda/cuda_gpu_api_test runtime/cuda/gpu_benchmark tools/overlap tools/overlap_compute \
   runtime/cuda/liboverlap_cuda.so "$dir/bin/"
 if tools/gpu_check.sh --run 2>/dev/null; then
   echo "a usage error must not pass" >&2

@@ -14,8 +14,9 @@
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
-#include "runtime/train/train.h"
+#include "graph/models.h"
 #include "schedule/budget.h"
+#include "schedule/optimizer.h"
 #include "tools/command.h"
 
 namespace overlap {

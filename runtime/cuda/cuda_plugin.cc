@@ -13,17 +13,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/companion_file.h"
 
 namespace overlap {
 namespace {
 
 using Entry = GpuApi* (*)(uint64_t);
-
-std::string Executable() {
-  char path[PATH_MAX];
-  if (realpath("/proc/self/exe", path) == nullptr) return "";
-  return path;
-}
 
 // `path` resolved once to an absolute one (a bare or relative name against the working
 // directory, never the library search path dlopen would use for a name without a slash),
@@ -87,21 +82,7 @@ absl::StatusOr<Entry> OpenPlugin() {
 }  // namespace
 
 std::vector<std::string> CudaPluginCandidates() {
-  if (const char* set = std::getenv("OVERLAP_CUDA_PLUGIN"); set != nullptr && *set != '\0') {
-    return {set};
-  }
-  std::vector<std::string> paths;
-  const std::string exe = Executable();
-  if (!exe.empty())
-    paths.push_back(absl::StrCat(exe.substr(0, exe.rfind('/') + 1), kCudaPluginFile));
-  const std::string in_runfiles = absl::StrCat("/overlap/runtime/cuda/", kCudaPluginFile);
-  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* dir = std::getenv(var); dir != nullptr && *dir != '\0') {
-      paths.push_back(absl::StrCat(dir, in_runfiles));
-    }
-  }
-  if (!exe.empty()) paths.push_back(absl::StrCat(exe, ".runfiles", in_runfiles));
-  return paths;
+  return CompanionFileCandidates("OVERLAP_CUDA_PLUGIN", kCudaPluginFile, "runtime/cuda");
 }
 
 absl::StatusOr<std::unique_ptr<GpuApi>> LoadCudaGpuApi() {
