@@ -336,6 +336,14 @@ int Run(Invocation& in) {
     absl::Status fits = CheckJobMemory(o, static_cast<int>(nproc), static_cast<int>(nproc));
     if (!fits.ok()) return in.BadInput(fits);
   }
+  const bool gloo =
+      o.collective_library == CollectiveLibrary::kGloo ||
+      (o.collective_library == CollectiveLibrary::kDefault && o.device != ComputeDevice::kCuda);
+  if (gloo) {
+    if (absl::Status ports = CheckLocalPorts(static_cast<int>(nproc)); !ports.ok()) {
+      return in.BadInput(ports);
+    }
+  }
   LaunchOptions lo;
   lo.nproc = static_cast<int>(nproc);
   lo.argv = {WorkerExecutable(), "worker"};

@@ -514,6 +514,31 @@ TEST(LauncherTest, ARankStoppedAfterTheOthersFinishedIsKilledAndNamed) {
   EXPECT_TRUE(absl::StrContains(r->message, "did not exit within 2s")) << r->message;
 }
 
+// Gloo's full mesh needs local ports by the square of the ranks: a job past this machine's
+// ephemeral range is refused before it starts, naming the count that fits.
+TEST(LauncherTest, AMeshPastTheLocalPortRangeIsRefusedBeforeAnyRankStarts) {
+  EXPECT_TRUE(CheckLocalPorts(2).ok());
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r"); f != nullptr) {
+    std::fclose(f);
+    absl::Status s = CheckLocalPorts(1000);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(s.message(), "ip_local_port_range")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "run at most")) << s;
+  }
+}
+
+// Many ranks failing alike make one bounded line: the first events, then how many more.
+TEST(LauncherTest, ManyFailuresAreSummarizedInOneBoundedLine) {
+  LaunchOptions o;
+  o.nproc = 20;
+  o.argv = {"/bin/sh", "-c", "exit 3"};
+  absl::StatusOr<LaunchResult> r = Launch(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_TRUE(absl::StrContains(r->message, "and 8 more")) << r->message;
+  EXPECT_LT(r->message.size(), 600u) << r->message;
+}
+
 TEST(LauncherTest, PassesTheTorchrunVariables) {
   const std::string dir = FreshStoreDir("env");
   LaunchOptions o;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -220,10 +221,38 @@ void Supervise(const LaunchOptions& o, std::vector<pid_t>& pids, LaunchResult& r
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // A large job's every rank failing alike would make one line of hundreds of entries: the
+  // first ones, and how many more.
+  constexpr size_t kShown = 12;
+  if (events.size() > kShown + 1) {
+    const size_t more = events.size() - kShown;
+    events.resize(kShown);
+    events.push_back(absl::StrCat("and ", more, " more"));
+  }
   r.message = absl::StrJoin(events, "; ");
 }
 
 }  // namespace
+
+absl::Status CheckLocalPorts(int nproc, int streams) {
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f == nullptr) return absl::OkStatus();
+  long lo = 0, hi = 0;
+  const bool read = std::fscanf(f, "%ld %ld", &lo, &hi) == 2;
+  std::fclose(f);
+  if (!read || hi < lo) return absl::OkStatus();
+  const int64_t range = hi - lo + 1;
+  const auto needed = [&](int64_t n) { return 3 * int64_t{streams} * n * (n - 1) / 2; };
+  if (needed(nproc) <= range * 9 / 10) return absl::OkStatus();
+  int64_t fits = 1;
+  while (needed(fits + 1) <= range * 9 / 10) ++fits;
+  return absl::FailedPreconditionError(absl::StrCat(
+      nproc, " ranks on this machine need about ", needed(nproc),
+      " local TCP ports for Gloo's full mesh (a connection per pair of ranks, and a listening "
+      "port per peer while connecting), more than 90% of this machine's ephemeral range ",
+      lo, "-", hi, " (", range, " ports): run at most ", fits,
+      " ranks here, or widen net.ipv4.ip_local_port_range"));
+}
 
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& o) {
   if (o.nproc < 1) return absl::InvalidArgumentError("--nproc must be >= 1");

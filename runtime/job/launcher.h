@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -50,6 +51,15 @@ struct LaunchResult {
   int signal = 0;              // the signal the launcher was sent and passed on, if any
   int64_t store_rejected = 0;  // store connections refused (no or a wrong secret)
 };
+
+// Whether `nproc` ranks on this machine can connect Gloo's full mesh (`streams` contexts
+// each): every pair of ranks holds a TCP connection on loopback whose two ends take local
+// ports from the kernel's ephemeral range, and every rank listens on a port per peer while
+// connecting, so the mesh needs about 1.5 x streams x n(n-1) ports at its peak.
+// FailedPrecondition naming the figures, the largest rank count that fits and the sysctl
+// (net.ipv4.ip_local_port_range) when it exceeds 90% of the range; OK when the range cannot
+// be read. Reads one /proc file.
+absl::Status CheckLocalPorts(int nproc, int streams = 1);
 
 // Starts and supervises the ranks. Errors: no store port, a fork failure; FailedPrecondition
 // in a process that a launcher started (OVERLAP_LAUNCHER_PID, which each rank gets): a rank
