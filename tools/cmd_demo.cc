@@ -305,12 +305,13 @@ absl::Status ShowExecution(Invocation& in, const std::string& model) {
   return absl::OkStatus();
 }
 
-// WorkerExecutable() when it is the overlap CLI (or named by OVERLAP_WORKER_BINARY); ""
-// otherwise: the CLI's tests run commands in-process, where this process is a test binary.
+// WorkerExecutable() when it is the overlap CLI, `overlap` or `overlap_compute` (or named by
+// OVERLAP_WORKER_BINARY); "" otherwise: the CLI's tests run commands in-process, where this process
+// is a test binary.
 std::string OverlapBinary() {
   if (std::getenv("OVERLAP_WORKER_BINARY") != nullptr) return WorkerExecutable();
   const std::string self = WorkerExecutable();  // this process's real path
-  return absl::EndsWith(self, "/overlap") ? self : "";
+  return absl::EndsWith(self, "/overlap") || absl::EndsWith(self, "/overlap_compute") ? self : "";
 }
 
 // [11] The CUDA backend: what this machine offers it (the reason when it has no usable GPU:
