@@ -20,6 +20,7 @@
 #include "graph/verifier.h"
 #include "partition/bucket_cap.h"
 #include "partition/ddp_partitioner.h"
+#include "runtime/comm/store_server.h"
 #include "runtime/core/blas.h"
 #include "runtime/core/dnnl_conv.h"
 #include "runtime/cuda/cuda_kernels.h"
@@ -432,6 +433,12 @@ absl::Status ShowRanks(Invocation& in, const std::string& model) {
   OVERLAP_ASSIGN_OR_RETURN(LaunchResult r, Launch(lo));
   if (r.exit_code != 0)
     return absl::UnavailableError(absl::StrCat("the ranks failed: ", r.message));
+  std::fprintf(in.out(),
+               "     the store: one thread for every connection, this job's secret required "
+               "(%lld refused), at most %d connections awaiting the handshake; a rank that "
+               "does not exit within --timeout of a finished one is killed and named "
+               "(docs/runtime.md, \"The store's trust model\")\n",
+               static_cast<long long>(r.store_rejected), store_wire::kMaxPendingHandshakes);
   return absl::OkStatus();
 }
 
