@@ -2,7 +2,8 @@
 """Fails on C++ that clang-format (.clang-format: Google, column 100) would change, and on
 BUILD files whose `deps` lists are not sorted (local ":x" first, then "//pkg", then "@repo",
 each group alphabetical, as buildifier orders them), and on headers that their folder's
-README.md (the nearest one above them) does not name, by their path from that folder.
+README.md (the nearest one above them) does not name, by their path from that folder, and
+(tools/check_function_length.py) on functions over 120 lines outside tests.
 
   tools/check_format.py          check (exit 1 and list the offenders)
   tools/check_format.py --fix    rewrite the files in place
@@ -12,6 +13,8 @@ import pathlib
 import re
 import subprocess
 import sys
+
+import check_function_length
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SKIP = set()  # folders (relative to ROOT) left alone
@@ -92,6 +95,8 @@ def main():
             print("  " + str(b))
         return 1
     if unlisted:
+        return 1
+    if check_function_length.main() != 0:
         return 1
     print(f"check_format: {len(cc)} C++ files and the BUILD files are formatted; every header "
           "is named in its folder's README")

@@ -3,7 +3,8 @@
 # closes with one line "overlap: N passed, N failed". Under 25 minutes cold on the project's
 # 2-core machines.
 #
-#   0. tools/check_format.py                 C++ formatted (clang-format), BUILD deps sorted
+#   0. tools/check_format.py                 C++ formatted (clang-format), BUILD deps sorted,
+#                                            no function over 120 lines outside tests
 #   1. bazel test //...                      unit tests, RapidCheck properties (1,000 cases
 #                                            each), fuzz corpus replays, the CLI end to end,
 #                                            the exporter and the torchrun store against torch
