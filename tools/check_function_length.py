@@ -37,7 +37,6 @@ KNOWN_LONG = {
     "schedule/testing/fast_free_reference.cc:FastFreeScheduleReference",
     "schedule/testing/reference_simulator.cc:ReferenceSimulate",
     "schedule/timeline_svg.cc:Draw",
-    "tools/cmd_exec.cc:Run",
     "tools/cmd_run.cc:Worker",
 }
 

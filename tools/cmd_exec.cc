@@ -112,6 +112,222 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
   return kExitOk;
 }
 
+// Reads the forward graph and, when given, its AOT backward, tightened for memory.
+absl::StatusOr<AotPair> ReadPair(const std::string& forward_path,
+                                 const std::optional<std::string>& backward_path) {
+  AotPair pair;
+  absl::StatusOr<Graph> fwd = ReadGraphJsonFile(forward_path);
+  if (!fwd.ok()) return fwd.status();
+  pair.forward = *std::move(fwd);
+  if (!backward_path) return pair;
+  absl::StatusOr<Graph> bwd = ReadGraphJsonFile(*backward_path);
+  if (!bwd.ok()) return bwd.status();
+  pair.backward = *std::move(bwd);
+  // A forward given as its own backward runs, and answers something else: refused.
+  if (WriteGraphJson(pair.backward) == WriteGraphJson(pair.forward)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backward-graph \"", *backward_path,
+        "\" is the forward graph itself, not its AOT "
+        "backward (overlap gen M --backward, or the exporter's PREFIX.backward.json)"));
+  }
+  // Saved reshapes handed over once, dead values' clones aliased (graph/aot.h).
+  if (absl::Status s = TightenPairMemory(&pair).status(); !s.ok()) return s;
+  return pair;
+}
+
+// Refused before a byte is seeded or read: the graphs' simulated peaks of graph values
+// (float32 run as float64 under --double) against the guard. A graph of a kilobyte may
+// declare gigabytes, by tensor_size or by shape alone; the message names its largest value.
+absl::Status CheckPairFits(const AotPair& pair, bool in_double, std::optional<int64_t> guard) {
+  absl::StatusOr<int64_t> peak = LargestPeakBytes({&pair.forward, &pair.backward});
+  if (!peak.ok()) return peak.status();
+  return CheckMemoryGuard(MulBytes(in_double ? 2 : 1, *peak), guard, "the graph",
+                          "its peak of graph values",
+                          "a smaller preset or batch, or `overlap exec --replay --count-only`",
+                          {&pair.forward, &pair.backward});
+}
+
+// The forward's placeholders split into parameters (by parameter name) and data, and where
+// they came from.
+struct ExecInputs {
+  TensorMap params;
+  TensorMap data;
+  int64_t from_files = 0;
+  int64_t from_seed = 0;
+};
+
+// Tensors: from --weights / --inputs first, seeded (from `seed`, in `alloc`) for the rest.
+absl::StatusOr<ExecInputs> GatherInputs(Invocation& in, const Graph& forward, uint64_t seed,
+                                        Allocator& alloc) {
+  TensorMap given;
+  for (const char* flag : {"weights", "inputs"}) {
+    if (std::optional<std::string> path = in.Path(flag)) {
+      absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc);
+      if (!m.ok()) return m.status();
+      // A weights file gives every parameter (runtime/train/train.h); --inputs only data.
+      if (absl::string_view(flag) == "weights") {
+        if (absl::Status s = CheckWeights(forward, *m); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(*path, ": ", s.message()));
+        }
+      }
+      for (auto& [k, v] : *m) given[k] = v;
+    }
+  }
+  SeededInputsOptions missing_only;
+  for (NodeId id : forward.order()) {
+    const Node& n = forward.node(id);
+    if (n.op() == Op::kPlaceholder && FindInput(forward, n, given) != nullptr) {
+      missing_only.skip.insert(n.name());
+    }
+  }
+  absl::StatusOr<TensorMap> seeded = SeededInputs(forward, seed, alloc, missing_only);
+  if (!seeded.ok()) return seeded.status();
+  ExecInputs out;
+  for (NodeId id : forward.order()) {
+    const Node& n = forward.node(id);
+    if (n.op() != Op::kPlaceholder) continue;
+    const Tensor* t = FindInput(forward, n, given);
+    (t != nullptr ? out.from_files : out.from_seed) += 1;
+    if (t == nullptr) t = &seeded->at(n.name());
+    if (IsParameterPlaceholder(forward, id)) {
+      out.params[ParamNameOf(n)] = *t;
+    } else {
+      out.data[n.name()] = *t;
+    }
+  }
+  return out;
+}
+
+// Prints one graph's run (time, memory) and its first kShown outputs' checksums; every
+// output goes into `saved` by value name (grad:<parameter> for gradients).
+void PrintOutputs(Invocation& in, const Graph& g, const RunResult& r, const char* what,
+                  TensorMap& saved) {
+  std::fprintf(in.summary(), "%s: %lld nodes in %s; %s\n", what,
+               static_cast<long long>(r.nodes_run), FormatSeconds(r.wall_s).c_str(),
+               Memory(r).c_str());
+  const Node& out = g.node(g.last());
+  const std::vector<Value> items = out.args().empty() ? std::vector<Value>{}
+                                   : out.args()[0].kind() == Value::Kind::kList
+                                       ? out.args()[0].items()
+                                       : std::vector<Value>{out.args()[0]};
+  int64_t shown = 0, more = 0;
+  for (size_t i = 0; i < r.outputs.size() && i < items.size(); ++i) {
+    if (!r.outputs[i].defined() || !items[i].is_ref()) continue;
+    const Node& v = g.node(items[i].as_ref());
+    const std::string name =
+        v.meta().has_grad_of ? absl::StrCat("grad:", v.meta().grad_of) : v.name();
+    saved[name] = r.outputs[i];
+    if (shown++ >= kShown) {
+      ++more;
+      continue;
+    }
+    std::fprintf(in.summary(), "  %-28s %s\n", name.c_str(), Checksum(r.outputs[i]).c_str());
+  }
+  if (more > 0) {
+    std::fprintf(in.summary(), "  ... and %lld more outputs (--save writes them all)\n",
+                 static_cast<long long>(more));
+  }
+}
+
+// One timed run's seconds: forward, backward (0 without one), together.
+struct StepSeconds {
+  double forward = 0;
+  double backward = 0;
+  double together = 0;
+};
+
+// Runs the forward alone (no backward graph) or the AOT pair once under `o`.
+absl::StatusOr<StepSeconds> RunOnce(const AotPair& pair, bool has_backward,
+                                    const ExecInputs& inputs, const InterpreterOptions& o,
+                                    AotStepOptions step, TensorMap* saved, Invocation* print) {
+  if (!has_backward) {
+    TensorMap all = inputs.params;
+    for (const auto& [k, v] : inputs.data) all[k] = v;
+    absl::StatusOr<RunResult> r = Interpret(pair.forward, all, o);
+    if (!r.ok()) return r.status();
+    if (print != nullptr) PrintOutputs(*print, pair.forward, *r, "forward", *saved);
+    return StepSeconds{r->wall_s, 0, r->wall_s};
+  }
+  absl::StatusOr<AotStepResult> r = RunAotStep(pair, inputs.params, inputs.data, o, nullptr, step);
+  if (!r.ok()) return r.status();
+  if (print != nullptr) {
+    PrintOutputs(*print, pair.forward, r->forward, "forward", *saved);
+    PrintOutputs(*print, pair.backward, r->backward, "backward", *saved);
+  }
+  return StepSeconds{r->forward.wall_s, r->backward.wall_s, r->forward.wall_s + r->backward.wall_s};
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// --profile: one op's time summed over its calls.
+struct OpTime {
+  double s = 0;
+  int64_t calls = 0;
+};
+
+// Prints the 20 ops that took longest, as a mean per run over `repeat` runs.
+void PrintProfile(Invocation& in, const std::map<std::string, OpTime>& by_op, int64_t repeat) {
+  std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.s > b.second.s; });
+  double total = 0;
+  for (const auto& op : ops) total += op.second.s;
+  std::fprintf(in.summary(), "profile: time per run by op (mean over %lld runs):\n",
+               static_cast<long long>(repeat));
+  for (size_t i = 0; i < ops.size() && i < 20; ++i) {
+    const OpTime& t = ops[i].second;
+    std::fprintf(in.summary(), "  %-44s %10s %5.1f%%  %lld calls\n", ops[i].first.c_str(),
+                 FormatSeconds(t.s / repeat).c_str(), 100 * t.s / std::max(total, 1e-30),
+                 static_cast<long long>(t.calls / repeat));
+  }
+}
+
+// Steady-state timing: the first run paid the one-time costs (oneDNN's code generation,
+// first-touch of the pools); these `repeat` runs skip the simulation and the guard.
+absl::Status TimeRepeats(Invocation& in, const AotPair& pair, bool has_backward,
+                         const ExecInputs& inputs, const InterpreterOptions& o, int64_t repeat,
+                         bool profile) {
+  InterpreterOptions timed = o;
+  timed.simulate = false;
+  timed.memory_checked = true;
+  // --profile: each call node's time, from the previous node's end to its own (so a
+  // graph's first node also carries the run's setup), summed by op.
+  std::map<std::string, OpTime> by_op;
+  auto last = std::chrono::steady_clock::now();
+  if (profile) {
+    timed.after_node = [&](const Node& n, const std::vector<Tensor>&) {
+      const auto now = std::chrono::steady_clock::now();
+      OpTime& t = by_op[n.target()];
+      t.s += std::chrono::duration<double>(now - last).count();
+      ++t.calls;
+      last = now;
+      return absl::OkStatus();
+    };
+  }
+  std::vector<double> fwd_s, bwd_s, all_s;
+  for (int64_t k = 0; k < repeat; ++k) {
+    last = std::chrono::steady_clock::now();
+    absl::StatusOr<StepSeconds> r =
+        RunOnce(pair, has_backward, inputs, timed, AotStepOptions{/*hand_over_saved=*/true},
+                nullptr, nullptr);
+    if (!r.ok()) return r.status();
+    fwd_s.push_back(r->forward);
+    if (has_backward) bwd_s.push_back(r->backward);
+    all_s.push_back(r->together);
+  }
+  std::fprintf(
+      in.summary(), "repeat: %lld runs, median forward %s%s, together %s\n",
+      static_cast<long long>(repeat), FormatSeconds(Median(fwd_s)).c_str(),
+      has_backward ? absl::StrCat(", backward ", FormatSeconds(Median(bwd_s))).c_str() : "",
+      FormatSeconds(Median(all_s)).c_str());
+  if (!by_op.empty()) PrintProfile(in, by_op, repeat);
+  return absl::OkStatus();
+}
+
 int Run(Invocation& in) {
   std::vector<std::string> files = {ResolvePath(in.positional()[0])};
   const std::optional<std::string> backward_path = in.Path("backward-graph");
@@ -130,195 +346,35 @@ int Run(Invocation& in) {
     SetBlasThreads(static_cast<int>(threads));  // OpenBLAS's pool and OpenMP's
   }
 
-  AotPair pair;
-  absl::StatusOr<Graph> fwd = ReadGraphJsonFile(files[0]);
-  if (!fwd.ok()) return in.BadInput(fwd.status());
-  pair.forward = *std::move(fwd);
-  if (backward_path) {
-    absl::StatusOr<Graph> bwd = ReadGraphJsonFile(*backward_path);
-    if (!bwd.ok()) return in.BadInput(bwd.status());
-    pair.backward = *std::move(bwd);
-    // A forward given as its own backward runs, and answers something else: refused.
-    if (WriteGraphJson(pair.backward) == WriteGraphJson(pair.forward)) {
-      return in.BadInput(absl::InvalidArgumentError(absl::StrCat(
-          "--backward-graph \"", *backward_path,
-          "\" is the forward graph itself, not its AOT "
-          "backward (overlap gen M --backward, or the exporter's PREFIX.backward.json)")));
-    }
-    // Saved reshapes handed over once, dead values' clones aliased (graph/aot.h).
-    if (absl::Status s = TightenPairMemory(&pair).status(); !s.ok()) return in.BadInput(s);
-  }
+  absl::StatusOr<AotPair> pair = ReadPair(files[0], backward_path);
+  if (!pair.ok()) return in.BadInput(pair.status());
   if (std::optional<std::string> out = in.Path("save")) {
     if (absl::Status s = CheckOutputPath(*out); !s.ok()) return in.BadInput(s);
   }
-  // Refused before a byte is seeded or read: the graphs' simulated peaks of graph values
-  // (float32 run as float64 under --double) against the guard. A graph of a kilobyte may
-  // declare gigabytes, by tensor_size or by shape alone; the message names its largest value.
-  {
-    absl::StatusOr<int64_t> peak = LargestPeakBytes({&pair.forward, &pair.backward});
-    if (!peak.ok()) return in.BadInput(peak.status());
-    absl::Status fits =
-        CheckMemoryGuard(MulBytes(in.Switch("double") ? 2 : 1, *peak), guard, "the graph",
-                         "its peak of graph values",
-                         "a smaller preset or batch, or `overlap exec --replay --count-only`",
-                         {&pair.forward, &pair.backward});
-    if (!fits.ok()) return in.BadInput(fits);
+  if (absl::Status s = CheckPairFits(*pair, in.Switch("double"), guard); !s.ok()) {
+    return in.BadInput(s);
   }
-  // Tensors: files first, seeded for the rest.
   Allocator alloc;
-  TensorMap given;
-  for (const char* flag : {"weights", "inputs"}) {
-    if (std::optional<std::string> path = in.Path(flag)) {
-      absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc);
-      if (!m.ok()) return in.BadInput(m.status());
-      // A weights file gives every parameter (runtime/train/train.h); --inputs only data.
-      if (absl::string_view(flag) == "weights") {
-        if (absl::Status s = CheckWeights(pair.forward, *m); !s.ok()) {
-          return in.BadInput(absl::InvalidArgumentError(absl::StrCat(*path, ": ", s.message())));
-        }
-      }
-      for (auto& [k, v] : *m) given[k] = v;
-    }
-  }
-  SeededInputsOptions missing_only;
-  for (NodeId id : pair.forward.order()) {
-    const Node& n = pair.forward.node(id);
-    if (n.op() == Op::kPlaceholder && FindInput(pair.forward, n, given) != nullptr) {
-      missing_only.skip.insert(n.name());
-    }
-  }
-  absl::StatusOr<TensorMap> seeded = SeededInputs(pair.forward, seed, alloc, missing_only);
-  if (!seeded.ok()) return in.BadInput(seeded.status());
-  TensorMap params, data;
-  int64_t from_files = 0, from_seed = 0;
-  for (NodeId id : pair.forward.order()) {
-    const Node& n = pair.forward.node(id);
-    if (n.op() != Op::kPlaceholder) continue;
-    const Tensor* t = FindInput(pair.forward, n, given);
-    (t != nullptr ? from_files : from_seed) += 1;
-    if (t == nullptr) t = &seeded->at(n.name());
-    if (IsParameterPlaceholder(pair.forward, id)) {
-      params[ParamNameOf(n)] = *t;
-    } else {
-      data[n.name()] = *t;
-    }
-  }
+  absl::StatusOr<ExecInputs> inputs = GatherInputs(in, pair->forward, seed, alloc);
+  if (!inputs.ok()) return in.BadInput(inputs.status());
   std::fprintf(in.summary(), "inputs: %lld from files, %lld seeded (seed %llu)\n",
-               static_cast<long long>(from_files), static_cast<long long>(from_seed),
-               static_cast<unsigned long long>(seed));
+               static_cast<long long>(inputs->from_files),
+               static_cast<long long>(inputs->from_seed), static_cast<unsigned long long>(seed));
   InterpreterOptions o;
   o.simulate = true;
   o.compute_in_double = in.Switch("double");
   o.guard_bytes = guard;
 
   TensorMap saved;
-  auto print_outputs = [&](const Graph& g, const RunResult& r, const char* what) {
-    std::fprintf(in.summary(), "%s: %lld nodes in %s; %s\n", what,
-                 static_cast<long long>(r.nodes_run), FormatSeconds(r.wall_s).c_str(),
-                 Memory(r).c_str());
-    const Node& out = g.node(g.last());
-    const std::vector<Value> items = out.args().empty() ? std::vector<Value>{}
-                                     : out.args()[0].kind() == Value::Kind::kList
-                                         ? out.args()[0].items()
-                                         : std::vector<Value>{out.args()[0]};
-    int64_t shown = 0, more = 0;
-    for (size_t i = 0; i < r.outputs.size() && i < items.size(); ++i) {
-      if (!r.outputs[i].defined() || !items[i].is_ref()) continue;
-      const Node& v = g.node(items[i].as_ref());
-      const std::string name =
-          v.meta().has_grad_of ? absl::StrCat("grad:", v.meta().grad_of) : v.name();
-      saved[name] = r.outputs[i];
-      if (shown++ >= kShown) {
-        ++more;
-        continue;
-      }
-      std::fprintf(in.summary(), "  %-28s %s\n", name.c_str(), Checksum(r.outputs[i]).c_str());
-    }
-    if (more > 0) {
-      std::fprintf(in.summary(), "  ... and %lld more outputs (--save writes them all)\n",
-                   static_cast<long long>(more));
-    }
-  };
-  if (!backward_path) {
-    TensorMap all = params;
-    for (const auto& [k, v] : data) all[k] = v;
-    absl::StatusOr<RunResult> r = Interpret(pair.forward, all, o);
-    if (!r.ok()) return in.BadInput(r.status());
-    print_outputs(pair.forward, *r, "forward");
-  } else {
-    absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, o);
-    if (!r.ok()) return in.BadInput(r.status());
-    print_outputs(pair.forward, r->forward, "forward");
-    print_outputs(pair.backward, r->backward, "backward");
+  const bool has_backward = backward_path.has_value();
+  if (absl::Status s =
+          RunOnce(*pair, has_backward, *inputs, o, AotStepOptions{}, &saved, &in).status();
+      !s.ok()) {
+    return in.BadInput(s);
   }
-  // Steady-state timing: the first run above paid the one-time costs (oneDNN's code
-  // generation, first-touch of the pools); these runs skip the simulation and the guard.
   if (repeat > 0) {
-    InterpreterOptions timed = o;
-    timed.simulate = false;
-    timed.memory_checked = true;
-    // --profile: each call node's time, from the previous node's end to its own (so a
-    // graph's first node also carries the run's setup), summed by op.
-    struct OpTime {
-      double s = 0;
-      int64_t calls = 0;
-    };
-    std::map<std::string, OpTime> by_op;
-    auto last = std::chrono::steady_clock::now();
-    if (in.Switch("profile")) {
-      timed.after_node = [&](const Node& n, const std::vector<Tensor>&) {
-        const auto now = std::chrono::steady_clock::now();
-        OpTime& t = by_op[n.target()];
-        t.s += std::chrono::duration<double>(now - last).count();
-        ++t.calls;
-        last = now;
-        return absl::OkStatus();
-      };
-    }
-    std::vector<double> fwd_s, bwd_s, all_s;
-    for (int64_t k = 0; k < repeat; ++k) {
-      last = std::chrono::steady_clock::now();
-      if (!backward_path) {
-        TensorMap all = params;
-        for (const auto& [key, v] : data) all[key] = v;
-        absl::StatusOr<RunResult> r = Interpret(pair.forward, all, timed);
-        if (!r.ok()) return in.BadInput(r.status());
-        fwd_s.push_back(r->wall_s);
-        all_s.push_back(r->wall_s);
-      } else {
-        absl::StatusOr<AotStepResult> r = RunAotStep(pair, params, data, timed, nullptr,
-                                                     AotStepOptions{/*hand_over_saved=*/true});
-        if (!r.ok()) return in.BadInput(r.status());
-        fwd_s.push_back(r->forward.wall_s);
-        bwd_s.push_back(r->backward.wall_s);
-        all_s.push_back(r->forward.wall_s + r->backward.wall_s);
-      }
-    }
-    auto median = [](std::vector<double> v) {
-      if (v.empty()) return 0.0;
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    };
-    std::fprintf(
-        in.summary(), "repeat: %lld runs, median forward %s%s, together %s\n",
-        static_cast<long long>(repeat), FormatSeconds(median(fwd_s)).c_str(),
-        backward_path ? absl::StrCat(", backward ", FormatSeconds(median(bwd_s))).c_str() : "",
-        FormatSeconds(median(all_s)).c_str());
-    if (!by_op.empty()) {
-      std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
-      std::sort(ops.begin(), ops.end(),
-                [](const auto& a, const auto& b) { return a.second.s > b.second.s; });
-      double total = 0;
-      for (const auto& op : ops) total += op.second.s;
-      std::fprintf(in.summary(), "profile: time per run by op (mean over %lld runs):\n",
-                   static_cast<long long>(repeat));
-      for (size_t i = 0; i < ops.size() && i < 20; ++i) {
-        const OpTime& t = ops[i].second;
-        std::fprintf(in.summary(), "  %-44s %10s %5.1f%%  %lld calls\n", ops[i].first.c_str(),
-                     FormatSeconds(t.s / repeat).c_str(), 100 * t.s / std::max(total, 1e-30),
-                     static_cast<long long>(t.calls / repeat));
-      }
-    }
+    absl::Status s = TimeRepeats(in, *pair, has_backward, *inputs, o, repeat, in.Switch("profile"));
+    if (!s.ok()) return in.BadInput(s);
   }
   if (std::optional<std::string> out = in.Path("save")) {
     absl::Status written =
