@@ -36,7 +36,6 @@ KNOWN_LONG = {
     "schedule/host_copies.cc:PlaceHostCopies",
     "schedule/testing/fast_free_reference.cc:FastFreeScheduleReference",
     "schedule/testing/reference_simulator.cc:ReferenceSimulate",
-    "schedule/timeline_svg.cc:Draw",
     "tools/cmd_run.cc:Worker",
 }
 
