@@ -33,7 +33,6 @@ KNOWN_LONG = {
     "partition/invariants.cc:CheckPartitionInvariants",
     "schedule/fast_free.cc:Run",
     "schedule/fast_free_intervals.cc:Rounds",
-    "schedule/host_copies.cc:PlaceHostCopies",
     "schedule/testing/fast_free_reference.cc:FastFreeScheduleReference",
     "schedule/testing/reference_simulator.cc:ReferenceSimulate",
     "tools/cmd_run.cc:Worker",
