@@ -39,6 +39,94 @@ enum class Kind {
   kAttentionBackward,  // 2.5 x the forward's (two matmuls recomputed, four for gradients)
 };
 
+// The pointwise ops: elementwise arithmetic, comparisons and transcendental functions.
+void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
+  auto add = [&](Kind k, std::initializer_list<const char*> names) {
+    for (const char* name : names) m[name] = k;
+  };
+  add(Kind::kElementwise, {"add",
+                           "sub",
+                           "rsub",
+                           "mul",
+                           "div",
+                           "neg",
+                           "abs",
+                           "relu",
+                           "threshold",
+                           "threshold_backward",
+                           "hardtanh",
+                           "hardtanh_backward",
+                           "relu6",
+                           "clamp",
+                           "clamp_min",
+                           "clamp_max",
+                           "maximum",
+                           "minimum",
+                           "where",
+                           "masked_fill",
+                           "eq",
+                           "ne",
+                           "lt",
+                           "le",
+                           "gt",
+                           "ge",
+                           "logical_not",
+                           "sign",
+                           "dropout",
+                           "native_dropout",
+                           "native_dropout_backward",
+                           "clone",
+                           "copy",
+                           "_to_copy",
+                           "to",
+                           "contiguous",
+                           "type_as",
+                           "float",
+                           "lift_fresh_copy",
+                           "fill",
+                           "zeros",
+                           "zeros_like",
+                           "zero",
+                           "ones",
+                           "ones_like",
+                           "full",
+                           "full_like",
+                           "empty",
+                           "empty_like",
+                           "new_zeros",
+                           "new_ones",
+                           "new_empty",
+                           "new_full",
+                           "scalar_tensor",
+                           "arange",
+                           "triu",
+                           "tril",
+                           "iadd",
+                           "isub",
+                           "imul",
+                           "truediv",
+                           "floordiv",
+                           "pow_by_natural",
+                           "addcmul",
+                           "addcdiv",
+                           "lerp"});
+  add(Kind::kTranscendental, {"exp",         "log",
+                              "log1p",       "expm1",
+                              "tanh",        "tanh_backward",
+                              "sigmoid",     "sigmoid_backward",
+                              "gelu",        "gelu_backward",
+                              "silu",        "silu_backward",
+                              "erf",         "rsqrt",
+                              "sqrt",        "pow",
+                              "reciprocal",  "softplus",
+                              "hardswish",   "hardswish_backward",
+                              "hardsigmoid", "hardsigmoid_backward",
+                              "sin",         "cos",
+                              "elu",         "elu_backward",
+                              "leaky_relu",  "leaky_relu_backward",
+                              "mish"});
+}
+
 const absl::flat_hash_map<std::string, Kind>& OpKinds() {
   static const auto* kinds = [] {
     auto* m = new absl::flat_hash_map<std::string, Kind>();
@@ -58,87 +146,7 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
     add(Kind::kMatmul, {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm"});
     add(Kind::kConv, {"convolution", "_convolution", "conv1d", "conv2d", "conv3d"});
     add(Kind::kConvBackward, {"convolution_backward"});
-    add(Kind::kElementwise, {"add",
-                             "sub",
-                             "rsub",
-                             "mul",
-                             "div",
-                             "neg",
-                             "abs",
-                             "relu",
-                             "threshold",
-                             "threshold_backward",
-                             "hardtanh",
-                             "hardtanh_backward",
-                             "relu6",
-                             "clamp",
-                             "clamp_min",
-                             "clamp_max",
-                             "maximum",
-                             "minimum",
-                             "where",
-                             "masked_fill",
-                             "eq",
-                             "ne",
-                             "lt",
-                             "le",
-                             "gt",
-                             "ge",
-                             "logical_not",
-                             "sign",
-                             "dropout",
-                             "native_dropout",
-                             "native_dropout_backward",
-                             "clone",
-                             "copy",
-                             "_to_copy",
-                             "to",
-                             "contiguous",
-                             "type_as",
-                             "float",
-                             "lift_fresh_copy",
-                             "fill",
-                             "zeros",
-                             "zeros_like",
-                             "zero",
-                             "ones",
-                             "ones_like",
-                             "full",
-                             "full_like",
-                             "empty",
-                             "empty_like",
-                             "new_zeros",
-                             "new_ones",
-                             "new_empty",
-                             "new_full",
-                             "scalar_tensor",
-                             "arange",
-                             "triu",
-                             "tril",
-                             "iadd",
-                             "isub",
-                             "imul",
-                             "truediv",
-                             "floordiv",
-                             "pow_by_natural",
-                             "addcmul",
-                             "addcdiv",
-                             "lerp"});
-    add(Kind::kTranscendental, {"exp",         "log",
-                                "log1p",       "expm1",
-                                "tanh",        "tanh_backward",
-                                "sigmoid",     "sigmoid_backward",
-                                "gelu",        "gelu_backward",
-                                "silu",        "silu_backward",
-                                "erf",         "rsqrt",
-                                "sqrt",        "pow",
-                                "reciprocal",  "softplus",
-                                "hardswish",   "hardswish_backward",
-                                "hardsigmoid", "hardsigmoid_backward",
-                                "sin",         "cos",
-                                "elu",         "elu_backward",
-                                "leaky_relu",  "leaky_relu_backward",
-                                "mish"});
+    AddPointwiseKinds(*m);
     add(Kind::kNorm, {"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
                       "native_batch_norm_backward", "_native_batch_norm_legit",
                       "_native_batch_norm_legit_no_training", "batch_norm", "layer_norm",
@@ -372,6 +380,41 @@ struct Estimate {
   bool untyped = false;  // a tensor op without a stated result (its bytes are inputs only)
 };
 
+// A matmul's reduced dimension k (its flops are 2 * output elements * k): the module's
+// weight's columns, or the last dimension of the left operand; 0 when unknown.
+double MatmulK(const Graph& g, const Node& n, const std::string& base) {
+  std::optional<TensorType> x;
+  if (n.op() == Op::kCallModule) {
+    std::optional<TensorType> w = ModuleWeight(g, n);
+    return w && w->shape.size() == 2 ? static_cast<double>(w->shape[1]) : 0;
+  }
+  if (base == "addmm" || base == "baddbmm") {
+    x = ArgType(g, n, 1, base == "addmm" ? "mat1" : "batch1");
+  } else {
+    x = ArgType(g, n, 0, "input");
+    if (!x) x = ArgType(g, n, 0, "self");
+  }
+  return x && !x->shape.empty() ? static_cast<double>(x->shape.back()) : 0;
+}
+
+// Per gradient, the forward's MACs: grad_output's elements (the input's for a transposed
+// convolution, whose weight is [in, out / groups, ...]) x ConvK; 0 when a type is unknown.
+double ConvBackwardFlops(const Graph& g, const Node& n) {
+  std::optional<TensorType> per =
+      BoolArg(n, 7, "transposed") ? ArgType(g, n, 1, "input") : ArgType(g, n, 0, "grad_output");
+  std::optional<TensorType> w = ArgType(g, n, 2, "weight");
+  int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
+  const Value* mask_v = Arg(n, 10, "output_mask");
+  if (mask_v != nullptr && mask_v->kind() == Value::Kind::kList) {
+    gradients = 0;
+    const std::vector<Value>& mask = mask_v->items();
+    for (size_t i = 0; i < mask.size() && i < 2; ++i) {
+      if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
+    }
+  }
+  return per && w ? 2.0 * gradients * Numel(*per) * ConvK(*w) : 0;
+}
+
 Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorType>& out) {
   Estimate e;
   std::optional<Kind> kind;
@@ -414,24 +457,9 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
     case Kind::kFree:
       e.bytes = 0;
       break;
-    case Kind::kMatmul: {
-      double k = 0;
-      if (n.op() == Op::kCallModule) {
-        std::optional<TensorType> w = ModuleWeight(g, n);
-        if (w && w->shape.size() == 2) k = static_cast<double>(w->shape[1]);
-      } else {
-        std::optional<TensorType> x;
-        if (base == "addmm" || base == "baddbmm") {
-          x = ArgType(g, n, 1, base == "addmm" ? "mat1" : "batch1");
-        } else {
-          x = ArgType(g, n, 0, "input");
-          if (!x) x = ArgType(g, n, 0, "self");
-        }
-        if (x && !x->shape.empty()) k = static_cast<double>(x->shape.back());
-      }
-      e.flops = 2 * outs.numel * k;
+    case Kind::kMatmul:
+      e.flops = 2 * outs.numel * MatmulK(g, n, base);
       break;
-    }
     case Kind::kConv: {
       std::optional<TensorType> w =
           n.op() == Op::kCallModule ? ModuleWeight(g, n) : ArgType(g, n, 1, "weight");
@@ -443,24 +471,9 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
       if (w) e.flops = 2 * per * ConvK(*w);
       break;
     }
-    case Kind::kConvBackward: {
-      // Per gradient, the forward's MACs: grad_output's elements (the input's for a
-      // transposed convolution, whose weight is [in, out / groups, ...]) x ConvK.
-      std::optional<TensorType> per =
-          BoolArg(n, 7, "transposed") ? ArgType(g, n, 1, "input") : ArgType(g, n, 0, "grad_output");
-      std::optional<TensorType> w = ArgType(g, n, 2, "weight");
-      int gradients = 2;  // input and weight; output_mask (argument 10) may drop some
-      const Value* mask_v = Arg(n, 10, "output_mask");
-      if (mask_v != nullptr && mask_v->kind() == Value::Kind::kList) {
-        gradients = 0;
-        const std::vector<Value>& mask = mask_v->items();
-        for (size_t i = 0; i < mask.size() && i < 2; ++i) {
-          if (mask[i].kind() == Value::Kind::kBool && mask[i].as_bool()) ++gradients;
-        }
-      }
-      if (per && w) e.flops = 2.0 * gradients * Numel(*per) * ConvK(*w);
+    case Kind::kConvBackward:
+      e.flops = ConvBackwardFlops(g, n);
       break;
-    }
     case Kind::kEmbedding: {
       // The indices and the rows read (as large as the result), and the result written.
       // aten.embedding / torch.embedding take (weight, indices); F.embedding and the module
