@@ -34,16 +34,9 @@ int64_t ReferenceBytes(const Graph& g, const Node& n) {
   return bytes;
 }
 
-}  // namespace
-
-absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) {
-  const bool reference = r.options.mode == PartitionMode::kReference;
-  // Coverage and contiguity.
-  std::vector<NodeId> expected;
-  for (NodeId id : g.order()) {
-    const Op op = g.node(id).op();
-    if (op != Op::kPlaceholder && op != Op::kOutput) expected.push_back(id);
-  }
+// Coverage and contiguity: the buckets list every node but the placeholders and the output
+// (`expected`, in graph order) exactly once, in order, with indices 0..n-1.
+absl::Status CheckCoverage(const PartitionResult& r, const std::vector<NodeId>& expected) {
   std::vector<NodeId> listed;
   for (size_t i = 0; i < r.buckets.size(); ++i) {
     if (r.buckets[i].index != static_cast<int>(i)) return Violated("bucket indices are not 0..n-1");
@@ -52,79 +45,87 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
   if (listed != expected) {
     return Violated("buckets do not list every node exactly once, contiguously, in graph order");
   }
-  // Bytes.
+  return absl::OkStatus();
+}
+
+// Reference mode: each bucket's bytes are its nodes' parameters, and a bucket closes after
+// the node that brings it to its cap.
+absl::Status CheckReferenceBytes(const Graph& g, const PartitionResult& r) {
+  for (const Bucket& b : r.buckets) {
+    int64_t sum = 0;
+    for (NodeId id : b.nodes) sum += ReferenceBytes(g, g.node(id));
+    if (sum != b.size_bytes) {
+      return Violated(absl::StrCat("reference bucket ", b.index, " counts ", b.size_bytes,
+                                   " bytes, its nodes' parameters are ", sum));
+    }
+  }
+  for (const Bucket& b : r.buckets) {
+    const bool first_walked = b.index + 1 == static_cast<int>(r.buckets.size());
+    const int64_t cap = first_walked && r.buckets.size() > 1 ? r.options.first_bucket_cap_bytes
+                                                             : r.options.bucket_cap_bytes;
+    if (r.buckets.size() == 1) break;  // one bucket: no cap was ever applied
+    std::vector<int64_t> per_node;
+    for (NodeId id : b.nodes) per_node.push_back(ReferenceBytes(g, g.node(id)));
+    size_t k = 0;
+    while (k < per_node.size() && per_node[k] == 0) ++k;  // merged empty preamble
+    int64_t rest = 0;
+    for (size_t j = k + 1; j < per_node.size(); ++j) rest += per_node[j];
+    if (per_node.size() > k && rest >= cap && rest > 0) {
+      return Violated(absl::StrCat("reference bucket ", b.index, " holds ", rest,
+                                   " bytes besides its closing node, cap ", cap));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Default mode: every trainable storage some node uses is counted once: the bytes add up to
+// the unique storages, and there are as many names as storages.
+absl::Status CheckDefaultBytes(const Graph& g, const PartitionResult& r,
+                               const std::vector<NodeId>& expected) {
+  absl::flat_hash_map<std::string, int64_t> used;
+  auto use = [&](int i) {
+    if (i >= 0 && Trainable(g.params()[i])) {
+      used.emplace(g.params()[i].storage_key(), g.params()[i].bytes);
+    }
+  };
+  for (NodeId id : expected) {
+    const Node& n = g.node(id);
+    if (n.op() == Op::kCallModule) {
+      for (int i : g.ParamsOwnedBy(n.target())) use(i);
+    } else if (n.op() == Op::kGetAttr) {
+      use(g.FindParam(n.target()));
+    } else {
+      for (NodeId in : n.inputs()) {
+        const Node& src = g.node(in);
+        if (src.op() == Op::kPlaceholder && src.meta().has_param)
+          use(g.FindParam(src.meta().param));
+      }
+      if (n.op() == Op::kCallMethod && !n.arg_inputs().empty()) {
+        const Node& self = g.node(n.arg_inputs()[0]);
+        if (self.op() == Op::kGetAttr && g.FindParam(self.target()) < 0) {
+          for (int i : g.ParamsOwnedBy(self.target())) use(i);
+        }
+      }
+    }
+  }
   int64_t total = 0;
   for (const Bucket& b : r.buckets) total += b.size_bytes;
-  if (reference) {
-    for (const Bucket& b : r.buckets) {
-      int64_t sum = 0;
-      for (NodeId id : b.nodes) sum += ReferenceBytes(g, g.node(id));
-      if (sum != b.size_bytes) {
-        return Violated(absl::StrCat("reference bucket ", b.index, " counts ", b.size_bytes,
-                                     " bytes, its nodes' parameters are ", sum));
-      }
-    }
-    // A bucket closes after the node that brings it to its cap.
-    for (const Bucket& b : r.buckets) {
-      const bool first_walked = b.index + 1 == static_cast<int>(r.buckets.size());
-      const int64_t cap = first_walked && r.buckets.size() > 1 ? r.options.first_bucket_cap_bytes
-                                                               : r.options.bucket_cap_bytes;
-      if (r.buckets.size() == 1) break;  // one bucket: no cap was ever applied
-      std::vector<int64_t> per_node;
-      for (NodeId id : b.nodes) per_node.push_back(ReferenceBytes(g, g.node(id)));
-      size_t k = 0;
-      while (k < per_node.size() && per_node[k] == 0) ++k;  // merged empty preamble
-      int64_t rest = 0;
-      for (size_t j = k + 1; j < per_node.size(); ++j) rest += per_node[j];
-      if (per_node.size() > k && rest >= cap && rest > 0) {
-        return Violated(absl::StrCat("reference bucket ", b.index, " holds ", rest,
-                                     " bytes besides its closing node, cap ", cap));
-      }
-    }
-  } else {
-    // Every trainable storage some node uses is counted once: the bytes add up to the
-    // unique storages, and there are as many names as storages.
-    absl::flat_hash_map<std::string, int64_t> used;
-    auto use = [&](int i) {
-      if (i >= 0 && Trainable(g.params()[i])) {
-        used.emplace(g.params()[i].storage_key(), g.params()[i].bytes);
-      }
-    };
-    for (NodeId id : expected) {
-      const Node& n = g.node(id);
-      if (n.op() == Op::kCallModule) {
-        for (int i : g.ParamsOwnedBy(n.target())) use(i);
-      } else if (n.op() == Op::kGetAttr) {
-        use(g.FindParam(n.target()));
-      } else {
-        for (NodeId in : n.inputs()) {
-          const Node& src = g.node(in);
-          if (src.op() == Op::kPlaceholder && src.meta().has_param)
-            use(g.FindParam(src.meta().param));
-        }
-        if (n.op() == Op::kCallMethod && !n.arg_inputs().empty()) {
-          const Node& self = g.node(n.arg_inputs()[0]);
-          if (self.op() == Op::kGetAttr && g.FindParam(self.target()) < 0) {
-            for (int i : g.ParamsOwnedBy(self.target())) use(i);
-          }
-        }
-      }
-    }
-    int64_t want = 0;
-    for (const auto& [key, bytes] : used) want += bytes;
-    size_t names = 0;
-    for (const Bucket& b : r.buckets) names += b.params.size();
-    if (want != total || names != used.size()) {
-      return Violated(absl::StrCat("default mode counts ", total, " bytes in ", names,
-                                   " names; the graph uses ", used.size(),
-                                   " trainable storages of ", want, " bytes"));
-    }
+  int64_t want = 0;
+  for (const auto& [key, bytes] : used) want += bytes;
+  size_t names = 0;
+  for (const Bucket& b : r.buckets) names += b.params.size();
+  if (want != total || names != used.size()) {
+    return Violated(absl::StrCat("default mode counts ", total, " bytes in ", names,
+                                 " names; the graph uses ", used.size(), " trainable storages of ",
+                                 want, " bytes"));
   }
-  if (!r.split) {
-    if (r.buckets.size() > 1) return Violated("several buckets but no split");
-    return absl::OkStatus();
-  }
-  // Subgraphs: membership, validity, execution order.
+  return absl::OkStatus();
+}
+
+// Subgraphs: each verifies, every node but the get_attrs is in exactly one.
+absl::Status CheckMembership(const Graph& g, const PartitionResult& r,
+                             const std::vector<NodeId>& expected) {
+  const bool reference = r.options.mode == PartitionMode::kReference;
   absl::flat_hash_map<NodeId, int> in_piece;
   for (size_t s = 0; s < r.pieces.submodules.size(); ++s) {
     const Submodule& sm = r.pieces.submodules[s];
@@ -148,6 +149,12 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
                        get_attr ? "\" (get_attr) is in a subgraph" : "\" is in no subgraph"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Execution order: each subgraph runs after its inputs are computed, the output reads
+// computed values, and inlining the pieces gives back the original graph.
+absl::Status CheckCallOrder(const Graph& g, const PartitionResult& r) {
   absl::flat_hash_set<NodeId> available;
   for (NodeId id : g.order()) {
     const Op op = g.node(id).op();
@@ -176,6 +183,27 @@ absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) 
     return Violated(absl::StrCat("inlining does not give back the original: ", why));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckPartitionInvariants(const Graph& g, const PartitionResult& r) {
+  std::vector<NodeId> expected;
+  for (NodeId id : g.order()) {
+    const Op op = g.node(id).op();
+    if (op != Op::kPlaceholder && op != Op::kOutput) expected.push_back(id);
+  }
+  if (absl::Status s = CheckCoverage(r, expected); !s.ok()) return s;
+  absl::Status bytes = r.options.mode == PartitionMode::kReference
+                           ? CheckReferenceBytes(g, r)
+                           : CheckDefaultBytes(g, r, expected);
+  if (!bytes.ok()) return bytes;
+  if (!r.split) {
+    if (r.buckets.size() > 1) return Violated("several buckets but no split");
+    return absl::OkStatus();
+  }
+  if (absl::Status s = CheckMembership(g, r, expected); !s.ok()) return s;
+  return CheckCallOrder(g, r);
 }
 
 }  // namespace overlap

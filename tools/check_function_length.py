@@ -28,7 +28,6 @@ KNOWN_LONG = {
     "graph/models.cc:BuildTransformer",
     "graph/shape_rules.cc:Rules",
     "graph/structural_backward.cc:BuildStructuralBackward",
-    "partition/invariants.cc:CheckPartitionInvariants",
     "schedule/fast_free.cc:Run",
     "schedule/fast_free_intervals.cc:Rounds",
     "schedule/testing/fast_free_reference.cc:FastFreeScheduleReference",
