@@ -575,11 +575,132 @@ int64_t TransformerParamCount(const TransformerConfig& c) {
   return total;
 }
 
+// A SwiGLU MLP under module prefix `p`: down(silu(gate(x)) * up(x)).
+T SwiGlu(Builder& b, const TransformerConfig& c, const std::string& p, const T& x) {
+  const std::string& dt = c.dtype;
+  T gate = b.Linear(p + ".gate_proj", x, c.hidden, c.ffn, c.bias);
+  T up = b.Linear(p + ".up_proj", x, c.hidden, c.ffn, c.bias);
+  T act = b.Elementwise("aten.silu.default", {Value::Ref(gate.id)}, {gate}, gate.shape, dt);
+  T mul = b.Elementwise("aten.mul.Tensor", {Value::Ref(act.id), Value::Ref(up.id)}, {act, up},
+                        up.shape, dt);
+  return b.Linear(p + ".down_proj", mul, c.ffn, c.hidden, c.bias);
+}
+
+// Layer `p`'s causal self-attention of the normed input `a`, through its output projection:
+// GPT-2's fused c_attn split in three, or Llama's q / k / v projections with grouped-query
+// heads repeated; flash attention; heads merged back.
+T SelfAttention(Builder& b, const TransformerConfig& c, const std::string& p, const T& a) {
+  const int64_t B = c.batch, S = c.seq, H = c.hidden, nh = c.heads, nkv = c.kv_heads;
+  const int64_t hd = H / nh, kvd = nkv * hd;
+  const std::string& dt = c.dtype;
+  const bool gpt = c.max_positions > 0;
+  auto heads_view = [&](const T& x, int64_t n) {  // [B,S,n*hd] -> [B,n,S,hd]
+    return b.Transpose(b.View(x, {B, S, n, hd}), 1, 2);
+  };
+  T q, k, v;
+  if (gpt) {
+    T qkv = b.Linear(p + ".attn.c_attn", a, H, 3 * H, c.bias);
+    Shape part = qkv.shape;
+    part.back() = H;
+    T split = b.Tuple("aten.split.Tensor", {Value::Ref(qkv.id), Value::Int(H), Value::Int(2)},
+                      {part, part, part}, {dt, dt, dt}, 0, 0, true);
+    q = b.GetItem(split, 0, part, dt);
+    k = b.GetItem(split, 1, part, dt);
+    v = b.GetItem(split, 2, part, dt);
+  } else {
+    q = b.Linear(p + ".self_attn.q_proj", a, H, H, c.bias);
+    k = b.Linear(p + ".self_attn.k_proj", a, H, kvd, c.bias);
+    v = b.Linear(p + ".self_attn.v_proj", a, H, kvd, c.bias);
+  }
+  q = heads_view(q, nh);
+  k = heads_view(k, nkv);
+  v = heads_view(v, nkv);
+  if (nkv < nh) {  // grouped-query attention: repeat each KV head (HF's repeat_kv)
+    const int64_t rep = nh / nkv;
+    for (T* t : {&k, &v}) {
+      T u = b.Call("aten.unsqueeze.default", {Value::Ref(t->id), Value::Int(2)}, {B, nkv, 1, S, hd},
+                   dt, 0, 0, true);
+      Shape wide = {B, nkv, rep, S, hd};
+      std::vector<Value> dims;
+      for (int64_t d : wide) dims.push_back(Value::Int(d));
+      T e = b.Call("aten.expand.default", {Value::Ref(u.id), Value::List(std::move(dims))}, wide,
+                   dt, 0, 0, true);
+      T r = b.Call("aten.clone.default", {Value::Ref(e.id)}, wide, dt, 0,
+                   2.0 * Numel(wide) * DtypeBytes(dt), false,
+                   {{"memory_format", Value::String("torch.contiguous_format")}});
+      *t = b.View(r, {B, nh, S, hd});
+    }
+  }
+  const double attn_flops = 4.0 * B * nh * S * S * hd * 0.5;  // causal: half the scores
+  const double attn_bytes = 2.0 * (q.bytes() + k.bytes() + v.bytes() + q.bytes());
+  Shape lse = {B, nh, S};
+  T sdpa = b.Tuple(
+      "aten._scaled_dot_product_flash_attention.default",
+      {Value::Ref(q.id), Value::Ref(k.id), Value::Ref(v.id), Value::Double(0.0), Value::Bool(true)},
+      {q.shape, lse}, {dt, "float32"}, attn_flops, attn_bytes);
+  T o_heads = b.GetItem(sdpa, 0, q.shape, dt);
+  T o_t = b.Transpose(o_heads, 1, 2);
+  T o_c = b.Call("aten.clone.default", {Value::Ref(o_t.id)}, o_t.shape, dt, 0, 2.0 * o_t.bytes(),
+                 false, {{"memory_format", Value::String("torch.contiguous_format")}});
+  T o = b.View(o_c, {B, S, H});
+  T proj = b.Linear(p + (gpt ? ".attn.c_proj" : ".self_attn.o_proj"), o, H, H, c.bias);
+  return proj;
+}
+
+// Layer `p`'s mixture of experts on the normed input `m`: softmax gate, top-k routing,
+// balanced slots per expert, each expert a SwiGLU, results weighted and summed back.
+T MoeMlp(Builder& b, const TransformerConfig& c, const std::string& p, const T& m) {
+  const int64_t B = c.batch, S = c.seq, H = c.hidden;
+  const std::string& dt = c.dtype;
+  const int64_t E = c.experts, K = c.top_k, tokens = B * S;
+  const int64_t per_expert = tokens * K / E;  // balanced routing
+  T logits = b.Linear(p + ".mlp.gate", m, H, E, false);
+  T probs = b.Elementwise("aten._softmax.default",
+                          {Value::Ref(logits.id), Value::Int(-1), Value::Bool(false)}, {logits},
+                          logits.shape, dt);
+  Shape topk_shape = {B, S, K};
+  T topk = b.Tuple("aten.topk.default", {Value::Ref(probs.id), Value::Int(K)},
+                   {topk_shape, topk_shape}, {dt, "int64"}, tokens * E, probs.bytes());
+  T weights = b.GetItem(topk, 0, topk_shape, dt);
+  T experts = b.GetItem(topk, 1, topk_shape, "int64");
+  T flat_idx = b.View(experts, {tokens * K});
+  T order = b.Call("aten.argsort.default", {Value::Ref(flat_idx.id)}, {tokens * K}, "int64",
+                   tokens * K * 20.0, 2.0 * flat_idx.bytes());
+  T flat_w = b.View(weights, {tokens * K, 1});
+  T x = b.View(m, {tokens, H});
+  T acc = b.Call("aten.zeros_like.default", {Value::Ref(x.id)}, x.shape, dt, 0, x.bytes());
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string ep = absl::StrCat(p, ".mlp.experts.", e);
+    T idx = b.Call("aten.slice.Tensor",
+                   {Value::Ref(order.id), Value::Int(0), Value::Int(e * per_expert),
+                    Value::Int((e + 1) * per_expert)},
+                   {per_expert}, "int64", 0, 0, true);
+    // Sorted slots index the routing weights; their tokens are slot // K.
+    T tok =
+        b.Call("aten.div.Tensor_mode", {Value::Ref(idx.id), Value::Int(K)}, {per_expert}, "int64",
+               per_expert, 2.0 * idx.bytes(), false, {{"rounding_mode", Value::String("floor")}});
+    T xe =
+        b.Call("aten.index_select.default", {Value::Ref(x.id), Value::Int(0), Value::Ref(tok.id)},
+               {per_expert, H}, dt, 0, 2.0 * per_expert * H * DtypeBytes(dt));
+    T we = b.Call("aten.index_select.default",
+                  {Value::Ref(flat_w.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, 1}, dt,
+                  0, 2.0 * per_expert * DtypeBytes(dt));
+    T y = SwiGlu(b, c, ep, xe);
+    T yw = b.Elementwise("aten.mul.Tensor", {Value::Ref(y.id), Value::Ref(we.id)}, {y, we}, y.shape,
+                         dt);
+    // torch.fx traces the in-place index_add_; AOT graphs are functional (index_add).
+    acc = b.Call(b.lifted() ? "aten.index_add.default" : "aten.index_add_.default",
+                 {Value::Ref(acc.id), Value::Int(0), Value::Ref(tok.id), Value::Ref(yw.id)},
+                 acc.shape, dt, per_expert * H, 3.0 * yw.bytes(), false, {}, "index_add");
+    if (!b.lifted()) b.MarkAlias(acc);  // in place: the result is the accumulator itself
+  }
+  return b.View(acc, {B, S, H});
+}
+
 absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOptions& o) {
   OVERLAP_RETURN_IF_ERROR(ValidateTransformer(c));
   Builder b(c.name, o);
-  const int64_t B = c.batch, S = c.seq, H = c.hidden, nh = c.heads, nkv = c.kv_heads;
-  const int64_t hd = H / nh, kvd = nkv * hd;
+  const int64_t B = c.batch, S = c.seq, H = c.hidden;
   const std::string& dt = c.dtype;
   const bool gpt = c.max_positions > 0;
   const std::string root = gpt ? "transformer" : "model";
@@ -599,117 +720,18 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c, const ModelOp
     return b.Elementwise("aten.add.Tensor", {Value::Ref(x.id), Value::Ref(y.id)}, {x, y}, x.shape,
                          dt);
   };
-  auto heads_view = [&](const T& x, int64_t n) {  // [B,S,n*hd] -> [B,n,S,hd]
-    return b.Transpose(b.View(x, {B, S, n, hd}), 1, 2);
-  };
-  auto swiglu = [&](const std::string& p, const T& x) {
-    T gate = b.Linear(p + ".gate_proj", x, H, c.ffn, c.bias);
-    T up = b.Linear(p + ".up_proj", x, H, c.ffn, c.bias);
-    T act = b.Elementwise("aten.silu.default", {Value::Ref(gate.id)}, {gate}, gate.shape, dt);
-    T mul = b.Elementwise("aten.mul.Tensor", {Value::Ref(act.id), Value::Ref(up.id)}, {act, up},
-                          up.shape, dt);
-    return b.Linear(p + ".down_proj", mul, c.ffn, H, c.bias);
-  };
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p =
         gpt ? absl::StrCat("transformer.h.", l) : absl::StrCat("model.layers.", l);
     T a = norm(p + (gpt ? ".ln_1" : ".input_layernorm"), h);
-    T q, k, v;
-    if (gpt) {
-      T qkv = b.Linear(p + ".attn.c_attn", a, H, 3 * H, c.bias);
-      Shape part = qkv.shape;
-      part.back() = H;
-      T split = b.Tuple("aten.split.Tensor", {Value::Ref(qkv.id), Value::Int(H), Value::Int(2)},
-                        {part, part, part}, {dt, dt, dt}, 0, 0, true);
-      q = b.GetItem(split, 0, part, dt);
-      k = b.GetItem(split, 1, part, dt);
-      v = b.GetItem(split, 2, part, dt);
-    } else {
-      q = b.Linear(p + ".self_attn.q_proj", a, H, H, c.bias);
-      k = b.Linear(p + ".self_attn.k_proj", a, H, kvd, c.bias);
-      v = b.Linear(p + ".self_attn.v_proj", a, H, kvd, c.bias);
-    }
-    q = heads_view(q, nh);
-    k = heads_view(k, nkv);
-    v = heads_view(v, nkv);
-    if (nkv < nh) {  // grouped-query attention: repeat each KV head (HF's repeat_kv)
-      const int64_t rep = nh / nkv;
-      for (T* t : {&k, &v}) {
-        T u = b.Call("aten.unsqueeze.default", {Value::Ref(t->id), Value::Int(2)},
-                     {B, nkv, 1, S, hd}, dt, 0, 0, true);
-        Shape wide = {B, nkv, rep, S, hd};
-        std::vector<Value> dims;
-        for (int64_t d : wide) dims.push_back(Value::Int(d));
-        T e = b.Call("aten.expand.default", {Value::Ref(u.id), Value::List(std::move(dims))}, wide,
-                     dt, 0, 0, true);
-        T r = b.Call("aten.clone.default", {Value::Ref(e.id)}, wide, dt, 0,
-                     2.0 * Numel(wide) * DtypeBytes(dt), false,
-                     {{"memory_format", Value::String("torch.contiguous_format")}});
-        *t = b.View(r, {B, nh, S, hd});
-      }
-    }
-    const double attn_flops = 4.0 * B * nh * S * S * hd * 0.5;  // causal: half the scores
-    const double attn_bytes = 2.0 * (q.bytes() + k.bytes() + v.bytes() + q.bytes());
-    Shape lse = {B, nh, S};
-    T sdpa = b.Tuple("aten._scaled_dot_product_flash_attention.default",
-                     {Value::Ref(q.id), Value::Ref(k.id), Value::Ref(v.id), Value::Double(0.0),
-                      Value::Bool(true)},
-                     {q.shape, lse}, {dt, "float32"}, attn_flops, attn_bytes);
-    T o_heads = b.GetItem(sdpa, 0, q.shape, dt);
-    T o_t = b.Transpose(o_heads, 1, 2);
-    T o_c = b.Call("aten.clone.default", {Value::Ref(o_t.id)}, o_t.shape, dt, 0, 2.0 * o_t.bytes(),
-                   false, {{"memory_format", Value::String("torch.contiguous_format")}});
-    T o = b.View(o_c, {B, S, H});
-    T proj = b.Linear(p + (gpt ? ".attn.c_proj" : ".self_attn.o_proj"), o, H, H, c.bias);
+    T proj = SelfAttention(b, c, p, a);
     h = add(h, proj);
     T m = norm(p + (gpt ? ".ln_2" : ".post_attention_layernorm"), h);
     T mlp;
     if (c.experts > 0) {
-      const int64_t E = c.experts, K = c.top_k, tokens = B * S;
-      const int64_t per_expert = tokens * K / E;  // balanced routing
-      T logits = b.Linear(p + ".mlp.gate", m, H, E, false);
-      T probs = b.Elementwise("aten._softmax.default",
-                              {Value::Ref(logits.id), Value::Int(-1), Value::Bool(false)}, {logits},
-                              logits.shape, dt);
-      Shape topk_shape = {B, S, K};
-      T topk = b.Tuple("aten.topk.default", {Value::Ref(probs.id), Value::Int(K)},
-                       {topk_shape, topk_shape}, {dt, "int64"}, tokens * E, probs.bytes());
-      T weights = b.GetItem(topk, 0, topk_shape, dt);
-      T experts = b.GetItem(topk, 1, topk_shape, "int64");
-      T flat_idx = b.View(experts, {tokens * K});
-      T order = b.Call("aten.argsort.default", {Value::Ref(flat_idx.id)}, {tokens * K}, "int64",
-                       tokens * K * 20.0, 2.0 * flat_idx.bytes());
-      T flat_w = b.View(weights, {tokens * K, 1});
-      T x = b.View(m, {tokens, H});
-      T acc = b.Call("aten.zeros_like.default", {Value::Ref(x.id)}, x.shape, dt, 0, x.bytes());
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string ep = absl::StrCat(p, ".mlp.experts.", e);
-        T idx = b.Call("aten.slice.Tensor",
-                       {Value::Ref(order.id), Value::Int(0), Value::Int(e * per_expert),
-                        Value::Int((e + 1) * per_expert)},
-                       {per_expert}, "int64", 0, 0, true);
-        // Sorted slots index the routing weights; their tokens are slot // K.
-        T tok = b.Call("aten.div.Tensor_mode", {Value::Ref(idx.id), Value::Int(K)}, {per_expert},
-                       "int64", per_expert, 2.0 * idx.bytes(), false,
-                       {{"rounding_mode", Value::String("floor")}});
-        T xe = b.Call("aten.index_select.default",
-                      {Value::Ref(x.id), Value::Int(0), Value::Ref(tok.id)}, {per_expert, H}, dt, 0,
-                      2.0 * per_expert * H * DtypeBytes(dt));
-        T we = b.Call("aten.index_select.default",
-                      {Value::Ref(flat_w.id), Value::Int(0), Value::Ref(idx.id)}, {per_expert, 1},
-                      dt, 0, 2.0 * per_expert * DtypeBytes(dt));
-        T y = swiglu(ep, xe);
-        T yw = b.Elementwise("aten.mul.Tensor", {Value::Ref(y.id), Value::Ref(we.id)}, {y, we},
-                             y.shape, dt);
-        // torch.fx traces the in-place index_add_; AOT graphs are functional (index_add).
-        acc = b.Call(b.lifted() ? "aten.index_add.default" : "aten.index_add_.default",
-                     {Value::Ref(acc.id), Value::Int(0), Value::Ref(tok.id), Value::Ref(yw.id)},
-                     acc.shape, dt, per_expert * H, 3.0 * yw.bytes(), false, {}, "index_add");
-        if (!b.lifted()) b.MarkAlias(acc);  // in place: the result is the accumulator itself
-      }
-      mlp = b.View(acc, {B, S, H});
+      mlp = MoeMlp(b, c, p, m);
     } else if (c.swiglu) {
-      mlp = swiglu(p + ".mlp", m);
+      mlp = SwiGlu(b, c, p + ".mlp", m);
     } else {
       T fc = b.Linear(p + ".mlp.c_fc", m, H, c.ffn, c.bias);
       T act = b.Elementwise("aten.gelu.default", {Value::Ref(fc.id)}, {fc}, fc.shape, dt,
