@@ -1,6 +1,11 @@
-"""The exporter's output files, without torch: where each path's bytes go (a symbolic link's
-target; a device or FIFO in place), why a path cannot be written (checked before the model is
-loaded), and writing a run's files once all of them are complete."""
+"""The exporter's output files, without torch: where each path's bytes go, why a path cannot
+be written (checked before the model is loaded), and writing a run's files once all of them
+are complete. The contract is the CLI's (graph/output_file.h): the output's folder is
+resolved by the kernel, the output's own name is looked at without following it, and a
+symbolic link there is replaced, never written through (whatever it points at stays as it
+was; in a sticky folder such as /tmp another user's link cannot be replaced, and the write
+fails naming the path). The one exception is a link the kernel lets this process follow to
+a character device or a FIFO (/dev/stdout), written in place like the device itself."""
 
 import contextlib
 import json
@@ -12,15 +17,19 @@ from .errors import ExportError
 
 
 def _destination(path):
-    """(where `path`'s bytes go, whether they are written there directly): a symbolic link's
-    target (the link stays a link), and an existing file that is not a regular one (a
-    device such as /dev/null, a FIFO) is written in place, never replaced."""
-    real = os.path.realpath(path)
+    """(the name the bytes go to, whether they are written there directly): `path` itself,
+    replaced by rename when it is nothing, a regular file or a symbolic link (the link gives
+    way, its target untouched); written in place when it is a character device or a FIFO,
+    or a link the kernel follows to one (/dev/stdout)."""
+    folder, name = os.path.split(path)
+    # The folder as the kernel resolves it (so "./w" and "w" are one name); the name itself
+    # is never followed.
+    named = os.path.join(os.path.realpath(folder or "."), name)
     try:
-        mode = os.stat(real).st_mode
-    except OSError:  # none there yet (or a folder on the way is not one: output_problem)
-        return real, False
-    return real, not stat.S_ISREG(mode)
+        mode = os.stat(named).st_mode  # follows a link: only to decide device or FIFO
+    except OSError:  # none there yet, a dangling link (or a folder on the way is not one)
+        return named, False
+    return named, stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def folder_problem(path):
@@ -45,8 +54,8 @@ def output_problem(path):
     real, direct = _destination(path)
     if direct:
         return None if os.access(real, os.W_OK) else "it is not writable"
-    folder = os.path.dirname(real)
-    shown = folder if os.path.islink(path) else (os.path.dirname(path) or ".")
+    folder = os.path.dirname(real) or "."
+    shown = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         if os.path.exists(folder):
             return f"{shown} is not a folder"
@@ -64,11 +73,16 @@ def same_destination(a, b):
 
 
 def _stage(real, data):
-    """A temporary file beside `real` holding `data` (the mode `real` has, or open()'s)."""
-    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=os.path.dirname(real))
+    """A temporary file beside `real` holding `data` (the mode a regular file at `real` has,
+    or open()'s; a link's target is never looked at). mkstemp creates it with O_EXCL, so it
+    is never a name someone else planted."""
+    fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=os.path.dirname(real) or ".")
     try:
         try:
-            mode = stat.S_IMODE(os.stat(real).st_mode)
+            st = os.lstat(real)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileNotFoundError(real)
+            mode = stat.S_IMODE(st.st_mode)
         except FileNotFoundError:
             umask = os.umask(0)
             os.umask(umask)
@@ -85,9 +99,9 @@ def _stage(real, data):
 def write_files(files):
     """Writes each (path, bytes) of `files`: each regular file is first written to a
     temporary file in its folder, and only when all are complete are they renamed over
-    their paths (atomically each; a symbolic link's target, the link kept). Existing paths
-    that are not regular files (/dev/null, a FIFO) are written in place, after the temporary
-    files and before the renames. A failure while writing (a full disk) leaves every path as
+    their paths (atomically each; a symbolic link is replaced, never written through).
+    Existing character devices and FIFOs (/dev/null, /dev/stdout) are written in place,
+    after the temporary files and before the renames. A failure while writing (a full disk) leaves every path as
     it was; a rename that fails (rare: the temporary is in the same folder) leaves the files
     renamed before it new and the rest as they were, never a path removed. The temporary
     files are removed, and ExportError("write") names the path."""

@@ -6,7 +6,8 @@ run in subprocesses in temporary folders, on testing/tiny_models.py's models:
   KeyboardInterrupt is not swallowed;
 - output paths: -o "" and -o naming a folder, and outputs whose folder is missing or that
   are folders, are usage errors (exit 2) before the model is loaded; a failed write leaves
-  no file of the run; a symbolic link stays a link, a FIFO or a device is written in place;
+  no file of the run; a symbolic link is replaced, never written through (its target
+  untouched), a FIFO or a device is written in place;
 - bad --input specs and a --kwargs that is not a JSON object are usage errors naming them;
 - --help says what each --loss computes;
 - compare: a missing, unreadable or malformed file is one line naming it, exit 1;
@@ -407,7 +408,7 @@ class OutputPathTest(Base):
         self.assertUsageError(r, "--train-data './w'", "same file")
         self.assertEqual(self.files(), [])
 
-    def test_export_writes_every_file_and_keeps_links(self):
+    def test_export_writes_every_file_and_replaces_links(self):
         os.mkdir(self.path("real"))
         with open(self.path("real", "fw.json"), "w") as f:
             f.write("old\n")
@@ -421,16 +422,20 @@ class OutputPathTest(Base):
                       "t.safetensors", r.stdout)
         self.assertEqual(self.files(), sorted([
             "m.json", "m.forward.json", "m.backward.json", "w.safetensors", "t.safetensors",
-            os.path.join("real", "fw.json"), os.path.join("real", "w.safetensors")]))
+            os.path.join("real", "fw.json")]))
         for name in ("m.json", "m.forward.json", "m.backward.json"):
             with open(self.path(name)) as f:
                 self.assertEqual(json.load(f)["format"], "overlap-graph")
-        # The links stay links; their targets hold the new contents.
-        self.assertTrue(os.path.islink(self.path("m.forward.json")))
-        self.assertTrue(os.path.islink(self.path("w.safetensors")))
-        with open(self.path("real", "fw.json")) as f:
+        # The links gave way to the new files; what they pointed at is untouched (another
+        # user's link planted at an output path never redirects the write).
+        self.assertFalse(os.path.islink(self.path("m.forward.json")))
+        self.assertFalse(os.path.islink(self.path("w.safetensors")))
+        with open(self.path("m.forward.json")) as f:
             self.assertIn("aten.", f.read())
-        keys = _safetensors_keys(self.path("real", "w.safetensors"))
+        with open(self.path("real", "fw.json")) as f:
+            self.assertEqual(f.read(), "old\n")
+        self.assertFalse(os.path.exists(self.path("real", "w.safetensors")))
+        keys = _safetensors_keys(self.path("w.safetensors"))
         self.assertIn("ref/loss", keys)
         self.assertIn("ref/grad/fc1.weight", keys)
         self.assertIn("ref/param/fc2.bias", _safetensors_keys(self.path("t.safetensors")))
