@@ -34,7 +34,7 @@ struct OpDecl {
 // kernels and, for a forward op, its backward formula; docs/ops.md's table is regenerated
 // (`bazel run //graph:ops_doc`).
 constexpr OpDecl kOps[] = {
-    {"aten.mm.default", "mm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kPromoted,
+    {"aten.mm.default", "mm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kSameDtype,
      /*used_for=*/"linear layers without bias",
      /*saved=*/"`self` if `mat2` needs a gradient; `mat2` if `self` does",
      /*backward=*/
@@ -44,7 +44,7 @@ constexpr OpDecl kOps[] = {
      /*backward_of=*/""},
     {"aten.addmm.default",
      "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-     DtypeRule::kPromoted,
+     DtypeRule::kSameDtype,
      /*used_for=*/"linear layers (bias, input, weight^T)",
      /*saved=*/"as `mm` for `mat1`, `mat2`",
      /*backward=*/
@@ -102,7 +102,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"none",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.bmm.default", "bmm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kPromoted,
+    {"aten.bmm.default", "bmm(Tensor self, Tensor mat2) -> Tensor", DtypeRule::kSameDtype,
      /*used_for=*/"batched products ([b, n, m] @ [b, m, p]: 1.13's attention)",
      /*saved=*/"both",
      /*backward=*/"`d_self = aten.bmm.default(g, mat2^T)`; `d_mat2 = aten.bmm.default(self^T, g)`",
@@ -111,14 +111,14 @@ constexpr OpDecl kOps[] = {
     {"aten.baddbmm.default",
      "baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> "
      "Tensor",
-     DtypeRule::kPromoted,
+     DtypeRule::kSameDtype,
      /*used_for=*/"nn.MultiheadAttention with a float mask: the mask plus the scores",
      /*saved=*/"`batch1`, `batch2`",
      /*backward=*/
      "`d_self = beta g` summed to self's shape; `d_batch1 = alpha aten.bmm.default(g, "
      "batch2^T)`; `d_batch2 = alpha aten.bmm.default(batch1^T, g)` (exported graphs carry "
      "torch's)",
-     /*notes=*/"self broadcasts to [b, n, p]",
+     /*notes=*/"self broadcasts to [b, n, p] and is converted to the batches' dtype",
      /*backward_of=*/""},
     {"aten.permute.default", "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
      DtypeRule::kFirstTensor,
@@ -340,25 +340,25 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"none (booleans, integers)",
      /*notes=*/"bool: logical not; integers: every bit flipped",
      /*backward_of=*/""},
-    {"aten.le.Scalar", "le.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.le.Scalar", "le.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks in exported backwards (clamp's)",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
      /*notes=*/"the result is bool; NaN compares false",
      /*backward_of=*/""},
-    {"aten.ge.Scalar", "ge.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.ge.Scalar", "ge.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks in exported backwards (clamp_min's)",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
      /*notes=*/"the result is bool; NaN compares false",
      /*backward_of=*/""},
-    {"aten.lt.Scalar", "lt.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.lt.Scalar", "lt.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
      /*notes=*/"the result is bool; NaN compares false",
      /*backward_of=*/""},
-    {"aten.gt.Scalar", "gt.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.gt.Scalar", "gt.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
@@ -383,26 +383,25 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"a 0-d tensor; float32 unless `dtype` says otherwise",
      /*backward_of=*/""},
     {"aten.clamp.default", "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
-     DtypeRule::kFirstTensor,
+     DtypeRule::kPromoted,
      /*used_for=*/"Swin V2's logit scale",
      /*saved=*/"`self`",
      /*backward=*/"`g` where min <= self <= max, else 0 (`aten.where.self` of `ge` / `le` masks)",
      /*notes=*/"NaN stays NaN",
      /*backward_of=*/""},
-    {"aten.clamp_min.default", "clamp_min(Tensor self, Scalar min) -> Tensor",
-     DtypeRule::kFirstTensor,
+    {"aten.clamp_min.default", "clamp_min(Tensor self, Scalar min) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"F.normalize's floor on the norm",
      /*saved=*/"`self`",
      /*backward=*/"`aten.where.self(aten.ge.Scalar(self, min), g, 0)`",
      /*notes=*/"NaN stays NaN",
      /*backward_of=*/""},
-    {"aten.eq.Scalar", "eq.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.eq.Scalar", "eq.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks (Swin's shifted-window attention)",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
      /*notes=*/"the result is bool",
      /*backward_of=*/""},
-    {"aten.ne.Scalar", "ne.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFromArgs,
+    {"aten.ne.Scalar", "ne.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks (Swin's shifted-window attention)",
      /*saved=*/"",
      /*backward=*/"none (booleans)",
@@ -644,7 +643,7 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`native_layer_norm`"},
     {"aten.pow.Tensor_Scalar", "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
-     DtypeRule::kFirstTensor,
+     DtypeRule::kPromoted,
      /*used_for=*/"RMSNorm's square",
      /*saved=*/"`self`",
      /*backward=*/
@@ -652,7 +651,7 @@ constexpr OpDecl kOps[] = {
      "`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(self, e - 1), e))`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.rsqrt.default", "rsqrt(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.rsqrt.default", "rsqrt(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
      /*used_for=*/"RMSNorm",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(y, 3), -0.5))`",
@@ -690,7 +689,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.silu_backward.default(g, self)`",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.sigmoid.default", "sigmoid(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.sigmoid.default", "sigmoid(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
      /*used_for=*/"gates: LSTM and GRU cells, EfficientNet's squeeze-and-excitation",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.sigmoid_backward.default(g, y)`",
@@ -708,7 +707,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.hardsigmoid_backward.default(g, self)`",
      /*notes=*/"relu6(x + 3) / 6",
      /*backward_of=*/""},
-    {"aten.exp.default", "exp(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.exp.default", "exp(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
      /*used_for=*/"Swin V2's logit scale",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.mul.Tensor(g, y)`",
@@ -722,7 +721,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"for p = 2: `g self / norm`, 0 where the norm is 0",
      /*notes=*/"(sum |x|^p)^(1/p) over dim, in double; p None is 2; p inf the largest |x|",
      /*backward_of=*/""},
-    {"aten.tanh.default", "tanh(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.tanh.default", "tanh(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
      /*used_for=*/"RNN, GRU and LSTM cells",
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.tanh_backward.default(g, y)`",
@@ -742,19 +741,20 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/""},
     {"aten.add.Scalar", "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
-     DtypeRule::kFirstTensor,
+     DtypeRule::kPromoted,
      /*used_for=*/"RMSNorm's `+ eps`",
      /*saved=*/"",
      /*backward=*/"`g` itself",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.mul.Scalar", "mul.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.mul.Scalar", "mul.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`pow.Tensor_Scalar`, `rsqrt`"},
-    {"aten.div.Scalar", "div.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kFirstTensor,
+    {"aten.div.Scalar", "div.Scalar(Tensor self, Scalar other) -> Tensor",
+     DtypeRule::kPromotedFloat,
      /*used_for=*/"",
      /*saved=*/"",
      /*backward=*/"",
@@ -776,7 +776,7 @@ constexpr OpDecl kOps[] = {
      /*backward=*/
      "`d_self = g`, `d_other = aten.neg.default(g)`, each summed over broadcast dimensions as for "
      "`mul`",
-     /*notes=*/"",
+     /*notes=*/"a bool operand is refused, as ATen refuses it",
      /*backward_of=*/""},
     {"aten.mul.Tensor", "mul.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"RMSNorm (by rsqrt, by the weight), SwiGLU, MoE routing weights",
@@ -787,7 +787,8 @@ constexpr OpDecl kOps[] = {
      "the input's shape)",
      /*notes=*/"",
      /*backward_of=*/""},
-    {"aten.div.Tensor", "div.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kPromoted,
+    {"aten.div.Tensor", "div.Tensor(Tensor self, Tensor other) -> Tensor",
+     DtypeRule::kPromotedFloat,
      /*used_for=*/"scores / sqrt(d) in 1.13's attention (a 0-d divisor)",
      /*saved=*/"`other` (and `self` if `other` needs a gradient)",
      /*backward=*/"`aten.div.Tensor(g, other)`",
@@ -801,7 +802,7 @@ constexpr OpDecl kOps[] = {
      "int64)",
      /*saved=*/"",
      /*backward=*/"none (integers)",
-     /*notes=*/"",
+     /*notes=*/"`rounding_mode` None divides as `div.Tensor` (integral to float32)",
      /*backward_of=*/""},
     {"aten.mean.dim",
      "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
@@ -829,7 +830,8 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.expand.default(g, self.shape)`",
      /*notes=*/
      "exported graphs only (the built-in models' losses are `nll_loss` / `mse_loss`); "
-     "`aten.mean.default` is the same with `1/N`",
+     "`aten.mean.default` is the same with `1/N`. No `dim` / `keepdim`: every dimension, none "
+     "kept. bool and integers sum to int64 unless `dtype` is given (as every `sum`)",
      /*backward_of=*/""},
     {"aten.mean.default", "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
      DtypeRule::kFromArgs,
@@ -837,7 +839,7 @@ constexpr OpDecl kOps[] = {
      /*saved=*/"",
      /*backward=*/
      "`aten.div.Scalar(aten.expand.default(g, self.shape), N)` with `N` = `self.numel()`",
-     /*notes=*/"",
+     /*notes=*/"a floating `self`, or the `dtype` keyword (as every `mean`)",
      /*backward_of=*/""},
     {"aten.gelu_backward.default",
      "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor",
@@ -1001,14 +1003,17 @@ constexpr OpDecl kOps[] = {
     {"aten.convolution.default",
      "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
      "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
-     DtypeRule::kFirstTensor,
+     DtypeRule::kSameDtype,
      /*used_for=*/"ResNet convolutions",
      /*saved=*/"`input`; reads `weight`",
      /*backward=*/
      "`aten.convolution_backward.default(g, input, weight, bias_sizes, stride, padding, dilation, "
      "transposed, output_padding, groups, [m])`, `bias_sizes` `[out_channels]`, or `[0]` without a "
      "bias (as PyTorch's AOT graphs write it) -> `(d_input, d_weight, d_bias)`",
-     /*notes=*/"transposed convolutions have no rule",
+     /*notes=*/
+     "1-, 2- or 3-d (input [N, C, spatial...]; stride, padding, dilation one value or one per "
+     "spatial dimension); the CPU kernels run 2-d ones. A bias of another dtype is converted to "
+     "the input's. Transposed convolutions have no backward rule",
      /*backward_of=*/""},
     {"aten.convolution_backward.default",
      "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
@@ -1115,7 +1120,7 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"",
      /*backward_of=*/"`nll_loss_forward`"},
     {"aten.mse_loss.default", "mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor",
-     DtypeRule::kFirstTensor,
+     DtypeRule::kPromoted,
      /*used_for=*/
      "MSE loss (mean); `reduction` is 0 (none), 1 (mean) or 2 (sum), anything else refused as ATen "
      "refuses it",
@@ -1468,6 +1473,12 @@ std::string OpsMarkdownTable() {
         return "first tensor's";
       case DtypeRule::kPromoted:
         return "promoted";
+      case DtypeRule::kPromotedFloat:
+        return "promoted; integral to float32";
+      case DtypeRule::kSameDtype:
+        return "one dtype, no promotion";
+      case DtypeRule::kBool:
+        return "bool";
       case DtypeRule::kFromArgs:
         return "by argument (shape rule)";
     }

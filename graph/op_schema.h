@@ -72,12 +72,16 @@ struct ResultSchema {
   std::string alias;  // "a" when the result is a view of the argument annotated (a)
 };
 
-// What dtype the results have, stated for the docs and checked against the shape rules.
+// What dtype the results have, stated for the docs; the shape rules and kernels decide it
+// by graph/type_promotion.h.
 enum class DtypeRule {
-  kFirstTensor,  // every result has the first tensor argument's dtype
-  kPromoted,     // the promotion of the tensor arguments' dtypes (binary arithmetic)
-  kFromArgs,     // from an argument (a dtype keyword, input_dtype) or by element (indices
-                 // int64, a norm's statistics float32): see the shape rule
+  kFirstTensor,    // every result has the first tensor argument's dtype
+  kPromoted,       // ATen's result_type of the tensor and number operands (add, where, cat)
+  kPromotedFloat,  // the same, integral and bool to float32 (true division, exp, sigmoid)
+  kSameDtype,      // the tensor operands have one dtype, the result's (products, convolution)
+  kBool,           // bool (comparisons)
+  kFromArgs,       // from an argument (a dtype keyword, input_dtype) or by element (indices
+                   // int64, a norm's statistics float32, sum's int64): see the shape rule
 };
 
 struct OpSchema {

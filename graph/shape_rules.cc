@@ -16,6 +16,7 @@
 #include "graph/op_schema.h"
 #include "graph/status_macros.h"
 #include "graph/text.h"
+#include "graph/type_promotion.h"
 
 namespace overlap {
 namespace {
@@ -31,49 +32,16 @@ int64_t Numel(const Shape& s) {
 
 std::string FormatShape(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
-bool IsFloating(absl::string_view d) {
-  return d == "float32" || d == "float64" || d == "float16" || d == "bfloat16";
-}
+bool IsFloating(absl::string_view d) { return CategoryOf(d) == DtypeCategory::kFloating; }
 
 // The floating dtype PyTorch accumulates statistics in (layer / batch norm's mean and rstd).
 std::string AccDtype(const std::string& d) {
   return d == "float16" || d == "bfloat16" ? "float32" : d;
 }
 
-int FloatRank(absl::string_view d) {
-  if (d == "float64") return 3;
-  if (d == "float32") return 2;
-  return 1;  // float16, bfloat16
-}
-
-// PyTorch's promotion for the dtypes the models use (see the header).
-std::string Promote(const std::string& a, const std::string& b) {
-  if (a == b) return a;
-  const bool fa = IsFloating(a), fb = IsFloating(b);
-  if (fa != fb) return fa ? a : b;
-  if (fa) {
-    if (FloatRank(a) != FloatRank(b)) return FloatRank(a) > FloatRank(b) ? a : b;
-    return "float32";  // bfloat16 with float16
-  }
-  auto width = [](absl::string_view d) {
-    if (d == "bool") return 0;
-    if (d == "uint8" || d == "int8") return 1;
-    if (d == "int16") return 2;
-    if (d == "int32") return 3;
-    return 4;
-  };
-  return width(a) >= width(b) ? a : b;
-}
-
-// A torch dtype written as an argument ("torch.float32", "float32") -> "float32".
-std::string DtypeName(absl::string_view s) {
-  if (absl::StartsWith(s, "torch.")) s.remove_prefix(6);
-  if (s == "float") return "float32";
-  if (s == "half") return "float16";
-  if (s == "double") return "float64";
-  if (s == "long") return "int64";
-  if (s == "int") return "int32";
-  return std::string(s);
+// A tensor as an operand of type promotion (graph/type_promotion.h).
+PromotionOperand Operand(const TensorType& t) {
+  return PromotionOperand::Tensor(t.dtype, static_cast<int64_t>(t.shape.size()));
 }
 
 // The type of a tuple's undefined element: an output a backward's mask leaves out (null in
@@ -135,6 +103,32 @@ class Args {
   // Whether the node's schema has an argument `name`.
   bool Declares(absl::string_view name) const {
     return bound_.ok() && bound_->schema().Position(name) >= 0;
+  }
+
+  // Whether the schema declares `name` as a number (Scalar), not a tensor.
+  bool DeclaresNumber(absl::string_view name) const {
+    if (!Declares(name)) return false;
+    const OpSchema& s = bound_->schema();
+    return s.arg(s.Position(name)).type == ArgType::kScalar;
+  }
+
+  // A dtype decided by graph/type_promotion.h, its refusal as an error naming the node.
+  absl::StatusOr<std::string> Decided(absl::StatusOr<std::string> dtype) const {
+    if (!dtype.ok()) return Error(std::string(dtype.status().message()));
+    return dtype;
+  }
+
+  // The argument `name` as an operand of type promotion: a tensor, or a Python number.
+  absl::StatusOr<PromotionOperand> OperandOf(absl::string_view name) const {
+    const Value* v = Get(name);
+    if (v != nullptr && !v->is_ref()) {
+      std::optional<PromotionOperand> number = PromotionOperand::Number(*v);
+      if (!number)
+        return Error(absl::StrCat("argument ", name, " is neither a tensor nor a number"));
+      return *number;
+    }
+    OVERLAP_ASSIGN_OR_RETURN(TensorType t, Tensor(name));
+    return Operand(t);
   }
 
   bool IsNone(absl::string_view name) const {
@@ -263,7 +257,7 @@ class Args {
   std::string DtypeKwarg(absl::string_view name = "dtype") const {
     const Value* v = Get(name);
     if (v == nullptr || v->kind() != Value::Kind::kString) return "";
-    return DtypeName(v->as_string());
+    return CanonicalDtype(v->as_string());
   }
 
   // Dimension `d` of a rank-`rank` tensor, negative counting from the end.
@@ -324,25 +318,96 @@ Result LikeGrad(const Args& a) {
   return Types{g};
 }
 
+// add / sub / mul / div (.Tensor, .Scalar, .Tensor_mode): self and other (a tensor, or a
+// number) broadcast; the dtype is ArithmeticResultType's (graph/type_promotion.h).
 Result Binary(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   const Value* other = a.Get("other");
   if (other == nullptr) return a.Error("missing argument other");
-  if (!other->is_ref()) {  // a Python scalar: keeps self's type (a float promotes an int)
-    if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
-    return Types{x};
+  if (other->is_ref() && a.DeclaresNumber("other")) {
+    return a.Error("argument other is not a number");
   }
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
-  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
-  return One(std::move(s), Promote(x.dtype, y.dtype));
+  OVERLAP_ASSIGN_OR_RETURN(PromotionOperand y, a.OperandOf("other"));
+  Shape shape = x.shape;
+  if (other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor("other"));
+    OVERLAP_ASSIGN_OR_RETURN(shape, Broadcast(a, x.shape, t.shape));
+  }
+  const std::string& target = a.node().target();
+  const ArithmeticOp op = absl::StartsWith(target, "aten.sub.")    ? ArithmeticOp::kSub
+                          : absl::StartsWith(target, "aten.mul.")  ? ArithmeticOp::kMul
+                          : !absl::StartsWith(target, "aten.div.") ? ArithmeticOp::kAdd
+                          : a.IsNone("rounding_mode")              ? ArithmeticOp::kTrueDivide
+                                                                   : ArithmeticOp::kRoundingDivide;
+  OVERLAP_ASSIGN_OR_RETURN(std::string dtype, a.Decided(ArithmeticResultType(op, {Operand(x), y})));
+  if (const Value* alpha = a.Get("alpha"); alpha != nullptr) {
+    const absl::Status s = CheckAlpha(dtype, *alpha);
+    if (!s.ok()) return a.Error(std::string(s.message()));
+  }
+  return One(std::move(shape), std::move(dtype));
 }
 
-Result ScalarOp(const Args& a) {
+// pow(self, exponent) with a number exponent: result_type of the two (an integer tensor to
+// an integer power stays integral; to a float power it is float32).
+Result PowScalar(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  const Value* other = a.Get("other");
-  if (other == nullptr || other->is_ref()) return a.Error("argument other is not a number");
-  if (other->kind() == Value::Kind::kDouble && !IsFloating(x.dtype)) x.dtype = "float32";
+  OVERLAP_ASSIGN_OR_RETURN(PromotionOperand e, a.OperandOf("exponent"));
+  OVERLAP_ASSIGN_OR_RETURN(x.dtype, a.Decided(ResultType({Operand(x), e})));
   return Types{x};
+}
+
+// exp, rsqrt, sigmoid, tanh: ATen's floating unary ops, integral inputs give float32.
+Result FloatUnary(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  x.dtype = IntegralToFloat(x.dtype);
+  return Types{x};
+}
+
+// clamp / clamp_min: self's shape; result_type of self and the bounds given (numbers).
+Result Clamp(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  std::vector<PromotionOperand> operands = {Operand(x)};
+  for (const char* bound : {"min", "max"}) {
+    if (a.IsNone(bound)) continue;
+    OVERLAP_ASSIGN_OR_RETURN(PromotionOperand b, a.OperandOf(bound));
+    operands.push_back(std::move(b));
+  }
+  if (operands.size() == 1) return a.Error("at least one of min and max must be given");
+  OVERLAP_ASSIGN_OR_RETURN(x.dtype, a.Decided(ResultType(operands)));
+  return Types{x};
+}
+
+// neg: self's type; ATen refuses bool ("use ~ or logical_not").
+Result Neg(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  if (x.dtype == "bool")
+    return a.Error("negation of a bool tensor (ATen refuses it: use bitwise_not)");
+  return Types{x};
+}
+
+// bitwise_not: self's type; bool and integers only (ATen refuses floating dtypes).
+Result BitwiseNot(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  if (IsFloating(x.dtype)) return a.Error(absl::StrCat("bitwise_not of ", x.dtype));
+  return Types{x};
+}
+
+// The operands of a matrix product or convolution have one dtype (ATen refuses mixed ones:
+// "expected mat1 and mat2 to have the same dtype"); the result has it. Unstated dtypes ("")
+// are not compared.
+absl::StatusOr<std::string> SameDtype(const Args& a, std::initializer_list<const TensorType*> ts) {
+  std::string d;
+  for (const TensorType* t : ts) {
+    if (t->dtype.empty()) continue;
+    if (!d.empty() && t->dtype != d) {
+      std::vector<std::string> all;
+      for (const TensorType* u : ts) all.push_back(u->dtype.empty() ? "?" : u->dtype);
+      return a.Error(absl::StrCat("operands of dtypes ", absl::StrJoin(all, ", "),
+                                  ": ATen takes one dtype here, no promotion"));
+    }
+    d = t->dtype;
+  }
+  return d;
 }
 
 Result Mm(const Args& a) {
@@ -352,7 +417,8 @@ Result Mm(const Args& a) {
     return a.Error(
         absl::StrCat("cannot multiply ", FormatShape(x.shape), " by ", FormatShape(y.shape)));
   }
-  return One({x.shape[0], y.shape[1]}, Promote(x.dtype, y.dtype));
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, SameDtype(a, {&x, &y}));
+  return One({x.shape[0], y.shape[1]}, std::move(d));
 }
 
 Result Addmm(const Args& a) {
@@ -366,7 +432,8 @@ Result Addmm(const Args& a) {
   Shape out = {x.shape[0], y.shape[1]};
   OVERLAP_ASSIGN_OR_RETURN(Shape b, Broadcast(a, bias.shape, out));
   if (b != out) return a.Error(absl::StrCat("bias ", FormatShape(bias.shape), " does not fit"));
-  return One(std::move(out), Promote(x.dtype, y.dtype));
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, SameDtype(a, {&bias, &x, &y}));
+  return One(std::move(out), std::move(d));
 }
 
 Result TRule(const Args& a) {
@@ -383,7 +450,8 @@ Result Bmm(const Args& a) {
       x.shape[2] != y.shape[1]) {
     return a.Error(absl::StrCat("bmm of ", FormatShape(x.shape), " and ", FormatShape(y.shape)));
   }
-  return Types{{{x.shape[0], x.shape[1], y.shape[2]}, Promote(x.dtype, y.dtype)}};
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, SameDtype(a, {&x, &y}));
+  return Types{{{x.shape[0], x.shape[1], y.shape[2]}, std::move(d)}};
 }
 
 Result Baddbmm(const Args& a) {
@@ -398,7 +466,9 @@ Result Baddbmm(const Args& a) {
   const Shape out = {x.shape[0], x.shape[1], y.shape[2]};
   OVERLAP_ASSIGN_OR_RETURN(Shape b, Broadcast(a, s.shape, out));
   if (b != out) return a.Error(absl::StrCat("self ", FormatShape(s.shape), " does not broadcast"));
-  return Types{{out, Promote(s.dtype, Promote(x.dtype, y.dtype))}};
+  // batch1 and batch2 of one dtype, the result's; self is converted to it (as ATen).
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, SameDtype(a, {&x, &y}));
+  return Types{{out, std::move(d)}};
 }
 
 Result PermuteRule(const Args& a) {
@@ -510,29 +580,60 @@ Result Expand(const Args& a) {
   return One(std::move(out), x.dtype);
 }
 
-// sum.dim_IntList / mean.dim: self, dim (None or [] = every dimension), keepdim, dtype.
-// sum.default / mean.default: self and the dtype keyword only, so every dimension.
-Result Reduce(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim", std::vector<int64_t>{}));
-  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
-  const int64_t r = x.shape.size();
+// `out` becomes the shape of a reduction of `x` over `dims` (empty: every dimension), keeping
+// them as 1 with `keep`. A dimension named twice is refused, as ATen refuses it.
+absl::Status ReducedShape(const Args& a, const Shape& x, const std::vector<int64_t>& dims,
+                          bool keep, Shape& out) {
+  const int64_t r = x.size();
   std::vector<char> reduced(r, dims.empty() ? 1 : 0);
   for (int64_t d : dims) {
     OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Dim(d, r, "dim"));
-    if (r > 0) reduced[n] = 1;
+    if (r == 0) continue;
+    if (reduced[n]) return a.Error(absl::StrCat("dim ", d, " appears more than once in dim"));
+    reduced[n] = 1;
   }
-  Shape out;
+  out.clear();
   for (int64_t i = 0; i < r; ++i) {
     if (!reduced[i]) {
-      out.push_back(x.shape[i]);
+      out.push_back(x[i]);
     } else if (keep) {
       out.push_back(1);
     }
   }
-  std::string dtype = a.DtypeKwarg();
-  if (dtype.empty()) dtype = x.dtype;
-  return One(std::move(out), dtype);
+  return absl::OkStatus();
+}
+
+// sum.dim_IntList / mean.dim (self, dim: None or [] for every dimension, keepdim, dtype) and
+// sum.default / mean.default (self and dtype only: every dimension, none kept). The dtype:
+// ReductionResultType's (graph/type_promotion.h: sum of bool or integers is int64).
+Result SumOrMean(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  std::vector<int64_t> dims;
+  bool keep = false;
+  if (a.Declares("dim")) {
+    OVERLAP_ASSIGN_OR_RETURN(dims, a.Ints("dim", std::vector<int64_t>{}));
+    OVERLAP_ASSIGN_OR_RETURN(keep, a.Bool("keepdim"));
+  }
+  Shape out;
+  OVERLAP_RETURN_IF_ERROR(ReducedShape(a, x.shape, dims, keep, out));
+  const ReductionOp op =
+      absl::StartsWith(a.node().target(), "aten.sum.") ? ReductionOp::kSum : ReductionOp::kMean;
+  OVERLAP_ASSIGN_OR_RETURN(std::string dtype,
+                           a.Decided(ReductionResultType(op, x.dtype, a.DtypeKwarg())));
+  return One(std::move(out), std::move(dtype));
+}
+
+// norm.ScalarOpt_dim (self, p, dim, keepdim): self's dtype, which must be floating (ATen).
+Result Norm(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim", std::vector<int64_t>{}));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
+  Shape out;
+  OVERLAP_RETURN_IF_ERROR(ReducedShape(a, x.shape, dims, keep, out));
+  if (CategoryOf(x.dtype) && !IsFloating(x.dtype)) {
+    return a.Error(absl::StrCat("norm of ", x.dtype, ": a floating dtype is needed"));
+  }
+  return One(std::move(out), x.dtype);
 }
 
 Result Softmax(const Args& a) {
@@ -550,7 +651,7 @@ Result SoftmaxBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("output"));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, y, "grad_output and output differ"));
   const Value* d = a.Get("input_dtype");
-  if (d != nullptr && d->kind() == Value::Kind::kString) g.dtype = DtypeName(d->as_string());
+  if (d != nullptr && d->kind() == Value::Kind::kString) g.dtype = CanonicalDtype(d->as_string());
   return Types{g};
 }
 
@@ -761,13 +862,16 @@ Result Stack(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size() + 1, "dim"));
   TensorType out = xs[0];
+  std::vector<PromotionOperand> operands;
   for (const TensorType& t : xs) {
     if (t.shape != xs[0].shape) {
       return a.Error(
           absl::StrCat("stack of ", FormatShape(xs[0].shape), " and ", FormatShape(t.shape)));
     }
-    out.dtype = Promote(out.dtype, t.dtype);
+    // ATen stacks the tensors unsqueezed: each has a dimension.
+    operands.push_back(PromotionOperand::Tensor(t.dtype, t.shape.size() + 1));
   }
+  OVERLAP_ASSIGN_OR_RETURN(out.dtype, a.Decided(ResultType(operands)));
   out.shape.insert(out.shape.begin() + d, static_cast<int64_t>(xs.size()));
   return Types{out};
 }
@@ -782,8 +886,8 @@ Result Zeros(const Args& a) {
   return One(Shape(size.begin(), size.end()), d.empty() ? "float32" : d);
 }
 
-// where(condition, self, other): the three broadcast; self's and other's dtypes promoted (a
-// 0-d operand takes the other's).
+// where(condition, self, other): the three broadcast; the dtype is result_type of self and
+// other (a 0-d operand counts only when of a higher category).
 Result Where(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType cond, a.Tensor("condition"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -791,10 +895,8 @@ Result Where(const Args& a) {
   if (cond.dtype != "bool") return a.Error("condition must be bool");
   OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
   OVERLAP_ASSIGN_OR_RETURN(s, Broadcast(a, s, cond.shape));
-  const std::string d = x.shape.empty() && !y.shape.empty()   ? y.dtype
-                        : y.shape.empty() && !x.shape.empty() ? x.dtype
-                                                              : Promote(x.dtype, y.dtype);
-  return One(std::move(s), d);
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, a.Decided(ResultType({Operand(x), Operand(y)})));
+  return One(std::move(s), std::move(d));
 }
 
 // scalar_tensor: a 0-d tensor, float32 unless dtype says otherwise.
@@ -926,10 +1028,10 @@ Result IndexPut(const Args& a) {
   return Types{x};
 }
 
-// eq / ne against a number: self's shape, bool.
+// eq / ne / lt / le / gt / ge against a number: self's shape, bool.
 Result CompareScalar(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  return One(x.shape, "bool");
+  return One(x.shape, std::string(kComparisonDtype));
 }
 
 Result Cat(const Args& a) {
@@ -938,6 +1040,7 @@ Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size(), "dim"));
   TensorType out = xs[0];
+  std::vector<PromotionOperand> operands = {Operand(xs[0])};
   for (size_t i = 1; i < xs.size(); ++i) {
     Shape s = xs[i].shape;
     if (s.size() != out.shape.size()) return a.Error("cat of tensors of different ranks");
@@ -948,8 +1051,9 @@ Result Cat(const Args& a) {
       }
     }
     out.shape[d] += s[d];
-    out.dtype = Promote(out.dtype, xs[i].dtype);
+    operands.push_back(Operand(xs[i]));
   }
+  OVERLAP_ASSIGN_OR_RETURN(out.dtype, a.Decided(ResultType(operands)));
   return Types{out};
 }
 
@@ -977,11 +1081,22 @@ Result EmbeddingBackward(const Args& a) {
   return One({n, g.shape.back()}, g.dtype);
 }
 
+// arange(end): [0, end) by 1, so ceil(end) elements; int64 for an integer end, the default
+// float dtype for a float one, unless dtype says otherwise.
 Result Arange(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t end, a.Int("end"));
-  if (end < 0) return a.Error("end must be >= 0");
+  const Value* v = a.Get("end");
   std::string d = a.DtypeKwarg();
-  return One({end}, d.empty() ? "int64" : d);
+  int64_t n = 0;
+  if (v != nullptr && v->kind() == Value::Kind::kDouble) {
+    const double end = v->as_double();
+    if (!(end >= 0) || !(end < 9.0e18)) return a.Error("end must be >= 0 and finite");
+    n = static_cast<int64_t>(std::ceil(end));
+    if (d.empty()) d = std::string(kDefaultFloatDtype);
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(n, a.Int("end"));
+    if (n < 0) return a.Error("end must be >= 0");
+  }
+  return One({n}, d.empty() ? "int64" : d);
 }
 
 Result LayerNorm(const Args& a) {
@@ -1117,50 +1232,77 @@ absl::StatusOr<int64_t> PooledSize(const Args& a, int64_t in, int64_t k, int64_t
   return out;
 }
 
+// A per-dimension argument of a convolution or pooling (stride, padding, dilation, ...): one
+// value per spatial dimension, or one for all of them (an int, or a list of one: ATen
+// expands it so). `fallback` stands for None and [] where the caller gives one.
+absl::StatusOr<std::vector<int64_t>> SpatialInts(
+    const Args& a, absl::string_view name, size_t n,
+    std::optional<std::vector<int64_t>> fallback = {}) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> v, a.Ints(name, std::move(fallback), n));
+  if (v.size() == 1) v.assign(n, v[0]);
+  if (v.size() != n) {
+    return a.Error(absl::StrCat(name, " has ", v.size(), " values for ", n,
+                                " spatial dimensions (one, or one per dimension)"));
+  }
+  return v;
+}
+
+// aten.convolution: 1-, 2- or 3-d (input [N, C, spatial...], weight [O, C / groups,
+// kernel...], of one rank), transposed or not. out = floor((in + 2 pad - dilation (k - 1) -
+// 1) / stride) + 1 per spatial dimension; transposed: (in - 1) stride - 2 pad + dilation
+// (k - 1) + output_padding + 1.
 Result Convolution(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<TensorType> b, a.OptionalTensor("bias"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.Ints("padding", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, a.Ints("dilation", {}, 2));
+  const size_t rank = x.shape.size();
+  if (rank < 3 || rank > 5 || w.shape.size() != rank) {
+    return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
+                                FormatShape(w.shape),
+                                " must both be 3-, 4- or 5-d: (N, C, spatial...) and (O, "
+                                "C / groups, kernel...) for a 1-, 2- or 3-d convolution"));
+  }
+  const size_t n = rank - 2;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialInts(a, "stride", n));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, SpatialInts(a, "padding", n));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, SpatialInts(a, "dilation", n));
   OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups"));
-  if (x.shape.size() != 4 || w.shape.size() != 4) {
-    return a.Error("input and weight must be 4-d (N, C, H, W) and (O, C/groups, kH, kW)");
-  }
-  if (stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
-    return a.Error("stride, padding and dilation must have two values");
-  }
-  if (transposed) {  // weight [in, out / groups, kH, kW]
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra, a.Ints("output_padding", {}, 2));
-    if (extra.size() != 2) return a.Error("output_padding must have two values");
+  // input and weight of one dtype, the result's; a bias is converted to it (as ATen).
+  OVERLAP_ASSIGN_OR_RETURN(std::string dtype, SameDtype(a, {&x, &w}));
+  Shape out(rank, 0);
+  out[0] = x.shape[0];
+  if (transposed) {  // weight [in, out / groups, kernel...]
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra,
+                             SpatialInts(a, "output_padding", n, std::vector<int64_t>{0}));
     if (groups <= 0 || x.shape[1] != w.shape[0] || w.shape[0] % groups != 0) {
       return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
                                   FormatShape(w.shape), " disagree on channels (transposed)"));
     }
-    Shape out = {x.shape[0], w.shape[1] * groups, 0, 0};
+    out[1] = w.shape[1] * groups;
     if (b && b->shape != Shape{out[1]}) return a.Error("bias must be [out_channels]");
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < n; ++i) {
       out[2 + i] = (x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dil[i] * (w.shape[2 + i] - 1) +
                    extra[i] + 1;
       if (out[2 + i] <= 0) return a.Error("the transposed convolution's output is empty");
     }
-    return One(std::move(out), Promote(x.dtype, w.dtype));
+    return One(std::move(out), std::move(dtype));
   }
   if (groups <= 0 || x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0) {
     return a.Error(absl::StrCat("input ", FormatShape(x.shape), " and weight ",
                                 FormatShape(w.shape), " disagree on channels"));
   }
   if (b && b->shape != Shape{w.shape[0]}) return a.Error("bias must be [out_channels]");
-  Shape out = {x.shape[0], w.shape[0], 0, 0};
-  for (int i = 0; i < 2; ++i) {
+  out[1] = w.shape[0];
+  for (size_t i = 0; i < n; ++i) {
     OVERLAP_ASSIGN_OR_RETURN(out[2 + i], PooledSize(a, x.shape[2 + i], w.shape[2 + i], stride[i],
                                                     pad[i], dil[i], false));
   }
-  return One(std::move(out), Promote(x.dtype, w.dtype));
+  return One(std::move(out), std::move(dtype));
 }
 
+// convolution_backward: (d_input, d_weight, d_bias) of input's, weight's and [out_channels]
+// types (bias_sizes where given), as output_mask asks; 1-, 2- or 3-d as the forward.
 Result ConvolutionBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("input"));
@@ -1169,11 +1311,14 @@ Result ConvolutionBackward(const Args& a) {
                            a.Ints("bias_sizes", std::vector<int64_t>{}));
   OVERLAP_ASSIGN_OR_RETURN(bool transposed, a.Bool("transposed"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t groups, a.Int("groups"));
+  const size_t rank = x.shape.size();
   // The output's channels: weight [out, in / groups, ...], or transposed [in, out / groups, ...].
-  const int64_t channels = w.shape.size() != 4 ? -1 : transposed ? w.shape[1] * groups : w.shape[0];
-  if (g.shape.size() != 4 || g.shape[0] != x.shape[0] || g.shape[1] != channels) {
+  const bool fits = rank >= 3 && rank <= 5 && w.shape.size() == rank && g.shape.size() == rank;
+  const int64_t channels = !fits ? -1 : transposed ? w.shape[1] * groups : w.shape[0];
+  if (!fits || g.shape[0] != x.shape[0] || g.shape[1] != channels) {
     return a.Error(absl::StrCat("grad_output ", FormatShape(g.shape), " does not fit input ",
-                                FormatShape(x.shape), " and weight ", FormatShape(w.shape)));
+                                FormatShape(x.shape), " and weight ", FormatShape(w.shape),
+                                " (3-, 4- or 5-d, one rank)"));
   }
   Shape bias = bias_sizes.empty() ? Shape{channels} : Shape(bias_sizes.begin(), bias_sizes.end());
   OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask, a.Mask());
@@ -1205,25 +1350,24 @@ Result BatchNormBackward(const Args& a) {
   return Masked(Types{x, {{c}, pd}, {{c}, pd}}, mask);
 }
 
+// max_pool2d_with_indices (and avg_pool2d's shape): self (N, C, H, W) or (C, H, W); kernel_size,
+// stride (None or []: the kernel's), padding, dilation each one value or two.
 Result MaxPool(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, a.Ints("kernel_size", {}, 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, a.Ints("stride", k, 2));
-  if (stride.empty()) stride = k;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, SpatialInts(a, "kernel_size", 2));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialInts(a, "stride", 2, k));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad,
-                           a.Ints("padding", std::vector<int64_t>{0, 0}, 2));
+                           SpatialInts(a, "padding", 2, std::vector<int64_t>{0}));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
-                           a.Ints("dilation", std::vector<int64_t>{1, 1}, 2));
+                           SpatialInts(a, "dilation", 2, std::vector<int64_t>{1}));
   OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool("ceil_mode"));
-  if (x.shape.size() != 4) return a.Error("self must be (N, C, H, W)");
-  if (k.size() != 2 || stride.size() != 2 || pad.size() != 2 || dil.size() != 2) {
-    return a.Error("kernel_size, stride, padding and dilation must have two values");
-  }
+  const size_t rank = x.shape.size();
+  if (rank != 3 && rank != 4) return a.Error("self must be (N, C, H, W) or (C, H, W)");
   Shape out = x.shape;
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 2; ++i) {
     if (2 * pad[i] > k[i]) return a.Error("padding must be at most half the kernel");
-    OVERLAP_ASSIGN_OR_RETURN(
-        out[2 + i], PooledSize(a, x.shape[2 + i], k[i], stride[i], pad[i], dil[i], ceil_mode));
+    OVERLAP_ASSIGN_OR_RETURN(out[rank - 2 + i], PooledSize(a, x.shape[rank - 2 + i], k[i],
+                                                           stride[i], pad[i], dil[i], ceil_mode));
   }
   return Types{{out, x.dtype}, {out, "int64"}};
 }
@@ -1302,7 +1446,9 @@ Result MseLoss(const Args& a) {
     return a.Error(absl::StrCat("argument 'reduction' is ", reduction,
                                 "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
   }
-  return One(reduction == 0 ? x.shape : Shape{}, x.dtype);
+  // An elementwise op of the two (ATen's TensorIterator): result_type.
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, a.Decided(ResultType({Operand(x), Operand(t)})));
+  return One(reduction == 0 ? x.shape : Shape{}, std::move(d));
 }
 
 Result MseLossBackward(const Args& a) {
@@ -1360,14 +1506,14 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.where.self", Where},
       {"aten.scalar_tensor.default", ScalarTensor},
       {"aten.le.Scalar", CompareScalar},
-      {"aten.bitwise_not.default", Identity},
+      {"aten.bitwise_not.default", BitwiseNot},
       {"aten.ge.Scalar", CompareScalar},
       {"aten.lt.Scalar", CompareScalar},
       {"aten.gt.Scalar", CompareScalar},
-      {"aten.clamp.default", Identity},
-      {"aten.clamp_min.default", Identity},
-      {"aten.exp.default", Identity},
-      {"aten.norm.ScalarOpt_dim", Reduce},
+      {"aten.clamp.default", Clamp},
+      {"aten.clamp_min.default", Clamp},
+      {"aten.exp.default", FloatUnary},
+      {"aten.norm.ScalarOpt_dim", Norm},
       {"aten.hardswish.default", Identity},
       {"aten.hardsigmoid.default", Identity},
       {"aten.hardswish_backward.default", LikeGrad},
@@ -1392,29 +1538,28 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.arange.default", Arange},
       {"aten.native_layer_norm.default", LayerNorm},
       {"aten.native_layer_norm_backward.default", LayerNormBackward},
-      {"aten.pow.Tensor_Scalar", Identity},
-      {"aten.rsqrt.default", Identity},
+      {"aten.pow.Tensor_Scalar", PowScalar},
+      {"aten.rsqrt.default", FloatUnary},
       {"aten.relu.default", Identity},
       {"aten.hardtanh.default", Identity},
       {"aten.hardtanh_backward.default", LikeGrad},
       {"aten.silu.default", Identity},
-      {"aten.sigmoid.default", Identity},
-      {"aten.tanh.default", Identity},
+      {"aten.sigmoid.default", FloatUnary},
+      {"aten.tanh.default", FloatUnary},
       {"aten.gelu.default", Identity},
-      {"aten.neg.default", Identity},
+      {"aten.neg.default", Neg},
       {"aten.zeros_like.default", Identity},
-      {"aten.add.Scalar", ScalarOp},
-      {"aten.mul.Scalar", ScalarOp},
-      {"aten.div.Scalar", ScalarOp},
+      {"aten.add.Scalar", Binary},
+      {"aten.mul.Scalar", Binary},
+      {"aten.div.Scalar", Binary},
       {"aten.add.Tensor", Binary},
       {"aten.sub.Tensor", Binary},
       {"aten.mul.Tensor", Binary},
       {"aten.div.Tensor", Binary},
-      {"aten.div.Tensor", Binary},
-      {"aten.mean.dim", Reduce},
-      {"aten.sum.dim_IntList", Reduce},
-      {"aten.sum.default", Reduce},  // no dim: every dimension
-      {"aten.mean.default", Reduce},
+      {"aten.mean.dim", SumOrMean},
+      {"aten.sum.dim_IntList", SumOrMean},
+      {"aten.sum.default", SumOrMean},
+      {"aten.mean.default", SumOrMean},
       {"aten.gelu_backward.default", LikeGrad},
       {"aten.silu_backward.default", LikeGrad},
       {"aten.sigmoid_backward.default", LikeGrad},
@@ -1426,7 +1571,7 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten._log_softmax_backward_data.default", SoftmaxBackward},
       {"aten.topk.default", Topk},
       {"aten.argsort.default", Argsort},
-      {"aten.div.Tensor_mode", Identity},
+      {"aten.div.Tensor_mode", Binary},
       {"aten.slice.Tensor", Slice},
       {"aten.slice_backward.default", SliceBackward},
       {"aten.index_select.default", IndexSelect},
@@ -1616,11 +1761,12 @@ absl::StatusOr<ShapeCheckReport> CheckShapes(const Graph& g, const ShapeCheckOpt
       continue;
     }
     OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorType> rule, std::move(inferred));
-    // A stated dtype may be absent (""): then only shapes are compared.
+    // A stated dtype may be absent, and a rule's undecided (""; an input's dtype unknown):
+    // then only shapes are compared.
     bool same = rule.size() == stated.size();
     for (size_t i = 0; same && i < rule.size(); ++i) {
       same = rule[i].shape == stated[i].shape &&
-             (stated[i].dtype.empty() || rule[i].dtype == stated[i].dtype);
+             (stated[i].dtype.empty() || rule[i].dtype.empty() || rule[i].dtype == stated[i].dtype);
     }
     if (!same) {
       std::vector<std::string> ins, says, gives;

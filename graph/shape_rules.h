@@ -9,9 +9,13 @@
 //
 //   absl::StatusOr<ShapeCheckReport> r = CheckShapes(graph);   // every built-in model passes
 //
-// Dtype promotion follows PyTorch for the dtypes the models use: two equal dtypes give
-// themselves; a floating dtype beats an integer one; of two floating dtypes the wider wins,
-// and bfloat16 with float16 gives float32.
+// Result dtypes are ATen's: promotion by result_type (bool < integral < floating; zero-dim
+// tensors and Python numbers count only from a higher category), true division and the
+// floating unary ops giving float32 for integers, sum giving int64 for bool and integers,
+// comparisons bool; all decided by graph/type_promotion.h, the function the kernels call
+// too. Matrix products and convolutions take one dtype, as ATen does. Optional arguments
+// take the schema's defaults (graph/op_schema.h); an overload without them (sum.default has
+// no dim / keepdim) reduces every dimension, as ATen's does.
 #ifndef OVERLAP_GRAPH_SHAPE_RULES_H_
 #define OVERLAP_GRAPH_SHAPE_RULES_H_
 

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "graph/errors.h"
 #include "graph/models.h"
+#include "graph/op_schema.h"
 #include "graph/test_graphs.h"
 #include "gtest/gtest.h"
 
@@ -14,6 +15,7 @@ namespace overlap {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 ShapeCheckOptions Strict() {
   ShapeCheckOptions o;
@@ -228,6 +230,220 @@ TEST(ShapeRulesTest, ExportedGraphsMaskedOutputsEvalBatchNormAndTensorIndexing) 
   absl::StatusOr<ShapeCheckReport> rb = CheckShapes(*bad);
   ASSERT_FALSE(rb.ok());
   EXPECT_THAT(std::string(rb.status().message()), HasSubstr("gives [2, 3, 8, 8] float32, [3]"));
+}
+
+// The types `target` gives for `args` (and `kwargs`, a JSON object) over the inputs below,
+// formatted; the rule's error message when it refuses.
+std::string Infer(const std::string& target, const std::string& args,
+                  const std::string& kwargs = "") {
+  const std::string inputs = R"(
+      {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4, 8], "dtype": "float32"}},
+      {"name": "d", "op": "placeholder", "target": "d", "args": [], "meta": {"shape": [8, 16], "dtype": "float64"}},
+      {"name": "i", "op": "placeholder", "target": "i", "args": [], "meta": {"shape": [4, 8], "dtype": "int64"}},
+      {"name": "k", "op": "placeholder", "target": "k", "args": [], "meta": {"shape": [4, 8], "dtype": "int32"}},
+      {"name": "m", "op": "placeholder", "target": "m", "args": [], "meta": {"shape": [4, 8], "dtype": "bool"}},
+      {"name": "s", "op": "placeholder", "target": "s", "args": [], "meta": {"shape": [], "dtype": "float64"}},
+      {"name": "si", "op": "placeholder", "target": "si", "args": [], "meta": {"shape": [], "dtype": "int64"}},
+      {"name": "c3", "op": "placeholder", "target": "c3", "args": [], "meta": {"shape": [3, 8, 8], "dtype": "float32"}},)";
+  const std::string call =
+      absl::StrCat(R"({"name": "y", "op": "call_function", "target": ")", target, R"(", "args": [)",
+                   args, "]", kwargs.empty() ? "" : ", \"kwargs\": " + kwargs, "}");
+  absl::StatusOr<Graph> g =
+      GraphFromParts(absl::StrCat(inputs, call, ",", OutputJson(R"("%y")")), "");
+  if (!g.ok()) return std::string(g.status().message());
+  absl::StatusOr<std::vector<TensorType>> t = InferTypes(*g, g->node(g->FindNode("y")));
+  if (!t.ok()) return std::string(t.status().message());
+  std::vector<std::string> got;
+  for (const TensorType& x : *t) got.push_back(FormatType(x));
+  return absl::StrJoin(got, ", ");
+}
+
+// Result dtypes are ATen's result_type (graph/type_promotion.h) with each family's contract:
+// the mask multiply, bool and integer sums, integer subtraction, comparisons, true division.
+TEST(ShapeRulesTest, ResultDtypesFollowATensPromotion) {
+  const Case cases[] = {
+      {"aten.mul.Tensor", R"("%x", "%m")", "[4, 8] float32"},  // x * mask
+      {"aten.mul.Tensor", R"("%m", "%m")", "[4, 8] bool"},
+      {"aten.add.Tensor", R"("%m", 1)", "[4, 8] int64"},
+      {"aten.add.Tensor", R"("%k", "%i")", "[4, 8] int64"},
+      {"aten.add.Tensor", R"("%k", "%si")", "[4, 8] int32"},   // a 0-d tensor of one category
+      {"aten.add.Tensor", R"("%i", "%s")", "[4, 8] float64"},  // ... of a higher one
+      {"aten.add.Tensor", R"("%x", "%s")", "[4, 8] float32"},
+      {"aten.mul.Tensor", R"("%i", 2.5)", "[4, 8] float32"},
+      {"aten.sub.Tensor", R"("%i", "%i")", "[4, 8] int64"},
+      {"aten.sub.Tensor", R"("%i", 1)", "[4, 8] int64"},
+      {"aten.div.Tensor", R"("%i", "%i")", "[4, 8] float32"},
+      {"aten.div.Tensor", R"("%i", "%s")", "[4, 8] float64"},
+      {"aten.div.Tensor_mode", R"("%i", 2)", "[4, 8] float32"},  // rounding_mode None
+      {"aten.add.Scalar", R"("%i", 2)", "[4, 8] int64"},
+      {"aten.mul.Scalar", R"("%m", 2.0)", "[4, 8] float32"},
+      {"aten.div.Scalar", R"("%k", 2)", "[4, 8] float32"},
+      {"aten.pow.Tensor_Scalar", R"("%i", 2)", "[4, 8] int64"},
+      {"aten.pow.Tensor_Scalar", R"("%i", 0.5)", "[4, 8] float32"},
+      {"aten.exp.default", R"("%i")", "[4, 8] float32"},
+      {"aten.sigmoid.default", R"("%m")", "[4, 8] float32"},
+      {"aten.clamp.default", R"("%i", 0.5)", "[4, 8] float32"},
+      {"aten.clamp.default", R"("%i", 0, 3)", "[4, 8] int64"},
+      {"aten.eq.Scalar", R"("%x", 1)", "[4, 8] bool"},
+      {"aten.lt.Scalar", R"("%i", 0.5)", "[4, 8] bool"},
+      {"aten.where.self", R"("%m", "%x", "%s")", "[4, 8] float32"},
+      {"aten.where.self", R"("%m", "%i", "%s")", "[4, 8] float64"},
+      {"aten.cat.default", R"(["%x", "%i"], 0)", "[8, 8] float32"},
+      {"aten.stack.default", R"(["%s", "%si"])", "[2] float64"},
+      {"aten.sum.default", R"("%m")", "[] int64"},
+      {"aten.sum.default", R"("%k")", "[] int64"},
+      {"aten.sum.default", R"("%x")", "[] float32"},
+      {"aten.sum.dim_IntList", R"("%m", [1])", "[4] int64"},
+      {"aten.mean.default", R"("%x")", "[] float32"},
+      {"aten.arange.default", "2.5", "[3] float32"},
+      {"aten.arange.default", "3", "[3] int64"},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(Infer(c.target, c.args), c.gives) << c.target << " " << c.args;
+  // Keywords: a rounding mode keeps integers; a dtype keyword decides.
+  EXPECT_EQ(Infer("aten.div.Tensor_mode", R"("%i", 2)", R"({"rounding_mode": "floor"})"),
+            "[4, 8] int64");
+  EXPECT_EQ(Infer("aten.sum.default", R"("%m")", R"({"dtype": "torch.float32"})"), "[] float32");
+  EXPECT_EQ(Infer("aten.mean.default", R"("%i")", R"({"dtype": "torch.float64"})"), "[] float64");
+  // What ATen refuses.
+  EXPECT_THAT(Infer("aten.sub.Tensor", R"("%m", "%m")"), HasSubstr("bool operand"));
+  EXPECT_THAT(Infer("aten.add.Tensor", R"("%i", "%i")", R"({"alpha": 0.5})"),
+              HasSubstr("float alpha"));
+  EXPECT_THAT(Infer("aten.mean.default", R"("%i")"), HasSubstr("could not infer"));
+  EXPECT_THAT(Infer("aten.mm.default", R"("%x", "%d")"), HasSubstr("float32, float64"));
+  EXPECT_THAT(Infer("aten.neg.default", R"("%m")"), HasSubstr("bool"));
+  EXPECT_THAT(Infer("aten.sum.dim_IntList", R"("%x", [0, -2])"), HasSubstr("more than once"));
+}
+
+// sum.default / mean.default have no dim and no keepdim (the exporter's default loss): every
+// dimension, none kept.
+TEST(ShapeRulesTest, OverloadsWithoutDimReduceEverything) {
+  EXPECT_EQ(Infer("aten.sum.default", R"("%x")"), "[] float32");
+  EXPECT_EQ(Infer("aten.mean.default", R"("%x")", R"({"dtype": "torch.float64"})"), "[] float64");
+  EXPECT_THAT(Infer("aten.sum.default", R"("%x", [0])"), HasSubstr("keyword-only"));
+}
+
+// Every declared overload given only its required arguments: its rule takes the schema's
+// defaults for the rest and never calls one of them missing (a rule reading an argument its
+// overload does not declare, as sum.default's keepdim once was, fails here).
+TEST(ShapeRulesTest, NoRuleCallsAnArgumentWithADefaultMissing) {
+  for (const OpSchema& s : OpSchemas()) {
+    std::vector<std::string> args;
+    for (const ArgSchema& arg : s.args) {
+      if (arg.default_value || arg.keyword_only) continue;  // defaults; keywords only
+      if (arg.optional) {
+        args.push_back("null");
+        continue;
+      }
+      const std::string ones = absl::StrCat(
+          "[", absl::StrJoin(std::vector<int>(std::max(arg.list_size, 2), 1), ", "), "]");
+      switch (arg.type) {
+        case ArgType::kTensor:
+          args.push_back(R"("%x")");
+          break;
+        case ArgType::kTensorList:
+          args.push_back(R"(["%x", "%x"])");
+          break;
+        case ArgType::kIntList:
+          args.push_back(ones);
+          break;
+        case ArgType::kFloatList:
+          args.push_back("[2.0, 2.0]");
+          break;
+        case ArgType::kBool:
+          args.push_back("false");
+          break;
+        case ArgType::kBoolList:
+          args.push_back("[true, true, true]");
+          break;
+        case ArgType::kFloat:
+          args.push_back("0.5");
+          break;
+        case ArgType::kString:
+          args.push_back(R"("none")");
+          break;
+        case ArgType::kDtype:
+          args.push_back(R"("torch.float32")");
+          break;
+        default:  // int, Scalar, other
+          args.push_back("1");
+      }
+    }
+    const std::string got = Infer(s.target, absl::StrJoin(args, ", "));
+    EXPECT_THAT(got, Not(HasSubstr("missing"))) << s.signature;
+    EXPECT_THAT(got, Not(HasSubstr("arguments given"))) << s.signature;
+  }
+}
+
+// aten.convolution (and its backward) in 1, 2 and 3 spatial dimensions, as torch's conv1d /
+// conv2d / conv3d export them; a per-dimension argument as one value or one per dimension.
+TEST(ShapeRulesTest, ConvolutionsOfOneTwoAndThreeSpatialDimensions) {
+  const std::string inputs = R"(
+      {"name": "x1", "op": "placeholder", "target": "x1", "args": [], "meta": {"shape": [2, 3, 10], "dtype": "float32"}},
+      {"name": "w1", "op": "placeholder", "target": "w1", "args": [], "meta": {"shape": [4, 3, 3], "dtype": "float32"}},
+      {"name": "b1", "op": "placeholder", "target": "b1", "args": [], "meta": {"shape": [4], "dtype": "float32"}},
+      {"name": "g1", "op": "placeholder", "target": "g1", "args": [], "meta": {"shape": [2, 4, 4], "dtype": "float32"}},
+      {"name": "x3", "op": "placeholder", "target": "x3", "args": [], "meta": {"shape": [1, 2, 4, 6, 6], "dtype": "float64"}},
+      {"name": "w3", "op": "placeholder", "target": "w3", "args": [], "meta": {"shape": [6, 1, 3, 3, 3], "dtype": "float64"}},
+      {"name": "x4", "op": "placeholder", "target": "x4", "args": [], "meta": {"shape": [2, 3, 8, 8], "dtype": "float32"}},)";
+  struct Conv {
+    std::string args, gives;
+  } cases[] = {
+      {R"("%x1", "%w1", "%b1", [1], [0], [1], false, [0], 1)", "[2, 4, 8] float32"},
+      {R"("%x1", "%w1", null, [2], [1], [1], false, [0], 1)", "[2, 4, 5] float32"},
+      {R"("%x1", "%w1", null, [1], [2], [2], false, [0], 1)", "[2, 4, 10] float32"},
+      // transposed: weight [in, out / groups, k]
+      {R"("%g1", "%w1", null, [2], [0], [1], true, [1], 1)", "[2, 3, 10] float32"},
+      // 3-d, two groups, one stride for every dimension
+      {R"("%x3", "%w3", null, [1], [0, 1, 1], [1, 1, 1], false, [0, 0, 0], 2)",
+       "[1, 6, 2, 6, 6] float64"},
+      {R"("%x3", "%w3", null, [2, 2, 2], [1], [1], false, [0], 2)", "[1, 6, 2, 3, 3] float64"},
+  };
+  for (const Conv& c : cases) {
+    absl::StatusOr<Graph> g =
+        GraphFromParts(absl::StrCat(inputs, CallJson("y", "aten.convolution.default", c.args), ",",
+                                    OutputJson(R"("%y")")),
+                       "");
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<std::vector<TensorType>> t = InferTypes(*g, g->node(g->FindNode("y")));
+    ASSERT_TRUE(t.ok()) << c.args << ": " << t.status();
+    EXPECT_EQ(FormatType((*t)[0]), c.gives) << c.args;
+  }
+  // The backward of the first: (d_input, d_weight, d_bias), 1-d too.
+  absl::StatusOr<Graph> g = GraphFromParts(
+      absl::StrCat(
+          inputs,
+          CallJson("y", "aten.convolution_backward.default",
+                   R"("%g1", "%x1", "%w1", [4], [1], [0], [1], false, [0], 1, [true, true, true])"),
+          ",",
+          CallJson("bad", "aten.convolution.default",
+                   R"("%x1", "%x4", null, [1], [0], [1], false, [0], 1)"),
+          ",",
+          CallJson("two", "aten.convolution.default",
+                   R"("%x4", "%x4", null, [1, 1, 1], [0], [1], false, [0], 1)"),
+          ",", OutputJson(R"(["%y", "%bad", "%two"])")),
+      "");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::vector<TensorType>> back = InferTypes(*g, g->node(g->FindNode("y")));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(FormatType((*back)[0]), "[2, 3, 10] float32");
+  EXPECT_EQ(FormatType((*back)[1]), "[4, 3, 3] float32");
+  EXPECT_EQ(FormatType((*back)[2]), "[4] float32");
+  // Ranks that differ, and a per-dimension argument of the wrong length, are named.
+  absl::StatusOr<std::vector<TensorType>> bad = InferTypes(*g, g->node(g->FindNode("bad")));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("3-, 4- or 5-d"));
+  absl::StatusOr<std::vector<TensorType>> two = InferTypes(*g, g->node(g->FindNode("two")));
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(std::string(two.status().message()), HasSubstr("stride has 3 values for 2 spatial"));
+}
+
+// Pooling takes (N, C, H, W) and (C, H, W), as ATen's max_pool2d / avg_pool2d do, and
+// kernel_size as one value or two.
+TEST(ShapeRulesTest, PoolingTakesUnbatchedInputs) {
+  EXPECT_EQ(Infer("aten.max_pool2d_with_indices.default", R"("%c3", [2])"),
+            "[3, 4, 4] float32, [3, 4, 4] int64");
+  EXPECT_EQ(Infer("aten.avg_pool2d.default", R"("%c3", 2, 1)"), "[3, 7, 7] float32");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "graph/json_reader.h"
 #include "gtest/gtest.h"
 #include "schedule/scheduler_registry.h"
+#include "tools/commands.h"
+#include "tools/compute_hand_off.h"
 
 namespace overlap {
 namespace {
@@ -115,6 +117,61 @@ TEST(CliTest, GenLlama70bThenInspectPrintsTheExactParameterCount) {
   EXPECT_THAT(inspect.out, HasSubstr("parameters: 68,976,648,192"));
   EXPECT_THAT(inspect.out, HasSubstr("critical path"));
   EXPECT_THAT(inspect.out, HasSubstr("call_module: "));
+}
+
+// What the exporter writes (tools/overlap_export, torch's AOT graphs): the default loss
+// (aten.sum.default, aten.mean.default: no dim, no keepdim), 1-d and 3-d convolutions, a
+// bool mask summed (int64) and multiplied in (float32). inspect --shapes checks every node.
+TEST(CliTest, InspectShapesAcceptsWhatTheExporterWrites) {
+  const std::string graph = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x1", "op": "placeholder", "target": "x1", "args": [],
+     "meta": {"shape": [2, 3, 16], "dtype": "float32"}},
+    {"name": "w1", "op": "placeholder", "target": "w1", "args": [],
+     "meta": {"shape": [4, 3, 3], "dtype": "float32"}},
+    {"name": "b1", "op": "placeholder", "target": "b1", "args": [],
+     "meta": {"shape": [4], "dtype": "float32"}},
+    {"name": "x3", "op": "placeholder", "target": "x3", "args": [],
+     "meta": {"shape": [1, 2, 4, 8, 8], "dtype": "float32"}},
+    {"name": "w3", "op": "placeholder", "target": "w3", "args": [],
+     "meta": {"shape": [3, 2, 3, 3, 3], "dtype": "float32"}},
+    {"name": "conv1d", "op": "call_function", "target": "aten.convolution.default",
+     "args": ["%x1", "%w1", "%b1", [1], [0], [1], false, [0], 1],
+     "meta": {"shape": [2, 4, 14], "dtype": "float32"}},
+    {"name": "conv3d", "op": "call_function", "target": "aten.convolution.default",
+     "args": ["%x3", "%w3", null, [1, 1, 1], [1, 1, 1], [1, 1, 1], false, [0, 0, 0], 1],
+     "meta": {"shape": [1, 3, 4, 8, 8], "dtype": "float32"}},
+    {"name": "mask", "op": "call_function", "target": "aten.gt.Scalar", "args": ["%conv1d", 0],
+     "meta": {"shape": [2, 4, 14], "dtype": "bool"}},
+    {"name": "count", "op": "call_function", "target": "aten.sum.default", "args": ["%mask"],
+     "meta": {"shape": [], "dtype": "COUNT_DTYPE"}},
+    {"name": "masked", "op": "call_function", "target": "aten.mul.Tensor",
+     "args": ["%conv1d", "%mask"], "meta": {"shape": [2, 4, 14], "dtype": "float32"}},
+    {"name": "sum", "op": "call_function", "target": "aten.sum.default", "args": ["%masked"],
+     "meta": {"shape": [], "dtype": "float32"}},
+    {"name": "mean", "op": "call_function", "target": "aten.mean.default", "args": ["%conv3d"],
+     "meta": {"shape": [], "dtype": "float32"}},
+    {"name": "loss", "op": "call_function", "target": "aten.add.Tensor", "args": ["%sum", "%mean"],
+     "meta": {"shape": [], "dtype": "float32"}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%loss", "%count"]]}],
+    "params": []})";
+  auto with_count = [&](const std::string& dtype) {
+    std::string text = graph;
+    text.replace(text.find("COUNT_DTYPE"), 11, dtype);
+    return text;
+  };
+  const std::string path = Tmp("exported_shapes.json");
+  WriteFile(path, with_count("int64"));
+  Result r = Overlap({"inspect", path, "--shapes"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("shapes: 8 nodes match their op's rule, 0 without a stated type"));
+  EXPECT_THAT(r.out, Not(HasSubstr("without a rule")));
+  // A bool sum stated as bool (what the rules once gave) is named: torch's is int64.
+  const std::string wrong = Tmp("exported_shapes_bool_sum.json");
+  WriteFile(wrong, with_count("bool"));
+  Result bad = Overlap({"inspect", wrong, "--shapes"});
+  EXPECT_EQ(bad.code, kExitBadInput);
+  EXPECT_THAT(bad.err, HasSubstr("node \"count\": its metadata says [] bool but aten.sum.default"));
+  EXPECT_THAT(bad.err, HasSubstr("gives [] int64"));
 }
 
 TEST(CliTest, GenWritesToStdoutAndHonoursOptions) {
@@ -1065,6 +1122,21 @@ TEST(CliExecTest, TheGuardCountsAValueWithoutTensorSizeByItsShape) {
     EXPECT_THAT(r.err, HasSubstr("its largest value: node \"big\", 256.0 GiB"));
     EXPECT_THAT(r.err, HasSubstr("more than the 1.00 GiB limit"));
     EXPECT_THAT(r.out, Not(HasSubstr("inputs:")));  // refused before a tensor was made
+  }
+}
+
+// The `overlap` binary lists the commands it hands to overlap_compute as their own specs
+// say them: the same names, synopses and summaries, in the full CLI's order.
+TEST(CliTest, TheHandedOffCommandsAreListedAsTheirSpecsSayThem) {
+  const CommandSpec* const full[] = {&ExecCommand(),   &TrainCommand(),     &RunCommand(),
+                                     &WorkerCommand(), &BenchCommCommand(), &DemoCommand()};
+  absl::Span<const CommandSpec* const> stubs = ComputeCommandStubs();
+  ASSERT_EQ(stubs.size(), sizeof(full) / sizeof(full[0]));
+  for (size_t i = 0; i < stubs.size(); ++i) {
+    EXPECT_EQ(stubs[i]->name, full[i]->name);
+    EXPECT_EQ(stubs[i]->synopsis, full[i]->synopsis) << full[i]->name;
+    EXPECT_EQ(stubs[i]->summary, full[i]->summary) << full[i]->name;
+    EXPECT_NE(stubs[i]->hand_off, nullptr);
   }
 }
 

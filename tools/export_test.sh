@@ -337,6 +337,29 @@ for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
 done
 grep -q "float64 copy fails" "$out/float32_inside.err" ||
   fail "float32_inside: no note on the float64 reference: $(cat "$out/float32_inside.err")"
+# Convolutions of 1 and 3 spatial dimensions and mixed dtypes (tiny_models.py): every file of
+# both exports passes `inspect --shapes` (the dtypes torch states are graph/type_promotion.h's:
+# a bool mask's sum int64, float32 * bool float32, an integer true division float32); the
+# masked model, which has no convolution (the CPU kernels run 2-d ones), runs in the executor
+# against torch.
+"$py" -m overlap_export "$tiny:convs_and_masks" --input 2x3x16 --input 1x2x4x8x8 --aot \
+  -o "$out/convs" >/dev/null || fail "convs_and_masks: export"
+"$py" -m overlap_export "$tiny:masked_mean" --input 4x4 --input 4:int64:10 --aot \
+  -o "$out/masked" --weights "$out/masked.safetensors" --reference >/dev/null ||
+  fail "masked_mean: export"
+for f in "$out"/{convs,masked}{,.forward,.backward}.json; do
+  report=$("$overlap" inspect --shapes "$f" 2>&1) ||
+    fail "$f does not pass the shape check: $(tail -1 <<<"$report")"
+done
+grep -q '"target":"aten.sum.default","args":\["%gt"\]' "$out/convs.forward.json" ||
+  fail "convs_and_masks: no bool sum in the forward"
+"$overlap" exec "$out/masked.forward.json" --backward-graph "$out/masked.backward.json" \
+  --weights "$out/masked.safetensors" --save "$out/masked.out.safetensors" >"$out/exec.log" ||
+  fail "masked_mean: exec: $(tail -3 "$out/exec.log")"
+"$py" -m overlap_export.compare "$out/masked.forward.json" "$out/masked.safetensors" \
+  "$out/masked.out.safetensors" || fail "masked_mean: the executor differs from torch"
+echo "export_test: convolutions of 1 and 3 dimensions and mixed dtypes ok"
+
 # Weight norm trained (3 SGD steps): torch recomputes each weight from the trained g and v.
 "$py" -m overlap_export "$tiny:weight_normed" --input 4x4 --aot --loss ce -o "$out/wnt" \
   --train-data "$out/wnt.safetensors" --train-steps 3 >/dev/null || fail "weight norm: --train-data"

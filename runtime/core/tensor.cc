@@ -591,9 +591,16 @@ absl::Status CopyConvert(const Tensor& src, Tensor& dst) {
           return HalfToFloat(src.data<uint16_t>()[i]);
         case DType::kBFloat16:
           return BFloat16ToFloat(src.data<uint16_t>()[i]);
-        default:
-          return GetElement(src, i);
+        case DType::kInt64:
+          return static_cast<double>(src.data<int64_t>()[i]);
+        case DType::kInt32:
+          return src.data<int32_t>()[i];
+        case DType::kUInt8:
+          return src.data<uint8_t>()[i];
+        case DType::kBool:
+          return src.data<uint8_t>()[i] != 0;
       }
+      return 0;
     };
     for (int64_t i = 0; i < n; ++i) {
       const double v = read(i);
@@ -610,8 +617,18 @@ absl::Status CopyConvert(const Tensor& src, Tensor& dst) {
         case DType::kBFloat16:
           dst.data<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(v));
           break;
-        default:
-          SetElement(dst, i, v);
+        case DType::kInt64:
+          dst.data<int64_t>()[i] = static_cast<int64_t>(v);
+          break;
+        case DType::kInt32:
+          dst.data<int32_t>()[i] = static_cast<int32_t>(v);
+          break;
+        case DType::kUInt8:
+          dst.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+          break;
+        case DType::kBool:
+          dst.data<uint8_t>()[i] = v != 0;
+          break;
       }
     }
     return absl::OkStatus();

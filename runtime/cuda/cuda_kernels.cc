@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "graph/status_macros.h"
+#include "graph/type_promotion.h"
 #include "runtime/kernels/conv_args.h"
 
 namespace overlap {
@@ -371,6 +372,12 @@ Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
     absl::StatusOr<Tensor> x = c.TensorArg("self");
     if (!x.ok() || !FloatType(x->dtype()) || x->dim() == 0) return host(c);
+    // A result of another dtype (a dtype keyword): the host path converts the input.
+    const Value* dtype = c.Arg("dtype");
+    const absl::StatusOr<std::string> result = ReductionResultType(
+        mean ? ReductionOp::kMean : ReductionOp::kSum, DTypeName(x->dtype()),
+        dtype != nullptr && dtype->kind() == Value::Kind::kString ? dtype->as_string() : "");
+    if (!result.ok() || *result != DTypeName(x->dtype())) return host(c);
     const Value* dv = c.Arg("dim");
     std::vector<int64_t> dims;
     if (dv != nullptr && !dv->is_none()) {

@@ -269,96 +269,161 @@ Results Binary(KernelCall& c, const Tensor& a, const Tensor& b, const EwFormula&
   return r;
 }
 
-// A binary op whose second operand may be a Python number (a 0-d constant).
-Results TensorOrScalar(KernelCall& c, const EwFormula& f) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
-  const Value* other = c.Arg("other");
-  if (other != nullptr && !other->is_ref()) {
-    OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
-    return Unary(c, a, EwFormula{f.op, s, f.s});
+// ---- arithmetic: add, sub, mul, div, neg, pow --------------------------------------------
+// Each decides its result's dtype by graph/type_promotion.h (ATen's result_type and the op
+// family's contract: the rule the shape rules follow), converts its tensor operands to it
+// and computes there: floating dtypes by the formulas above, bool and integers exactly in
+// int64, wrapping as ATen's integer kernels do.
+
+// op(x, y) on integers (add: x + alpha y); nullopt where ATen refuses, with `what` saying why.
+std::optional<int64_t> IntegerEw(EwOp op, int64_t x, int64_t y, int64_t alpha, const char** what) {
+  const uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+  switch (op) {
+    case EwOp::kAdd:
+      return static_cast<int64_t>(ux + static_cast<uint64_t>(alpha) * uy);
+    case EwOp::kMul:
+      return static_cast<int64_t>(ux * uy);
+    case EwOp::kDivFloor:
+    case EwOp::kDivTrunc: {
+      if (y == 0) {
+        *what = "integer division by zero";
+        return std::nullopt;
+      }
+      if (y == -1 && x == std::numeric_limits<int64_t>::min()) {
+        *what = "integer overflow";
+        return std::nullopt;
+      }
+      int64_t q = x / y;
+      if (op == EwOp::kDivFloor && x % y != 0 && ((x < 0) != (y < 0))) --q;
+      return q;
+    }
+    case EwOp::kPow: {
+      if (y < 0) {
+        *what = "integers to negative integer powers are not allowed";
+        return std::nullopt;
+      }
+      uint64_t r = 1, b = ux;
+      for (uint64_t e = uy; e != 0; e >>= 1) {
+        if (e & 1) r *= b;
+        b *= b;
+      }
+      return static_cast<int64_t>(r);
+    }
+    default:
+      *what = "no integer formula for this op";
+      return std::nullopt;
   }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
-  if (b.dim() == 0 && b.dtype() != a.dtype()) {
-    // A 0-d tensor of another dtype takes part as a number (PyTorch keeps self's dtype).
-    return Unary(c, a, EwFormula{f.op, GetElement(b, 0), f.s});
-  }
-  return Binary(c, a, b, f);
 }
 
-// add of integer tensors (a counter: batch norm's num_batches_tracked + 1, index
-// arithmetic): exact int64 arithmetic, self's dtype, as ATen keeps an int result int when
-// every operand is an integer.
-Results AddIntegers(KernelCall& c, const Tensor& a) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t alpha, c.IntArg("alpha"));
-  const Value* other = c.Arg("other");
+// op(a, b) elementwise on integers: b broadcast, or the number `number` without b; the result
+// in `d` (an integer dtype, or bool: nonzero). a and b of any integer or bool dtype.
+Results IntegerArithmetic(KernelCall& c, EwOp op, const Tensor& a0, const std::optional<Tensor>& b0,
+                          int64_t number, int64_t alpha, DType d) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a0, DType::kInt64));
   std::optional<Tensor> b;
-  int64_t s = 0;
-  if (other != nullptr && other->is_ref()) {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor t, c.TensorArg("other"));
-    if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) {
-      return c.Error(absl::StrCat("other is ", DTypeName(t.dtype()), ", self ",
-                                  DTypeName(a.dtype()), ": a mixed add is not supported"));
-    }
-    b = t;
-  } else {
-    OVERLAP_ASSIGN_OR_RETURN(s, c.IntArg("other"));
-  }
   std::vector<int64_t> shape = a.shape();
-  if (b) {
+  if (b0) {
+    OVERLAP_ASSIGN_OR_RETURN(b, Converted(c, *b0, DType::kInt64));
     OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, a.shape(), b->shape()));
   }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, shape));
+  const int64_t* pa = a.data<int64_t>();
+  const int64_t* pb = b ? b->data<int64_t>() : &number;
   const std::vector<int64_t> sb =
       b ? BroadcastStrides(*b, shape) : std::vector<int64_t>(shape.size(), 0);
+  const char* what = nullptr;
   int64_t k = 0;
   ForEach2(shape, BroadcastStrides(a, shape), sb, [&](int64_t ia, int64_t ib) {
-    const int64_t x = a.dtype() == DType::kInt64 ? a.data<int64_t>()[ia] : a.data<int32_t>()[ia];
-    const int64_t y = !b                            ? s
-                      : b->dtype() == DType::kInt64 ? b->data<int64_t>()[ib]
-                                                    : b->data<int32_t>()[ib];
-    const int64_t r = x + alpha * y;
-    if (a.dtype() == DType::kInt64) {
-      out.data<int64_t>()[k++] = r;
-    } else {
-      out.data<int32_t>()[k++] = static_cast<int32_t>(r);
-    }
+    if (what != nullptr) return;
+    const std::optional<int64_t> r = IntegerEw(op, pa[ia], pb[ib], alpha, &what);
+    if (r) SetInteger(out, k++, *r);
   });
+  if (what != nullptr) return c.Error(what);
   return std::vector<Tensor>{out};
 }
 
-Results AddTensor(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
+// self op other (a tensor, or a number) for add / sub / mul / div: the dtype by
+// ArithmeticResultType(family, ...), the formula `ew` (add and sub: a + s b, s = alpha, or
+// -alpha for sub).
+Results Arithmetic(KernelCall& c, ArithmeticOp family, EwOp ew) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
   const Value* other = c.Arg("other");
-  const bool integer_other = other == nullptr || other->is_ref() ||
-                             other->kind() == Value::Kind::kInt ||
-                             other->kind() == Value::Kind::kBool;
-  if ((self.dtype() == DType::kInt64 || self.dtype() == DType::kInt32) && integer_other) {
-    return AddIntegers(c, self);
+  if (other == nullptr) return c.Error("argument 'other' is missing");
+  std::optional<Tensor> b;
+  std::optional<PromotionOperand> y;
+  if (other->is_ref()) {
+    OVERLAP_ASSIGN_OR_RETURN(b, c.TensorArg("other"));
+    y = OperandOf(*b);
+  } else {
+    y = PromotionOperand::Number(*other);
+    if (!y) return c.Error("argument 'other' should be a tensor or a number");
   }
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-  return TensorOrScalar(c, EwFn(EwOp::kAdd, alpha));
+  OVERLAP_ASSIGN_OR_RETURN(DType d,
+                           DecidedDType(c, ArithmeticResultType(family, {OperandOf(a), *y})));
+  const bool additive = family == ArithmeticOp::kAdd || family == ArithmeticOp::kSub;
+  const int sign = family == ArithmeticOp::kSub ? -1 : 1;
+  if (const Value* alpha = c.Arg("alpha"); additive && alpha != nullptr) {
+    const absl::Status s = CheckAlpha(DTypeName(d), *alpha);
+    if (!s.ok()) return c.Error(s.message());
+  }
+  if (!IsFloatingPoint(d)) {
+    int64_t alpha = 1, number = 0;
+    if (additive) {  // integral (CheckAlpha)
+      OVERLAP_ASSIGN_OR_RETURN(alpha, c.IntArg("alpha"));
+    }
+    if (!b) {
+      OVERLAP_ASSIGN_OR_RETURN(number, c.IntArg("other"));
+    }
+    return IntegerArithmetic(c, ew, a, b, number, sign * alpha, d);
+  }
+  double s = 0;
+  if (additive) {
+    OVERLAP_ASSIGN_OR_RETURN(s, c.DoubleArg("alpha"));
+    s *= sign;
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, a, d));
+  if (!b || b->dim() == 0) {  // a number, or a 0-d tensor taking part as one
+    double v = 0;
+    if (b) {
+      v = GetElement(*b, 0);
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(v, c.DoubleArg("other"));
+    }
+    return Unary(c, x, EwFormula{ew, v, s});
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor z, Converted(c, *b, d));
+  return Binary(c, x, z, EwFormula{ew, 0, s});
 }
 
-Results MulTensor(KernelCall& c) { return TensorOrScalar(c, EwFn(EwOp::kMul)); }
-
-// op(self, scalar) for add.Scalar / mul.Scalar / div.Scalar.
-Results ScalarOp(KernelCall& c, const EwFormula& f) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(double s, c.DoubleArg("other"));
-  return Unary(c, x, EwFormula{f.op, s, f.s});
-}
-
+// pow(self, exponent) with a number: result_type of the two; integers to integer powers
+// exactly.
 Results PowTensorScalar(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg("exponent"));
-  if (e == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
-  if (e == 3) return Unary(c, x, EwFn1(EwOp::kCube));
-  return Unary(c, x, EwFn1(EwOp::kPow, e));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  const Value* ev = c.Arg("exponent");
+  const std::optional<PromotionOperand> e =
+      ev != nullptr ? PromotionOperand::Number(*ev) : std::nullopt;
+  if (!e) return c.Error("argument 'exponent' should be a number");
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(x0), *e})));
+  if (!IsFloatingPoint(d)) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t n, c.IntArg("exponent"));
+    return IntegerArithmetic(c, EwOp::kPow, x0, std::nullopt, n, 1, d);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, d));
+  OVERLAP_ASSIGN_OR_RETURN(double p, c.DoubleArg("exponent"));
+  if (p == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
+  if (p == 3) return Unary(c, x, EwFn1(EwOp::kCube));
+  return Unary(c, x, EwFn1(EwOp::kPow, p));
 }
 
-Results Rsqrt(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Unary(c, x, EwFn1(EwOp::kRsqrt));
+// op(self) for ATen's floating unary ops (exp, rsqrt, sigmoid, tanh): bool and integer
+// inputs are computed in the default float dtype (IntegralToFloat).
+Kernel OfSelfAsFloat(EwOp op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, IntegralToFloat(DTypeName(x0.dtype()))));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, d));
+    return Unary(c, x, EwFn1(op));
+  };
 }
 
 Results Relu(KernelCall& c) {
@@ -456,15 +521,16 @@ Kernel OfGradAndInput(EwOp op) {
   };
 }
 
+// neg: self's dtype; integers exactly; bool refused, as ATen refuses it.
 Results Neg(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  if (x.dtype() == DType::kBool) {
+    return c.Error("negation of a bool tensor is not supported (ATen refuses it: use bitwise_not)");
+  }
+  if (!IsFloatingPoint(x.dtype())) {
+    return IntegerArithmetic(c, EwOp::kMul, x, std::nullopt, -1, 1, x.dtype());
+  }
   return Unary(c, x, EwFn1(EwOp::kMul, -1));
-}
-
-// self - alpha other: add's formula with -alpha.
-Results SubTensor(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-  return TensorOrScalar(c, EwFn(EwOp::kAdd, -alpha));
 }
 
 Results SiluBackward(KernelCall& c) {
@@ -481,10 +547,9 @@ Results ThresholdBackward(KernelCall& c) {
   return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
 }
 
-// div with rounding_mode None / "trunc" / "floor"; integer tensors by an integer scalar
-// (MoE's slot -> token), floats by a tensor or a number.
+// div with rounding_mode None (true division: integers give float32), "trunc" or "floor"
+// (integers stay integers, exactly), by a tensor or a number.
 Results DivMode(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   const Value* mode_v = c.Arg("rounding_mode");
   std::string mode = "none";
   if (mode_v != nullptr && mode_v->kind() == Value::Kind::kString) mode = mode_v->as_string();
@@ -492,27 +557,9 @@ Results DivMode(KernelCall& c) {
     return c.Error(
         absl::StrCat("rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'"));
   }
-  if (x.dtype() == DType::kInt64 || x.dtype() == DType::kInt32) {
-    OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("other"));
-    if (d == 0) return c.Error("integer division by zero");
-    if (d == -1) {
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        if (GetElement(x, i) <= -9.2233720368547758e18) return c.Error("integer overflow");
-      }
-    }
-    if (mode == "none") return c.Error("true division of integers gives floats: not supported");
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const int64_t v = static_cast<int64_t>(GetElement(x, i));
-      int64_t q = v / d;
-      if (mode == "floor" && (v % d != 0) && ((v < 0) != (d < 0))) --q;
-      SetElement(out, i, static_cast<double>(q));
-    }
-    return std::vector<Tensor>{out};
-  }
-  return TensorOrScalar(c, EwFn(mode == "floor"   ? EwOp::kDivFloor
-                                : mode == "trunc" ? EwOp::kDivTrunc
-                                                  : EwOp::kDiv));
+  if (mode == "none") return Arithmetic(c, ArithmeticOp::kTrueDivide, EwOp::kDiv);
+  return Arithmetic(c, ArithmeticOp::kRoundingDivide,
+                    mode == "floor" ? EwOp::kDivFloor : EwOp::kDivTrunc);
 }
 
 absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
@@ -649,60 +696,77 @@ Kernel CompareScalar(Compare op) {
   };
 }
 
-// where(condition, self, other): self where condition holds, else other; the three broadcast,
-// self and other of one float dtype.
-Results Where(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor cond, c.TensorArg("condition"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("other"));
-  if (cond.dtype() != DType::kBool) return c.Error("condition should be a bool tensor");
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a.shape(), b.shape()));
-  OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, shape, cond.shape()));
-  // A 0-d operand of another dtype takes part as a number (scalar_tensor's 0); operands of
-  // the same kind (both 0-d, or neither) promote: float32 and float64 to float64.
-  const bool a_number = a.dim() == 0 && b.dim() > 0, b_number = b.dim() == 0 && a.dim() > 0;
-  DType dtype = a_number ? b.dtype() : b_number ? a.dtype() : a.dtype();
-  if (!a_number && !b_number && a.dtype() != b.dtype()) {
-    if (!IsFloatingPoint(a.dtype()) || !IsFloatingPoint(b.dtype())) {
-      return c.Error(absl::StrCat("self ", a.DebugString(), " and other ", b.DebugString(),
-                                  " have different dtypes"));
-    }
-    dtype = DType::kFloat64;
-  }
-  for (Tensor* t : {&a, &b}) {  // converted to the result's dtype where it differs
-    if (t->dtype() == dtype) continue;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor converted, c.NewScratch(dtype, t->shape()));
-    OVERLAP_RETURN_IF_ERROR(CopyConvert(*t, converted));
-    *t = converted;
-  }
-  return DispatchFloat(c, dtype, [&](auto tag) -> Results {
-    using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dtype, shape));
-    const std::vector<int64_t> sa = BroadcastStrides(a, shape), sb = BroadcastStrides(b, shape),
-                               sc = BroadcastStrides(cond, shape);
-    // Offsets of the three by one walk: ForEach2 over (a, b), the condition's from the index.
-    std::vector<int64_t> cond_at;
-    cond_at.reserve(out.numel());
-    ForEach2(shape, sc, sc, [&](int64_t i, int64_t) { cond_at.push_back(i); });
-    const bool* pc = cond.data<bool>();
-    T* o = out.data<T>();
-    int64_t k = 0;
-    ForEach2(shape, sa, sb, [&](int64_t ia, int64_t ib) {
-      o[k] = pc[cond_at[k]] ? a.data<T>()[ia] : b.data<T>()[ib];
-      ++k;
-    });
-    return std::vector<Tensor>{out};
+// out[k] = cond[k] ? a[k] : b[k] over the broadcast offsets, elements of E (any dtype of
+// E's width: the values are only moved).
+template <typename E>
+void Select(const std::vector<int64_t>& shape, const Tensor& cond, const Tensor& a, const Tensor& b,
+            Tensor& out) {
+  const std::vector<int64_t> sa = BroadcastStrides(a, shape), sb = BroadcastStrides(b, shape),
+                             sc = BroadcastStrides(cond, shape);
+  // Offsets of the three by one walk: ForEach2 over (a, b), the condition's from the index.
+  std::vector<int64_t> cond_at;
+  cond_at.reserve(out.numel());
+  ForEach2(shape, sc, sc, [&](int64_t i, int64_t) { cond_at.push_back(i); });
+  const bool* pc = cond.data<bool>();
+  const E* pa = reinterpret_cast<const E*>(Bytes(a));
+  const E* pb = reinterpret_cast<const E*>(Bytes(b));
+  E* o = reinterpret_cast<E*>(Bytes(out));
+  int64_t k = 0;
+  ForEach2(shape, sa, sb, [&](int64_t ia, int64_t ib) {
+    o[k] = pc[cond_at[k]] ? pa[ia] : pb[ib];
+    ++k;
   });
 }
 
-// clamp(self, min, max) / clamp_min(self, min): NaN stays NaN.
+// where(condition, self, other): self where condition holds, else other; the three broadcast,
+// the dtype result_type of self and other (a 0-d operand counts only from a higher
+// category: scalar_tensor's 0 beside a float16 gradient keeps float16).
+Results Where(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor cond, c.TensorArg("condition"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
+  if (cond.dtype() != DType::kBool) return c.Error("condition should be a bool tensor");
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a0.shape(), b0.shape()));
+  OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, shape, cond.shape()));
+  OVERLAP_ASSIGN_OR_RETURN(DType dtype,
+                           DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a0, dtype));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, Converted(c, b0, dtype));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dtype, shape));
+  switch (DTypeSize(dtype)) {
+    case 1:
+      Select<uint8_t>(shape, cond, a, b, out);
+      break;
+    case 2:
+      Select<uint16_t>(shape, cond, a, b, out);
+      break;
+    case 4:
+      Select<uint32_t>(shape, cond, a, b, out);
+      break;
+    default:
+      Select<uint64_t>(shape, cond, a, b, out);
+  }
+  return std::vector<Tensor>{out};
+}
+
+// clamp(self, min, max) / clamp_min(self, min): result_type of self and the bounds (an
+// integer tensor with a float bound is clamped as float32); NaN stays NaN.
 Results Clamp(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
   const Value* lo_v = c.Arg("min");
   const Value* hi_v = c.Arg("max");
   const bool has_lo = lo_v != nullptr && !lo_v->is_none(),
              has_hi = hi_v != nullptr && !hi_v->is_none();
   if (!has_lo && !has_hi) return c.Error("at least one of min and max must be given");
+  std::vector<PromotionOperand> operands = {OperandOf(x0)};
+  for (const Value* bound : {lo_v, hi_v}) {
+    if (bound == nullptr || bound->is_none()) continue;
+    std::optional<PromotionOperand> b = PromotionOperand::Number(*bound);
+    if (!b) return c.Error("min and max should be numbers");
+    operands.push_back(*b);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType(operands)));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, d));
   double lo = -std::numeric_limits<double>::infinity(),
          hi = std::numeric_limits<double>::infinity();
   if (has_lo) {
@@ -832,18 +896,19 @@ Results NewZeros(KernelCall& c) {
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
-  r.Register("aten.add.Tensor", AddTensor);
-  r.Register("aten.mul.Tensor", MulTensor);
-  r.Register("aten.add.Scalar", [](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-    return ScalarOp(c, EwFn(EwOp::kAdd, alpha));
-  });
-  r.Register("aten.mul.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kMul)); });
-  r.Register("aten.div.Scalar", [](KernelCall& c) { return ScalarOp(c, EwFn(EwOp::kDiv)); });
+  const auto arithmetic = [](ArithmeticOp family, EwOp ew) -> Kernel {
+    return [=](KernelCall& c) { return Arithmetic(c, family, ew); };
+  };
+  r.Register("aten.add.Tensor", arithmetic(ArithmeticOp::kAdd, EwOp::kAdd));
+  r.Register("aten.sub.Tensor", arithmetic(ArithmeticOp::kSub, EwOp::kAdd));  // s = -alpha
+  r.Register("aten.mul.Tensor", arithmetic(ArithmeticOp::kMul, EwOp::kMul));
+  r.Register("aten.add.Scalar", arithmetic(ArithmeticOp::kAdd, EwOp::kAdd));
+  r.Register("aten.mul.Scalar", arithmetic(ArithmeticOp::kMul, EwOp::kMul));
+  r.Register("aten.div.Scalar", arithmetic(ArithmeticOp::kTrueDivide, EwOp::kDiv));
   r.Register("aten.div.Tensor_mode", DivMode);
   r.Register("aten.div.Tensor", DivMode);  // no rounding_mode: true division
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
-  r.Register("aten.rsqrt.default", Rsqrt);
+  r.Register("aten.rsqrt.default", OfSelfAsFloat(EwOp::kRsqrt));
   r.Register("aten.relu.default", Relu);
   r.Register("aten.hardtanh.default", Hardtanh);
   r.Register("aten.hardtanh_backward.default", HardtanhBackward);
@@ -851,17 +916,16 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);
   r.Register("aten.silu_backward.default", SiluBackward);
-  r.Register("aten.sigmoid.default", OfSelf(EwOp::kSigmoid));
+  r.Register("aten.sigmoid.default", OfSelfAsFloat(EwOp::kSigmoid));
   r.Register("aten.sigmoid_backward.default", OfGradAndResult(EwOp::kSigmoidBackward));
   r.Register("aten.hardswish.default", OfSelf(EwOp::kHardswish));
   r.Register("aten.hardswish_backward.default", OfGradAndInput(EwOp::kHardswishBackward));
   r.Register("aten.hardsigmoid.default", OfSelf(EwOp::kHardsigmoid));
   r.Register("aten.hardsigmoid_backward.default", OfGradAndInput(EwOp::kHardsigmoidBackward));
   r.Register("aten.full.default", Full);
-  r.Register("aten.tanh.default", OfSelf(EwOp::kTanh));
+  r.Register("aten.tanh.default", OfSelfAsFloat(EwOp::kTanh));
   r.Register("aten.tanh_backward.default", OfGradAndResult(EwOp::kTanhBackward));
   r.Register("aten.neg.default", Neg);
-  r.Register("aten.sub.Tensor", SubTensor);
   r.Register("aten.threshold_backward.default", ThresholdBackward);
   r.Register("aten.zeros_like.default", ZerosLike);
   r.Register("aten.empty_like.default", ZerosLike);  // zeroed: no stale memory in a result
@@ -880,7 +944,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.clamp.default", Clamp);
   r.Register("aten.clamp_min.default", Clamp);
   r.Register("aten.scalar_tensor.default", ScalarTensor);
-  r.Register("aten.exp.default", OfSelf(EwOp::kExp));
+  r.Register("aten.exp.default", OfSelfAsFloat(EwOp::kExp));
   r.Register("aten.lift_fresh_copy.default", LiftFreshCopy);
   r.Register("aten.zero.default", ZerosLike);
   r.Register("aten.new_empty.default", NewZeros);  // zeroed: no stale memory in a result

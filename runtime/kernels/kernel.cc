@@ -148,6 +148,7 @@ absl::StatusOr<double> KernelCall::DoubleArg(absl::string_view name,
   if ((v == nullptr || v->is_none()) && fallback.has_value()) return *fallback;
   if (v != nullptr && v->kind() == Value::Kind::kDouble) return v->as_double();
   if (v != nullptr && v->kind() == Value::Kind::kInt) return static_cast<double>(v->as_int());
+  if (v != nullptr && v->kind() == Value::Kind::kBool) return v->as_bool() ? 1.0 : 0.0;
   return Error(absl::StrCat(ArgLabel(name), " should be a number, got ",
                             v == nullptr ? "nothing" : KindName(*v)));
 }

@@ -60,8 +60,9 @@ class KernelCall {
 
   // Typed arguments. Each fails with InvalidArgument naming the node, the argument and what
   // it got when the argument is missing (and has no default) or of the wrong kind. Ints
-  // are accepted for doubles; a single int for an int list. A `fallback` is what None means
-  // where the schema's default is None (slice's end: the dimension's size).
+  // and bools (a Scalar may be either) are accepted for doubles; a single int for an int
+  // list. A `fallback` is what None means where the schema's default is None (slice's end:
+  // the dimension's size).
   absl::StatusOr<Tensor> TensorArg(absl::string_view name) const;
   // nullopt for None or a missing argument.
   absl::StatusOr<std::optional<Tensor>> OptionalTensorArg(absl::string_view name) const;
@@ -134,7 +135,9 @@ class KernelRegistry {
 
 // The CPU kernels: every call_function target of docs/ops.md (forward, backward and loss),
 // for float32 and float64 tensors (the interpreter runs 16-bit floats through the float32
-// kernels). Built once; O(1) after.
+// kernels); arithmetic, sums, where, comparisons and the floating unary ops take bool and
+// integer operands too, their results' dtypes decided by graph/type_promotion.h as the shape
+// rules decide them. Built once; O(1) after.
 const KernelRegistry& CpuKernels();
 
 // Registration hooks of the kernel files (kernels/elementwise.cc, index.cc, nn.cc, reduction.cc,

@@ -22,10 +22,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/graph.h"
+#include "graph/shape_rules.h"
 #include "gtest/gtest.h"
 #include "runtime/core/tensor.h"
 #include "runtime/testing/reference_ops.h"
@@ -1516,6 +1518,166 @@ TEST(KernelTest, OpsOfExportedGraphs) {
   ExpectClose(*(*viewed)[0], flat, 0, "_reshape_alias");
   const RefTensor s0 = ref::Make({}, {2.5});
   Check("aten.div.Tensor", {F(a), F(s0)}, {ref::DivScalar(a, 2.5)});
+}
+
+// ---- mixed dtypes: graph/type_promotion.h's rule, in the kernels and the shape rules ------
+
+// One operand of a mixed-dtype case: a tensor of `dtype` holding `values` in `shape`, or a
+// constant argument.
+struct Operand {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+  std::optional<Value> constant;
+};
+Operand T(DType d, std::vector<int64_t> shape, std::vector<double> values) {
+  return {d, std::move(shape), std::move(values), std::nullopt};
+}
+Operand K(Value v) { return {DType::kFloat32, {}, {}, std::move(v)}; }
+
+struct Mixed {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+};
+
+// Runs `target` on the operands, checking first that the shape rule (which sees each
+// tensor's shape and dtype as a graph's meta states them) gives the dtype and shape the
+// kernel returns: both decide by graph/type_promotion.h. The kernel's result, or its error.
+absl::StatusOr<Mixed> RunMixed(const std::string& target, const std::vector<Operand>& ops,
+                               ValueDict kwargs = {}) {
+  Graph g;
+  Allocator alloc;
+  std::vector<Value> args;
+  absl::flat_hash_map<NodeId, Tensor> by_id;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Operand& o = ops[k];
+    if (o.constant) {
+      args.push_back(*o.constant);
+      continue;
+    }
+    const NodeId id = *g.AddNode(Op::kPlaceholder, absl::StrCat("p", k), "p", {}, {});
+    g.mutable_node(id).mutable_meta().set_shape(Shape(o.shape.begin(), o.shape.end()));
+    g.mutable_node(id).mutable_meta().set_dtype(std::string(DTypeName(o.dtype)));
+    Tensor t = *Tensor::Empty(alloc, o.dtype, o.shape);
+    for (size_t i = 0; i < o.values.size(); ++i)
+      SetElement(t, static_cast<int64_t>(i), o.values[i]);
+    by_id[id] = t;
+    args.push_back(Value::Ref(id));
+  }
+  const NodeId call = *g.AddNode(Op::kCallFunction, "op", target, args, kwargs);
+  KernelCall c(g.node(call), alloc, [&](NodeId id) -> const Tensor* { return &by_id.at(id); });
+  absl::StatusOr<std::vector<Tensor>> out = (*CpuKernels().Find(target))(c);
+  absl::StatusOr<std::vector<TensorType>> rule = InferTypes(g, g.node(call));
+  if (!out.ok()) {
+    // The rule refuses what the kernel refuses for its dtype (not for a value: a division
+    // by zero is the kernel's alone).
+    if (rule.ok() && !absl::StrContains(out.status().message(), "by zero")) {
+      ADD_FAILURE() << target << ": the kernel refuses (" << out.status()
+                    << ") what the rule types as " << FormatType((*rule)[0]);
+    }
+    return out.status();
+  }
+  Mixed m{(*out)[0].dtype(), (*out)[0].shape(), {}};
+  for (int64_t i = 0; i < (*out)[0].numel(); ++i) m.values.push_back(GetElement((*out)[0], i));
+  EXPECT_TRUE(rule.ok()) << target << ": " << rule.status();
+  if (rule.ok()) {
+    EXPECT_EQ((*rule)[0].dtype, DTypeName(m.dtype)) << target << ": rule and kernel differ";
+    EXPECT_EQ(std::vector<int64_t>((*rule)[0].shape.begin(), (*rule)[0].shape.end()), m.shape)
+        << target;
+  }
+  return m;
+}
+
+void ExpectMixed(const std::string& target, const std::vector<Operand>& ops, DType dtype,
+                 std::vector<double> values, ValueDict kwargs = {}) {
+  absl::StatusOr<Mixed> m = RunMixed(target, ops, std::move(kwargs));
+  ASSERT_TRUE(m.ok()) << target << ": " << m.status();
+  EXPECT_EQ(DTypeName(m->dtype), DTypeName(dtype)) << target;
+  EXPECT_EQ(m->values, values) << target;
+}
+
+// Hand-computed results of mixed-dtype ops, each in the dtype torch gives it.
+TEST(KernelTest, MixedDtypesComputeInATensResultType) {
+  const DType f32 = DType::kFloat32, f64 = DType::kFloat64, i64 = DType::kInt64,
+              i32 = DType::kInt32, b = DType::kBool;
+  const Operand x = T(f32, {2, 3}, {1.5, -2, 3, 4, -5, 6.25});
+  const Operand mask = T(b, {2, 3}, {1, 0, 1, 0, 0, 1});
+  // The mask multiply, either way round and broadcast.
+  ExpectMixed("aten.mul.Tensor", {x, mask}, f32, {1.5, 0, 3, 0, 0, 6.25});
+  ExpectMixed("aten.mul.Tensor", {mask, x}, f32, {1.5, 0, 3, 0, 0, 6.25});
+  ExpectMixed("aten.mul.Tensor", {x, T(b, {3}, {0, 1, 1})}, f32, {0, -2, 3, 0, -5, 6.25});
+  ExpectMixed("aten.mul.Tensor", {mask, T(b, {3}, {1, 1, 0})}, b, {1, 0, 0, 0, 0, 0});
+  ExpectMixed("aten.mul.Tensor", {mask, K(Value::Double(0.5))}, f32, {0.5, 0, 0.5, 0, 0, 0.5});
+  ExpectMixed("aten.mul.Tensor", {x, K(Value::Bool(true))}, f32, {1.5, -2, 3, 4, -5, 6.25});
+  // Integers stay integers, exactly: 2^60 - (2^60 - 1) is 1 in int64 (in double, 0).
+  const Operand i = T(i64, {3}, {0, 7, -7});
+  ExpectMixed("aten.sub.Tensor",
+              {T(i64, {1}, {1152921504606846976.0}), K(Value::Int(1152921504606846975))}, i64, {1});
+  ExpectMixed("aten.sub.Tensor", {i, T(i64, {3}, {1, 2, 3})}, i64, {-1, 5, -10});
+  ExpectMixed("aten.sub.Tensor", {i, K(Value::Int(3))}, i64, {-3, 4, -10});
+  ExpectMixed("aten.sub.Tensor", {i, T(i64, {3}, {1, 2, 3})}, i64, {-2, 3, -13},
+              {{"alpha", Value::Int(2)}});
+  ExpectMixed("aten.add.Tensor", {T(i32, {2}, {1, 2}), T(i64, {2}, {10, 20})}, i64, {11, 22});
+  ExpectMixed("aten.add.Tensor", {T(i32, {2}, {1, 2}), T(i64, {}, {5})}, i32, {6, 7});
+  ExpectMixed("aten.add.Tensor", {mask, mask}, b, {1, 0, 1, 0, 0, 1});  // or
+  ExpectMixed("aten.add.Tensor", {mask, K(Value::Int(1))}, i64, {2, 1, 2, 1, 1, 2});
+  ExpectMixed("aten.mul.Scalar", {i, K(Value::Int(3))}, i64, {0, 21, -21});
+  ExpectMixed("aten.add.Scalar", {i, K(Value::Double(0.5))}, f32, {0.5, 7.5, -6.5});
+  ExpectMixed("aten.neg.default", {i}, i64, {0, -7, 7});
+  ExpectMixed("aten.pow.Tensor_Scalar", {i, K(Value::Int(3))}, i64, {0, 343, -343});
+  ExpectMixed("aten.pow.Tensor_Scalar", {T(i64, {2}, {4, 9}), K(Value::Double(0.5))}, f32, {2, 3});
+  // Zero-dim tensors count only from a higher category; numbers likewise.
+  ExpectMixed("aten.add.Tensor", {i, T(f64, {}, {0.25})}, f64, {0.25, 7.25, -6.75});
+  ExpectMixed("aten.add.Tensor", {T(f32, {2}, {1, 2}), T(f64, {}, {0.5})}, f32, {1.5, 2.5});
+  ExpectMixed("aten.mul.Tensor", {i, K(Value::Double(2.5))}, f32, {0, 17.5, -17.5});
+  // True division of integers is float32; rounding modes keep integers.
+  ExpectMixed("aten.div.Tensor", {i, T(i64, {3}, {2, 2, 2})}, f32, {0, 3.5, -3.5});
+  ExpectMixed("aten.div.Scalar", {i, K(Value::Int(2))}, f32, {0, 3.5, -3.5});
+  ExpectMixed("aten.div.Tensor", {T(i32, {2}, {1, 3}), T(f64, {2}, {4, 4})}, f64, {0.25, 0.75});
+  ExpectMixed("aten.div.Tensor_mode", {i, K(Value::Int(2))}, i64, {0, 3, -4},
+              {{"rounding_mode", Value::String("floor")}});
+  ExpectMixed("aten.div.Tensor_mode", {i, T(i64, {3}, {2, 2, 2})}, i64, {0, 3, -3},
+              {{"rounding_mode", Value::String("trunc")}});
+  // Sums of bool and integers are int64; a dtype keyword decides; mean of integers needs one.
+  ExpectMixed("aten.sum.default", {mask}, i64, {3});
+  ExpectMixed("aten.sum.dim_IntList", {mask, K(Ints({1}))}, i64, {2, 1});
+  ExpectMixed("aten.sum.dim_IntList", {mask, K(Ints({0})), K(Value::Bool(true))}, i64, {1, 0, 2});
+  ExpectMixed("aten.sum.default", {T(i32, {3}, {2147483647, 2147483647, 2})}, i64, {4294967296});
+  ExpectMixed("aten.sum.default", {mask}, f32, {3}, {{"dtype", Value::String("torch.float32")}});
+  ExpectMixed("aten.sum.default", {x}, f64, {7.75}, {{"dtype", Value::String("torch.float64")}});
+  ExpectMixed("aten.mean.default", {i}, f64, {0}, {{"dtype", Value::String("torch.float64")}});
+  ExpectMixed("aten.mean.dim", {T(i32, {2, 2}, {1, 2, 4, 4}), K(Ints({1}))}, f32, {1.5, 4},
+              {{"dtype", Value::String("torch.float32")}});
+  // Comparisons are bool; where and clamp promote; the floating unary ops make floats.
+  ExpectMixed("aten.lt.Scalar", {i, K(Value::Double(0.5))}, b, {1, 0, 1});
+  ExpectMixed("aten.where.self", {T(b, {3}, {1, 0, 1}), i, T(f32, {}, {0.5})}, f32, {0, 0.5, -7});
+  ExpectMixed("aten.where.self", {T(b, {3}, {1, 0, 1}), i, T(i64, {3}, {1, 2, 3})}, i64,
+              {0, 2, -7});
+  ExpectMixed("aten.clamp.default", {i, K(Value::Double(-1.5)), K(Value::Double(2.5))}, f32,
+              {0, 2.5, -1.5});
+  ExpectMixed("aten.exp.default", {T(i64, {2}, {0, 0})}, f32, {1, 1});
+  ExpectMixed("aten.sigmoid.default", {T(b, {1}, {0})}, f32, {0.5});
+  // What ATen refuses, the kernels and the rules refuse alike.
+  struct Refused {
+    std::string target;
+    std::vector<Operand> ops;
+    ValueDict kwargs;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"aten.sub.Tensor", {mask, mask}, {}},
+           {"aten.sub.Tensor", {x, mask}, {}},
+           {"aten.neg.default", {mask}, {}},
+           {"aten.mean.default", {i}, {}},
+           {"aten.add.Tensor", {i, i}, {{"alpha", Value::Double(0.5)}}},  // integers
+           {"aten.add.Tensor", {x, x}, {{"alpha", Value::Bool(true)}}},
+       }) {
+    EXPECT_FALSE(RunMixed(r.target, r.ops, r.kwargs).ok()) << r.target;
+  }
+  absl::StatusOr<Mixed> zero = RunMixed("aten.div.Tensor_mode", {i, K(Value::Int(0))},
+                                        {{"rounding_mode", Value::String("floor")}});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(), ::testing::HasSubstr("integer division by zero"));
 }
 
 TEST(KernelTest, EveryOpOfTheOpsTableHasAKernel) {

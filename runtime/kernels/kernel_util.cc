@@ -8,6 +8,30 @@
 namespace overlap {
 namespace kernels {
 
+absl::StatusOr<DType> DecidedDType(const KernelCall& c, absl::StatusOr<std::string> dtype) {
+  if (!dtype.ok()) return c.Error(dtype.status().message());
+  absl::StatusOr<DType> d = ParseDType(*dtype);
+  if (!d.ok())
+    return c.Error(absl::StrCat("a result of dtype ", *dtype, ": ", d.status().message()));
+  return *d;
+}
+
+absl::StatusOr<DType> ReductionDType(const KernelCall& c, ReductionOp op, DType self) {
+  const Value* v = c.Arg("dtype");
+  const std::string keyword =
+      v != nullptr && v->kind() == Value::Kind::kString ? v->as_string() : std::string();
+  return DecidedDType(c, ReductionResultType(op, DTypeName(self), keyword));
+}
+
+absl::StatusOr<Tensor> Converted(KernelCall& c, const Tensor& t, DType d) {
+  if (t.dtype() == d) return t;
+  absl::StatusOr<Tensor> out = c.NewScratch(d, t.shape());
+  if (!out.ok()) return out.status();
+  absl::Status s = CopyConvert(t, *out);
+  if (!s.ok()) return c.Error(s.message());
+  return out;
+}
+
 absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim) {
   const int64_t n = std::max<int64_t>(ndim, 1);  // a scalar accepts 0 and -1
   if (d < -n || d >= n) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/type_promotion.h"
 #include "runtime/core/parallel.h"
 #include "runtime/core/tensor.h"
 #include "runtime/kernels/kernel.h"
@@ -38,6 +39,22 @@ template <>
 constexpr DType DTypeOf<double>() {
   return DType::kFloat64;
 }
+
+// Result dtypes are graph/type_promotion.h's (ATen's result_type and each family's contract),
+// the rule the shape rules follow too.
+// A tensor as an operand of type promotion: dimensioned or zero-dim, its dtype.
+inline PromotionOperand OperandOf(const Tensor& t) {
+  return PromotionOperand::Tensor(DTypeName(t.dtype()), t.dim());
+}
+// The dtype graph/type_promotion.h decided, as a DType; its refusal (bool subtraction, mean of
+// integers) or a dtype the runtime has no tensors of (int8, int16) an error naming the node.
+absl::StatusOr<DType> DecidedDType(const KernelCall& c, absl::StatusOr<std::string> dtype);
+// sum's / mean's result dtype for a `self` of dtype `self` and the call's dtype keyword
+// (ReductionResultType); errors name the node.
+absl::StatusOr<DType> ReductionDType(const KernelCall& c, ReductionOp op, DType self);
+// `t` with dtype `d`: itself when it has it, else a contiguous copy converted (as SetElement
+// converts) in scratch. O(numel) for a copy.
+absl::StatusOr<Tensor> Converted(KernelCall& c, const Tensor& t, DType d);
 
 // A dimension index wrapped into [0, ndim); an error naming the node when out of range.
 absl::StatusOr<int64_t> WrapDim(const KernelCall& c, int64_t d, int64_t ndim);
@@ -148,6 +165,23 @@ inline absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> t) {
 // Reads an integer tensor's element (int64 or int32) at flat contiguous index i.
 inline int64_t IndexAt(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+}
+// Writes `v` as element k of the contiguous integer or bool tensor `out`: wrapped to an
+// integer dtype's width, nonzero for bool (an integer result of type promotion).
+inline void SetInteger(Tensor& out, int64_t k, int64_t v) {
+  switch (out.dtype()) {
+    case DType::kInt32:
+      out.data<int32_t>()[k] = static_cast<int32_t>(static_cast<uint32_t>(v));
+      return;
+    case DType::kUInt8:
+      out.data<uint8_t>()[k] = static_cast<uint8_t>(v);
+      return;
+    case DType::kBool:
+      out.data<uint8_t>()[k] = v != 0;
+      return;
+    default:
+      out.data<int64_t>()[k] = v;
+  }
 }
 // The address of `t`'s first element (any dtype; NnArgs::index, raw row copies).
 inline std::byte* Bytes(const Tensor& t) {

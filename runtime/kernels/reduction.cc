@@ -19,9 +19,29 @@ namespace {
 
 using Results = absl::StatusOr<std::vector<Tensor>>;
 
+// A sum of bool or integers over the dimensions whose `acc_strides` are 0, exactly in int64
+// (wrapping as ATen's), written as `d` in `shape`.
+Results SumIntegers(KernelCall& c, const Tensor& x0, const std::vector<int64_t>& acc_strides,
+                    const std::vector<int64_t>& shape, DType d) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, DType::kInt64));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, shape));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor acc_t, c.NewScratch(DType::kInt64, {out.numel()}));
+  // Unsigned: two's-complement wrap without undefined behaviour.
+  uint64_t* acc = reinterpret_cast<uint64_t*>(acc_t.data<int64_t>());
+  const int64_t* in = x.data<int64_t>();
+  ForEach2(x.shape(), x.strides(), acc_strides,
+           [&](int64_t a, int64_t o) { acc[o] += static_cast<uint64_t>(in[a]); });
+  for (int64_t i = 0; i < out.numel(); ++i) SetInteger(out, i, static_cast<int64_t>(acc[i]));
+  return std::vector<Tensor>{out};
+}
+
 // sum / mean over `dim` (None or empty: every dimension), times `scale_by_count` ? 1/N : 1.
+// The result's dtype is ReductionResultType's (graph/type_promotion.h): the dtype keyword,
+// else sum's int64 for bool and integers; the input is read in it.
 Results ReduceDims(KernelCall& c, bool mean) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(
+      DType dtype, ReductionDType(c, mean ? ReductionOp::kMean : ReductionOp::kSum, x0.dtype()));
   const Value* dv = c.Arg("dim");
   std::vector<int64_t> dims;
   if (dv != nullptr && !dv->is_none()) {
@@ -29,28 +49,32 @@ Results ReduceDims(KernelCall& c, bool mean) {
   }
   // sum.default and mean.default declare no keepdim: they keep no dimension.
   OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim", false));
-  std::vector<bool> reduced(x.dim(), dims.empty());
+  std::vector<bool> reduced(x0.dim(), dims.empty());
   for (int64_t d : dims) {
     const int64_t given = d;
-    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x0.dim()));
     // As ATen: a dimension named twice (0 and -2 of a matrix alike) is refused.
-    if (x.dim() > 0 && reduced[d]) {
+    if (x0.dim() > 0 && reduced[d]) {
       return c.Error(absl::StrCat("argument 'dim': dimension ", given,
                                   " appears more than once in the list of dims"));
     }
-    if (x.dim() > 0) reduced[d] = true;
+    if (x0.dim() > 0) reduced[d] = true;
   }
   std::vector<int64_t> keep_shape, out_shape;
   int64_t count = 1;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    keep_shape.push_back(reduced[i] ? 1 : x.shape()[i]);
-    if (!reduced[i]) out_shape.push_back(x.shape()[i]);
-    if (reduced[i]) count *= x.shape()[i];
+  for (int64_t i = 0; i < x0.dim(); ++i) {
+    keep_shape.push_back(reduced[i] ? 1 : x0.shape()[i]);
+    if (!reduced[i]) out_shape.push_back(x0.shape()[i]);
+    if (reduced[i]) count *= x0.shape()[i];
   }
   std::vector<int64_t> acc_strides = ContiguousStrides(keep_shape);
-  for (int64_t i = 0; i < x.dim(); ++i) {
+  for (int64_t i = 0; i < x0.dim(); ++i) {
     if (reduced[i]) acc_strides[i] = 0;
   }
+  if (!IsFloatingPoint(dtype)) {
+    return SumIntegers(c, x0, acc_strides, keepdim ? keep_shape : out_shape, dtype);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, dtype));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), keepdim ? keep_shape : out_shape));

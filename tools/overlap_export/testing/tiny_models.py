@@ -272,3 +272,45 @@ class DictOutput(Tiny):
 
 def dict_output():
     return DictOutput()
+
+
+class ConvsAndMasks(torch.nn.Module):
+    """Conv1d(3, 4, 3) on Nx3xL and Conv3d(2, 3, 3, padding=1) on Nx2xDxHxW: the first's
+    positive outputs kept by a bool mask (multiplied in) and averaged over their count (a
+    bool sum: int64), plus the second's mean. Convolutions of 1 and 3 spatial dimensions and
+    mixed dtypes, as `overlap inspect --shapes` must type them (the CPU kernels run 2-d
+    convolutions only)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv1d(3, 4, 3)
+        self.conv3 = torch.nn.Conv3d(2, 3, 3, padding=1)
+
+    def forward(self, x, v):
+        y = self.conv1(x)
+        mask = y > 0
+        return (y * mask).sum() / (mask.sum() + 1) + self.conv3(v).mean()
+
+
+def convs_and_masks():
+    return ConvsAndMasks()
+
+
+class MaskedMean(torch.nn.Module):
+    """Linear(4, 3); its positive outputs kept by a bool mask (float32 * bool) and averaged
+    over their count per row (a bool sum: int64, plus 1), scaled by integer arithmetic on
+    int64 ids (a subtraction, then a true division: float32). Inputs Nx4 and N int64."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, ids):
+        y = self.fc(x)
+        mask = y > 0
+        kept = (y * mask).sum(dim=1) / (mask.sum(dim=1) + 1)
+        return kept * ((ids - 1) / 2)
+
+
+def masked_mean():
+    return MaskedMean()
