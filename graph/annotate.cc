@@ -72,6 +72,7 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                            "ge",
                            "logical_not",
                            "sign",
+                           "sgn",
                            "dropout",
                            "native_dropout",
                            "native_dropout_backward",
@@ -123,8 +124,10 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                               "hardsigmoid", "hardsigmoid_backward",
                               "sin",         "cos",
                               "elu",         "elu_backward",
-                              "leaky_relu",  "leaky_relu_backward",
                               "mish"});
+  // A comparison and a product per element.
+  add(Kind::kElementwise, {"leaky_relu", "leaky_relu_backward", "prelu", "prelu_backward",
+                           "_prelu_kernel", "_prelu_kernel_backward"});
 }
 
 const absl::flat_hash_map<std::string, Kind>& OpKinds() {
@@ -181,13 +184,18 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
         {"max_pool2d", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
          "avg_pool2d_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
          "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d"});
+    add(Kind::kPool, {"max_pool3d", "max_pool3d_with_indices", "max_pool3d_with_indices_backward",
+                      "avg_pool3d", "avg_pool3d_backward", "adaptive_max_pool2d_backward"});
     add(Kind::kMemory,
         {"cat", "stack", "index", "index_select", "gather", "scatter", "scatter_add", "index_put",
          "index_add", "slice_backward", "select_backward", "embedding_dense_backward",
          "constant_pad_nd", "pad", "repeat", "roll", "flip"});
-    add(Kind::kEmbedding, {"embedding"});
+    add(Kind::kEmbedding, {"embedding", "_embedding_bag"});
+    // Index builders and the embedding bag's backward: bytes moved, no arithmetic to speak of.
+    add(Kind::kMemory, {"_embedding_bag_dense_backward", "repeat_interleave", "triu_indices"});
     add(Kind::kNorm, {"_native_batch_norm_legit_functional"});
     add(Kind::kMemory, {"slice_scatter", "select_scatter", "as_strided_scatter", "unsafe_split"});
+    add(Kind::kMemory, {"pixel_shuffle", "pixel_unshuffle"});  // a permuting copy
     // Upsampling reads each input a few times and writes the output once: memory-bound.
     add(Kind::kMemory, {"upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest2d_backward",
                         "upsample_bilinear2d_backward"});
@@ -219,14 +227,16 @@ const absl::flat_hash_map<std::string, Kind>& ModuleKinds() {
     add(Kind::kConv, {"Conv1d", "Conv2d", "Conv3d"});
     add(Kind::kElementwise,
         {"ReLU", "ReLU6", "Hardtanh", "Dropout", "Dropout1d", "Dropout2d", "Threshold"});
-    add(Kind::kTranscendental, {"GELU", "SiLU", "Tanh", "Sigmoid", "Hardswish", "Hardsigmoid",
-                                "ELU", "LeakyReLU", "Softplus", "Mish"});
+    add(Kind::kTranscendental,
+        {"GELU", "SiLU", "Tanh", "Sigmoid", "Hardswish", "Hardsigmoid", "ELU", "Softplus", "Mish"});
+    add(Kind::kElementwise, {"LeakyReLU", "PReLU"});
+    add(Kind::kMemory, {"PixelShuffle", "PixelUnshuffle"});
     add(Kind::kNorm, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
                       "RMSNorm", "InstanceNorm2d", "SyncBatchNorm"});
     add(Kind::kSoftmax, {"Softmax", "LogSoftmax"});
     add(Kind::kReduction, {"CrossEntropyLoss", "MSELoss", "NLLLoss"});
     add(Kind::kPool, {"MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-                      "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"});
+                      "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d"});
     add(Kind::kEmbedding, {"Embedding"});
     return m;
   }();
@@ -483,6 +493,15 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
       std::optional<TensorType> idx =
           input_first ? ArgType(g, n, 0, "input") : ArgType(g, n, 1, "indices");
       e.bytes = 2 * outs.bytes + (idx ? Sum({*idx}).bytes : 0);
+      if (base == "_embedding_bag" && idx && !out.empty() && out[0].shape.size() == 2) {
+        // A row read per index (not per bag) and added into its bag: the indices, offsets,
+        // the rows and the four results.
+        const TensorType rows{{static_cast<int64_t>(Numel(*idx)), out[0].shape[1]}, out[0].dtype};
+        std::optional<TensorType> offsets = ArgType(g, n, 2, "offsets");
+        e.bytes = Sum({rows}).bytes + outs.bytes + Sum({*idx}).bytes +
+                  (offsets ? Sum({*offsets}).bytes : 0);
+        e.flops = Numel(rows);
+      }
       break;
     }
     case Kind::kMemory:  // and the fallback: bytes alone

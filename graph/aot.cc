@@ -480,6 +480,10 @@ class AotBuilder {
         {"aten.split_with_sizes.default", &AotBuilder::SplitBackward},
         {"aten.hardswish.default", &AotBuilder::ActivationBackward},
         {"aten.exp.default", &AotBuilder::ExpBackward},
+        {"aten.sin.default", &AotBuilder::UnaryBackward},
+        {"aten.cos.default", &AotBuilder::UnaryBackward},
+        {"aten.log.default", &AotBuilder::UnaryBackward},
+        {"aten.abs.default", &AotBuilder::UnaryBackward},
         {"aten.clamp.default", &AotBuilder::ClampBackward},
         {"aten.clamp_min.default", &AotBuilder::ClampBackward},
         {"aten.where.self", &AotBuilder::WhereBackward},
@@ -514,8 +518,17 @@ class AotBuilder {
         {"aten.native_batch_norm.default", &AotBuilder::BatchNormBackward},
         {"aten._scaled_dot_product_flash_attention.default", &AotBuilder::AttentionBackward},
         {"aten.topk.default", &AotBuilder::TopkBackward},
+        {"aten.max.dim", &AotBuilder::MaxDimBackward},
+        {"aten.leaky_relu.default", &AotBuilder::LeakyReluBackward},
+        {"aten.prelu.default", &AotBuilder::PreluBackward},
+        {"aten._prelu_kernel.default", &AotBuilder::PreluBackward},
+        {"aten.pixel_shuffle.default", &AotBuilder::PixelShuffleBackward},
+        {"aten.pixel_unshuffle.default", &AotBuilder::PixelShuffleBackward},
         {"aten.max_pool2d_with_indices.default", &AotBuilder::MaxPoolBackward},
         {"aten.avg_pool2d.default", &AotBuilder::AvgPoolBackward},
+        {"aten.max_pool3d_with_indices.default", &AotBuilder::MaxPoolBackward},
+        {"aten.avg_pool3d.default", &AotBuilder::AvgPoolBackward},
+        {"aten.adaptive_max_pool2d.default", &AotBuilder::AdaptiveMaxPoolBackward},
         {"aten.nll_loss_forward.default", &AotBuilder::NllLossBackward},
         {"aten.mse_loss.default", &AotBuilder::MseLossBackward},
         {"aten.embedding.default", &AotBuilder::EmbeddingBackward},
@@ -951,6 +964,29 @@ class AotBuilder {
                 {{"dtype", Value::String(absl::StrCat("torch.", t.dtype))}});
   }
 
+  // Backwards written in the forward's input x, as torch's derivatives.yaml writes them:
+  // sin: g cos(x); cos: g (-sin(x)); log: g / x; abs: g sgn(x).
+  absl::Status UnaryBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xs, Use(x));
+    const std::string& t = f_.node(c.id).target();
+    NodeId g = kNoNode;
+    if (t == "aten.log.default") {
+      OVERLAP_ASSIGN_OR_RETURN(g, Emit("aten.div.Tensor", {Value::Ref(G(c.id)), Value::Ref(xs)}));
+      return Accumulate(x, g);
+    }
+    const char* derivative = t == "aten.sin.default"   ? "aten.cos.default"
+                             : t == "aten.cos.default" ? "aten.sin.default"
+                                                       : "aten.sgn.default";
+    OVERLAP_ASSIGN_OR_RETURN(NodeId d, Emit(derivative, {Value::Ref(xs)}));
+    if (t == "aten.cos.default") {
+      OVERLAP_ASSIGN_OR_RETURN(d, Emit("aten.neg.default", {Value::Ref(d)}));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(g, Mul(G(c.id), d));
+    return Accumulate(x, g);
+  }
+
   absl::Status ExpBackward(const Call& c) {  // written in its result: g y
     const NodeId x = c.First();
     if (!Needs(x)) return absl::OkStatus();
@@ -1187,6 +1223,70 @@ class AotBuilder {
     return Spread(r, mask, {q, k, v});
   }
 
+  // max.dim: as topk's, the values' gradient scattered back to its indices; without keepdim
+  // both regain the reduced dimension first. A 0-d self is its own maximum.
+  absl::Status MaxDimBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    if (xt.shape.empty()) return Accumulate(x, *g0);
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(c.id, 1));
+    const int64_t d = c.Int("dim", 0);
+    const int64_t dim = d < 0 ? d + static_cast<int64_t>(xt.shape.size()) : d;
+    NodeId g = *g0;
+    const Value keep = c.Arg("keepdim");
+    if (!(keep.kind() == Value::Kind::kBool && keep.as_bool())) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(dim)}, {}, Cost::Alias()));
+      OVERLAP_ASSIGN_OR_RETURN(idx, Emit("aten.unsqueeze.default",
+                                         {Value::Ref(idx), Value::Int(dim)}, {}, Cost::Alias()));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId z,
+                             Emit("aten.new_zeros.default", {Value::Ref(g), Ints(xt.shape)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId s, Emit("aten.scatter.src", {Value::Ref(z), Value::Int(dim),
+                                                                 Value::Ref(idx), Value::Ref(g)}));
+    return Accumulate(x, s);
+  }
+
+  absl::Status LeakyReluBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.leaky_relu_backward.default",
+                                            {Value::Ref(G(c.id)), Value::Ref(xb),
+                                             c.Arg("negative_slope"), Value::Bool(false)}));
+    return Accumulate(x, g);
+  }
+
+  // prelu (1.13): prelu_backward's weight gradient has the weight's shape; _prelu_kernel
+  // (2.x): its kernel's has self's, summed to the weight's as autograd sums it.
+  absl::Status PreluBackward(const Call& c) {
+    const NodeId x = c.First(), w = c.Ref("weight");
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId wb, Use(w));
+    const bool v113 = c.n.target() == "aten.prelu.default";
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId r, Emit(v113 ? "aten.prelu_backward.default" : "aten._prelu_kernel_backward.default",
+                       {Value::Ref(G(c.id)), Value::Ref(xb), Value::Ref(wb)}));
+    if (Needs(x)) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId gx, Item(r, 0));
+      OVERLAP_RETURN_IF_ERROR(Accumulate(x, gx));
+    }
+    if (!Needs(w)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId gw, Item(r, 1));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
+    OVERLAP_ASSIGN_OR_RETURN(gw, SumTo(gw, wt.shape));
+    return Accumulate(w, gw);
+  }
+
+  absl::Status PixelShuffleBackward(const Call& c) {  // each is the other's inverse
+    const bool up = c.n.target() == "aten.pixel_shuffle.default";
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit(up ? "aten.pixel_unshuffle.default" : "aten.pixel_shuffle.default",
+                       {Value::Ref(G(c.id)), c.Arg(up ? "upscale_factor" : "downscale_factor")}));
+    return Accumulate(c.First(), g);
+  }
+
   absl::Status TopkBackward(const Call& c) {  // values scatter back to where they came from
     std::optional<NodeId> g0 = ElemGrad(c.id, 0);
     if (!g0) return absl::OkStatus();
@@ -1214,8 +1314,23 @@ class AotBuilder {
       args.push_back(c.Arg(name));
     }
     args.push_back(Value::Ref(idx));
-    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.max_pool2d_with_indices_backward.default",
-                                            std::move(args), {}, Cost::Scaled(1.0), c.id));
+    const bool volume = c.n.target() == "aten.max_pool3d_with_indices.default";
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g,
+                             Emit(volume ? "aten.max_pool3d_with_indices_backward.default"
+                                         : "aten.max_pool2d_with_indices_backward.default",
+                                  std::move(args), {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(x, g);
+  }
+
+  absl::Status AdaptiveMaxPoolBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    if (!g0) return absl::OkStatus();
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(c.id, 1));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.adaptive_max_pool2d_backward.default",
+                                            {Value::Ref(*g0), Value::Ref(xb), Value::Ref(idx)}, {},
+                                            Cost::Scaled(1.0), c.id));
     return Accumulate(x, g);
   }
 
@@ -1227,8 +1342,10 @@ class AotBuilder {
                              "divisor_override"}) {
       args.push_back(c.Arg(name));
     }
-    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.avg_pool2d_backward.default", std::move(args), {},
-                                            Cost::Scaled(1.0), c.id));
+    const bool volume = c.n.target() == "aten.avg_pool3d.default";
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(volume ? "aten.avg_pool3d_backward.default"
+                                                   : "aten.avg_pool2d_backward.default",
+                                            std::move(args), {}, Cost::Scaled(1.0), c.id));
     return Accumulate(x, g);
   }
 

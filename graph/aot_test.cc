@@ -390,3 +390,42 @@ TEST(AotTest, FormulasReadArgumentsByNameWhereverTheyAreGiven) {
 
 }  // namespace
 }  // namespace overlap
+
+namespace overlap {
+namespace {
+
+// PReLU, pixel_shuffle, leaky_relu and max.dim on a gradient path: each formula emits its
+// backward op (max.dim's scatter through unsqueezed indices) and the pair keeps the convention.
+TEST(AotTest, PreluPixelShuffleLeakyReluAndMaxDimHaveFormulas) {
+  absl::StatusOr<Graph> f = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [8], "dtype": "float32", "tensor_size": 32, "param": "prelu.weight"}},
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [2, 8, 2, 2], "dtype": "float32", "tensor_size": 256, "input": "input/0"}},
+    {"name": "p", "op": "call_function", "target": "aten.prelu.default", "args": ["%x", "%w"], "meta": {"shape": [2, 8, 2, 2], "dtype": "float32", "tensor_size": 256}},
+    {"name": "s", "op": "call_function", "target": "aten.pixel_shuffle.default", "args": ["%p", 2], "meta": {"shape": [2, 2, 4, 4], "dtype": "float32", "tensor_size": 256}},
+    {"name": "l", "op": "call_function", "target": "aten.leaky_relu.default", "args": ["%s", 0.1], "meta": {"shape": [2, 2, 4, 4], "dtype": "float32", "tensor_size": 256}},
+    {"name": "m", "op": "call_function", "target": "aten.max.dim", "args": ["%l", 1], "meta": {"shapes": [[2, 4, 4], [2, 4, 4]], "dtypes": ["float32", "int64"], "tensor_size": 384}},
+    {"name": "v", "op": "call_function", "target": "operator.getitem", "args": ["%m", 0], "meta": {"shape": [2, 4, 4], "dtype": "float32", "tensor_size": 128}},
+    {"name": "loss", "op": "call_function", "target": "aten.sum.default", "args": ["%v"], "meta": {"shape": [], "dtype": "float32", "tensor_size": 4}},
+    {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}],
+    "params": [{"name": "prelu.weight", "owner": "w", "shape": [8], "dtype": "float32", "bytes": 32}]})");
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<AotPair> pair = BuildAotPair(*f);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  std::vector<std::string> ops;
+  for (NodeId id : pair->backward.order()) {
+    const Node& n = pair->backward.node(id);
+    if (n.op() == Op::kCallFunction && n.target() != "aten.expand.default") {
+      ops.push_back(n.target());
+    }
+  }
+  EXPECT_THAT(ops, ::testing::IsSupersetOf({"aten.unsqueeze.default", "aten.scatter.src",
+                                            "aten.leaky_relu_backward.default",
+                                            "aten.pixel_unshuffle.default",
+                                            "aten.prelu_backward.default", "operator.getitem"}));
+  const Node& lb = pair->backward.node(pair->backward.FindNode("leaky_relu_backward"));
+  EXPECT_EQ(lb.args()[2].as_double(), 0.1);
+  EXPECT_FALSE(lb.args()[3].as_bool());
+}
+
+}  // namespace
+}  // namespace overlap

@@ -401,6 +401,43 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"none (booleans)",
      /*notes=*/"the result is bool",
      /*backward_of=*/""},
+    {"aten.eq.Tensor", "eq.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/
+     "masks from two tensors (amax and max.dim backwards: where the input equals the maximum)",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/"`amax`, `max.dim`"},
+    {"aten.ne.Tensor", "ne.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/"masks from two tensors",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/""},
+    {"aten.lt.Tensor", "lt.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/"masks from two tensors",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/""},
+    {"aten.le.Tensor", "le.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/"masks from two tensors",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/""},
+    {"aten.gt.Tensor", "gt.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/"masks from two tensors",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/""},
+    {"aten.ge.Tensor", "ge.Tensor(Tensor self, Tensor other) -> Tensor", DtypeRule::kBool,
+     /*used_for=*/"masks from two tensors",
+     /*saved=*/"",
+     /*backward=*/"none (booleans)",
+     /*notes=*/"broadcast; both operands compared in their promoted dtype, as ATen",
+     /*backward_of=*/""},
     {"aten.ne.Scalar", "ne.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kBool,
      /*used_for=*/"masks (Swin's shifted-window attention)",
      /*saved=*/"",
@@ -529,6 +566,69 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`embedding`"},
+    {"aten.ones.default",
+     "ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+     "bool? pin_memory=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"masks and biases built inside a model",
+     /*saved=*/"",
+     /*backward=*/"none (a constant)",
+     /*notes=*/"float32 unless `dtype` says otherwise",
+     /*backward_of=*/""},
+    {"aten.empty.memory_format",
+     "empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+     "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/
+     "buffers a model fills (`torch.empty(...).fill_(v)`), repeat_interleave's "
+     "repeats",
+     /*saved=*/"",
+     /*backward=*/"none (a constant)",
+     /*notes=*/
+     "zeroed here (as `empty_like`), so no result holds stale memory; float32 unless "
+     "`dtype` says otherwise",
+     /*backward_of=*/""},
+    {"aten.arange.start_step",
+     "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, "
+     "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"relative positions, frequency tables of rotary embeddings",
+     /*saved=*/"",
+     /*backward=*/"none (a constant)",
+     /*notes=*/
+     "int64 when every bound is an integer, else float32, unless `dtype` says; values "
+     "start + i step computed in double",
+     /*backward_of=*/""},
+    {"aten._to_copy.default",
+     "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+     "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"`x.to(dtype)`, `x.float()`: masks to floats, mixed precision casts",
+     /*saved=*/"",
+     /*backward=*/"`aten._to_copy.default(g, dtype=self's dtype)` (none for an integral self)",
+     /*notes=*/"`dtype` given, else self's; layout, device and memory format read and ignored",
+     /*backward_of=*/""},
+    {"aten.bernoulli_.float",
+     "bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/
+     "dropout in training (torch 1.13's decomposition: `empty_like`, then "
+     "`bernoulli_` with the keep probability, then a scaled multiply)",
+     /*saved=*/"",
+     /*backward=*/"none (a draw)",
+     /*notes=*/
+     "self overwritten with 1 where a uniform draw is below p; draws are Philox4x32-10 "
+     "from the run's seed and the node's name (docs/runtime.md, \"Random ops\"), or torch's own "
+     "mask when the inputs hold `random/<node>`",
+     /*backward_of=*/""},
+    {"aten.bernoulli.p",
+     "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"dropout masks drawn functionally",
+     /*saved=*/"",
+     /*backward=*/"none (a draw)",
+     /*notes=*/"as `bernoulli_`, into a new tensor",
+     /*backward_of=*/""},
     {"aten.arange.default",
      "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
      "bool? pin_memory=None) -> Tensor",
@@ -683,6 +783,24 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`hardtanh` (exported graphs)"},
+    {"aten.leaky_relu.default", "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: LeakyReLU",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.leaky_relu_backward.default(g, self, negative_slope, False)`",
+     /*notes=*/"`x > 0 ? x : negative_slope x`; floating dtypes only, as ATen. NaN stays NaN",
+     /*backward_of=*/""},
+    {"aten.leaky_relu_backward.default",
+     "leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool "
+     "self_is_result) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/
+     "`self > 0 ? g : negative_slope g`; `self_is_result` with a negative slope is refused, as "
+     "ATen refuses it",
+     /*backward_of=*/"`leaky_relu`"},
     {"aten.silu.default", "silu(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
      /*used_for=*/"SwiGLU (LLaMA, MoE experts)",
      /*saved=*/"`self`",
@@ -713,6 +831,36 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.mul.Tensor(g, y)`",
      /*notes=*/"",
      /*backward_of=*/""},
+    {"aten.sin.default", "sin(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
+     /*used_for=*/"rotary embeddings' tables, sinusoidal position and time embeddings",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.mul.Tensor(g, aten.cos.default(self))`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.cos.default", "cos(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
+     /*used_for=*/"rotary embeddings' tables, sinusoidal position and time embeddings",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.mul.Tensor(g, aten.neg.default(aten.sin.default(self)))`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.log.default", "log(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
+     /*used_for=*/"log-magnitudes, log-probabilities written by hand",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.div.Tensor(g, self)`",
+     /*notes=*/"",
+     /*backward_of=*/""},
+    {"aten.abs.default", "abs(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"L1 penalties, magnitudes",
+     /*saved=*/"`self`",
+     /*backward=*/"`aten.mul.Tensor(g, aten.sgn.default(self))`",
+     /*notes=*/"integers exactly; a bool tensor is refused, as ATen refuses it",
+     /*backward_of=*/""},
+    {"aten.sgn.default", "sgn(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"zero (a step function)",
+     /*notes=*/"-1, 0 or 1 by the sign; 0 for NaN, as torch 1.13's CPU kernel",
+     /*backward_of=*/"`abs`"},
     {"aten.norm.ScalarOpt_dim",
      "norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor",
      DtypeRule::kFirstTensor,
@@ -747,6 +895,13 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`g` itself",
      /*notes=*/"",
      /*backward_of=*/""},
+    {"aten.sub.Scalar", "sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"offsets' arithmetic",
+     /*saved=*/"",
+     /*backward=*/"`g` itself",
+     /*notes=*/"",
+     /*backward_of=*/"`_embedding_bag` (its offsets)"},
     {"aten.mul.Scalar", "mul.Scalar(Tensor self, Scalar other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"",
      /*saved=*/"",
@@ -933,6 +1088,29 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"`aten.scatter.src(aten.new_zeros.default(g, self.shape), dim, indices, g)`",
      /*notes=*/"`indices` are int64",
      /*backward_of=*/""},
+    {"aten.max.dim",
+     "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"exported graphs: `x.max(dim)`; a tuple `(values, indices)`",
+     /*saved=*/"`indices`",
+     /*backward=*/
+     "`aten.scatter.src(aten.new_zeros.default(g, self.shape), dim, indices, g)`, "
+     "`aten.unsqueeze.default` of `g` and `indices` first when `keepdim` is false",
+     /*notes=*/
+     "`indices` are int64: the first maximal element's, or the first NaN's (NaN propagates); "
+     "a reduced dimension of size 0 is refused, as ATen refuses it",
+     /*backward_of=*/""},
+    {"aten.amax.default", "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: `x.amax(dims)`",
+     /*saved=*/"`self` and its result",
+     /*backward=*/
+     "none here: AOTAutograd's is `g / count` where `self` equals the maximum (`aten.eq.Tensor`, "
+     "`aten.sum.dim_IntList`, `aten.div.Tensor`, `aten.mul.Tensor`)",
+     /*notes=*/
+     "`dim` empty: every dimension. NaN propagates. An empty `self` needs named dimensions of "
+     "non-zero size, as in ATen",
+     /*backward_of=*/""},
     {"aten.argsort.default", "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE token dispatch",
@@ -1000,6 +1178,113 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`topk`"},
+    {"aten.gather.default",
+     "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: `torch.gather` (values picked along a dimension)",
+     /*saved=*/"`index`",
+     /*backward=*/
+     "`aten.scatter_add.default(aten.new_zeros.default(g, self.shape), dim, index, g)`",
+     /*notes=*/
+     "the result has index's shape; index is int64, no larger than self apart from `dim`; a "
+     "value outside [0, self.shape[dim]) is refused (not wrapped), as in ATen",
+     /*backward_of=*/""},
+    {"aten.scatter.value",
+     "scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported backwards: `gather`'s and `scatter`'s gradients zeroed at the places",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"a copy of self with `value` (in self's dtype) at the indexed places",
+     /*backward_of=*/"`scatter.src`"},
+    {"aten.scatter_add.default",
+     "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: `torch.scatter_add`; the backward of `gather`",
+     /*saved=*/"`index`",
+     /*backward=*/"`d_self = g`; `d_src = aten.gather.default(g, dim, index)`",
+     /*notes=*/
+     "a copy of self with src's elements added at the indexed places (repeated places add "
+     "up); index no larger than src, nor than self apart from `dim`; src has self's dtype",
+     /*backward_of=*/"`gather`"},
+    {"aten.select_scatter.default",
+     "select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: an in-place write of `x[:, i]` made functional",
+     /*saved=*/"",
+     /*backward=*/
+     "`d_self = aten.select_scatter.default(g, zeros, dim, index)`; `d_src = "
+     "aten.select.int(g, dim, index)`",
+     /*notes=*/"src has self.select(dim, index)'s shape; a negative index counts from the end",
+     /*backward_of=*/""},
+    {"aten.cumsum.default", "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"exported graphs: running sums; embedding_bag's backward (offsets to bags)",
+     /*saved=*/"",
+     /*backward=*/
+     "`aten.flip.default(aten.cumsum.default(aten.flip.default(g, [dim]), dim), [dim])`",
+     /*notes=*/
+     "bool and integers sum to int64 unless `dtype` is given (as `sum`); float32 accumulates "
+     "in double, as ATen's CPU kernel",
+     /*backward_of=*/""},
+    {"aten.flip.default", "flip(Tensor self, int[] dims) -> Tensor", DtypeRule::kFirstTensor,
+     /*used_for=*/"exported backwards: `cumsum`'s gradient",
+     /*saved=*/"",
+     /*backward=*/"`aten.flip.default(g, dims)`",
+     /*notes=*/"a copy; a dimension named twice is refused",
+     /*backward_of=*/""},
+    {"aten._embedding_bag.default",
+     "_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool "
+     "scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, "
+     "bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/
+     "nn.EmbeddingBag; a tuple `(output, offset2bag, bag_size, max_indices)`, modes 0 sum, 1 "
+     "mean, 2 max",
+     /*saved=*/"`indices`, `offsets`, `offset2bag`, `bag_size`, `max_indices`",
+     /*backward=*/
+     "`aten._embedding_bag_dense_backward.default(g, indices, offset2bag, bag_size, "
+     "max_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx)`, "
+     "offset2bag rebuilt from the offsets (`index_add`, `cumsum`) when empty",
+     /*notes=*/
+     "ATen's CPU results: offset2bag is [0] in sum mode for a float32 / 16-bit weight without "
+     "padding_idx, else each index's bag; bag_size [bags] (indices equal to padding_idx not "
+     "counted; zeros in sum mode); max_indices zeros (sum), bag_size (mean), the maxima's rows "
+     "[bags, dim] (max). Offsets must start at 0 and not decrease; with include_last_offset the "
+     "last must be the indices' count",
+     /*backward_of=*/""},
+    {"aten._embedding_bag_dense_backward.default",
+     "_embedding_bag_dense_backward(Tensor grad, Tensor indices, Tensor offset2bag, Tensor "
+     "bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, "
+     "Tensor? per_sample_weights, int padding_idx=-1) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/
+     "[num_weights, dim]: sum and mean add each index's bag gradient (scaled by its "
+     "per-sample weight, 1 / bag_size for mean) to its row, in ATen's order (indices sorted); "
+     "max adds each non-empty bag's gradient to its maxima's rows",
+     /*backward_of=*/"`_embedding_bag`"},
+    {"aten.repeat_interleave.Tensor",
+     "repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: `repeat_interleave(x, n, dim)`'s index (then `index_select`)",
+     /*saved=*/"",
+     /*backward=*/"none (integers)",
+     /*notes=*/
+     "i repeated repeats[i] times, in repeats' dtype; the length depends on the data: "
+     "`output_size`, else the node's stated shape. A negative repeat is refused",
+     /*backward_of=*/""},
+    {"aten.triu_indices.default",
+     "triu_indices(int row, int col, int offset=0, *, ScalarType? dtype=long, Layout? "
+     "layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"exported graphs: the upper triangle's coordinates",
+     /*saved=*/"",
+     /*backward=*/"none (integers)",
+     /*notes=*/"[2, count]: rows then columns, row-major; int64 unless `dtype` says otherwise",
+     /*backward_of=*/""},
     {"aten.convolution.default",
      "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
      "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
@@ -1012,7 +1297,8 @@ constexpr OpDecl kOps[] = {
      "bias (as PyTorch's AOT graphs write it) -> `(d_input, d_weight, d_bias)`",
      /*notes=*/
      "1-, 2- or 3-d (input [N, C, spatial...]; stride, padding, dilation one value or one per "
-     "spatial dimension); the CPU kernels run 2-d ones. A bias of another dtype is converted to "
+     "spatial dimension; a one-element list is that value for every dimension, as ATen reads it). "
+     "A bias of another dtype is converted to "
      "the input's. Transposed convolutions have no backward rule",
      /*backward_of=*/""},
     {"aten.convolution_backward.default",
@@ -1070,6 +1356,59 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`max_pool2d_with_indices`"},
+    {"aten.prelu.default", "prelu(Tensor self, Tensor weight) -> Tensor", DtypeRule::kSameDtype,
+     /*used_for=*/"exported graphs: PReLU",
+     /*saved=*/"`self`; reads `weight`",
+     /*backward=*/
+     "`aten.prelu_backward.default(g, self, weight)`: `(d_self, d_weight)`",
+     /*notes=*/
+     "`x > 0 ? x : w x`, `weight` one element or one per channel (dimension 1 of `self`); "
+     "PyTorch 2.x decomposes it into `_prelu_kernel` on `weight` reshaped to broadcast",
+     /*backward_of=*/""},
+    {"aten.prelu_backward.default",
+     "prelu_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)",
+     DtypeRule::kSameDtype,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/
+     "1.13: `d_self = self > 0 ? g : w g`, `d_weight = sum(self > 0 ? 0 : self g)` to `weight`'s "
+     "shape",
+     /*backward_of=*/"`prelu`"},
+    {"aten._prelu_kernel.default", "_prelu_kernel(Tensor self, Tensor weight) -> Tensor",
+     DtypeRule::kSameDtype,
+     /*used_for=*/"exported graphs (2.x): PReLU, `weight` broadcast to `self`",
+     /*saved=*/"`self`; reads `weight`",
+     /*backward=*/
+     "`aten._prelu_kernel_backward.default(g, self, weight)`; `d_weight` summed to `weight`'s "
+     "shape",
+     /*notes=*/"`prelu`'s formula, `weight` broadcast (NumPy rules)",
+     /*backward_of=*/""},
+    {"aten._prelu_kernel_backward.default",
+     "_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)",
+     DtypeRule::kSameDtype,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/
+     "2.x: `prelu_backward`'s formula without the sum: `d_weight` has `self`'s shape (autograd "
+     "sums it to `weight`'s); `weight` must broadcast to `self`",
+     /*backward_of=*/"`_prelu_kernel`"},
+    {"aten.pixel_shuffle.default", "pixel_shuffle(Tensor self, int upscale_factor) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: sub-pixel upsampling",
+     /*saved=*/"",
+     /*backward=*/"`aten.pixel_unshuffle.default(g, upscale_factor)`",
+     /*notes=*/
+     "`[..., C r^2, H, W]` to `[..., C, H r, W r]`, any leading batch dimensions; a new tensor",
+     /*backward_of=*/""},
+    {"aten.pixel_unshuffle.default", "pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: space-to-depth",
+     /*saved=*/"",
+     /*backward=*/"`aten.pixel_shuffle.default(g, downscale_factor)`",
+     /*notes=*/"`[..., C, H r, W r]` to `[..., C r^2, H, W]`; a new tensor",
+     /*backward_of=*/""},
     {"aten.avg_pool2d.default",
      "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool "
      "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
@@ -1110,6 +1449,67 @@ constexpr OpDecl kOps[] = {
      /*backward=*/"",
      /*notes=*/"",
      /*backward_of=*/"`avg_pool2d`"},
+    {"aten.max_pool3d_with_indices.default",
+     "max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, "
+     "int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/
+     "exported graphs: nn.MaxPool3d (video, volumetric models); a tuple `(out, "
+     "indices)`",
+     /*saved=*/"`self`, `indices`",
+     /*backward=*/
+     "`aten.max_pool3d_with_indices_backward.default(g, self, kernel_size, stride, padding, "
+     "dilation, ceil_mode, indices)`",
+     /*notes=*/
+     "`self` [C, D, H, W] or [N, C, D, H, W]; `indices` int64 offsets into one D H W plane",
+     /*backward_of=*/""},
+    {"aten.max_pool3d_with_indices_backward.default",
+     "max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] "
+     "stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`max_pool3d_with_indices`"},
+    {"aten.avg_pool3d.default",
+     "avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool "
+     "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"exported graphs: nn.AvgPool3d",
+     /*saved=*/"`self`",
+     /*backward=*/
+     "`aten.avg_pool3d_backward.default(g, self, kernel_size, stride, padding, ceil_mode, "
+     "count_include_pad, divisor_override)`",
+     /*notes=*/"`self` [C, D, H, W] or [N, C, D, H, W]",
+     /*backward_of=*/""},
+    {"aten.avg_pool3d_backward.default",
+     "avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, "
+     "int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`avg_pool3d`"},
+    {"aten.adaptive_max_pool2d.default",
+     "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"exported graphs: nn.AdaptiveMaxPool2d; a tuple `(out, indices)`",
+     /*saved=*/"`self`, `indices`",
+     /*backward=*/"`aten.adaptive_max_pool2d_backward.default(g, self, indices)`",
+     /*notes=*/
+     "`self` [C, H, W] or [N, C, H, W]; output row i pools input rows [floor(i H / out), "
+     "ceil((i + 1) H / out)) (columns alike); `indices` int64 offsets into one H W plane",
+     /*backward_of=*/""},
+    {"aten.adaptive_max_pool2d_backward.default",
+     "adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/"",
+     /*backward_of=*/"`adaptive_max_pool2d`"},
     {"aten.nll_loss_backward.default",
      "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int "
      "reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
@@ -1203,7 +1603,7 @@ bool ParseType(absl::string_view t, ArgType& type, std::string& alias, bool& opt
     type = ArgType::kString;
   } else if (t == "ScalarType") {
     type = ArgType::kDtype;
-  } else if (t == "Layout" || t == "Device" || t == "MemoryFormat") {
+  } else if (t == "Layout" || t == "Device" || t == "MemoryFormat" || t == "Generator") {
     type = ArgType::kOther;
   } else {
     return false;
@@ -1221,6 +1621,7 @@ std::optional<Value> ParseDefault(absl::string_view d) {
   if (d == "False") return Value::Bool(false);
   if (d == "Mean") return Value::Int(1);  // at::Reduction::Mean
   if (d == "Sum") return Value::Int(2);
+  if (d == "long") return Value::String("torch.int64");  // ScalarType's default (triu_indices)
   if (absl::SimpleAtoi(d, &i)) return Value::Int(i);
   if (absl::SimpleAtod(d, &x)) return Value::Double(x);
   if (d.size() >= 2 && d.front() == '\'' && d.back() == '\'') {
@@ -1319,6 +1720,13 @@ int OpSchema::ViewOf() const {
 }
 
 bool OpSchema::MutatesFirst() const { return !args.empty() && absl::EndsWith(args[0].alias, "!"); }
+
+bool OpSchema::Random() const {
+  for (const ArgSchema& a : args) {
+    if (a.name == "generator" && a.type == ArgType::kOther) return true;
+  }
+  return false;
+}
 
 absl::StatusOr<OpSchema> ParseOpSchema(absl::string_view target, absl::string_view signature) {
   OpSchema s;

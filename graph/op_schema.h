@@ -47,7 +47,7 @@ enum class ArgType {
   kScalar,    // a number, int or float
   kString,    // str
   kDtype,     // ScalarType
-  kOther,     // Layout, Device, MemoryFormat: read as written, never interpreted
+  kOther,     // Layout, Device, MemoryFormat, Generator: read as written, never interpreted
 };
 
 // "Tensor", "int[]", ...: how the schema string spells `t`. O(1).
@@ -106,6 +106,9 @@ struct OpSchema {
   int ViewOf() const;
   // Whether the first argument is written in place (Tensor(a!)).
   bool MutatesFirst() const;
+  // Whether the op draws random numbers: it declares ATen's `Generator? generator`
+  // (bernoulli_); its kernels read KernelCall::random(). O(args).
+  bool Random() const;
 };
 
 // Every declared operator, in the table's order (forward ops first). Parsed on first use;

@@ -816,6 +816,12 @@ Result AdaptiveAvgPool(const Args& a) {
   return Types{x};
 }
 
+// adaptive_max_pool2d: adaptive average pooling's shape, and int64 indices of it.
+Result AdaptiveMaxPool(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types t, AdaptiveAvgPool(a));
+  return Types{t[0], {t[0].shape, "int64"}};
+}
+
 // A backward that returns the gradient of its `self` argument: self's type.
 Result LikeSelf(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
@@ -1029,6 +1035,23 @@ Result IndexPut(const Args& a) {
 }
 
 // eq / ne / lt / le / gt / ge against a number: self's shape, bool.
+// eq / ne / lt / le / gt / ge of two tensors: broadcast, bool; the operands must promote
+// (ATen compares them in their result_type).
+Result CompareTensor(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
+  OVERLAP_RETURN_IF_ERROR(a.Decided(ResultType({Operand(x), Operand(y)})).status());
+  return One(std::move(s), std::string(kComparisonDtype));
+}
+
+// abs: self's type; ATen refuses a bool tensor.
+Result Abs(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  if (x.dtype == "bool") return a.Error("abs of a bool tensor (ATen refuses it)");
+  return Types{x};
+}
+
 Result CompareScalar(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   return One(x.shape, std::string(kComparisonDtype));
@@ -1084,19 +1107,38 @@ Result EmbeddingBackward(const Args& a) {
 // arange(end): [0, end) by 1, so ceil(end) elements; int64 for an integer end, the default
 // float dtype for a float one, unless dtype says otherwise.
 Result Arange(const Args& a) {
-  const Value* v = a.Get("end");
-  std::string d = a.DtypeKwarg();
-  int64_t n = 0;
-  if (v != nullptr && v->kind() == Value::Kind::kDouble) {
-    const double end = v->as_double();
-    if (!(end >= 0) || !(end < 9.0e18)) return a.Error("end must be >= 0 and finite");
-    n = static_cast<int64_t>(std::ceil(end));
-    if (d.empty()) d = std::string(kDefaultFloatDtype);
-  } else {
-    OVERLAP_ASSIGN_OR_RETURN(n, a.Int("end"));
-    if (n < 0) return a.Error("end must be >= 0");
+  // arange(end) and arange(start, end, step): ceil((end - start) / step) values; int64 when
+  // every bound is an integer, else the default float dtype, unless dtype says (the kernel's
+  // rule, runtime/kernels/factory.cc).
+  bool ints = true;
+  double bound[3] = {0, 0, 1};  // start, end, step
+  const char* names[3] = {"start", "end", "step"};
+  for (int i = 0; i < 3; ++i) {
+    const Value* v = a.Get(names[i]);
+    if (v == nullptr || v->is_none()) {
+      if (i == 1) return a.Error("arange needs an end");
+      continue;
+    }
+    if (v->kind() == Value::Kind::kDouble) {
+      ints = false;
+      bound[i] = v->as_double();
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int(names[i]));
+      bound[i] = static_cast<double>(n);
+    }
+    if (!std::isfinite(bound[i])) return a.Error(absl::StrCat(names[i], " must be finite"));
   }
-  return One({n}, d.empty() ? "int64" : d);
+  const double start = bound[0], end = bound[1], step = bound[2];
+  if (step == 0) return a.Error("step must be nonzero");
+  if ((step > 0 && end < start) || (step < 0 && end > start)) {
+    return a.Error(absl::StrCat("the bounds (start ", start, ", end ", end,
+                                ") are inconsistent with the step's sign (step ", step, ")"));
+  }
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 9.0e18)) return a.Error("too many elements");
+  std::string d = a.DtypeKwarg();
+  if (d.empty()) d = ints ? "int64" : std::string(kDefaultFloatDtype);
+  return One({static_cast<int64_t>(count)}, d);
 }
 
 Result LayerNorm(const Args& a) {
@@ -1198,17 +1240,160 @@ Result IndexAdd(const Args& a) {
   return Types{x};
 }
 
-Result ScatterSrc(const Args& a) {
+// A shape with a scalar as [1] (ATen's ensure_nonempty for gathers and scatters).
+Shape NonEmptyShape(const Shape& s) { return s.empty() ? Shape{1} : s; }
+
+// gather and the scatters along a dimension (scatter.src / .value, scatter_add): an int64
+// index of self's rank, no larger than self apart from `dim` and, with src (of self's dtype),
+// no larger than src; an empty index is not checked further, as in ATen. gather gives
+// index's shape, the scatters self's.
+Result DimIndexed(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor("index"));
+  const bool gather = a.node().target() == "aten.gather.default";
+  std::optional<TensorType> src;
+  if (a.Declares("src")) {
+    OVERLAP_ASSIGN_OR_RETURN(src, a.Tensor("src"));
+    if (src->dtype != x.dtype) {
+      return a.Error(absl::StrCat("src is ", src->dtype, " but self is ", x.dtype));
+    }
+  }
+  TensorType out = gather ? TensorType{index.shape, x.dtype} : x;
+  if (Numel(index.shape) == 0) return Types{out};
+  if (index.dtype != "int64") return a.Error(absl::StrCat("index is ", index.dtype, ", not int64"));
+  const Shape xs = NonEmptyShape(x.shape), is = NonEmptyShape(index.shape);
+  const Shape ss = src ? NonEmptyShape(src->shape) : is;
+  bool fits = is.size() == xs.size() && ss.size() == xs.size();
+  for (size_t i = 0; fits && i < is.size(); ++i) {
+    fits = (static_cast<int64_t>(i) == d || is[i] <= xs[i]) && is[i] <= ss[i];
+  }
+  if (!fits) {
+    return a.Error(absl::StrCat("index ", FormatShape(index.shape), " does not fit self ",
+                                FormatShape(x.shape), src ? " and src " : "",
+                                src ? FormatShape(src->shape) : "", " along dim ", d));
+  }
+  return Types{out};
+}
+
+// select_scatter: self's type; src has self.select(dim, index)'s shape.
+Result SelectScatter(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor("src"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t index, a.Int("index"));
+  if (x.shape.empty()) return a.Error("select_scatter into a scalar");
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  const int64_t n = x.shape[d];
+  if (index < -n || index >= n) {
+    return a.Error(
+        absl::StrCat("index ", index, " is out of range for dimension ", d, " of size ", n));
+  }
+  Shape selected = x.shape;
+  selected.erase(selected.begin() + d);
+  if (src.shape != selected) {
+    return a.Error(absl::StrCat("src ", FormatShape(src.shape), " is not the selected ",
+                                FormatShape(selected)));
+  }
+  return Types{x};
+}
+
+// cumsum: self's shape; the dtype is sum's (bool and integers to int64 unless dtype is given).
+Result Cumsum(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
-  OVERLAP_ASSIGN_OR_RETURN(TensorType index, a.Tensor("index"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType src, a.Tensor("src"));
-  if (index.shape != src.shape || index.shape.size() != x.shape.size() || IsFloating(index.dtype)) {
-    return a.Error(absl::StrCat("index ", FormatShape(index.shape), " and src ",
-                                FormatShape(src.shape), " do not fit self ", FormatShape(x.shape)));
+  OVERLAP_ASSIGN_OR_RETURN(
+      x.dtype, a.Decided(ReductionResultType(ReductionOp::kSum, x.dtype, a.DtypeKwarg())));
+  return Types{x};
+}
+
+// flip: self's type; each of dims in range and named once.
+Result Flip(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dims"));
+  std::vector<bool> seen(std::max<size_t>(x.shape.size(), 1), false);
+  for (int64_t d : dims) {
+    OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+    if (seen[d]) return a.Error(absl::StrCat("dim ", d, " appears more than once in dims"));
+    seen[d] = true;
   }
   return Types{x};
+}
+
+// _embedding_bag: (output [bags, dim] of weight's dtype, offset2bag, bag_size [bags],
+// max_indices) with the indices' dtype (int64 when indices and offsets differ, as ATen
+// promotes). offset2bag is [0] where ATen's CPU sum takes its fast path (a float32 / 16-bit
+// weight, no padding_idx), else one per index; max_indices is [bags, dim] in max mode.
+Result EmbeddingBag(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType ids, a.Tensor("indices"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType offsets, a.Tensor("offsets"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t mode, a.Int("mode"));
+  OVERLAP_ASSIGN_OR_RETURN(bool include_last, a.Bool("include_last_offset"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t padding_idx, a.Int("padding_idx"));
+  if (w.shape.size() != 2 || !IsFloating(w.dtype)) {
+    return a.Error(absl::StrCat("weight ", FormatType(w), " is not a float matrix"));
+  }
+  for (const TensorType* t : {&ids, &offsets}) {
+    if (t->shape.size() != 1 || (t->dtype != "int64" && t->dtype != "int32")) {
+      return a.Error(
+          absl::StrCat("indices and offsets should be 1-D int64 or int32, got ", FormatType(*t)));
+    }
+  }
+  if (mode < 0 || mode > 2) return a.Error(absl::StrCat("mode ", mode, " is not 0, 1 or 2"));
+  const int64_t bags = offsets.shape[0] - (include_last ? 1 : 0);
+  if (bags < 0) return a.Error("include_last_offset needs at least one offset");
+  const std::string index = ids.dtype == offsets.dtype ? ids.dtype : "int64";
+  const bool fast_sum = mode == 0 && padding_idx < 0 &&
+                        (w.dtype == "float32" || w.dtype == "float16" || w.dtype == "bfloat16");
+  Shape max_shape = {bags};
+  if (mode == 2) max_shape.push_back(w.shape[1]);
+  return Types{{{bags, w.shape[1]}, w.dtype},
+               {{fast_sum ? 0 : ids.shape[0]}, index},
+               {{bags}, index},
+               {max_shape, index}};
+}
+
+Result EmbeddingBagBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int("num_weights"));
+  if (g.shape.size() != 2) return a.Error(absl::StrCat("grad ", FormatType(g), " is not 2-D"));
+  if (n < 0) return a.Error(absl::StrCat("num_weights ", n, " is negative"));
+  return One({n, g.shape[1]}, g.dtype);
+}
+
+// repeat_interleave.Tensor: 1-D, repeats' dtype; its length is the data's (the sum of
+// repeats): output_size when given, else the node's stated length.
+Result RepeatInterleave(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType r, a.Tensor("repeats"));
+  if (r.shape.size() != 1 || (r.dtype != "int64" && r.dtype != "int32")) {
+    return a.Error(absl::StrCat("repeats ", FormatType(r), " is not a 1-D int64 / int32 tensor"));
+  }
+  if (!a.IsNone("output_size")) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Int("output_size"));
+    if (n < 0) return a.Error(absl::StrCat("output_size ", n, " is negative"));
+    return One({n}, r.dtype);
+  }
+  const std::vector<TensorType> stated = StatedTypes(a.node());
+  if (stated.size() != 1 || stated[0].shape.size() != 1) {
+    return a.Error("the length depends on the data: give output_size or a stated 1-D shape");
+  }
+  return One(stated[0].shape, r.dtype);
+}
+
+// triu_indices(row, col, offset): [2, count], count the elements of a row x col matrix on
+// and above diagonal `offset`; int64 unless dtype says otherwise.
+Result TriuIndices(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t rows, a.Int("row"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t cols, a.Int("col"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t offset, a.Int("offset"));
+  if (rows < 0 || cols < 0) return a.Error("row and col must be non-negative");
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) count += cols - std::clamp<int64_t>(r + offset, 0, cols);
+  const std::string d = a.DtypeKwarg();
+  return One({2, count}, d.empty() ? "int64" : d);
 }
 
 Result NewZeros(const Args& a) {
@@ -1350,42 +1535,56 @@ Result BatchNormBackward(const Args& a) {
   return Masked(Types{x, {{c}, pd}, {{c}, pd}}, mask);
 }
 
-// max_pool2d_with_indices (and avg_pool2d's shape): self (N, C, H, W) or (C, H, W); kernel_size,
-// stride (None or []: the kernel's), padding, dilation each one value or two.
-Result MaxPool(const Args& a) {
+// Max pooling over the last `n` (2 or 3) dimensions, and average pooling's shape: self (N, C,
+// spatial...) or (C, spatial...); kernel_size, stride (None or []: the kernel's), padding,
+// dilation each one value or one per spatial dimension.
+Result PoolOver(const Args& a, size_t n) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, SpatialInts(a, "kernel_size", 2));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialInts(a, "stride", 2, k));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> k, SpatialInts(a, "kernel_size", n));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialInts(a, "stride", n, k));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad,
-                           SpatialInts(a, "padding", 2, std::vector<int64_t>{0}));
+                           SpatialInts(a, "padding", n, std::vector<int64_t>{0}));
   OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
-                           SpatialInts(a, "dilation", 2, std::vector<int64_t>{1}));
+                           SpatialInts(a, "dilation", n, std::vector<int64_t>{1}));
   OVERLAP_ASSIGN_OR_RETURN(bool ceil_mode, a.Bool("ceil_mode"));
   const size_t rank = x.shape.size();
-  if (rank != 3 && rank != 4) return a.Error("self must be (N, C, H, W) or (C, H, W)");
+  if (rank != n + 1 && rank != n + 2) {
+    return a.Error(n == 2 ? "self must be (N, C, H, W) or (C, H, W)"
+                          : "self must be (N, C, D, H, W) or (C, D, H, W)");
+  }
   Shape out = x.shape;
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (2 * pad[i] > k[i]) return a.Error("padding must be at most half the kernel");
-    OVERLAP_ASSIGN_OR_RETURN(out[rank - 2 + i], PooledSize(a, x.shape[rank - 2 + i], k[i],
+    OVERLAP_ASSIGN_OR_RETURN(out[rank - n + i], PooledSize(a, x.shape[rank - n + i], k[i],
                                                            stride[i], pad[i], dil[i], ceil_mode));
   }
   return Types{{out, x.dtype}, {out, "int64"}};
 }
 
-// avg_pool2d: max pooling's output shape (no dilation), one result.
+// max_pool2d_with_indices / max_pool3d_with_indices: (out, int64 indices).
+Result MaxPool(const Args& a) { return PoolOver(a, 2); }
+Result MaxPool3d(const Args& a) { return PoolOver(a, 3); }
+
+// avg_pool2d / avg_pool3d: max pooling's output shape (no dilation), one result.
 Result AvgPool(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(Types t, MaxPool(a));
+  OVERLAP_ASSIGN_OR_RETURN(Types t, PoolOver(a, 2));
+  return Types{t[0]};
+}
+Result AvgPool3d(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(Types t, PoolOver(a, 3));
   return Types{t[0]};
 }
 
-// avg_pool2d_backward: self's type, grad_output pooled from it.
-Result AvgPoolBackward(const Args& a) {
+// avg_pool2d_backward / avg_pool3d_backward: self's type, grad_output pooled from it.
+Result AvgPoolBackwardOver(const Args& a, size_t n) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Types pooled, MaxPool(a));
+  OVERLAP_ASSIGN_OR_RETURN(Types pooled, PoolOver(a, n));
   OVERLAP_RETURN_IF_ERROR(SameShape(a, g, pooled[0], "grad_output and the pooled self differ"));
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   return Types{{x.shape, g.dtype}};
 }
+Result AvgPoolBackward(const Args& a) { return AvgPoolBackwardOver(a, 2); }
+Result AvgPool3dBackward(const Args& a) { return AvgPoolBackwardOver(a, 3); }
 
 Result MaxPoolBackward(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
@@ -1458,6 +1657,144 @@ Result MseLossBackward(const Args& a) {
   return Types{x};
 }
 
+// max.dim (self, dim, keepdim): values of self's dtype and int64 indices. As ATen, the reduced
+// dimension must not be empty (a 0-d self is its own maximum, dim 0 or -1).
+Result MaxDim(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
+  Shape out = x.shape;
+  if (!out.empty()) {
+    if (out[d] == 0) return a.Error(absl::StrCat("reduction dim ", d, " has size 0"));
+    if (keep) {
+      out[d] = 1;
+    } else {
+      out.erase(out.begin() + d);
+    }
+  }
+  return Types{{out, x.dtype}, {out, "int64"}};
+}
+
+// amax (self, dim = [] for every dimension, keepdim): self's dtype. An empty self needs its
+// dimensions named, none of size 0 (ATen's zero-numel check).
+Result Amax(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("dim", std::vector<int64_t>{}));
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
+  Shape out;
+  OVERLAP_RETURN_IF_ERROR(ReducedShape(a, x.shape, dims, keep, out));
+  if (Numel(x.shape) == 0) {
+    if (dims.empty()) return a.Error("an empty self needs the dimensions to reduce named");
+    for (int64_t d : dims) {
+      OVERLAP_ASSIGN_OR_RETURN(int64_t n, a.Dim(d, x.shape.size(), "dim"));
+      if (x.shape[n] == 0) return a.Error(absl::StrCat("reduction dim ", d, " has size 0"));
+    }
+  }
+  return One(std::move(out), x.dtype);
+}
+
+// leaky_relu, prelu and _prelu_kernel exist for floating dtypes only in ATen.
+absl::Status FloatingOnly(const Args& a, const TensorType& x) {
+  if (!CategoryOf(x.dtype) || IsFloating(x.dtype)) return absl::OkStatus();
+  return a.Error(absl::StrCat("self is ", x.dtype, ": a floating dtype is needed"));
+}
+
+Result LeakyRelu(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_RETURN_IF_ERROR(FloatingOnly(a, x));
+  return Types{x};
+}
+
+// prelu's weight: self's dtype, at most 1-d, one element or one per channel (dimension 1 of
+// self; a 1-d self has one channel).
+absl::Status CheckPreluWeight(const Args& a, const TensorType& x, const TensorType& w) {
+  if (w.shape.size() > 1) return a.Error("weight must be a scalar or 1-d");
+  const int64_t n = Numel(w.shape);
+  if (n != 1) {
+    if (x.shape.empty()) return a.Error("a 0-d self takes a one-element weight only");
+    const int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
+    if (channels != n) {
+      return a.Error(absl::StrCat("weight has ", n, " elements, self ", channels, " channels"));
+    }
+  }
+  OVERLAP_RETURN_IF_ERROR(FloatingOnly(a, x));
+  return SameDtype(a, {&x, &w}).status();
+}
+
+Result Prelu(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_RETURN_IF_ERROR(CheckPreluWeight(a, x, w));
+  return Types{x};
+}
+
+// prelu_backward (1.13): (self's type, weight's type).
+Result PreluBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_RETURN_IF_ERROR(CheckPreluWeight(a, x, w));
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_output and self differ"));
+  return Types{x, w};
+}
+
+// _prelu_kernel (2.x): weight broadcast to self (NumPy rules); one floating dtype.
+Result PreluKernel(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::string dtype, SameDtype(a, {&x, &w}));
+  OVERLAP_RETURN_IF_ERROR(FloatingOnly(a, x));
+  OVERLAP_ASSIGN_OR_RETURN(Shape out, Broadcast(a, x.shape, w.shape));
+  return One(std::move(out), std::move(dtype));
+}
+
+// _prelu_kernel_backward (2.x): both gradients of self's shape; weight broadcasts to it.
+Result PreluKernelBackward(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(std::string dtype, SameDtype(a, {&x, &w}));
+  OVERLAP_RETURN_IF_ERROR(FloatingOnly(a, x));
+  OVERLAP_ASSIGN_OR_RETURN(Shape out, Broadcast(a, x.shape, w.shape));
+  if (out != x.shape) {
+    return a.Error(absl::StrCat("weight ", FormatShape(w.shape), " does not broadcast to self ",
+                                FormatShape(x.shape)));
+  }
+  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, "grad_output and self differ"));
+  return Types{x, x};
+}
+
+// pixel_shuffle [..., C r^2, H, W] -> [..., C, H r, W r]; pixel_unshuffle the inverse.
+Result PixelShuffle(const Args& a) {
+  const bool up = a.node().target() == "aten.pixel_shuffle.default";
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t r, a.Int(up ? "upscale_factor" : "downscale_factor"));
+  const size_t n = x.shape.size();
+  if (n < 3) return a.Error(absl::StrCat("self has ", n, " dimensions, at least 3 are needed"));
+  if (r <= 0) return a.Error(absl::StrCat("the factor must be positive, got ", r));
+  int64_t& c = x.shape[n - 3];
+  int64_t& h = x.shape[n - 2];
+  int64_t& w = x.shape[n - 1];
+  int64_t rr = 0;
+  if (__builtin_mul_overflow(r, r, &rr)) return a.Error("the factor's square overflows int64");
+  bool overflow = false;
+  if (up) {
+    if (c % rr != 0) return a.Error(absl::StrCat("channels ", c, " not divisible by ", r, "^2"));
+    c /= rr;
+    overflow = __builtin_mul_overflow(h, r, &h) || __builtin_mul_overflow(w, r, &w);
+  } else {
+    if (h % r != 0 || w % r != 0) {
+      return a.Error(absl::StrCat("height ", h, " and width ", w, " must be divisible by ", r));
+    }
+    h /= r;
+    w /= r;
+    overflow = __builtin_mul_overflow(c, rr, &c);
+  }
+  if (overflow) return a.Error("the result's size overflows int64");
+  return Types{x};
+}
+
 using Rule = Result (*)(const Args&);
 
 const absl::flat_hash_map<std::string, Rule>& Rules() {
@@ -1513,6 +1850,24 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.clamp.default", Clamp},
       {"aten.clamp_min.default", Clamp},
       {"aten.exp.default", FloatUnary},
+      {"aten.sin.default", FloatUnary},
+      {"aten.cos.default", FloatUnary},
+      {"aten.log.default", FloatUnary},
+      {"aten.abs.default", Abs},
+      {"aten.sgn.default", Identity},
+      {"aten.eq.Tensor", CompareTensor},
+      {"aten.ne.Tensor", CompareTensor},
+      {"aten.lt.Tensor", CompareTensor},
+      {"aten.le.Tensor", CompareTensor},
+      {"aten.gt.Tensor", CompareTensor},
+      {"aten.ge.Tensor", CompareTensor},
+      {"aten.sub.Scalar", Binary},
+      {"aten.ones.default", Zeros},
+      {"aten.empty.memory_format", Zeros},
+      {"aten.arange.start_step", Arange},
+      {"aten._to_copy.default", Identity},
+      {"aten.bernoulli_.float", Identity},
+      {"aten.bernoulli.p", Identity},
       {"aten.norm.ScalarOpt_dim", Norm},
       {"aten.hardswish.default", Identity},
       {"aten.hardsigmoid.default", Identity},
@@ -1578,7 +1933,17 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.index_add.default", IndexAdd},
       {"aten.index_add_.default", IndexAdd},
       {"aten.new_zeros.default", NewZeros},
-      {"aten.scatter.src", ScatterSrc},
+      {"aten.scatter.src", DimIndexed},
+      {"aten.scatter.value", DimIndexed},
+      {"aten.scatter_add.default", DimIndexed},
+      {"aten.gather.default", DimIndexed},
+      {"aten.select_scatter.default", SelectScatter},
+      {"aten.cumsum.default", Cumsum},
+      {"aten.flip.default", Flip},
+      {"aten._embedding_bag.default", EmbeddingBag},
+      {"aten._embedding_bag_dense_backward.default", EmbeddingBagBackward},
+      {"aten.repeat_interleave.Tensor", RepeatInterleave},
+      {"aten.triu_indices.default", TriuIndices},
       {"aten.convolution.default", Convolution},
       {"aten.convolution_backward.default", ConvolutionBackward},
       {"aten.native_batch_norm.default", BatchNorm},
@@ -1587,11 +1952,27 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
       {"aten.max_pool2d_with_indices_backward.default", MaxPoolBackward},
       {"aten.avg_pool2d.default", AvgPool},
       {"aten.avg_pool2d_backward.default", AvgPoolBackward},
+      {"aten.max_pool3d_with_indices.default", MaxPool3d},
+      {"aten.max_pool3d_with_indices_backward.default", MaxPoolBackward},
+      {"aten.avg_pool3d.default", AvgPool3d},
+      {"aten.avg_pool3d_backward.default", AvgPool3dBackward},
+      {"aten.adaptive_max_pool2d.default", AdaptiveMaxPool},
+      {"aten.adaptive_max_pool2d_backward.default", MaxPoolBackward},
       {"aten.flatten.using_ints", Flatten},
       {"aten.nll_loss_forward.default", NllLoss},
       {"aten.nll_loss_backward.default", NllLossBackward},
       {"aten.mse_loss.default", MseLoss},
       {"aten.mse_loss_backward.default", MseLossBackward},
+      {"aten.max.dim", MaxDim},
+      {"aten.amax.default", Amax},
+      {"aten.leaky_relu.default", LeakyRelu},
+      {"aten.leaky_relu_backward.default", LikeGrad},
+      {"aten.prelu.default", Prelu},
+      {"aten.prelu_backward.default", PreluBackward},
+      {"aten._prelu_kernel.default", PreluKernel},
+      {"aten._prelu_kernel_backward.default", PreluKernelBackward},
+      {"aten.pixel_shuffle.default", PixelShuffle},
+      {"aten.pixel_unshuffle.default", PixelShuffle},
   };
   return *rules;
 }

@@ -1,6 +1,8 @@
 #include "graph/shape_rules.h"
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -91,7 +93,7 @@ TEST(ShapeRulesTest, ArgumentsThatDoNotFitTheRuleAreErrorsNamingTheNode) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("argument 'reduction' is 3"));
   r = CheckOne("aten.arange.default", R"(-2)", R"({"shape": [0], "dtype": "int64"})");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("end must be >= 0"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("(start 0, end -2)"));
 }
 
 TEST(ShapeRulesTest, TargetsWithoutARuleAreCountedOrRefused) {
@@ -244,7 +246,9 @@ std::string Infer(const std::string& target, const std::string& args,
       {"name": "m", "op": "placeholder", "target": "m", "args": [], "meta": {"shape": [4, 8], "dtype": "bool"}},
       {"name": "s", "op": "placeholder", "target": "s", "args": [], "meta": {"shape": [], "dtype": "float64"}},
       {"name": "si", "op": "placeholder", "target": "si", "args": [], "meta": {"shape": [], "dtype": "int64"}},
-      {"name": "c3", "op": "placeholder", "target": "c3", "args": [], "meta": {"shape": [3, 8, 8], "dtype": "float32"}},)";
+      {"name": "c3", "op": "placeholder", "target": "c3", "args": [], "meta": {"shape": [3, 8, 8], "dtype": "float32"}},
+      {"name": "v4", "op": "placeholder", "target": "v4", "args": [], "meta": {"shape": [2, 4, 6, 6], "dtype": "float64"}},
+      {"name": "w4", "op": "placeholder", "target": "w4", "args": [], "meta": {"shape": [4], "dtype": "float64"}},)";
   const std::string call =
       absl::StrCat(R"({"name": "y", "op": "call_function", "target": ")", target, R"(", "args": [)",
                    args, "]", kwargs.empty() ? "" : ", \"kwargs\": " + kwargs, "}");
@@ -444,6 +448,176 @@ TEST(ShapeRulesTest, PoolingTakesUnbatchedInputs) {
   EXPECT_EQ(Infer("aten.max_pool2d_with_indices.default", R"("%c3", [2])"),
             "[3, 4, 4] float32, [3, 4, 4] int64");
   EXPECT_EQ(Infer("aten.avg_pool2d.default", R"("%c3", 2, 1)"), "[3, 7, 7] float32");
+}
+
+// 3-D pooling takes (N, C, D, H, W) and (C, D, H, W), stride [] meaning the kernel, one value
+// standing for every dimension; adaptive max pooling returns int64 indices beside the values.
+TEST(ShapeRulesTest, VolumePoolingAndAdaptiveMaxPooling) {
+  EXPECT_EQ(Infer("aten.max_pool3d_with_indices.default", R"("%v4", [2, 2, 2])"),
+            "[2, 2, 3, 3] float64, [2, 2, 3, 3] int64");
+  EXPECT_EQ(Infer("aten.max_pool3d_with_indices.default", R"("%v4", [3], [2], [1], [1], true)"),
+            "[2, 3, 4, 4] float64, [2, 3, 4, 4] int64");
+  EXPECT_EQ(Infer("aten.avg_pool3d.default", R"("%v4", [2], [])"), "[2, 2, 3, 3] float64");
+  EXPECT_EQ(Infer("aten.avg_pool3d_backward.default",
+                  R"("%v4", "%v4", [1, 1, 1], [1], [0], false, true, null)"),
+            "[2, 4, 6, 6] float64");
+  EXPECT_THAT(Infer("aten.max_pool3d_with_indices.default", R"("%c3", [2])"),
+              HasSubstr("(C, D, H, W)"));
+  EXPECT_THAT(Infer("aten.avg_pool3d_backward.default",
+                    R"("%v4", "%v4", [2, 2, 2], [], [0], false, true, null)"),
+              HasSubstr("grad_output and the pooled self differ"));
+  EXPECT_EQ(Infer("aten.adaptive_max_pool2d.default", R"("%c3", [3, 5])"),
+            "[3, 3, 5] float32, [3, 3, 5] int64");
+  EXPECT_THAT(Infer("aten.adaptive_max_pool2d_backward.default", R"("%c3", "%c3", "%i")"),
+              HasSubstr("grad_output and indices differ"));
+  EXPECT_THAT(Infer("aten.adaptive_max_pool2d.default", R"("%x", [3, 5])"),
+              HasSubstr("3-d or 4-d"));
+}
+
+// The types `target` gives on the placeholders of `inputs` ("name": [shape], dtype), the node
+// stating `meta` (an object's text, or nothing); a message when the rule refuses.
+std::string InferOn(const std::vector<std::tuple<std::string, std::string, std::string>>& inputs,
+                    const std::string& target, const std::string& args,
+                    const std::string& kwargs = "", const std::string& meta = "") {
+  std::string nodes;
+  for (const auto& [name, shape, dtype] : inputs) {
+    absl::StrAppend(&nodes, R"({"name": ")", name, R"(", "op": "placeholder", "target": ")", name,
+                    R"(", "args": [], "meta": {"shape": )", shape, R"(, "dtype": ")", dtype,
+                    R"("}},)");
+  }
+  absl::StrAppend(&nodes, R"({"name": "y", "op": "call_function", "target": ")", target,
+                  R"(", "args": [)", args, "]", kwargs.empty() ? "" : ", \"kwargs\": " + kwargs,
+                  meta.empty() ? "" : ", \"meta\": " + meta, "},", OutputJson(R"("%y")"));
+  absl::StatusOr<Graph> g = GraphFromParts(nodes, "");
+  if (!g.ok()) return std::string(g.status().message());
+  absl::StatusOr<std::vector<TensorType>> t = InferTypes(*g, g->node(g->FindNode("y")));
+  if (!t.ok()) return std::string(t.status().message());
+  std::vector<std::string> got;
+  for (const TensorType& x : *t) got.push_back(FormatType(x));
+  return absl::StrJoin(got, ", ");
+}
+
+// gather / scatter / scatter_add / select_scatter, cumsum, flip, embedding bags,
+// repeat_interleave and triu_indices, with the shapes and dtypes torch 1.13 exported.
+TEST(ShapeRulesTest, GathersScattersAndIndexBuildersFollowATen) {
+  EXPECT_EQ(Infer("aten.gather.default", R"("%x", 1, "%i")"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.scatter.value", R"("%x", -1, "%i", 0)"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.scatter.src", R"("%x", 0, "%i", "%x")"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.scatter_add.default", R"("%x", 0, "%i", "%x")"), "[4, 8] float32");
+  // ATen's dtypes: an int64 index, src of self's dtype; an index larger than self (apart
+  // from dim) or of another rank, and a dim out of range, are refused naming the node.
+  EXPECT_THAT(Infer("aten.gather.default", R"("%x", 1, "%k")"), HasSubstr("not int64"));
+  EXPECT_THAT(Infer("aten.scatter_add.default", R"("%x", 0, "%i", "%d")"),
+              HasSubstr("src is float64 but self is float32"));
+  EXPECT_THAT(Infer("aten.gather.default", R"("%c3", 0, "%i")"),
+              HasSubstr("node \"y\" (aten.gather.default): index [4, 8] does not fit"));
+  EXPECT_THAT(Infer("aten.gather.default", R"("%x", 2, "%i")"), HasSubstr("out of range"));
+  const std::tuple<std::string, std::string, std::string> small = {"small", "[2, 3]", "int64"};
+  EXPECT_EQ(
+      InferOn({{"x", "[4, 8]", "float32"}, small}, "aten.gather.default", R"("%x", 1, "%small")"),
+      "[2, 3] float32");
+  EXPECT_THAT(
+      InferOn({{"x", "[1, 8]", "float32"}, small}, "aten.gather.default", R"("%x", 1, "%small")"),
+      HasSubstr("does not fit"));
+  // select_scatter: src is self.select(dim, index); the index counts from the end.
+  EXPECT_EQ(InferOn({{"a", "[2, 6, 8]", "float32"}, {"b", "[2, 8]", "float32"}},
+                    "aten.select_scatter.default", R"("%a", "%b", 1, -2)"),
+            "[2, 6, 8] float32");
+  EXPECT_THAT(Infer("aten.select_scatter.default", R"("%c3", "%x", 0, 1)"),
+              HasSubstr("is not the selected [8, 8]"));
+  EXPECT_THAT(Infer("aten.select_scatter.default", R"("%c3", "%x", 0, 3)"),
+              HasSubstr("out of range"));
+  // cumsum: sum's dtypes (bool and integers to int64 unless dtype says otherwise).
+  EXPECT_EQ(Infer("aten.cumsum.default", R"("%x", -1)"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.cumsum.default", R"("%m", 0)"), "[4, 8] int64");
+  EXPECT_EQ(Infer("aten.cumsum.default", R"("%k", 1)"), "[4, 8] int64");
+  EXPECT_EQ(Infer("aten.cumsum.default", R"("%k", 1)", R"({"dtype": "torch.int32"})"),
+            "[4, 8] int32");
+  EXPECT_THAT(Infer("aten.cumsum.default", R"("%x", 2)"), HasSubstr("out of range"));
+  EXPECT_EQ(Infer("aten.flip.default", R"("%c3", [0, 2])"), "[3, 8, 8] float32");
+  EXPECT_THAT(Infer("aten.flip.default", R"("%x", [1, -1])"), HasSubstr("more than once"));
+  // triu_indices: [2, count], int64 by default.
+  EXPECT_EQ(Infer("aten.triu_indices.default", "6, 6, 1"), "[2, 15] int64");
+  EXPECT_EQ(Infer("aten.triu_indices.default", "3, 4"), "[2, 9] int64");
+  EXPECT_EQ(Infer("aten.triu_indices.default", "4, 3, -1", R"({"dtype": "torch.int32"})"),
+            "[2, 9] int32");
+  EXPECT_THAT(Infer("aten.triu_indices.default", "-1, 3"), HasSubstr("non-negative"));
+}
+
+TEST(ShapeRulesTest, EmbeddingBagsAndRepeatInterleave) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> bag = {
+      {"w", "[11, 8]", "float32"},
+      {"w64", "[11, 8]", "float64"},
+      {"ids", "[12]", "int64"},
+      {"offsets", "[4]", "int64"},
+      {"g", "[4, 8]", "float32"}};
+  // torch 1.13's sum over a float32 weight: offset2bag left empty (the CPU fast path).
+  EXPECT_EQ(InferOn(bag, "aten._embedding_bag.default", R"("%w", "%ids", "%offsets")"),
+            "[4, 8] float32, [0] int64, [4] int64, [4] int64");
+  EXPECT_EQ(InferOn(bag, "aten._embedding_bag.default", R"("%w64", "%ids", "%offsets")"),
+            "[4, 8] float64, [12] int64, [4] int64, [4] int64");
+  EXPECT_EQ(InferOn(bag, "aten._embedding_bag.default",
+                    R"("%w", "%ids", "%offsets", false, 2, false, null, true)"),
+            "[3, 8] float32, [12] int64, [3] int64, [3, 8] int64");
+  EXPECT_EQ(InferOn(bag, "aten._embedding_bag.default", R"("%w", "%ids", "%offsets", false, 1)",
+                    R"({"padding_idx": 0})"),
+            "[4, 8] float32, [12] int64, [4] int64, [4] int64");
+  EXPECT_THAT(InferOn(bag, "aten._embedding_bag.default", R"("%w", "%ids", "%offsets", false, 3)"),
+              HasSubstr("mode 3"));
+  EXPECT_EQ(InferOn(bag, "aten._embedding_bag_dense_backward.default",
+                    R"("%g", "%ids", "%ids", "%offsets", "%offsets", 11, false, 0, null)"),
+            "[11, 8] float32");
+  // repeat_interleave: the length is output_size's, else the node's stated one.
+  EXPECT_EQ(InferOn(bag, "aten.repeat_interleave.Tensor", R"("%offsets")", R"({"output_size": 7})"),
+            "[7] int64");
+  EXPECT_EQ(InferOn(bag, "aten.repeat_interleave.Tensor", R"("%offsets")", "",
+                    R"({"shape": [5], "dtype": "int64"})"),
+            "[5] int64");
+  EXPECT_THAT(InferOn(bag, "aten.repeat_interleave.Tensor", R"("%offsets")"),
+              HasSubstr("depends on the data"));
+  EXPECT_THAT(InferOn(bag, "aten.repeat_interleave.Tensor", R"("%g")"), HasSubstr("1-D int64"));
+}
+
+// max.dim's values and int64 indices, amax over named dimensions or all; leaky_relu and PReLU
+// (one weight, or one per channel; 2.x's kernel broadcasting it) for floating dtypes; pixel
+// (un)shuffle between channels and pixels. Each with what ATen refuses.
+TEST(ShapeRulesTest, MaxReductionsActivationsAndPixelShuffleFollowATen) {
+  const Case cases[] = {
+      {"aten.max.dim", R"("%x", 1)", "[4] float32, [4] int64"},
+      {"aten.max.dim", R"("%x", -1, true)", "[4, 1] float32, [4, 1] int64"},
+      {"aten.max.dim", R"("%s", 0)", "[] float64, [] int64"},
+      {"aten.max.dim", R"("%i", 0)", "[8] int64, [8] int64"},
+      {"aten.amax.default", R"("%x", [0])", "[8] float32"},
+      {"aten.amax.default", R"("%v4", [1, -1], true)", "[2, 1, 6, 1] float64"},
+      {"aten.amax.default", R"("%x")", "[] float32"},
+      {"aten.leaky_relu.default", R"("%x", 0.2)", "[4, 8] float32"},
+      {"aten.leaky_relu_backward.default", R"("%x", "%x", 0.01, false)", "[4, 8] float32"},
+      {"aten.prelu.default", R"("%v4", "%w4")", "[2, 4, 6, 6] float64"},
+      {"aten.prelu.default", R"("%v4", "%s")", "[2, 4, 6, 6] float64"},
+      {"aten.prelu_backward.default", R"("%v4", "%v4", "%w4")",
+       "[2, 4, 6, 6] float64, [4] float64"},
+      {"aten._prelu_kernel.default", R"("%v4", "%s")", "[2, 4, 6, 6] float64"},
+      {"aten._prelu_kernel_backward.default", R"("%v4", "%v4", "%s")",
+       "[2, 4, 6, 6] float64, [2, 4, 6, 6] float64"},
+      {"aten.pixel_shuffle.default", R"("%v4", 2)", "[2, 1, 12, 12] float64"},
+      {"aten.pixel_unshuffle.default", R"("%v4", 2)", "[2, 16, 3, 3] float64"},
+      {"aten.pixel_unshuffle.default", R"("%c3", 4)", "[48, 2, 2] float32"},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(Infer(c.target, c.args), c.gives) << c.target << " " << c.args;
+  EXPECT_THAT(Infer("aten.max.dim", R"("%x", 2)"), HasSubstr("dim 2 is out of range for rank 2"));
+  EXPECT_THAT(Infer("aten.amax.default", R"("%x", [1, -1])"), HasSubstr("more than once"));
+  EXPECT_THAT(Infer("aten.leaky_relu.default", R"("%i")"), HasSubstr("a floating dtype"));
+  EXPECT_THAT(Infer("aten.prelu.default", R"("%x", "%w4")"),
+              HasSubstr("weight has 4 elements, self 8 channels"));
+  EXPECT_THAT(Infer("aten.prelu.default", R"("%v4", "%d")"), HasSubstr("scalar or 1-d"));
+  EXPECT_THAT(Infer("aten._prelu_kernel.default", R"("%x", "%s")"), HasSubstr("float32, float64"));
+  EXPECT_THAT(Infer("aten._prelu_kernel_backward.default", R"("%s", "%s", "%w4")"),
+              HasSubstr("does not broadcast to self"));
+  EXPECT_THAT(Infer("aten.pixel_shuffle.default", R"("%c3", 2)"), HasSubstr("not divisible"));
+  EXPECT_THAT(Infer("aten.pixel_shuffle.default", R"("%x", 2)"), HasSubstr("at least 3"));
+  EXPECT_THAT(Infer("aten.pixel_unshuffle.default", R"("%v4", 4)"), HasSubstr("divisible by 4"));
+  EXPECT_THAT(Infer("aten.pixel_shuffle.default", R"("%v4", 0)"), HasSubstr("positive"));
 }
 
 }  // namespace

@@ -13,24 +13,10 @@
 #include "graph/status_macros.h"
 #include "graph/type_promotion.h"
 #include "runtime/kernels/conv_args.h"
+#include "runtime/kernels/op_args.h"
 
 namespace overlap {
 namespace {
-
-// cuBLAS products (attention: its products, with the nn kernel's softmax rows between).
-constexpr absl::string_view kCublasOps[] = {
-    "aten.mm.default", "aten.addmm.default", "aten._scaled_dot_product_flash_attention.default",
-    "aten._scaled_dot_product_flash_attention_backward.default"};
-
-const absl::flat_hash_set<std::string>& ViewTargets() {
-  static const auto* targets = [] {
-    KernelRegistry views;
-    RegisterViewKernels(views);
-    std::vector<std::string> t = views.Targets();
-    return new absl::flat_hash_set<std::string>(t.begin(), t.end());
-  }();
-  return *targets;
-}
 
 // The CPU kernel on host copies of the inputs; results copied to the device.
 Kernel OnHost(Kernel cpu, CudaDevice* dev) {
@@ -52,6 +38,7 @@ Kernel OnHost(Kernel cpu, CudaDevice* dev) {
       auto it = staged.find(id);
       return it != staged.end() ? &it->second : nullptr;
     });
+    on_host.set_random(c.random());  // a host draw is the device's: one key, one mask
     OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> results, cpu(on_host));
     std::vector<Tensor> out;
     out.reserve(results.size());
@@ -114,14 +101,43 @@ absl::Status MatMul(KernelCall& c, CudaDevice& dev, const Tensor& a, const Tenso
   return dev.api().Gemm(g, dev.compute());
 }
 
-absl::Status CheckMatrices(KernelCall& c, const Tensor& a, const Tensor& b) {
-  if (a.dim() != 2 || b.dim() != 2 || a.shape()[1] != b.shape()[0]) {
-    return c.Error(absl::StrCat("matrix product of ", a.DebugString(), " and ", b.DebugString()));
-  }
-  if (a.dtype() != b.dtype() || (a.dtype() != DType::kFloat32 && a.dtype() != DType::kFloat64)) {
-    return c.Error("cuBLAS products take two float32 or two float64 matrices");
-  }
-  return absl::OkStatus();
+// mm on cuBLAS; other dtypes through the host (its errors).
+Kernel MmOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+    OVERLAP_ASSIGN_OR_RETURN(MmArgs m, ReadMmArgs(c));
+    const Tensor &a = m.self, &b = m.mat2;
+    const DType dt = a.dtype();
+    if (dt != DType::kFloat32 && dt != DType::kFloat64) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out,
+                             c.NewUninitializedOutput(dt, {a.shape()[0], b.shape()[1]}));
+    OVERLAP_RETURN_IF_ERROR(MatMul(c, *dev, a, b, 1, 0, out));
+    return std::vector<Tensor>{out};
+  };
+}
+
+// addmm on cuBLAS: self broadcast into the result (strides 0 on broadcast dimensions), then
+// the product accumulated onto it with beta and alpha; with beta 0 self is not copied and
+// cuBLAS does not read the result (ATen's: self's NaN and inf do not propagate).
+Kernel AddmmOnDevice(Kernel host, CudaDevice* dev) {
+  return [=](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
+    OVERLAP_ASSIGN_OR_RETURN(AddmmArgs m, ReadAddmmArgs(c));
+    const Tensor &bias = m.self, &a = m.mat1, &b = m.mat2;
+    const DType dt = a.dtype();
+    if (dt != DType::kFloat32 && dt != DType::kFloat64) return host(c);
+    const std::vector<int64_t> shape = {a.shape()[0], b.shape()[1]};
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dt, shape));
+    if (m.beta != 0) {
+      std::vector<int64_t> strides(2, 0);  // ReadAddmmArgs: self broadcasts to shape
+      const size_t lead = 2 - bias.shape().size();
+      for (size_t i = 0; i < bias.shape().size(); ++i) {
+        strides[lead + i] = bias.shape()[i] == 1 ? 0 : bias.strides()[i];
+      }
+      OVERLAP_ASSIGN_OR_RETURN(Tensor spread, bias.AsStrided(shape, strides, bias.offset()));
+      OVERLAP_RETURN_IF_ERROR(dev->Copy(spread, out));
+    }
+    OVERLAP_RETURN_IF_ERROR(MatMul(c, *dev, a, b, m.alpha, m.beta, out));
+    return std::vector<Tensor>{out};
+  };
 }
 
 // The elementwise family on the device: which op, on what. nullopt: a case the device
@@ -314,6 +330,20 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
          OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
          return GradOf(c, EwOp::kThresholdBackward, threshold);
        }},
+      {"aten.leaky_relu.default",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
+         OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, EwOp::kLeakyRelu));
+         p->s = slope;
+         return p;
+       }},
+      {"aten.leaky_relu_backward.default",
+       [](KernelCall& c) -> R {
+         OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
+         OVERLAP_ASSIGN_OR_RETURN(bool self_is_result, c.BoolArg("self_is_result"));
+         if (self_is_result && slope < 0) return std::nullopt;  // the host path's error
+         return GradOf(c, EwOp::kLeakyReluBackward, slope);
+       }},
   };
 }
 
@@ -338,25 +368,20 @@ bool FloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
 // The softmax family on the device; the host path for what it does not take (its errors).
 Kernel SoftmaxOnDevice(bool backward, bool log, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg(backward ? "grad_output" : "self");
-    absl::StatusOr<Tensor> y = backward ? c.TensorArg("output") : x;
-    absl::StatusOr<int64_t> dim = c.IntArg("dim");
-    if (!x.ok() || !y.ok() || !dim.ok() || !FloatType(x->dtype()) || x->dim() == 0 ||
-        x->shape() != y->shape() || x->dtype() != y->dtype() || *dim < -x->dim() ||
-        *dim >= x->dim()) {
-      return host(c);
-    }
-    const int64_t d = *dim < 0 ? *dim + x->dim() : *dim;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor py, Packed(c, *dev, *y));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
+    OVERLAP_ASSIGN_OR_RETURN(SoftmaxArgs s, ReadSoftmaxArgs(c, backward));
+    const Tensor& x = s.x;
+    if (!FloatType(x.dtype()) || x.dim() == 0) return host(c);
+    const int64_t d = s.dim;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor py, Packed(c, *dev, backward ? s.output : x));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
     ReduceArgs r;
     r.op = backward ? (log ? ReduceOp::kLogSoftmaxBackward : ReduceOp::kSoftmaxBackward)
                     : (log ? ReduceOp::kLogSoftmax : ReduceOp::kSoftmax);
-    r.dtype = x->dtype();
-    r.outer = Prod(x->shape(), 0, d);
-    r.n = x->shape()[d];
-    r.inner = Prod(x->shape(), d + 1, x->shape().size());
+    r.dtype = x.dtype();
+    r.outer = Prod(x.shape(), 0, d);
+    r.n = x.shape()[d];
+    r.inner = Prod(x.shape(), d + 1, x.shape().size());
     r.x = ViewOf(px).data;
     r.y = backward ? ViewOf(py).data : nullptr;
     r.out = ViewOf(out).data;
@@ -370,41 +395,14 @@ Kernel SoftmaxOnDevice(bool backward, bool log, Kernel host, CudaDevice* dev) {
 // with the kept dimensions first ([kept, reduced], inner 1).
 Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg("self");
-    if (!x.ok() || !FloatType(x->dtype()) || x->dim() == 0) return host(c);
-    // A result of another dtype (a dtype keyword): the host path converts the input.
-    const Value* dtype = c.Arg("dtype");
-    const absl::StatusOr<std::string> result = ReductionResultType(
-        mean ? ReductionOp::kMean : ReductionOp::kSum, DTypeName(x->dtype()),
-        dtype != nullptr && dtype->kind() == Value::Kind::kString ? dtype->as_string() : "");
-    if (!result.ok() || *result != DTypeName(x->dtype())) return host(c);
-    const Value* dv = c.Arg("dim");
-    std::vector<int64_t> dims;
-    if (dv != nullptr && !dv->is_none()) {
-      absl::StatusOr<std::vector<int64_t>> got = c.IntListArg("dim");
-      if (!got.ok()) return host(c);
-      dims = *got;
-    }
-    absl::StatusOr<bool> keepdim = c.BoolArg("keepdim", false);  // sum.default: none declared
-    if (!keepdim.ok()) return host(c);
-    const int64_t rank = x->dim();
-    std::vector<bool> reduced(rank, dims.empty());
-    for (int64_t d : dims) {
-      if (d < -rank || d >= rank || reduced[d < 0 ? d + rank : d]) return host(c);  // refuses
-      reduced[d < 0 ? d + rank : d] = true;
-    }
-    std::vector<int64_t> keep_shape, out_shape, kept, gone;
-    int64_t count = 1;
-    for (int64_t i = 0; i < rank; ++i) {
-      keep_shape.push_back(reduced[i] ? 1 : x->shape()[i]);
-      if (reduced[i]) {
-        count *= x->shape()[i];
-        gone.push_back(i);
-      } else {
-        out_shape.push_back(x->shape()[i]);
-        kept.push_back(i);
-      }
-    }
+    OVERLAP_ASSIGN_OR_RETURN(SumArgs s, ReadSumArgs(c, mean));
+    const Tensor* x = &s.self;
+    // A result of another dtype (a dtype keyword, integers): the host path converts the input.
+    if (!FloatType(x->dtype()) || x->dim() == 0 || s.dtype != x->dtype()) return host(c);
+    const int64_t rank = x->dim(), count = s.count;
+    const std::vector<int64_t>&keep_shape = s.keep_shape, &out_shape = s.out_shape;
+    std::vector<int64_t> kept, gone;
+    for (int64_t i = 0; i < rank; ++i) (s.reduced[i] ? gone : kept).push_back(i);
     ReduceArgs r;
     r.op = ReduceOp::kSum;
     r.dtype = x->dtype();
@@ -432,7 +430,7 @@ Kernel SumOnDevice(bool mean, Kernel host, CudaDevice* dev) {
       r.inner = 1;
     }
     OVERLAP_ASSIGN_OR_RETURN(
-        Tensor out, c.NewUninitializedOutput(x->dtype(), *keepdim ? keep_shape : out_shape));
+        Tensor out, c.NewUninitializedOutput(x->dtype(), s.keepdim ? keep_shape : out_shape));
     r.x = ViewOf(in).data;
     r.out = ViewOf(out).data;
     OVERLAP_RETURN_IF_ERROR(dev->api().Reduce(r, dev->compute()));
@@ -459,15 +457,16 @@ Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
         (*bias && (*bias)->dtype() != x->dtype())) {
       return host(c);
     }
+    // Transposed and 3-D convolutions: the CPU kernel. A 1-D one runs as 2-D of unit height
+    // (its packed tensors [n, c, w] are [n, c, 1, w] in memory).
     absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
-    if (!g.ok() || g->transposed ||  // transposed: the CPU kernel
+    if (!g.ok() || g->transposed || g->spatial == 3 ||
         (*bias && ((*bias)->dim() != 1 || (*bias)->numel() != g->o))) {
       return host(c);
     }
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor y,
-                             c.NewUninitializedOutput(x->dtype(), {g->n, g->o, g->ho, g->wo}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.NewUninitializedOutput(x->dtype(), ConvOutShape(*g)));
     OVERLAP_RETURN_IF_ERROR(dev->api().Convolution(ConvPass::kForward, ShapeOf(*g, x->dtype()),
                                                    ViewOf(px).data, ViewOf(pw).data, ViewOf(y).data,
                                                    dev->compute()));
@@ -478,7 +477,8 @@ Kernel ConvolutionOnDevice(Kernel host, CudaDevice* dev) {
       e.a = ViewOf(y);
       e.b = ViewOf(**bias);
       e.b.shape = y.shape();
-      e.b.strides = {0, (*bias)->strides()[0], 0, 0};
+      e.b.strides.assign(y.dim(), 0);
+      e.b.strides[1] = (*bias)->strides()[0];
       e.out = ViewOf(y);
       OVERLAP_RETURN_IF_ERROR(dev->api().Elementwise(e, dev->compute()));
     }
@@ -499,7 +499,7 @@ Kernel ConvolutionBackwardOnDevice(Kernel host, CudaDevice* dev) {
       return host(c);
     }
     absl::StatusOr<ConvGeometry> g = ConvArgs(c, *x, *w);
-    if (!g.ok() || g->transposed || gy->shape() != std::vector<int64_t>{g->n, g->o, g->ho, g->wo}) {
+    if (!g.ok() || g->transposed || g->spatial == 3 || gy->shape() != ConvOutShape(*g)) {
       return host(c);
     }
     bool has_bias = false;
@@ -591,23 +591,14 @@ int64_t ProdOf(const Tensor& t, int64_t begin, int64_t end) {
 
 Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg("input");
-    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg("normalized_shape");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg("bias");
-    absl::StatusOr<double> eps = c.DoubleArg("eps");
-    if (!x.ok() || !ns.ok() || !w.ok() || !b.ok() || !eps.ok() || !FloatType(x->dtype())) {
-      return host(c);
-    }
-    const int64_t axis = x->dim() - static_cast<int64_t>(ns->size());
-    if (axis < 0 || !std::equal(ns->begin(), ns->end(), x->shape().begin() + axis)) return host(c);
-    const int64_t m = ProdOf(*x, 0, axis), n = ProdOf(*x, axis, x->dim());
-    for (const std::optional<Tensor>* p : {&*w, &*b}) {
-      if (*p && ((*p)->numel() != n || (*p)->dtype() != x->dtype())) return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(LayerNormArgs l, ReadLayerNormArgs(c));
+    const Tensor* x = &l.input;
+    if (!FloatType(x->dtype())) return host(c);
+    const int64_t axis = x->dim() - static_cast<int64_t>(l.normalized_shape.size());
+    const int64_t m = l.rows, n = l.cols;
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pb, PackedOpt(c, *dev, *b));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, l.weight));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pb, PackedOpt(c, *dev, l.bias));
     std::vector<int64_t> stat_shape(x->shape().begin(), x->shape().begin() + axis);
     stat_shape.resize(x->dim(), 1);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x->dtype(), x->shape()));
@@ -619,7 +610,7 @@ Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
     a.x = Ptr(px);
     a.w = OptPtr(pw);
     a.b = OptPtr(pb);
-    a.eps = *eps;
+    a.eps = l.eps;
     a.out = MutPtr(out);
     a.out2 = MutPtr(mean);
     a.out3 = MutPtr(rstd);
@@ -630,30 +621,18 @@ Kernel LayerNormOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel LayerNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg("grad_out");
-    absl::StatusOr<Tensor> x = c.TensorArg("input");
-    absl::StatusOr<std::vector<int64_t>> ns = c.IntListArg("normalized_shape");
-    absl::StatusOr<Tensor> mean = c.TensorArg("mean");
-    absl::StatusOr<Tensor> rstd = c.TensorArg("rstd");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg("output_mask", {true, true, true});
-    if (!g.ok() || !x.ok() || !ns.ok() || !mean.ok() || !rstd.ok() || !w.ok() || !mask.ok() ||
-        mask->size() != 3 || !FloatType(x->dtype()) || g->shape() != x->shape()) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(LayerNormBackwardArgs l, ReadLayerNormBackwardArgs(c));
+    const Tensor* x = &l.input;
+    if (!FloatType(x->dtype())) return host(c);
     const DType dt = x->dtype();
-    const int64_t axis = x->dim() - static_cast<int64_t>(ns->size());
-    if (axis < 0 || g->dtype() != dt || mean->dtype() != dt || rstd->dtype() != dt ||
-        (*w && (*w)->dtype() != dt)) {
-      return host(c);
-    }
-    const int64_t m = ProdOf(*x, 0, axis), n = ProdOf(*x, axis, x->dim());
-    if (mean->numel() != m || rstd->numel() != m || (*w && (*w)->numel() != n)) return host(c);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
+    const int64_t m = l.rows, n = l.cols;
+    const std::vector<int64_t>* ns = &l.normalized_shape;
+    const std::vector<bool>* mask = &l.output_mask;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, l.grad_out));
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor pm, Packed(c, *dev, *mean));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor pr, Packed(c, *dev, *rstd));
-    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pm, Packed(c, *dev, l.mean));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor pr, Packed(c, *dev, l.rstd));
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, l.weight));
     std::vector<Tensor> out(3);
     const std::vector<int64_t> shapes[3] = {x->shape(), *ns, *ns};
     for (int i = 0; i < 3; ++i) {
@@ -695,51 +674,43 @@ bool CudnnBatchNorm(const std::optional<Tensor>& w, const std::optional<Tensor>&
 
 Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg("input");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<std::optional<Tensor>> b = c.OptionalTensorArg("bias");
-    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg("running_mean");
-    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg("running_var");
-    absl::StatusOr<bool> training = c.BoolArg("training");
-    absl::StatusOr<double> eps = c.DoubleArg("eps");
-    if (!x.ok() || !w.ok() || !b.ok() || !rm.ok() || !rv.ok() || !training.ok() || !eps.ok() ||
-        !FloatType(x->dtype()) || x->dim() < 2 || (!*training && (!*rm || !*rv))) {
-      return host(c);  // its errors
+    OVERLAP_ASSIGN_OR_RETURN(BatchNormForwardArgs bn, ReadBatchNormArgs(c));
+    const Tensor* x = &bn.input;
+    if (!FloatType(x->dtype())) return host(c);
+    const bool training = bn.training;
+    if (training) {  // the running statistics are not read (nor updated: the graph does that)
+      bn.running_mean = std::nullopt;
+      bn.running_var = std::nullopt;
     }
-    if (*training) {  // the running statistics are not read (nor updated: the graph does that)
-      *rm = std::nullopt;
-      *rv = std::nullopt;
-    }
+    const std::optional<Tensor>*w = &bn.weight, *b = &bn.bias;
+    const std::optional<Tensor>*rm = &bn.running_mean, *rv = &bn.running_var;
     const DType dt = x->dtype();
-    const int64_t batch = x->shape()[0], ch = x->shape()[1], inner = ProdOf(*x, 2, x->dim());
-    for (const std::optional<Tensor>* p : {&*w, &*b, &*rm, &*rv}) {
-      if (*p && ((*p)->numel() != ch || (*p)->dtype() != dt)) return host(c);
-    }
+    const int64_t batch = bn.batch, ch = bn.channels, inner = bn.inner;
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
     OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pb, PackedOpt(c, *dev, *b));
     OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pm, PackedOpt(c, *dev, *rm));
     OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pv, PackedOpt(c, *dev, *rv));
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(dt, x->shape()));
-    const int64_t saved = *training ? ch : 0;
+    const int64_t saved = training ? ch : 0;
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_mean, c.NewUninitializedOutput(dt, {saved}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor save_invstd, c.NewUninitializedOutput(dt, {saved}));
     if (CudnnBatchNorm(pw, pb, batch, ch, inner)) {
       BatchNormArgs a;
-      a.pass = *training ? BatchNormPass::kTraining : BatchNormPass::kInference;
+      a.pass = training ? BatchNormPass::kTraining : BatchNormPass::kInference;
       a.dtype = dt;
       a.batch = batch;
       a.channels = ch;
       a.inner = inner;
-      a.eps = *eps;
+      a.eps = bn.eps;
       a.x = Ptr(px);
       a.weight = Ptr(*pw);
       a.bias = Ptr(*pb);
       a.mean = OptPtr(pm);
       a.var = OptPtr(pv);
       a.y = MutPtr(out);
-      a.save_mean = *training ? MutPtr(save_mean) : nullptr;
-      a.save_invstd = *training ? MutPtr(save_invstd) : nullptr;
+      a.save_mean = training ? MutPtr(save_mean) : nullptr;
+      a.save_invstd = training ? MutPtr(save_invstd) : nullptr;
       OVERLAP_RETURN_IF_ERROR(dev->api().BatchNorm(a, dev->compute()));
     } else {
       NnArgs a = NnFor(NnOp::kBatchNorm, dt);
@@ -751,8 +722,8 @@ Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
       a.b = OptPtr(pb);
       a.mean = OptPtr(pm);
       a.var = OptPtr(pv);
-      a.flag = *training ? 1 : 0;
-      a.eps = *eps;
+      a.flag = training ? 1 : 0;
+      a.eps = bn.eps;
       a.out = MutPtr(out);
       a.out2 = MutPtr(save_mean);
       a.out3 = MutPtr(save_invstd);
@@ -764,29 +735,14 @@ Kernel BatchNormOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg("grad_out");
-    absl::StatusOr<Tensor> x = c.TensorArg("input");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<std::optional<Tensor>> rm = c.OptionalTensorArg("running_mean");
-    absl::StatusOr<std::optional<Tensor>> rv = c.OptionalTensorArg("running_var");
-    absl::StatusOr<std::optional<Tensor>> sm = c.OptionalTensorArg("save_mean");
-    absl::StatusOr<std::optional<Tensor>> si = c.OptionalTensorArg("save_invstd");
-    absl::StatusOr<bool> training = c.BoolArg("train");
-    absl::StatusOr<double> eps = c.DoubleArg("eps");
-    absl::StatusOr<std::vector<bool>> mask = c.BoolListArg("output_mask", {true, true, true});
-    if (!g.ok() || !x.ok() || !w.ok() || !rm.ok() || !rv.ok() || !sm.ok() || !si.ok() ||
-        !training.ok() || !eps.ok() || !mask.ok() || mask->size() != 3 || !FloatType(x->dtype()) ||
-        x->dim() < 2 || g->shape() != x->shape()) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(BatchNormBackwardArgs bn, ReadBatchNormBackwardArgs(c));
+    const Tensor *g = &bn.grad_out, *x = &bn.input, *mean = &bn.mean, *var = &bn.var;
+    if (!FloatType(x->dtype())) return host(c);
+    const std::optional<Tensor>* w = &bn.weight;
+    const std::vector<bool>* mask = &bn.output_mask;
+    const bool training = bn.training;
     const DType dt = x->dtype();
-    const int64_t batch = x->shape()[0], ch = x->shape()[1], inner = ProdOf(*x, 2, x->dim());
-    const std::optional<Tensor>& mean = *training ? *sm : *rm;
-    const std::optional<Tensor>& var = *training ? *si : *rv;
-    if (!mean || !var || g->dtype() != dt) return host(c);
-    for (const std::optional<Tensor>* p : {&std::as_const(*w), &mean, &var}) {
-      if (*p && ((*p)->numel() != ch || (*p)->dtype() != dt)) return host(c);
-    }
+    const int64_t batch = bn.batch, ch = bn.channels, inner = bn.inner;
     OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pm, Packed(c, *dev, *mean));
@@ -800,7 +756,7 @@ Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
       }
     }
     // cuDNN's backward is the training one (batch statistics); it writes all three.
-    if (*training && CudnnBatchNorm(pw, pw, batch, ch, inner)) {
+    if (training && CudnnBatchNorm(pw, pw, batch, ch, inner)) {
       std::vector<Tensor> dst = out;
       for (int i = 0; i < 3; ++i) {
         if (!dst[i].defined()) {
@@ -813,7 +769,7 @@ Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
       a.batch = batch;
       a.channels = ch;
       a.inner = inner;
-      a.eps = *eps;
+      a.eps = bn.eps;
       a.x = Ptr(px);
       a.dy = Ptr(pg);
       a.weight = Ptr(*pw);
@@ -834,8 +790,8 @@ Kernel BatchNormBackwardOnDevice(Kernel host, CudaDevice* dev) {
     a.w = OptPtr(pw);
     a.mean = Ptr(pm);
     a.var = Ptr(pv);
-    a.flag = *training ? 1 : 0;
-    a.eps = *eps;
+    a.flag = training ? 1 : 0;
+    a.eps = bn.eps;
     a.out = out[0].defined() ? MutPtr(out[0]) : nullptr;
     a.out2 = out[1].defined() ? MutPtr(out[1]) : nullptr;
     a.out3 = out[2].defined() ? MutPtr(out[2]) : nullptr;
@@ -898,24 +854,15 @@ Kernel MaxPoolBackwardOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg("self");
-    absl::StatusOr<Tensor> t = c.TensorArg("target");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
-    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index");
-    if (!x.ok() || !t.ok() || !w.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
-        !ignore.ok() || !IndexType(t->dtype()) || !FloatType(x->dtype()) || x->dim() < 1 ||
-        x->dim() > 2) {
-      return host(c);
-    }
-    const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
-    if (t->numel() != n || (*w && ((*w)->numel() != classes || (*w)->dtype() != x->dtype()))) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(NllLossArgs l, ReadNllLossArgs(c, /*backward=*/false));
+    const Tensor *x = &l.self, *t = &l.target;
+    const std::optional<Tensor>* w = &l.weight;
+    if (!FloatType(x->dtype())) return host(c);
+    const int64_t n = l.rows, classes = l.classes;
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
     OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> pw, PackedOpt(c, *dev, *w));
-    const bool none = *reduction == kReductionNone;
+    const bool none = l.reduction == kReductionNone;
     std::vector<int64_t> loss_shape;
     if (none && x->dim() == 2) loss_shape = {n};
     OVERLAP_ASSIGN_OR_RETURN(Tensor loss, c.NewUninitializedOutput(x->dtype(), loss_shape));
@@ -927,8 +874,8 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
     a.index = Ptr(pt);
     a.index32 = pt.dtype() == DType::kInt32;
     a.w = OptPtr(pw);
-    a.flag = *reduction;  // IsAtenReduction: checked above
-    a.ignore = *ignore;
+    a.flag = l.reduction;  // ReadNllLossArgs: none, mean or sum
+    a.ignore = l.ignore_index;
     a.out = MutPtr(loss);
     a.out2 = MutPtr(total);
     OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "target"));
@@ -938,25 +885,11 @@ Kernel NllLossOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
-    absl::StatusOr<Tensor> x = c.TensorArg("self");
-    absl::StatusOr<Tensor> t = c.TensorArg("target");
-    absl::StatusOr<std::optional<Tensor>> w = c.OptionalTensorArg("weight");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
-    absl::StatusOr<int64_t> ignore = c.IntArg("ignore_index");
-    absl::StatusOr<Tensor> total = c.TensorArg("total_weight");
-    if (!g.ok() || !x.ok() || !t.ok() || !w.ok() || !reduction.ok() ||
-        !IsAtenReduction(*reduction) || !ignore.ok() || !total.ok() || !IndexType(t->dtype()) ||
-        !FloatType(x->dtype()) || x->dim() < 1 || x->dim() > 2 || g->dtype() != x->dtype() ||
-        total->dtype() != x->dtype() || total->numel() != 1) {
-      return host(c);
-    }
-    const int64_t n = x->dim() == 2 ? x->shape()[0] : 1, classes = x->shape().back();
-    const bool none = *reduction == kReductionNone;
-    if (t->numel() != n || (none ? g->numel() != n : g->numel() != 1) ||
-        (*w && ((*w)->numel() != classes || (*w)->dtype() != x->dtype()))) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(NllLossArgs l, ReadNllLossArgs(c, /*backward=*/true));
+    const Tensor *g = &l.grad_output, *x = &l.self, *t = &l.target, *total = &l.total_weight;
+    const std::optional<Tensor>* w = &l.weight;
+    if (!FloatType(x->dtype())) return host(c);
+    const int64_t n = l.rows, classes = l.classes;
     OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
     OVERLAP_ASSIGN_OR_RETURN(Tensor ptot, Packed(c, *dev, *total));
@@ -970,8 +903,8 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
     a.index32 = pt.dtype() == DType::kInt32;
     a.w = OptPtr(pw);
     a.mean = Ptr(ptot);
-    a.flag = *reduction;  // IsAtenReduction: checked above
-    a.ignore = *ignore;
+    a.flag = l.reduction;  // ReadNllLossArgs: none, mean or sum
+    a.ignore = l.ignore_index;
     a.out = MutPtr(out);
     OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "target"));
     return std::vector<Tensor>{out};
@@ -980,27 +913,17 @@ Kernel NllLossBackwardOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g =
-        backward ? c.TensorArg("grad_output") : absl::StatusOr<Tensor>(Tensor());
-    absl::StatusOr<Tensor> x = c.TensorArg("self");
-    absl::StatusOr<Tensor> t = c.TensorArg("target");
-    absl::StatusOr<int64_t> reduction = c.IntArg("reduction");
-    if (!g.ok() || !x.ok() || !t.ok() || !reduction.ok() || !IsAtenReduction(*reduction) ||
-        !FloatType(x->dtype()) || t->shape() != x->shape() || t->dtype() != x->dtype()) {
-      return host(c);
-    }
-    const bool none = *reduction == kReductionNone;
-    if (backward &&
-        (g->dtype() != x->dtype() || (none ? g->shape() != x->shape() : g->numel() != 1))) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(MseLossArgs l, ReadMseLossArgs(c, backward));
+    const Tensor *g = &l.grad_output, *x = &l.self, *t = &l.target;
+    if (!FloatType(x->dtype())) return host(c);
+    const bool none = l.reduction == kReductionNone;
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pt, Packed(c, *dev, *t));
     NnArgs a = NnFor(backward ? NnOp::kMseLossBackward : NnOp::kMseLoss, x->dtype());
     a.rows = x->numel();
     a.x = Ptr(px);
     a.b = Ptr(pt);
-    a.flag = *reduction;  // IsAtenReduction: checked above
+    a.flag = l.reduction;  // ReadMseLossArgs: none, mean or sum
     Tensor pg;
     if (backward) {
       OVERLAP_ASSIGN_OR_RETURN(pg, Packed(c, *dev, *g));
@@ -1016,12 +939,9 @@ Kernel MseLossOnDevice(bool backward, Kernel host, CudaDevice* dev) {
 
 Kernel EmbeddingOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> w = c.TensorArg("weight");
-    absl::StatusOr<Tensor> idx = c.TensorArg("indices");
-    if (!w.ok() || !idx.ok() || !IndexType(idx->dtype()) || w->dim() != 2 ||
-        !FloatType(w->dtype())) {
-      return host(c);
-    }
+    OVERLAP_ASSIGN_OR_RETURN(EmbeddingArgs e, ReadEmbeddingArgs(c));
+    const Tensor *w = &e.weight, *idx = &e.indices;
+    if (!FloatType(w->dtype())) return host(c);
     OVERLAP_ASSIGN_OR_RETURN(Tensor pw, Packed(c, *dev, *w));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
     std::vector<int64_t> shape = idx->shape();
@@ -1042,28 +962,21 @@ Kernel EmbeddingOnDevice(Kernel host, CudaDevice* dev) {
 
 Kernel EmbeddingBackwardOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> g = c.TensorArg("grad_output");
-    absl::StatusOr<Tensor> idx = c.TensorArg("indices");
-    absl::StatusOr<int64_t> rows = c.IntArg("num_weights");
-    absl::StatusOr<int64_t> padding = c.IntArg("padding_idx");
-    absl::StatusOr<bool> by_freq = c.BoolArg("scale_grad_by_freq");
-    if (!g.ok() || !idx.ok() || !rows.ok() || !padding.ok() || !by_freq.ok() || *by_freq ||
-        !IndexType(idx->dtype()) || !FloatType(g->dtype()) || *rows < 0) {
-      return host(c);
-    }
-    const int64_t d = g->dim() == 0 ? 1 : g->shape().back();
-    if (g->numel() != idx->numel() * d) return host(c);
+    OVERLAP_ASSIGN_OR_RETURN(EmbeddingBackwardArgs e, ReadEmbeddingBackwardArgs(c));
+    const Tensor *g = &e.grad_output, *idx = &e.indices;
+    if (!FloatType(g->dtype())) return host(c);
+    const int64_t d = e.dim;
     OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Packed(c, *dev, *g));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(g->dtype(), {*rows, d}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(g->dtype(), {e.num_weights, d}));
     NnArgs a = NnFor(NnOp::kEmbeddingBackward, g->dtype());
     a.rows = idx->numel();
     a.cols = d;
-    a.cols2 = *rows;
+    a.cols2 = e.num_weights;
     a.g = Ptr(pg);
     a.index = Ptr(pi);
     a.index32 = pi.dtype() == DType::kInt32;
-    a.ignore = *padding;
+    a.ignore = e.padding_idx;
     a.out = MutPtr(out);
     OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, a, "embedding index"));
     return std::vector<Tensor>{out};
@@ -1082,14 +995,10 @@ AroundDim Around(const Tensor& t, int64_t dim) {
 // index_select: the nn kernel's row gathers (floats; other dtypes through the host).
 Kernel IndexSelectOnDevice(Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> x = c.TensorArg("self");
-    absl::StatusOr<int64_t> dim = c.IntArg("dim");
-    absl::StatusOr<Tensor> idx = c.TensorArg("index");
-    if (!x.ok() || !dim.ok() || !idx.ok() || !FloatType(x->dtype()) || !IndexType(idx->dtype()) ||
-        idx->dim() > 1 || x->dim() == 0 || *dim < -x->dim() || *dim >= x->dim()) {
-      return host(c);
-    }
-    const int64_t d = *dim < 0 ? *dim + x->dim() : *dim;
+    OVERLAP_ASSIGN_OR_RETURN(IndexAlongArgs s, ReadIndexSelectArgs(c));
+    const Tensor *x = &s.self, *idx = &s.index;
+    if (!FloatType(x->dtype()) || x->dim() == 0) return host(c);
+    const int64_t d = s.dim;
     const AroundDim a = Around(*x, d);
     OVERLAP_ASSIGN_OR_RETURN(Tensor px, Packed(c, *dev, *x));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
@@ -1114,21 +1023,12 @@ Kernel IndexSelectOnDevice(Kernel host, CudaDevice* dev) {
 // accumulations.
 Kernel IndexAddOnDevice(bool in_place, Kernel host, CudaDevice* dev) {
   return [=](KernelCall& c) -> Results {
-    absl::StatusOr<Tensor> self = c.TensorArg("self");
-    absl::StatusOr<int64_t> dim = c.IntArg("dim");
-    absl::StatusOr<Tensor> idx = c.TensorArg("index");
-    absl::StatusOr<Tensor> src = c.TensorArg("source");
-    absl::StatusOr<double> alpha = c.DoubleArg("alpha");
-    if (!self.ok() || !dim.ok() || !idx.ok() || !src.ok() || !alpha.ok() ||
-        !FloatType(self->dtype()) || src->dtype() != self->dtype() || !IndexType(idx->dtype()) ||
-        idx->dim() > 1 || self->dim() == 0 || *dim < -self->dim() || *dim >= self->dim() ||
-        (in_place && !self->IsContiguous())) {
+    OVERLAP_ASSIGN_OR_RETURN(IndexAlongArgs s, ReadIndexAddArgs(c));
+    const Tensor *self = &s.self, *idx = &s.index, *src = &s.source;
+    if (!FloatType(self->dtype()) || self->dim() == 0 || (in_place && !self->IsContiguous())) {
       return host(c);
     }
-    const int64_t d = *dim < 0 ? *dim + self->dim() : *dim;
-    std::vector<int64_t> want = self->shape();
-    want[d] = idx->numel();
-    if (src->shape() != want) return host(c);
+    const int64_t d = s.dim;
     const AroundDim a = Around(*self, d);
     OVERLAP_ASSIGN_OR_RETURN(Tensor ps, Packed(c, *dev, *src));
     OVERLAP_ASSIGN_OR_RETURN(Tensor pi, Packed(c, *dev, *idx));
@@ -1145,7 +1045,7 @@ Kernel IndexAddOnDevice(bool in_place, Kernel host, CudaDevice* dev) {
     n.b = Ptr(ps);
     n.index = Ptr(pi);
     n.index32 = pi.dtype() == DType::kInt32;
-    n.scale = *alpha;
+    n.scale = s.alpha;
     n.out = MutPtr(out);
     OVERLAP_RETURN_IF_ERROR(RunNn(c, *dev, n, "index_add index"));
     return std::vector<Tensor>{out};
@@ -1368,34 +1268,6 @@ Kernel AttentionBackwardOnDevice(Kernel host, CudaDevice* dev) {
   };
 }
 
-constexpr absl::string_view kCudnnOps[] = {
-    "aten.convolution.default", "aten.convolution_backward.default",
-    "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"};
-
-// The nn kernel family's ops (nn_ops.h).
-constexpr absl::string_view kNnOps[] = {"aten.native_layer_norm.default",
-                                        "aten.native_layer_norm_backward.default",
-                                        "aten.max_pool2d_with_indices.default",
-                                        "aten.max_pool2d_with_indices_backward.default",
-                                        "aten.nll_loss_forward.default",
-                                        "aten.nll_loss_backward.default",
-                                        "aten.mse_loss.default",
-                                        "aten.mse_loss_backward.default",
-                                        "aten.embedding.default",
-                                        "aten.embedding_dense_backward.default",
-                                        "aten.index_select.default",
-                                        "aten.index_add.default",
-                                        "aten.index_add_.default"};
-
-constexpr absl::string_view kReductionOps[] = {"aten.sum.dim_IntList",
-                                               "aten.mean.dim",
-                                               "aten.sum.default",
-                                               "aten.mean.default",
-                                               "aten._softmax.default",
-                                               "aten._log_softmax.default",
-                                               "aten._softmax_backward_data.default",
-                                               "aten._log_softmax_backward_data.default"};
-
 // Ops whose CPU kernel only allocates (zeroed): they run on the device as they are.
 constexpr absl::string_view kAllocatingOps[] = {
     "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
@@ -1407,126 +1279,88 @@ constexpr absl::string_view kCopyingOps[] = {
     "aten.stack.default",         "aten.unsafe_split.Tensor",       "aten.lift_fresh_copy.default",
     "aten.slice_scatter.default", "aten.as_strided_scatter.default"};
 
+// The backend's registrations, each with its kind: the one statement of which kernel an op
+// gets. `dev` is only captured (nullptr: the registry CudaKernelKind reads, never run).
+KernelRegistry Registrations(CudaDevice* dev) {
+  KernelRegistry r;
+  const KernelRegistry& cpu = CpuKernels();
+  KernelRegistry views;
+  RegisterViewKernels(views);
+  for (const std::string& target : cpu.Targets()) {
+    if (views.Find(target) != nullptr) {
+      r.Register(target, "view", *cpu.Find(target));
+    } else {
+      r.Register(target, "host", OnHost(*cpu.Find(target), dev));
+    }
+  }
+  for (absl::string_view t : kAllocatingOps) r.Register(std::string(t), "allocation", *cpu.Find(t));
+  for (absl::string_view t : kCopyingOps) r.Register(std::string(t), "copy", *cpu.Find(t));
+  for (auto& [target, planner] : ElementwisePlanners()) {
+    r.Register(target, "elementwise",
+               OnDevice(std::move(planner), OnHost(*cpu.Find(target), dev), dev));
+  }
+  auto host = [&](absl::string_view t) { return OnHost(*cpu.Find(t), dev); };
+  r.Register("aten.sum.dim_IntList", "reduction",
+             SumOnDevice(false, host("aten.sum.dim_IntList"), dev));
+  r.Register("aten.mean.dim", "reduction", SumOnDevice(true, host("aten.mean.dim"), dev));
+  r.Register("aten.sum.default", "reduction", SumOnDevice(false, host("aten.sum.default"), dev));
+  r.Register("aten.mean.default", "reduction", SumOnDevice(true, host("aten.mean.default"), dev));
+  r.Register("aten._softmax.default", "reduction",
+             SoftmaxOnDevice(false, false, host("aten._softmax.default"), dev));
+  r.Register("aten._log_softmax.default", "reduction",
+             SoftmaxOnDevice(false, true, host("aten._log_softmax.default"), dev));
+  r.Register("aten._softmax_backward_data.default", "reduction",
+             SoftmaxOnDevice(true, false, host("aten._softmax_backward_data.default"), dev));
+  r.Register("aten._log_softmax_backward_data.default", "reduction",
+             SoftmaxOnDevice(true, true, host("aten._log_softmax_backward_data.default"), dev));
+  r.Register("aten.convolution.default", "cudnn",
+             ConvolutionOnDevice(host("aten.convolution.default"), dev));
+  r.Register("aten.convolution_backward.default", "cudnn",
+             ConvolutionBackwardOnDevice(host("aten.convolution_backward.default"), dev));
+  struct DeviceKernel {
+    const char* target;
+    const char* kind;
+    Kernel (*make)(Kernel, CudaDevice*);
+  };
+  const DeviceKernel device_kernels[] = {
+      {"aten.mm.default", "cublas", MmOnDevice},
+      {"aten.addmm.default", "cublas", AddmmOnDevice},
+      {"aten.native_layer_norm.default", "nn", LayerNormOnDevice},
+      {"aten.native_layer_norm_backward.default", "nn", LayerNormBackwardOnDevice},
+      {"aten.native_batch_norm.default", "cudnn", BatchNormOnDevice},
+      {"aten.native_batch_norm_backward.default", "cudnn", BatchNormBackwardOnDevice},
+      {"aten.max_pool2d_with_indices.default", "nn", MaxPoolOnDevice},
+      {"aten.max_pool2d_with_indices_backward.default", "nn", MaxPoolBackwardOnDevice},
+      {"aten.nll_loss_forward.default", "nn", NllLossOnDevice},
+      {"aten.nll_loss_backward.default", "nn", NllLossBackwardOnDevice},
+      {"aten.embedding.default", "nn", EmbeddingOnDevice},
+      {"aten.embedding_dense_backward.default", "nn", EmbeddingBackwardOnDevice},
+      {"aten.index_select.default", "nn", IndexSelectOnDevice},
+      {"aten._scaled_dot_product_flash_attention.default", "cublas", AttentionOnDevice},
+      {"aten._scaled_dot_product_flash_attention_backward.default", "cublas",
+       AttentionBackwardOnDevice},
+  };
+  for (const DeviceKernel& k : device_kernels) {
+    r.Register(k.target, k.kind, k.make(host(k.target), dev));
+  }
+  r.Register("aten.index_add.default", "nn",
+             IndexAddOnDevice(false, host("aten.index_add.default"), dev));
+  r.Register("aten.index_add_.default", "nn",
+             IndexAddOnDevice(true, host("aten.index_add_.default"), dev));
+  r.Register("aten.mse_loss.default", "nn",
+             MseLossOnDevice(false, host("aten.mse_loss.default"), dev));
+  r.Register("aten.mse_loss_backward.default", "nn",
+             MseLossOnDevice(true, host("aten.mse_loss_backward.default"), dev));
+  return r;
+}
+
 }  // namespace
 
 std::string CudaKernelKind(absl::string_view target) {
-  for (absl::string_view t : kCublasOps) {
-    if (t == target) return "cublas";
-  }
-  for (const auto& [t, planner] : ElementwisePlanners()) {
-    if (t == target) return "elementwise";
-  }
-  for (absl::string_view t : kAllocatingOps) {
-    if (t == target) return "allocation";
-  }
-  for (absl::string_view t : kCopyingOps) {
-    if (t == target) return "copy";
-  }
-  for (absl::string_view t : kReductionOps) {
-    if (t == target) return "reduction";
-  }
-  for (absl::string_view t : kCudnnOps) {
-    if (t == target) return "cudnn";
-  }
-  for (absl::string_view t : kNnOps) {
-    if (t == target) return "nn";
-  }
-  if (ViewTargets().contains(target)) return "view";
-  return CpuKernels().Find(target) != nullptr ? "host" : "";
+  static const KernelRegistry* const kRegistered = new KernelRegistry(Registrations(nullptr));
+  return kRegistered->KindOf(target);
 }
 
-KernelRegistry CudaKernels(CudaDevice& device) {
-  KernelRegistry r;
-  CudaDevice* dev = &device;
-  const KernelRegistry& cpu = CpuKernels();
-  for (const std::string& target : cpu.Targets()) {
-    if (ViewTargets().contains(target)) {
-      r.Register(target, *cpu.Find(target));
-    } else {
-      r.Register(target, OnHost(*cpu.Find(target), dev));
-    }
-  }
-  for (absl::string_view t : kAllocatingOps) r.Register(std::string(t), *cpu.Find(t));
-  for (absl::string_view t : kCopyingOps) r.Register(std::string(t), *cpu.Find(t));
-  for (auto& [target, planner] : ElementwisePlanners()) {
-    r.Register(target, OnDevice(std::move(planner), OnHost(*cpu.Find(target), dev), dev));
-  }
-  auto host = [&](absl::string_view t) { return OnHost(*cpu.Find(t), dev); };
-  r.Register("aten.sum.dim_IntList", SumOnDevice(false, host("aten.sum.dim_IntList"), dev));
-  r.Register("aten.mean.dim", SumOnDevice(true, host("aten.mean.dim"), dev));
-  r.Register("aten.sum.default", SumOnDevice(false, host("aten.sum.default"), dev));
-  r.Register("aten.mean.default", SumOnDevice(true, host("aten.mean.default"), dev));
-  r.Register("aten._softmax.default",
-             SoftmaxOnDevice(false, false, host("aten._softmax.default"), dev));
-  r.Register("aten._log_softmax.default",
-             SoftmaxOnDevice(false, true, host("aten._log_softmax.default"), dev));
-  r.Register("aten._softmax_backward_data.default",
-             SoftmaxOnDevice(true, false, host("aten._softmax_backward_data.default"), dev));
-  r.Register("aten._log_softmax_backward_data.default",
-             SoftmaxOnDevice(true, true, host("aten._log_softmax_backward_data.default"), dev));
-  r.Register("aten.convolution.default",
-             ConvolutionOnDevice(host("aten.convolution.default"), dev));
-  r.Register("aten.convolution_backward.default",
-             ConvolutionBackwardOnDevice(host("aten.convolution_backward.default"), dev));
-  const std::pair<const char*, Kernel (*)(Kernel, CudaDevice*)> nn[] = {
-      {"aten.native_layer_norm.default", LayerNormOnDevice},
-      {"aten.native_layer_norm_backward.default", LayerNormBackwardOnDevice},
-      {"aten.native_batch_norm.default", BatchNormOnDevice},
-      {"aten.native_batch_norm_backward.default", BatchNormBackwardOnDevice},
-      {"aten.max_pool2d_with_indices.default", MaxPoolOnDevice},
-      {"aten.max_pool2d_with_indices_backward.default", MaxPoolBackwardOnDevice},
-      {"aten.nll_loss_forward.default", NllLossOnDevice},
-      {"aten.nll_loss_backward.default", NllLossBackwardOnDevice},
-      {"aten.embedding.default", EmbeddingOnDevice},
-      {"aten.embedding_dense_backward.default", EmbeddingBackwardOnDevice},
-      {"aten.index_select.default", IndexSelectOnDevice},
-      {"aten._scaled_dot_product_flash_attention.default", AttentionOnDevice},
-      {"aten._scaled_dot_product_flash_attention_backward.default", AttentionBackwardOnDevice},
-  };
-  for (const auto& [target, make] : nn) r.Register(target, make(host(target), dev));
-  r.Register("aten.index_add.default",
-             IndexAddOnDevice(false, host("aten.index_add.default"), dev));
-  r.Register("aten.index_add_.default",
-             IndexAddOnDevice(true, host("aten.index_add_.default"), dev));
-  r.Register("aten.mse_loss.default", MseLossOnDevice(false, host("aten.mse_loss.default"), dev));
-  r.Register("aten.mse_loss_backward.default",
-             MseLossOnDevice(true, host("aten.mse_loss_backward.default"), dev));
-  r.Register("aten.mm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-    OVERLAP_RETURN_IF_ERROR(CheckMatrices(c, a, b));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out,
-                             c.NewUninitializedOutput(a.dtype(), {a.shape()[0], b.shape()[1]}));
-    OVERLAP_RETURN_IF_ERROR(MatMul(c, *dev, a, b, 1, 0, out));
-    return std::vector<Tensor>{out};
-  });
-  r.Register("aten.addmm.default", [dev](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-    OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
-    OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-    OVERLAP_RETURN_IF_ERROR(CheckMatrices(c, a, b));
-    const int64_t m = a.shape()[0], n = b.shape()[1];
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), {m, n}));
-    // The bias broadcast over the rows (a [n] or [1, n] or [m, n] tensor), then the product
-    // accumulated onto it.
-    std::vector<int64_t> strides;
-    if (bias.dim() == 1 && bias.shape()[0] == n) {
-      strides = {0, bias.strides()[0]};
-    } else if (bias.dim() == 2 && bias.shape()[1] == n &&
-               (bias.shape()[0] == m || bias.shape()[0] == 1)) {
-      strides = {bias.shape()[0] == 1 ? 0 : bias.strides()[0], bias.strides()[1]};
-    } else {
-      return c.Error(
-          absl::StrCat("addmm: a bias of ", bias.DebugString(), " for [", m, ", ", n, "]"));
-    }
-    OVERLAP_ASSIGN_OR_RETURN(Tensor spread, bias.AsStrided({m, n}, strides, bias.offset()));
-    OVERLAP_RETURN_IF_ERROR(dev->Copy(spread, out));
-    OVERLAP_RETURN_IF_ERROR(MatMul(c, *dev, a, b, alpha, beta, out));
-    return std::vector<Tensor>{out};
-  });
-  return r;
-}
+KernelRegistry CudaKernels(CudaDevice& device) { return Registrations(&device); }
 
 }  // namespace overlap

@@ -29,7 +29,9 @@
 //     operand of another dtype, 16-bit or integer inputs, arguments the CPU kernel refuses):
 //     the CPU kernel on host copies of its inputs, its results copied back (correct by
 //     construction, and slow: the host waits for the compute stream at each such node).
-// Which kernel an op gets is visible: CudaKernelKind.
+// A device kernel reads its op's arguments with the CPU kernel's reader (runtime/kernels/
+// op_args.h, conv_args.h): the same meaning, the same errors. Which kernel an op gets is
+// stated once, at its registration, and visible: CudaKernelKind.
 #ifndef OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
 #define OVERLAP_RUNTIME_CUDA_CUDA_KERNELS_H_
 
@@ -44,8 +46,11 @@ namespace overlap {
 // The registry for `device` (which must outlive it). O(number of ops).
 KernelRegistry CudaKernels(CudaDevice& device);
 
-// "view", "cublas", "cudnn", "elementwise", "reduction", "nn", "allocation", "copy" or "host"
-// (the CPU kernel through host copies), "" for an unknown target.
+// The kind CudaKernels registers `target` with (KernelRegistry::KindOf): "view", "cublas",
+// "cudnn", "elementwise", "reduction", "nn", "allocation", "copy" or "host" (the CPU kernel
+// through host copies); "" for a target it has no kernel for. A device kind may still send
+// a case its kernel does not take (a dtype, a layout) through the host. The registrations
+// are built once without a device on the first call; O(1) expected after.
 std::string CudaKernelKind(absl::string_view target);
 
 }  // namespace overlap

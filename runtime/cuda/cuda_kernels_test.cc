@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,8 @@ class DeviceVersusCpu {
     };
     hosts_ = {{"a", make({2, 3}, 2.0, 0)},
               {"b", make({3}, 1.5, 0.1)},
+              {"b2", make({2}, 1.0, 0.2)},
+              {"c21", make({2, 1}, 1.0, -0.3)},
               {"c", make({2, 1, 3}, 1.0, 0)},
               {"d", make({4, 1}, 3.0, 0)},
               {"p", make({2, 3}, 1.0, 2.5)},
@@ -185,6 +188,13 @@ class DeviceVersusCpu {
     hosts_["sel"] = index({4}, {2, 0, 2, 1});
     hosts_["sel2"] = index({3}, {1, 1, 0});
     hosts_["src"] = make({2, 4, 4}, 1.0, 0.5);
+    // 1-D and 3-D convolutions: a signal, a volume, their weights and output gradients.
+    hosts_["sig"] = make({2, 4, 9}, 1.0, 0);
+    hosts_["wsig"] = make({6, 2, 3}, 0.5, 0);
+    hosts_["gsig"] = make({2, 6, 5}, 1.0, 0.2);
+    hosts_["vol"] = make({1, 2, 3, 4, 4}, 1.0, 0);
+    hosts_["wvol"] = make({4, 2, 2, 2, 2}, 0.5, 0);
+    hosts_["gvol"] = make({1, 4, 2, 5, 3}, 1.0, 0.1);
     std::vector<int64_t> pidx(2 * 4 * 9);
     for (size_t i = 0; i < pidx.size(); ++i) pidx[i] = (i * 7) % 25;
     hosts_["pidx"] = index({2, 4, 3, 3}, pidx);
@@ -213,6 +223,8 @@ class DeviceVersusCpu {
                     [&](NodeId in) -> const Tensor* { return &devs_.at(placeholder_.at(in)); });
     return (*kernels_.Find(target))(call);
   }
+  // Host waits for the compute stream so far: the host path takes at least one.
+  int Syncs() const { return api_.stream_synchronizations(); }
   // Device kernels of one kind run so far (the fake's trace): proof the host path was not
   // taken.
   int64_t Ran(const std::string& what) const {
@@ -302,6 +314,11 @@ TEST(CudaKernelsTest, ElementwiseFamilyMatchesTheCpuKernels) {
           {"aten.neg.default", {r("t")}, {}},
           {"aten.sub.Tensor", {r("a"), r("b")}, {{"alpha", Value::Double(2.0)}}},
           {"aten.threshold_backward.default", {r("a"), r("b"), Value::Double(0.2)}, {}},
+          {"aten.leaky_relu.default", {r("a")}, {}},
+          {"aten.leaky_relu.default", {r("t"), Value::Double(0.2)}, {}},
+          {"aten.leaky_relu_backward.default",
+           {r("c"), r("a"), Value::Double(0.1), Value::Bool(false)},
+           {}},
           {"aten.zeros_like.default", {r("t")}, {}},
       },
       0);
@@ -325,7 +342,7 @@ TEST(CudaKernelsTest, ElementwiseFamilyMatchesTheCpuKernels) {
           {"aten.exp.default", {r("a")}, {}},
       },
       1e-6);
-  EXPECT_EQ(t.Ran("elementwise"), 33);  // every case but zeros_like, on the device
+  EXPECT_EQ(t.Ran("elementwise"), 36);  // every case but zeros_like, on the device
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
 }
@@ -397,6 +414,39 @@ TEST(CudaKernelsTest, ConvolutionsMatchTheCpuKernels) {
       1e-5);
   EXPECT_EQ(t.Ran("convolution"), 5);  // two forward, three backward passes
   EXPECT_EQ(CudaKernelKind("aten.convolution.default"), "cudnn");
+}
+
+// A 1-D convolution runs on cuDNN as a 2-D one of unit height; a 3-D one takes the host path.
+// Both give the CPU kernels' answer, forward and backward.
+TEST(CudaKernelsTest, OneAndThreeDimensionalConvolutionsMatchTheCpuKernels) {
+  DeviceVersusCpu t;
+  auto r = [&](const char* n) { return t.Ref(n); };
+  t.Check(
+      {
+          {"aten.convolution.default",
+           {r("sig"), r("wsig"), r("bias6"), ints({2}), ints({1}), ints({1}), Value::Bool(false),
+            ints({0}), Value::Int(2)},
+           {}},
+          {"aten.convolution_backward.default",
+           {r("gsig"), r("sig"), r("wsig"), ints({6}), ints({2}), ints({1}), ints({1}),
+            Value::Bool(false), ints({0}), Value::Int(2), bools({true, true, true})},
+           {}},
+      },
+      1e-5);
+  EXPECT_EQ(t.Ran("convolution"), 3);  // one forward, two backward passes
+  t.Check(
+      {
+          {"aten.convolution.default",
+           {r("vol"), r("wvol"), Value(), ints({1, 1, 1}), ints({0, 1, 0}), ints({1}),
+            Value::Bool(false), ints({0, 0, 0}), Value::Int(1)},
+           {}},
+          {"aten.convolution_backward.default",
+           {r("gvol"), r("vol"), r("wvol"), ints({4}), ints({1}), ints({0, 1, 0}), ints({1}),
+            Value::Bool(false), ints({0}), Value::Int(1), bools({true, true, true})},
+           {}},
+      },
+      1e-5);
+  EXPECT_EQ(t.Ran("convolution"), 3);  // the 3-D ones on the host
 }
 
 // The nn family (nn_ops.h's formulas, the CPU kernels' own: bit-identical on the emulated
@@ -536,6 +586,88 @@ TEST(CudaKernelsTest, WhatATenRefusesIsRefusedOnTheDevice) {
                     {t.Ref("x"), Value::List({Value::Int(0), Value::Int(-3)}), Value::Bool(false)});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("appears more than once"));
+}
+
+// One reader per op (runtime/kernels/op_args.h) for both backends: the same results, ATen's
+// addmm included (beta and alpha applied, self broadcast as a row or a column, not read when
+// beta is 0), over a sweep of the device kernels' ops with keywords.
+TEST(CudaKernelsTest, DeviceAndCpuReadArgumentsAlike) {
+  DeviceVersusCpu t;
+  auto r = [&](const char* n) { return t.Ref(n); };
+  const ValueDict scaled = {{"beta", Value::Double(0.5)}, {"alpha", Value::Double(2.0)}};
+  t.Check(
+      {
+          {"aten.addmm.default", {r("b2"), r("a"), r("t")}, scaled},
+          {"aten.addmm.default", {r("c21"), r("a"), r("t")}, scaled},
+          {"aten.addmm.default", {r("b"), r("t"), r("a")}, scaled},
+          {"aten.addmm.default",
+           {r("b"), r("t"), r("a")},
+           {{"beta", Value::Int(0)}, {"alpha", Value::Double(-1.5)}}},
+          {"aten.addmm.default", {r("b2"), r("a"), r("t")}, {}},
+          {"aten.mm.default", {r("t"), r("a")}, {}},
+          {"aten.sum.dim_IntList",
+           {r("x"), ints({1, -1}), Value::Bool(true)},
+           {{"dtype", Value::String("float64")}}},
+          {"aten.mean.dim", {r("xt"), ints({0}), Value::Bool(false)}, {}},
+          {"aten.sum.default", {r("x")}, {}},
+          {"aten._softmax.default", {r("x"), Value::Int(1), Value::Bool(false)}, {}},
+          {"aten._log_softmax.default", {r("xt"), Value::Int(-1), Value::Bool(false)}, {}},
+          {"aten.nll_loss_forward.default",
+           {r("lp"), r("sel"), r("w5"), Value::Int(2), Value::Int(2)},
+           {}},
+          {"aten.mse_loss.default", {r("a"), r("p")}, {}},
+          {"aten.index_add.default", {r("x"), Value::Int(-2), r("sel2"), r("x")}, {}},
+      },
+      1e-5);
+  absl::StatusOr<std::vector<Tensor>> bad =
+      t.RunOnDevice("aten.addmm.default", {r("a"), r("a"), r("t")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("does not broadcast to [2, 2]"));
+}
+
+// The registration is the one statement of device support: every CPU op has a kind, the
+// registry CudaKernels builds records the kind CudaKernelKind reports, and an op runs as its
+// kind says (a "host" op makes the host wait for the device; a device kind runs its kernel
+// without a host wait).
+TEST(CudaKernelsTest, EveryOpRunsAsItsRegisteredKind) {
+  DeviceVersusCpu t;
+  FakeGpuApi api;
+  auto dev = CudaDevice::Create(&api, 0);
+  ASSERT_TRUE(dev.ok());
+  const KernelRegistry kernels = CudaKernels(**dev);
+  const std::set<std::string> kinds = {"view", "cublas",     "cudnn", "elementwise", "reduction",
+                                       "nn",   "allocation", "copy",  "host"};
+  for (const std::string& target : CpuKernels().Targets()) {
+    EXPECT_TRUE(kinds.count(CudaKernelKind(target))) << target << ": " << CudaKernelKind(target);
+    EXPECT_EQ(kernels.KindOf(target), CudaKernelKind(target)) << target;
+  }
+  EXPECT_EQ(CudaKernelKind("mylib.no_such_op.default"), "");
+  auto r = [&](const char* n) { return t.Ref(n); };
+  struct Run {
+    std::string target;
+    std::vector<Value> args;
+    std::string trace;  // the fake's name for the kernel it runs ("" for none)
+  };
+  const std::vector<Run> runs = {
+      {"aten.topk.default", {r("x"), Value::Int(2)}, ""},
+      {"aten.relu.default", {r("a")}, "elementwise"},
+      {"aten.sum.dim_IntList", {r("x"), ints({1}), Value::Bool(false)}, "reduce"},
+      {"aten.embedding.default", {r("emb"), r("eidx")}, "nn"},
+      {"aten.mm.default", {r("a"), r("t")}, "gemm"},
+      {"aten.cat.default", {Value::List({r("a"), r("p")}), Value::Int(0)}, "copy"},
+      {"aten.view.default", {r("x"), ints({6, 4})}, ""},
+  };
+  for (const Run& run : runs) {
+    SCOPED_TRACE(run.target);
+    const int syncs = t.Syncs();
+    const int64_t ran = run.trace.empty() ? 0 : t.Ran(run.trace);
+    absl::StatusOr<std::vector<Tensor>> got = t.RunOnDevice(run.target, run.args);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const bool host = CudaKernelKind(run.target) == "host";
+    EXPECT_EQ(t.Syncs() > syncs, host);
+    if (!run.trace.empty()) EXPECT_GT(t.Ran(run.trace), ran);
+  }
 }
 
 }  // namespace

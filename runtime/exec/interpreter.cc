@@ -14,6 +14,7 @@
 #include "graph/size.h"
 #include "graph/status_macros.h"
 #include "graph/value_bytes.h"
+#include "runtime/core/random.h"
 #include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
@@ -490,6 +491,13 @@ class Interpretation {
           return it != widened.end() ? &it->second : TensorOf(in);
         },
         convert ? Pool::kScratch : Pool::kValues, kernels_.SchemaOf(node.target()));
+    if (const OpSchema* s = kernels_.SchemaOf(node.target()); s != nullptr && s->Random()) {
+      KernelCall::Random random;
+      random.key = RandomKey(options_.random_seed, node.name());
+      auto given = inputs_.find(absl::StrCat("random/", node.name()));
+      if (given != inputs_.end()) random.given = &given->second;
+      call.set_random(random);
+    }
     OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> results, (*kernels_.Find(node.target()))(call));
     const std::vector<TensorType> stated = StatedTypes(node);
     for (size_t k = 0; k < results.size(); ++k) {

@@ -113,6 +113,12 @@ struct InterpreterOptions {
   std::function<absl::Status(const Node&, const std::vector<Tensor>&)> after_node;
   // Runs the ZeRO-3 ops across ranks (above); nullptr: in one process. Not owned.
   Zero3Collectives* zero3 = nullptr;
+  // The seed of the run's random ops (dropout's bernoulli_): a node draws from
+  // RandomKey(random_seed, its name) (runtime/core/random.h), so its mask is reproducible
+  // from this seed alone; a trainer passes RandomSeed(seed, rank, step). An input named
+  // "random/<node name>" (torch's own mask, which the exporter writes for a comparison) is
+  // that node's draw instead, when its shape matches.
+  uint64_t random_seed = 0;
   // The device the step's tensors live on (runtime/cuda/cuda_device.h); nullptr: the host.
   // Inputs may be on either; they are copied (or used in place, a device shard) as above,
   // and the kernels must be that device's (options.kernels). Results stay on the device.

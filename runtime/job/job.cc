@@ -552,6 +552,7 @@ class RankJob {
     auto common = [&](auto& options) {
       options.optimizer = o_.optimizer;
       options.timeout = o_.timeout;
+      options.seed = o_.seed;
       options.node_hook = [this](const Node& node) { return NodeHook(node); };
       options.kernels = kernels;
       options.copy_gradients = replay_ == nullptr;

@@ -1,6 +1,7 @@
 #include "runtime/kernels/conv_args.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -8,74 +9,124 @@
 
 namespace overlap {
 
+absl::StatusOr<std::vector<int64_t>> SpatialArg(KernelCall& c, absl::string_view name, size_t n,
+                                                int64_t fallback) {
+  const Value* v = c.Arg(name);
+  if (v == nullptr || v->is_none()) return std::vector<int64_t>(n, fallback);
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(name));
+  if (p.empty()) return std::vector<int64_t>(n, fallback);
+  if (p.size() == 1) p.assign(n, p[0]);
+  if (p.size() != n) return c.Error(absl::StrCat(name, " should have 1 or ", n, " entries"));
+  return p;
+}
+
 absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view name,
                                              int64_t fallback) {
-  const Value* v = c.Arg(name);
-  if (v == nullptr || v->is_none()) return std::vector<int64_t>{fallback, fallback};
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> p, c.IntListArg(name));
-  if (p.empty()) return std::vector<int64_t>{fallback, fallback};
-  if (p.size() == 1) p.push_back(p[0]);
-  if (p.size() != 2) return c.Error(absl::StrCat(name, " should have 2 entries"));
-  return p;
+  return SpatialArg(c, name, 2, fallback);
+}
+
+namespace {
+
+// The last `spatial` of (d, h, w) after n and channels.
+std::vector<int64_t> SpatialShape(int64_t n, int64_t channels, int spatial, int64_t d, int64_t h,
+                                  int64_t w) {
+  std::vector<int64_t> out{n, channels, d, h, w};
+  out.erase(out.begin() + 2, out.begin() + 5 - spatial);
+  return out;
+}
+
+// One spatial dimension of a convolution: sizes in, kernel k, out and stride, padding,
+// dilation, output_padding (`extra`).
+struct ConvDim {
+  int64_t in = 1, k = 1, out = 1, s = 1, p = 0, d = 1, extra = 0;
+};
+
+// Fills `dims` (depth, height, width; the missing leading ones unit) from the arguments and
+// the tensors, the described convolution's in or out sizes computed from the other.
+absl::Status ReadConvDims(KernelCall& c, const Tensor& x, const Tensor& wt, bool transposed,
+                          std::array<ConvDim, 3>& dims) {
+  const size_t n = x.dim() - 2;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialArg(c, "stride", n, 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, SpatialArg(c, "padding", n, 0));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, SpatialArg(c, "dilation", n, 1));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra, SpatialArg(c, "output_padding", n, 0));
+  for (size_t i = 0; i < n; ++i) {
+    ConvDim& d = dims[3 - n + i];
+    d.s = stride[i], d.p = pad[i], d.d = dil[i], d.extra = extra[i];
+    d.k = wt.shape()[2 + i];
+    if (d.s <= 0 || d.d <= 0 || d.p < 0) {
+      return c.Error("stride and dilation must be positive, padding non-negative");
+    }
+    if (transposed) {
+      if (d.extra < 0 || (d.extra >= d.s && d.extra >= d.d)) {
+        return c.Error("output_padding must be non-negative and below the stride or the dilation");
+      }
+      d.out = x.shape()[2 + i];
+      d.in = (d.out - 1) * d.s - 2 * d.p + d.d * (d.k - 1) + d.extra + 1;
+      if (d.in <= 0) return c.Error("the transposed convolution's output is empty");
+      continue;
+    }
+    if (d.extra != 0) return c.Error("output_padding is for transposed convolutions");
+    d.in = x.shape()[2 + i];
+    const int64_t span = d.in + 2 * d.p - d.d * (d.k - 1) - 1;
+    if (span < 0) return c.Error("the kernel is larger than the padded input");
+    d.out = span / d.s + 1;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<int64_t> ConvInShape(const ConvGeometry& g) {
+  return SpatialShape(g.n, g.c, g.spatial, g.d, g.h, g.w);
+}
+
+std::vector<int64_t> ConvOutShape(const ConvGeometry& g) {
+  return SpatialShape(g.n, g.o, g.spatial, g.od, g.ho, g.wo);
 }
 
 // Reads stride, padding, dilation, transposed, output_padding and groups by name.
 absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tensor& wt) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> stride, PairArg(c, "stride", 1));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> pad, PairArg(c, "padding", 0));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> dil, PairArg(c, "dilation", 1));
   OVERLAP_ASSIGN_OR_RETURN(bool transposed, c.BoolArg("transposed"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> extra, PairArg(c, "output_padding", 0));
   OVERLAP_ASSIGN_OR_RETURN(int64_t groups, c.IntArg("groups"));
-  if (x.dim() != 4 || wt.dim() != 4) {
-    return c.Error(absl::StrCat("2-D convolutions only: input ", x.DebugString(), ", weight ",
-                                wt.DebugString()));
+  if (x.dim() < 3 || x.dim() > 5 || wt.dim() != x.dim()) {
+    return c.Error(absl::StrCat("1-, 2- or 3-D convolutions only: input ", x.DebugString(),
+                                ", weight ", wt.DebugString()));
   }
+  std::array<ConvDim, 3> dims;
+  OVERLAP_RETURN_IF_ERROR(ReadConvDims(c, x, wt, transposed, dims));
   ConvGeometry gm;
   gm.transposed = transposed;
-  gm.sh = stride[0], gm.sw = stride[1], gm.ph = pad[0], gm.pw = pad[1], gm.dh = dil[0],
-  gm.dw = dil[1];
-  gm.kh = wt.shape()[2], gm.kw = wt.shape()[3], gm.groups = groups;
-  if (gm.sh <= 0 || gm.sw <= 0 || gm.dh <= 0 || gm.dw <= 0 || gm.ph < 0 || gm.pw < 0) {
-    return c.Error("stride and dilation must be positive, padding non-negative");
-  }
+  gm.spatial = static_cast<int>(x.dim() - 2);
+  gm.groups = groups;
   gm.n = x.shape()[0];
+  gm.d = dims[0].in, gm.kd = dims[0].k, gm.od = dims[0].out;
+  gm.sd = dims[0].s, gm.pd = dims[0].p, gm.dd = dims[0].d;
+  gm.h = dims[1].in, gm.kh = dims[1].k, gm.ho = dims[1].out;
+  gm.sh = dims[1].s, gm.ph = dims[1].p, gm.dh = dims[1].d;
+  gm.w = dims[2].in, gm.kw = dims[2].k, gm.wo = dims[2].out;
+  gm.sw = dims[2].s, gm.pw = dims[2].p, gm.dw = dims[2].d;
   if (transposed) {
-    // The input is the described convolution's output: [n, o, ho, wo], o = weight's first
-    // dimension; its output [n, c, h, w] with c = weight's second dimension * groups.
-    gm.o = x.shape()[1], gm.ho = x.shape()[2], gm.wo = x.shape()[3];
+    // The input is the described convolution's output: [n, o, spatial...], o = weight's first
+    // dimension; its output [n, c, spatial...] with c = weight's second dimension * groups.
+    gm.o = x.shape()[1];
     if (groups <= 0 || gm.o % groups != 0 || wt.shape()[0] != gm.o) {
       return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
                                   x.DebugString(), " with ", groups, " groups (transposed)"));
     }
-    if (extra[0] < 0 || extra[1] < 0 || (extra[0] >= gm.sh && extra[0] >= gm.dh) ||
-        (extra[1] >= gm.sw && extra[1] >= gm.dw)) {
-      return c.Error("output_padding must be non-negative and below the stride or the dilation");
-    }
     gm.c = wt.shape()[1] * groups;
-    gm.h = (gm.ho - 1) * gm.sh - 2 * gm.ph + gm.dh * (gm.kh - 1) + extra[0] + 1;
-    gm.w = (gm.wo - 1) * gm.sw - 2 * gm.pw + gm.dw * (gm.kw - 1) + extra[1] + 1;
-    if (gm.h <= 0 || gm.w <= 0) return c.Error("the transposed convolution's output is empty");
-    gm.cg = gm.c / groups, gm.og = gm.o / groups;
-    return gm;
-  }
-  if (extra[0] != 0 || extra[1] != 0) {
-    return c.Error("output_padding is for transposed convolutions");
-  }
-  gm.c = x.shape()[1], gm.h = x.shape()[2], gm.w = x.shape()[3];
-  gm.o = wt.shape()[0];
-  if (groups <= 0 || gm.c % groups != 0 || gm.o % groups != 0 || wt.shape()[1] * groups != gm.c) {
-    return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
-                                x.DebugString(), " with ", groups, " groups"));
+  } else {
+    gm.c = x.shape()[1];
+    gm.o = wt.shape()[0];
+    if (groups <= 0 || gm.c % groups != 0 || gm.o % groups != 0 || wt.shape()[1] * groups != gm.c) {
+      return c.Error(absl::StrCat("weight ", wt.DebugString(), " does not fit input ",
+                                  x.DebugString(), " with ", groups, " groups"));
+    }
   }
   gm.cg = gm.c / groups, gm.og = gm.o / groups;
-  if (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1 < 0 ||
-      gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1 < 0) {
+  if (gm.od <= 0 || gm.ho <= 0 || gm.wo <= 0) {
     return c.Error("the kernel is larger than the padded input");
   }
-  gm.ho = (gm.h + 2 * gm.ph - gm.dh * (gm.kh - 1) - 1) / gm.sh + 1;
-  gm.wo = (gm.w + 2 * gm.pw - gm.dw * (gm.kw - 1) - 1) / gm.sw + 1;
-  if (gm.ho <= 0 || gm.wo <= 0) return c.Error("the kernel is larger than the padded input");
   return gm;
 }
 

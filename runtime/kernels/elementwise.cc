@@ -80,6 +80,13 @@ void WithOp(EwOp op, G&& g) {
     OVERLAP_EW_CASE(kHardswishBackward)
     OVERLAP_EW_CASE(kHardsigmoid)
     OVERLAP_EW_CASE(kHardsigmoidBackward)
+    OVERLAP_EW_CASE(kLeakyRelu)
+    OVERLAP_EW_CASE(kLeakyReluBackward)
+    OVERLAP_EW_CASE(kSin)
+    OVERLAP_EW_CASE(kCos)
+    OVERLAP_EW_CASE(kLog)
+    OVERLAP_EW_CASE(kAbs)
+    OVERLAP_EW_CASE(kSgn)
   }
 #undef OVERLAP_EW_CASE
 }
@@ -521,6 +528,29 @@ Kernel OfGradAndInput(EwOp op) {
   };
 }
 
+// abs and sgn keep self's dtype: floats by the formula, integers exactly (abs wraps the
+// most negative value, as ATen does); bool: sgn is the identity, abs is refused (ATen
+// refuses it).
+Kernel AbsOrSgn(EwOp op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    if (IsFloatingPoint(x.dtype())) return Unary(c, x, EwFn1(op));
+    if (x.dtype() == DType::kBool && op == EwOp::kAbs) {
+      return c.Error("abs of a bool tensor is not supported (ATen refuses it)");
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor wide, Converted(c, x, DType::kInt64));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor in, Contiguous(c, wide));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
+    const int64_t* v = in.data<int64_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const uint64_t magnitude = v[i] < 0 ? 0 - static_cast<uint64_t>(v[i]) : v[i];
+      SetInteger(out, i,
+                 op == EwOp::kAbs ? static_cast<int64_t>(magnitude) : (v[i] > 0) - (v[i] < 0));
+    }
+    return std::vector<Tensor>{out};
+  };
+}
+
 // neg: self's dtype; integers exactly; bool refused, as ATen refuses it.
 Results Neg(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
@@ -547,6 +577,27 @@ Results ThresholdBackward(KernelCall& c) {
   return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
 }
 
+// leaky_relu(x, negative_slope=0.01): x > 0 ? x : negative_slope x.
+Results LeakyRelu(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
+  return Unary(c, x, EwFn1(EwOp::kLeakyRelu, 0, slope));
+}
+
+// g where self > 0, else negative_slope g. With self_is_result (an in-place forward saved
+// its result), a negative slope flips the sign test: ATen refuses it, and so do we.
+Results LeakyReluBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
+  OVERLAP_ASSIGN_OR_RETURN(bool self_is_result, c.BoolArg("self_is_result"));
+  if (self_is_result && slope < 0) {
+    return c.Error(absl::StrCat("self_is_result with a negative negative_slope (", slope,
+                                ") is not supported, as in ATen"));
+  }
+  return Binary(c, g, x, EwFn(EwOp::kLeakyReluBackward, slope));
+}
+
 // div with rounding_mode None (true division: integers give float32), "trunc" or "floor"
 // (integers stay integers, exactly), by a tensor or a number.
 Results DivMode(KernelCall& c) {
@@ -560,19 +611,6 @@ Results DivMode(KernelCall& c) {
   if (mode == "none") return Arithmetic(c, ArithmeticOp::kTrueDivide, EwOp::kDiv);
   return Arithmetic(c, ArithmeticOp::kRoundingDivide,
                     mode == "floor" ? EwOp::kDivFloor : EwOp::kDivTrunc);
-}
-
-absl::StatusOr<DType> DTypeKwarg(KernelCall& c, DType fallback) {
-  const Value* v = c.Arg("dtype");
-  if (v == nullptr || v->is_none()) return fallback;
-  if (v->kind() == Value::Kind::kString) {
-    std::string name = v->as_string();
-    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
-    absl::StatusOr<DType> d = ParseDType(name);
-    if (!d.ok()) return c.Error(d.status().message());
-    return *d;
-  }
-  return c.Error("dtype should be a dtype name");
 }
 
 Results ZerosLike(KernelCall& c) {
@@ -692,6 +730,40 @@ Kernel CompareScalar(Compare op) {
                                           : v > other;
       SetElement(out, i, r ? 1.0 : 0.0);
     }
+    return std::vector<Tensor>{out};
+  };
+}
+
+// self against other, broadcast: bool. Both are converted to their promoted dtype first
+// (ATen's rule: an int64 compared with a float32 compares as float32), then compared
+// exactly, floats as doubles (NaN compares false, ne true) and integers as int64.
+Kernel CompareTensor(Compare op) {
+  return [op](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
+    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a0.shape(), b0.shape()));
+    const DType wide = IsFloatingPoint(d) ? DType::kFloat64 : DType::kInt64;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a1, Converted(c, a0, d));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b1, Converted(c, b0, d));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a1, wide));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b, Converted(c, b1, wide));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, shape));
+    uint8_t* o = out.data<uint8_t>();
+    int64_t k = 0;
+    const auto compare = [&](auto va, auto vb) {
+      return op == Compare::kEq   ? va == vb
+             : op == Compare::kNe ? va != vb
+             : op == Compare::kLe ? va <= vb
+             : op == Compare::kGe ? va >= vb
+             : op == Compare::kLt ? va < vb
+                                  : va > vb;
+    };
+    ForEach2(
+        shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape), [&](int64_t ia, int64_t ib) {
+          o[k++] = wide == DType::kFloat64 ? compare(a.data<double>()[ia], b.data<double>()[ib])
+                                           : compare(a.data<int64_t>()[ia], b.data<int64_t>()[ib]);
+        });
     return std::vector<Tensor>{out};
   };
 }
@@ -922,6 +994,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.hardswish_backward.default", OfGradAndInput(EwOp::kHardswishBackward));
   r.Register("aten.hardsigmoid.default", OfSelf(EwOp::kHardsigmoid));
   r.Register("aten.hardsigmoid_backward.default", OfGradAndInput(EwOp::kHardsigmoidBackward));
+  r.Register("aten.leaky_relu.default", LeakyRelu);
+  r.Register("aten.leaky_relu_backward.default", LeakyReluBackward);
   r.Register("aten.full.default", Full);
   r.Register("aten.tanh.default", OfSelfAsFloat(EwOp::kTanh));
   r.Register("aten.tanh_backward.default", OfGradAndResult(EwOp::kTanhBackward));
@@ -939,6 +1013,18 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.ge.Scalar", CompareScalar(Compare::kGe));
   r.Register("aten.lt.Scalar", CompareScalar(Compare::kLt));
   r.Register("aten.gt.Scalar", CompareScalar(Compare::kGt));
+  r.Register("aten.eq.Tensor", CompareTensor(Compare::kEq));
+  r.Register("aten.ne.Tensor", CompareTensor(Compare::kNe));
+  r.Register("aten.le.Tensor", CompareTensor(Compare::kLe));
+  r.Register("aten.ge.Tensor", CompareTensor(Compare::kGe));
+  r.Register("aten.lt.Tensor", CompareTensor(Compare::kLt));
+  r.Register("aten.gt.Tensor", CompareTensor(Compare::kGt));
+  r.Register("aten.sub.Scalar", arithmetic(ArithmeticOp::kSub, EwOp::kAdd));  // s = -alpha
+  r.Register("aten.sin.default", OfSelfAsFloat(EwOp::kSin));
+  r.Register("aten.cos.default", OfSelfAsFloat(EwOp::kCos));
+  r.Register("aten.log.default", OfSelfAsFloat(EwOp::kLog));
+  r.Register("aten.abs.default", AbsOrSgn(EwOp::kAbs));
+  r.Register("aten.sgn.default", AbsOrSgn(EwOp::kSgn));
   r.Register("aten.where.self", Where);
   r.Register("aten.bitwise_not.default", BitwiseNot);
   r.Register("aten.clamp.default", Clamp);

@@ -51,6 +51,13 @@ enum class EwOp : int32_t {
   kHardswishBackward,    // a: grad, b: x; ATen's: 0 below -3, a (x / 3 + 1/2) to 3, a above
   kHardsigmoid,          // relu6(a + 3) / 6
   kHardsigmoidBackward,  // a: grad, b: x; a / 6 strictly inside (-3, 3), 0 outside
+  kLeakyRelu,            // a > 0 ? a : s a (s = negative_slope; NaN stays NaN)
+  kLeakyReluBackward,    // a: grad, b: x; b > 0 ? a : s a
+  kSin,                  // sin(a)
+  kCos,                  // cos(a)
+  kLog,                  // ln(a)
+  kAbs,                  // |a| (-0 to 0; NaN stays NaN)
+  kSgn,                  // -1, 0 or 1 by a's sign; 0 for NaN (ATen's CPU sign)
 };
 
 // Whether `op` reads b.
@@ -70,6 +77,7 @@ OVERLAP_HOST_DEVICE inline bool EwBinary(EwOp op) {
     case EwOp::kThresholdBackward:
     case EwOp::kHardswishBackward:
     case EwOp::kHardsigmoidBackward:
+    case EwOp::kLeakyReluBackward:
       return true;
     default:
       return false;
@@ -195,8 +203,12 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T EwApply(EwMath f, T x) {
 
 template <typename T>
 OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
+  using std::cos;
+  using std::fabs;
   using std::floor;
+  using std::log;
   using std::pow;
+  using std::sin;
   using std::sqrt;
   using std::trunc;
   if (EwMath1(op) != EwMath::kNone) {
@@ -204,6 +216,16 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
                      EwApply(EwMath2(op), EwArg2(op, a, b)));
   }
   switch (op) {
+    case EwOp::kSin:
+      return sin(a);
+    case EwOp::kCos:
+      return cos(a);
+    case EwOp::kLog:
+      return log(a);
+    case EwOp::kAbs:
+      return fabs(a);
+    case EwOp::kSgn:
+      return static_cast<T>((a > T(0)) - (a < T(0)));
     case EwOp::kAdd:
       return a + s * b;
     case EwOp::kMul:
@@ -238,6 +260,10 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
       return a <= T(-3) ? T(0) : a >= T(3) ? T(1) : a / T(6) + T(0.5);
     case EwOp::kHardsigmoidBackward:
       return b > T(-3) && b < T(3) ? a / T(6) : T(0);
+    case EwOp::kLeakyRelu:
+      return a > T(0) ? a : a * s;
+    case EwOp::kLeakyReluBackward:
+      return b > T(0) ? a : a * s;
     default:  // the transcendental ones, above
       return a;
   }

@@ -1,5 +1,6 @@
-// Indexing kernels: embedding, gathers and scatters along a dimension, concatenation,
-// sorting and top-k, arange. Indices out of range are errors naming the node.
+// Indexing kernels: embedding, index_select / index_add, advanced indexing, concatenation,
+// sorting and top-k, arange (gather and the scatters along a dimension: scatter.cc).
+// Indices out of range are errors naming the node.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "graph/status_macros.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/op_args.h"
 
 namespace overlap {
 namespace kernels {
@@ -25,12 +27,9 @@ absl::Status CheckIndex(const KernelCall& c, int64_t i, int64_t n, absl::string_
 }
 
 Results Embedding(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
-  if (w0.dim() != 2) return c.Error(absl::StrCat("weight should be 2-D, got ", w0.DebugString()));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor w, Contiguous(c, w0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  OVERLAP_ASSIGN_OR_RETURN(EmbeddingArgs args, ReadEmbeddingArgs(c));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor w, Contiguous(c, args.weight));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, args.indices));
   std::vector<int64_t> shape = idx.shape();
   const int64_t d = w.shape()[1], rows = w.shape()[0], esz = DTypeSize(w.dtype());
   shape.push_back(d);
@@ -44,20 +43,10 @@ Results Embedding(KernelCall& c) {
 }
 
 Results EmbeddingDenseBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("indices"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t rows, c.IntArg("num_weights"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t padding, c.IntArg("padding_idx"));
-  OVERLAP_ASSIGN_OR_RETURN(bool by_freq, c.BoolArg("scale_grad_by_freq"));
-  if (by_freq) return c.Error("scale_grad_by_freq is not supported");
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "indices"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
-  const int64_t d = g.dim() == 0 ? 1 : g.shape().back();
-  if (g.numel() != idx.numel() * d) {
-    return c.Error(
-        absl::StrCat("grad ", g.DebugString(), " does not match indices ", idx.DebugString()));
-  }
+  OVERLAP_ASSIGN_OR_RETURN(EmbeddingBackwardArgs args, ReadEmbeddingBackwardArgs(c));
+  const int64_t rows = args.num_weights, padding = args.padding_idx, d = args.dim;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, args.grad_output));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, args.indices));
   return DispatchFloat(c, g.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(g.dtype(), {rows, d}));  // zeroed
@@ -79,30 +68,6 @@ Results EmbeddingDenseBackward(KernelCall& c) {
     }
     return std::vector<Tensor>{out};
   });
-}
-
-Results Arange(KernelCall& c) {
-  const Value* end = c.Arg("end");
-  if (end == nullptr) return c.Error("arange needs an end");
-  DType d = end->kind() == Value::Kind::kInt ? DType::kInt64 : DType::kFloat32;
-  const Value* dv = c.Arg("dtype");
-  if (dv != nullptr && dv->kind() == Value::Kind::kString) {
-    std::string name = dv->as_string();
-    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
-    absl::StatusOr<DType> parsed = ParseDType(name);
-    if (!parsed.ok()) return c.Error(parsed.status().message());
-    d = *parsed;
-  }
-  OVERLAP_ASSIGN_OR_RETURN(double e, c.DoubleArg("end"));
-  // ATen refuses an end below the start (0) and a non-finite one.
-  if (!(e >= 0) || !std::isfinite(e)) {
-    return c.Error(absl::StrCat("argument 'end' is ", e, "; arange(end) needs 0 <= end"));
-  }
-  if (e > 0x1p62) return c.Error(absl::StrCat("argument 'end' is ", e, ", too many elements"));
-  const int64_t n = static_cast<int64_t>(std::ceil(e));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(d, {n}));
-  for (int64_t i = 0; i < n; ++i) SetElement(out, i, static_cast<double>(i));
-  return std::vector<Tensor>{out};
 }
 
 // The order of the n values along `dim` for each (outer, inner) line: stable, ascending or
@@ -185,16 +150,10 @@ Results ArgSort(KernelCall& c) {
 }
 
 Results IndexSelect(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
-  if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
-  if (x0.dim() == 0 && idx0.numel() > 1)
-    return c.Error("index of a scalar has more than one value");
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
+  OVERLAP_ASSIGN_OR_RETURN(IndexAlongArgs args, ReadIndexSelectArgs(c));
+  const int64_t dim = args.dim;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.self));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, args.index));
   const Around a = Split3(x.shape(), dim);
   const int64_t m = idx.numel(), esz = DTypeSize(x.dtype());
   std::vector<int64_t> shape = x.shape();
@@ -214,19 +173,12 @@ Results IndexSelect(KernelCall& c) {
 
 // index_add (functional: into a copy of self) and index_add_ (into self, returned).
 Results IndexAdd(KernelCall& c, bool in_place) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg("source"));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
-  if (src0.dtype() != self.dtype()) return c.Error("source and self differ in dtype");
-  if (self.dim() == 0 && idx0.numel() > 1)
-    return c.Error("index of a scalar has more than one value");
-  if (idx0.dim() > 1) return c.Error("index should be 0-D or 1-D");
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor src, Contiguous(c, src0));
+  OVERLAP_ASSIGN_OR_RETURN(IndexAlongArgs args, ReadIndexAddArgs(c));
+  const Tensor& self = args.self;
+  const int64_t dim = args.dim;
+  const double alpha = args.alpha;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, args.index));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor src, Contiguous(c, args.source));
   Tensor out = self;
   if (!in_place) {
     OVERLAP_ASSIGN_OR_RETURN(out, CopyToOutput(c, self));
@@ -235,14 +187,22 @@ Results IndexAdd(KernelCall& c, bool in_place) {
   }
   const Around a = Split3(out.shape(), dim);
   const int64_t m = idx.numel();
-  std::vector<int64_t> want = out.shape();
-  if (!want.empty()) want[dim] = m;
-  if (src.shape() != want) {
-    return c.Error(absl::StrCat("source ", src.DebugString(), " should have shape [",
-                                absl::StrJoin(want, ", "), "]"));
-  }
   for (int64_t j = 0; j < m; ++j) {
     OVERLAP_RETURN_IF_ERROR(CheckIndex(c, IndexAt(idx, j), a.n, "index_add"));
+  }
+  if ((out.dtype() == DType::kInt64 || out.dtype() == DType::kInt32) &&
+      src.dtype() == out.dtype()) {
+    // Integers, added exactly on the host (embedding_bag's backward counts bags this way).
+    const int64_t scale = static_cast<int64_t>(alpha);
+    for (int64_t p = 0; p < a.outer; ++p) {
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t dst = (p * a.n + IndexAt(idx, j)) * a.inner, from = (p * m + j) * a.inner;
+        for (int64_t q = 0; q < a.inner; ++q) {
+          SetInteger(out, dst + q, IndexAt(out, dst + q) + scale * IndexAt(src, from + q));
+        }
+      }
+    }
+    return std::vector<Tensor>{out};
   }
   return DispatchFloat(c, out.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -261,46 +221,6 @@ Results IndexAdd(KernelCall& c, bool in_place) {
     OVERLAP_RETURN_IF_ERROR(RunNn(c, n, "index_add index"));
     return std::vector<Tensor>{out};
   });
-}
-
-Results ScatterSrc(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx0, c.TensorArg("index"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor src0, c.TensorArg("src"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, idx0, "index"));
-  OVERLAP_RETURN_IF_ERROR(CheckNotScalar(c, self, "self"));
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, self.dim()));
-  if (src0.dtype() != self.dtype()) return c.Error("src and self differ in dtype");
-  if (idx0.dim() != self.dim() || src0.dim() != self.dim()) {
-    return c.Error("index, src and self should have the same number of dimensions");
-  }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor idx, Contiguous(c, idx0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, CopyToOutput(c, self));
-  const int64_t esz = DTypeSize(self.dtype());
-  const std::vector<int64_t> out_strides = ContiguousStrides(out.shape());
-  // Walk index's positions; element `pos` of index writes src at the same position, with
-  // dimension `dim` replaced by the index value.
-  std::vector<int64_t> pos(idx.dim(), 0);
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    int64_t rem = i;
-    for (int64_t d = idx.dim() - 1; d >= 0; --d) {
-      pos[d] = rem % idx.shape()[d];
-      rem /= idx.shape()[d];
-    }
-    for (int64_t d = 0; d < idx.dim(); ++d) {
-      if (pos[d] >= src0.shape()[d] || (d != dim && pos[d] >= out.shape()[d])) {
-        return c.Error("index is larger than src or self");
-      }
-    }
-    const int64_t target = IndexAt(idx, i);
-    OVERLAP_RETURN_IF_ERROR(CheckIndex(c, target, out.shape()[dim], "scatter"));
-    int64_t o = 0;
-    for (int64_t d = 0; d < idx.dim(); ++d) o += (d == dim ? target : pos[d]) * out_strides[d];
-    std::memcpy(Bytes(out) + o * esz, Bytes(src0) + src0.IndexOf(pos) * esz - src0.offset() * esz,
-                esz);
-  }
-  return std::vector<Tensor>{out};
 }
 
 Results Cat(KernelCall& c) {
@@ -673,13 +593,11 @@ void RegisterIndexKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.embedding.default", Embedding);
   r.Register("aten.embedding_dense_backward.default", EmbeddingDenseBackward);
-  r.Register("aten.arange.default", Arange);
   r.Register("aten.topk.default", TopK);
   r.Register("aten.argsort.default", ArgSort);
   r.Register("aten.index_select.default", IndexSelect);
   r.Register("aten.index_add.default", [](KernelCall& c) { return IndexAdd(c, false); });
   r.Register("aten.index_add_.default", [](KernelCall& c) { return IndexAdd(c, true); });
-  r.Register("aten.scatter.src", ScatterSrc);
   r.Register("aten.cat.default", Cat);
   r.Register("aten.stack.default", Stack);
   r.Register("aten.constant_pad_nd.default", ConstantPadNd);

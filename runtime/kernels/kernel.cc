@@ -257,6 +257,11 @@ const Kernel* KernelRegistry::Find(absl::string_view target) const {
   return it == kernels_.end() ? nullptr : &it->second;
 }
 
+std::string KernelRegistry::KindOf(absl::string_view target) const {
+  auto it = kinds_.find(target);
+  return it == kinds_.end() ? "" : it->second;
+}
+
 const OpSchema* KernelRegistry::SchemaOf(absl::string_view target) const {
   if (const OpSchema* s = FindOpSchema(target); s != nullptr) return s;
   auto it = schemas_.find(target);
@@ -278,6 +283,11 @@ const KernelRegistry& CpuKernels() {
     RegisterReductionKernels(*r);
     RegisterIndexKernels(*r);
     RegisterNnKernels(*r);
+    RegisterMaxReductionKernels(*r);
+    RegisterChannelKernels(*r);
+    RegisterScatterKernels(*r);
+    RegisterPoolNdKernels(*r);
+    RegisterFactoryKernels(*r);
     return r;
   }();
   return *kRegistry;

@@ -96,12 +96,25 @@ class KernelCall {
   // InvalidArgument "node 'name' (target): message".
   absl::Status Error(absl::string_view message) const;
 
+  // What a random op (a schema with a `Generator? generator` argument: bernoulli_) draws
+  // from: element i of its draw is RandomUniform01(key, i) (runtime/core/random.h), so a
+  // mask is a function of the run's seed and the node's name; or, when `given` is set,
+  // that tensor is the draw (torch's own mask, fed for a comparison with torch; not owned).
+  // The interpreter sets it for every node; the default is key 0, nothing given.
+  struct Random {
+    uint64_t key = 0;
+    const Tensor* given = nullptr;
+  };
+  void set_random(Random r) { random_ = r; }
+  const Random& random() const { return random_; }
+
  private:
   const Node& node_;
   Allocator& alloc_;
   std::function<const Tensor*(NodeId)> tensor_of_;
   Pool output_pool_;
   const OpSchema* schema_;  // nullptr: the target is undeclared
+  Random random_;
   // The node's arguments bound to schema_; none for an undeclared target.
   std::optional<absl::StatusOr<OpArgs>> bound_;
 };
@@ -118,8 +131,18 @@ class KernelRegistry {
   // that its kernel reads them by name as a declared op's does.
   void Register(std::string target, Kernel kernel, const OpSchema* schema = nullptr) {
     if (schema != nullptr) schemas_[target] = schema;
+    kinds_.erase(target);
     kernels_[std::move(target)] = std::move(kernel);
   }
+  // Adds or replaces the kernel for `target`, recording `kind`: how this backend runs it,
+  // in the backend's words (CudaKernelKind's "cublas", "host", ...). The registration is
+  // the one place a backend states its support for an op.
+  void Register(std::string target, std::string kind, Kernel kernel) {
+    kinds_[target] = std::move(kind);
+    kernels_[std::move(target)] = std::move(kernel);
+  }
+  // The kind `target` was registered with; "" for none (or no kernel). O(1) expected.
+  std::string KindOf(absl::string_view target) const;
   // The schema `target`'s arguments follow: its declaration, else the one it was registered
   // with; nullptr for neither. O(1) expected.
   const OpSchema* SchemaOf(absl::string_view target) const;
@@ -131,6 +154,7 @@ class KernelRegistry {
  private:
   absl::flat_hash_map<std::string, Kernel> kernels_;
   absl::flat_hash_map<std::string, const OpSchema*> schemas_;
+  absl::flat_hash_map<std::string, std::string> kinds_;
 };
 
 // The CPU kernels: every call_function target of docs/ops.md (forward, backward and loss),
@@ -141,12 +165,17 @@ class KernelRegistry {
 const KernelRegistry& CpuKernels();
 
 // Registration hooks of the kernel files (kernels/elementwise.cc, index.cc, nn.cc, reduction.cc,
-// view.cc); CpuKernels calls each once.
+// scatter.cc, view.cc); CpuKernels calls each once.
 void RegisterViewKernels(KernelRegistry& r);
 void RegisterElementwiseKernels(KernelRegistry& r);
 void RegisterReductionKernels(KernelRegistry& r);
 void RegisterIndexKernels(KernelRegistry& r);
 void RegisterNnKernels(KernelRegistry& r);
+void RegisterMaxReductionKernels(KernelRegistry& r);  // kernels/max_reduction.cc
+void RegisterChannelKernels(KernelRegistry& r);       // kernels/channel.cc: prelu, pixel_shuffle
+void RegisterScatterKernels(KernelRegistry& r);
+void RegisterPoolNdKernels(KernelRegistry& r);   // kernels/pool_nd.cc
+void RegisterFactoryKernels(KernelRegistry& r);  // kernels/factory.cc: ones, arange, bernoulli
 
 }  // namespace overlap
 

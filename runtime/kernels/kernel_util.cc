@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "graph/status_macros.h"
 
 namespace overlap {
@@ -243,6 +244,19 @@ void NnRun(const NnArgs& a) {
         }
       },
       16);
+}
+
+absl::StatusOr<DType> DTypeKwarg(const KernelCall& c, DType fallback) {
+  const Value* v = c.Arg("dtype");
+  if (v == nullptr || v->is_none()) return fallback;
+  if (v->kind() == Value::Kind::kString) {
+    std::string name = v->as_string();
+    if (absl::StartsWith(name, "torch.")) name = name.substr(6);
+    absl::StatusOr<DType> d = ParseDType(name);
+    if (!d.ok()) return c.Error(d.status().message());
+    return *d;
+  }
+  return c.Error("dtype should be a dtype name");
 }
 
 }  // namespace kernels

@@ -17,6 +17,8 @@
 #include "runtime/kernels/conv_args.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/op_args.h"
+#include "runtime/kernels/vol2col.h"
 
 namespace overlap {
 namespace kernels {
@@ -47,71 +49,59 @@ absl::StatusOr<Mat<T>> AsMat(KernelCall& c, const Tensor& t) {
   return Mat<T>{copy.data<T>(), std::max<int64_t>(k, 1), false, copy};
 }
 
-// out (contiguous [m, n]) = beta * out + a @ b.
+// out (contiguous [m, n]) = beta * out + alpha * a @ b; with beta 0, out is not read.
 template <typename T>
-absl::Status MatMulInto(KernelCall& c, const Tensor& a, const Tensor& b, T beta, Tensor& out) {
+absl::Status MatMulInto(KernelCall& c, const Tensor& a, const Tensor& b, T alpha, T beta,
+                        Tensor& out) {
   // Copies made by AsMat live in scratch until this returns.
   OVERLAP_ASSIGN_OR_RETURN(Mat<T> ma, AsMat<T>(c, a));
   OVERLAP_ASSIGN_OR_RETURN(Mat<T> mb, AsMat<T>(c, b));
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   OVERLAP_RETURN_IF_ERROR(CheckGemmSize(c, {m, n, k, ma.ld, mb.ld}));
   if (m == 0 || n == 0) return absl::OkStatus();
-  Gemm(ma.trans, mb.trans, m, n, k, T{1}, ma.p, ma.ld, mb.p, mb.ld, beta, out.data<T>(),
+  Gemm(ma.trans, mb.trans, m, n, k, alpha, ma.p, ma.ld, mb.p, mb.ld, beta, out.data<T>(),
        std::max<int64_t>(n, 1));
   return absl::OkStatus();
 }
 
-absl::Status CheckMatmul(const KernelCall& c, const Tensor& a, const Tensor& b) {
-  if (a.dim() != 2 || b.dim() != 2 || a.shape()[1] != b.shape()[0] || a.dtype() != b.dtype()) {
-    return c.Error(absl::StrCat("cannot multiply ", a.DebugString(), " by ", b.DebugString()));
-  }
-  return absl::OkStatus();
-}
-
 Results Mm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-  OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
+  OVERLAP_ASSIGN_OR_RETURN(MmArgs args, ReadMmArgs(c));
+  const Tensor &a = args.self, &b = args.mat2;
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     // Gemm writes every element (beta 0; k == 0 is a scaling by 0): no zero-fill.
     OVERLAP_ASSIGN_OR_RETURN(Tensor out,
                              c.NewUninitializedOutput(a.dtype(), {a.shape()[0], b.shape()[1]}));
-    OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, a, b, T{0}, out));
+    OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, a, b, T{1}, T{0}, out));
     return std::vector<Tensor>{out};
   });
 }
 
+// ATen's addmm: beta * self + alpha * mat1 @ mat2; with beta 0, self is not read (its NaN
+// and inf do not propagate).
 Results Addmm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor bias, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor a, c.TensorArg("mat1"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.TensorArg("mat2"));
-  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
-  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
-  if (beta != 1 || alpha != 1) return c.Error("addmm with beta or alpha other than 1");
-  OVERLAP_RETURN_IF_ERROR(CheckMatmul(c, a, b));
+  OVERLAP_ASSIGN_OR_RETURN(AddmmArgs args, ReadAddmmArgs(c));
+  const Tensor &bias = args.self, &a = args.mat1, &b = args.mat2;
   const std::vector<int64_t> shape = {a.shape()[0], b.shape()[1]};
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, BroadcastShape(c, bias.shape(), shape));
-  if (bs != shape || bias.dtype() != a.dtype()) {
-    return c.Error(absl::StrCat("bias ", bias.DebugString(), " does not broadcast to [",
-                                absl::StrJoin(shape, ", "), "]"));
-  }
   return DispatchFloat(c, a.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(a.dtype(), shape));
-    T* o = out.data<T>();
-    const T* pb = bias.data<T>();
-    // The bias broadcast into out a row at a time (a Linear's bias: one row, copied).
-    ForEachRow2(shape, BroadcastStrides(bias, shape), BroadcastStrides(bias, shape),
-                [&](int64_t ib, int64_t, int64_t n, int64_t step, int64_t) {
-                  if (step == 1) {
-                    std::copy(pb + ib, pb + ib + n, o);
-                  } else {
-                    for (int64_t i = 0; i < n; ++i) o[i] = pb[ib + i * step];
-                  }
-                  o += n;
-                });
-    OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, a, b, T{1}, out));
+    if (args.beta != 0) {
+      T* o = out.data<T>();
+      const T* pb = bias.data<T>();
+      // The bias broadcast into out a row at a time (a Linear's bias: one row, copied).
+      ForEachRow2(shape, BroadcastStrides(bias, shape), BroadcastStrides(bias, shape),
+                  [&](int64_t ib, int64_t, int64_t n, int64_t step, int64_t) {
+                    if (step == 1) {
+                      std::copy(pb + ib, pb + ib + n, o);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) o[i] = pb[ib + i * step];
+                    }
+                    o += n;
+                  });
+    }
+    OVERLAP_RETURN_IF_ERROR(
+        MatMulInto<T>(c, a, b, static_cast<T>(args.alpha), static_cast<T>(args.beta), out));
     return std::vector<Tensor>{out};
   });
 }
@@ -222,26 +212,16 @@ absl::StatusOr<std::vector<Tensor>> MaskedOutputs(
 // ---- layer norm ----
 
 Results NativeLayerNorm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg("normalized_shape"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg("bias"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
-  const int64_t axis = x0.dim() - static_cast<int64_t>(ns.size());
-  if (axis < 0 || !std::equal(ns.begin(), ns.end(), x0.shape().begin() + axis)) {
-    return c.Error(absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
-                                "] is not the end of ", x0.DebugString()));
-  }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  const int64_t m = Prod(x.shape(), 0, axis), n = Prod(x.shape(), axis, x.dim());
+  OVERLAP_ASSIGN_OR_RETURN(LayerNormArgs args, ReadLayerNormArgs(c));
+  const double eps = args.eps;
+  const int64_t m = args.rows, n = args.cols;
+  const int64_t axis = args.input.dim() - static_cast<int64_t>(args.normalized_shape.size());
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.input));
   std::optional<Tensor> w, b;
-  for (auto [in, out] : {std::pair{&w0, &w}, std::pair{&b0, &b}}) {
-    if (!in->has_value()) continue;
-    if ((*in)->numel() != n || (*in)->dtype() != x.dtype()) {
-      return c.Error(absl::StrCat("weight / bias ", (*in)->DebugString(), " does not match [",
-                                  absl::StrJoin(ns, ", "), "]"));
+  for (auto [in, out] : {std::pair{&args.weight, &w}, std::pair{&args.bias, &b}}) {
+    if (in->has_value()) {
+      OVERLAP_ASSIGN_OR_RETURN(*out, Contiguous(c, **in));
     }
-    OVERLAP_ASSIGN_OR_RETURN(*out, Contiguous(c, **in));
   }
   std::vector<int64_t> stat_shape(x.shape().begin(), x.shape().begin() + axis);
   stat_shape.resize(x.dim(), 1);
@@ -297,32 +277,18 @@ void LayerNormParamBackwardRows(const T* g, const T* x, const T* mean, const T* 
 }
 
 Results NativeLayerNormBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> ns, c.IntListArg("normalized_shape"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor mean0, c.TensorArg("mean"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd0, c.TensorArg("rstd"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
-                           c.BoolListArg("output_mask", {true, true, true}));
-  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, x0, "grad_out and input"));
-  const int64_t axis = x0.dim() - static_cast<int64_t>(ns.size());
-  if (axis < 0 || mask.size() != 3) return c.Error("bad normalized_shape or output_mask");
-  const int64_t m = Prod(x0.shape(), 0, axis), n = Prod(x0.shape(), axis, x0.dim());
-  if (mean0.numel() != m || rstd0.numel() != m) return c.Error("mean / rstd do not match input");
-  OVERLAP_RETURN_IF_ERROR(CheckDType(c, mean0, x0.dtype(), "mean"));
-  OVERLAP_RETURN_IF_ERROR(CheckDType(c, rstd0, x0.dtype(), "rstd"));
-  if (w0) OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w0, x0.dtype(), "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, mean0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, Contiguous(c, rstd0));
+  OVERLAP_ASSIGN_OR_RETURN(LayerNormBackwardArgs args, ReadLayerNormBackwardArgs(c));
+  const int64_t m = args.rows, n = args.cols;
+  const std::vector<bool>& mask = args.output_mask;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, args.grad_out));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.input));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, args.mean));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor rstd, Contiguous(c, args.rstd));
   // Weight and bias gradients have normalized_shape, asked for or not by the mask alone.
-  const std::optional<std::vector<int64_t>> param_shape = ns;
+  const std::optional<std::vector<int64_t>> param_shape = args.normalized_shape;
   std::optional<Tensor> w;
-  if (w0) {
-    if (w0->numel() != n) return c.Error("weight does not match normalized_shape");
-    OVERLAP_ASSIGN_OR_RETURN(w, Contiguous(c, *w0));
+  if (args.weight) {
+    OVERLAP_ASSIGN_OR_RETURN(w, Contiguous(c, *args.weight));
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -359,33 +325,21 @@ struct ChannelLayout {
   int64_t n, ch, inner;
 };
 
-absl::StatusOr<ChannelLayout> Channels(const KernelCall& c, const Tensor& x) {
-  if (x.dim() < 2)
-    return c.Error(absl::StrCat("batch norm input ", x.DebugString(), " has no channels"));
-  return ChannelLayout{x.shape()[0], x.shape()[1], Prod(x.shape(), 2, x.dim())};
-}
-
 Results NativeBatchNorm(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> b0, c.OptionalTensorArg("bias"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg("running_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg("running_var"));
-  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg("training"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
-  OVERLAP_ASSIGN_OR_RETURN(ChannelLayout l, Channels(c, x0));
-  if (!training && (!rm || !rv)) return c.Error("evaluation mode needs running statistics");
+  OVERLAP_ASSIGN_OR_RETURN(BatchNormForwardArgs args, ReadBatchNormArgs(c));
+  const bool training = args.training;
+  const double eps = args.eps;
+  const ChannelLayout l{args.batch, args.channels, args.inner};
   // Training normalizes by the batch's statistics and leaves the running ones as they are:
   // a graph states their update as nodes of its own (docs/interop.md, "Buffers").
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.input));
   std::optional<Tensor> w, b, mean_in, var_in;
-  for (auto [in, out] : {std::pair{&w0, &w}, std::pair{&b0, &b}, std::pair{&rm, &mean_in},
-                         std::pair{&rv, &var_in}}) {
-    if (!in->has_value()) continue;
-    if ((*in)->numel() != l.ch || (*in)->dtype() != x.dtype()) {
-      return c.Error(absl::StrCat((*in)->DebugString(), " does not match ", l.ch, " channels"));
+  for (auto [in, out] :
+       {std::pair{&args.weight, &w}, std::pair{&args.bias, &b},
+        std::pair{&args.running_mean, &mean_in}, std::pair{&args.running_var, &var_in}}) {
+    if (in->has_value()) {
+      OVERLAP_ASSIGN_OR_RETURN(*out, Contiguous(c, **in));
     }
-    OVERLAP_ASSIGN_OR_RETURN(*out, Contiguous(c, **in));
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -415,38 +369,19 @@ Results NativeBatchNorm(KernelCall& c) {
 }
 
 Results NativeBatchNormBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_out"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w0, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rm, c.OptionalTensorArg("running_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> rv, c.OptionalTensorArg("running_var"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> sm, c.OptionalTensorArg("save_mean"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> si, c.OptionalTensorArg("save_invstd"));
-  OVERLAP_ASSIGN_OR_RETURN(bool training, c.BoolArg("train"));
-  OVERLAP_ASSIGN_OR_RETURN(double eps, c.DoubleArg("eps"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<bool> mask,
-                           c.BoolListArg("output_mask", {true, true, true}));
-  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, x0, "grad_out and input"));
-  OVERLAP_ASSIGN_OR_RETURN(ChannelLayout l, Channels(c, x0));
-  if (mask.size() != 3) return c.Error("output_mask should have 3 entries");
-  const std::optional<Tensor>& mean_src = training ? sm : rm;
-  const std::optional<Tensor>& var_src = training ? si : rv;
-  if (!mean_src || !var_src || mean_src->numel() != l.ch || var_src->numel() != l.ch) {
-    return c.Error(training ? "training needs save_mean and save_invstd per channel"
-                            : "evaluation needs running_mean and running_var per channel");
-  }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_RETURN_IF_ERROR(CheckDType(c, *mean_src, x0.dtype(), "saved mean"));
-  OVERLAP_RETURN_IF_ERROR(CheckDType(c, *var_src, x0.dtype(), "saved invstd / variance"));
-  if (w0) OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w0, x0.dtype(), "weight"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, *mean_src));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor var, Contiguous(c, *var_src));
+  OVERLAP_ASSIGN_OR_RETURN(BatchNormBackwardArgs args, ReadBatchNormBackwardArgs(c));
+  const bool training = args.training;
+  const double eps = args.eps;
+  const std::vector<bool>& mask = args.output_mask;
+  const ChannelLayout l{args.batch, args.channels, args.inner};
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, args.grad_out));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.input));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor mean, Contiguous(c, args.mean));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor var, Contiguous(c, args.var));
   const std::optional<std::vector<int64_t>> param_shape = std::vector<int64_t>{l.ch};
   std::optional<Tensor> w;
-  if (w0) {
-    if (w0->numel() != l.ch) return c.Error("weight does not match the channels");
-    OVERLAP_ASSIGN_OR_RETURN(w, Contiguous(c, *w0));
+  if (args.weight) {
+    OVERLAP_ASSIGN_OR_RETURN(w, Contiguous(c, *args.weight));
   }
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
@@ -476,7 +411,7 @@ Results NativeBatchNormBackward(KernelCall& c) {
   });
 }
 
-// ---- 2-D convolution: im2col + GEMM ----
+// ---- convolution: im2col (vol2col in 3-D) + GEMM ----
 
 // The output columns [lo, hi) whose input column ow * sw - pw + j * dw is inside a row of
 // width w (the rest read padding).
@@ -492,6 +427,7 @@ inline std::pair<int64_t, int64_t> InsideColumns(const ConvGeometry& g, int64_t 
 // its padding and its inside columns: no test per element.
 template <typename T>
 void Im2Col(const ConvGeometry& g, const T* x, T* col, int64_t ld) {
+  if (g.spatial == 3) return Vol2Col(g, x, col, ld);
   for (int64_t ci = 0; ci < g.cg; ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -542,6 +478,7 @@ void Im2Col(const ConvGeometry& g, const T* x, T* col, int64_t ld) {
 // The adjoint of Im2Col: accumulates col (rows `ld` apart) into x.
 template <typename T>
 void Col2Im(const ConvGeometry& g, const T* col, T* x, int64_t ld) {
+  if (g.spatial == 3) return Col2Vol(g, col, x, ld);
   for (int64_t ci = 0; ci < g.cg; ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -567,10 +504,10 @@ void Col2Im(const ConvGeometry& g, const T* col, T* x, int64_t ld) {
 // its input and output exchanged.
 template <typename T>
 void ConvForwardLoop(const ConvGeometry& g, const T* in, const T* w, T* out, T* col) {
-  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  const int64_t k = g.cg * KernelPositions(g), hw = OutputPositions(g), image = InputPositions(g);
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t gr = 0; gr < g.groups; ++gr) {
-      Im2Col(g, in + (b * g.c + gr * g.cg) * g.h * g.w, col, hw);
+      Im2Col(g, in + (b * g.c + gr * g.cg) * image, col, hw);
       Gemm(false, false, g.og, hw, k, T{1}, w + gr * g.og * k, k, col, hw, T{0},
            out + (b * g.o + gr * g.og) * hw, hw);
     }
@@ -579,22 +516,22 @@ void ConvForwardLoop(const ConvGeometry& g, const T* in, const T* w, T* out, T* 
 
 template <typename T>
 void ConvDataLoop(const ConvGeometry& g, const T* gy, const T* w, T* dx, T* col) {
-  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  const int64_t k = g.cg * KernelPositions(g), hw = OutputPositions(g), image = InputPositions(g);
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t gr = 0; gr < g.groups; ++gr) {  // dcol = W_g^T [k, og] @ gy_g [og, hw]
       Gemm(true, false, k, hw, g.og, T{1}, w + gr * g.og * k, k, gy + (b * g.o + gr * g.og) * hw,
            hw, T{0}, col, hw);
-      Col2Im(g, col, dx + (b * g.c + gr * g.cg) * g.h * g.w, hw);
+      Col2Im(g, col, dx + (b * g.c + gr * g.cg) * image, hw);
     }
   }
 }
 
 template <typename T>
 void ConvWeightLoop(const ConvGeometry& g, const T* in, const T* gy, T* dw, T* col) {
-  const int64_t k = g.cg * g.kh * g.kw, hw = g.ho * g.wo;
+  const int64_t k = g.cg * KernelPositions(g), hw = OutputPositions(g), image = InputPositions(g);
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t gr = 0; gr < g.groups; ++gr) {  // dW_g += gy_g [og, hw] @ col^T [hw, k]
-      Im2Col(g, in + (b * g.c + gr * g.cg) * g.h * g.w, col, hw);
+      Im2Col(g, in + (b * g.c + gr * g.cg) * image, col, hw);
       Gemm(false, true, g.og, k, hw, T{1}, gy + (b * g.o + gr * g.og) * hw, hw, col, hw, T{1},
            dw + gr * g.og * k, k);
     }
@@ -620,7 +557,8 @@ constexpr int64_t kBatchGemmMaxWorkspace = int64_t{1} << 24;
 
 bool UseBatchGemm(const ConvGeometry& g) {
   const int64_t n_hw = g.n * g.ho * g.wo;
-  return g.groups == 1 && !g.transposed && g.ho * g.wo <= kBatchGemmMaxPositions &&
+  return g.spatial != 3 && g.groups == 1 && !g.transposed &&
+         g.ho * g.wo <= kBatchGemmMaxPositions &&
          g.c * g.kh * g.kw * n_hw <= kBatchGemmMaxWorkspace && g.o * n_hw <= kBatchGemmMaxWorkspace;
 }
 
@@ -752,7 +690,7 @@ void DepthwiseWeightGrad(const ConvGeometry& g, const T* x, const T* gy, T* dw) 
 // other dtypes (float64 runs the loops above, the finite-difference checks' reference).
 template <typename T>
 std::optional<DnnlConvShape> DnnlShape(const ConvGeometry& g) {
-  if (!std::is_same_v<T, float>) return std::nullopt;
+  if (!std::is_same_v<T, float> || g.spatial == 3) return std::nullopt;
   const DnnlConvShape s{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.groups,
                         g.ho, g.wo, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
   if (!DnnlConvSupports(s)) return std::nullopt;
@@ -767,19 +705,13 @@ absl::StatusOr<bool> DnnlRan(KernelCall& c, const absl::Status& s) {
   return c.Error(s.message());
 }
 
-// The shape of a convolution's result: [n, o, ho, wo], or a transposed one's [n, c, h, w].
-std::vector<int64_t> ConvOutputShape(const ConvGeometry& g) {
-  return g.transposed ? std::vector<int64_t>{g.n, g.c, g.h, g.w}
-                      : std::vector<int64_t>{g.n, g.o, g.ho, g.wo};
-}
-
 Results Convolution(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("input"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor w0, c.TensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> bias, c.OptionalTensorArg("bias"));
   OVERLAP_ASSIGN_OR_RETURN(ConvGeometry g, ConvArgs(c, x0, w0));
   if (x0.dtype() != w0.dtype()) return c.Error("input and weight differ in dtype");
-  const std::vector<int64_t> shape = ConvOutputShape(g);
+  const std::vector<int64_t> shape = ConvResultShape(g);
   if (bias && bias->numel() != shape[1]) {
     return c.Error("bias does not match the output channels");
   }
@@ -808,8 +740,8 @@ Results Convolution(KernelCall& c) {
     }
     if (!done) {
       fused_bias = false;
-      OVERLAP_ASSIGN_OR_RETURN(Tensor col,
-                               c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          Tensor col, c.NewScratch(x.dtype(), {g.cg * KernelPositions(g), OutputPositions(g)}));
       if (g.transposed) {
         ConvDataLoop(g, x.data<T>(), wt.data<T>(), out.data<T>(), col.data<T>());
       } else {
@@ -817,7 +749,7 @@ Results Convolution(KernelCall& c) {
       }
     }
     if (bias && !fused_bias) {
-      const int64_t channels = shape[1], hw = shape[2] * shape[3];
+      const int64_t channels = shape[1], hw = Prod(shape, 2, shape.size());
       for (int64_t b = 0; b < g.n; ++b) {
         for (int64_t oc = 0; oc < channels; ++oc) {
           const T bv = static_cast<T>(GetElement(*bias, oc));
@@ -844,7 +776,7 @@ Results ConvolutionBackward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> bs, c.IntListArg("bias_sizes"));
     has_bias = !bs.empty() && bs[0] != 0;
   }
-  const std::vector<int64_t> out_shape = ConvOutputShape(g);
+  const std::vector<int64_t> out_shape = ConvResultShape(g);
   if (g0.shape() != out_shape || g0.dtype() != x0.dtype() || w0.dtype() != x0.dtype()) {
     return c.Error(absl::StrCat("grad_output ", g0.DebugString(), " should be [",
                                 absl::StrJoin(out_shape, ", "), "]"));
@@ -907,8 +839,8 @@ Results ConvolutionBackward(KernelCall& c) {
           std::fill_n(t->data<T>(), t->numel(), T{0});
         }
       }
-      OVERLAP_ASSIGN_OR_RETURN(Tensor col,
-                               c.NewScratch(x.dtype(), {g.cg * g.kh * g.kw, g.ho * g.wo}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          Tensor col, c.NewScratch(x.dtype(), {g.cg * KernelPositions(g), OutputPositions(g)}));
       if (!data_done && g.transposed) {
         ConvForwardLoop(g, large.data<T>(), wt.data<T>(), out[0].data<T>(), col.data<T>());
       } else if (!data_done) {
@@ -919,7 +851,7 @@ Results ConvolutionBackward(KernelCall& c) {
       }
     }
     if (out[2].defined()) {
-      const int64_t channels = out_shape[1], hw = out_shape[2] * out_shape[3];
+      const int64_t channels = out_shape[1], hw = Prod(out_shape, 2, out_shape.size());
       for (int64_t oc = 0; oc < channels; ++oc) {
         double s = 0;
         for (int64_t b = 0; b < g.n; ++b) {
@@ -1551,30 +1483,13 @@ Results FlashAttentionBackward(KernelCall& c) {
 
 // ---- losses ----
 
-// ATen's reduction enum (none, mean, sum); any other value is refused as ATen refuses it,
-// instead of being read as "sum".
-absl::StatusOr<int64_t> ReductionArg(const KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, c.IntArg("reduction"));
-  if (!IsAtenReduction(reduction)) {
-    return c.Error(absl::StrCat("argument 'reduction' is ", reduction,
-                                "; ATen's reductions are 0 (none), 1 (mean) and 2 (sum)"));
-  }
-  return reduction;
-}
-
 Results NllLossForward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
-  if (x0.dim() < 1 || x0.dim() > 2) return c.Error("self should be [N, C] or [C]");
-  const int64_t n = x0.dim() == 2 ? x0.shape()[0] : 1, classes = x0.shape().back();
-  if (t0.numel() != n) return c.Error("target should have one class per row");
-  if (w && w->numel() != classes) return c.Error("weight should have one entry per class");
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
+  OVERLAP_ASSIGN_OR_RETURN(NllLossArgs args, ReadNllLossArgs(c, /*backward=*/false));
+  const std::optional<Tensor>& w = args.weight;
+  const int64_t reduction = args.reduction, ignore = args.ignore_index;
+  const int64_t n = args.rows, classes = args.classes;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.self));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, args.target));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     const bool none = reduction == kReductionNone;
@@ -1584,7 +1499,6 @@ Results NllLossForward(KernelCall& c) {
     OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.NewOutput(x.dtype(), {}));
     std::optional<Tensor> pw;
     if (w) {
-      OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w, x.dtype(), "weight"));
       OVERLAP_ASSIGN_OR_RETURN(pw, Contiguous(c, *w));
     }
     NnArgs a;
@@ -1606,30 +1520,17 @@ Results NllLossForward(KernelCall& c) {
 }
 
 Results NllLossBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
-  OVERLAP_ASSIGN_OR_RETURN(std::optional<Tensor> w, c.OptionalTensorArg("weight"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t ignore, c.IntArg("ignore_index"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor total, c.TensorArg("total_weight"));
-  OVERLAP_RETURN_IF_ERROR(CheckIndexTensor(c, t0, "target"));
-  if (x.dim() < 1 || x.dim() > 2) return c.Error("self should be [N, C] or [C]");
-  const int64_t n = x.dim() == 2 ? x.shape()[0] : 1, classes = x.shape().back();
-  const bool none = reduction == kReductionNone;
-  if (t0.numel() != n || (none ? g.numel() != n : g.numel() != 1)) {
-    return c.Error("target or grad_output does not match self");
-  }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
+  OVERLAP_ASSIGN_OR_RETURN(NllLossArgs args, ReadNllLossArgs(c, /*backward=*/true));
+  const Tensor &g = args.grad_output, &x = args.self, &total = args.total_weight;
+  const std::optional<Tensor>& w = args.weight;
+  const int64_t reduction = args.reduction, ignore = args.ignore_index;
+  const int64_t n = args.rows, classes = args.classes;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, args.target));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));
-    if (total.numel() != 1) return c.Error("total_weight should have one element");
-    OVERLAP_RETURN_IF_ERROR(CheckDType(c, total, x.dtype(), "total_weight"));
-    OVERLAP_RETURN_IF_ERROR(CheckDType(c, g, x.dtype(), "grad_output"));
     std::optional<Tensor> pw;
     if (w) {
-      OVERLAP_RETURN_IF_ERROR(CheckDType(c, *w, x.dtype(), "weight"));
       OVERLAP_ASSIGN_OR_RETURN(pw, Contiguous(c, *w));
     }
     OVERLAP_ASSIGN_OR_RETURN(Tensor pg, Contiguous(c, g));
@@ -1653,12 +1554,10 @@ Results NllLossBackward(KernelCall& c) {
 }
 
 Results MseLoss(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
+  OVERLAP_ASSIGN_OR_RETURN(MseLossArgs args, ReadMseLossArgs(c, /*backward=*/false));
+  const int64_t reduction = args.reduction;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.self));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, args.target));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     const bool none = reduction == kReductionNone;
@@ -1678,19 +1577,11 @@ Results MseLoss(KernelCall& c) {
 }
 
 Results MseLossBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t0, c.TensorArg("target"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t reduction, ReductionArg(c));
-  OVERLAP_RETURN_IF_ERROR(CheckSame(c, x0, t0, "self and target"));
-  const bool none = reduction == kReductionNone;
-  OVERLAP_RETURN_IF_ERROR(CheckDType(c, g0, x0.dtype(), "grad_output"));
-  if (none ? g0.shape() != x0.shape() : g0.numel() != 1) {
-    return c.Error("grad_output does not match the reduction");
-  }
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, t0));
+  OVERLAP_ASSIGN_OR_RETURN(MseLossArgs args, ReadMseLossArgs(c, /*backward=*/true));
+  const int64_t reduction = args.reduction;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, args.grad_output));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.self));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor t, Contiguous(c, args.target));
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), x.shape()));

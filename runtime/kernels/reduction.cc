@@ -11,6 +11,7 @@
 #include "runtime/core/vmath.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/op_args.h"
 #include "runtime/kernels/reduction_ops.h"
 
 namespace overlap {
@@ -39,34 +40,13 @@ Results SumIntegers(KernelCall& c, const Tensor& x0, const std::vector<int64_t>&
 // The result's dtype is ReductionResultType's (graph/type_promotion.h): the dtype keyword,
 // else sum's int64 for bool and integers; the input is read in it.
 Results ReduceDims(KernelCall& c, bool mean) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(
-      DType dtype, ReductionDType(c, mean ? ReductionOp::kMean : ReductionOp::kSum, x0.dtype()));
-  const Value* dv = c.Arg("dim");
-  std::vector<int64_t> dims;
-  if (dv != nullptr && !dv->is_none()) {
-    OVERLAP_ASSIGN_OR_RETURN(dims, c.IntListArg("dim"));
-  }
-  // sum.default and mean.default declare no keepdim: they keep no dimension.
-  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim", false));
-  std::vector<bool> reduced(x0.dim(), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t given = d;
-    OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x0.dim()));
-    // As ATen: a dimension named twice (0 and -2 of a matrix alike) is refused.
-    if (x0.dim() > 0 && reduced[d]) {
-      return c.Error(absl::StrCat("argument 'dim': dimension ", given,
-                                  " appears more than once in the list of dims"));
-    }
-    if (x0.dim() > 0) reduced[d] = true;
-  }
-  std::vector<int64_t> keep_shape, out_shape;
-  int64_t count = 1;
-  for (int64_t i = 0; i < x0.dim(); ++i) {
-    keep_shape.push_back(reduced[i] ? 1 : x0.shape()[i]);
-    if (!reduced[i]) out_shape.push_back(x0.shape()[i]);
-    if (reduced[i]) count *= x0.shape()[i];
-  }
+  OVERLAP_ASSIGN_OR_RETURN(SumArgs args, ReadSumArgs(c, mean));
+  const Tensor& x0 = args.self;
+  const DType dtype = args.dtype;
+  const bool keepdim = args.keepdim;
+  const std::vector<bool>& reduced = args.reduced;
+  const std::vector<int64_t>&keep_shape = args.keep_shape, &out_shape = args.out_shape;
+  const int64_t count = args.count;
   std::vector<int64_t> acc_strides = ContiguousStrides(keep_shape);
   for (int64_t i = 0; i < x0.dim(); ++i) {
     if (reduced[i]) acc_strides[i] = 0;
@@ -187,11 +167,9 @@ void SoftmaxBackwardRow(bool log, const float* g, const float* y, float* out, in
 }
 
 Results SoftmaxKernel(KernelCall& c, bool log) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  const Around a = Split3(x.shape(), dim);
+  OVERLAP_ASSIGN_OR_RETURN(SoftmaxArgs args, ReadSoftmaxArgs(c, /*backward=*/false));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, args.x));
+  const Around a = Split3(x.shape(), args.dim);
   return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
@@ -225,14 +203,10 @@ Results SoftmaxKernel(KernelCall& c, bool log) {
 
 // softmax: dx = y (g - sum(g y)); log-softmax: dx = g - exp(y) sum(g).
 Results SoftmaxBackwardKernel(KernelCall& c, bool log) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y0, c.TensorArg("output"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_RETURN_IF_ERROR(CheckSame(c, g0, y0, "grad_output and output"));
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, y0.dim()));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, g0));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y, Contiguous(c, y0));
-  const Around a = Split3(y.shape(), dim);
+  OVERLAP_ASSIGN_OR_RETURN(SoftmaxArgs args, ReadSoftmaxArgs(c, /*backward=*/true));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, Contiguous(c, args.x));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor y, Contiguous(c, args.output));
+  const Around a = Split3(y.shape(), args.dim);
   return DispatchFloat(c, y.dtype(), [&](auto tag) -> Results {
     using T = decltype(tag);
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(y.dtype(), y.shape()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 #include "runtime/core/parallel.h"
+#include "runtime/core/random.h"
 
 namespace overlap {
 
@@ -98,6 +99,7 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
   forward.kernels = options_.kernels;
   forward.device = options_.device;
   forward.memory_checked = true;  // before the ranks started (job.h's CheckJobMemory)
+  forward.random_seed = RandomSeed(options_.seed, comm_->rank(), ++steps_);
   InterpreterOptions backward = forward;
   if (options_.node_hook) {
     forward.after_node = [&](const Node& node, const std::vector<Tensor>&) {

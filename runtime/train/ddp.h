@@ -28,6 +28,10 @@
 namespace overlap {
 
 struct DdpOptions {
+  // The seed of the step's random ops (dropout): step k on rank r draws from
+  // RandomSeed(seed, r, k) (runtime/core/random.h), so each rank has its own stream, as each
+  // torch process has its own generator, and a run is reproducible from the seed.
+  uint64_t seed = 1;
   // The partitioner's cap (default mode); the first bucket's cap is its default (1 MiB) or
   // this, whichever is smaller.
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
@@ -72,6 +76,7 @@ class DdpTrainer {
   AotPair pair_;
   Communicator* comm_ = nullptr;
   DdpOptions options_;
+  int64_t steps_ = 0;  // steps run, for the random ops' seed
   Allocator alloc_;
   TensorMap params_;
   std::unique_ptr<TrainOptimizer> optimizer_;

@@ -16,6 +16,7 @@
 #include "graph/status_macros.h"
 #include "graph/value_bytes.h"
 #include "runtime/core/parallel.h"
+#include "runtime/core/random.h"
 #include "runtime/exec/memory_plan.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
@@ -403,6 +404,7 @@ absl::StatusOr<StepResult> Trainer::Step() {
   InterpreterOptions checked;
   checked.memory_checked = true;  // by FromPair, against the guard, for the whole step
   checked.compute_in_double = in_double_;
+  checked.random_seed = RandomSeed(seed_, 0, step_);
   OVERLAP_ASSIGN_OR_RETURN(AotStepResult r, RunAotStep(*pair_, params_, batch, checked, nullptr,
                                                        AotStepOptions{/*hand_over_saved=*/true}));
   OVERLAP_RETURN_IF_ERROR(optimizer_->Step(params_, r.grads));

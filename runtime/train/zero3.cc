@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
+#include "runtime/core/random.h"
 #include "schedule/simulator.h"
 #include "schedule/zero3_ops.h"
 
@@ -428,7 +429,8 @@ absl::StatusOr<StepResult> Zero3Trainer::Step(const TensorMap& data) {
   io.zero3 = this;
   io.kernels = options_.kernels;
   io.device = options_.device;
-  io.memory_checked = true;                 // before the ranks started (job.h's CheckJobMemory)
+  io.memory_checked = true;  // before the ranks started (job.h's CheckJobMemory)
+  io.random_seed = RandomSeed(options_.seed, comm_->rank(), ++steps_);
   for (auto& [name, d] : device_shards_) {  // this step's parameters, on the device
     OVERLAP_RETURN_IF_ERROR(CopyTo(shards_.at(name), d));
   }

@@ -60,6 +60,10 @@
 namespace overlap {
 
 struct Zero3Options {
+  // The seed of the step's random ops (dropout): step k on rank r draws from
+  // RandomSeed(seed, r, k) (runtime/core/random.h), so each rank has its own stream, as each
+  // torch process has its own generator, and a run is reproducible from the seed.
+  uint64_t seed = 1;
   OptimizerOptions optimizer;
   absl::Duration timeout = absl::Seconds(60);  // any one wait for a collective
   int stream = 0;                              // the communication stream every collective uses
@@ -163,6 +167,7 @@ class Zero3Trainer : private Zero3Collectives {
   AotPair pair_;
   Communicator* comm_ = nullptr;
   Zero3Options options_;
+  int64_t steps_ = 0;               // steps run, for the random ops' seed
   std::vector<std::string> names_;  // by ds_id (the forward's parameter table)
   Allocator shard_alloc_;
   // Where the communicator takes its tensors (buckets, cast sources), and where residents
