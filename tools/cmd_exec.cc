@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/aot.h"
@@ -194,6 +195,11 @@ absl::StatusOr<ExecInputs> GatherInputs(Invocation& in, const Graph& forward, ui
     } else {
       out.data[n.name()] = *t;
     }
+  }
+  // torch's draws of the random ops (dropout's masks), which the interpreter takes as those
+  // nodes' draws (docs/runtime.md, "Random ops").
+  for (const auto& [key, t] : given) {
+    if (absl::StartsWith(key, "random/")) out.data[key] = t;
   }
   return out;
 }

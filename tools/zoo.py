@@ -69,6 +69,40 @@ LAYERS = [
      "F.interpolate to 11x13, nearest"),
 ]
 
+# One small model per operator class users' models reach
+# (tools/overlap_export/testing/op_modules.py): `--ops` runs these (//tools:op_zoo_test).
+OPS_MODULES = "overlap_export.testing.op_modules"
+SIGNALS, VOLUMES = "2x3x16", "2x3x4x8x8"
+OPS = [
+    ("op_conv1d", f"{OPS_MODULES}:conv1d", "{}", SIGNALS,
+     "nn.Conv1d (groups, stride), 1-D max / average / adaptive pooling"),
+    ("op_conv3d", f"{OPS_MODULES}:conv3d", "{}", VOLUMES,
+     "nn.Conv3d, 3-D max pooling (indices), 3-D average pooling"),
+    ("op_adaptive_max", f"{OPS_MODULES}:adaptive_max", "{}", IMAGES,
+     "nn.AdaptiveMaxPool2d to 3x3 (uneven windows)"),
+    ("op_scatter", f"{OPS_MODULES}:scatter", "{}", TOKENS,
+     "gather, scatter, scatter_add, index_add, select_scatter"),
+    ("op_cumsum", f"{OPS_MODULES}:cumsum", "{}", TOKENS, "cumsum (its backward: flip)"),
+    ("op_embedding_bag_sum", f"{OPS_MODULES}:embedding_bag", "{}", TOKENS,
+     "nn.EmbeddingBag, mode sum, offsets"),
+    ("op_embedding_bag_mean", f"{OPS_MODULES}:embedding_bag", '{"mode": "mean"}', TOKENS,
+     "nn.EmbeddingBag, mode mean"),
+    ("op_embedding_bag_max", f"{OPS_MODULES}:embedding_bag", '{"mode": "max"}', TOKENS,
+     "nn.EmbeddingBag, mode max"),
+    ("op_repeat_interleave", f"{OPS_MODULES}:repeat_interleave", "{}", TOKENS,
+     "repeat_interleave over heads (grouped-query attention's expansion)"),
+    ("op_unary", f"{OPS_MODULES}:unary", "{}", TOKENS, "sin, cos, abs, log"),
+    ("op_activations", f"{OPS_MODULES}:activations", "{}", IMAGES,
+     "nn.PReLU, leaky_relu, pixel_shuffle, pixel_unshuffle"),
+    ("op_max_reduce", f"{OPS_MODULES}:max_reduce", "{}", TOKENS, "max over a dimension, amax"),
+    ("op_factories", f"{OPS_MODULES}:factories", "{}", TOKENS,
+     "ones, empty, arange(start, end, step), triu_indices, a dtype cast"),
+    ("op_dropout", f"{OPS_MODULES}:dropout", "{}", TOKENS,
+     "nn.Dropout(0.25) in training: compared on torch's own masks"),
+]
+# Export flags beyond the zoo's own, by model.
+EXPORT_FLAGS = {"op_dropout": ["--train"]}
+
 # Every classification constructor of torchvision 0.14's torchvision.models at a small size:
 # a batch of 2 at 64x64, or the smallest size the model accepts.
 SIZE = {
@@ -151,7 +185,8 @@ def one(overlap, name, ctor, kwargs, shape, work):
     log = run("export", [PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input",
                          shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
                          "--reference", "--train-data", data, "--train-steps",
-                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR)])
+                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR)]
+              + EXPORT_FLAGS.get(name, []))
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
     graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
@@ -206,10 +241,15 @@ def one(overlap, name, ctor, kwargs, shape, work):
     sys.path.insert(0, TOOLS)
     from overlap_export import compare as compare_module
     first_loss = float(compare_module.read(data)["ref/loss/0"])
-    if not abs(first_loss) < 1e6:  # torch's own training diverges: nothing to compare
+    drawn = any(k.startswith("random/") for k in compare_module.read(weights))
+    if drawn:  # each framework's generator draws its own masks at every step
+        notes.append("training not compared: dropout draws its masks from each framework's "
+                     "own generator at every step (the step above is compared on torch's masks)")
+    elif not abs(first_loss) < 1e6:  # torch's own training diverges: nothing to compare
         notes.append(f"training not compared: torch's own loss is {first_loss:.3g} at the "
                      "first step (evaluation-mode batch norm at random initialization does not "
                      "normalize, and the activations grow through the layers)")
+    if drawn or not abs(first_loss) < 1e6:
         nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
         return {"params": params, "nodes": nodes, "forward": times.get("forward", "?"),
                 "backward": times.get("backward", "?"),
@@ -246,6 +286,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", help="run only these (no file is written)")
     ap.add_argument("--quick", action="store_true", help="the test's subset; no file written")
+    ap.add_argument("--ops", action="store_true",
+                    help="the operator-class models only (op_modules.py); no file written")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "gallery.md"))
     ap.add_argument("--save-rows", metavar="FILE",
                     help="with model names: also write their results to FILE (JSON), for "
@@ -265,9 +307,10 @@ def main():
         subprocess.run(["bazel", "build", "//tools:overlap"], cwd=ROOT, check=True,
                        capture_output=True)
         overlap = os.path.join(ROOT, "bazel-bin", "tools", "overlap")
-    everything = LAYERS + torchvision_models()
+    everything = LAYERS + OPS + (torchvision_models() if not a.ops else [])
     chosen = [m for m in everything
-              if (not a.models or m[0] in a.models) and (not a.quick or m[0] in QUICK)]
+              if (not a.models or m[0] in a.models) and (not a.quick or m[0] in QUICK)
+              and (not a.ops or m in OPS)]
     missing = set(a.models) - {m[0] for m in everything}
     if missing:
         ap.error("unknown model(s): " + ", ".join(sorted(missing)))
@@ -295,7 +338,7 @@ def main():
                 os.unlink(os.path.join(work, f))
     print(f"zoo: {len(chosen) - failed} of {len(chosen)} models pass every step "
           f"({time.time() - start:.0f} s)", flush=True)
-    if not a.models and not a.quick:
+    if not a.models and not a.quick and not a.ops:
         write_table(a.out, rows, time.time() - start)
     elif a.update and a.models:
         update_table(a.out, rows)
@@ -339,6 +382,9 @@ def update_table(path, rows):
         at = [i for i, ln in enumerate(lines) if ln.startswith(f"| {name} |")]
         if at:
             lines[at[0]] = line
+        else:  # a model new to the table: after its last row
+            last = max(i for i, ln in enumerate(lines) if ln.startswith("| "))
+            lines.insert(last + 1, line)
     lines = [ln for ln in lines if not any(ln.startswith(f"- **{n}**:") for n in names)]
     if new_notes:
         if not any(ln.startswith("Round-off notes") for ln in lines):
@@ -366,7 +412,9 @@ def write_table(path, rows, seconds):
         "",
         "Every classification constructor of torchvision 0.14's `torchvision.models` (10 "
         "classes, random weights) and small models of torch.nn's common layers "
-        "(`tools/overlap_export/testing/zoo_modules.py`), each through every step: export "
+        "(`tools/overlap_export/testing/zoo_modules.py`), and one model per operator class "
+        "users' models reach (`op_modules.py` beside it, the `op_` rows; `tools/zoo.py --ops`), "
+        "each through every step: export "
         "(the AOT pair, weights and torch's float32 / float64 reference), `annotate`, "
         "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
         "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "

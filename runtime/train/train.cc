@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "graph/size.h"
 #include "graph/status_macros.h"
@@ -61,6 +62,14 @@ absl::Status CheckWeights(const Graph& forward, const TensorMap& weights) {
                        absl::StartsWith(key, "buffer/") || absl::StartsWith(key, "constant/") ||
                        absl::StartsWith(key, "input/");
     if (aside) continue;
+    if (absl::ConsumePrefix(&name, "random/")) {  // torch's draw of a random op (exec)
+      const NodeId node = forward.FindNode(name);
+      const OpSchema* s = node != kNoNode ? FindOpSchema(forward.node(node).target()) : nullptr;
+      if (s != nullptr && s->Random()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the weights hold tensor '", key, "', but the graph has no random op named '", name,
+          "' (a draw is keyed random/<node>; docs/runtime.md, \"Random ops\")"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "the weights hold tensor '", key,
         "', which is no parameter or input of the graph (parameters by name or \"param/\" + "

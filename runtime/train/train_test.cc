@@ -158,6 +158,37 @@ TEST(TrainTest, WeightsThatAreNoParameterOrInputAreRefusedNamingTheKey) {
   }
 }
 
+// A random/<node> tensor (torch's draw, for exec's comparison) is accepted for a random op of
+// the forward only: another name is an error naming the key.
+TEST(TrainTest, RandomDrawsMustNameARandomOp) {
+  absl::StatusOr<Trainer> t = Trainer::Create("mlp", Preset::kTiny, TrainOptions{});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const Graph& forward = t->pair().forward;
+  TensorMap weights = t->params();
+  weights["random/no_such_node"] = weights.begin()->second;
+  absl::Status s = CheckWeights(forward, weights);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("no random op named 'no_such_node'"));
+  // A node that exists but draws nothing is refused too.
+  Graph g = forward;
+  NodeId call = kNoNode;
+  for (NodeId id : g.order()) {
+    if (g.node(id).op() == Op::kCallFunction) call = id;
+  }
+  ASSERT_NE(call, kNoNode);
+  weights.erase("random/no_such_node");
+  weights["random/" + g.node(call).name()] = weights.begin()->second;
+  EXPECT_FALSE(CheckWeights(g, weights).ok());
+  // A bernoulli_ node's draw is accepted.
+  absl::StatusOr<NodeId> drop =
+      g.AddNode(Op::kCallFunction, "bernoulli_", "aten.bernoulli_.float",
+                {Value::Ref(call), Value::Double(0.5)});
+  ASSERT_TRUE(drop.ok()) << drop.status();
+  weights["random/bernoulli_"] = weights.begin()->second;
+  weights.erase("random/" + g.node(call).name());
+  EXPECT_TRUE(CheckWeights(g, weights).ok()) << CheckWeights(g, weights);
+}
+
 // compute_in_double: parameters held (and given ones widened) in float64, every step in
 // float64; the losses follow float32 training's to float32 round-off, not bit for bit.
 TEST(TrainTest, TrainsInFloat64WhenAsked) {

@@ -212,9 +212,9 @@ def _export(a, kwargs, loaded):
         print(f"overlap_export: {one_line(e)}; taking the AOT path only", file=sys.stderr)
         path = "AOT only"
     target = export.loss_target(a.loss, model, examples, a.seed + 100)
-    constants = {}
+    constants, drawn = {}, {}
     if a.aot:
-        fw, bw, constants = export.export_aot(model, examples, a.loss, target, name)
+        fw, bw, constants, drawn = export.export_aot(model, examples, a.loss, target, name)
         outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
         outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
         if constants and not a.weights:
@@ -225,7 +225,7 @@ def _export(a, kwargs, loaded):
         tensors = export.weights(model, examples, target)
         tensors.update(constants)
         if a.reference:
-            tensors.update(export.reference(model, examples, a.loss, target))
+            tensors.update(export.reference(model, examples, a.loss, target, drawn))
         with user("weights", "the weights' serialization"):
             blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
                                                   "torch": torch.__version__})
@@ -238,7 +238,7 @@ def _export(a, kwargs, loaded):
                else (0.0 if a.optimizer == "sgd" else 0.01)}
         tensors = export.train_reference(export.copy_model(model), a.input, a.loss,
                                          a.train_steps, opt, a.seed, a.train_ranks)
-        tensors.update(constants)
+        tensors.update({k: v for k, v in constants.items() if not k.startswith("random/")})
         meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
                 "steps": str(a.train_steps)}
         meta.update({k: str(v) for k, v in opt.items()})

@@ -171,9 +171,12 @@ class _Recorder(torch.fx.Interpreter):
     def __init__(self, gm):
         super().__init__(gm)
         self.aliases = {}
+        self.draws = {}  # a random op's result (torch's own mask), by node name
 
     def run_node(self, n):
         result = super().run_node(n)
+        if _is_random(n) and isinstance(result, torch.Tensor):
+            self.draws[n.name] = result.detach().clone()
         if isinstance(result, torch.Tensor):
             n.meta["tensor_meta"] = _extract_tensor_metadata(result)
             for i in n.all_input_nodes:
@@ -187,6 +190,13 @@ class _Recorder(torch.fx.Interpreter):
             n.meta["tensor_meta"] = [
                 None if r is None else _extract_tensor_metadata(r) for r in result]
         return result
+
+
+def _is_random(node):
+    """Whether `node` calls an ATen op that draws random numbers: its schema declares a
+    `Generator? generator` (bernoulli_, the dropout torch 1.13 decomposes into)."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema is not None and any(a.name == "generator" for a in schema.arguments)
 
 
 def export_module_style(model, inputs, name):
@@ -304,8 +314,12 @@ def functional_call_api():
 
 def export_aot(model, inputs, loss, target, name):
     """The AOT pair (functorch's aot_function, default partition, torch 1.13) rewritten to
-    docs/ops.md's convention. Returns (forward_doc, backward_doc, constants): constants maps
-    constant/<name> to the value of each tensor constant the pair reads (docs/interop.md).
+    docs/ops.md's convention. Returns (forward_doc, backward_doc, constants, reference):
+    constants maps constant/<name> to the value of each tensor constant the pair reads
+    (docs/interop.md), and random/<node> to torch's own draw of each random op (dropout's
+    mask); reference, for a pair with random ops, is torch's loss and gradients from the
+    pair's own run on those draws (ref/loss, ref/grad/<name>: what the executor, fed the
+    same draws, must give), else empty.
     ExportError when the pair reads a tensor that has no value, reads a parameter or buffer
     as a constant, or leaves a parameter without the gradient torch gives it."""
     aot_function, make_boxed_func, default_partition = aot_api()
@@ -357,12 +371,13 @@ def export_aot(model, inputs, loss, target, name):
     # Every value's metadata (tuples included) from a run on the example inputs: the
     # forward on the step's arguments, the backward on its saved values and ones tangents.
     with torch.no_grad():
-        fw_out = list(_Recorder(captured["fw"]).run(*args))
+        forward = _Recorder(captured["fw"])
+        fw_out = list(forward.run(*args))
         n_saved = len([n for n in captured["bw"].graph.nodes
                        if n.op == "placeholder" and not n.name.startswith("tangents")])
         n_user = len(fw_out) - n_saved
         tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
-        _Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents)
+        bw_out = list(_Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents))
     constants = _constants(captured["fw"], "forward", model)
     carried = _constants(captured["bw"], "backward", model)
     fw, bw = captured["fw"].graph, captured["bw"].graph
@@ -370,7 +385,21 @@ def export_aot(model, inputs, loss, target, name):
                                  target is not None, constants, carried,
                                  dict(model.named_modules()))
     _check_gradients(model, inputs, loss, target, fw_doc, bw_doc)
-    return fw_doc, bw_doc, {f"constant/{c.key}": c.value for c in constants + carried}
+    tensors = {f"constant/{c.key}": c.value for c in constants + carried}
+    reference = {}
+    if forward.draws:
+        names = {n["name"] for n in fw_doc["nodes"]}
+        for node_name, draw in forward.draws.items():
+            if node_name not in names:
+                raise ExportError("aot", f"the random op '{node_name}' is not in the forward "
+                                         "graph written")
+            tensors[f"random/{node_name}"] = draw
+        if loss != "none":
+            reference["ref/loss"] = fw_out[0].detach()
+            for i, (n, p) in enumerate(named):
+                if p.requires_grad and i < len(bw_out) and bw_out[i] is not None:
+                    reference[f"ref/grad/{n}"] = bw_out[i].detach()
+    return fw_doc, bw_doc, tensors, reference
 
 
 def _decompositions():
@@ -746,14 +775,24 @@ def weights(model, inputs, target):
     return out
 
 
-def reference(model, inputs, loss, target):
+def reference(model, inputs, loss, target, drawn=None):
     """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
     trainable storage (its first name), in the model's current mode; and ref64/loss,
     ref64/grad/<name> from a float64 copy of the model on float64 copies of the floating
     inputs (compare's rule: a tensor where torch's float32 is itself far from float64),
-    unless that copy fails (float64_fails)."""
+    unless that copy fails (float64_fails). `drawn` (export_aot's reference of a pair with
+    random ops) replaces ref/loss and ref/grad/: an eager run would draw other masks, so
+    torch's figures are the AOT pair's own run on the masks written as random/<node>; no
+    float64 reference then (its run would draw others again)."""
     with buffers_kept(model):
         ref = _reference(model, inputs, loss, target, "ref")
+    if drawn:
+        ref = {k: v for k, v in ref.items() if not k.startswith(("ref/", "ref64/"))}
+        ref.update(drawn)
+        note("the model draws random numbers (dropout in training): torch's reference is the "
+             "AOT pair's own run on the masks written as random/<node>, and there is no "
+             "float64 reference")
+        return ref
     if loss != "none":
         try:
             ref64 = _reference(_float64(copy_model(model)), [_float64(x) for x in inputs],
