@@ -3,8 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph/aot_invariants.h"
@@ -169,61 +167,6 @@ TEST(AotTest, ClonesOfDeadValuesBecomeAliases) {
   EXPECT_EQ(g->node(g->FindNode("c_param")).target(), "aten.clone.default");
   EXPECT_EQ(g->node(g->FindNode("c_shared")).target(), "aten.clone.default");
   EXPECT_TRUE(Verify(*g).ok()) << Verify(*g);
-}
-
-// Recomputing every candidate of every built-in model's pair keeps the calling convention
-// (with num_saved and saved_bytes updated by its rule) and leaves a copy of each forward node
-// in the backward that reads only what the backward holds or other copies.
-TEST(AotTest, RecomputedSavedTensorsKeepTheConvention) {
-  int64_t total = 0;
-  for (const std::string& name : ModelNames()) {
-    SCOPED_TRACE(name);
-    const Graph f = Lifted(name, LossKind::kDefault, Preset::kTiny);
-    absl::StatusOr<AotPair> pair = BuildAotPair(f);
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    const std::vector<RecomputeCandidate> candidates =
-        RecomputeCandidates(pair->forward, pair->backward);
-    std::vector<std::string> names;
-    for (const RecomputeCandidate& c : candidates) names.push_back(c.name);
-    absl::StatusOr<int64_t> done = RecomputeSaved(&pair->forward, &pair->backward, names);
-    ASSERT_TRUE(done.ok()) << done.status();
-    EXPECT_EQ(*done > 0, !names.empty());
-    EXPECT_LE(*done, static_cast<int64_t>(names.size()));
-    total += *done;
-    // num_saved and saved_bytes by the convention's rule: the values past the outputs, their
-    // distinct storages.
-    const std::vector<Value>& rets = pair->forward.node(pair->forward.last()).args()[0].items();
-    pair->num_saved = static_cast<int64_t>(rets.size()) - pair->num_outputs;
-    absl::flat_hash_set<NodeId> bases;
-    pair->saved_bytes = 0;
-    for (size_t i = pair->num_outputs; i < rets.size(); ++i) {
-      NodeId base = rets[i].as_ref();
-      while (IsView(pair->forward.node(base))) base = pair->forward.node(base).inputs()[0];
-      if (bases.insert(base).second) {
-        pair->saved_bytes += pair->forward.node(base).meta().tensor_size;
-      }
-    }
-    absl::Status s = CheckAotPair(f, *pair);
-    EXPECT_TRUE(s.ok()) << s;
-    int64_t copies = 0;
-    for (NodeId id : pair->backward.order()) {
-      const Node& n = pair->backward.node(id);
-      if (!absl::StrContains(n.name(), "__recomputed")) continue;
-      ++copies;
-      EXPECT_FALSE(absl::StartsWith(n.target(), "dc.")) << n.name();
-      for (NodeId in : n.inputs()) {  // what the backward holds, or copies made for it
-        const Node& x = pair->backward.node(in);
-        EXPECT_TRUE(x.op() == Op::kPlaceholder || absl::StrContains(x.name(), "__recomputed"))
-            << n.name();
-      }
-    }
-    EXPECT_GE(copies, *done);
-    // Applying them again changes nothing: they are no longer saved.
-    absl::StatusOr<int64_t> again = RecomputeSaved(&pair->forward, &pair->backward, names);
-    ASSERT_TRUE(again.ok());
-    EXPECT_EQ(*again, 0);
-  }
-  EXPECT_GT(total, 10);
 }
 
 // A chain behind a split: the real slice_backward stays, the whole-range ones after it go

@@ -45,6 +45,12 @@ inline constexpr absl::string_view kWaitOffloadTarget = "dc.wait_offload";
 // accepted unchecked.
 inline constexpr absl::string_view kZero3Prefix = "dc.";
 
+// Whether `target` is one of the four host-memory ops' (offload, reload and their waits). O(1).
+inline bool IsHostMemoryTarget(absl::string_view target) {
+  return target == kOffloadTarget || target == kReloadTarget || target == kWaitReloadTarget ||
+         target == kWaitOffloadTarget;
+}
+
 // Positions of the ops' arguments: args[0] is the tensor the op acts on.
 inline constexpr size_t kGraphIdArg = 1;
 inline constexpr size_t kDsIdArg = 2;    // the host-memory ops' id

@@ -27,5 +27,17 @@ TEST(DcOpsTest, HostTensorsAreOffloadCopiesAndPlaceholdersAReloadReads) {
   }
 }
 
+TEST(DcOpsTest, HostMemoryTargetsAreTheFourHostOps) {
+  for (absl::string_view t :
+       {kOffloadTarget, kReloadTarget, kWaitReloadTarget, kWaitOffloadTarget}) {
+    EXPECT_TRUE(IsHostMemoryTarget(t)) << t;
+  }
+  for (absl::string_view t :
+       {kAllgatherTarget, kWaitTarget, kReleaseTarget, kReduceTarget, kWaitReduceTarget,
+        absl::string_view("dc.offload_param"), absl::string_view("aten.add.Tensor")}) {
+    EXPECT_FALSE(IsHostMemoryTarget(t)) << t;
+  }
+}
+
 }  // namespace
 }  // namespace overlap

@@ -135,140 +135,16 @@ class Scheduler {
       : g_(g), options_(options), done_(g.id_bound(), 0), overlay_(g.id_bound(), 0), search_(g) {}
 
   absl::StatusOr<std::vector<NodeId>> Run() {
-    const std::vector<NodeId> last_use = LastUses(g_);
-    std::vector<int> ag_index(g_.id_bound(), -1);
-    std::vector<NodeId> ags;
-    absl::flat_hash_map<int64_t, std::vector<NodeId>> releases;
-    std::vector<NodeId> reduces;
-    for (NodeId id : g_.order()) {
-      const Node& n = g_.node(id);
-      if (n.op() == Op::kPlaceholder) {
-        Schedule(id);
-        continue;
-      }
-      if (IsAllgather(n)) {
-        ag_index[id] = static_cast<int>(ags.size());
-        ags.push_back(id);
-      }
-      if (IsRelease(n) && HasDsId(n)) releases[DsId(n)].push_back(id);
-      if (IsReduce(n)) reduces.push_back(id);
-    }
-    for (NodeId ag : ags) {
-      if (last_use[ag] == kNoNode) {
-        return UnsupportedError(absl::StrCat("allgather \"", g_.node(ag).name(),
-                                             "\" has no last use (nobody reads it)"));
-      }
-    }
-    const size_t A = ags.size();
-    std::vector<NodeId> outputs;  // with duplicates, as the reference iterates them
-    absl::flat_hash_map<NodeId, size_t> output_row;
-    for (NodeId o : FastFreeOutputItems(g_)) {
-      outputs.push_back(o);
-      output_row.emplace(o, output_row.size());
-    }
-    // Paths: one row per allgather (the allgathers its last use needs), per reduce, per
-    // distinct output item; bounded before anything is allocated.
-    // As bitsets while they are small next to the graph (a fraction of what the graph itself
-    // takes); otherwise as counts, so memory stays linear in the graph.
-    const size_t W = (A + 63) / 64;
-    const double path_bytes = 8.0 * W * (A + reduces.size() + output_row.size());
-    const bool counted =
-        options_.path_sets == FastFreeOptions::PathSets::kCounts ||
-        (options_.path_sets == FastFreeOptions::PathSets::kAuto &&
-         path_bytes > std::max<double>(kBitsetFloorBytes, kBitsetBytesPerNode * g_.id_bound()));
-    if (!counted && path_bytes > kMaxRowBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "fast_free: ", A, " allgathers need ", static_cast<int64_t>(path_bytes / (1 << 20)),
-          " MiB of path-set bitsets, over the limit of ", kMaxRowBytes >> 20, " MiB"));
-    }
-    BitRows path(counted ? 0 : A, A), reduce_path(counted ? 0 : reduces.size(), A),
-        output_path(counted ? 0 : output_row.size(), A);
-    std::optional<CountPaths> count_paths;
-    if (counted) {
-      count_paths.emplace(g_, ags, last_use, reduces, output_row);
-    } else {
-      OVERLAP_RETURN_IF_ERROR(FillPaths(ags, ag_index, last_use, reduces, output_row, W, &path,
-                                        &reduce_path, &output_path));
-    }
-
-    std::vector<int> pending(A);  // allgather indices, graph order
-    for (size_t i = 0; i < A; ++i) pending[i] = static_cast<int>(i);
-    auto popcount = [&](const uint64_t* row) {
-      int64_t c = 0;
-      for (size_t w = 0; w < W; ++w) c += __builtin_popcountll(row[w]);
-      return c;
-    };
-    auto empty = [&](const uint64_t* row) {
-      for (size_t w = 0; w < W; ++w) {
-        if (row[w]) return false;
-      }
-      return true;
-    };
-    std::vector<Task> tasks;
-    while (!pending.empty()) {
-      int64_t min_count = INT64_MAX;
-      std::vector<int64_t> counts(pending.size());
-      for (size_t k = 0; k < pending.size(); ++k) {
-        counts[k] = counted ? count_paths->Count(pending[k]) : popcount(path.row(pending[k]));
-        min_count = std::min(min_count, counts[k]);
-      }
-      tasks.clear();
-      for (size_t k = 0; k < pending.size(); ++k) {
-        if (counts[k] == min_count) tasks.push_back(MakeTask(ags[pending[k]], last_use, releases));
-      }
-      const Task* best = nullptr;
+    OVERLAP_RETURN_IF_ERROR(Classify());
+    OVERLAP_RETURN_IF_ERROR(BuildPaths());
+    pending_.resize(ags_.size());  // allgather indices, graph order
+    for (size_t i = 0; i < ags_.size(); ++i) pending_[i] = static_cast<int>(i);
+    while (!pending_.empty()) {
+      FindTasks();
       bool zero_free = false;
-      for (const Task& t : tasks) zero_free |= t.free_mem == 0;
-      auto name = [&](const Task& t) -> const std::string& { return g_.node(t.node).name(); };
-      for (const Task& t : tasks) {
-        if (zero_free) {
-          if (t.free_mem != 0) continue;
-          if (best == nullptr ||
-              std::forward_as_tuple(t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
-                  std::forward_as_tuple(best->n_gathers, best->gather_mem, best->free_cost,
-                                        name(*best))) {
-            best = &t;
-          }
-        } else if (best == nullptr ||
-                   std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost,
-                                         name(t)) <
-                       std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
-                                             best->free_cost, name(*best))) {
-          best = &t;
-        }
-      }
-      const NodeId chosen = best->node;
-      for (NodeId n : zero_free ? best->until_free : best->until_g) Schedule(n);
-      const int ci = ag_index[chosen];
-      pending.erase(std::find(pending.begin(), pending.end(), ci));
-      const size_t cw = static_cast<size_t>(ci) / 64;
-      const uint64_t cbit = uint64_t{1} << (ci % 64);
-      if (counted) count_paths->Choose(chosen);
-      if (!counted) {
-        for (int i : pending) path.row(i)[cw] &= ~cbit;
-      }
-      // Whether a reduce's / an output row's path held `chosen` and is now empty (each once).
-      auto emptied = [&](BitRows& rows_of, size_t row) {
-        uint64_t* bits = rows_of.row(row);
-        if (!(bits[cw] & cbit)) return false;
-        bits[cw] &= ~cbit;
-        return empty(bits);
-      };
-      std::vector<NodeId> now;
-      for (size_t r = 0; r < reduces.size(); ++r) {
-        if (counted ? count_paths->ReduceEmptied(r) : emptied(reduce_path, r)) {
-          now.push_back(reduces[r]);
-        }
-      }
-      for (NodeId r : now) ScheduleRequirements(r);
-      now.clear();
-      for (NodeId o : outputs) {
-        const size_t row = output_row.at(o);
-        if (counted ? count_paths->TakeOutputEmptied(row) : emptied(output_path, row)) {
-          now.push_back(o);
-        }
-      }
-      for (NodeId o : now) ScheduleRequirements(o);
+      const Task& best = BestTask(&zero_free);
+      for (NodeId n : zero_free ? best.until_free : best.until_g) Schedule(n);
+      TakeOut(best.node);
     }
     for (NodeId id : g_.order()) {
       if (!done_[id]) Schedule(id);
@@ -285,19 +161,78 @@ class Scheduler {
   static constexpr double kBitsetBytesPerNode = 64;
   static constexpr double kBitsetFloorBytes = 16 << 20;
 
+  // Schedules the placeholders; finds the last uses, the allgathers (indexed in graph
+  // order), the releases by ds_id, the reduces and the output items. Unsupported when an
+  // allgather has no last use.
+  absl::Status Classify() {
+    last_use_ = LastUses(g_);
+    ag_index_.assign(g_.id_bound(), -1);
+    for (NodeId id : g_.order()) {
+      const Node& n = g_.node(id);
+      if (n.op() == Op::kPlaceholder) {
+        Schedule(id);
+        continue;
+      }
+      if (IsAllgather(n)) {
+        ag_index_[id] = static_cast<int>(ags_.size());
+        ags_.push_back(id);
+      }
+      if (IsRelease(n) && HasDsId(n)) releases_[DsId(n)].push_back(id);
+      if (IsReduce(n)) reduces_.push_back(id);
+    }
+    for (NodeId ag : ags_) {
+      if (last_use_[ag] == kNoNode) {
+        return UnsupportedError(absl::StrCat("allgather \"", g_.node(ag).name(),
+                                             "\" has no last use (nobody reads it)"));
+      }
+    }
+    for (NodeId o : FastFreeOutputItems(g_)) {
+      outputs_.push_back(o);
+      output_row_.emplace(o, output_row_.size());
+    }
+    return absl::OkStatus();
+  }
+
+  // Paths: one row per allgather (the allgathers its last use needs), per reduce, per
+  // distinct output item; bounded before anything is allocated.
+  // As bitsets while they are small next to the graph (a fraction of what the graph itself
+  // takes); otherwise as counts, so memory stays linear in the graph.
+  absl::Status BuildPaths() {
+    const size_t A = ags_.size();
+    W_ = (A + 63) / 64;
+    const double path_bytes = 8.0 * W_ * (A + reduces_.size() + output_row_.size());
+    counted_ =
+        options_.path_sets == FastFreeOptions::PathSets::kCounts ||
+        (options_.path_sets == FastFreeOptions::PathSets::kAuto &&
+         path_bytes > std::max<double>(kBitsetFloorBytes, kBitsetBytesPerNode * g_.id_bound()));
+    if (!counted_ && path_bytes > kMaxRowBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "fast_free: ", A, " allgathers need ", static_cast<int64_t>(path_bytes / (1 << 20)),
+          " MiB of path-set bitsets, over the limit of ", kMaxRowBytes >> 20, " MiB"));
+    }
+    if (counted_) {
+      count_paths_.emplace(g_, ags_, last_use_, reduces_, output_row_);
+      return absl::OkStatus();
+    }
+    path_ = BitRows(A, A);
+    reduce_path_ = BitRows(reduces_.size(), A);
+    output_path_ = BitRows(output_row_.size(), A);
+    return FillPaths();
+  }
+
   // The allgathers among each target's args-ancestors (placeholders, the only scheduled
   // nodes at the start, have no ancestors, so this is what requirements would collect),
   // by one forward pass. A node's ancestor row lives only until its last reader has been
   // processed (rows are recycled), so memory follows the graph's width, not its size.
-  absl::Status FillPaths(const std::vector<NodeId>& ags, const std::vector<int>& ag_index,
-                         const std::vector<NodeId>& last_use, const std::vector<NodeId>& reduces,
-                         const absl::flat_hash_map<NodeId, size_t>& output_row, size_t W,
-                         BitRows* path, BitRows* reduce_path, BitRows* output_path) {
+  absl::Status FillPaths() {
+    const size_t W = W_;
     // Where each node's row must be copied once it is complete.
     absl::flat_hash_map<NodeId, std::vector<uint64_t*>> copy_to;
-    for (size_t i = 0; i < ags.size(); ++i) copy_to[last_use[ags[i]]].push_back(path->row(i));
-    for (size_t i = 0; i < reduces.size(); ++i) copy_to[reduces[i]].push_back(reduce_path->row(i));
-    for (const auto& [node, row] : output_row) copy_to[node].push_back(output_path->row(row));
+    for (size_t i = 0; i < ags_.size(); ++i) copy_to[last_use_[ags_[i]]].push_back(path_.row(i));
+    for (size_t i = 0; i < reduces_.size(); ++i) {
+      copy_to[reduces_[i]].push_back(reduce_path_.row(i));
+    }
+    for (const auto& [node, row] : output_row_) copy_to[node].push_back(output_path_.row(row));
     std::vector<int32_t> readers_left(g_.id_bound(), 0);
     for (NodeId id : g_.order()) {
       for (NodeId in : g_.node(id).arg_inputs()) ++readers_left[in];
@@ -316,7 +251,7 @@ class Scheduler {
         if (8.0 * (pool.size() + W) > kMaxRowBytes) {
           return absl::ResourceExhaustedError(
               absl::StrCat("fast_free: the graph is too wide for its ancestor sets (over ",
-                           kMaxRowBytes >> 20, " MiB for ", ags.size(), " allgathers)"));
+                           kMaxRowBytes >> 20, " MiB for ", ags_.size(), " allgathers)"));
         }
         pool.resize(pool.size() + W, 0);
       }
@@ -326,7 +261,7 @@ class Scheduler {
         const uint64_t* from = pool.data() + slot[in] * W;
         for (size_t w = 0; w < W; ++w) row[w] |= from[w];
       }
-      if (ag_index[id] >= 0) row[ag_index[id] / 64] |= uint64_t{1} << (ag_index[id] % 64);
+      if (ag_index_[id] >= 0) row[ag_index_[id] / 64] |= uint64_t{1} << (ag_index_[id] % 64);
       if (auto it = copy_to.find(id); it != copy_to.end()) {
         for (uint64_t* dst : it->second) std::copy_n(row, W, dst);
       }
@@ -336,6 +271,100 @@ class Scheduler {
       if (readers_left[id] == 0) free_slots.push_back(s);
     }
     return absl::OkStatus();
+  }
+
+  // How many unchosen allgathers pending allgather `i`'s last use needs.
+  int64_t PathCount(int i) {
+    if (counted_) return count_paths_->Count(i);
+    const uint64_t* row = path_.row(i);
+    int64_t c = 0;
+    for (size_t w = 0; w < W_; ++w) c += __builtin_popcountll(row[w]);
+    return c;
+  }
+
+  // The round's candidates into tasks_: the pending allgathers with the smallest path
+  // count, in graph order.
+  void FindTasks() {
+    int64_t min_count = INT64_MAX;
+    counts_.resize(pending_.size());
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      counts_[k] = PathCount(pending_[k]);
+      min_count = std::min(min_count, counts_[k]);
+    }
+    tasks_.clear();
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      if (counts_[k] == min_count) tasks_.push_back(MakeTask(ags_[pending_[k]]));
+    }
+  }
+
+  // The chosen task of tasks_: among those freeing no memory when there are any
+  // (*zero_free), by (n_gathers, gather_mem, free_cost, name); otherwise by free_mem first.
+  const Task& BestTask(bool* zero_free) const {
+    const Task* best = nullptr;
+    *zero_free = false;
+    for (const Task& t : tasks_) *zero_free |= t.free_mem == 0;
+    auto name = [&](const Task& t) -> const std::string& { return g_.node(t.node).name(); };
+    for (const Task& t : tasks_) {
+      if (*zero_free) {
+        if (t.free_mem != 0) continue;
+        if (best == nullptr ||
+            std::forward_as_tuple(t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                std::forward_as_tuple(best->n_gathers, best->gather_mem, best->free_cost,
+                                      name(*best))) {
+          best = &t;
+        }
+      } else if (best == nullptr ||
+                 std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost,
+                                       name(t)) <
+                     std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
+                                           best->free_cost, name(*best))) {
+        best = &t;
+      }
+    }
+    return *best;
+  }
+
+  // Whether row `row` of `rows` held the allgather at (word cw, bit cbit) and, that bit
+  // cleared, is now empty (true once per row).
+  bool RowEmptied(BitRows& rows, size_t row, size_t cw, uint64_t cbit) const {
+    uint64_t* bits = rows.row(row);
+    if (!(bits[cw] & cbit)) return false;
+    bits[cw] &= ~cbit;
+    for (size_t w = 0; w < W_; ++w) {
+      if (bits[w]) return false;
+    }
+    return true;
+  }
+
+  // Takes allgather `chosen` out of pending_ and every path set, then schedules the
+  // requirements of each reduce and output item whose path set it emptied (reduces first,
+  // each group in its order).
+  void TakeOut(NodeId chosen) {
+    const int ci = ag_index_[chosen];
+    pending_.erase(std::find(pending_.begin(), pending_.end(), ci));
+    const size_t cw = static_cast<size_t>(ci) / 64;
+    const uint64_t cbit = uint64_t{1} << (ci % 64);
+    if (counted_) {
+      count_paths_->Choose(chosen);
+    } else {
+      for (int i : pending_) path_.row(i)[cw] &= ~cbit;
+    }
+    now_.clear();
+    for (size_t r = 0; r < reduces_.size(); ++r) {
+      if (counted_ ? count_paths_->ReduceEmptied(r) : RowEmptied(reduce_path_, r, cw, cbit)) {
+        now_.push_back(reduces_[r]);
+      }
+    }
+    for (NodeId r : now_) ScheduleRequirements(r);
+    now_.clear();
+    for (NodeId o : outputs_) {
+      const size_t row = output_row_.at(o);
+      if (counted_ ? count_paths_->TakeOutputEmptied(row)
+                   : RowEmptied(output_path_, row, cw, cbit)) {
+        now_.push_back(o);
+      }
+    }
+    for (NodeId o : now_) ScheduleRequirements(o);
   }
 
   void Schedule(NodeId n) {
@@ -365,14 +394,13 @@ class Scheduler {
     for (NodeId n : need) Schedule(n);
   }
 
-  Task MakeTask(NodeId ag, const std::vector<NodeId>& last_use,
-                const absl::flat_hash_map<int64_t, std::vector<NodeId>>& releases) {
+  Task MakeTask(NodeId ag) {
     Task t;
     t.node = ag;
     ++overlay_epoch_;
     Requirements(ag, true, &t.until_g);
     std::vector<NodeId> free_part;
-    Requirements(last_use[ag], true, &free_part);
+    Requirements(last_use_[ag], true, &free_part);
     for (NodeId n : free_part) {
       t.free_cost += TimeOf(g_.node(n));
       if (IsAllgather(g_.node(n))) t.free_mem += SizeOf(g_.node(n));
@@ -384,8 +412,8 @@ class Scheduler {
     t.until_free.insert(t.until_free.end(), free_part.begin(), free_part.end());
     const Node& agn = g_.node(ag);
     if (HasDsId(agn)) {
-      auto it = releases.find(DsId(agn));
-      if (it != releases.end()) {
+      auto it = releases_.find(DsId(agn));
+      if (it != releases_.end()) {
         // Everything in until_free is marked, so each search adds only new nodes, and
         // marks them for the next release's search: the reference's "not already in".
         for (NodeId rel : it->second) Requirements(rel, true, &t.until_free);
@@ -402,6 +430,27 @@ class Scheduler {
   uint32_t overlay_epoch_ = 1;  // overlay_ starts at 0: nothing marked
   RequirementSearch search_;
   std::vector<NodeId> order_;
+
+  // What Classify finds.
+  std::vector<NodeId> last_use_;
+  std::vector<int> ag_index_;  // by node: its index among the allgathers, or -1
+  std::vector<NodeId> ags_;    // graph order
+  absl::flat_hash_map<int64_t, std::vector<NodeId>> releases_;
+  std::vector<NodeId> reduces_;
+  std::vector<NodeId> outputs_;  // with duplicates, as the reference iterates them
+  absl::flat_hash_map<NodeId, size_t> output_row_;
+
+  // The path sets: bitsets of W_ words a row, or counts.
+  size_t W_ = 0;
+  bool counted_ = false;
+  BitRows path_{0, 0}, reduce_path_{0, 0}, output_path_{0, 0};
+  std::optional<CountPaths> count_paths_;
+
+  // The rounds' state and buffers.
+  std::vector<int> pending_;  // allgather indices, graph order
+  std::vector<int64_t> counts_;
+  std::vector<Task> tasks_;
+  std::vector<NodeId> now_;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <queue>
 #include <string>
 #include <utility>
@@ -384,37 +385,40 @@ class IntervalScheduler {
       if (is_ph_[p]) Schedule(p);
     }
     if (A_ == 0) return;
-    Fenwick<int32_t> chosen(A_);
-    // Targets: the distinct last uses, each with its pending allgathers in graph order.
-    std::vector<int> target_of(A_);
+    GroupTargets();
+    MarkClean();
+    for (int round = 0; round < A_; ++round) {
+      const int64_t best_key = PopCandidateTargets();
+      bool zero_free = false;
+      const int ci = BestCandidate(&zero_free);
+      ScheduleTask(ci, zero_free);
+      RecordChoice(ci, best_key);
+    }
+  }
+
+  // Targets: the distinct last uses, each with its pending allgathers in graph order, all on
+  // the heap with their counts (nothing chosen yet).
+  void GroupTargets() {
+    chosen_ = Fenwick<int32_t>(A_);
+    n_chosen_ = 0;
+    target_of_.resize(A_);
     std::vector<int32_t> target_index(N_, -1);
-    std::vector<int> targets;
-    std::vector<std::vector<int>> pending_of;
     for (int i = 0; i < A_; ++i) {
       const int t = ag_last_[i];
       if (target_index[t] < 0) {
-        target_index[t] = static_cast<int>(targets.size());
-        targets.push_back(t);
-        pending_of.emplace_back();
+        target_index[t] = static_cast<int>(targets_.size());
+        targets_.push_back(t);
+        pending_of_.emplace_back();
       }
-      target_of[i] = target_index[t];
-      pending_of[target_of[i]].push_back(i);
+      target_of_[i] = target_index[t];
+      pending_of_[target_of_[i]].push_back(i);
     }
-    int64_t n_chosen = 0;
-    auto count_of = [&](int t) {  // |AG(Anc*(t)) \ C|
-      const Span s = il_[targets[t]];
-      int64_t c = 0;
-      for (int32_t x = 0; x < s.len; ++x) {
-        const Interval iv = pool_[s.off + x];
-        c += (iv.second - iv.first) - chosen.Range(iv.first, iv.second);
-      }
-      return c;
-    };
-    using Entry = std::pair<int64_t, int>;  // (count + |C| when pushed: a lower bound, target)
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-    for (int t = 0; t < static_cast<int>(targets.size()); ++t) heap.push({count_of(t), t});
+    for (int t = 0; t < static_cast<int>(targets_.size()); ++t) heap_.push({CountOf(t), t});
+  }
 
-    // Clean: no unchosen allgather among a node's args-ancestors (itself included).
+  // Clean: no unchosen allgather among a node's args-ancestors (itself included). Counts
+  // each node's dirty args for Choose.
+  void MarkClean() {
     dirty_in_.assign(N_, 0);
     std::vector<char> clean(N_, 0);
     for (int p = 0; p < N_; ++p) {
@@ -424,86 +428,108 @@ class IntervalScheduler {
       clean[p] = d == 0 && ag_idx_[p] < 0;
     }
     is_chosen_.assign(A_, 0);
+  }
 
-    std::vector<int> cand_targets, cands, emptied_reduces, emptied_outputs;
-    std::vector<Fields> fields;
-    for (int round = 0; round < A_; ++round) {
-      // The smallest true key, then every target with that key.
-      while (true) {
-        const auto [k, t] = heap.top();
-        const int64_t key = count_of(t) + n_chosen;
-        if (key == k) break;
-        heap.pop();
-        heap.push({key, t});
-      }
-      const int64_t best_key = heap.top().first;
-      cand_targets.clear();
-      while (!heap.empty() && heap.top().first == best_key) {
-        const int t = heap.top().second;
-        heap.pop();
-        const int64_t key = count_of(t) + n_chosen;
-        if (key == best_key) {
-          cand_targets.push_back(t);
-        } else {
-          heap.push({key, t});
-        }
-      }
-      cands.clear();
-      for (int t : cand_targets) {
-        cands.insert(cands.end(), pending_of[t].begin(), pending_of[t].end());
-      }
-      std::sort(cands.begin(), cands.end());  // graph order, as the reference iterates
-      fields.assign(cands.size(), Fields());
-      bool zero_free = false;
-      for (size_t k = 0; k < cands.size(); ++k) {
-        const int i = cands[k];
-        const Span s = il_[ag_pos_[i]];
-        Fields& f = fields[k];
-        f.free_mem = UndoneSize(il_free_[i].data(), il_free_[i].data() + il_free_[i].size());
-        f.gather_mem = UndoneSize(pool_.data() + s.off, pool_.data() + s.off + s.len);
-        f.n_gathers = UndoneCount(il_all_[i]);
-        zero_free |= f.free_mem == 0;
-      }
-      auto name = [&](int k) -> const std::string& {
-        return g_.node(node_of_[ag_pos_[cands[k]]]).name();
-      };
-      // The reference's comparison, free_cost summed only when it decides.
-      auto less = [&](int x, int y) {
-        const Fields& a = fields[x];
-        const Fields& b = fields[y];
-        if (!zero_free && a.free_mem != b.free_mem) return a.free_mem < b.free_mem;
-        if (a.n_gathers != b.n_gathers) return a.n_gathers < b.n_gathers;
-        if (a.gather_mem != b.gather_mem) return a.gather_mem < b.gather_mem;
-        if (!SameFreeCost(cands[x], cands[y])) {
-          const double cx = FreeCost(&fields[x], cands[x]);
-          const double cy = FreeCost(&fields[y], cands[y]);
-          if (cx < cy) return true;
-          if (cy < cx) return false;
-        }
-        return name(x) < name(y);
-      };
-      int best = -1;
-      for (size_t k = 0; k < cands.size(); ++k) {
-        if (zero_free && fields[k].free_mem != 0) continue;
-        if (best < 0 || less(static_cast<int>(k), best)) best = static_cast<int>(k);
-      }
-      const int ci = cands[best];
-      ScheduleTask(ci, zero_free);
-      ++n_chosen;
-      chosen.Add(rank_[ci], 1);
-      std::vector<int>& left = pending_of[target_of[ci]];
-      left.erase(std::find(left.begin(), left.end(), ci));
-      for (int t : cand_targets) {
-        if (!pending_of[t].empty()) heap.push({best_key, t});  // still a lower bound
-      }
-      emptied_reduces.clear();
-      emptied_outputs.clear();
-      Choose(ci, &emptied_reduces, &emptied_outputs);
-      std::sort(emptied_reduces.begin(), emptied_reduces.end());
-      for (int r : emptied_reduces) ScheduleRequirements(reduces_[r]);
-      std::sort(emptied_outputs.begin(), emptied_outputs.end());
-      for (int o : emptied_outputs) ScheduleRequirements(outputs_[o]);
+  // |AG(Anc*(t)) \ C| for target t.
+  int64_t CountOf(int t) const {
+    const Span s = il_[targets_[t]];
+    int64_t c = 0;
+    for (int32_t x = 0; x < s.len; ++x) {
+      const Interval iv = pool_[s.off + x];
+      c += (iv.second - iv.first) - chosen_.Range(iv.first, iv.second);
     }
+    return c;
+  }
+
+  // The smallest true key, then every target with that key, popped into cand_targets_;
+  // returns that key.
+  int64_t PopCandidateTargets() {
+    while (true) {
+      const auto [k, t] = heap_.top();
+      const int64_t key = CountOf(t) + n_chosen_;
+      if (key == k) break;
+      heap_.pop();
+      heap_.push({key, t});
+    }
+    const int64_t best_key = heap_.top().first;
+    cand_targets_.clear();
+    while (!heap_.empty() && heap_.top().first == best_key) {
+      const int t = heap_.top().second;
+      heap_.pop();
+      const int64_t key = CountOf(t) + n_chosen_;
+      if (key == best_key) {
+        cand_targets_.push_back(t);
+      } else {
+        heap_.push({key, t});
+      }
+    }
+    return best_key;
+  }
+
+  // The reference's choice among the candidate targets' pending allgathers: their fields
+  // into fields_, then the best; *zero_free when some candidate frees no memory.
+  int BestCandidate(bool* zero_free) {
+    cands_.clear();
+    for (int t : cand_targets_) {
+      cands_.insert(cands_.end(), pending_of_[t].begin(), pending_of_[t].end());
+    }
+    std::sort(cands_.begin(), cands_.end());  // graph order, as the reference iterates
+    fields_.assign(cands_.size(), Fields());
+    *zero_free = false;
+    for (size_t k = 0; k < cands_.size(); ++k) {
+      const int i = cands_[k];
+      const Span s = il_[ag_pos_[i]];
+      Fields& f = fields_[k];
+      f.free_mem = UndoneSize(il_free_[i].data(), il_free_[i].data() + il_free_[i].size());
+      f.gather_mem = UndoneSize(pool_.data() + s.off, pool_.data() + s.off + s.len);
+      f.n_gathers = UndoneCount(il_all_[i]);
+      *zero_free |= f.free_mem == 0;
+    }
+    int best = -1;
+    for (size_t k = 0; k < cands_.size(); ++k) {
+      if (*zero_free && fields_[k].free_mem != 0) continue;
+      if (best < 0 || Before(static_cast<int>(k), best, *zero_free)) best = static_cast<int>(k);
+    }
+    return cands_[best];
+  }
+
+  // Whether candidate x (an index into cands_) comes before candidate y: the reference's
+  // comparison, free_cost summed only when it decides.
+  bool Before(int x, int y, bool zero_free) {
+    const Fields& a = fields_[x];
+    const Fields& b = fields_[y];
+    if (!zero_free && a.free_mem != b.free_mem) return a.free_mem < b.free_mem;
+    if (a.n_gathers != b.n_gathers) return a.n_gathers < b.n_gathers;
+    if (a.gather_mem != b.gather_mem) return a.gather_mem < b.gather_mem;
+    if (!SameFreeCost(cands_[x], cands_[y])) {
+      const double cx = FreeCost(&fields_[x], cands_[x]);
+      const double cy = FreeCost(&fields_[y], cands_[y]);
+      if (cx < cy) return true;
+      if (cy < cx) return false;
+    }
+    return AllgatherName(cands_[x]) < AllgatherName(cands_[y]);
+  }
+
+  const std::string& AllgatherName(int i) const { return g_.node(node_of_[ag_pos_[i]]).name(); }
+
+  // After allgather ci (of a target with key best_key) is chosen and its task scheduled:
+  // counts it chosen, puts the candidate targets still pending back on the heap, and
+  // schedules the requirements of the reduces, then the output items, it emptied.
+  void RecordChoice(int ci, int64_t best_key) {
+    ++n_chosen_;
+    chosen_.Add(rank_[ci], 1);
+    std::vector<int>& left = pending_of_[target_of_[ci]];
+    left.erase(std::find(left.begin(), left.end(), ci));
+    for (int t : cand_targets_) {
+      if (!pending_of_[t].empty()) heap_.push({best_key, t});  // still a lower bound
+    }
+    emptied_reduces_.clear();
+    emptied_outputs_.clear();
+    Choose(ci, &emptied_reduces_, &emptied_outputs_);
+    std::sort(emptied_reduces_.begin(), emptied_reduces_.end());
+    for (int r : emptied_reduces_) ScheduleRequirements(reduces_[r]);
+    std::sort(emptied_outputs_.begin(), emptied_outputs_.end());
+    for (int o : emptied_outputs_) ScheduleRequirements(outputs_[o]);
   }
 
   // Marks allgather ci chosen and collects the rows that become clean now: exactly the
@@ -637,6 +663,17 @@ class IntervalScheduler {
   Fenwick<int32_t> done_cnt_;
   Fenwick<int64_t> done_size_;
   std::vector<int32_t> dirty_in_;
+  // The rounds: targets (distinct last uses) and their pending allgathers, the heap of
+  // (count + |C| when pushed: a lower bound, target), what is chosen, and each round's
+  // candidates.
+  using Entry = std::pair<int64_t, int>;
+  std::vector<int> target_of_, targets_;
+  std::vector<std::vector<int>> pending_of_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_;
+  Fenwick<int32_t> chosen_;
+  int64_t n_chosen_ = 0;
+  std::vector<int> cand_targets_, cands_, emptied_reduces_, emptied_outputs_;
+  std::vector<Fields> fields_;
   std::vector<uint32_t> visit_, overlay_;
   uint32_t visit_epoch_ = 0, epoch_ = 1;
   std::vector<Frame> frames_;

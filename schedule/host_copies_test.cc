@@ -1,14 +1,14 @@
-// Activation offloading end to end on graphs: OffloadSaved's rewrite (graph/aot.h) verified,
-// PlaceHostCopies' orders (topological, each op where host_copies.h says), and both
+// Activation offloading end to end on graphs: OffloadSaved's rewrite (graph/saved_rewrites.h)
+// verified, PlaceHostCopies' orders (topological, each op where host_copies.h says), and both
 // simulators agreeing on the host link.
 #include "schedule/host_copies.h"
 
 #include <string>
 #include <vector>
 
-#include "graph/aot.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
+#include "graph/saved_rewrites.h"
 #include "graph/verifier.h"
 #include "gtest/gtest.h"
 #include "schedule/analysis.h"

@@ -39,9 +39,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "graph/graph.h"
+#include "graph/saved_rewrites.h"
 #include "schedule/lookahead_prefetch.h"
 #include "schedule/simulator.h"
 
@@ -99,11 +99,11 @@ struct StepPlanOptions {
   // Record both simulations' traces in the plan (what --trace and --svg draw).
   bool record_trace = false;
   // Ours, when no plan fits: recompute saved tensors in the backward instead of keeping
-  // them (graph/aot.h's RecomputeSaved), the fewest that make the step fit, cheapest first
-  // (bytes saved per second recomputed). false: no recomputation.
+  // them (graph/saved_rewrites.h's RecomputeSaved), the fewest that make the step fit, cheapest
+  // first (bytes saved per second recomputed). false: no recomputation.
   bool recompute = true;
   // Ours, when no plan fits: keep saved tensors in host memory between the graphs instead
-  // (graph/aot.h's OffloadSaved; copies over the host link of `collectives`). Each saved
+  // (graph/saved_rewrites.h's OffloadSaved; copies over the host link of `collectives`). Each saved
   // group gets the cheaper of the levers allowed (recomputation's device time against the
   // copies' host-link time both ways); the fewest groups that make the step fit are taken,
   // most bytes per second first. false: no offloading.

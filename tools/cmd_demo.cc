@@ -23,8 +23,7 @@
 #include "runtime/comm/store_server.h"
 #include "runtime/core/blas.h"
 #include "runtime/core/dnnl_conv.h"
-#include "runtime/cuda/cuda_kernels.h"
-#include "runtime/cuda/cuda_plugin.h"
+#include "runtime/job/backend.h"
 #include "runtime/job/launcher.h"
 #include "runtime/train/train.h"
 #include "schedule/budget.h"
@@ -326,16 +325,12 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
 #else
   // The real device's plugin (and with it the CUDA libraries) is opened here, as
   // `--device cuda` would; a machine without them goes on with the emulated device.
-  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
-  GpuInfo info;
-  absl::Status usable = api.status();
-  if (api.ok()) {
-    OVERLAP_ASSIGN_OR_RETURN(info, (*api)->Probe());
-    usable = (*api)->CheckUsable(0);
+  OVERLAP_ASSIGN_OR_RETURN(const CudaAvailability cuda, ProbeCuda());
+  const absl::Status& usable = cuda.usable;
+  if (cuda.plugin_loaded) {
     std::fprintf(in.out(), "[11] CUDA backend (built for %s, NCCL %s): %s\n",
-                 CudaVersionString(info.runtime_version).c_str(),
-                 NcclVersionString(info.nccl_version).c_str(),
-                 usable.ok() ? absl::StrCat("device 0 is ", info.device_name).c_str()
+                 cuda.cuda_version.c_str(), cuda.nccl_version.c_str(),
+                 usable.ok() ? absl::StrCat("device 0 is ", cuda.device_name).c_str()
                              : std::string(usable.message()).c_str());
     std::fputs(
         "     CUDA's libraries come with the plugin (liboverlap_cuda.so, "
@@ -353,7 +348,7 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
     for (NodeId id = 0; id < g->id_bound(); ++id) {
       if (!g->IsLive(id) || g->node(id).op() != Op::kCallFunction) continue;
       if (absl::StartsWith(g->node(id).target(), "operator.")) continue;  // tuple access
-      ++kinds[CudaKernelKind(g->node(id).target())];
+      ++kinds[CudaKernelKindOf(g->node(id).target())];
     }
   }
   std::string counts;
@@ -367,7 +362,7 @@ absl::Status ShowCuda(Invocation& in, const std::string& model) {
   const std::string binary = OverlapBinary();
   if (binary.empty()) return absl::OkStatus();
   const std::string device = usable.ok() ? "cuda" : "cuda-emulated";
-  const std::string collectives = usable.ok() && info.device_count < 2 ? "gloo" : "";
+  const std::string collectives = usable.ok() && cuda.device_count < 2 ? "gloo" : "";
   std::fprintf(in.out(),
                "     two ranks on it (`overlap run --nproc 2 --strategy zero3 --device %s%s "
                "--steps 5`; GPU checks: tools/gpu_check.sh):\n",

@@ -17,6 +17,7 @@
 #include "graph/value_bytes.h"
 #include "runtime/core/blas.h"
 #include "runtime/core/safetensors.h"
+#include "runtime/exec/exec_report.h"
 #include "runtime/exec/interpreter.h"
 #include "runtime/exec/memory_plan.h"
 #include "runtime/exec/replay.h"
@@ -58,33 +59,15 @@ constexpr FlagSpec kFlags[] = {
      "memory available now); a graph that needs more is refused up front"},
 };
 
-// Outputs listed per graph; the rest are counted.
-constexpr int64_t kShown = 12;
-
-std::string Checksum(const Tensor& t) {
-  double sum = 0, abs = 0;
+// An output's checksum line's figures: the sums of its elements and of their magnitudes.
+OutputChecksum ChecksumOf(const std::string& name, const Tensor& t) {
+  OutputChecksum c{name, t.DebugString()};
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = GetElement(t, i);
-    sum += v;
-    abs += std::fabs(v);
+    c.sum += v;
+    c.abs_sum += std::fabs(v);
   }
-  return absl::StrCat(t.DebugString(), "  sum ", absl::StrFormat("%.6g", sum), "  sum|x| ",
-                      absl::StrFormat("%.6g", abs));
-}
-
-std::string Memory(const RunResult& r) {
-  std::string s = absl::StrCat(
-      "measured peak ", FormatBytes(r.peak_bytes), ", simulated peak ",
-      FormatBytes(r.simulated_peak_bytes),
-      " (world size 1): ", r.peak_bytes == r.simulated_peak_bytes ? "equal" : "DIFFERENT",
-      "; kernel scratch peak ", FormatBytes(r.scratch_peak_bytes), "; both at once ",
-      FormatBytes(r.total_peak_bytes), " (", r.total_peak_bytes, " bytes)");
-  if (r.view_copies > 0) {
-    absl::StrAppend(&s, "; ", r.view_copies, " view node(s) had to copy (",
-                    FormatBytes(r.view_copy_bytes),
-                    " the simulator counts as views: their input's layout allows no view)");
-  }
-  return s;
+  return c;
 }
 
 int Replay(Invocation& in, const std::vector<std::string>& files) {
@@ -101,14 +84,14 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
     if (!g.ok()) return in.BadInput(g.status());
     absl::StatusOr<ReplayResult> r = overlap::Replay(*g, o);
     if (!r.ok()) return in.BadInput(r.status());
-    std::fprintf(in.summary(),
-                 "replayed %lld nodes in %s (%s); measured peak %s, simulated peak %s (world "
-                 "size 1): %s; %s live at the end\n",
-                 static_cast<long long>(r->nodes_run), FormatSeconds(r->wall_s).c_str(),
-                 o.count_only ? "buffers counted" : "buffers allocated",
-                 FormatBytes(r->peak_bytes).c_str(), FormatBytes(r->simulated_peak_bytes).c_str(),
-                 r->peak_bytes == r->simulated_peak_bytes ? "equal" : "DIFFERENT",
-                 FormatBytes(r->final_bytes).c_str());
+    ExecReplayReport report;
+    report.nodes_run = r->nodes_run;
+    report.wall_s = r->wall_s;
+    report.count_only = o.count_only;
+    report.peak_bytes = r->peak_bytes;
+    report.simulated_peak_bytes = r->simulated_peak_bytes;
+    report.final_bytes = r->final_bytes;
+    std::fputs(FormatExecReplay(report).c_str(), in.summary());
   }
   return kExitOk;
 }
@@ -204,35 +187,38 @@ absl::StatusOr<ExecInputs> GatherInputs(Invocation& in, const Graph& forward, ui
   return out;
 }
 
-// Prints one graph's run (time, memory) and its first kShown outputs' checksums; every
-// output goes into `saved` by value name (grad:<parameter> for gradients).
+// Prints one graph's run (time, memory) and its first kShownOutputs outputs' checksums;
+// every output goes into `saved` by value name (grad:<parameter> for gradients).
 void PrintOutputs(Invocation& in, const Graph& g, const RunResult& r, const char* what,
                   TensorMap& saved) {
-  std::fprintf(in.summary(), "%s: %lld nodes in %s; %s\n", what,
-               static_cast<long long>(r.nodes_run), FormatSeconds(r.wall_s).c_str(),
-               Memory(r).c_str());
+  GraphRunReport report;
+  report.what = what;
+  report.nodes_run = r.nodes_run;
+  report.wall_s = r.wall_s;
+  report.peak_bytes = r.peak_bytes;
+  report.simulated_peak_bytes = r.simulated_peak_bytes;
+  report.scratch_peak_bytes = r.scratch_peak_bytes;
+  report.total_peak_bytes = r.total_peak_bytes;
+  report.view_copies = r.view_copies;
+  report.view_copy_bytes = r.view_copy_bytes;
   const Node& out = g.node(g.last());
   const std::vector<Value> items = out.args().empty() ? std::vector<Value>{}
                                    : out.args()[0].kind() == Value::Kind::kList
                                        ? out.args()[0].items()
                                        : std::vector<Value>{out.args()[0]};
-  int64_t shown = 0, more = 0;
   for (size_t i = 0; i < r.outputs.size() && i < items.size(); ++i) {
     if (!r.outputs[i].defined() || !items[i].is_ref()) continue;
     const Node& v = g.node(items[i].as_ref());
     const std::string name =
         v.meta().has_grad_of ? absl::StrCat("grad:", v.meta().grad_of) : v.name();
     saved[name] = r.outputs[i];
-    if (shown++ >= kShown) {
-      ++more;
-      continue;
+    if (static_cast<int64_t>(report.shown.size()) < kShownOutputs) {
+      report.shown.push_back(ChecksumOf(name, r.outputs[i]));
+    } else {
+      ++report.more_outputs;
     }
-    std::fprintf(in.summary(), "  %-28s %s\n", name.c_str(), Checksum(r.outputs[i]).c_str());
   }
-  if (more > 0) {
-    std::fprintf(in.summary(), "  ... and %lld more outputs (--save writes them all)\n",
-                 static_cast<long long>(more));
-  }
+  std::fputs(FormatGraphRun(report).c_str(), in.summary());
 }
 
 // One timed run's seconds: forward, backward (0 without one), together.
@@ -269,29 +255,6 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// --profile: one op's time summed over its calls.
-struct OpTime {
-  double s = 0;
-  int64_t calls = 0;
-};
-
-// Prints the 20 ops that took longest, as a mean per run over `repeat` runs.
-void PrintProfile(Invocation& in, const std::map<std::string, OpTime>& by_op, int64_t repeat) {
-  std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
-  std::sort(ops.begin(), ops.end(),
-            [](const auto& a, const auto& b) { return a.second.s > b.second.s; });
-  double total = 0;
-  for (const auto& op : ops) total += op.second.s;
-  std::fprintf(in.summary(), "profile: time per run by op (mean over %lld runs):\n",
-               static_cast<long long>(repeat));
-  for (size_t i = 0; i < ops.size() && i < 20; ++i) {
-    const OpTime& t = ops[i].second;
-    std::fprintf(in.summary(), "  %-44s %10s %5.1f%%  %lld calls\n", ops[i].first.c_str(),
-                 FormatSeconds(t.s / repeat).c_str(), 100 * t.s / std::max(total, 1e-30),
-                 static_cast<long long>(t.calls / repeat));
-  }
-}
-
 // Steady-state timing: the first run paid the one-time costs (oneDNN's code generation,
 // first-touch of the pools); these `repeat` runs skip the simulation and the guard.
 absl::Status TimeRepeats(Invocation& in, const AotPair& pair, bool has_backward,
@@ -302,12 +265,12 @@ absl::Status TimeRepeats(Invocation& in, const AotPair& pair, bool has_backward,
   timed.memory_checked = true;
   // --profile: each call node's time, from the previous node's end to its own (so a
   // graph's first node also carries the run's setup), summed by op.
-  std::map<std::string, OpTime> by_op;
+  std::map<std::string, OpTimeRow> by_op;
   auto last = std::chrono::steady_clock::now();
   if (profile) {
     timed.after_node = [&](const Node& n, const std::vector<Tensor>&) {
       const auto now = std::chrono::steady_clock::now();
-      OpTime& t = by_op[n.target()];
+      OpTimeRow& t = by_op[n.target()];
       t.s += std::chrono::duration<double>(now - last).count();
       ++t.calls;
       last = now;
@@ -325,12 +288,16 @@ absl::Status TimeRepeats(Invocation& in, const AotPair& pair, bool has_backward,
     if (has_backward) bwd_s.push_back(r->backward);
     all_s.push_back(r->together);
   }
-  std::fprintf(
-      in.summary(), "repeat: %lld runs, median forward %s%s, together %s\n",
-      static_cast<long long>(repeat), FormatSeconds(Median(fwd_s)).c_str(),
-      has_backward ? absl::StrCat(", backward ", FormatSeconds(Median(bwd_s))).c_str() : "",
-      FormatSeconds(Median(all_s)).c_str());
-  if (!by_op.empty()) PrintProfile(in, by_op, repeat);
+  ExecRepeatReport report;
+  report.runs = repeat;
+  report.forward_s = Median(fwd_s);
+  if (has_backward) report.backward_s = Median(bwd_s);
+  report.together_s = Median(all_s);
+  for (auto& [op, t] : by_op) {
+    t.op = op;
+    report.profile.push_back(t);
+  }
+  std::fputs(FormatExecRepeat(report).c_str(), in.summary());
   return absl::OkStatus();
 }
 
@@ -363,9 +330,11 @@ int Run(Invocation& in) {
   Allocator alloc;
   absl::StatusOr<ExecInputs> inputs = GatherInputs(in, pair->forward, seed, alloc);
   if (!inputs.ok()) return in.BadInput(inputs.status());
-  std::fprintf(in.summary(), "inputs: %lld from files, %lld seeded (seed %llu)\n",
-               static_cast<long long>(inputs->from_files),
-               static_cast<long long>(inputs->from_seed), static_cast<unsigned long long>(seed));
+  ExecInputsReport inputs_report;
+  inputs_report.from_files = inputs->from_files;
+  inputs_report.from_seed = inputs->from_seed;
+  inputs_report.seed = seed;
+  std::fputs(FormatExecInputs(inputs_report).c_str(), in.summary());
   InterpreterOptions o;
   o.simulate = true;
   o.compute_in_double = in.Switch("double");
@@ -386,8 +355,7 @@ int Run(Invocation& in) {
     absl::Status written =
         WriteTextFile(in, *out, WriteSafetensors(saved, {{"producer", "overlap exec"}}));
     if (!written.ok()) return in.BadInput(written);
-    std::fprintf(in.summary(), "wrote %lld tensors to %s\n", static_cast<long long>(saved.size()),
-                 out->c_str());
+    std::fputs(FormatExecSaved(static_cast<int64_t>(saved.size()), *out).c_str(), in.summary());
   }
   return kExitOk;
 }

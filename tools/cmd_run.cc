@@ -25,7 +25,7 @@
 #include "graph/size.h"
 #include "runtime/comm/tcp_store.h"
 #include "runtime/core/blas.h"
-#include "runtime/cuda/cuda_plugin.h"
+#include "runtime/job/backend.h"
 #include "runtime/job/job.h"
 #include "runtime/job/launcher.h"
 #include "schedule/scheduler_registry.h"
@@ -167,20 +167,15 @@ std::string PredictionBasis(const JobOptions& o) {
 
 // --device cuda needs a usable GPU: the reason otherwise (exit 1) before any rank starts.
 int CheckDevice(Invocation& in, const JobOptions& o) {
-  if (o.device != ComputeDevice::kCuda) return kExitOk;
-  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
-  absl::Status usable = api.ok() ? (*api)->CheckUsable(0) : api.status();
+  absl::Status usable = CheckComputeDevice(o.device);
   return usable.ok() ? kExitOk : in.BadInput(usable);
 }
 
-int Worker(Invocation& in) {
-  // Named in ps and top as what it is (the kernel's name is the executable's otherwise);
-  // set before any thread starts, so that its threads inherit it.
-  prctl(PR_SET_NAME, "overlap worker");
-  JobOptions o = ReadJobFlags(in);
-  int64_t threads = ReadThreadsFlag(in);
-  if (in.has_usage_error()) return in.UsageError();
-  if (int d = CheckDevice(in, o); d != kExitOk) return d;
+// A worker's start, once its flags are read: its BLAS threads (`threads`, 0: this machine's
+// cores shared among its ranks), its place in the job (`info`, from the environment), the
+// checks made before step 1, and the injected fault (into `o`). kExitOk, or the exit code
+// of what was wrong.
+int StartWorker(Invocation& in, int64_t threads, JobOptions& o, RendezvousInfo& info_out) {
   // The machine's cores shared among its ranks: a rank taking every core oversubscribes
   // them N-fold (each rank's OpenBLAS and OpenMP pools would spin on all of them).
   if (threads == 0) {
@@ -212,29 +207,47 @@ int Worker(Invocation& in) {
   absl::StatusOr<std::optional<FaultSpec>> fault = FaultFromEnv();
   if (!fault.ok()) return in.BadInput(fault.status());
   o.fault = *fault;
+  info_out = *std::move(info);
+  return kExitOk;
+}
+
+// Rank 0's line for each step.
+void PrintStep(Invocation& in, const JobOptions& o, const StepReport& r) {
+  if (o.time_scale > 0) {  // no kernels ran: there is no loss
+    std::fprintf(in.out(), "step %lld (timed replay) time %s hidden %s\n",
+                 static_cast<long long>(r.step), FormatSeconds(r.seconds).c_str(),
+                 Fraction(r.hidden).c_str());
+  } else {
+    std::fprintf(in.out(), "step %lld loss %.9g time %s hidden %s\n",
+                 static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
+                 Fraction(r.hidden).c_str());
+  }
+  std::fflush(in.out());
+}
+
+int Worker(Invocation& in) {
+  // Named in ps and top as what it is (the kernel's name is the executable's otherwise);
+  // set before any thread starts, so that its threads inherit it.
+  prctl(PR_SET_NAME, "overlap worker");
+  JobOptions o = ReadJobFlags(in);
+  const int64_t threads = ReadThreadsFlag(in);
+  if (in.has_usage_error()) return in.UsageError();
+  if (int d = CheckDevice(in, o); d != kExitOk) return d;
+  RendezvousInfo info;
+  if (int started = StartWorker(in, threads, o, info); started != kExitOk) return started;
   const std::optional<std::string> trace = in.Path("trace");
   o.record_trace = trace.has_value();
-  const int rank = info->rank;
+  const int rank = info.rank;
   if (rank == 0) {
     std::fprintf(in.summary(), "%s on %d rank(s): %s%s, %lld steps\n",
-                 std::string(StrategyName(o.strategy)).c_str(), info->world_size,
+                 std::string(StrategyName(o.strategy)).c_str(), info.world_size,
                  o.graph_path.empty() ? o.model.c_str() : o.graph_path.c_str(),
                  o.graph_path.empty() ? (o.preset == Preset::kTiny ? " (tiny)" : " (default)") : "",
                  static_cast<long long>(o.steps));
     std::fflush(in.summary());
   }
-  absl::StatusOr<JobSummary> s = RunJobRank(o, *info, [&](const StepReport& r) {
-    if (rank != 0) return;
-    if (o.time_scale > 0) {  // no kernels ran: there is no loss
-      std::fprintf(in.out(), "step %lld (timed replay) time %s hidden %s\n",
-                   static_cast<long long>(r.step), FormatSeconds(r.seconds).c_str(),
-                   Fraction(r.hidden).c_str());
-    } else {
-      std::fprintf(in.out(), "step %lld loss %.9g time %s hidden %s\n",
-                   static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
-                   Fraction(r.hidden).c_str());
-    }
-    std::fflush(in.out());
+  absl::StatusOr<JobSummary> s = RunJobRank(o, info, [&](const StepReport& r) {
+    if (rank == 0) PrintStep(in, o, r);
   });
   if (!s.ok()) return in.BadInput(s.status());
   // Every rank: its memory beside the simulator's, and its state apart.
@@ -264,7 +277,7 @@ int Worker(Invocation& in) {
                     peak <= *s->budget_bytes ? " (within)" : " (EXCEEDED)");
   }
   if (o.strategy == Strategy::kZero3) {
-    absl::StrAppend(&memory, "; apart: shards ", FormatBytes(s->state.shards), ", optimizer ",
+    absl::StrAppend(&memory, "; apart: shards ", FormatBytes(s->state.params), ", optimizer ",
                     FormatBytes(s->state.optimizer), ", communication buffers ",
                     FormatBytes(s->state.buffers));
   }
@@ -332,6 +345,7 @@ int Run(Invocation& in) {
       if (absl::Status s = CheckOutputPath(*path); !s.ok()) return in.BadInput(s);
     }
   }
+  if (absl::Status w = CheckJobWeights(o); !w.ok()) return in.BadInput(w);
   if (o.device == ComputeDevice::kCpu) {
     absl::Status fits = CheckJobMemory(o, static_cast<int>(nproc), static_cast<int>(nproc));
     if (!fits.ok()) return in.BadInput(fits);

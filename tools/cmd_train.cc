@@ -12,6 +12,7 @@
 #include "runtime/core/blas.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/train/train.h"
+#include "runtime/train/train_report.h"
 #include "tools/commands.h"
 #include "tools/shared_flags.h"
 
@@ -85,36 +86,34 @@ int Run(Invocation& in) {
                       : "one fixed batch, memorised");
   }
   const std::string name = graph ? *graph : model;
-  int64_t param_count = 0;
-  for (const auto& [name, p] : t->params()) param_count += p.numel();
   const BlasInfo blas = GetBlasInfo();
-  std::fprintf(in.summary(),
-               "matrix products: %s, %d thread(s); float64 on OpenBLAS %s, %d thread(s)\n",
-               blas.float32.c_str(), blas.pool_threads, blas.corename.c_str(), blas.threads);
-  std::fprintf(
-      in.summary(), "training %s (%s, %s parameters) with %s, lr %g, seed %llu: %s\n", name.c_str(),
-      graph ? "AOT pair from files" : (preset == Preset::kTiny ? "tiny preset" : "default preset"),
-      FormatCount(param_count).c_str(), OptimizerLabel(o.optimizer).c_str(), o.optimizer.lr,
-      static_cast<unsigned long long>(o.seed), task.c_str());
-  double first = 0, last = 0, seconds = 0;
-  int64_t peak = 0;
+  TrainStartReport start;
+  start.float32_products = blas.float32;
+  start.pool_threads = blas.pool_threads;
+  start.float64_core = blas.corename;
+  start.float64_threads = blas.threads;
+  start.name = name;
+  start.source =
+      graph ? "AOT pair from files" : (preset == Preset::kTiny ? "tiny preset" : "default preset");
+  for (const auto& [param, p] : t->params()) start.parameters += p.numel();
+  start.optimizer = OptimizerLabel(o.optimizer);
+  start.lr = o.optimizer.lr;
+  start.seed = o.seed;
+  start.task = task;
+  std::fputs(FormatTrainStart(start).c_str(), in.summary());
+  TrainSummaryReport summary;
+  summary.steps = steps;
   for (int64_t k = 1; k <= steps; ++k) {
     absl::StatusOr<StepResult> s = t->Step();
     if (!s.ok()) return in.BadInput(s.status());
-    if (k == 1) first = s->loss;
-    last = s->loss;
-    seconds += s->seconds;
-    peak = std::max(peak, s->peak_bytes());
-    std::fprintf(in.out(), "step %lld loss %.9g time %s\n", static_cast<long long>(k), s->loss,
-                 FormatSeconds(s->seconds).c_str());
+    if (k == 1) summary.first_loss = s->loss;
+    summary.last_loss = s->loss;
+    summary.seconds += s->seconds;
+    summary.peak_bytes = std::max(summary.peak_bytes, s->peak_bytes());
+    std::fputs(FormatTrainStep(k, s->loss, s->seconds).c_str(), in.out());
     std::fflush(in.out());
   }
-  std::fprintf(in.summary(),
-               "%lld steps in %s (%s per step); loss %.4f -> %.4f (%.1f%% of the first); peak "
-               "of graph values %s\n",
-               static_cast<long long>(steps), FormatSeconds(seconds).c_str(),
-               FormatSeconds(seconds / steps).c_str(), first, last,
-               first != 0 ? 100 * last / first : 0.0, FormatBytes(peak).c_str());
+  std::fputs(FormatTrainSummary(summary).c_str(), in.summary());
   if (!inputs.save_path.empty()) {
     // The parameters by name and the buffers as the steps left them (buffer/<name>).
     TensorMap trained = t->params();
@@ -128,10 +127,9 @@ int Run(Invocation& in) {
         WriteTextFile(in, inputs.save_path,
                       WriteSafetensors(trained, {{"producer", "overlap train"}, {"model", name}}));
     if (!written.ok()) return in.BadInput(written);
-    std::fprintf(in.summary(), "wrote %lld parameters%s to %s\n",
-                 static_cast<long long>(t->params().size()),
-                 buffers > 0 ? absl::StrCat(" and ", buffers, " buffers").c_str() : "",
-                 inputs.save_path.c_str());
+    std::fputs(FormatTrainSaved(static_cast<int64_t>(t->params().size()), buffers, inputs.save_path)
+                   .c_str(),
+               in.summary());
   }
   return kExitOk;
 }

@@ -214,4 +214,15 @@ for threads in 0 5000; do
   test "$(grep -c 'must be an integer from 1 to 4096' threads.err)" = 1
   test "$(grep -c '^usage:' threads.err)" = 1
 done
+# A weights file is checked once, before any rank starts: an empty one (no tensors) is one
+# error naming what is missing, exit 1, and no rank's output.
+/usr/bin/python3 -c "import struct; open('empty.safetensors','wb').write(struct.pack('<Q', 2) + b'{}')"
+set +e
+$overlap run --nproc 4 --model mlp --steps 1 --weights empty.safetensors >w.out 2>w.err
+code=$?
+set -e
+test "$code" = 1
+test "$(grep -c 'the weights lack' w.err)" = 1
+grep -q 'holds no tensors' w.err
+if grep -q 'rank' w.err; then echo "run_test: a rank started despite bad weights" >&2; exit 1; fi
 echo "run_test: ok"

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
+#include "graph/dc_ops.h"
 #include "graph/errors.h"
 #include "graph/json_writer.h"
 #include "graph/models.h"
@@ -196,7 +197,7 @@ void NoteMissingDeviceTimes(const Invocation& in, const Graph& g) {
     if (n.op() != Op::kCallFunction && n.op() != Op::kCallMethod && n.op() != Op::kCallModule) {
       continue;
     }
-    if (absl::StartsWith(n.target(), "dc.")) continue;  // ZeRO-3's ops take no compute time
+    if (absl::StartsWith(n.target(), kZero3Prefix)) continue;  // ZeRO-3's ops take no compute time
     ++calls;
     missing += !n.meta().has_device_time;
   }

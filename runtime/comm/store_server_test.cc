@@ -24,25 +24,10 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/tcp_store.h"
+#include "runtime/testing/loopback.h"
 
 namespace overlap {
 namespace {
-
-// A raw connection to 127.0.0.1:port, -1 on failure.
-int Dial(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    const int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  return fd;
-}
 
 // Whether the server closed `fd` (reads end) within 5 s.
 bool ClosedByServer(int fd) {
@@ -101,7 +86,7 @@ TEST(StoreServerTest, OnlyTheSecretsHolderReadsOrWrites) {
     EXPECT_TRUE(absl::StrContains(stranger.status().message(), "OVERLAP_STORE_SECRET"));
   }
   // A raw client that skips the handshake and sends a SET of `abort`: closed, not stored.
-  const int fd = Dial(server->port());
+  const int fd = DialLoopback(server->port());
   ASSERT_GE(fd, 0);
   const std::string key = "abort";
   const uint32_t klen = static_cast<uint32_t>(key.size());
@@ -137,7 +122,7 @@ TEST(StoreServerTest, KeysAndValuesPastTheirBoundsCloseTheConnection) {
   // A raw client declaring a key over the bound, or a value of 2^40 bytes: the server
   // closes the connection at once (before reading or allocating what was declared).
   for (bool value : {false, true}) {
-    const int fd = Dial(server->port());
+    const int fd = DialLoopback(server->port());
     ASSERT_GE(fd, 0);
     const uint32_t slen = 1;
     store_wire::SendAll(fd, &store_wire::kHello, 1);
@@ -166,7 +151,7 @@ TEST(StoreServerTest, DepartedClientsReleaseTheirDescriptors) {
   std::unique_ptr<TcpStoreServer> server = ServeWithSecret("fd");
   ASSERT_NE(server, nullptr);
   for (int i = 0; i < 1100; ++i) {
-    const int fd = Dial(server->port());
+    const int fd = DialLoopback(server->port());
     ASSERT_GE(fd, 0) << "cycle " << i;
     close(fd);
     // Let the server's side of the connection go too (the descriptors are one process's).
@@ -185,17 +170,12 @@ TEST(StoreServerTest, DepartedClientsReleaseTheirDescriptors) {
 
 TEST(StoreServerTest, AStoreThatNeverAnswersEndsTheRequestWithinItsDeadline) {
   // Listens and accepts (the kernel does) but never reads: a stopped launcher.
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 8), 0);
-  socklen_t len = sizeof(a);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::shared_ptr<TcpStore>> client =
-      TcpStore::Connect(Client(ntohs(a.sin_port), "x"), absl::Seconds(2));
+      TcpStore::Connect(Client(port, "x"), absl::Seconds(2));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(client.ok());
@@ -242,7 +222,7 @@ TEST(StoreServerTest, AFloodOfIdleConnectionsKeepsTheStoreAndTheDescriptors) {
   const int threads_before = Threads();
   std::vector<int> idle;
   for (int i = 0; i < 700; ++i) {
-    const int fd = Dial(server->port());
+    const int fd = DialLoopback(server->port());
     ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
     idle.push_back(fd);
   }
@@ -338,14 +318,9 @@ TEST(StoreServerTest, ARefusedRankIsNamedAtTheStore) {
 // A store slowed past the 5 s floor (many ranks on few cores) is not taken for gone while the
 // job's timeout allows it: a reply's grace follows the connection's timeout.
 TEST(StoreServerTest, ASlowReplyWithinTheJobsTimeoutIsWaitedFor) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 8), 0);
-  socklen_t len = sizeof(a);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
   // Answers the handshake at once and the first SET after 6 s.
   std::thread slow([listener] {
     const int fd = accept(listener, nullptr, nullptr);
@@ -361,7 +336,7 @@ TEST(StoreServerTest, ASlowReplyWithinTheJobsTimeoutIsWaitedFor) {
     close(fd);
   });
   absl::StatusOr<std::shared_ptr<TcpStore>> client =
-      TcpStore::Connect(Client(ntohs(a.sin_port), "s"), absl::Seconds(20));
+      TcpStore::Connect(Client(port, "s"), absl::Seconds(20));
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE((*client)->Set("k", "v").ok());
   client->reset();

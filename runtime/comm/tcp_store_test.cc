@@ -22,24 +22,11 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/gloo_communicator.h"
+#include "runtime/testing/loopback.h"
 #include "runtime/testing/ranks.h"
 
 namespace overlap {
 namespace {
-
-// A port nobody listens on now (bound to 0, then released).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Rank `rank` of `world` on 127.0.0.1:port, connected (rank 0 serving the store).
 absl::StatusOr<std::shared_ptr<TcpStore>> JoinStore(int rank, int world, int port,
@@ -53,7 +40,7 @@ absl::StatusOr<std::shared_ptr<TcpStore>> JoinStore(int rank, int world, int por
 }
 
 TEST(TcpStoreTest, RanksMeetThroughTorchrunsVariablesAndAllreduce) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
     setenv("RANK", std::to_string(rank).c_str(), 1);
     setenv("WORLD_SIZE", "3", 1);
@@ -85,7 +72,7 @@ TEST(TcpStoreTest, RanksMeetThroughTorchrunsVariablesAndAllreduce) {
 }
 
 TEST(TcpStoreTest, TheStartUpCheckNamesTheRankThatDiffers) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
     absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, 3, port);
     if (!store.ok()) return 2;
@@ -111,7 +98,7 @@ TEST(TcpStoreTest, MissingVariablesAndAbsentStoresAreErrors) {
   RendezvousInfo alone;
   alone.rank = 1;
   alone.world_size = 2;
-  alone.master_port = FreePort();
+  alone.master_port = FreeLoopbackPort();
   absl::StatusOr<std::shared_ptr<TcpStore>> store =
       TcpStore::Connect(alone, absl::Milliseconds(300));
   ASSERT_FALSE(store.ok());
@@ -276,7 +263,7 @@ TEST(TcpStoreTest, TheAgentStoresProtocolFollowsTheVariables) {
 // Gloo's "enforce fail ... address.cc"), and a rank that never comes ends the join within
 // the timeout, naming it.
 TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<int> codes = RunRanks(2, [&](int rank) {
     const int world = rank == 1 ? 4 : 2;
     absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, world, port, "job");
@@ -295,7 +282,7 @@ TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
 
   RendezvousInfo alone;
   alone.world_size = 3;
-  alone.master_port = FreePort();
+  alone.master_port = FreeLoopbackPort();
   absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(alone, absl::Seconds(5));
   ASSERT_TRUE(store.ok()) << store.status();
   const auto start = std::chrono::steady_clock::now();
@@ -309,7 +296,7 @@ TEST(TcpStoreTest, TheJoinCheckNamesADifferentWorldSizeAndAMissingRank) {
 // Rank 0 serves the store and ends as soon as its join check fails: the others still read
 // why (it once took the store away first: "lost the store" instead of the difference).
 TEST(TcpStoreTest, EveryRankReadsTheVerdictBeforeRankZerosStoreEnds) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<int> codes = RunRanks(3, [&](int rank) {
     absl::StatusOr<std::shared_ptr<TcpStore>> store = JoinStore(rank, 3, port);
     if (!store.ok()) return 2;
@@ -334,15 +321,7 @@ TEST(TcpStoreTest, EveryRankReadsTheVerdictBeforeRankZerosStoreEnds) {
 class SlowC10dWire1Server {
  public:
   explicit SlowC10dWire1Server(absl::Duration delay) : delay_(delay) {
-    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(listener_, 16);
-    socklen_t len = sizeof(a);
-    getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    listener_ = ListenOnLoopback(&port_);
     accept_ = std::thread([this] {
       while (true) {
         const int fd = accept(listener_, nullptr, nullptr);
@@ -427,15 +406,10 @@ TEST(TcpStoreTest, TheC10dWireIsProbedWithinTheTimeoutAndNamed) {
   info.agent_store = true;
   info.protocol = StoreProtocol::kC10d;
   {
-    const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(listen(silent, 16), 0);
-    socklen_t len = sizeof(a);
-    getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
-    info.master_port = ntohs(a.sin_port);
+    int port = 0;
+    const int silent = ListenOnLoopback(&port);
+    ASSERT_GE(silent, 0);
+    info.master_port = port;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::shared_ptr<TcpStore>> store = TcpStore::Connect(info, absl::Seconds(3));
     const double took =

@@ -13,6 +13,7 @@
 #include "graph/status_macros.h"
 #include "graph/type_promotion.h"
 #include "runtime/kernels/conv_args.h"
+#include "runtime/kernels/elementwise_table.h"
 #include "runtime/kernels/op_args.h"
 
 namespace overlap {
@@ -242,10 +243,29 @@ std::optional<EwOp> GeluOp(KernelCall& c, EwOp exact, EwOp tanh) {
   return std::nullopt;
 }
 
-// The elementwise ops the device kernel takes, by target.
+// The planner of a row of the elementwise table (runtime/kernels/elementwise_table.h): the
+// CPU kernel's formula and operands, read the same way.
+Planner FromRow(const EwRow& row) {
+  return [row](KernelCall& c) -> absl::StatusOr<std::optional<EwPlan>> {
+    double s = 0;
+    if (row.scalar != nullptr) {
+      OVERLAP_ASSIGN_OR_RETURN(s, c.DoubleArg(row.scalar));
+    }
+    if (row.form == EwForm::kGradInput) return GradOf(c, row.op, s);
+    if (row.form == EwForm::kGradResult) return GradOf(c, row.op, s, "output");
+    OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, row.op));
+    p->s = s;
+    return p;
+  };
+}
+
+// The elementwise ops the device kernel takes, by target: the table's rows, then the ops
+// with more to read.
 std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
   using R = absl::StatusOr<std::optional<EwPlan>>;
-  return {
+  std::vector<std::pair<std::string, Planner>> planners;
+  for (const EwRow& row : ElementwiseRows()) planners.emplace_back(row.target, FromRow(row));
+  std::vector<std::pair<std::string, Planner>> others = {
       {"aten.add.Tensor",
        [](KernelCall& c) -> R {
          OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
@@ -290,9 +310,6 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
          if (e == 3) return Unary(c, EwOp::kCube);
          return Unary(c, EwOp::kPow, e);
        }},
-      {"aten.rsqrt.default", [](KernelCall& c) { return Unary(c, EwOp::kRsqrt); }},
-      {"aten.relu.default", [](KernelCall& c) { return Unary(c, EwOp::kRelu); }},
-      {"aten.silu.default", [](KernelCall& c) { return Unary(c, EwOp::kSilu); }},
       {"aten.gelu.default",
        [](KernelCall& c) -> R {
          std::optional<EwOp> op = GeluOp(c, EwOp::kGelu, EwOp::kGeluTanh);
@@ -305,37 +322,11 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
          if (!op) return std::nullopt;
          return GradOf(c, *op);
        }},
-      {"aten.silu_backward.default", [](KernelCall& c) { return GradOf(c, EwOp::kSiluBackward); }},
-      {"aten.sigmoid.default", [](KernelCall& c) { return Unary(c, EwOp::kSigmoid); }},
-      {"aten.sigmoid_backward.default",
-       [](KernelCall& c) { return GradOf(c, EwOp::kSigmoidBackward, 0, "output"); }},
-      {"aten.exp.default", [](KernelCall& c) { return Unary(c, EwOp::kExp); }},
-      {"aten.hardswish.default", [](KernelCall& c) { return Unary(c, EwOp::kHardswish); }},
-      {"aten.hardswish_backward.default",
-       [](KernelCall& c) { return GradOf(c, EwOp::kHardswishBackward); }},
-      {"aten.hardsigmoid.default", [](KernelCall& c) { return Unary(c, EwOp::kHardsigmoid); }},
-      {"aten.hardsigmoid_backward.default",
-       [](KernelCall& c) { return GradOf(c, EwOp::kHardsigmoidBackward); }},
-      {"aten.tanh.default", [](KernelCall& c) { return Unary(c, EwOp::kTanh); }},
-      {"aten.tanh_backward.default",
-       [](KernelCall& c) { return GradOf(c, EwOp::kTanhBackward, 0, "output"); }},
       {"aten.neg.default", [](KernelCall& c) { return Unary(c, EwOp::kMul, -1); }},
       {"aten.sub.Tensor",
        [](KernelCall& c) -> R {
          OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
          return WithOther(c, EwOp::kAdd, -alpha);
-       }},
-      {"aten.threshold_backward.default",
-       [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
-         return GradOf(c, EwOp::kThresholdBackward, threshold);
-       }},
-      {"aten.leaky_relu.default",
-       [](KernelCall& c) -> R {
-         OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
-         OVERLAP_ASSIGN_OR_RETURN(std::optional<EwPlan> p, Unary(c, EwOp::kLeakyRelu));
-         p->s = slope;
-         return p;
        }},
       {"aten.leaky_relu_backward.default",
        [](KernelCall& c) -> R {
@@ -345,6 +336,8 @@ std::vector<std::pair<std::string, Planner>> ElementwisePlanners() {
          return GradOf(c, EwOp::kLeakyReluBackward, slope);
        }},
   };
+  for (auto& p : others) planners.push_back(std::move(p));
+  return planners;
 }
 
 using Results = absl::StatusOr<std::vector<Tensor>>;

@@ -18,6 +18,7 @@
 #include "runtime/cuda/fake_gpu_api.h"
 #include "runtime/cuda/testing/differential.h"
 #include "runtime/exec/interpreter.h"
+#include "runtime/kernels/elementwise_table.h"
 
 namespace overlap {
 namespace {
@@ -340,9 +341,17 @@ TEST(CudaKernelsTest, ElementwiseFamilyMatchesTheCpuKernels) {
           {"aten.tanh.default", {r("a")}, {}},
           {"aten.tanh_backward.default", {r("c"), r("p")}, {}},
           {"aten.exp.default", {r("a")}, {}},
+          {"aten.sin.default", {r("a")}, {}},
+          {"aten.cos.default", {r("t")}, {}},
+          {"aten.log.default", {r("p")}, {}},
       },
       1e-6);
-  EXPECT_EQ(t.Ran("elementwise"), 36);  // every case but zeros_like, on the device
+  EXPECT_EQ(t.Ran("elementwise"), 39);  // every case but zeros_like, on the device
+  // Every row of the elementwise table has a CPU kernel and runs on the device kernel.
+  for (const EwRow& row : ElementwiseRows()) {
+    EXPECT_NE(CpuKernels().Find(row.target), nullptr) << row.target;
+    EXPECT_EQ(CudaKernelKind(row.target), "elementwise") << row.target;
+  }
   EXPECT_EQ(CudaKernelKind("aten.gelu.default"), "elementwise");
   EXPECT_EQ(CudaKernelKind("aten.zeros_like.default"), "allocation");
 }

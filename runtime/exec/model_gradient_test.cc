@@ -146,6 +146,38 @@ constexpr char kLayerOps[] = R"({"format": "overlap-graph", "version": 1, "name"
             {"name": "gn.bias", "owner": "gb", "shape": [4], "dtype": "float32", "bytes": 16},
             {"name": "up.weight", "owner": "cw", "shape": [4, 2, 3, 3], "dtype": "float32", "bytes": 288}]})";
 
+// "class-ops": the operator classes of exported models that our AOT builder differentiates:
+// sin, cos, abs and log; gather and scatter_add at repeated indices (arange floor-divided),
+// scatter (src and value) at distinct ones, select_scatter, cumsum and flip.
+constexpr char kClassOps[] = R"({"format": "overlap-graph", "version": 1, "name": "class-ops",
+ "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [4, 5], "dtype": "float32", "param": "scale"}},
+  {"name": "xw", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "sn", "op": "call_function", "target": "aten.sin.default", "args": ["%xw"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "cs", "op": "call_function", "target": "aten.cos.default", "args": ["%xw"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "ab", "op": "call_function", "target": "aten.abs.default", "args": ["%xw"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "ab1", "op": "call_function", "target": "aten.add.Scalar", "args": ["%ab", 1.0], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "lg", "op": "call_function", "target": "aten.log.default", "args": ["%ab1"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "a3", "op": "call_function", "target": "aten.arange.start_step", "args": [0, 6, 2], "meta": {"shape": [3], "dtype": "int64"}},
+  {"name": "u3", "op": "call_function", "target": "aten.expand.default", "args": ["%a3", [4, 3]], "meta": {"shape": [4, 3], "dtype": "int64", "aliases_input": true}},
+  {"name": "d3", "op": "call_function", "target": "aten.div.Tensor_mode", "args": ["%a3", 4], "kwargs": {"rounding_mode": "floor"}, "meta": {"shape": [3], "dtype": "int64"}},
+  {"name": "r3", "op": "call_function", "target": "aten.expand.default", "args": ["%d3", [4, 3]], "meta": {"shape": [4, 3], "dtype": "int64", "aliases_input": true}},
+  {"name": "g", "op": "call_function", "target": "aten.gather.default", "args": ["%sn", 1, "%r3"], "meta": {"shape": [4, 3], "dtype": "float32"}},
+  {"name": "sa", "op": "call_function", "target": "aten.scatter_add.default", "args": ["%cs", 1, "%r3", "%g"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "ss", "op": "call_function", "target": "aten.scatter.src", "args": ["%lg", 1, "%u3", "%g"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "sv", "op": "call_function", "target": "aten.scatter.value", "args": ["%sa", 1, "%u3", 0.5], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "row", "op": "call_function", "target": "aten.mean.dim", "args": ["%xw", [0]], "meta": {"shape": [5], "dtype": "float32"}},
+  {"name": "sel", "op": "call_function", "target": "aten.select_scatter.default", "args": ["%ss", "%row", 0, 2], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "cu", "op": "call_function", "target": "aten.cumsum.default", "args": ["%sv", 1], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "fl", "op": "call_function", "target": "aten.flip.default", "args": ["%sel", [0, 1]], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "both", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%cu", "%fl"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%both", "%both"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%sq"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "scale", "owner": "w", "shape": [4, 5], "dtype": "float32", "bytes": 80}]})";
+
 TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string model = GetParam();
   ModelOptions o;
@@ -154,7 +186,8 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::map<std::string, const char*> graphs = {{"rnn-ops", kRnnOps},
                                                      {"pool-ops", kPoolOps},
                                                      {"index-ops", kIndexOps},
-                                                     {"layer-ops", kLayerOps}};
+                                                     {"layer-ops", kLayerOps},
+                                                     {"class-ops", kClassOps}};
   auto it = graphs.find(model);
   absl::StatusOr<Graph> g = it != graphs.end()
                                 ? ReadGraphJson(it->second)
@@ -250,6 +283,7 @@ std::vector<std::string> Cases() {
   cases.push_back("pool-ops");
   cases.push_back("index-ops");
   cases.push_back("layer-ops");
+  cases.push_back("class-ops");
   return cases;
 }
 

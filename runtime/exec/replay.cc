@@ -62,6 +62,10 @@ class HostDevice final : public ReplayDevice {
 
 }  // namespace
 
+double ReplayWaitSeconds(const Node& node, double time_scale) {
+  return TimeOf(node) > 0 ? TimeOf(node) * time_scale : 0;
+}
+
 absl::StatusOr<ReplayResult> Replay(const Graph& g, const ReplayOptions& options) {
   Allocator alloc;
   HostDevice device(options.count_only, &alloc);
@@ -160,8 +164,8 @@ absl::StatusOr<ReplayResult> ReplayOn(const Graph& g, const ReplayOptions& optio
       for (NodeId in : node.inputs()) {
         if (plan.pos[in] >= 0) reads.push_back(plan.root[in]);
       }
-      const double seconds = TimeOf(node) > 0 ? TimeOf(node) * options.time_scale : 0;
-      OVERLAP_RETURN_IF_ERROR(device.Compute(node, seconds, reads, owns[id] && !element ? id : -1));
+      OVERLAP_RETURN_IF_ERROR(device.Compute(node, ReplayWaitSeconds(node, options.time_scale),
+                                             reads, owns[id] && !element ? id : -1));
     }
     if (IsRelease(node) && !resident.contains(DsId(node))) {
       auto it = gathered.find(DsId(node));

@@ -38,6 +38,11 @@ namespace overlap {
 // up front, naming the node (docs/limits.md).
 inline constexpr double kMaxReplayWaitSeconds = 3600;
 
+// What compute node `node` waits in a replay: meta.device_time x time_scale, 0 without a
+// device time. The one rule every timed replay follows (Replay, ReplayOn's devices, and the
+// waiting kernels of replay_kernels.h). O(1).
+double ReplayWaitSeconds(const Node& node, double time_scale);
+
 struct ReplayOptions {
   // Each compute node waits device_time * time_scale seconds (0: no waiting). Must be >= 0.
   double time_scale = 0;

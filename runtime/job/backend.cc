@@ -27,6 +27,31 @@ absl::StatusOr<CollectiveLibrary> ParseCollectiveLibrary(absl::string_view name)
       absl::StrCat("unknown collectives library '", name, "' (gloo or nccl)"));
 }
 
+absl::Status CheckComputeDevice(ComputeDevice device) {
+  if (device != ComputeDevice::kCuda) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
+  return api.ok() ? (*api)->CheckUsable(0) : api.status();
+}
+
+absl::StatusOr<CudaAvailability> ProbeCuda() {
+  CudaAvailability a;
+  absl::StatusOr<std::unique_ptr<GpuApi>> api = LoadCudaGpuApi();
+  if (!api.ok()) {
+    a.usable = api.status();
+    return a;
+  }
+  a.plugin_loaded = true;
+  OVERLAP_ASSIGN_OR_RETURN(const GpuInfo info, (*api)->Probe());
+  a.usable = (*api)->CheckUsable(0);
+  a.cuda_version = CudaVersionString(info.runtime_version);
+  a.nccl_version = NcclVersionString(info.nccl_version);
+  a.device_name = info.device_name;
+  a.device_count = info.device_count;
+  return a;
+}
+
+std::string CudaKernelKindOf(absl::string_view target) { return CudaKernelKind(target); }
+
 Backend::Backend() = default;
 Backend::~Backend() = default;
 

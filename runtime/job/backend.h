@@ -3,7 +3,9 @@
 // Gloo), or the CUDA backend on an emulated device (host memory, the emulator's stream-order
 // checks: runtime/cuda/fake_gpu_api.h), for machines without a GPU. It also makes the rank's
 // communicator: NCCL on a device by default, Gloo through the host otherwise. Only
-// backend.cc includes the CUDA backend's headers.
+// backend.cc includes the CUDA backend's headers: code outside runtime/cuda/ reaches the
+// device through this header (CheckComputeDevice, ProbeCuda, CudaKernelKindOf), so the
+// CUDA backend's types stay behind one seam.
 //
 //   OVERLAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b,
 //                            Backend::Create({.device = ComputeDevice::kCuda}, world, local));
@@ -41,6 +43,32 @@ struct BackendOptions {
   // > 0: timed replay, which runs on the host only.
   double time_scale = 0;
 };
+
+// Whether `device` can run in this process: for kCuda, opens the CUDA plugin and checks
+// device 0 (the reason otherwise: no plugin, no driver, no device, named); OK at once for
+// the CPU and the emulated device, which open nothing. Cost: the plugin's load for kCuda.
+absl::Status CheckComputeDevice(ComputeDevice device);
+
+// What this machine offers the CUDA backend, for reports (`overlap demo`).
+struct CudaAvailability {
+  bool plugin_loaded = false;  // liboverlap_cuda.so and CUDA's libraries opened
+  // OK when device 0 runs kernels; the plugin's load error when it did not load.
+  absl::Status usable;
+  std::string cuda_version;  // "CUDA 13.0": the runtime the plugin links
+  std::string nccl_version;  // "2.28.9"
+  std::string device_name;   // device 0's
+  int device_count = 0;
+};
+
+// Opens the CUDA plugin (as --device cuda does) and probes it. Errors only for a broken
+// installation (the plugin's Probe failing); a machine without the plugin or a GPU answers
+// with plugin_loaded or usable saying so. Cost: the plugin's load.
+absl::StatusOr<CudaAvailability> ProbeCuda();
+
+// The kind of kernel the CUDA backend runs `target` with: "cublas", "cudnn", "elementwise",
+// ..., "host" (the CPU kernel through host copies), "" for a target it has no kernel for
+// (runtime/cuda/cuda_kernels.h, CudaKernelKind). Needs no device; O(1) after the first call.
+std::string CudaKernelKindOf(absl::string_view target);
 
 class GpuApi;
 class FakeGpuApi;

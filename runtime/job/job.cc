@@ -32,8 +32,7 @@
 #include "runtime/comm/watchdog.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/core/tensor.h"
-#include "runtime/exec/replay.h"
-#include "runtime/train/ddp.h"
+#include "runtime/exec/replay_kernels.h"
 #include "runtime/train/synthetic.h"
 #include "schedule/budget.h"
 #include "schedule/scheduler_registry.h"
@@ -43,14 +42,6 @@
 #include "schedule/zero3_ops.h"
 
 namespace overlap {
-
-absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
-  if (name == "ddp") return Strategy::kDdp;
-  if (name == "zero3") return Strategy::kZero3;
-  return absl::InvalidArgumentError(absl::StrCat("unknown strategy '", name, "' (ddp or zero3)"));
-}
-
-absl::string_view StrategyName(Strategy s) { return s == Strategy::kDdp ? "ddp" : "zero3"; }
 
 absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv() {
   const char* v = std::getenv("OVERLAP_FAULT");
@@ -146,17 +137,35 @@ absl::Status CheckPairMemory(const AotPair& pair, const JobOptions& o, int world
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world,
-                                                     int local_ranks) {
-  auto p = std::make_unique<Program>();
+// The job's AOT pair as the options give it: read from the graph files and tightened
+// (graph/aot.h), or built from the model's lifted forward, which `model` receives.
+absl::StatusOr<AotPair> BuildJobPair(const JobOptions& o, Graph* model = nullptr) {
+  AotPair pair;
   if (!o.graph_path.empty()) {
     if (o.backward_graph_path.empty()) {
       return absl::InvalidArgumentError("--graph needs --backward-graph (an AOT pair)");
     }
-    OVERLAP_ASSIGN_OR_RETURN(p->pair.forward, ReadGraphJsonFile(o.graph_path));
-    OVERLAP_ASSIGN_OR_RETURN(p->pair.backward, ReadGraphJsonFile(o.backward_graph_path));
-    OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&p->pair).status());  // graph/aot.h
-    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
+    OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&pair).status());
+    return pair;
+  }
+  ModelOptions mo;
+  mo.style = ParamStyle::kLifted;
+  mo.batch = o.batch;
+  OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
+  OVERLAP_ASSIGN_OR_RETURN(pair, BuildAotPair(g));
+  if (model != nullptr) *model = std::move(g);
+  return pair;
+}
+
+absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int rank, int world,
+                                                     int local_ranks) {
+  auto p = std::make_unique<Program>();
+  Graph g;
+  OVERLAP_ASSIGN_OR_RETURN(p->pair, BuildJobPair(o, &g));
+  OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
+  if (!o.graph_path.empty()) {
     Program* raw = p.get();
     const uint64_t seed = o.seed;
     p->batch = [raw, seed, rank](int64_t step) -> absl::StatusOr<TensorMap> {
@@ -166,12 +175,6 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
                           only_data);
     };
   } else {
-    ModelOptions mo;
-    mo.style = ParamStyle::kLifted;
-    mo.batch = o.batch;
-    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
-    OVERLAP_ASSIGN_OR_RETURN(p->pair, BuildAotPair(g));
-    OVERLAP_RETURN_IF_ERROR(CheckPairMemory(p->pair, o, world, local_ranks));
     // The global batch: the same model at batch x world rows.
     int64_t rows = 0;
     for (NodeId id : g.order()) {
@@ -182,6 +185,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
         break;
       }
     }
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
     mo.batch = rows * world;
     OVERLAP_ASSIGN_OR_RETURN(Graph global, BuildModel(o.model, mo, o.preset));
     p->global = std::make_unique<Graph>(std::move(global));
@@ -299,50 +304,6 @@ absl::Status Compile(const JobOptions& o, int world, AotPair& pair, JobSummary& 
   return absl::OkStatus();
 }
 
-// The timed-replay kernels: views run (they are free and must alias); every other node
-// waits its device time (scaled, at least 1 ms when it has one) and returns results of its
-// stated types, uninitialised (nothing reads their values; zeroing them would add CPU work
-// the simulator does not model).
-std::unique_ptr<KernelRegistry> ReplayKernels(double scale) {
-  auto r = std::make_unique<KernelRegistry>();
-  for (const std::string& target : CpuKernels().Targets()) {
-    const Kernel* real = CpuKernels().Find(target);
-    r->Register(target, [real, scale](KernelCall& c) -> absl::StatusOr<std::vector<Tensor>> {
-      if (SharesInputStorage(c.node())) return (*real)(c);
-      const double t = TimeOf(c.node()) * scale;
-      if (!(t <= kMaxReplayWaitSeconds)) {
-        return c.Error(absl::StrCat("timed replay would wait ", t, " s, more than the bound of ",
-                                    kMaxReplayWaitSeconds, " s a node"));
-      }
-      if (t > 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(std::max(t, 1e-3)));
-      }
-      std::vector<Tensor> out;
-      for (const TensorType& type : StatedTypes(c.node())) {
-        OVERLAP_ASSIGN_OR_RETURN(const DType d,
-                                 ParseDType(type.dtype.empty() ? "float32" : type.dtype));
-        const std::vector<int64_t> shape(type.shape.begin(), type.shape.end());
-        OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.NewUninitializedOutput(d, shape));
-        out.push_back(std::move(x));
-      }
-      if (out.empty()) return c.Error("timed replay needs meta.shape and meta.dtype");
-      return out;
-    });
-  }
-  return r;
-}
-
-// The graph with the device times timed replay waits, for the prediction.
-Graph ReplayTimes(Graph g, double scale) {
-  for (NodeId id : g.order()) {
-    const Node& n = g.node(id);
-    if (n.op() == Op::kCallFunction && !IsZero3Op(n) && !SharesInputStorage(n) && TimeOf(n) > 0) {
-      g.mutable_node(id).mutable_meta().set_device_time(std::max(TimeOf(n) * scale, 1e-3));
-    }
-  }
-  return g;
-}
-
 // The options every rank must share, as text for the fingerprints.
 std::string JobText(const JobOptions& o, int world, bool nccl) {
   return absl::StrCat(StrategyName(o.strategy), " steps=", o.steps, " cap=", o.bucket_cap_bytes,
@@ -376,19 +337,19 @@ absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const
 }
 
 absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks) {
-  AotPair pair;
-  if (!o.graph_path.empty()) {
-    OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
-    OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
-    OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&pair).status());
-  } else {
-    ModelOptions mo;
-    mo.style = ParamStyle::kLifted;
-    mo.batch = o.batch;
-    OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
-    OVERLAP_ASSIGN_OR_RETURN(pair, BuildAotPair(g));
-  }
+  OVERLAP_ASSIGN_OR_RETURN(const AotPair pair, BuildJobPair(o));
   return CheckPairMemory(pair, o, world, local_ranks);
+}
+
+absl::Status CheckJobWeights(const JobOptions& o) {
+  if (o.weights_path.empty()) return absl::OkStatus();
+  OVERLAP_ASSIGN_OR_RETURN(const AotPair pair, BuildJobPair(o));
+  Allocator alloc;
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap given, ReadSafetensorsFile(o.weights_path, alloc));
+  if (absl::Status s = CheckWeights(pair.forward, given); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(o.weights_path, ": ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -544,43 +505,23 @@ class RankJob {
   }
 
   // Program `a`'s trainer, and what the simulator says of it (its peak; ZeRO-3's predicted
-  // step, the forward and backward without the optimizer).
+  // step, the forward and backward without the optimizer: DDP's step is not scheduled).
   absl::Status MakeTrainer(size_t a, AlgorithmTiming& timing) {
     const AotPair& pair = pairs_[a];
-    const KernelRegistry* kernels = replay_ != nullptr ? replay_.get() : backend_->kernels();
-    // What both trainers take alike.
-    auto common = [&](auto& options) {
-      options.optimizer = o_.optimizer;
-      options.timeout = o_.timeout;
-      options.seed = o_.seed;
-      options.node_hook = [this](const Node& node) { return NodeHook(node); };
-      options.kernels = kernels;
-      options.copy_gradients = replay_ == nullptr;
-      options.device = backend_->device();
-    };
-    if (o_.strategy == Strategy::kDdp) {
-      DdpOptions d;
-      common(d);
-      d.bucket_cap_bytes = cap_;
-      OVERLAP_ASSIGN_OR_RETURN(ddp_, DdpTrainer::Create(pair, program_->params, comm_.get(), d));
-      summary_.buckets = static_cast<int64_t>(ddp_->buckets().size());
-      // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
-      for (const Graph* g : {&pair.forward, &pair.backward}) {
-        SimulationOptions so;
-        so.record_trace = false;
-        OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
-                                 Simulator(*g, summary_.collectives).Run(g->OrderVector(), so));
-        timing.simulated_peak_bytes = std::max(timing.simulated_peak_bytes, r.peak_memory_bytes);
-      }
-      return absl::OkStatus();
-    }
-    Zero3Options z;
-    common(z);
-    z.collectives = summary_.collectives;
-    OVERLAP_ASSIGN_OR_RETURN(zero3_, Zero3Trainer::Create(pair, program_->params, comm_.get(), z));
-    summary_.buckets = zero3_->buckets();
-    timing.simulated_peak_bytes =
-        std::max(zero3_->simulated_forward_peak_bytes(), zero3_->simulated_backward_peak_bytes());
+    TrainerOptions options;
+    options.seed = o_.seed;
+    options.optimizer = o_.optimizer;
+    options.timeout = o_.timeout;
+    options.collectives = summary_.collectives;
+    options.node_hook = [this](const Node& node) { return NodeHook(node); };
+    options.kernels = replay_ != nullptr ? replay_.get() : backend_->kernels();
+    options.copy_gradients = replay_ == nullptr;
+    options.device = backend_->device();
+    OVERLAP_ASSIGN_OR_RETURN(
+        trainer_, CreateTrainer(o_.strategy, pair, program_->params, comm_.get(), options, cap_));
+    summary_.buckets = trainer_->bucket_count();
+    timing.simulated_peak_bytes = trainer_->simulated_peak_bytes();
+    if (o_.strategy != Strategy::kZero3) return absl::OkStatus();
     double predicted = 0;
     for (const Graph* g : {&pair.forward, &pair.backward}) {
       const Graph timed = o_.time_scale > 0 ? ReplayTimes(*g, o_.time_scale) : *g;
@@ -600,8 +541,7 @@ class RankJob {
   // unexplained.
   absl::Status Step(const TensorMap& batch, StepReport& report, double& graph_s,
                     std::vector<std::shared_ptr<Work>>& works, TensorMap& buffers) {
-    OVERLAP_ASSIGN_OR_RETURN(StepResult s,
-                             ddp_ != nullptr ? ddp_->Step(batch) : zero3_->Step(batch));
+    OVERLAP_ASSIGN_OR_RETURN(StepResult s, trainer_->Step(batch));
     for (auto& [key, t] : s.buffers) buffers[key] = std::move(t);
     report.loss = s.loss;
     report.seconds = s.seconds;
@@ -632,8 +572,7 @@ class RankJob {
   absl::Status Train(size_t a, bool save) {
     AlgorithmTiming timing;
     timing.algorithm = algorithms_[a];
-    ddp_.reset();
-    zero3_.reset();
+    trainer_.reset();
     OVERLAP_RETURN_IF_ERROR(MakeTrainer(a, timing));
     std::vector<double> graph_times;
     double comm_total = 0, exposed_total = 0;
@@ -667,14 +606,9 @@ class RankJob {
     timing.hidden = comm_total > 0 ? 1 - exposed_total / comm_total : 1;
     summary_.simulated_peak_bytes = timing.simulated_peak_bytes;
     if (save && !o_.save_path.empty()) {
-      TensorMap trained;
-      if (zero3_ != nullptr) {
-        absl::StatusOr<TensorMap> gathered = zero3_->GatherParams();
-        if (!gathered.ok()) return Explain(gathered.status(), o_.steps);
-        trained = *std::move(gathered);
-      } else {
-        trained = ddp_->params();
-      }
+      absl::StatusOr<TensorMap> gathered = trainer_->GatherParams();
+      if (!gathered.ok()) return Explain(gathered.status(), o_.steps);
+      TensorMap trained = *std::move(gathered);
       // This rank's buffers as its steps left them (rank 0's are written: DDP broadcasts
       // rank 0's before each forward; DeepSpeed's ZeRO-3 leaves each rank its own).
       for (const auto& [key, t] : buffers) {
@@ -682,8 +616,8 @@ class RankJob {
       }
       if (rank_ == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o_.save_path, trained, *backend_));
     }
-    if (zero3_ != nullptr) {
-      summary_.state = zero3_->state_bytes();
+    if (o_.strategy == Strategy::kZero3) {
+      summary_.state = trainer_->state_bytes();
       summary_.predicted_step_s = timing.predicted_step_s;
     }
     summary_.comparison.push_back(timing);
@@ -714,8 +648,7 @@ class RankJob {
   std::vector<AotPair> pairs_;
   int64_t cap_ = 0;  // DDP's bucket cap
   std::unique_ptr<KernelRegistry> replay_;
-  std::unique_ptr<DdpTrainer> ddp_;
-  std::unique_ptr<Zero3Trainer> zero3_;
+  std::unique_ptr<DistributedTrainer> trainer_;
   Allocator scalars_;
   int64_t step_ = 0;     // the step running now (from 1), for the fault hook
   int64_t last_us_ = 0;  // when the last node (or the step) began, for the trace

@@ -35,18 +35,15 @@
 #include "graph/value_bytes.h"
 #include "runtime/comm/tcp_store.h"
 #include "runtime/job/backend.h"
+#include "runtime/train/distributed_trainer.h"
+#include "runtime/train/strategy.h"
 #include "runtime/train/train.h"
-#include "runtime/train/zero3.h"
 #include "schedule/budget.h"
 
 namespace overlap {
 
-enum class Strategy { kDdp, kZero3 };
-// "ddp" or "zero3"; InvalidArgument listing them otherwise.
-absl::StatusOr<Strategy> ParseStrategy(absl::string_view name);
-absl::string_view StrategyName(Strategy s);
-
-// ComputeDevice and CollectiveLibrary: runtime/job/backend.h.
+// Strategy, ParseStrategy and StrategyName: runtime/train/strategy.h. ComputeDevice and
+// CollectiveLibrary: runtime/job/backend.h.
 
 // The fault a test injects (OVERLAP_FAULT="rank=1,step=3,node=mm_2,action=kill"): when rank
 // `rank` has run node `node` (forward or backward) in step `step` (from 1), it kills itself
@@ -139,7 +136,7 @@ struct JobSummary {
   int64_t simulated_peak_bytes = -1;    // the larger graph's simulated peak of graph values
   double predicted_step_s = -1;         // ZeRO-3: simulated forward + backward step
   std::optional<int64_t> budget_bytes;  // the budget the schedule was made under, if any
-  Zero3StateBytes state;                // ZeRO-3: shards, optimizer, buffers
+  TrainerStateBytes state;              // ZeRO-3: shards, optimizer, buffers
   int64_t buckets = 0;                  // DDP allreduce / ZeRO-3 reduce-scatter buckets
   int64_t bucket_cap_bytes = 0;         // DDP
   std::string algorithm;
@@ -171,6 +168,11 @@ absl::StatusOr<RankMemoryEstimate> EstimateRankMemory(const AotPair& pair, const
 // every figure when it does not fit. What `run` checks before starting ranks and each
 // worker before allocating. O(graph) plus the simulator's run.
 absl::Status CheckJobMemory(const JobOptions& o, int world, int local_ranks);
+
+// The job's --weights file against its forward graph (CheckWeights, runtime/train/train.h):
+// what `run` checks once before starting ranks, so a bad file is one message, not one per
+// rank. OK without a weights file. Reads the whole file once: O(file) time and memory.
+absl::Status CheckJobWeights(const JobOptions& o);
 
 // Runs this rank's part of the job; `on_step` (may be empty) sees each step's report on
 // every rank. Errors: the model's or files', the start-up check (naming the first rank

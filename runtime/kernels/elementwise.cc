@@ -8,6 +8,7 @@
 #include "graph/status_macros.h"
 #include "runtime/core/vmath.h"
 #include "runtime/kernels/elementwise_ops.h"
+#include "runtime/kernels/elementwise_table.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/kernel_util.h"
 
@@ -422,20 +423,29 @@ Results PowTensorScalar(KernelCall& c) {
   return Unary(c, x, EwFn1(EwOp::kPow, p));
 }
 
-// op(self) for ATen's floating unary ops (exp, rsqrt, sigmoid, tanh): bool and integer
-// inputs are computed in the default float dtype (IntegralToFloat).
-Kernel OfSelfAsFloat(EwOp op) {
-  return [op](KernelCall& c) -> Results {
+// The kernel of a row of the elementwise table (elementwise_table.h). kUnaryFloat: bool and
+// integer inputs are computed in the default float dtype (IntegralToFloat), as ATen's
+// floating unary ops (exp, sigmoid) compute them.
+Kernel FromRow(const EwRow& row) {
+  return [row](KernelCall& c) -> Results {
+    double s = 0;
+    if (row.scalar != nullptr) {
+      OVERLAP_ASSIGN_OR_RETURN(s, c.DoubleArg(row.scalar));
+    }
+    if (row.form == EwForm::kGradInput || row.form == EwForm::kGradResult) {
+      OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor x,
+                               c.TensorArg(row.form == EwForm::kGradInput ? "self" : "output"));
+      return Binary(c, g, x, EwFn(row.op, s));
+    }
     OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, IntegralToFloat(DTypeName(x0.dtype()))));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, d));
-    return Unary(c, x, EwFn1(op));
+    Tensor x = x0;
+    if (row.form == EwForm::kUnaryFloat) {
+      OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, IntegralToFloat(DTypeName(x0.dtype()))));
+      OVERLAP_ASSIGN_OR_RETURN(x, Converted(c, x0, d));
+    }
+    return Unary(c, x, EwFn1(row.op, 0, s));
   };
-}
-
-Results Relu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Unary(c, x, EwFn1(EwOp::kRelu));  // NaN stays NaN
 }
 
 // hardtanh(x, min_val=-1, max_val=1): clamp, NaN kept as ATen's clamp keeps it. mobilenet_v2's
@@ -473,11 +483,6 @@ Results HardtanhBackward(KernelCall& c) {
   });
 }
 
-Results Silu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Unary(c, x, EwFn1(EwOp::kSilu));
-}
-
 // GELU, exact (erf) or PyTorch's tanh approximation.
 
 absl::StatusOr<bool> GeluTanh(KernelCall& c) {
@@ -499,33 +504,6 @@ Results GeluBackward(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(bool tanh_approx, GeluTanh(c));
   return Binary(c, g, x, EwFn(tanh_approx ? EwOp::kGeluTanhBackward : EwOp::kGeluBackward));
-}
-
-// op(self), for an activation with no arguments besides its input.
-Kernel OfSelf(EwOp op) {
-  return [op](KernelCall& c) -> Results {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-    return Unary(c, x, EwFn1(op));
-  };
-}
-
-// op(grad_output, output): a backward written in the forward's result (sigmoid, tanh).
-Kernel OfGradAndResult(EwOp op) {
-  return [op](KernelCall& c) -> Results {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("output"));
-    return Binary(c, g, y, EwFn(op));
-  };
-}
-
-// op(grad_output, self): a backward written in the forward's input (hardswish,
-// hardsigmoid).
-Kernel OfGradAndInput(EwOp op) {
-  return [op](KernelCall& c) -> Results {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-    return Binary(c, g, x, EwFn(op));
-  };
 }
 
 // abs and sgn keep self's dtype: floats by the formula, integers exactly (abs wraps the
@@ -561,27 +539,6 @@ Results Neg(KernelCall& c) {
     return IntegerArithmetic(c, EwOp::kMul, x, std::nullopt, -1, 1, x.dtype());
   }
   return Unary(c, x, EwFn1(EwOp::kMul, -1));
-}
-
-Results SiluBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  return Binary(c, g, x, EwFn(EwOp::kSiluBackward));
-}
-
-Results ThresholdBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor y, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
-  // ATen's rule: zero where y <= threshold (a NaN y passes the gradient through).
-  return Binary(c, g, y, EwFn(EwOp::kThresholdBackward, threshold));
-}
-
-// leaky_relu(x, negative_slope=0.01): x > 0 ? x : negative_slope x.
-Results LeakyRelu(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(double slope, c.DoubleArg("negative_slope"));
-  return Unary(c, x, EwFn1(EwOp::kLeakyRelu, 0, slope));
 }
 
 // g where self > 0, else negative_slope g. With self_is_result (an in-place forward saved
@@ -968,6 +925,7 @@ Results NewZeros(KernelCall& c) {
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
+  for (const EwRow& row : ElementwiseRows()) r.Register(row.target, FromRow(row));
   const auto arithmetic = [](ArithmeticOp family, EwOp ew) -> Kernel {
     return [=](KernelCall& c) { return Arithmetic(c, family, ew); };
   };
@@ -980,27 +938,13 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.div.Tensor_mode", DivMode);
   r.Register("aten.div.Tensor", DivMode);  // no rounding_mode: true division
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
-  r.Register("aten.rsqrt.default", OfSelfAsFloat(EwOp::kRsqrt));
-  r.Register("aten.relu.default", Relu);
   r.Register("aten.hardtanh.default", Hardtanh);
   r.Register("aten.hardtanh_backward.default", HardtanhBackward);
-  r.Register("aten.silu.default", Silu);
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);
-  r.Register("aten.silu_backward.default", SiluBackward);
-  r.Register("aten.sigmoid.default", OfSelfAsFloat(EwOp::kSigmoid));
-  r.Register("aten.sigmoid_backward.default", OfGradAndResult(EwOp::kSigmoidBackward));
-  r.Register("aten.hardswish.default", OfSelf(EwOp::kHardswish));
-  r.Register("aten.hardswish_backward.default", OfGradAndInput(EwOp::kHardswishBackward));
-  r.Register("aten.hardsigmoid.default", OfSelf(EwOp::kHardsigmoid));
-  r.Register("aten.hardsigmoid_backward.default", OfGradAndInput(EwOp::kHardsigmoidBackward));
-  r.Register("aten.leaky_relu.default", LeakyRelu);
   r.Register("aten.leaky_relu_backward.default", LeakyReluBackward);
   r.Register("aten.full.default", Full);
-  r.Register("aten.tanh.default", OfSelfAsFloat(EwOp::kTanh));
-  r.Register("aten.tanh_backward.default", OfGradAndResult(EwOp::kTanhBackward));
   r.Register("aten.neg.default", Neg);
-  r.Register("aten.threshold_backward.default", ThresholdBackward);
   r.Register("aten.zeros_like.default", ZerosLike);
   r.Register("aten.empty_like.default", ZerosLike);  // zeroed: no stale memory in a result
   r.Register("aten.zeros.default", Zeros);
@@ -1020,9 +964,6 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.lt.Tensor", CompareTensor(Compare::kLt));
   r.Register("aten.gt.Tensor", CompareTensor(Compare::kGt));
   r.Register("aten.sub.Scalar", arithmetic(ArithmeticOp::kSub, EwOp::kAdd));  // s = -alpha
-  r.Register("aten.sin.default", OfSelfAsFloat(EwOp::kSin));
-  r.Register("aten.cos.default", OfSelfAsFloat(EwOp::kCos));
-  r.Register("aten.log.default", OfSelfAsFloat(EwOp::kLog));
   r.Register("aten.abs.default", AbsOrSgn(EwOp::kAbs));
   r.Register("aten.sgn.default", AbsOrSgn(EwOp::kSgn));
   r.Register("aten.where.self", Where);
@@ -1030,7 +971,6 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.clamp.default", Clamp);
   r.Register("aten.clamp_min.default", Clamp);
   r.Register("aten.scalar_tensor.default", ScalarTensor);
-  r.Register("aten.exp.default", OfSelfAsFloat(EwOp::kExp));
   r.Register("aten.lift_fresh_copy.default", LiftFreshCopy);
   r.Register("aten.zero.default", ZerosLike);
   r.Register("aten.new_empty.default", NewZeros);  // zeroed: no stale memory in a result

@@ -9,6 +9,7 @@
 #include "graph/status_macros.h"
 #include "runtime/core/parallel.h"
 #include "runtime/core/random.h"
+#include "schedule/simulator.h"
 
 namespace overlap {
 
@@ -76,7 +77,24 @@ absl::StatusOr<std::unique_ptr<DdpTrainer>> DdpTrainer::Create(const AotPair& pa
   }
   // Gradients complete from the loss backwards: the bucket nearest the loss first.
   for (int b = static_cast<int>(t->buckets_.size()) - 1; b >= 0; --b) t->launch_order_.push_back(b);
+  for (const Graph* g : {&pair.forward, &pair.backward}) {
+    SimulationOptions so;
+    so.record_trace = false;
+    OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
+                             Simulator(*g, options.collectives).Run(g->OrderVector(), so));
+    t->sim_peak_ = std::max(t->sim_peak_, r.peak_memory_bytes);
+  }
   return t;
+}
+
+TrainerStateBytes DdpTrainer::state_bytes() const {
+  TrainerStateBytes b;
+  for (const auto& [name, p] : params_) b.params += p.nbytes();
+  b.optimizer = optimizer_->state_bytes();
+  for (const std::vector<Tensor>* buffers : {&flat_, &host_flat_}) {
+    for (const Tensor& t : *buffers) b.buffers += t.nbytes();
+  }
+  return b;
 }
 
 absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {

@@ -13,46 +13,31 @@
 #define OVERLAP_RUNTIME_TRAIN_DDP_H_
 
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "graph/aot.h"
 #include "partition/buckets.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/train/distributed_trainer.h"
 #include "runtime/train/train.h"
 
 namespace overlap {
 
-struct DdpOptions {
-  // The seed of the step's random ops (dropout): step k on rank r draws from
-  // RandomSeed(seed, r, k) (runtime/core/random.h), so each rank has its own stream, as each
-  // torch process has its own generator, and a run is reproducible from the seed.
-  uint64_t seed = 1;
+// The options every strategy takes (distributed_trainer.h), and the bucket cap. Gradients
+// go to buckets where the communicator takes them: device buckets for a device
+// communicator (NCCL), host buckets (each gradient copied out as it is made) for a host one
+// (Gloo: collectives staged through the host).
+struct DdpOptions : TrainerOptions {
   // The partitioner's cap (default mode); the first bucket's cap is its default (1 MiB) or
   // this, whichever is smaller.
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
-  OptimizerOptions optimizer;
-  absl::Duration timeout = absl::Seconds(60);  // waiting for the allreduces of a step
-  // Called after every call node of the forward and the backward (fault injection, traces);
-  // an error ends the step.
-  std::function<absl::Status(const Node&)> node_hook;
-  // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
-  const KernelRegistry* kernels = nullptr;
-  // Copy each gradient into its bucket; timed replay turns it off (Zero3Options says why).
-  bool copy_gradients = true;
-  // The device the forward and backward run on (runtime/cuda/cuda_device.h; `kernels` must
-  // be its own); nullptr: the host. Parameters and the optimizer stay on the host (copied in
-  // each step). Gradients go to buckets where the communicator takes them: device buckets
-  // for a device communicator (NCCL), host buckets (each gradient copied out as it is made)
-  // for a host one (Gloo: collectives staged through the host). Not owned.
-  DeviceMemory* device = nullptr;
 };
 
-class DdpTrainer {
+class DdpTrainer final : public DistributedTrainer {
  public:
   // `params` (by parameter name, identical on every rank) are copied. Errors: a bucket whose
   // parameters differ in dtype, parameters the pair does not have.
@@ -62,7 +47,14 @@ class DdpTrainer {
                                                             const DdpOptions& options);
   // One step on this rank's batch (data placeholders by name). Errors: the interpreter's,
   // and a collective's (naming it) or a timeout.
-  absl::StatusOr<StepResult> Step(const TensorMap& data);
+  absl::StatusOr<StepResult> Step(const TensorMap& data) override;
+  // A copy of params() (every rank holds them whole).
+  absl::StatusOr<TensorMap> GatherParams() override { return params_; }
+  int64_t bucket_count() const override { return static_cast<int64_t>(buckets_.size()); }
+  // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
+  int64_t simulated_peak_bytes() const override { return sim_peak_; }
+  TrainerStateBytes state_bytes() const override;
+
   const TensorMap& params() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
@@ -87,6 +79,7 @@ class DdpTrainer {
   std::vector<int64_t> expected_;            // gradients per bucket
   std::vector<int> launch_order_;            // bucket indices, in launch order
   std::map<std::string, Slot> slots_;        // by parameter name
+  int64_t sim_peak_ = 0;
 };
 
 }  // namespace overlap

@@ -180,9 +180,8 @@ TEST(TrainTest, RandomDrawsMustNameARandomOp) {
   weights["random/" + g.node(call).name()] = weights.begin()->second;
   EXPECT_FALSE(CheckWeights(g, weights).ok());
   // A bernoulli_ node's draw is accepted.
-  absl::StatusOr<NodeId> drop =
-      g.AddNode(Op::kCallFunction, "bernoulli_", "aten.bernoulli_.float",
-                {Value::Ref(call), Value::Double(0.5)});
+  absl::StatusOr<NodeId> drop = g.AddNode(Op::kCallFunction, "bernoulli_", "aten.bernoulli_.float",
+                                          {Value::Ref(call), Value::Double(0.5)});
   ASSERT_TRUE(drop.ok()) << drop.status();
   weights["random/bernoulli_"] = weights.begin()->second;
   weights.erase("random/" + g.node(call).name());

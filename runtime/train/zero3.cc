@@ -551,10 +551,9 @@ absl::StatusOr<TensorMap> Zero3Trainer::GatherParams() {
   return out;
 }
 
-Zero3StateBytes Zero3Trainer::state_bytes() const {
-  Zero3StateBytes b;
-  b.shards = 0;
-  for (const auto& [name, s] : shards_) b.shards += s.nbytes();
+TrainerStateBytes Zero3Trainer::state_bytes() const {
+  TrainerStateBytes b;
+  for (const auto& [name, s] : shards_) b.params += s.nbytes();
   b.optimizer = optimizer_->state_bytes();
   b.buffers = comm_alloc_->live(Pool::kValues) + resident_alloc_->live(Pool::kValues);
   for (const auto& [name, d] : device_shards_) b.buffers -= d.nbytes();  // counted as shards

@@ -39,8 +39,8 @@
 #ifndef OVERLAP_RUNTIME_TRAIN_ZERO3_H_
 #define OVERLAP_RUNTIME_TRAIN_ZERO3_H_
 
+#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,54 +50,27 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "graph/aot.h"
 #include "graph/cost_model.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/interpreter.h"
+#include "runtime/train/distributed_trainer.h"
 #include "runtime/train/train.h"
 
 namespace overlap {
 
-struct Zero3Options {
-  // The seed of the step's random ops (dropout): step k on rank r draws from
-  // RandomSeed(seed, r, k) (runtime/core/random.h), so each rank has its own stream, as each
-  // torch process has its own generator, and a run is reproducible from the seed.
-  uint64_t seed = 1;
-  OptimizerOptions optimizer;
-  absl::Duration timeout = absl::Seconds(60);  // any one wait for a collective
-  int stream = 0;                              // the communication stream every collective uses
-  // The collectives' model for the simulated figures reported beside the measured ones
-  // (its world_size is set to the communicator's).
-  CollectiveModel collectives;
-  // Called after every call node of the forward and the backward (fault injection, traces);
-  // an error ends the step.
-  std::function<absl::Status(const Node&)> node_hook;
-  // The kernels (nullptr: CpuKernels()); timed replay passes waiting ones. Not owned.
-  const KernelRegistry* kernels = nullptr;
-  // Copy each gradient into its bucket. Timed replay turns it off: its values mean nothing,
-  // and the copies are CPU work the simulator does not model, competing with the loopback
-  // collectives for the same cores (the buckets are still reduce-scattered at full size).
-  bool copy_gradients = true;
-  // The device the forward and backward run on (runtime/cuda/cuda_device.h; `kernels` must
-  // be its own); nullptr: the host. Shards and the optimizer stay on the host. With a device
-  // communicator (NCCL) the shards are copied to the device each step, gathered and
-  // reduce-scattered there, dc.wait_allgather makes the device's compute wait for the
-  // allgather (no host wait: exposed_s counts only the final drain), and gathered buffers
-  // are freed in the communication stream's order; with a host one (Gloo) collectives are
-  // staged through the host (an allgather lands on the host and is copied to the device
-  // at its wait; gradients are copied out into host buckets). Not owned.
-  DeviceMemory* device = nullptr;
+// The options every strategy takes (distributed_trainer.h), and the stream. With a device
+// communicator (NCCL) the shards are copied to the device each step, gathered and
+// reduce-scattered there, dc.wait_allgather makes the device's compute wait for the
+// allgather (no host wait: exposed_s counts only the final drain), and gathered buffers are
+// freed in the communication stream's order; with a host one (Gloo) collectives are staged
+// through the host (an allgather lands on the host and is copied to the device at its wait;
+// gradients are copied out into host buckets).
+struct Zero3Options : TrainerOptions {
+  int stream = 0;  // the communication stream every collective uses
 };
 
-// Per-rank state outside the step's graph values, in bytes.
-struct Zero3StateBytes {
-  int64_t shards = 0;     // the rank's parameter shards
-  int64_t optimizer = 0;  // optimizer state on the shards
-  int64_t buffers = 0;    // bucket buffers and resident copies (communication buffers)
-};
-
-class Zero3Trainer : private Zero3Collectives {
+class Zero3Trainer final : public DistributedTrainer, private Zero3Collectives {
  public:
   // `pair`: forward and backward with ZeRO-3 ops, scheduled (their node orders run as
   // they are); `params`: every parameter, whole, by parameter name, identical on every
@@ -110,18 +83,22 @@ class Zero3Trainer : private Zero3Collectives {
                                                               const Zero3Options& options);
   // One step on this rank's batch (data placeholders by name). Errors: the interpreter's
   // (naming the node), a collective's or a timeout (naming the collective).
-  absl::StatusOr<StepResult> Step(const TensorMap& data);
+  absl::StatusOr<StepResult> Step(const TensorMap& data) override;
   // Every parameter, whole, gathered from the shards: a collective (every rank must call
   // it). For checks and saving.
-  absl::StatusOr<TensorMap> GatherParams();
+  absl::StatusOr<TensorMap> GatherParams() override;
+  int64_t bucket_count() const override { return static_cast<int64_t>(buckets_.size()); }
+  int64_t simulated_peak_bytes() const override {
+    return std::max(sim_forward_peak_, sim_backward_peak_);
+  }
+  // `params` counts the host shards (their device copies are neither params nor buffers).
+  TrainerStateBytes state_bytes() const override;
 
   const TensorMap& shards() const { return shards_; }
-  Zero3StateBytes state_bytes() const;
   // The simulator's peaks of graph values for the two graphs as scheduled, at this world
   // size, under options.collectives.
   int64_t simulated_forward_peak_bytes() const { return sim_forward_peak_; }
   int64_t simulated_backward_peak_bytes() const { return sim_backward_peak_; }
-  int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
   struct Member {

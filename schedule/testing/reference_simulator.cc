@@ -65,208 +65,283 @@ struct Storage {
   int64_t bytes;
 };
 
-}  // namespace
-
-ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> order,
-                                      const CollectiveModel& model,
-                                      absl::Span<const int64_t> resident,
-                                      int64_t reduce_bucket_bytes) {
-  const size_t n = static_cast<size_t>(g.id_bound());
-  auto is_resident = [&](const Node& ag) {
-    return IsPersistentAllgather(ag) ||
-           std::find(resident.begin(), resident.end(), DsId(ag)) != resident.end();
-  };
-  std::vector<int> pos(n, -1);
-  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int>(i);
-  ReferenceSimulation r;
-
-  // (1) The two streams. Refreshes of forward residents go first, in schedule order.
-  std::vector<double> start(n, 0), end(n, 0), issue(n, 0);
-  double comm = 0;  // when the communication stream is next free
-  for (NodeId id : order) {
-    const Node& x = g.node(id);
-    if (!IsAllgather(x) || !is_resident(x) || InBackwardGraph(x)) continue;
-    const double cost = model.Allgather(SizeOf(x));
-    start[id] = comm;
-    end[id] = comm + cost;
-    comm = end[id];
-    r.comm_s += cost;
+// What the phases share: the inputs, each node's position and stream times, and the figures
+// as the phases fill them in.
+struct Walk {
+  Walk(const Graph& g, absl::Span<const NodeId> order, const CollectiveModel& model,
+       absl::Span<const int64_t> resident)
+      : g(g),
+        order(order),
+        model(model),
+        resident(resident),
+        pos(g.id_bound(), -1),
+        start(g.id_bound(), 0),
+        end(g.id_bound(), 0),
+        issue(g.id_bound(), 0) {
+    for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int>(i);
   }
-  // Reduce buckets: -1 is a collective of its own.
-  std::vector<int64_t> bucket(n, -1);
+
+  // Whether the ds_id `ds` is simulated resident (the `resident` option).
+  bool InResident(int64_t ds) const {
+    return std::find(resident.begin(), resident.end(), ds) != resident.end();
+  }
+  // Whether allgather `ag` holds a resident parameter (persistent, or by the option).
+  bool IsResident(const Node& ag) const {
+    return IsPersistentAllgather(ag) || InResident(DsId(ag));
+  }
+  // A host copy's point: the later of its completion (position -1) and its issue.
+  Point HostPoint(NodeId id) const {
+    return std::max(Point{end[id], -1}, Point{issue[id], pos[id]});
+  }
+
+  const Graph& g;
+  absl::Span<const NodeId> order;
+  const CollectiveModel& model;
+  absl::Span<const int64_t> resident;
+  std::vector<int> pos;
+  std::vector<double> start, end, issue;
+  ReferenceSimulation r;
+};
+
+// (1a) Refreshes of forward residents run first on the communication stream, in schedule
+// order; returns when that stream is next free.
+double RefreshForwardResidents(Walk& w) {
+  double comm = 0;
+  for (NodeId id : w.order) {
+    const Node& x = w.g.node(id);
+    if (!IsAllgather(x) || !w.IsResident(x) || InBackwardGraph(x)) continue;
+    const double cost = w.model.Allgather(SizeOf(x));
+    w.start[id] = comm;
+    w.end[id] = comm + cost;
+    comm = w.end[id];
+    w.r.comm_s += cost;
+  }
+  return comm;
+}
+
+// (1b) Each reduce_grad's bucket, by node id; -1 is a collective of its own.
+std::vector<int64_t> ReduceBuckets(const Walk& w, int64_t reduce_bucket_bytes) {
+  std::vector<int64_t> bucket(w.g.id_bound(), -1);
   ReduceBucketer bucketer(reduce_bucket_bytes > 0 ? reduce_bucket_bytes : 1);
-  for (NodeId id : order) {
-    const Node& x = g.node(id);
+  for (NodeId id : w.order) {
+    const Node& x = w.g.node(id);
     if (!IsReduce(x)) continue;
     bucket[id] = reduce_bucket_bytes > 0 ? bucketer.Add(SizeOf(x)) : ReduceBucket(x);
   }
-  auto members = [&](NodeId red) {  // red's bucket, in schedule order
-    std::vector<NodeId> m;
-    for (NodeId id : order) {
-      if (id == red || (IsReduce(g.node(id)) && bucket[red] != -1 && bucket[id] == bucket[red])) {
-        m.push_back(id);
-      }
+  return bucket;
+}
+
+// The members of reduce_grad `red`'s bucket, in schedule order.
+std::vector<NodeId> BucketMembers(const Walk& w, const std::vector<int64_t>& bucket, NodeId red) {
+  std::vector<NodeId> m;
+  for (NodeId id : w.order) {
+    if (id == red || (IsReduce(w.g.node(id)) && bucket[red] != -1 && bucket[id] == bucket[red])) {
+      m.push_back(id);
     }
-    return m;
-  };
+  }
+  return m;
+}
+
+// The node a wait's args[0] refers to, or kNoNode.
+NodeId WaitedOn(const Node& x) {
+  return x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
+}
+
+// The compute clock after wait `x` at clock `cpu`: the end of what it waits for, when later.
+double AfterWait(const Walk& w, const Node& x, double cpu) {
+  const NodeId on = WaitedOn(x);
+  if (on == kNoNode) return cpu;
+  const Node& y = w.g.node(on);
+  bool waits = false;
+  if (IsWait(x)) {
+    // A backward resident's end is the clock where it stood: no wait.
+    waits = IsAllgather(y);
+  } else if (IsWaitReduce(x)) {
+    // Its bucket's collective's end once issued (0 until then: no wait).
+    waits = IsReduce(y);
+  } else if (IsWaitReload(x) || IsWaitOffload(x)) {
+    waits = IsReload(y) || IsOffload(y);
+  }
+  return waits ? std::max(cpu, w.end[on]) : cpu;
+}
+
+// (1c) The compute, communication and host streams, walking the order; then the time figures.
+void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
   double cpu = 0;   // the compute stream's clock
   double host = 0;  // when the host link is next free
-  for (NodeId id : order) {
-    const Node& x = g.node(id);
+  for (NodeId id : w.order) {
+    const Node& x = w.g.node(id);
     if (IsOffload(x) || IsReload(x)) {
-      issue[id] = cpu;
-      const double cost = model.HostCopy(SizeOf(x));
-      start[id] = std::max(cpu, host);
-      end[id] = start[id] + cost;
-      host = end[id];
-      r.host_s += cost;
+      w.issue[id] = cpu;
+      const double cost = w.model.HostCopy(SizeOf(x));
+      w.start[id] = std::max(cpu, host);
+      w.end[id] = w.start[id] + cost;
+      host = w.end[id];
+      w.r.host_s += cost;
       continue;
     }
     if (IsAllgather(x)) {
-      issue[id] = cpu;
-      if (is_resident(x)) {
-        issue[id] = 0;
-        if (InBackwardGraph(x)) start[id] = end[id] = cpu;  // already there: no communication
-        continue;                                           // forward: refreshed above
+      w.issue[id] = cpu;
+      if (w.IsResident(x)) {
+        w.issue[id] = 0;
+        if (InBackwardGraph(x)) w.start[id] = w.end[id] = cpu;  // already there: no communication
+        continue;                                               // forward: refreshed above
       }
-      const double cost = model.Allgather(SizeOf(x));
-      start[id] = std::max(cpu, comm);
-      end[id] = start[id] + cost;
-      comm = end[id];
-      r.comm_s += cost;
+      const double cost = w.model.Allgather(SizeOf(x));
+      w.start[id] = std::max(cpu, comm);
+      w.end[id] = w.start[id] + cost;
+      comm = w.end[id];
+      w.r.comm_s += cost;
       continue;
     }
-    start[id] = cpu;
-    if (IsWait(x)) {
-      const NodeId ag = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
-      // A backward resident's end is the clock where it stood: no wait.
-      if (ag != kNoNode && IsAllgather(g.node(ag))) cpu = std::max(cpu, end[ag]);
-    } else if (IsWaitReduce(x)) {
-      // Its bucket's collective's end once issued (0 until then: no wait).
-      const NodeId red = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
-      if (red != kNoNode && IsReduce(g.node(red))) cpu = std::max(cpu, end[red]);
-    } else if (IsWaitReload(x) || IsWaitOffload(x)) {
-      const NodeId rl = x.args().empty() || !x.args()[0].is_ref() ? kNoNode : x.args()[0].as_ref();
-      if (rl != kNoNode && (IsReload(g.node(rl)) || IsOffload(g.node(rl)))) {
-        cpu = std::max(cpu, end[rl]);
-      }
+    w.start[id] = cpu;
+    if (IsWait(x) || IsWaitReduce(x) || IsWaitReload(x) || IsWaitOffload(x)) {
+      cpu = AfterWait(w, x, cpu);
     } else if (IsReduce(x)) {
-      const std::vector<NodeId> m = members(id);
+      const std::vector<NodeId> m = BucketMembers(w, bucket, id);
       if (m.back() == id) {  // the last member issues the bucket's one collective
         int64_t bytes = 0;
-        for (NodeId red : m) bytes += SizeOf(g.node(red));
-        const double cost = model.ReduceScatter(bytes);
+        for (NodeId red : m) bytes += SizeOf(w.g.node(red));
+        const double cost = w.model.ReduceScatter(bytes);
         const double done = std::max(cpu, comm) + cost;
         comm = done;
-        r.comm_s += cost;
-        for (NodeId red : m) end[red] = done;
+        w.r.comm_s += cost;
+        for (NodeId red : m) w.end[red] = done;
       }
       continue;  // end set by the bucket's collective
     } else if (TakesComputeTime(x)) {
       cpu += TimeOf(x);
-      r.compute_s += TimeOf(x);
+      w.r.compute_s += TimeOf(x);
     }
-    end[id] = cpu;
+    w.end[id] = cpu;
   }
-  r.step_time_s = std::max({cpu, comm, host});
-  r.exposed_comm_s = r.step_time_s - r.compute_s;
-  r.lower_bound_s = std::max({r.compute_s, r.comm_s, r.host_s});
-  // A host copy's point: the later of its completion (position -1) and its issue.
-  auto host_point = [&](NodeId id) {
-    return std::max(Point{end[id], -1}, Point{issue[id], pos[id]});
-  };
+  w.r.step_time_s = std::max({cpu, comm, host});
+  w.r.exposed_comm_s = w.r.step_time_s - w.r.compute_s;
+  w.r.lower_bound_s = std::max({w.r.compute_s, w.r.comm_s, w.r.host_s});
+}
 
-  // (2) + (3) Storages of tensors: owners, readers, frees.
+// (2) + (3) The storage of tensor `id` (a tensor owner: a call or a counted input), with
+// `root` mapping each node to the node owning its storage.
+Storage TensorStorage(const Walk& w, NodeId id, bool input, const std::vector<NodeId>& root,
+                      const std::vector<char>& owned) {
+  const Graph& g = w.g;
+  const Node& x = g.node(id);
+  bool any_reader = false, output_reads = false, reduced = false;
+  Point last;
+  for (NodeId m : w.order) {
+    if (root[m] != id) continue;
+    for (NodeId u : g.node(m).users()) {
+      const Node& user = g.node(u);
+      // A release of a ds_id simulated resident is erased (MakeResident): no reader.
+      if (IsRelease(user) && w.InResident(DsId(user))) continue;
+      if (user.op() == Op::kOutput) {
+        output_reads = true;
+        continue;
+      }
+      if (IsReduce(user)) reduced = true;
+      // A reader on the communication stream ends at its collective's completion.
+      const Point p = IsOffload(user) || IsReload(user)
+                          ? w.HostPoint(u)
+                          : Point{w.end[u], IsReduce(user) || IsAllgather(user) ? -1 : w.pos[u]};
+      last = any_reader ? std::max(last, p) : p;
+      any_reader = true;
+    }
+  }
+  const Point own = IsReload(x) ? w.HostPoint(id) : Point{w.end[id], w.pos[id]};
+  Point free = !any_reader ? own : IsReload(x) ? std::max(last, own) : last;
+  if (output_reads && !reduced) free = {w.r.step_time_s, static_cast<int64_t>(w.order.size())};
+  // An owned element is allocated when its tuple's node starts; the tuple keeps the rest.
+  const NodeId made_by = owned[id] ? HandedOnFrom(x) : id;
+  bool tuple = false;
+  for (NodeId u : x.users()) tuple |= owned[u] != 0;
+  const int64_t bytes = tuple ? TupleRemainderBytes(g, id, owned) : SizeOf(x);
+  // A reload is allocated when it is issued.
+  const double made_at = IsReload(x) ? w.issue[id] : w.start[made_by];
+  return {input ? Point{0.0, -1} : Point{made_at, w.pos[made_by]}, free, bytes};
+}
+
+// The storages of tensors, in schedule order of their owners.
+std::vector<Storage> TensorStorages(const Walk& w) {
+  const Graph& g = w.g;
   const std::vector<char> owned = OwnedTupleElements(g);
-  std::vector<NodeId> root(n, kNoNode);
-  for (NodeId id : order) root[id] = RootOf(g, id, owned);
+  std::vector<NodeId> root(g.id_bound(), kNoNode);
+  for (NodeId id : w.order) root[id] = RootOf(g, id, owned);
   std::vector<Storage> storages;
-  for (NodeId id : order) {
+  for (NodeId id : w.order) {
     const Node& x = g.node(id);
     if (IsAllgather(x) || IsReduce(x) || IsOffload(x)) continue;  // not a tensor owner
     if (HandsOnStorage(x) && !owned[id]) continue;
     const bool input =
         x.op() == Op::kPlaceholder && !IsParameterShard(g, id) && !IsHostTensor(g, id);
     if (!IsCall(x) && !input) continue;  // shards, get_attr, output: nothing counted
-    bool any_reader = false, output_reads = false, reduced = false;
-    Point last;
-    for (NodeId m : order) {
-      if (root[m] != id) continue;
-      for (NodeId u : g.node(m).users()) {
-        const Node& user = g.node(u);
-        // A release of a ds_id simulated resident is erased (MakeResident): no reader.
-        if (IsRelease(user) &&
-            std::find(resident.begin(), resident.end(), DsId(user)) != resident.end()) {
-          continue;
-        }
-        if (user.op() == Op::kOutput) {
-          output_reads = true;
-          continue;
-        }
-        if (IsReduce(user)) reduced = true;
-        // A reader on the communication stream ends at its collective's completion.
-        const Point p = IsOffload(user) || IsReload(user)
-                            ? host_point(u)
-                            : Point{end[u], IsReduce(user) || IsAllgather(user) ? -1 : pos[u]};
-        last = any_reader ? std::max(last, p) : p;
-        any_reader = true;
-      }
-    }
-    const Point own = IsReload(x) ? host_point(id) : Point{end[id], pos[id]};
-    Point free = !any_reader ? own : IsReload(x) ? std::max(last, own) : last;
-    if (output_reads && !reduced) free = {r.step_time_s, static_cast<int64_t>(order.size())};
-    // An owned element is allocated when its tuple's node starts; the tuple keeps the rest.
-    const NodeId made_by = owned[id] ? HandedOnFrom(x) : id;
-    bool tuple = false;
-    for (NodeId u : x.users()) tuple |= owned[u] != 0;
-    const int64_t bytes = tuple ? TupleRemainderBytes(g, id, owned) : SizeOf(x);
-    // A reload is allocated when it is issued.
-    const double made_at = IsReload(x) ? issue[id] : start[made_by];
-    storages.push_back({input ? Point{0.0, -1} : Point{made_at, pos[made_by]}, free, bytes});
+    storages.push_back(TensorStorage(w, id, input, root, owned));
   }
+  return storages;
+}
 
-  // Gathered parameters, with peak_gathered_bytes walking the order.
+// Gathered parameters' storages, appended to *storages; sets peak_gathered_bytes, walking
+// the order.
+void AddGatheredStorages(Walk& w, std::vector<Storage>* storages) {
+  const Graph& g = w.g;
   int64_t gathered = 0;
-  for (NodeId id : order) {
+  for (NodeId id : w.order) {
     const Node& x = g.node(id);
-    if (IsAllgather(x) && is_resident(x)) gathered += SizeOf(x);
+    if (IsAllgather(x) && w.IsResident(x)) gathered += SizeOf(x);
   }
-  r.peak_gathered_bytes = gathered;
-  std::vector<Point> gather_free(n, kNeverFreed);
+  w.r.peak_gathered_bytes = gathered;
+  std::vector<Point> gather_free(g.id_bound(), kNeverFreed);
   std::map<int64_t, int64_t> releases;         // per ds_id, since the last free
   std::map<int64_t, std::deque<NodeId>> held;  // per ds_id, gathered copies in issue order
-  for (NodeId id : order) {
+  for (NodeId id : w.order) {
     const Node& x = g.node(id);
-    if (IsAllgather(x) && !is_resident(x)) {
+    if (IsAllgather(x) && !w.IsResident(x)) {
       held[DsId(x)].push_back(id);
       gathered += SizeOf(x);
-      r.peak_gathered_bytes = std::max(r.peak_gathered_bytes, gathered);
+      w.r.peak_gathered_bytes = std::max(w.r.peak_gathered_bytes, gathered);
     } else if (IsRelease(x) && ++releases[DsId(x)] == NUsers(x)) {
       releases[DsId(x)] = 0;
       std::deque<NodeId>& copies = held[DsId(x)];
       if (copies.empty()) continue;
-      gather_free[copies.front()] = {end[id], pos[id]};
+      gather_free[copies.front()] = {w.end[id], w.pos[id]};
       gathered -= SizeOf(g.node(copies.front()));
       copies.pop_front();
     }
   }
-  for (NodeId id : order) {
+  for (NodeId id : w.order) {
     const Node& x = g.node(id);
     if (!IsAllgather(x)) continue;
-    const Point alloc = is_resident(x) ? Point{0.0, -1} : Point{issue[id], pos[id]};
-    storages.push_back({alloc, gather_free[id], SizeOf(x)});
+    const Point alloc = w.IsResident(x) ? Point{0.0, -1} : Point{w.issue[id], w.pos[id]};
+    storages->push_back({alloc, gather_free[id], SizeOf(x)});
   }
+}
 
-  // (4) The peak: held bytes change upward only at allocations, so try each allocation
-  // point a, holding the storages with alloc <= a <= free.
+// (4) The peak: held bytes change upward only at allocations, so try each allocation point
+// a, holding the storages with alloc <= a <= free.
+int64_t PeakOf(const std::vector<Storage>& storages) {
+  int64_t peak = 0;
   for (const Storage& at : storages) {
     int64_t total = 0;
     for (const Storage& s : storages) {
       if (s.alloc <= at.alloc && at.alloc <= s.free) total += s.bytes;
     }
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, total);
+    peak = std::max(peak, total);
   }
-  return r;
+  return peak;
+}
+
+}  // namespace
+
+ReferenceSimulation ReferenceSimulate(const Graph& g, absl::Span<const NodeId> order,
+                                      const CollectiveModel& model,
+                                      absl::Span<const int64_t> resident,
+                                      int64_t reduce_bucket_bytes) {
+  Walk w(g, order, model, resident);
+  const double comm = RefreshForwardResidents(w);
+  RunStreams(w, ReduceBuckets(w, reduce_bucket_bytes), comm);
+  std::vector<Storage> storages = TensorStorages(w);
+  AddGatheredStorages(w, &storages);
+  w.r.peak_memory_bytes = PeakOf(storages);
+  return w.r;
 }
 
 }  // namespace overlap
