@@ -1,6 +1,7 @@
 #include "graph/saved_rewrites.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -71,12 +72,38 @@ std::vector<SavedGroup> SavedGroups(const Graph& f, const BackwardInputs& in) {
   return groups;
 }
 
-// The group holding saved value `named`, nullptr when none does.
-const SavedGroup* GroupOf(const std::vector<SavedGroup>& groups, NodeId named) {
-  for (const SavedGroup& g : groups) {
-    if (std::find(g.members.begin(), g.members.end(), named) != g.members.end()) return &g;
+// The group holding the saved forward value called `name`, nullopt when none does (no such
+// node, or not saved). O(saved values).
+std::optional<SavedGroup> NamedGroup(const Graph& f, const BackwardInputs& in,
+                                     const std::string& name) {
+  const NodeId named = f.FindNode(name);
+  if (named == kNoNode) return std::nullopt;
+  for (SavedGroup& g : SavedGroups(f, in)) {
+    if (std::find(g.members.begin(), g.members.end(), named) != g.members.end()) return g;
   }
-  return nullptr;
+  return std::nullopt;
+}
+
+// One candidate per saved group of the pair for which make(group, in) returns one, in the
+// forward's output order.
+template <typename Candidate, typename Make>
+std::vector<Candidate> CandidatesOf(const Graph& forward, const Graph& backward, Make&& make) {
+  const BackwardInputs in = ReadBackwardInputs(backward);
+  std::vector<Candidate> out;
+  for (const SavedGroup& g : SavedGroups(forward, in)) {
+    std::optional<Candidate> c = make(g, in);
+    if (c) out.push_back(*std::move(c));
+  }
+  return out;
+}
+
+// Where a copy back goes in the backward: before the first of `readers` in program order,
+// else at the end.
+InsertPoint BeforeFirstReader(const Graph& b, const absl::flat_hash_set<NodeId>& readers) {
+  for (NodeId id : b.order()) {
+    if (readers.contains(id)) return InsertPoint::Before(id);
+  }
+  return InsertPoint::End();
 }
 
 // The forward nodes the backward runs to make a group's saved values again, in forward order:
@@ -125,17 +152,16 @@ std::vector<NodeId> GroupChain(const Graph& f, const SavedGroup& g,
 }  // namespace
 
 std::vector<RecomputeCandidate> RecomputeCandidates(const Graph& forward, const Graph& backward) {
-  const BackwardInputs in = ReadBackwardInputs(backward);
-  std::vector<RecomputeCandidate> out;
-  for (const SavedGroup& g : SavedGroups(forward, in)) {
-    const std::vector<NodeId> chain = GroupChain(forward, g, in.placeholder);
-    if (chain.empty()) continue;
-    double seconds = 0;
-    for (NodeId x : chain) seconds += forward.node(x).meta().device_time;
-    out.push_back({forward.node(g.members.front()).name(), VerifiedValueBytes(forward.node(g.root)),
-                   seconds});
-  }
-  return out;
+  return CandidatesOf<RecomputeCandidate>(
+      forward, backward,
+      [&](const SavedGroup& g, const BackwardInputs& in) -> std::optional<RecomputeCandidate> {
+        const std::vector<NodeId> chain = GroupChain(forward, g, in.placeholder);
+        if (chain.empty()) return std::nullopt;
+        double seconds = 0;
+        for (NodeId x : chain) seconds += forward.node(x).meta().device_time;
+        return RecomputeCandidate{forward.node(g.members.front()).name(),
+                                  VerifiedValueBytes(forward.node(g.root)), seconds};
+      });
 }
 
 absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
@@ -145,11 +171,8 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
   int64_t done = 0;
   for (const std::string& name : names) {
     const BackwardInputs in = ReadBackwardInputs(b);
-    const NodeId named = f.FindNode(name);
-    if (named == kNoNode) continue;
-    const std::vector<SavedGroup> groups = SavedGroups(f, in);
-    const SavedGroup* group = GroupOf(groups, named);
-    if (group == nullptr) continue;
+    const std::optional<SavedGroup> group = NamedGroup(f, in, name);
+    if (!group) continue;
     const std::vector<NodeId> chain = GroupChain(f, *group, in.placeholder);
     if (chain.empty()) continue;
     // Where the copies go: before the first reader of any of the group's placeholders.
@@ -158,13 +181,7 @@ absl::StatusOr<int64_t> RecomputeSaved(Graph* forward, Graph* backward,
       const Node& p = b.node(in.placeholder.at(f.node(m).name()));
       readers.insert(p.users().begin(), p.users().end());
     }
-    InsertPoint at = InsertPoint::End();
-    for (NodeId id : b.order()) {
-      if (readers.contains(id)) {
-        at = InsertPoint::Before(id);
-        break;
-      }
-    }
+    const InsertPoint at = BeforeFirstReader(b, readers);
     // Each chain node's arguments, its references now to the backward's placeholders or to
     // the copies made before it (releases passed through).
     absl::flat_hash_set<std::string> member_names;
@@ -270,16 +287,15 @@ std::string FreshName(const Graph& a, const Graph& b, const std::string& base) {
 }  // namespace
 
 std::vector<OffloadCandidate> OffloadCandidates(const Graph& forward, const Graph& backward) {
-  const BackwardInputs in = ReadBackwardInputs(backward);
-  std::vector<OffloadCandidate> out;
-  for (const SavedGroup& g : SavedGroups(forward, in)) {
-    if (!Offloadable(forward, g)) continue;
-    int64_t copy = 0;
-    for (NodeId m : g.members) copy += VerifiedValueBytes(forward.node(m));
-    out.push_back(
-        {forward.node(g.members.front()).name(), VerifiedValueBytes(forward.node(g.root)), copy});
-  }
-  return out;
+  return CandidatesOf<OffloadCandidate>(
+      forward, backward,
+      [&](const SavedGroup& g, const BackwardInputs&) -> std::optional<OffloadCandidate> {
+        if (!Offloadable(forward, g)) return std::nullopt;
+        int64_t copy = 0;
+        for (NodeId m : g.members) copy += VerifiedValueBytes(forward.node(m));
+        return OffloadCandidate{forward.node(g.members.front()).name(),
+                                VerifiedValueBytes(forward.node(g.root)), copy};
+      });
 }
 
 absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
@@ -290,11 +306,8 @@ absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
   int64_t done = 0;
   for (const std::string& name : names) {
     const BackwardInputs in = ReadBackwardInputs(b);
-    const NodeId named = f.FindNode(name);
-    if (named == kNoNode) continue;
-    const std::vector<SavedGroup> groups = SavedGroups(f, in);
-    const SavedGroup* group = GroupOf(groups, named);
-    if (group == nullptr || !Offloadable(f, *group)) continue;
+    const std::optional<SavedGroup> group = NamedGroup(f, in, name);
+    if (!group || !Offloadable(f, *group)) continue;
     const NodeId out_id = ForwardOutputList(f);
     if (out_id == kNoNode) continue;
     for (NodeId m : group->members) {
@@ -325,13 +338,7 @@ absl::StatusOr<int64_t> OffloadSaved(Graph* forward, Graph* backward,
       // first reader.
       const NodeId p = in.placeholder.at(value);
       const absl::flat_hash_set<NodeId> readers(b.node(p).users().begin(), b.node(p).users().end());
-      InsertPoint at = InsertPoint::End();
-      for (NodeId id2 : b.order()) {
-        if (readers.contains(id2)) {
-          at = InsertPoint::Before(id2);
-          break;
-        }
-      }
+      const InsertPoint at = BeforeFirstReader(b, readers);
       const std::string reload = FreshName(f, b, absl::StrCat(value, "__reload"));
       const std::string reloaded = FreshName(f, b, absl::StrCat(value, "__reloaded"));
       const bool target_is_name = b.node(p).target() == b.node(p).name();

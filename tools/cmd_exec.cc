@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/aot.h"
+#include "graph/aot_files.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/output_file.h"
@@ -99,21 +100,16 @@ int Replay(Invocation& in, const std::vector<std::string>& files) {
 // Reads the forward graph and, when given, its AOT backward, tightened for memory.
 absl::StatusOr<AotPair> ReadPair(const std::string& forward_path,
                                  const std::optional<std::string>& backward_path) {
-  AotPair pair;
-  absl::StatusOr<Graph> fwd = ReadGraphJsonFile(forward_path);
-  if (!fwd.ok()) return fwd.status();
-  pair.forward = *std::move(fwd);
-  if (!backward_path) return pair;
-  absl::StatusOr<Graph> bwd = ReadGraphJsonFile(*backward_path);
-  if (!bwd.ok()) return bwd.status();
-  pair.backward = *std::move(bwd);
-  // A forward given as its own backward runs, and answers something else: refused.
-  if (WriteGraphJson(pair.backward) == WriteGraphJson(pair.forward)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backward-graph \"", *backward_path,
-        "\" is the forward graph itself, not its AOT "
-        "backward (overlap gen M --backward, or the exporter's PREFIX.backward.json)"));
+  if (!backward_path) {
+    AotPair pair;
+    absl::StatusOr<Graph> fwd = ReadGraphJsonFile(forward_path);
+    if (!fwd.ok()) return fwd.status();
+    pair.forward = *std::move(fwd);
+    return pair;
   }
+  absl::StatusOr<AotPair> read = ReadAotPairFiles(forward_path, *backward_path);
+  if (!read.ok()) return read.status();
+  AotPair pair = *std::move(read);
   // Saved reshapes handed over once, dead values' clones aliased (graph/aot.h).
   if (absl::Status s = TightenPairMemory(&pair).status(); !s.ok()) return s;
   return pair;

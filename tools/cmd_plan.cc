@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
+#include "graph/aot_files.h"
 #include "graph/json_reader.h"
 #include "graph/size.h"
 #include "schedule/report.h"
@@ -73,10 +74,11 @@ int Run(Invocation& in) {
   const BudgetRequest budget_request =
       ReadBudgetFlags(in, options.collectives.world_size, ReadOptimizerFlags(in));
   if (in.has_usage_error()) return in.UsageError();
-  absl::StatusOr<Graph> forward = ReadGraphJsonFile(ResolvePath(in.positional()[0]));
-  if (!forward.ok()) return in.BadInput(forward.status());
-  absl::StatusOr<Graph> backward = ReadGraphJsonFile(ResolvePath(in.positional()[1]));
-  if (!backward.ok()) return in.BadInput(backward.status());
+  absl::StatusOr<AotPair> read =
+      ReadAotPairFiles(ResolvePath(in.positional()[0]), ResolvePath(in.positional()[1]));
+  if (!read.ok()) return in.BadInput(read.status());
+  absl::StatusOr<Graph> forward = std::move(read->forward);
+  absl::StatusOr<Graph> backward = std::move(read->backward);
   if (!HasZero3Ops(*forward) && !HasZero3Ops(*backward)) {
     // A plain AOT pair: tightened as the executor runs one (exec, train, run; graph/aot.h),
     // so the plan's figures are those of what executes.

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/aot.h"
+#include "graph/aot_files.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
 #include "graph/output_file.h"
@@ -63,14 +64,9 @@ int Run(Invocation& in) {
   absl::StatusOr<Trainer> t = absl::InternalError("unset");
   std::string task;
   if (graph) {
-    AotPair pair;
-    absl::StatusOr<Graph> f = ReadGraphJsonFile(*graph);
-    if (!f.ok()) return in.BadInput(f.status());
-    absl::StatusOr<Graph> b = ReadGraphJsonFile(backward);
-    if (!b.ok()) return in.BadInput(b.status());
-    pair.forward = *std::move(f);
-    pair.backward = *std::move(b);
-    t = Trainer::FromPair(std::move(pair), *graph, o);
+    absl::StatusOr<AotPair> pair = ReadAotPairFiles(*graph, backward);
+    if (!pair.ok()) return in.BadInput(pair.status());
+    t = Trainer::FromPair(*std::move(pair), *graph, o);
     task = o.batches.empty() ? "one seeded batch, memorised"
                              : absl::StrCat(o.batches.size(), " batch(es) from the data file");
   } else {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "graph/aot.h"
+#include "graph/aot_files.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/output_file.h"
@@ -145,8 +146,7 @@ absl::StatusOr<AotPair> BuildJobPair(const JobOptions& o, Graph* model = nullptr
     if (o.backward_graph_path.empty()) {
       return absl::InvalidArgumentError("--graph needs --backward-graph (an AOT pair)");
     }
-    OVERLAP_ASSIGN_OR_RETURN(pair.forward, ReadGraphJsonFile(o.graph_path));
-    OVERLAP_ASSIGN_OR_RETURN(pair.backward, ReadGraphJsonFile(o.backward_graph_path));
+    OVERLAP_ASSIGN_OR_RETURN(pair, ReadAotPairFiles(o.graph_path, o.backward_graph_path));
     OVERLAP_RETURN_IF_ERROR(TightenPairMemory(&pair).status());
     return pair;
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +39,26 @@ constexpr DType DTypeOf<float>() {
 template <>
 constexpr DType DTypeOf<double>() {
   return DType::kFloat64;
+}
+
+// A max pooling's kernel body: allocates its two outputs of `shape`, the maxima in x's dtype
+// and their int64 indices within each input plane (both uninitialized), then calls
+// fill(xs, os, is) with x's, the maxima's and the indices' data (T* for T = float or double)
+// to write every element; returns {maxima, indices}. Errors for another dtype or a failed
+// allocation. O(numel(shape)) for the outputs, plus fill's cost.
+template <typename F>
+absl::StatusOr<std::vector<Tensor>> MaxPoolWithIndices(KernelCall& c, const Tensor& x,
+                                                       const std::vector<int64_t>& shape,
+                                                       F&& fill) {
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> absl::StatusOr<std::vector<Tensor>> {
+    using T = decltype(tag);
+    absl::StatusOr<Tensor> out = c.NewUninitializedOutput(x.dtype(), shape);
+    if (!out.ok()) return out.status();
+    absl::StatusOr<Tensor> idx = c.NewUninitializedOutput(DType::kInt64, shape);
+    if (!idx.ok()) return idx.status();
+    fill(x.data<T>(), out->data<T>(), idx->data<int64_t>());
+    return std::vector<Tensor>{*std::move(out), *std::move(idx)};
+  });
 }
 
 // Result dtypes are graph/type_promotion.h's (ATen's result_type and each family's contract),

@@ -1237,18 +1237,12 @@ Results MaxPool2d(KernelCall& c) {
   const Tensor& x = pooling.x;
   const NnPool& g = pooling.geometry;
   const std::vector<int64_t>& shape = pooling.out_shape;
-  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
-    using T = decltype(tag);
-    // Every element written below.
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewUninitializedOutput(DType::kInt64, shape));
-    // nn_ops.h's MaxPoolAt rule (ATen's: the first maximum in window order, a NaN replaces
-    // even a NaN) a row of outputs at a time, with each window's in-bounds rows and columns
-    // found once and the choice made without a branch (the comparisons on random data
-    // mispredict half the time: most of the generic unit's time).
-    const T* xs = x.data<T>();
-    T* os = out.data<T>();
-    int64_t* is = idx.data<int64_t>();
+  // nn_ops.h's MaxPoolAt rule (ATen's: the first maximum in window order, a NaN replaces
+  // even a NaN) a row of outputs at a time, with each window's in-bounds rows and columns
+  // found once and the choice made without a branch (the comparisons on random data
+  // mispredict half the time: most of the generic unit's time).
+  return MaxPoolWithIndices(c, x, shape, [&](const auto* xs, auto* os, int64_t* is) {
+    using T = std::remove_pointer_t<decltype(os)>;
     const int64_t rows = g.planes * g.ho;
     // The window taps in bounds along one axis: [first, last) for output position o.
     auto taps = [](int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n) {
@@ -1289,7 +1283,6 @@ Results MaxPool2d(KernelCall& c) {
           }
         },
         kParallelGrain / std::max<int64_t>(g.wo * g.kh * g.kw, 1) + 1);
-    return std::vector<Tensor>{out, idx};
   });
 }
 

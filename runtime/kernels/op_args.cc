@@ -40,6 +40,48 @@ absl::Status CheckPerChannel(const KernelCall& c,
   return absl::OkStatus();
 }
 
+// a.input viewed as [rows, cols]: cols the product of its dimensions from `axis` on.
+template <typename Args>
+void SplitRowsAt(Args& a, int64_t axis) {
+  a.rows = Prod(a.input.shape(), 0, axis);
+  a.cols = Prod(a.input.shape(), axis, a.input.dim());
+}
+
+// a.input [batch, channels, inner...] split into a.batch, a.channels and a.inner; errors for
+// an input of fewer than 2 dimensions.
+template <typename Args>
+absl::Status SplitChannels(const KernelCall& c, Args& a) {
+  const Tensor& x = a.input;
+  if (x.dim() < 2) {
+    return c.Error(absl::StrCat("batch norm input ", x.DebugString(), " has no channels"));
+  }
+  a.batch = x.shape()[0];
+  a.channels = x.shape()[1];
+  a.inner = Prod(x.shape(), 2, x.dim());
+  return absl::OkStatus();
+}
+
+// A loss's tensors: grad_output (a backward's only), self and target, in that order.
+template <typename Args>
+absl::Status ReadLossTensors(KernelCall& c, bool backward, Args& a) {
+  if (backward) {
+    OVERLAP_ASSIGN_OR_RETURN(a.grad_output, c.TensorArg("grad_output"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(a.self, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(a.target, c.TensorArg("target"));
+  return absl::OkStatus();
+}
+
+// A loss backward's grad_output against the reduction: one element for mean and sum; for
+// none, `fits_none` (the caller's per-element check).
+absl::Status CheckLossGrad(const KernelCall& c, const Tensor& grad_output, int64_t reduction,
+                           bool fits_none) {
+  if (reduction == kReductionNone ? !fits_none : grad_output.numel() != 1) {
+    return c.Error("grad_output does not match the reduction");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> ReadReductionArg(const KernelCall& c) {
@@ -138,8 +180,7 @@ absl::StatusOr<LayerNormArgs> ReadLayerNormArgs(KernelCall& c) {
     return c.Error(absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
                                 "] is not the end of ", a.input.DebugString()));
   }
-  a.rows = Prod(a.input.shape(), 0, axis);
-  a.cols = Prod(a.input.shape(), axis, a.input.dim());
+  SplitRowsAt(a, axis);
   OVERLAP_RETURN_IF_ERROR(
       CheckPerChannel(c, {&a.weight, &a.bias}, a.cols, a.input.dtype(), "normalized_shape"));
   return a;
@@ -159,8 +200,7 @@ absl::StatusOr<LayerNormBackwardArgs> ReadLayerNormBackwardArgs(KernelCall& c) {
   if (axis < 0 || a.output_mask.size() != 3) {
     return c.Error("bad normalized_shape or output_mask");
   }
-  a.rows = Prod(a.input.shape(), 0, axis);
-  a.cols = Prod(a.input.shape(), axis, a.input.dim());
+  SplitRowsAt(a, axis);
   if (a.mean.numel() != a.rows || a.rstd.numel() != a.rows) {
     return c.Error("mean / rstd do not match input");
   }
@@ -180,13 +220,8 @@ absl::StatusOr<BatchNormForwardArgs> ReadBatchNormArgs(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(a.running_var, c.OptionalTensorArg("running_var"));
   OVERLAP_ASSIGN_OR_RETURN(a.training, c.BoolArg("training"));
   OVERLAP_ASSIGN_OR_RETURN(a.eps, c.DoubleArg("eps"));
+  OVERLAP_RETURN_IF_ERROR(SplitChannels(c, a));
   const Tensor& x = a.input;
-  if (x.dim() < 2) {
-    return c.Error(absl::StrCat("batch norm input ", x.DebugString(), " has no channels"));
-  }
-  a.batch = x.shape()[0];
-  a.channels = x.shape()[1];
-  a.inner = Prod(x.shape(), 2, x.dim());
   if (!a.training && (!a.running_mean || !a.running_var)) {
     return c.Error("evaluation mode needs running statistics");
   }
@@ -209,13 +244,8 @@ absl::StatusOr<BatchNormBackwardArgs> ReadBatchNormBackwardArgs(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(a.eps, c.DoubleArg("eps"));
   OVERLAP_ASSIGN_OR_RETURN(a.output_mask, c.BoolListArg("output_mask", {true, true, true}));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, a.grad_out, a.input, "grad_out and input"));
+  OVERLAP_RETURN_IF_ERROR(SplitChannels(c, a));
   const Tensor& x = a.input;
-  if (x.dim() < 2) {
-    return c.Error(absl::StrCat("batch norm input ", x.DebugString(), " has no channels"));
-  }
-  a.batch = x.shape()[0];
-  a.channels = x.shape()[1];
-  a.inner = Prod(x.shape(), 2, x.dim());
   if (a.output_mask.size() != 3) return c.Error("output_mask should have 3 entries");
   const std::optional<Tensor>& mean = a.training ? sm : rm;
   const std::optional<Tensor>& var = a.training ? si : rv;
@@ -233,11 +263,7 @@ absl::StatusOr<BatchNormBackwardArgs> ReadBatchNormBackwardArgs(KernelCall& c) {
 
 absl::StatusOr<NllLossArgs> ReadNllLossArgs(KernelCall& c, bool backward) {
   NllLossArgs a;
-  if (backward) {
-    OVERLAP_ASSIGN_OR_RETURN(a.grad_output, c.TensorArg("grad_output"));
-  }
-  OVERLAP_ASSIGN_OR_RETURN(a.self, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(a.target, c.TensorArg("target"));
+  OVERLAP_RETURN_IF_ERROR(ReadLossTensors(c, backward, a));
   OVERLAP_ASSIGN_OR_RETURN(a.weight, c.OptionalTensorArg("weight"));
   OVERLAP_ASSIGN_OR_RETURN(a.reduction, ReadReductionArg(c));
   OVERLAP_ASSIGN_OR_RETURN(a.ignore_index, c.IntArg("ignore_index"));
@@ -253,10 +279,8 @@ absl::StatusOr<NllLossArgs> ReadNllLossArgs(KernelCall& c, bool backward) {
   OVERLAP_RETURN_IF_ERROR(
       CheckPerChannel(c, {&a.weight}, a.classes, x.dtype(), "one entry per class"));
   if (!backward) return a;
-  const bool none = a.reduction == kReductionNone;
-  if (none ? a.grad_output.numel() != a.rows : a.grad_output.numel() != 1) {
-    return c.Error("grad_output does not match the reduction");
-  }
+  OVERLAP_RETURN_IF_ERROR(
+      CheckLossGrad(c, a.grad_output, a.reduction, a.grad_output.numel() == a.rows));
   OVERLAP_RETURN_IF_ERROR(CheckDType(c, a.grad_output, x.dtype(), "grad_output"));
   if (a.total_weight.numel() != 1) return c.Error("total_weight should have one element");
   OVERLAP_RETURN_IF_ERROR(CheckDType(c, a.total_weight, x.dtype(), "total_weight"));
@@ -265,19 +289,13 @@ absl::StatusOr<NllLossArgs> ReadNllLossArgs(KernelCall& c, bool backward) {
 
 absl::StatusOr<MseLossArgs> ReadMseLossArgs(KernelCall& c, bool backward) {
   MseLossArgs a;
-  if (backward) {
-    OVERLAP_ASSIGN_OR_RETURN(a.grad_output, c.TensorArg("grad_output"));
-  }
-  OVERLAP_ASSIGN_OR_RETURN(a.self, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(a.target, c.TensorArg("target"));
+  OVERLAP_RETURN_IF_ERROR(ReadLossTensors(c, backward, a));
   OVERLAP_ASSIGN_OR_RETURN(a.reduction, ReadReductionArg(c));
   OVERLAP_RETURN_IF_ERROR(CheckSame(c, a.self, a.target, "self and target"));
   if (!backward) return a;
   OVERLAP_RETURN_IF_ERROR(CheckDType(c, a.grad_output, a.self.dtype(), "grad_output"));
-  const bool none = a.reduction == kReductionNone;
-  if (none ? a.grad_output.shape() != a.self.shape() : a.grad_output.numel() != 1) {
-    return c.Error("grad_output does not match the reduction");
-  }
+  OVERLAP_RETURN_IF_ERROR(
+      CheckLossGrad(c, a.grad_output, a.reduction, a.grad_output.shape() == a.self.shape()));
   return a;
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -118,13 +119,8 @@ Results MaxPool3d(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(const Pool3 g, Pool3Args(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const std::vector<int64_t> shape = PooledShape(x, g);
-  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
-    using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewUninitializedOutput(DType::kInt64, shape));
-    const T* xs = x.data<T>();
-    T* os = out.data<T>();
-    int64_t* is = idx.data<int64_t>();
+  return MaxPoolWithIndices(c, x, shape, [&](const auto* xs, auto* os, int64_t* is) {
+    using T = std::remove_pointer_t<decltype(os)>;
     const int64_t hw = g.in[1] * g.in[2];
     ForEachOutputRow(g, g.out[2] * g.k[0] * g.k[1] * g.k[2],
                      [&](int64_t plane, int64_t z, int64_t y) {
@@ -154,7 +150,6 @@ Results MaxPool3d(KernelCall& c) {
                          is[row + ox] = at;
                        }
                      });
-    return std::vector<Tensor>{out, idx};
   });
 }
 
@@ -372,13 +367,8 @@ Results AdaptiveMaxPool2d(KernelCall& c) {
   std::vector<int64_t> shape = x.shape();
   shape[shape.size() - 2] = oh;
   shape[shape.size() - 1] = ow;
-  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
-    using T = decltype(tag);
-    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), shape));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.NewUninitializedOutput(DType::kInt64, shape));
-    const T* xs = x.data<T>();
-    T* os = out.data<T>();
-    int64_t* is = idx.data<int64_t>();
+  return MaxPoolWithIndices(c, x, shape, [&](const auto* xs, auto* os, int64_t* is) {
+    using T = std::remove_pointer_t<decltype(os)>;
     ParallelFor(
         planes * oh,
         [&](int64_t begin, int64_t end) {
@@ -406,7 +396,6 @@ Results AdaptiveMaxPool2d(KernelCall& c) {
           }
         },
         kParallelGrain / std::max<int64_t>(h * w, 1) + 1);
-    return std::vector<Tensor>{out, idx};
   });
 }
 
