@@ -504,6 +504,8 @@ class AotBuilder {
         {"aten.pow.Tensor_Scalar", &AotBuilder::PowBackward},
         {"aten.rsqrt.default", &AotBuilder::RsqrtBackward},
         {"aten.mean.dim", &AotBuilder::MeanBackward},
+        {"aten.sum.dim_IntList", &AotBuilder::MeanBackward},
+        {"aten.select.int", &AotBuilder::SelectBackward},
         {"aten.sum.default", &AotBuilder::TotalBackward},
         {"aten.mean.default", &AotBuilder::TotalBackward},
         {"aten.relu.default", &AotBuilder::ReluBackward},
@@ -935,8 +937,20 @@ class AotBuilder {
     }
     OVERLAP_ASSIGN_OR_RETURN(
         g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
+    if (c.n.target() == "aten.sum.dim_IntList") return Accumulate(x, g);  // no count to divide
     OVERLAP_ASSIGN_OR_RETURN(
         g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
+    return Accumulate(x, g);
+  }
+
+  // select.int: g placed at the index of dim in zeros of self's shape (select_backward).
+  absl::Status SelectBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.select_backward.default",
+                       {Value::Ref(G(c.id)), Ints(xt.shape), c.Arg("dim"), c.Arg("index")}));
     return Accumulate(x, g);
   }
 

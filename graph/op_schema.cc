@@ -973,9 +973,11 @@ constexpr OpDecl kOps[] = {
      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
      "Tensor",
      DtypeRule::kFromArgs,
-     /*used_for=*/"",
+     /*used_for=*/"sums over dimensions written in a model",
      /*saved=*/"",
-     /*backward=*/"",
+     /*backward=*/
+     "`g` unsqueezed at the summed dimensions (without keepdim), "
+     "`aten.expand.default` to self's shape",
      /*notes=*/"",
      /*backward_of=*/"`addmm` (bias), `expand`, broadcasting `mul` / `add`"},
     {"aten.sum.default", "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",

@@ -148,7 +148,8 @@ constexpr char kLayerOps[] = R"({"format": "overlap-graph", "version": 1, "name"
 
 // "class-ops": the operator classes of exported models that our AOT builder differentiates:
 // sin, cos, abs and log; gather and scatter_add at repeated indices (arange floor-divided),
-// scatter (src and value) at distinct ones, select_scatter, cumsum and flip.
+// scatter (src and value) at distinct ones, select_scatter, cumsum and flip; sum over a
+// dimension and select.
 constexpr char kClassOps[] = R"({"format": "overlap-graph", "version": 1, "name": "class-ops",
  "nodes": [
   {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4, 5], "dtype": "float32"}},
@@ -167,7 +168,8 @@ constexpr char kClassOps[] = R"({"format": "overlap-graph", "version": 1, "name"
   {"name": "sa", "op": "call_function", "target": "aten.scatter_add.default", "args": ["%cs", 1, "%r3", "%g"], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "ss", "op": "call_function", "target": "aten.scatter.src", "args": ["%lg", 1, "%u3", "%g"], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "sv", "op": "call_function", "target": "aten.scatter.value", "args": ["%sa", 1, "%u3", 0.5], "meta": {"shape": [4, 5], "dtype": "float32"}},
-  {"name": "row", "op": "call_function", "target": "aten.mean.dim", "args": ["%xw", [0]], "meta": {"shape": [5], "dtype": "float32"}},
+  {"name": "rs", "op": "call_function", "target": "aten.sum.dim_IntList", "args": ["%xw", [0], true], "meta": {"shape": [1, 5], "dtype": "float32"}},
+  {"name": "row", "op": "call_function", "target": "aten.select.int", "args": ["%rs", 0, -1], "meta": {"shape": [5], "dtype": "float32", "aliases_input": true}},
   {"name": "sel", "op": "call_function", "target": "aten.select_scatter.default", "args": ["%ss", "%row", 0, 2], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "cu", "op": "call_function", "target": "aten.cumsum.default", "args": ["%sv", 1], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "fl", "op": "call_function", "target": "aten.flip.default", "args": ["%sel", [0, 1]], "meta": {"shape": [4, 5], "dtype": "float32"}},
