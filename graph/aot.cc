@@ -506,6 +506,7 @@ class AotBuilder {
         {"aten.mean.dim", &AotBuilder::MeanBackward},
         {"aten.sum.dim_IntList", &AotBuilder::MeanBackward},
         {"aten.select.int", &AotBuilder::SelectBackward},
+        {"aten.amax.default", &AotBuilder::AmaxBackward},
         {"aten.sum.default", &AotBuilder::TotalBackward},
         {"aten.mean.default", &AotBuilder::TotalBackward},
         {"aten.relu.default", &AotBuilder::ReluBackward},
@@ -941,6 +942,51 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(
         g, Emit("aten.div.Scalar", {Value::Ref(g), Value::Double(static_cast<double>(count))}));
     return Accumulate(x, g);
+  }
+
+  // amax: g shared evenly among the elements equal to the maximum (torch's amax_backward):
+  // mask = (self == y), g mask / sum(mask) over the reduced dimensions.
+  absl::Status AmaxBackward(const Call& c) {
+    const NodeId x = c.First();
+    if (!Needs(x)) return absl::OkStatus();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const Value dims_v = c.Arg("dim");
+    const Value keep_v = c.Arg("keepdim");
+    const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
+    std::vector<int64_t> dims;
+    if (dims_v.kind() == Value::Kind::kList) {
+      for (const Value& d : dims_v.items()) {
+        dims.push_back(d.as_int() < 0 ? d.as_int() + xt.shape.size() : d.as_int());
+      }
+    }
+    if (dims.empty()) {
+      for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
+    }
+    std::sort(dims.begin(), dims.end());
+    OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
+    NodeId g = G(c.id);
+    if (!keep) {
+      for (int64_t d : dims) {
+        OVERLAP_ASSIGN_OR_RETURN(
+            g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
+        OVERLAP_ASSIGN_OR_RETURN(
+            y, Emit("aten.unsqueeze.default", {Value::Ref(y), Value::Int(d)}, {}, Cost::Alias()));
+      }
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xs, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId eq, Emit("aten.eq.Tensor", {Value::Ref(xs), Value::Ref(y)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId mask,
+                             Emit("aten._to_copy.default", {Value::Ref(eq)},
+                                  {{"dtype", Value::String(absl::StrCat("torch.", xt.dtype))}}));
+    std::vector<Value> dv;
+    for (int64_t d : dims) dv.push_back(Value::Int(d));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId count, Emit("aten.sum.dim_IntList",
+                           {Value::Ref(mask), Value::List(std::move(dv)), Value::Bool(true)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId share,
+                             Emit("aten.div.Tensor", {Value::Ref(g), Value::Ref(count)}));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId gx, Mul(share, mask));
+    return Accumulate(x, gx);
   }
 
   // select.int: g placed at the index of dim in zeros of self's shape (select_backward).

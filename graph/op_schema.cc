@@ -1107,8 +1107,8 @@ constexpr OpDecl kOps[] = {
      /*used_for=*/"exported graphs: `x.amax(dims)`",
      /*saved=*/"`self` and its result",
      /*backward=*/
-     "none here: AOTAutograd's is `g / count` where `self` equals the maximum (`aten.eq.Tensor`, "
-     "`aten.sum.dim_IntList`, `aten.div.Tensor`, `aten.mul.Tensor`)",
+     "`g / count` where `self` equals the maximum, as AOTAutograd writes it (`aten.eq.Tensor`, "
+     "`aten._to_copy.default`, `aten.sum.dim_IntList`, `aten.div.Tensor`, `aten.mul.Tensor`)",
      /*notes=*/
      "`dim` empty: every dimension. NaN propagates. An empty `self` needs named dimensions of "
      "non-zero size, as in ATen",

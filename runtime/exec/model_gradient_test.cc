@@ -149,7 +149,7 @@ constexpr char kLayerOps[] = R"({"format": "overlap-graph", "version": 1, "name"
 // "class-ops": the operator classes of exported models that our AOT builder differentiates:
 // sin, cos, abs and log; gather and scatter_add at repeated indices (arange floor-divided),
 // scatter (src and value) at distinct ones, select_scatter, cumsum and flip; sum over a
-// dimension and select.
+// dimension, select and amax.
 constexpr char kClassOps[] = R"({"format": "overlap-graph", "version": 1, "name": "class-ops",
  "nodes": [
   {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4, 5], "dtype": "float32"}},
@@ -173,7 +173,10 @@ constexpr char kClassOps[] = R"({"format": "overlap-graph", "version": 1, "name"
   {"name": "sel", "op": "call_function", "target": "aten.select_scatter.default", "args": ["%ss", "%row", 0, 2], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "cu", "op": "call_function", "target": "aten.cumsum.default", "args": ["%sv", 1], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "fl", "op": "call_function", "target": "aten.flip.default", "args": ["%sel", [0, 1]], "meta": {"shape": [4, 5], "dtype": "float32"}},
-  {"name": "both", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%cu", "%fl"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "am", "op": "call_function", "target": "aten.amax.default", "args": ["%fl", [1]], "meta": {"shape": [4], "dtype": "float32"}},
+  {"name": "amc", "op": "call_function", "target": "aten.unsqueeze.default", "args": ["%am", 1], "meta": {"shape": [4, 1], "dtype": "float32", "aliases_input": true}},
+  {"name": "fm", "op": "call_function", "target": "aten.sub.Tensor", "args": ["%fl", "%amc"], "meta": {"shape": [4, 5], "dtype": "float32"}},
+  {"name": "both", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%cu", "%fm"], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "sq", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%both", "%both"], "meta": {"shape": [4, 5], "dtype": "float32"}},
   {"name": "loss", "op": "call_function", "target": "aten.mean.default", "args": ["%sq"], "meta": {"shape": [], "dtype": "float32"}},
   {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
