@@ -27,6 +27,7 @@
 #include "runtime/core/blas.h"
 #include "runtime/job/backend.h"
 #include "runtime/job/job.h"
+#include "runtime/job/job_report.h"
 #include "runtime/job/launcher.h"
 #include "schedule/scheduler_registry.h"
 #include "tools/commands.h"
@@ -152,8 +153,6 @@ JobOptions ReadJobFlags(Invocation& in) {
 // --threads, checked where it is read: by `run` before any rank starts, and by each worker.
 int64_t ReadThreadsFlag(Invocation& in) { return in.Int("threads", 1, 4096, 0); }
 
-std::string Fraction(double x) { return absl::StrFormat("%.1f%%", 100 * x); }
-
 // What a ZeRO-3 step's prediction is for: the simulator runs the graphs' device_time (the
 // cost model's device, docs/cost-model.md), which is not the CPU whose kernels were timed,
 // unless the step replayed those times (--time-scale).
@@ -216,11 +215,11 @@ void PrintStep(Invocation& in, const JobOptions& o, const StepReport& r) {
   if (o.time_scale > 0) {  // no kernels ran: there is no loss
     std::fprintf(in.out(), "step %lld (timed replay) time %s hidden %s\n",
                  static_cast<long long>(r.step), FormatSeconds(r.seconds).c_str(),
-                 Fraction(r.hidden).c_str());
+                 FormatFraction(r.hidden).c_str());
   } else {
     std::fprintf(in.out(), "step %lld loss %.9g time %s hidden %s\n",
                  static_cast<long long>(r.step), r.loss, FormatSeconds(r.seconds).c_str(),
-                 Fraction(r.hidden).c_str());
+                 FormatFraction(r.hidden).c_str());
   }
   std::fflush(in.out());
 }
@@ -250,78 +249,15 @@ int Worker(Invocation& in) {
     if (rank == 0) PrintStep(in, o, r);
   });
   if (!s.ok()) return in.BadInput(s.status());
-  // Every rank: its memory beside the simulator's, and its state apart.
-  int64_t peak = 0;
-  double comm = 0, exposed = 0, seconds = 0;
-  for (const StepReport& r : s->steps) {
-    peak = std::max(peak, r.peak_bytes);
-    comm += r.comm_s;
-    exposed += r.exposed_s;
-    seconds += r.seconds;
-  }
-  std::string memory = absl::StrCat("rank ", rank, ": peak of graph values ", FormatBytes(peak));
-  // With several schedulers trained, the peak is the largest of theirs, beside the largest
-  // simulated one (each scheduler's own pair is in its comparison row).
-  int64_t simulated = s->simulated_peak_bytes;
-  for (const AlgorithmTiming& t : s->comparison) {
-    simulated = std::max(simulated, t.simulated_peak_bytes);
-  }
-  if (simulated >= 0) {
-    absl::StrAppend(
-        &memory, " (simulated ", FormatBytes(simulated), ", ",
-        absl::StrFormat("%+.1f%%", simulated > 0 ? 100.0 * (peak - simulated) / simulated : 0.0),
-        ")");
-  }
-  if (s->budget_bytes) {
-    absl::StrAppend(&memory, ", budget ", FormatBytes(*s->budget_bytes),
-                    peak <= *s->budget_bytes ? " (within)" : " (EXCEEDED)");
-  }
-  if (o.strategy == Strategy::kZero3) {
-    absl::StrAppend(&memory, "; apart: shards ", FormatBytes(s->state.params), ", optimizer ",
-                    FormatBytes(s->state.optimizer), ", communication buffers ",
-                    FormatBytes(s->state.buffers));
-  }
-  std::fprintf(in.err(), "%s\n", memory.c_str());
+  // Every rank: its memory beside the simulator's, and its state apart (runtime/job/job_report.h).
+  std::fprintf(in.err(), "%s\n", FormatRankMemory(rank, *s, o.strategy).c_str());
   if (rank == 0) {
-    const size_t k = s->steps.size();
-    const std::string loss =
-        o.time_scale > 0 || k == 0
-            ? std::string("timed replay (no loss)")
-            : absl::StrFormat("loss %.4f -> %.4f", s->steps.front().loss, s->steps.back().loss);
-    std::fprintf(
-        in.summary(), "%zu steps, %s per step; %s; hidden communication %s (%s of %s exposed)%s\n",
-        k, FormatSeconds(k > 0 ? seconds / k : 0).c_str(), loss.c_str(),
-        Fraction(comm > 0 ? 1 - exposed / comm : 1).c_str(), FormatSeconds(exposed).c_str(),
-        FormatSeconds(comm).c_str(),
-        o.strategy == Strategy::kDdp
-            ? absl::StrCat("; ", s->buckets, " buckets, cap ", FormatBytes(s->bucket_cap_bytes))
-                  .c_str()
-            : absl::StrCat("; ", s->algorithm, ", ", s->buckets,
-                           " reduce-scatter buckets, predicted step ",
-                           FormatSeconds(s->predicted_step_s), PredictionBasis(o))
-                  .c_str());
-  }
-  if (rank == 0 && s->comparison.size() > 1) {
-    if (o.time_scale <= 0) {
-      std::fprintf(in.out(),
-                   "predicted: the schedule on the cost model's device (the graphs' device_time) "
-                   "with the fitted collectives; measured: this machine's kernels, so the ratio "
-                   "is mostly the gap between the two (`--time-scale` replays the device times "
-                   "here instead)\n");
-    }
-    const CollectiveModel& m = s->collectives;
-    const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
-    std::fprintf(in.out(), "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.2f GB/s)\n",
-                 "algorithm", "predicted", "measured", "ratio", "hidden",
-                 (fit ? m.allgather.latency_s : m.latency_s) * 1e6,
-                 (fit ? m.allgather.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s) / 1e9);
-    for (const AlgorithmTiming& t : s->comparison) {
-      std::fprintf(in.out(), "%-16s %12s %12s %7.2f %8s\n", t.algorithm.c_str(),
-                   FormatSeconds(t.predicted_step_s).c_str(),
-                   FormatSeconds(t.measured_step_s).c_str(),
-                   t.predicted_step_s > 0 ? t.measured_step_s / t.predicted_step_s : 0.0,
-                   Fraction(t.hidden).c_str());
-    }
+    JobReportFacts facts;
+    facts.strategy = o.strategy;
+    facts.replayed = o.time_scale > 0;
+    facts.prediction_basis = PredictionBasis(o);
+    std::fputs(FormatJobTotals(*s, facts).c_str(), in.summary());
+    std::fputs(FormatSchedulerComparison(*s, facts.replayed).c_str(), in.out());
   }
   if (trace) {
     const std::string part = absl::StrCat(*trace, ".rank", rank);
