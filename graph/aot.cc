@@ -911,12 +911,9 @@ class AotBuilder {
     return Accumulate(c.First(), g);
   }
 
-  absl::Status MeanBackward(const Call& c) {
-    const NodeId x = c.First();
-    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+  // A reduction's `dim` (int[1]?: none or empty for every dimension), wrapped and sorted.
+  static std::vector<int64_t> ReducedDims(const Call& c, const TensorType& xt) {
     const Value dims_v = c.Arg("dim");
-    const Value keep_v = c.Arg("keepdim");
-    const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
     std::vector<int64_t> dims;
     if (dims_v.kind() == Value::Kind::kList) {
       for (const Value& d : dims_v.items()) {
@@ -927,14 +924,29 @@ class AotBuilder {
       for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
     }
     std::sort(dims.begin(), dims.end());
+    return dims;
+  }
+
+  // `v` with the reduced dimensions put back as size 1 (a reduction without keepdim).
+  absl::StatusOr<NodeId> Unsqueezed(NodeId v, const std::vector<int64_t>& dims) {
+    for (int64_t d : dims) {
+      OVERLAP_ASSIGN_OR_RETURN(
+          v, Emit("aten.unsqueeze.default", {Value::Ref(v), Value::Int(d)}, {}, Cost::Alias()));
+    }
+    return v;
+  }
+
+  absl::Status MeanBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
+    const std::vector<int64_t> dims = ReducedDims(c, xt);
+    const Value keep_v = c.Arg("keepdim");
+    const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
     int64_t count = 1;
     for (int64_t d : dims) count *= xt.shape[d];
     NodeId g = G(c.id);
     if (!keep) {
-      for (int64_t d : dims) {
-        OVERLAP_ASSIGN_OR_RETURN(
-            g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
-      }
+      OVERLAP_ASSIGN_OR_RETURN(g, Unsqueezed(g, dims));
     }
     OVERLAP_ASSIGN_OR_RETURN(
         g, Emit("aten.expand.default", {Value::Ref(g), Ints(xt.shape)}, {}, Cost::Alias()));
@@ -950,28 +962,14 @@ class AotBuilder {
     const NodeId x = c.First();
     if (!Needs(x)) return absl::OkStatus();
     OVERLAP_ASSIGN_OR_RETURN(TensorType xt, TypeOf(x));
-    const Value dims_v = c.Arg("dim");
+    const std::vector<int64_t> dims = ReducedDims(c, xt);
     const Value keep_v = c.Arg("keepdim");
     const bool keep = keep_v.kind() == Value::Kind::kBool && keep_v.as_bool();
-    std::vector<int64_t> dims;
-    if (dims_v.kind() == Value::Kind::kList) {
-      for (const Value& d : dims_v.items()) {
-        dims.push_back(d.as_int() < 0 ? d.as_int() + xt.shape.size() : d.as_int());
-      }
-    }
-    if (dims.empty()) {
-      for (size_t i = 0; i < xt.shape.size(); ++i) dims.push_back(i);
-    }
-    std::sort(dims.begin(), dims.end());
     OVERLAP_ASSIGN_OR_RETURN(NodeId y, Use(c.id));
     NodeId g = G(c.id);
     if (!keep) {
-      for (int64_t d : dims) {
-        OVERLAP_ASSIGN_OR_RETURN(
-            g, Emit("aten.unsqueeze.default", {Value::Ref(g), Value::Int(d)}, {}, Cost::Alias()));
-        OVERLAP_ASSIGN_OR_RETURN(
-            y, Emit("aten.unsqueeze.default", {Value::Ref(y), Value::Int(d)}, {}, Cost::Alias()));
-      }
+      OVERLAP_ASSIGN_OR_RETURN(g, Unsqueezed(g, dims));
+      OVERLAP_ASSIGN_OR_RETURN(y, Unsqueezed(y, dims));
     }
     OVERLAP_ASSIGN_OR_RETURN(NodeId xs, Use(x));
     OVERLAP_ASSIGN_OR_RETURN(NodeId eq, Emit("aten.eq.Tensor", {Value::Ref(xs), Value::Ref(y)}));
