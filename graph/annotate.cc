@@ -39,7 +39,9 @@ enum class Kind {
   kAttentionBackward,  // 2.5 x the forward's (two matmuls recomputed, four for gradients)
 };
 
-// The pointwise ops: elementwise arithmetic, comparisons and transcendental functions.
+// The pointwise ops: elementwise arithmetic, comparisons and transcendental functions, by base
+// name (every dialect's spelling: aten.relu.default, torch.relu, F.relu). An ATen op declared
+// pointwise (graph/op_schema.h) and named nowhere here is elementwise.
 void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
   auto add = [&](Kind k, std::initializer_list<const char*> names) {
     for (const char* name : names) m[name] = k;
@@ -53,9 +55,7 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                            "abs",
                            "relu",
                            "threshold",
-                           "threshold_backward",
                            "hardtanh",
-                           "hardtanh_backward",
                            "relu6",
                            "clamp",
                            "clamp_min",
@@ -72,7 +72,6 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                            "ge",
                            "logical_not",
                            "sign",
-                           "sgn",
                            "dropout",
                            "native_dropout",
                            "native_dropout_backward",
@@ -126,7 +125,7 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                               "elu",         "elu_backward",
                               "mish"});
   // A comparison and a product per element.
-  add(Kind::kElementwise, {"leaky_relu", "leaky_relu_backward", "prelu", "prelu_backward",
+  add(Kind::kElementwise, {"leaky_relu", "prelu", "prelu_backward",
                            "_prelu_kernel", "_prelu_kernel_backward"});
 }
 
@@ -185,7 +184,9 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
          "avg_pool2d_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
          "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d"});
     add(Kind::kPool, {"max_pool3d", "max_pool3d_with_indices", "max_pool3d_with_indices_backward",
-                      "avg_pool3d", "avg_pool3d_backward", "adaptive_max_pool2d_backward"});
+                      "avg_pool3d", "avg_pool3d_backward", "adaptive_max_pool2d_backward",
+                      "adaptive_max_pool3d", "adaptive_max_pool3d_backward", "_adaptive_avg_pool3d",
+                      "_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d"});
     add(Kind::kMemory,
         {"cat", "stack", "index", "index_select", "gather", "scatter", "scatter_add", "index_put",
          "index_add", "slice_backward", "select_backward", "embedding_dense_backward",
@@ -236,7 +237,8 @@ const absl::flat_hash_map<std::string, Kind>& ModuleKinds() {
     add(Kind::kSoftmax, {"Softmax", "LogSoftmax"});
     add(Kind::kReduction, {"CrossEntropyLoss", "MSELoss", "NLLLoss"});
     add(Kind::kPool, {"MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-                      "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d"});
+                      "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d",
+                      "AdaptiveMaxPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"});
     add(Kind::kEmbedding, {"Embedding"});
     return m;
   }();
@@ -439,7 +441,12 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
     e.op_key = n.target();
     base = BaseOpName(n.target());
     auto it = OpKinds().find(base);
-    if (it != OpKinds().end()) kind = it->second;
+    if (it != OpKinds().end()) {
+      kind = it->second;
+    } else if (const OpSchema* schema = FindOpSchema(n.target());
+               schema != nullptr && schema->pointwise) {
+      kind = Kind::kElementwise;  // a declared pointwise op the lists above do not name
+    }
   }
   if (IsView(n)) kind = Kind::kFree;
 

@@ -106,6 +106,25 @@ TEST(AnnotateTest, FormulasOnHandCheckedNodes) {
   EXPECT_THAT(FormatAnnotateReport(*r), HasSubstr("aten.mystery_op.default: 1"));
 }
 
+// An ATen op declared pointwise (graph/op_schema.h) that no list of annotate.cc names is
+// costed as elementwise: one FLOP per element, its operands read and its result written.
+TEST(AnnotateTest, DeclaredPointwiseOpsAreElementwise) {
+  absl::StatusOr<Graph> g = ReadGraphJson(R"({"format": "overlap-graph", "version": 1, "nodes": [
+  {"name": "gy", "op": "placeholder", "target": "gy", "args": [], "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "y", "op": "placeholder", "target": "y", "args": [], "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "tb", "op": "call_function", "target": "aten.threshold_backward.default", "args": ["%gy", "%y", 0], "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "s", "op": "call_function", "target": "aten.sgn.default", "args": ["%tb"], "meta": {"shape": [64, 256], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%s"]]}]})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(BaseOpName("aten.threshold_backward.default"), "threshold_backward");
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, Simple());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double n = 64 * 256;
+  EXPECT_DOUBLE_EQ(N(*g, "tb").meta().device_time, Roofline(n, 3 * n * 4));
+  EXPECT_DOUBLE_EQ(N(*g, "s").meta().device_time, Roofline(n, 2 * n * 4));
+  EXPECT_EQ(r->fallback, 0);
+}
+
 // The formulas that read particular arguments: attention's is_causal (by each schema's
 // position or by keyword), addmm's mat1, F.embedding's indices (first, unlike aten's), a
 // transposed convolution's backward, and the peak of a 16-bit tuple whose first element is

@@ -492,6 +492,7 @@ class AotBuilder {
         {"aten.upsample_nearest2d.vec", &AotBuilder::UpsampleBackward},
         {"aten.upsample_bilinear2d.vec", &AotBuilder::UpsampleBackward},
         {"aten._adaptive_avg_pool2d.default", &AotBuilder::AdaptivePoolBackward},
+        {"aten._adaptive_avg_pool3d.default", &AotBuilder::AdaptivePoolBackward},
         {"aten.as_strided_scatter.default", &AotBuilder::AsStridedScatterBackward},
         {"aten.index.Tensor", &AotBuilder::IndexBackward},
         {"aten.index_put.default", &AotBuilder::IndexPutBackward},
@@ -531,9 +532,11 @@ class AotBuilder {
         {"aten.max_pool3d_with_indices.default", &AotBuilder::MaxPoolBackward},
         {"aten.avg_pool3d.default", &AotBuilder::AvgPoolBackward},
         {"aten.adaptive_max_pool2d.default", &AotBuilder::AdaptiveMaxPoolBackward},
+        {"aten.adaptive_max_pool3d.default", &AotBuilder::AdaptiveMaxPoolBackward},
         {"aten.nll_loss_forward.default", &AotBuilder::NllLossBackward},
         {"aten.mse_loss.default", &AotBuilder::MseLossBackward},
         {"aten.embedding.default", &AotBuilder::EmbeddingBackward},
+        {"aten._embedding_bag.default", &AotBuilder::EmbeddingBagBackward},
         {"aten.convolution.default", &AotBuilder::ConvolutionBackward},
         {"aten.index_select.default", &AotBuilder::IndexSelectBackward},
         {"aten.gather.default", &AotBuilder::GatherBackward},
@@ -1236,7 +1239,9 @@ class AotBuilder {
     if (!Needs(x)) return absl::OkStatus();
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
     OVERLAP_ASSIGN_OR_RETURN(
-        NodeId g, Emit("aten._adaptive_avg_pool2d_backward.default",
+        NodeId g, Emit(c.n.target() == "aten._adaptive_avg_pool3d.default"
+                           ? "aten._adaptive_avg_pool3d_backward.default"
+                           : "aten._adaptive_avg_pool2d_backward.default",
                        {Value::Ref(G(c.id)), Value::Ref(xb)}, {}, Cost::Scaled(1.0), c.id));
     return Accumulate(x, g);
   }
@@ -1392,7 +1397,9 @@ class AotBuilder {
     const NodeId x = c.First();
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
     OVERLAP_ASSIGN_OR_RETURN(NodeId idx, ElemUse(c.id, 1));
-    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.adaptive_max_pool2d_backward.default",
+    const bool volume = c.n.target() == "aten.adaptive_max_pool3d.default";
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit(volume ? "aten.adaptive_max_pool3d_backward.default"
+                                                   : "aten.adaptive_max_pool2d_backward.default",
                                             {Value::Ref(*g0), Value::Ref(xb), Value::Ref(idx)}, {},
                                             Cost::Scaled(1.0), c.id));
     return Accumulate(x, g);
@@ -1448,6 +1455,67 @@ class AotBuilder {
                                   {Value::Ref(G(c.id)), Value::Ref(ids), Value::Int(wt.shape[0]),
                                    c.Arg("padding_idx"), c.Arg("scale_grad_by_freq")}));
     return Accumulate(x, g);
+  }
+
+  // _embedding_bag: ATen's autograd formula, _embedding_bag_dense_backward on the forward's
+  // offset2bag, bag_size and max_indices. Where the forward leaves offset2bag empty (sum mode,
+  // ATen's fast path) it is rebuilt from the offsets as ATen's formula does: index i lies in
+  // bag #{j >= 1 : offsets[j] <= i}, a cumsum of the later offsets counted at their positions.
+  // A per_sample_weights that needs a gradient has no formula here; sparse=True gives the same
+  // values densely.
+  absl::Status EmbeddingBagBackward(const Call& c) {
+    std::optional<NodeId> g0 = ElemGrad(c.id, 0);
+    const NodeId w = c.Ref("weight");
+    if (!g0 || !Needs(w)) return absl::OkStatus();
+    const NodeId psw = c.Ref("per_sample_weights");
+    if (psw != kNoNode && Needs(psw)) {
+      return Error(c.n, "the gradient of per_sample_weights has no formula here (docs/ops.md)");
+    }
+    OVERLAP_ASSIGN_OR_RETURN(TensorType wt, TypeOf(w));
+    OVERLAP_ASSIGN_OR_RETURN(TensorType it, TypeOf(c.Ref("indices")));
+    const Types outs = StatedTypes(c.n);
+    if (wt.shape.size() != 2 || it.shape.size() != 1 || outs.size() != 4) {
+      return Error(c.n, "needs a 2-d weight, 1-d indices and its four stated outputs");
+    }
+    OVERLAP_ASSIGN_OR_RETURN(NodeId ids, Use(c.Ref("indices")));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId bag_size, ElemUse(c.id, 2));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId max_indices, ElemUse(c.id, 3));
+    NodeId offset2bag = kNoNode;
+    const int64_t n = it.shape[0];
+    if (outs[1].shape.size() == 1 && outs[1].shape[0] == n) {
+      OVERLAP_ASSIGN_OR_RETURN(offset2bag, ElemUse(c.id, 1));
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId offsets, Use(c.Ref("offsets")));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.new_zeros.default",
+                                              {Value::Ref(offsets), Ints({n + 1})}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId later, Emit("aten.slice.Tensor", {Value::Ref(offsets), Value::Int(0),
+                                                   Value::Int(1), Value::Int(INT64_MAX)},
+                             {}, Cost::Alias()));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId ones, Emit("aten.ones_like.default", {Value::Ref(later)}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          NodeId marks, Emit("aten.index_add.default", {Value::Ref(z), Value::Int(0),
+                                                        Value::Ref(later), Value::Ref(ones)}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId bags,
+                               Emit("aten.cumsum.default", {Value::Ref(marks), Value::Int(0)}));
+      OVERLAP_ASSIGN_OR_RETURN(
+          offset2bag, Emit("aten.slice.Tensor", {Value::Ref(bags), Value::Int(0), Value::Int(0),
+                                                 Value::Int(n)},
+                           {}, Cost::Alias()));
+    }
+    Value weights = Value();
+    if (psw != kNoNode) {
+      OVERLAP_ASSIGN_OR_RETURN(NodeId pb, Use(psw));
+      weights = Value::Ref(pb);
+    }
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g,
+        Emit("aten._embedding_bag_dense_backward.default",
+             {Value::Ref(*g0), Value::Ref(ids), Value::Ref(offset2bag), Value::Ref(bag_size),
+              Value::Ref(max_indices), Value::Int(wt.shape[0]), c.Arg("scale_grad_by_freq"),
+              c.Arg("mode"), weights, c.Arg("padding_idx")},
+             {}, Cost::Scaled(1.0), c.id));
+    return Accumulate(w, g);
   }
 
   absl::Status ConvolutionBackward(const Call& c) {

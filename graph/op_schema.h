@@ -96,6 +96,10 @@ struct OpSchema {
   std::string backward;     // its backward, in ATen ops with full arguments
   std::string notes;        // deviations, PyTorch versions
   std::string backward_of;  // for ops only in backward graphs: whose backward emits it
+  // ATen's `pointwise` tag: result element i reads element i of each tensor operand (after
+  // broadcasting) and nothing else. Such an op's shape rule is derived from its signature and
+  // `dtype` (graph/shape_rules.h) and its cost kind defaults to elementwise (graph/annotate.h).
+  bool pointwise = false;
 
   const ArgSchema& arg(int position) const { return args[position]; }
   // The position of argument `name`; -1 when the schema has none. O(args).

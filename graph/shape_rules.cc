@@ -308,16 +308,6 @@ Result Identity(const Args& a) {
   return Types{x};
 }
 
-// grad_output-shaped results that also read `self` of the same shape (x_backward(grad, x)).
-// An activation's backward: grad_output and the forward's input (`self`) or, for a backward
-// written in the forward's result, its `output`; the gradient has grad_output's type.
-Result LikeGrad(const Args& a) {
-  const char* second = a.Declares("self") ? "self" : "output";
-  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor(second));
-  OVERLAP_RETURN_IF_ERROR(SameShape(a, g, x, absl::StrCat("grad_output and ", second, " differ")));
-  return Types{g};
-}
 
 // add / sub / mul / div (.Tensor, .Scalar, .Tensor_mode): self and other (a tensor, or a
 // number) broadcast; the dtype is ArithmeticResultType's (graph/type_promotion.h).
@@ -357,11 +347,53 @@ Result PowScalar(const Args& a) {
   return Types{x};
 }
 
-// exp, rsqrt, sigmoid, tanh: ATen's floating unary ops, integral inputs give float32.
-Result FloatUnary(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  x.dtype = IntegralToFloat(x.dtype);
-  return Types{x};
+
+// A pointwise op (OpSchema::pointwise): the tensor operands broadcast, or, for a backward
+// (first argument grad_output), have one shape, as the kernels take them; the dtype by the
+// schema's DtypeRule over the tensor and number operands (graph/type_promotion.h).
+Result Pointwise(const Args& a) {
+  const OpSchema* schema = FindOpSchema(a.node().target());
+  if (schema == nullptr) return a.Error("no declaration");
+  std::vector<PromotionOperand> operands;
+  std::optional<TensorType> first;
+  Shape shape;
+  const bool backward = !schema->args.empty() && schema->arg(0).name == "grad_output";
+  for (const ArgSchema& arg : schema->args) {
+    if (arg.type == ArgType::kTensor) {
+      OVERLAP_ASSIGN_OR_RETURN(TensorType t, a.Tensor(arg.name));
+      operands.push_back(Operand(t));
+      if (!first) {
+        first = t;
+        shape = t.shape;
+      } else if (backward) {
+        OVERLAP_RETURN_IF_ERROR(SameShape(a, *first, t, absl::StrCat("grad_output and ", arg.name,
+                                                                      " differ")));
+      } else {
+        OVERLAP_ASSIGN_OR_RETURN(shape, Broadcast(a, shape, t.shape));
+      }
+    } else if (arg.type == ArgType::kScalar && !a.IsNone(arg.name)) {
+      OVERLAP_ASSIGN_OR_RETURN(PromotionOperand number, a.OperandOf(arg.name));
+      operands.push_back(std::move(number));
+    }
+  }
+  if (!first) return a.Error("a pointwise op without a tensor operand");
+  switch (schema->dtype) {
+    case DtypeRule::kFirstTensor:
+      return One(std::move(shape), first->dtype);
+    case DtypeRule::kBool:
+      OVERLAP_RETURN_IF_ERROR(a.Decided(ResultType(operands)).status());
+      return One(std::move(shape), std::string(kComparisonDtype));
+    case DtypeRule::kPromoted:
+    case DtypeRule::kPromotedFloat: {
+      OVERLAP_ASSIGN_OR_RETURN(std::string d, a.Decided(ResultType(operands)));
+      return One(std::move(shape),
+                 schema->dtype == DtypeRule::kPromotedFloat ? IntegralToFloat(d) : d);
+    }
+    case DtypeRule::kSameDtype:
+    case DtypeRule::kFromArgs:
+      break;
+  }
+  return a.Error("a pointwise op's dtype rule must be first-tensor, promoted or bool");
 }
 
 // clamp / clamp_min: self's shape; result_type of self and the bounds given (numbers).
@@ -803,23 +835,29 @@ absl::StatusOr<std::pair<int64_t, int64_t>> UpsampledSize(const Args& a, const S
   return std::make_pair(out[0], out[1]);
 }
 
+// _adaptive_avg_pool2d / 3d over `spatial` dimensions: self [C, spatial...] or [N, C,
+// spatial...] with the last `spatial` sizes replaced by output_size's.
+template <int spatial>
 Result AdaptiveAvgPool(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("output_size", {}, 2));
-  if (x.shape.size() != 3 && x.shape.size() != 4) {
-    return a.Error(absl::StrCat("input ", FormatShape(x.shape), " is not 3-d or 4-d"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.Ints("output_size", {}, spatial));
+  if (x.shape.size() != spatial + 1 && x.shape.size() != spatial + 2) {
+    return a.Error(absl::StrCat("input ", FormatShape(x.shape), " is not ", spatial + 1, "-d or ",
+                                spatial + 2, "-d"));
   }
-  if (size.size() != 2 || size[0] <= 0 || size[1] <= 0) {
-    return a.Error("output_size must be two positive sizes");
+  if (size.size() == 1) size.assign(spatial, size[0]);
+  if (size.size() != spatial ||
+      std::any_of(size.begin(), size.end(), [](int64_t v) { return v <= 0; })) {
+    return a.Error(absl::StrCat("output_size must be ", spatial, " positive sizes"));
   }
-  x.shape[x.shape.size() - 2] = size[0];
-  x.shape[x.shape.size() - 1] = size[1];
+  for (int i = 0; i < spatial; ++i) x.shape[x.shape.size() - spatial + i] = size[i];
   return Types{x};
 }
 
-// adaptive_max_pool2d: adaptive average pooling's shape, and int64 indices of it.
+// adaptive_max_pool2d / 3d: adaptive average pooling's shape, and int64 indices of it.
+template <int spatial>
 Result AdaptiveMaxPool(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(Types t, AdaptiveAvgPool(a));
+  OVERLAP_ASSIGN_OR_RETURN(Types t, AdaptiveAvgPool<spatial>(a));
   return Types{t[0], {t[0].shape, "int64"}};
 }
 
@@ -1035,16 +1073,6 @@ Result IndexPut(const Args& a) {
   return Types{x};
 }
 
-// eq / ne / lt / le / gt / ge against a number: self's shape, bool.
-// eq / ne / lt / le / gt / ge of two tensors: broadcast, bool; the operands must promote
-// (ATen compares them in their result_type).
-Result CompareTensor(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
-  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
-  OVERLAP_RETURN_IF_ERROR(a.Decided(ResultType({Operand(x), Operand(y)})).status());
-  return One(std::move(s), std::string(kComparisonDtype));
-}
 
 // abs: self's type; ATen refuses a bool tensor.
 Result Abs(const Args& a) {
@@ -1053,10 +1081,6 @@ Result Abs(const Args& a) {
   return Types{x};
 }
 
-Result CompareScalar(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
-  return One(x.shape, std::string(kComparisonDtype));
-}
 
 Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
@@ -1875,46 +1899,18 @@ constexpr RuleRow kCreationRules[] = {
 
 // Pointwise ops: arithmetic, comparisons, activations and their backwards.
 constexpr RuleRow kPointwiseRules[] = {
+    {"aten.leaky_relu.default", LeakyRelu},  // floating self only
     {"aten.masked_fill.Scalar", Identity},
     {"aten.triu.default", Identity},
-    {"aten.eq.Scalar", CompareScalar},
     {"aten.where.self", Where},
-    {"aten.le.Scalar", CompareScalar},
     {"aten.bitwise_not.default", BitwiseNot},
-    {"aten.ge.Scalar", CompareScalar},
-    {"aten.lt.Scalar", CompareScalar},
-    {"aten.gt.Scalar", CompareScalar},
     {"aten.clamp.default", Clamp},
     {"aten.clamp_min.default", Clamp},
-    {"aten.exp.default", FloatUnary},
-    {"aten.sin.default", FloatUnary},
-    {"aten.cos.default", FloatUnary},
-    {"aten.log.default", FloatUnary},
     {"aten.abs.default", Abs},
-    {"aten.sgn.default", Identity},
-    {"aten.eq.Tensor", CompareTensor},
-    {"aten.ne.Tensor", CompareTensor},
-    {"aten.lt.Tensor", CompareTensor},
-    {"aten.le.Tensor", CompareTensor},
-    {"aten.gt.Tensor", CompareTensor},
-    {"aten.ge.Tensor", CompareTensor},
     {"aten.sub.Scalar", Binary},
     {"aten.bernoulli_.float", Identity},
     {"aten.bernoulli.p", Identity},
-    {"aten.hardswish.default", Identity},
-    {"aten.hardsigmoid.default", Identity},
-    {"aten.hardswish_backward.default", LikeGrad},
-    {"aten.hardsigmoid_backward.default", LikeGrad},
-    {"aten.ne.Scalar", CompareScalar},
     {"aten.pow.Tensor_Scalar", PowScalar},
-    {"aten.rsqrt.default", FloatUnary},
-    {"aten.relu.default", Identity},
-    {"aten.hardtanh.default", Identity},
-    {"aten.hardtanh_backward.default", LikeGrad},
-    {"aten.silu.default", Identity},
-    {"aten.sigmoid.default", FloatUnary},
-    {"aten.tanh.default", FloatUnary},
-    {"aten.gelu.default", Identity},
     {"aten.neg.default", Neg},
     {"aten.add.Scalar", Binary},
     {"aten.mul.Scalar", Binary},
@@ -1923,14 +1919,7 @@ constexpr RuleRow kPointwiseRules[] = {
     {"aten.sub.Tensor", Binary},
     {"aten.mul.Tensor", Binary},
     {"aten.div.Tensor", Binary},
-    {"aten.gelu_backward.default", LikeGrad},
-    {"aten.silu_backward.default", LikeGrad},
-    {"aten.sigmoid_backward.default", LikeGrad},
-    {"aten.tanh_backward.default", LikeGrad},
-    {"aten.threshold_backward.default", LikeGrad},
     {"aten.div.Tensor_mode", Binary},
-    {"aten.leaky_relu.default", LeakyRelu},
-    {"aten.leaky_relu_backward.default", LikeGrad},
     {"aten.prelu.default", Prelu},
     {"aten.prelu_backward.default", PreluBackward},
     {"aten._prelu_kernel.default", PreluKernel},
@@ -1982,8 +1971,10 @@ constexpr RuleRow kIndexingRules[] = {
 // Pooling and resampling.
 constexpr RuleRow kPoolingRules[] = {
     {"aten.upsample_nearest2d.vec", Upsample},
-    {"aten._adaptive_avg_pool2d.default", AdaptiveAvgPool},
+    {"aten._adaptive_avg_pool2d.default", AdaptiveAvgPool<2>},
     {"aten._adaptive_avg_pool2d_backward.default", LikeSelf},
+    {"aten._adaptive_avg_pool3d.default", AdaptiveAvgPool<3>},
+    {"aten._adaptive_avg_pool3d_backward.default", LikeSelf},
     {"aten.upsample_bilinear2d.vec", Upsample},
     {"aten.upsample_nearest2d_backward.vec", UpsampleBackward},
     {"aten.upsample_bilinear2d_backward.vec", UpsampleBackward},
@@ -1995,8 +1986,10 @@ constexpr RuleRow kPoolingRules[] = {
     {"aten.max_pool3d_with_indices_backward.default", MaxPoolBackward},
     {"aten.avg_pool3d.default", AvgPool3d},
     {"aten.avg_pool3d_backward.default", AvgPool3dBackward},
-    {"aten.adaptive_max_pool2d.default", AdaptiveMaxPool},
+    {"aten.adaptive_max_pool2d.default", AdaptiveMaxPool<2>},
     {"aten.adaptive_max_pool2d_backward.default", MaxPoolBackward},
+    {"aten.adaptive_max_pool3d.default", AdaptiveMaxPool<3>},
+    {"aten.adaptive_max_pool3d_backward.default", MaxPoolBackward},
 };
 
 // Losses.
@@ -2017,6 +2010,10 @@ const absl::flat_hash_map<std::string, Rule>& Rules() {
           absl::Span<const RuleRow>(kReductionRules), absl::Span<const RuleRow>(kIndexingRules),
           absl::Span<const RuleRow>(kPoolingRules), absl::Span<const RuleRow>(kLossRules)}) {
       for (const auto& [target, rule] : family) merged->emplace(std::string(target), rule);
+    }
+    // Pointwise ops without a rule of their own: the rule their declaration implies.
+    for (const OpSchema& schema : OpSchemas()) {
+      if (schema.pointwise) merged->emplace(schema.target, Pointwise);
     }
     return merged;
   }();

@@ -472,6 +472,39 @@ TEST(ShapeRulesTest, VolumePoolingAndAdaptiveMaxPooling) {
               HasSubstr("grad_output and indices differ"));
   EXPECT_THAT(Infer("aten.adaptive_max_pool2d.default", R"("%x", [3, 5])"),
               HasSubstr("3-d or 4-d"));
+  EXPECT_EQ(Infer("aten.adaptive_max_pool3d.default", R"("%v4", [1, 3, 5])"),
+            "[2, 1, 3, 5] float64, [2, 1, 3, 5] int64");
+  EXPECT_EQ(Infer("aten._adaptive_avg_pool3d.default", R"("%v4", [2])"),
+            "[2, 2, 2, 2] float64");
+  EXPECT_EQ(Infer("aten._adaptive_avg_pool3d_backward.default", R"("%v4", "%v4")"),
+            "[2, 4, 6, 6] float64");
+  EXPECT_THAT(Infer("aten._adaptive_avg_pool3d.default", R"("%c3", [2, 2, 2])"),
+              HasSubstr("4-d or 5-d"));
+  EXPECT_THAT(Infer("aten.adaptive_max_pool3d.default", R"("%v4", [2, 0, 2])"),
+              HasSubstr("3 positive sizes"));
+}
+
+// A pointwise op's rule comes from its declaration (OpSchema::pointwise): operands broadcast
+// (a backward's have one shape), the dtype by the declared DtypeRule over tensors and numbers.
+TEST(ShapeRulesTest, PointwiseRulesFollowTheDeclaration) {
+  for (const OpSchema& s : OpSchemas()) {
+    if (s.pointwise) {
+      EXPECT_TRUE(HasShapeRule(s.target)) << s.target;
+    }
+  }
+  EXPECT_EQ(Infer("aten.sigmoid.default", R"("%i")"), "[4, 8] float32");     // promoted float
+  EXPECT_EQ(Infer("aten.sin.default", R"("%d")"), "[8, 16] float64");
+  EXPECT_EQ(Infer("aten.relu.default", R"("%k")"), "[4, 8] int32");        // first tensor's
+  EXPECT_EQ(Infer("aten.hardtanh.default", R"("%x", -2, 2)"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.eq.Tensor", R"("%x", "%s")"), "[4, 8] bool");       // broadcast
+  EXPECT_EQ(Infer("aten.gt.Scalar", R"("%i", 0.5)"), "[4, 8] bool");
+  EXPECT_THAT(Infer("aten.lt.Tensor", R"("%x", "%d")"), HasSubstr("broadcast"));
+  EXPECT_EQ(Infer("aten.sigmoid_backward.default", R"("%x", "%x")"), "[4, 8] float32");
+  EXPECT_THAT(Infer("aten.threshold_backward.default", R"("%x", "%s", 0)"),
+              HasSubstr("grad_output and self differ"));
+  EXPECT_THAT(Infer("aten.tanh_backward.default", R"("%x")"), HasSubstr("output"));
+  // An explicit rule wins: leaky_relu refuses integers as ATen does.
+  EXPECT_THAT(Infer("aten.leaky_relu.default", R"("%i", 0.1)"), HasSubstr("floating"));
 }
 
 // The types `target` gives on the placeholders of `inputs` ("name": [shape], dtype), the node

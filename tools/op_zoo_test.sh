@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The operator classes users' models reach (tools/overlap_export/testing/op_modules.py: 1-D
-# and 3-D convolutions and pooling, adaptive max pooling, gather / scatter, cumsum, embedding
+# and 3-D convolutions and pooling, adaptive pooling of 1 to 3 dimensions, gather / scatter, cumsum, embedding
 # bags, repeat_interleave, sin / cos / abs / log, prelu / leaky_relu / pixel_shuffle, max /
 # amax, factories and casts, dropout in training on torch's own masks), each through every
 # step of the model zoo (tools/zoo.py --ops): export, annotate, inspect --shapes, partition,

@@ -80,6 +80,8 @@ OPS = [
      "nn.Conv3d, 3-D max pooling (indices), 3-D average pooling"),
     ("op_adaptive_max", f"{OPS_MODULES}:AdaptiveMax", "{}", IMAGES,
      "nn.AdaptiveMaxPool2d to 3x3 (uneven windows)"),
+    ("op_adaptive_volume", f"{OPS_MODULES}:AdaptiveVolume", "{}", VOLUMES,
+     "nn.AdaptiveMaxPool3d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d"),
     ("op_scatter", f"{OPS_MODULES}:Scatter", "{}", TOKENS,
      "gather, scatter, scatter_add, index_add, select_scatter"),
     ("op_cumsum", f"{OPS_MODULES}:Cumsum", "{}", TOKENS, "cumsum (its backward: flip)"),

@@ -83,6 +83,62 @@ constexpr char kPoolOps[] = R"({"format": "overlap-graph", "version": 1, "name":
  ],
  "params": [{"name": "scale", "owner": "w", "shape": [1, 2, 6, 5], "dtype": "float32", "bytes": 240}]})";
 
+// "volume-ops": pooling over volumes: 3-D max pooling with indices and 3-D average pooling,
+// adaptive max pooling to a size with uneven windows and adaptive average pooling to one
+// larger than its input along the depth (windows repeat).
+constexpr char kVolumeOps[] = R"({"format": "overlap-graph", "version": 1, "name": "volume-ops",
+ "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [1, 2, 3, 5, 4], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [1, 2, 3, 5, 4], "dtype": "float32", "param": "scale"}},
+  {"name": "xw", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [1, 2, 3, 5, 4], "dtype": "float32"}},
+  {"name": "mp", "op": "call_function", "target": "aten.max_pool3d_with_indices.default", "args": ["%xw", [2, 2, 2], [1, 2, 2]], "meta": {"shapes": [[1, 2, 2, 2, 2], [1, 2, 2, 2, 2]], "dtypes": ["float32", "int64"]}},
+  {"name": "m", "op": "call_function", "target": "operator.getitem", "args": ["%mp", 0], "meta": {"shape": [1, 2, 2, 2, 2], "dtype": "float32"}},
+  {"name": "ap", "op": "call_function", "target": "aten.avg_pool3d.default", "args": ["%xw", [1, 3, 2], [1, 1, 2], [0, 1, 0]], "meta": {"shape": [1, 2, 3, 5, 2], "dtype": "float32"}},
+  {"name": "am", "op": "call_function", "target": "aten.adaptive_max_pool3d.default", "args": ["%ap", [2, 3, 2]], "meta": {"shapes": [[1, 2, 2, 3, 2], [1, 2, 2, 3, 2]], "dtypes": ["float32", "int64"]}},
+  {"name": "a", "op": "call_function", "target": "operator.getitem", "args": ["%am", 0], "meta": {"shape": [1, 2, 2, 3, 2], "dtype": "float32"}},
+  {"name": "aa", "op": "call_function", "target": "aten._adaptive_avg_pool3d.default", "args": ["%xw", [4, 2, 3]], "meta": {"shape": [1, 2, 4, 2, 3], "dtype": "float32"}},
+  {"name": "m2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%m", "%m"], "meta": {"shape": [1, 2, 2, 2, 2], "dtype": "float32"}},
+  {"name": "a2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%a", "%a"], "meta": {"shape": [1, 2, 2, 3, 2], "dtype": "float32"}},
+  {"name": "aa2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%aa", "%aa"], "meta": {"shape": [1, 2, 4, 2, 3], "dtype": "float32"}},
+  {"name": "l1", "op": "call_function", "target": "aten.mean.default", "args": ["%m2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "l2", "op": "call_function", "target": "aten.mean.default", "args": ["%a2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "l3", "op": "call_function", "target": "aten.mean.default", "args": ["%aa2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "l12", "op": "call_function", "target": "aten.add.Tensor", "args": ["%l1", "%l2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.add.Tensor", "args": ["%l12", "%l3"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "scale", "owner": "w", "shape": [1, 2, 3, 5, 4], "dtype": "float32", "bytes": 480}]})";
+
+// "bag-ops": nn.EmbeddingBag's _embedding_bag in its three modes (sum with a padding_idx, mean,
+// max) over bags of 3, 3 and 1 indices with repeats (arange floor-divided by 2). (The graph
+// runs in float64, where no mode leaves offset2bag empty: EmbeddingBagSumRebuildsOffset2bag
+// covers that.)
+constexpr char kBagOps[] = R"({"format": "overlap-graph", "version": 1, "name": "bag-ops",
+ "nodes": [
+  {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [4, 3], "dtype": "float32"}},
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [4, 3], "dtype": "float32", "param": "table"}},
+  {"name": "t", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%x", "%w"], "meta": {"shape": [4, 3], "dtype": "float32"}},
+  {"name": "a7", "op": "call_function", "target": "aten.arange.start_step", "args": [0, 7, 1], "meta": {"shape": [7], "dtype": "int64"}},
+  {"name": "ids", "op": "call_function", "target": "aten.div.Tensor_mode", "args": ["%a7", 2], "kwargs": {"rounding_mode": "floor"}, "meta": {"shape": [7], "dtype": "int64"}},
+  {"name": "off", "op": "call_function", "target": "aten.arange.start_step", "args": [0, 7, 3], "meta": {"shape": [3], "dtype": "int64"}},
+  {"name": "bs", "op": "call_function", "target": "aten._embedding_bag.default", "args": ["%t", "%ids", "%off", false, 0, false, null, false, 3], "meta": {"shapes": [[3, 3], [7], [3], [3]], "dtypes": ["float32", "int64", "int64", "int64"]}},
+  {"name": "bs0", "op": "call_function", "target": "operator.getitem", "args": ["%bs", 0], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bs2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%bs0", "%bs0"], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bsl", "op": "call_function", "target": "aten.mean.default", "args": ["%bs2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "bm", "op": "call_function", "target": "aten._embedding_bag.default", "args": ["%t", "%ids", "%off", false, 1], "meta": {"shapes": [[3, 3], [7], [3], [3]], "dtypes": ["float32", "int64", "int64", "int64"]}},
+  {"name": "bm0", "op": "call_function", "target": "operator.getitem", "args": ["%bm", 0], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bm2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%bm0", "%bm0"], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bml", "op": "call_function", "target": "aten.mean.default", "args": ["%bm2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "bx", "op": "call_function", "target": "aten._embedding_bag.default", "args": ["%t", "%ids", "%off", false, 2], "meta": {"shapes": [[3, 3], [7], [3], [3, 3]], "dtypes": ["float32", "int64", "int64", "int64"]}},
+  {"name": "bx0", "op": "call_function", "target": "operator.getitem", "args": ["%bx", 0], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bx2", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%bx0", "%bx0"], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "bxl", "op": "call_function", "target": "aten.mean.default", "args": ["%bx2"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "l01", "op": "call_function", "target": "aten.add.Tensor", "args": ["%bsl", "%bml"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.add.Tensor", "args": ["%l01", "%bxl"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "table", "owner": "w", "shape": [4, 3], "dtype": "float32", "bytes": 48}]})";
+
 // "index-ops": a table read by an index buffer (Swin's relative position bias), once with
 // repeated rows and once along columns after a None; an accumulating index_put; an as_strided
 // window of the result and an as_strided_scatter back into it (ConvNeXt's and Swin's heads as
@@ -190,6 +246,8 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   const std::string activation = SwappedActivation(model);
   const std::map<std::string, const char*> graphs = {{"rnn-ops", kRnnOps},
                                                      {"pool-ops", kPoolOps},
+                                                     {"volume-ops", kVolumeOps},
+                                                     {"bag-ops", kBagOps},
                                                      {"index-ops", kIndexOps},
                                                      {"layer-ops", kLayerOps},
                                                      {"class-ops", kClassOps}};
@@ -286,10 +344,53 @@ std::vector<std::string> Cases() {
   cases.push_back("mlp+tanh");
   cases.push_back("rnn-ops");
   cases.push_back("pool-ops");
+  cases.push_back("volume-ops");
+  cases.push_back("bag-ops");
   cases.push_back("index-ops");
   cases.push_back("layer-ops");
   cases.push_back("class-ops");
   return cases;
+}
+
+// In float32, ATen's sum-mode _embedding_bag leaves offset2bag empty, and the formula rebuilds
+// it from the offsets. The loss weighs bag b by b + 1, so table row r's gradient is the sum of
+// (bag + 1) over the indices reading it: ids [0, 0, 1, 1, 2, 2, 3] in bags [0, 3), [3, 6),
+// [6, 7) give rows 2, 1 + 2, 2 + 2, 3 (an offset2bag of zeros, or one counted from 1, gives
+// other sums).
+TEST(EmbeddingBagFormulaTest, SumRebuildsOffset2bagFromTheOffsets) {
+  constexpr char kBagSum[] = R"({"format": "overlap-graph", "version": 1, "name": "bag-sum",
+ "nodes": [
+  {"name": "w", "op": "placeholder", "target": "w", "args": [], "meta": {"shape": [4, 3], "dtype": "float32", "param": "table"}},
+  {"name": "a7", "op": "call_function", "target": "aten.arange.start_step", "args": [0, 7, 1], "meta": {"shape": [7], "dtype": "int64"}},
+  {"name": "ids", "op": "call_function", "target": "aten.div.Tensor_mode", "args": ["%a7", 2], "kwargs": {"rounding_mode": "floor"}, "meta": {"shape": [7], "dtype": "int64"}},
+  {"name": "off", "op": "call_function", "target": "aten.arange.start_step", "args": [0, 7, 3], "meta": {"shape": [3], "dtype": "int64"}},
+  {"name": "bs", "op": "call_function", "target": "aten._embedding_bag.default", "args": ["%w", "%ids", "%off"], "meta": {"shapes": [[3, 3], [0], [3], [3]], "dtypes": ["float32", "int64", "int64", "int64"]}},
+  {"name": "out", "op": "call_function", "target": "operator.getitem", "args": ["%bs", 0], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "a3", "op": "call_function", "target": "aten.arange.start_step", "args": [1, 4, 1], "meta": {"shape": [3], "dtype": "int64"}},
+  {"name": "coef", "op": "call_function", "target": "aten.unsqueeze.default", "args": ["%a3", 1], "meta": {"shape": [3, 1], "dtype": "int64", "aliases_input": true}},
+  {"name": "weighted", "op": "call_function", "target": "aten.mul.Tensor", "args": ["%out", "%coef"], "meta": {"shape": [3, 3], "dtype": "float32"}},
+  {"name": "loss", "op": "call_function", "target": "aten.sum.default", "args": ["%weighted"], "meta": {"shape": [], "dtype": "float32"}},
+  {"name": "output", "op": "output", "target": "output", "args": [["%loss"]]}
+ ],
+ "params": [{"name": "table", "owner": "w", "shape": [4, 3], "dtype": "float32", "bytes": 48}]})";
+  absl::StatusOr<Graph> g = ReadGraphJson(kBagSum);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AotPair> pair = BuildAotPair(*g);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  int cumsums = 0;
+  for (NodeId id : pair->backward.order()) {
+    cumsums += pair->backward.node(id).target() == "aten.cumsum.default";
+  }
+  EXPECT_EQ(cumsums, 1);
+  Allocator alloc;
+  absl::StatusOr<TensorMap> seeded = SeededInputs(pair->forward, 3, alloc);
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  TensorMap params = {{"table", seeded->at("w")}};
+  absl::StatusOr<AotStepResult> step = RunAotStep(*pair, params, {}, InterpreterOptions());
+  ASSERT_TRUE(step.ok()) << step.status();
+  const Tensor& grad = step->grads.at("table");
+  const double want[4] = {2, 3, 4, 3};
+  for (int64_t i = 0; i < grad.numel(); ++i) EXPECT_EQ(GetElement(grad, i), want[i / 3]) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, ModelGradientTest, ::testing::ValuesIn(Cases()),

@@ -25,6 +25,66 @@ absl::StatusOr<std::vector<int64_t>> PairArg(KernelCall& c, absl::string_view na
   return SpatialArg(c, name, 2, fallback);
 }
 
+std::vector<int64_t> AdaptiveGeometry::OutShape(const std::vector<int64_t>& x_shape) const {
+  std::vector<int64_t> shape = x_shape;
+  for (int i = 0; i < spatial; ++i) shape[shape.size() - spatial + i] = out[3 - spatial + i];
+  return shape;
+}
+
+namespace {
+
+// The planes and the input sizes of an adaptive pooling of `spatial` dimensions over `x`.
+absl::StatusOr<AdaptiveGeometry> AdaptiveInput(KernelCall& c, const Tensor& x, int spatial) {
+  const char* layout = spatial == 2 ? "[C, H, W] or [N, C, H, W]" : "[C, D, H, W] or [N, C, D, H, W]";
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2) {
+    return c.Error(absl::StrCat(spatial, "-D adaptive pooling input ", x.DebugString(),
+                                " should be ", layout));
+  }
+  for (int64_t i = 1; i < x.dim(); ++i) {
+    if (x.shape()[i] == 0) {
+      return c.Error(absl::StrCat(spatial, "-D adaptive pooling input ", x.DebugString(),
+                                  " has an empty non-batch dimension"));
+    }
+  }
+  AdaptiveGeometry g;
+  g.spatial = spatial;
+  g.planes = 1;
+  for (int64_t i = 0; i < x.dim() - spatial; ++i) g.planes *= x.shape()[i];
+  for (int i = 0; i < spatial; ++i) g.in[3 - spatial + i] = x.shape()[x.dim() - spatial + i];
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<AdaptiveGeometry> AdaptiveArgs(KernelCall& c, const Tensor& x, int spatial) {
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, SpatialArg(c, "output_size", spatial, -1));
+  OVERLAP_ASSIGN_OR_RETURN(AdaptiveGeometry g, AdaptiveInput(c, x, spatial));
+  for (int i = 0; i < spatial; ++i) {
+    if (size[i] <= 0) {
+      return c.Error(absl::StrCat("output_size must be ", spatial, " positive sizes"));
+    }
+    g.out[3 - spatial + i] = size[i];
+  }
+  return g;
+}
+
+absl::StatusOr<AdaptiveGeometry> AdaptiveBackwardArgs(KernelCall& c, const Tensor& grad,
+                                                      const Tensor& self, int spatial) {
+  OVERLAP_ASSIGN_OR_RETURN(AdaptiveGeometry g, AdaptiveInput(c, self, spatial));
+  bool fits = grad.dim() == self.dim() && grad.dtype() == self.dtype();
+  int64_t grad_planes = 1;
+  for (int64_t i = 0; fits && i < grad.dim() - spatial; ++i) grad_planes *= grad.shape()[i];
+  for (int i = 0; fits && i < spatial; ++i) {
+    g.out[3 - spatial + i] = grad.shape()[grad.dim() - spatial + i];
+    fits = g.out[3 - spatial + i] > 0;
+  }
+  if (!fits || grad_planes != g.planes) {
+    return c.Error(absl::StrCat("grad_output ", grad.DebugString(), " does not fit self ",
+                                self.DebugString()));
+  }
+  return g;
+}
+
 namespace {
 
 // The last `spatial` of (d, h, w) after n and channels.

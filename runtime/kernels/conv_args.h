@@ -3,6 +3,7 @@
 #ifndef OVERLAP_RUNTIME_KERNELS_CONV_ARGS_H_
 #define OVERLAP_RUNTIME_KERNELS_CONV_ARGS_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -63,6 +64,34 @@ absl::StatusOr<ConvGeometry> ConvArgs(KernelCall& c, const Tensor& x, const Tens
 // are every dimension of `x` but the last two. Errors (naming the node) for bad values, an input of
 // fewer than 3 dimensions, an empty output. O(1).
 absl::StatusOr<NnPool> PoolArgs(KernelCall& c, const Tensor& x);
+
+// An adaptive pooling's geometry, 2- or 3-D: `planes` planes [d, h, w] (a 2-D pooling's d and
+// out[0] are 1) pooled to `out`. Output position i along an axis pools input positions
+// [AdaptiveStart(i), AdaptiveEnd(i)) of it (ATen's windows: they overlap or repeat when the
+// output is the larger).
+struct AdaptiveGeometry {
+  int spatial = 2;  // 2 or 3
+  int64_t planes = 0;
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1};
+  int64_t InVolume() const { return in[0] * in[1] * in[2]; }
+  int64_t OutVolume() const { return out[0] * out[1] * out[2]; }
+  // The pooled tensor's shape: x's with its last `spatial` sizes replaced by out's.
+  std::vector<int64_t> OutShape(const std::vector<int64_t>& x_shape) const;
+};
+inline int64_t AdaptiveStart(int64_t i, int64_t out, int64_t in) { return (i * in) / out; }
+inline int64_t AdaptiveEnd(int64_t i, int64_t out, int64_t in) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+// The geometry of an adaptive pooling of `spatial` (2 or 3) dimensions: `x` of rank spatial +
+// 1 or spatial + 2 with no empty non-batch dimension, output_size `spatial` positive sizes (or
+// one for all). Errors name the node. O(1).
+absl::StatusOr<AdaptiveGeometry> AdaptiveArgs(KernelCall& c, const Tensor& x, int spatial);
+
+// The geometry of an adaptive pooling's backward: `self` as AdaptiveArgs takes it, the pooled
+// size read from `grad_output` (same rank, same planes). Errors name the node. O(1).
+absl::StatusOr<AdaptiveGeometry> AdaptiveBackwardArgs(KernelCall& c, const Tensor& grad,
+                                                      const Tensor& self, int spatial);
 
 // Attention's shape: query [b, h, s, d], key [b, hk, sk, d], value [b, hk, sk, dv]; query
 // head i reads key / value head i / (h / hk) (grouped-query attention when hk < h).

@@ -27,9 +27,11 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/graph.h"
+#include "graph/op_schema.h"
 #include "graph/shape_rules.h"
 #include "gtest/gtest.h"
 #include "runtime/core/tensor.h"
+#include "runtime/kernels/elementwise_table.h"
 #include "runtime/testing/reference_ops.h"
 #include "runtime/train/synthetic.h"
 
@@ -859,7 +861,7 @@ TEST(KernelTest, ZooLayersMatchTheirDefinitionsAndFiniteDifferences) {
   absl::StatusOr<std::vector<std::optional<RefTensor>>> empty_pool =
       RunKernel("aten._adaptive_avg_pool2d.default", {F(Rand({1, 2, 0, 3})), C(Ints({2, 2}))});
   ASSERT_FALSE(empty_pool.ok());
-  EXPECT_THAT(empty_pool.status().message(), ::testing::HasSubstr("empty input"));
+  EXPECT_THAT(empty_pool.status().message(), ::testing::HasSubstr("empty non-batch dimension"));
   // split_with_sizes: views of 1, 0 and 3 columns.
   const RefTensor sx = Rand({2, 4});
   const std::vector<std::optional<RefTensor>> parts =
@@ -927,7 +929,7 @@ TEST(KernelTest, ActivationBackwardsMatchFiniteDifferences) {
   const RefTensor nan_bound =
       Out("aten.clamp.default", {F(spread), C(Value::Double(NAN)), C(Value::Double(1))});
   EXPECT_TRUE(std::isnan(nan_bound.data[0]));
-  for (const Value p : {Value::Double(2), Value::Double(3), Value::Double(INFINITY), Value()}) {
+  for (const Value& p : {Value::Double(2), Value::Double(3), Value::Double(INFINITY), Value()}) {
     const RefTensor m = Rand({3, 4});
     const RefTensor n =
         Out("aten.norm.ScalarOpt_dim", {F(m), C(p), C(Ints({-1})), C(Value::Bool(true))});
@@ -2104,6 +2106,17 @@ TEST(KernelTest, EveryOpOfTheOpsTableHasAKernel) {
   EXPECT_GE(found, 59);
 }
 
+// The elementwise table's rows are ops declared pointwise, whose shape rule and cost kind
+// come from that declaration: a row is an op's kernel, its schema line the rest.
+TEST(KernelTest, ElementwiseTableRowsAreDeclaredPointwise) {
+  for (const EwRow& row : ElementwiseRows()) {
+    const OpSchema* schema = FindOpSchema(row.target);
+    ASSERT_NE(schema, nullptr) << row.target;
+    EXPECT_TRUE(schema->pointwise) << row.target;
+    EXPECT_NE(CpuKernels().Find(row.target), nullptr) << row.target;
+  }
+}
+
 TEST(KernelTest, SixteenBitFloatsRoundToNearestEven) {
   EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.00390625f)), 1.0f);       // a tie: to even
@@ -2383,6 +2396,84 @@ TEST(KernelTest, AdaptiveMaxPoolingMatchesItsDefinitionAndFiniteDifferences) {
   far.data[0] = -1;
   bad = RunKernel("aten.adaptive_max_pool2d_backward.default", {F(*r[0]), F(x), I(far)});
   EXPECT_FALSE(bad.ok());
+}
+
+// adaptive_max_pool3d / _adaptive_avg_pool3d: each output of a [1, 2, 3, 5, 4] volume pooled
+// to [2, 3, 3] is its window's maximum (first one's offset) or mean, windows computed here
+// from ATen's rule; a 2-D pooling is the 3-D one with unit depth; backwards by finite
+// differences.
+TEST(KernelTest, VolumeAdaptivePoolingMatchesItsDefinitionAndFiniteDifferences) {
+  const RefTensor x = Rand({1, 2, 3, 5, 4});
+  const std::vector<int64_t> in = {3, 5, 4}, out = {2, 3, 3};
+  const std::vector<std::optional<RefTensor>> mx =
+      Outs("aten.adaptive_max_pool3d.default", {F(x), C(Ints(out))});
+  const RefTensor avg = Out("aten._adaptive_avg_pool3d.default", {F(x), C(Ints(out))});
+  ASSERT_EQ(mx.size(), 2u);
+  ASSERT_EQ(mx[0]->shape, (std::vector<int64_t>{1, 2, 2, 3, 3}));
+  ASSERT_EQ(avg.shape, mx[0]->shape);
+  auto lo = [](int64_t i, int64_t o, int64_t n) { return static_cast<int64_t>(std::floor(1.0 * i * n / o)); };
+  auto hi = [](int64_t i, int64_t o, int64_t n) { return static_cast<int64_t>(std::ceil(1.0 * (i + 1) * n / o)); };
+  size_t at = 0;
+  for (int64_t plane = 0; plane < 2; ++plane) {
+    for (int64_t z = 0; z < out[0]; ++z) {
+      for (int64_t y = 0; y < out[1]; ++y) {
+        for (int64_t w = 0; w < out[2]; ++w, ++at) {
+          double best = -1e300, sum = 0;
+          int64_t best_at = -1, count = 0;
+          for (int64_t k = lo(z, out[0], in[0]); k < hi(z, out[0], in[0]); ++k) {
+            for (int64_t i = lo(y, out[1], in[1]); i < hi(y, out[1], in[1]); ++i) {
+              for (int64_t j = lo(w, out[2], in[2]); j < hi(w, out[2], in[2]); ++j) {
+                const int64_t off = (k * in[1] + i) * in[2] + j;
+                const double v = x.data[plane * 60 + off];
+                if (v > best) best = v, best_at = off;
+                sum += v, ++count;
+              }
+            }
+          }
+          EXPECT_EQ(mx[0]->data[at], best) << at;
+          EXPECT_EQ(mx[1]->data[at], best_at) << at;
+          EXPECT_NEAR(avg.data[at], sum / count, 1e-12) << at;
+        }
+      }
+    }
+  }
+  // Unit depth: the 2-D pools of the [1, 2, 5, 4] planes.
+  RefTensor flat = x;
+  flat.shape = {1, 2, 3 * 5, 4};
+  RefTensor unit = x;
+  unit.shape = {1, 2, 1, 15, 4};
+  EXPECT_EQ(Out("aten.adaptive_max_pool2d.default", {F(flat), C(Ints({4, 3}))}).data,
+            Out("aten.adaptive_max_pool3d.default", {F(unit), C(Ints({1, 4, 3}))}).data);
+  EXPECT_EQ(Out("aten._adaptive_avg_pool2d.default", {F(flat), C(Ints({4, 3}))}).data,
+            Out("aten._adaptive_avg_pool3d.default", {F(unit), C(Ints({1, 4, 3}))}).data);
+  CheckFiniteDifferences(
+      "adaptive max pool 3d", {Rand({2, 3, 5, 4})},
+      [&](const std::vector<RefTensor>& v) {
+        return Out("aten.adaptive_max_pool3d.default", {F(v[0]), C(Ints({2, 3, 3}))});
+      },
+      [&](const std::vector<RefTensor>& v, const RefTensor& g) {
+        const RefTensor idx =
+            Out("aten.adaptive_max_pool3d.default", {F(v[0]), C(Ints({2, 3, 3}))}, 1);
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.adaptive_max_pool3d_backward.default", {F(g), F(v[0]), I(idx)})};
+      });
+  CheckFiniteDifferences(
+      "adaptive avg pool 3d", {Rand({2, 3, 5, 4})},
+      [&](const std::vector<RefTensor>& v) {
+        return Out("aten._adaptive_avg_pool3d.default", {F(v[0]), C(Ints({4, 2, 6}))});
+      },
+      [&](const std::vector<RefTensor>& v, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten._adaptive_avg_pool3d_backward.default", {F(g), F(v[0])})};
+      });
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> bad =
+      RunKernel("aten.adaptive_max_pool3d.default", {F(Rand({4, 4, 4})), C(Ints({2, 2, 2}))});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("[C, D, H, W]"), std::string::npos) << bad.status();
+  bad = RunKernel("aten._adaptive_avg_pool3d_backward.default",
+                  {F(Rand({2, 2, 2, 2})), F(Rand({1, 3, 4, 4}))});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not fit"), std::string::npos) << bad.status();
 }
 
 // addmm as ATen: beta * self + alpha * mat1 @ mat2 with self broadcast (a row, a column),

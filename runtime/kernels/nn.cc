@@ -1043,54 +1043,45 @@ Results LinearMap(KernelCall& c, const Tensor& from, const std::vector<int64_t>&
 
 // ---- adaptive average pooling ----
 
-// Output (i, j) of an [h, w] map from [H, W] averages rows [floor(i H / h), ceil((i + 1) H /
-// h)) and the columns likewise (ATen's windows). visit(out_index, in_index, 1 / area).
+// Each output position of `g` averages its window (per axis [AdaptiveStart, AdaptiveEnd), ATen's
+// windows): visit(out_index, in_index, 1 / window volume) within one plane.
 template <typename F>
-void ForEachAdaptiveWindow(int64_t ih, int64_t iw, int64_t oh, int64_t ow, F&& visit) {
-  for (int64_t i = 0; i < oh; ++i) {
-    const int64_t y0 = i * ih / oh, y1 = ((i + 1) * ih + oh - 1) / oh;
-    for (int64_t j = 0; j < ow; ++j) {
-      const int64_t x0 = j * iw / ow, x1 = ((j + 1) * iw + ow - 1) / ow;
-      const double inv = 1.0 / static_cast<double>((y1 - y0) * (x1 - x0));
-      for (int64_t y = y0; y < y1; ++y) {
-        for (int64_t x = x0; x < x1; ++x) visit(i * ow + j, y * iw + x, inv);
+void ForEachAdaptiveWindow(const AdaptiveGeometry& g, F&& visit) {
+  const auto& in = g.in;
+  const auto& out = g.out;
+  for (int64_t z = 0; z < out[0]; ++z) {
+    const int64_t d0 = AdaptiveStart(z, out[0], in[0]), d1 = AdaptiveEnd(z, out[0], in[0]);
+    for (int64_t i = 0; i < out[1]; ++i) {
+      const int64_t y0 = AdaptiveStart(i, out[1], in[1]), y1 = AdaptiveEnd(i, out[1], in[1]);
+      for (int64_t j = 0; j < out[2]; ++j) {
+        const int64_t x0 = AdaptiveStart(j, out[2], in[2]), x1 = AdaptiveEnd(j, out[2], in[2]);
+        const double inv = 1.0 / static_cast<double>((d1 - d0) * (y1 - y0) * (x1 - x0));
+        const int64_t o = (z * out[1] + i) * out[2] + j;
+        for (int64_t k = d0; k < d1; ++k) {
+          for (int64_t y = y0; y < y1; ++y) {
+            for (int64_t x = x0; x < x1; ++x) visit(o, (k * in[1] + y) * in[2] + x, inv);
+          }
+        }
       }
     }
   }
 }
 
-Results AdaptiveAvgPool2d(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, PairArg(c, "output_size", 1));
-  if ((x0.dim() != 3 && x0.dim() != 4) || size[0] <= 0 || size[1] <= 0) {
-    return c.Error(absl::StrCat("input ", x0.DebugString(),
-                                " is not 3-d or 4-d, or output_size is not positive"));
-  }
-  const int64_t ih = x0.shape()[x0.dim() - 2], iw = x0.shape()[x0.dim() - 1];
-  if (ih <= 0 || iw <= 0) return c.Error("an empty input");
-  const int64_t oh = size[0], ow = size[1];
-  std::vector<int64_t> shape = x0.shape();
-  shape[x0.dim() - 2] = oh;
-  shape[x0.dim() - 1] = ow;
-  return LinearMap(c, x0, shape, ih * iw, oh * ow, /*scatter=*/false,
-                   [&](auto visit) { ForEachAdaptiveWindow(ih, iw, oh, ow, visit); });
+// _adaptive_avg_pool2d / _adaptive_avg_pool3d.
+Results AdaptiveAvgPool(KernelCall& c, int spatial) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(const AdaptiveGeometry g, AdaptiveArgs(c, x, spatial));
+  return LinearMap(c, x, g.OutShape(x.shape()), g.InVolume(), g.OutVolume(), /*scatter=*/false,
+                   [&](auto visit) { ForEachAdaptiveWindow(g, visit); });
 }
 
-Results AdaptiveAvgPool2dBackward(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor g0, c.TensorArg("grad_output"));
+// Its backward: each window's gradient spread evenly over it (the forward's adjoint).
+Results AdaptiveAvgPoolBackward(KernelCall& c, int spatial) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor grad, c.TensorArg("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  if ((x.dim() != 3 && x.dim() != 4) || g0.dim() != x.dim() || g0.dtype() != x.dtype()) {
-    return c.Error(
-        absl::StrCat("grad_output ", g0.DebugString(), " does not fit self ", x.DebugString()));
-  }
-  const int64_t ih = x.shape()[x.dim() - 2], iw = x.shape()[x.dim() - 1];
-  const int64_t oh = g0.shape()[g0.dim() - 2], ow = g0.shape()[g0.dim() - 1];
-  if (ih <= 0 || iw <= 0 || oh <= 0 || ow <= 0 || g0.numel() / (oh * ow) != x.numel() / (ih * iw)) {
-    return c.Error(
-        absl::StrCat("grad_output ", g0.DebugString(), " does not fit self ", x.DebugString()));
-  }
-  return LinearMap(c, g0, x.shape(), oh * ow, ih * iw, /*scatter=*/true,
-                   [&](auto visit) { ForEachAdaptiveWindow(ih, iw, oh, ow, visit); });
+  OVERLAP_ASSIGN_OR_RETURN(const AdaptiveGeometry g, AdaptiveBackwardArgs(c, grad, x, spatial));
+  return LinearMap(c, grad, x.shape(), g.OutVolume(), g.InVolume(), /*scatter=*/true,
+                   [&](auto visit) { ForEachAdaptiveWindow(g, visit); });
 }
 
 // ---- upsampling (nearest, bilinear) ----
@@ -1610,8 +1601,14 @@ void RegisterNnKernels(KernelRegistry& r) {
   r.Register("aten.native_group_norm.default", NativeGroupNorm);
   r.Register("aten.native_group_norm_backward.default", NativeGroupNormBackward);
   r.Register("aten.upsample_nearest2d.vec", UpsampleKernel(false));
-  r.Register("aten._adaptive_avg_pool2d.default", AdaptiveAvgPool2d);
-  r.Register("aten._adaptive_avg_pool2d_backward.default", AdaptiveAvgPool2dBackward);
+  r.Register("aten._adaptive_avg_pool2d.default",
+             [](KernelCall& c) { return AdaptiveAvgPool(c, 2); });
+  r.Register("aten._adaptive_avg_pool2d_backward.default",
+             [](KernelCall& c) { return AdaptiveAvgPoolBackward(c, 2); });
+  r.Register("aten._adaptive_avg_pool3d.default",
+             [](KernelCall& c) { return AdaptiveAvgPool(c, 3); });
+  r.Register("aten._adaptive_avg_pool3d_backward.default",
+             [](KernelCall& c) { return AdaptiveAvgPoolBackward(c, 3); });
   r.Register("aten.upsample_bilinear2d.vec", UpsampleKernel(true));
   r.Register("aten.upsample_nearest2d_backward.vec", UpsampleBackwardKernel(false));
   r.Register("aten.upsample_bilinear2d_backward.vec", UpsampleBackwardKernel(true));

@@ -1,5 +1,5 @@
 // Pooling over volumes and adaptive max pooling (ATen's CPU semantics): max_pool3d_with_indices,
-// avg_pool3d and their backwards; adaptive_max_pool2d and its backward. Direct loops over each
+// avg_pool3d and their backwards; adaptive_max_pool2d / 3d and their backwards. Direct loops over each
 // window, planes split over the pool. Max pooling's indices are int64 offsets into one plane
 // (d h w, or h w), as ATen's.
 #include <algorithm>
@@ -333,86 +333,62 @@ Results AvgPool3dBackward(KernelCall& c) {
 
 // ---- adaptive max pooling ----
 
-// adaptive_max_pool2d's input [C, H, W] or [N, C, H, W] (H, W non-zero) and output_size (two
-// positive sizes, or one for both). Errors name the node.
-absl::StatusOr<std::array<int64_t, 2>> AdaptiveArgs(KernelCall& c, const Tensor& x) {
-  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, SpatialArg(c, "output_size", 2, -1));
-  if (x.dim() != 3 && x.dim() != 4) {
-    return c.Error(absl::StrCat("adaptive_max_pool2d input ", x.DebugString(),
-                                " should be [C, H, W] or [N, C, H, W]"));
-  }
-  for (int64_t i = 1; i < x.dim(); ++i) {
-    if (x.shape()[i] == 0) {
-      return c.Error(absl::StrCat("adaptive_max_pool2d input ", x.DebugString(),
-                                  " has an empty non-batch dimension"));
-    }
-  }
-  if (size[0] <= 0 || size[1] <= 0) return c.Error("output_size must be two positive sizes");
-  return std::array<int64_t, 2>{size[0], size[1]};
-}
-
-// ATen's adaptive window of output position i of `out` over `in`: [floor(i in / out),
-// ceil((i + 1) in / out)).
-inline int64_t WindowStart(int64_t i, int64_t out, int64_t in) { return (i * in) / out; }
-inline int64_t WindowEnd(int64_t i, int64_t out, int64_t in) {
-  return ((i + 1) * in + out - 1) / out;
-}
-
-Results AdaptiveMaxPool2d(KernelCall& c) {
+// adaptive_max_pool2d / adaptive_max_pool3d: the first maximum of each window (a NaN replaces,
+// even a NaN: ATen's rule) and its offset within the plane.
+Results AdaptiveMaxPool(KernelCall& c, int spatial) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(const auto size, AdaptiveArgs(c, x0));
+  OVERLAP_ASSIGN_OR_RETURN(const AdaptiveGeometry g, AdaptiveArgs(c, x0, spatial));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
-  const int64_t h = x.shape()[x.dim() - 2], w = x.shape()[x.dim() - 1];
-  const int64_t oh = size[0], ow = size[1], planes = Prod(x.shape(), 0, x.dim() - 2);
-  std::vector<int64_t> shape = x.shape();
-  shape[shape.size() - 2] = oh;
-  shape[shape.size() - 1] = ow;
-  return MaxPoolWithIndices(c, x, shape, [&](const auto* xs, auto* os, int64_t* is) {
+  const auto& in = g.in;
+  const auto& out = g.out;
+  return MaxPoolWithIndices(c, x, g.OutShape(x.shape()), [&](const auto* xs, auto* os, int64_t* is) {
     using T = std::remove_pointer_t<decltype(os)>;
+    // One task per output row (plane, z, y).
     ParallelFor(
-        planes * oh,
+        g.planes * out[0] * out[1],
         [&](int64_t begin, int64_t end) {
           for (int64_t r = begin; r < end; ++r) {
-            const int64_t plane = r / oh, y = r % oh;
-            const int64_t h0 = WindowStart(y, oh, h), h1 = WindowEnd(y, oh, h);
-            const T* in = xs + plane * h * w;
-            for (int64_t x1 = 0; x1 < ow; ++x1) {
-              const int64_t w0 = WindowStart(x1, ow, w), w1 = WindowEnd(x1, ow, w);
-              // ATen's rule: the first maximum; a NaN replaces, even a NaN.
-              int64_t at = h0 * w + w0;
+            const int64_t plane = r / (out[0] * out[1]);
+            const int64_t z = r / out[1] % out[0], y = r % out[1];
+            const int64_t d0 = AdaptiveStart(z, out[0], in[0]), d1 = AdaptiveEnd(z, out[0], in[0]);
+            const int64_t h0 = AdaptiveStart(y, out[1], in[1]), h1 = AdaptiveEnd(y, out[1], in[1]);
+            const T* plane_in = xs + plane * g.InVolume();
+            for (int64_t ox = 0; ox < out[2]; ++ox) {
+              const int64_t w0 = AdaptiveStart(ox, out[2], in[2]);
+              const int64_t w1 = AdaptiveEnd(ox, out[2], in[2]);
+              int64_t at = (d0 * in[1] + h0) * in[2] + w0;
               T best = static_cast<T>(-HUGE_VAL);
-              for (int64_t i = h0; i < h1; ++i) {
-                for (int64_t j = w0; j < w1; ++j) {
-                  const T v = in[i * w + j];
-                  if (v > best || v != v) {
-                    best = v;
-                    at = i * w + j;
+              for (int64_t k = d0; k < d1; ++k) {
+                for (int64_t i = h0; i < h1; ++i) {
+                  const int64_t row = (k * in[1] + i) * in[2];
+                  for (int64_t j = w0; j < w1; ++j) {
+                    const T v = plane_in[row + j];
+                    if (v > best || v != v) {
+                      best = v;
+                      at = row + j;
+                    }
                   }
                 }
               }
-              os[r * ow + x1] = best;
-              is[r * ow + x1] = at;
+              os[r * out[2] + ox] = best;
+              is[r * out[2] + ox] = at;
             }
           }
         },
-        kParallelGrain / std::max<int64_t>(h * w, 1) + 1);
+        kParallelGrain / std::max<int64_t>(g.InVolume() / std::max<int64_t>(out[0] * out[1], 1), 1) + 1);
   });
 }
 
-Results AdaptiveMaxPool2dBackward(KernelCall& c) {
+Results AdaptiveMaxPoolBackward(KernelCall& c, int spatial) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(Tensor idx, c.TensorArg("indices"));
-  if (x.dim() != 3 && x.dim() != 4) {
-    return c.Error(absl::StrCat("self ", x.DebugString(), " should be [C, H, W] or [N, C, H, W]"));
+  OVERLAP_ASSIGN_OR_RETURN(const AdaptiveGeometry geo, AdaptiveBackwardArgs(c, g, x, spatial));
+  if (idx.shape() != g.shape()) {
+    return c.Error(absl::StrCat("indices ", idx.DebugString(), " should have grad_output's shape ",
+                                g.DebugString()));
   }
-  if (g.dim() != x.dim() || idx.shape() != g.shape() ||
-      Prod(g.shape(), 0, g.dim() - 2) != Prod(x.shape(), 0, x.dim() - 2)) {
-    return c.Error(absl::StrCat("grad_output ", g.DebugString(), " and indices ", idx.DebugString(),
-                                " do not fit self ", x.DebugString()));
-  }
-  return ScatterByIndices(c, g, x, idx, Prod(x.shape(), 0, x.dim() - 2),
-                          x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1]);
+  return ScatterByIndices(c, g, x, idx, geo.planes, geo.InVolume());
 }
 
 }  // namespace
@@ -424,8 +400,14 @@ void RegisterPoolNdKernels(KernelRegistry& r) {
   r.Register("aten.max_pool3d_with_indices_backward.default", MaxPool3dBackward);
   r.Register("aten.avg_pool3d.default", AvgPool3d);
   r.Register("aten.avg_pool3d_backward.default", AvgPool3dBackward);
-  r.Register("aten.adaptive_max_pool2d.default", AdaptiveMaxPool2d);
-  r.Register("aten.adaptive_max_pool2d_backward.default", AdaptiveMaxPool2dBackward);
+  r.Register("aten.adaptive_max_pool2d.default",
+             [](KernelCall& c) { return AdaptiveMaxPool(c, 2); });
+  r.Register("aten.adaptive_max_pool2d_backward.default",
+             [](KernelCall& c) { return AdaptiveMaxPoolBackward(c, 2); });
+  r.Register("aten.adaptive_max_pool3d.default",
+             [](KernelCall& c) { return AdaptiveMaxPool(c, 3); });
+  r.Register("aten.adaptive_max_pool3d_backward.default",
+             [](KernelCall& c) { return AdaptiveMaxPoolBackward(c, 3); });
 }
 
 }  // namespace overlap

@@ -53,6 +53,23 @@ class AdaptiveMax(torch.nn.Module):
         return self.head(F.adaptive_max_pool2d(self.conv(x), 3).flatten(1))
 
 
+class AdaptiveVolume(torch.nn.Module):
+    """Adaptive pooling of other dimensionalities after nn.Conv3d: nn.AdaptiveMaxPool3d to
+    3x3x5 (uneven windows, one larger than its input), nn.AdaptiveAvgPool3d to 1x3x3, and
+    nn.AdaptiveMaxPool1d over the flattened volume."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(3, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4 * (45 + 9 + 7), 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        parts = [F.adaptive_max_pool3d(y, (3, 3, 5)), F.adaptive_avg_pool3d(y, (1, 3, 3)),
+                 F.adaptive_max_pool1d(y.flatten(2), 7)]
+        return self.head(torch.cat([p.flatten(1) for p in parts], 1))
+
+
 class Scatter(torch.nn.Module):
     """gather, scatter, scatter_add, index_add and select_scatter on an embedding's output,
     at fixed indices (buffers)."""
