@@ -37,6 +37,7 @@ enum class Kind {
   kEmbedding,          // 0 FLOPs; reads the gathered rows, not the whole table
   kAttention,          // fused attention: 4 x B x H x Sq x Sk x D, half when causal
   kAttentionBackward,  // 2.5 x the forward's (two matmuls recomputed, four for gradients)
+  kAttentionModule,    // nn.MultiheadAttention whole: its four projections and the attention
 };
 
 // The pointwise ops: elementwise arithmetic, comparisons and transcendental functions, by base
@@ -125,8 +126,8 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                               "elu",         "elu_backward",
                               "mish"});
   // A comparison and a product per element.
-  add(Kind::kElementwise, {"leaky_relu", "prelu", "prelu_backward",
-                           "_prelu_kernel", "_prelu_kernel_backward"});
+  add(Kind::kElementwise,
+      {"leaky_relu", "prelu", "prelu_backward", "_prelu_kernel", "_prelu_kernel_backward"});
 }
 
 const absl::flat_hash_map<std::string, Kind>& OpKinds() {
@@ -135,16 +136,13 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
     auto add = [&](Kind k, std::initializer_list<const char*> names) {
       for (const char* name : names) (*m)[name] = k;
     };
-    add(Kind::kFree, {"view",       "_unsafe_view", "_reshape_alias",
-                      "reshape",    "flatten",      "expand",
-                      "expand_as",  "view_as",      "t",
-                      "transpose",  "permute",      "squeeze",
-                      "unsqueeze",  "alias",        "detach",
-                      "as_strided", "split",        "split_with_sizes",
-                      "chunk",      "unbind",       "select",
-                      "slice",      "narrow",       "getitem",
-                      "getattr",    "size",         "dim",
-                      "numel",      "stride",       "sym_size"});
+    add(Kind::kFree, {"view",       "_unsafe_view", "_reshape_alias",   "reshape", "flatten",
+                      "expand",     "expand_as",    "view_as",          "t",       "transpose",
+                      "permute",    "squeeze",      "unsqueeze",        "alias",   "detach",
+                      "as_strided", "split",        "split_with_sizes", "chunk",   "unbind",
+                      "select",     "slice",        "narrow",           "getitem", "getattr",
+                      "size",       "dim",          "_assert",          "numel",   "stride",
+                      "sym_size"});
     add(Kind::kMatmul, {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm"});
     add(Kind::kConv, {"convolution", "_convolution", "conv1d", "conv2d", "conv3d"});
     add(Kind::kConvBackward, {"convolution_backward"});
@@ -240,6 +238,7 @@ const absl::flat_hash_map<std::string, Kind>& ModuleKinds() {
                       "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d",
                       "AdaptiveMaxPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"});
     add(Kind::kEmbedding, {"Embedding"});
+    add(Kind::kAttentionModule, {"MultiheadAttention"});
     return m;
   }();
   return *kinds;
@@ -427,6 +426,20 @@ double ConvBackwardFlops(const Graph& g, const Node& n) {
   return per && w ? 2.0 * gradients * Numel(*per) * ConvK(*w) : 0;
 }
 
+// nn.MultiheadAttention called whole (query, key, value of [B, S, E] or [S, B, E];
+// batch_first is the module's, not in the graph, so the longer of the two leading dimensions
+// is taken as the sequence): the q and out projections 2 Nq E^2 each, k and v 2 Nk E^2 each,
+// the attention 4 Nq Sk E. 0 without 3-d typed query and key.
+double AttentionModuleFlops(const Graph& g, const Node& n) {
+  std::optional<TensorType> q = ArgType(g, n, 0, "query");
+  std::optional<TensorType> k = ArgType(g, n, 1, "key");
+  if (!q || !k || q->shape.size() != 3 || k->shape.size() != 3) return 0;
+  const double e_dim = q->shape[2];
+  const double nq = Numel(*q) / std::max(e_dim, 1.0), nk = Numel(*k) / std::max(e_dim, 1.0);
+  const double sk = std::max(k->shape[0], k->shape[1]);
+  return 4 * nq * e_dim * e_dim + 4 * nk * e_dim * e_dim + 4 * nq * sk * e_dim;
+}
+
 Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorType>& out) {
   Estimate e;
   std::optional<Kind> kind;
@@ -515,6 +528,9 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
       break;
     case Kind::kAttention:
       e.flops = AttentionFlops(g, n, 0, BoolArg(n, CausalIndex(base, n), "is_causal"));
+      break;
+    case Kind::kAttentionModule:
+      e.flops = AttentionModuleFlops(g, n);
       break;
     case Kind::kAttentionBackward:  // (grad_out, query, key, ...)
       e.flops = 2.5 * AttentionFlops(g, n, 1, BoolArg(n, CausalIndex(base, n), "is_causal"));

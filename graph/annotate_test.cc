@@ -106,6 +106,29 @@ TEST(AnnotateTest, FormulasOnHandCheckedNodes) {
   EXPECT_THAT(FormatAnnotateReport(*r), HasSubstr("aten.mystery_op.default: 1"));
 }
 
+// nn.MultiheadAttention as a torch.fx leaf (torchvision 0.29's ViT): its projections and the
+// attention, the longer leading dimension taken as the sequence; torch._assert is free.
+TEST(AnnotateTest, MultiheadAttentionModuleAndAsserts) {
+  constexpr char kAttn[] = R"({"format": "overlap-graph", "version": 1, "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "args": [], "meta": {"shape": [2, 10, 2048], "dtype": "float32"}},
+    {"name": "ok", "op": "call_function", "target": "torch._assert", "args": [true, "shape"]},
+    {"name": "mha", "op": "call_module", "target": "attn", "args": ["%x", "%x", "%x"],
+     "meta": {"shapes": [[2, 10, 2048], null], "dtypes": ["float32", null],
+              "module": "torch.nn.modules.activation.MultiheadAttention"}},
+    {"name": "output", "op": "output", "target": "output", "args": ["%mha"]}]})";
+  absl::StatusOr<Graph> g = ReadGraphJson(kAttn);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<AnnotateReport> r = AnnotateCosts(*g, Simple());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Wide enough (E = 2048) that the FLOPs, not the bytes, set the time.
+  const double n = 20, e = 2048, s = 10;
+  const double flops = 4 * n * e * e + 4 * n * e * e + 4 * n * s * e;
+  ASSERT_GT(flops / 1e12, 2 * n * e * 4.0 / 1e9);
+  EXPECT_DOUBLE_EQ(N(*g, "mha").meta().device_time, Roofline(flops, 2 * n * e * 4.0));
+  EXPECT_EQ(N(*g, "ok").meta().device_time, 0);
+  EXPECT_EQ(r->fallback, 0);
+}
+
 // An ATen op declared pointwise (graph/op_schema.h) that no list of annotate.cc names is
 // costed as elementwise: one FLOP per element, its operands read and its result written.
 TEST(AnnotateTest, DeclaredPointwiseOpsAreElementwise) {

@@ -1486,22 +1486,22 @@ class AotBuilder {
       OVERLAP_ASSIGN_OR_RETURN(offset2bag, ElemUse(c.id, 1));
     } else {
       OVERLAP_ASSIGN_OR_RETURN(NodeId offsets, Use(c.Ref("offsets")));
-      OVERLAP_ASSIGN_OR_RETURN(NodeId z, Emit("aten.new_zeros.default",
-                                              {Value::Ref(offsets), Ints({n + 1})}));
       OVERLAP_ASSIGN_OR_RETURN(
-          NodeId later, Emit("aten.slice.Tensor", {Value::Ref(offsets), Value::Int(0),
+          NodeId z, Emit("aten.new_zeros.default", {Value::Ref(offsets), Ints({n + 1})}));
+      OVERLAP_ASSIGN_OR_RETURN(NodeId later, Emit("aten.slice.Tensor",
+                                                  {Value::Ref(offsets), Value::Int(0),
                                                    Value::Int(1), Value::Int(INT64_MAX)},
-                             {}, Cost::Alias()));
+                                                  {}, Cost::Alias()));
       OVERLAP_ASSIGN_OR_RETURN(NodeId ones, Emit("aten.ones_like.default", {Value::Ref(later)}));
       OVERLAP_ASSIGN_OR_RETURN(
-          NodeId marks, Emit("aten.index_add.default", {Value::Ref(z), Value::Int(0),
-                                                        Value::Ref(later), Value::Ref(ones)}));
+          NodeId marks, Emit("aten.index_add.default",
+                             {Value::Ref(z), Value::Int(0), Value::Ref(later), Value::Ref(ones)}));
       OVERLAP_ASSIGN_OR_RETURN(NodeId bags,
                                Emit("aten.cumsum.default", {Value::Ref(marks), Value::Int(0)}));
       OVERLAP_ASSIGN_OR_RETURN(
-          offset2bag, Emit("aten.slice.Tensor", {Value::Ref(bags), Value::Int(0), Value::Int(0),
-                                                 Value::Int(n)},
-                           {}, Cost::Alias()));
+          offset2bag,
+          Emit("aten.slice.Tensor", {Value::Ref(bags), Value::Int(0), Value::Int(0), Value::Int(n)},
+               {}, Cost::Alias()));
     }
     Value weights = Value();
     if (psw != kNoNode) {
@@ -1509,12 +1509,11 @@ class AotBuilder {
       weights = Value::Ref(pb);
     }
     OVERLAP_ASSIGN_OR_RETURN(
-        NodeId g,
-        Emit("aten._embedding_bag_dense_backward.default",
-             {Value::Ref(*g0), Value::Ref(ids), Value::Ref(offset2bag), Value::Ref(bag_size),
-              Value::Ref(max_indices), Value::Int(wt.shape[0]), c.Arg("scale_grad_by_freq"),
-              c.Arg("mode"), weights, c.Arg("padding_idx")},
-             {}, Cost::Scaled(1.0), c.id));
+        NodeId g, Emit("aten._embedding_bag_dense_backward.default",
+                       {Value::Ref(*g0), Value::Ref(ids), Value::Ref(offset2bag),
+                        Value::Ref(bag_size), Value::Ref(max_indices), Value::Int(wt.shape[0]),
+                        c.Arg("scale_grad_by_freq"), c.Arg("mode"), weights, c.Arg("padding_idx")},
+                       {}, Cost::Scaled(1.0), c.id));
     return Accumulate(w, g);
   }
 

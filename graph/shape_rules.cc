@@ -308,7 +308,6 @@ Result Identity(const Args& a) {
   return Types{x};
 }
 
-
 // add / sub / mul / div (.Tensor, .Scalar, .Tensor_mode): self and other (a tensor, or a
 // number) broadcast; the dtype is ArithmeticResultType's (graph/type_promotion.h).
 Result Binary(const Args& a) {
@@ -347,7 +346,6 @@ Result PowScalar(const Args& a) {
   return Types{x};
 }
 
-
 // A pointwise op (OpSchema::pointwise): the tensor operands broadcast, or, for a backward
 // (first argument grad_output), have one shape, as the kernels take them; the dtype by the
 // schema's DtypeRule over the tensor and number operands (graph/type_promotion.h).
@@ -366,8 +364,8 @@ Result Pointwise(const Args& a) {
         first = t;
         shape = t.shape;
       } else if (backward) {
-        OVERLAP_RETURN_IF_ERROR(SameShape(a, *first, t, absl::StrCat("grad_output and ", arg.name,
-                                                                      " differ")));
+        OVERLAP_RETURN_IF_ERROR(
+            SameShape(a, *first, t, absl::StrCat("grad_output and ", arg.name, " differ")));
       } else {
         OVERLAP_ASSIGN_OR_RETURN(shape, Broadcast(a, shape, t.shape));
       }
@@ -1073,14 +1071,12 @@ Result IndexPut(const Args& a) {
   return Types{x};
 }
 
-
 // abs: self's type; ATen refuses a bool tensor.
 Result Abs(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   if (x.dtype == "bool") return a.Error("abs of a bool tensor (ATen refuses it)");
   return Types{x};
 }
-
 
 Result Cat(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
@@ -1682,23 +1678,37 @@ Result MseLossBackward(const Args& a) {
   return Types{x};
 }
 
-// max.dim (self, dim, keepdim): values of self's dtype and int64 indices. As ATen, the reduced
-// dimension must not be empty (a 0-d self is its own maximum, dim 0 or -1).
-Result MaxDim(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+// A one-dimension reduction's (self, dim, keepdim) result shape: self's less `dim`, or with it
+// 1 under keepdim (a 0-d self stays 0-d). `nonempty`: the reduced dimension must not be empty
+// (ATen's rule for max.dim).
+absl::StatusOr<Shape> ReducedDimShape(const Args& a, const TensorType& x, bool nonempty) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, x.shape.size(), "dim"));
   Shape out = x.shape;
-  if (!out.empty()) {
-    if (out[d] == 0) return a.Error(absl::StrCat("reduction dim ", d, " has size 0"));
-    if (keep) {
-      out[d] = 1;
-    } else {
-      out.erase(out.begin() + d);
-    }
+  if (out.empty()) return out;
+  if (nonempty && out[d] == 0) return a.Error(absl::StrCat("reduction dim ", d, " has size 0"));
+  if (keep) {
+    out[d] = 1;
+  } else {
+    out.erase(out.begin() + d);
   }
+  return out;
+}
+
+// max.dim (self, dim, keepdim): values of self's dtype and int64 indices. As ATen, the reduced
+// dimension must not be empty (a 0-d self is its own maximum, dim 0 or -1).
+Result MaxDim(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape out, ReducedDimShape(a, x, /*nonempty=*/true));
   return Types{{out, x.dtype}, {out, "int64"}};
+}
+
+// all.dim / any.dim (self, dim, keepdim): the reduced shape, bool.
+Result AllAnyDim(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape out, ReducedDimShape(a, x, /*nonempty=*/false));
+  return One(std::move(out), "bool");
 }
 
 // amax (self, dim = [] for every dimension, keepdim): self's dtype. An empty self needs its
@@ -1947,6 +1957,8 @@ constexpr RuleRow kReductionRules[] = {
     {"aten.native_batch_norm.default", BatchNorm},
     {"aten.native_batch_norm_backward.default", BatchNormBackward},
     {"aten.max.dim", MaxDim},
+    {"aten.all.dim", AllAnyDim},
+    {"aten.any.dim", AllAnyDim},
     {"aten.amax.default", Amax},
 };
 

@@ -474,8 +474,7 @@ TEST(ShapeRulesTest, VolumePoolingAndAdaptiveMaxPooling) {
               HasSubstr("3-d or 4-d"));
   EXPECT_EQ(Infer("aten.adaptive_max_pool3d.default", R"("%v4", [1, 3, 5])"),
             "[2, 1, 3, 5] float64, [2, 1, 3, 5] int64");
-  EXPECT_EQ(Infer("aten._adaptive_avg_pool3d.default", R"("%v4", [2])"),
-            "[2, 2, 2, 2] float64");
+  EXPECT_EQ(Infer("aten._adaptive_avg_pool3d.default", R"("%v4", [2])"), "[2, 2, 2, 2] float64");
   EXPECT_EQ(Infer("aten._adaptive_avg_pool3d_backward.default", R"("%v4", "%v4")"),
             "[2, 4, 6, 6] float64");
   EXPECT_THAT(Infer("aten._adaptive_avg_pool3d.default", R"("%c3", [2, 2, 2])"),
@@ -492,11 +491,11 @@ TEST(ShapeRulesTest, PointwiseRulesFollowTheDeclaration) {
       EXPECT_TRUE(HasShapeRule(s.target)) << s.target;
     }
   }
-  EXPECT_EQ(Infer("aten.sigmoid.default", R"("%i")"), "[4, 8] float32");     // promoted float
+  EXPECT_EQ(Infer("aten.sigmoid.default", R"("%i")"), "[4, 8] float32");  // promoted float
   EXPECT_EQ(Infer("aten.sin.default", R"("%d")"), "[8, 16] float64");
-  EXPECT_EQ(Infer("aten.relu.default", R"("%k")"), "[4, 8] int32");        // first tensor's
+  EXPECT_EQ(Infer("aten.relu.default", R"("%k")"), "[4, 8] int32");  // first tensor's
   EXPECT_EQ(Infer("aten.hardtanh.default", R"("%x", -2, 2)"), "[4, 8] float32");
-  EXPECT_EQ(Infer("aten.eq.Tensor", R"("%x", "%s")"), "[4, 8] bool");       // broadcast
+  EXPECT_EQ(Infer("aten.eq.Tensor", R"("%x", "%s")"), "[4, 8] bool");  // broadcast
   EXPECT_EQ(Infer("aten.gt.Scalar", R"("%i", 0.5)"), "[4, 8] bool");
   EXPECT_THAT(Infer("aten.lt.Tensor", R"("%x", "%d")"), HasSubstr("broadcast"));
   EXPECT_EQ(Infer("aten.sigmoid_backward.default", R"("%x", "%x")"), "[4, 8] float32");

@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """overlap's executor against PyTorch eager, side by side on the same CPU cores.
 
-    /usr/bin/python3 tools/bench.py                      every model and work, 1 and 2 threads;
+    tools/bench.py                      every model and work, 1 and 2 threads;
                                                          rewrites docs/benchmarks.md's table
-    /usr/bin/python3 tools/bench.py resnet18 --threads 1 --rounds 3   no file written
+    tools/bench.py resnet18 --threads 1 --rounds 3   no file written
 
 Each model is exported once (tools/overlap_export: the AOT pair, random weights, one batch,
 cross-entropy). Then, for every (model, work, threads), fresh processes alternate, overlap
@@ -37,7 +37,11 @@ import doc_block  # tools/doc_block.py, beside this script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
-PY = "/usr/bin/python3"
+# The Python with torch that runs the exporter (tools/python.sh decides: $OVERLAP_PYTHON, else
+# Debian's); the children inherit it through OVERLAP_PYTHON.
+PY = subprocess.run(["bash", os.path.join(TOOLS, "python.sh")], check=True,
+                    stdout=subprocess.PIPE, text=True).stdout.strip()
+os.environ["OVERLAP_PYTHON"] = PY
 TEN = '{"num_classes": 10}'
 GPT = '{"vocab": 8192, "dim": 384, "heads": 6, "layers": 6, "max_seq": 128}'
 # name: (constructor, kwargs, input, what)

@@ -8,6 +8,6 @@ set -euo pipefail
 source "$PWD/tools/require_torch.sh"
 require_torch export_cli_test "import torch, functorch"
 cd "$PWD/tools"
-py=/usr/bin/python3
+py="$OVERLAP_PY"
 export TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}}
 exec "$py" -m unittest overlap_export.testing.cli_test -v

@@ -16,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/gallery.md}
-py=/usr/bin/python3
+source tools/python.sh
+py="$OVERLAP_PY"
 bazel build //tools:overlap >/dev/null 2>&1 || { bazel build //tools:overlap; exit 1; }
 overlap=$PWD/bazel-bin/tools/overlap
 work=$(mktemp -d)

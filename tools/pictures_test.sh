@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The pictures render: partition --dot through Graphviz's dot -Tsvg, and schedule / simulate
-# --svg, every SVG parsed by Python's xml.etree (/usr/bin/python3, Debian's), on every
+# --svg, every SVG parsed by Python's xml.etree (overlap's Python environment, or any python3), on every
 # built-in model's tiny preset; a graph over the DOT limit is refused with the limit named.
 set -euo pipefail
+source "$PWD/tools/python.sh"
 overlap=tools/overlap
 if ! command -v dot >/dev/null; then
   echo "pictures_test: Graphviz's dot is missing: run tools/bootstrap.sh (installs graphviz)" >&2
@@ -10,7 +11,7 @@ if ! command -v dot >/dev/null; then
 fi
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 parse() {  # parse FILE: well-formed SVG with a root <svg> element
-  /usr/bin/python3 - "$1" <<'PY'
+  "$OVERLAP_STDLIB_PY" - "$1" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()

@@ -7,6 +7,7 @@
 # check refusing a rank with other flags, and `overlap bench-comm` whose saved model
 # `overlap schedule --collective-model` reads.
 set -euo pipefail
+source "$PWD/tools/python.sh"
 overlap=$PWD/tools/overlap
 export OVERLAP_WORKER_BINARY=$overlap
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
@@ -49,7 +50,7 @@ test "$rc" = 143
 $overlap run --nproc 2 --strategy ddp --model mlp --steps 3 --trace trace.json >run.out 2>run.err
 grep -c '^step [123] loss' run.out | grep -qx 3
 grep -q 'hidden communication' run.out
-/usr/bin/python3 - <<'PY'
+"$OVERLAP_STDLIB_PY" - <<'PY'
 import json
 events = json.load(open("trace.json"))["traceEvents"]
 tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"}
@@ -65,7 +66,7 @@ $overlap run --nproc 2 --strategy ddp --model mlp --steps 1 --trace linked.json 
   --save linked.safetensors >linked.out 2>linked.err
 test "$(cat victim.txt)" = victim
 test ! -L linked.json && test ! -L linked.safetensors && test ! -e linked.json.rank0
-/usr/bin/python3 -c 'import json; json.load(open("linked.json"))'
+"$OVERLAP_STDLIB_PY" -c 'import json; json.load(open("linked.json"))'
 
 # run: ZeRO-3 prints each rank's peak beside the simulator's.
 $overlap run --nproc 2 --strategy zero3 --model mlp --steps 2 >z.out 2>z.err
@@ -84,7 +85,7 @@ grep -q 'the job failed' k.err
 # run: a graph pair from files, weights and a global batch from files (each rank its rows).
 $overlap gen mlp --preset tiny --lifted -o mlp.fwd.json
 $overlap gen mlp --preset tiny --backward -o mlp.bwd.json
-/usr/bin/python3 - <<'PY'
+"$OVERLAP_STDLIB_PY" - <<'PY'
 import json, struct
 # A global batch of 8 rows for the tiny mlp (x: [8, 8], targets: [8, 4]) in safetensors.
 def tensor(rows, cols, seed):
@@ -99,7 +100,7 @@ PY
 $overlap run --nproc 2 --strategy zero3 --graph mlp.fwd.json --backward-graph mlp.bwd.json \
   --data batch.safetensors --steps 5 >f.out 2>f.err
 grep -q '^step 5 loss' f.out
-/usr/bin/python3 - <<'PY'
+"$OVERLAP_STDLIB_PY" - <<'PY'
 import re
 losses = [float(m) for m in re.findall(r"^step \d+ loss ([0-9.]+)", open("f.out").read(), re.M)]
 assert len(losses) == 5 and losses[-1] < losses[0], losses  # one batch, memorised
@@ -119,7 +120,7 @@ rank_env() {
 port_and_run() {
   local flags1=$1 style=${2:-torchrun} attempt
   for attempt in 1 2 3; do
-    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$("$OVERLAP_STDLIB_PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     set +e
     env $(rank_env 0 "$style") \
       $overlap worker --strategy zero3 --model mlp --steps 3 --timeout 20 >w0.out 2>w0.err &
@@ -216,7 +217,7 @@ for threads in 0 5000; do
 done
 # A weights file is checked once, before any rank starts: an empty one (no tensors) is one
 # error naming what is missing, exit 1, and no rank's output.
-/usr/bin/python3 -c "import struct; open('empty.safetensors','wb').write(struct.pack('<Q', 2) + b'{}')"
+"$OVERLAP_STDLIB_PY" -c "import struct; open('empty.safetensors','wb').write(struct.pack('<Q', 2) + b'{}')"
 set +e
 $overlap run --nproc 4 --model mlp --steps 1 --weights empty.safetensors >w.out 2>w.err
 code=$?

@@ -10,9 +10,9 @@
 # Skips without torch, as export_test does, unless OVERLAP_REQUIRE_TORCH=1.
 set -euo pipefail
 overlap=$PWD/tools/overlap
-py=/usr/bin/python3
 source "$PWD/tools/require_torch.sh"
 require_torch torchrun_store_test "import torch.distributed"
+py="$OVERLAP_PY"
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$tmp"
 # A failed step says which, with what the commands wrote to stderr (only where errexit
@@ -86,10 +86,11 @@ for strategy in ddp zero3; do
   echo "torchrun_store_test: $strategy under PyTorch's TCPStore ok"
 done
 
-# The generation given instead of probed; a server whose constructor waits for the
-# server and both workers to count themselves returns.
+# The generation given instead of probed (the store's torch's major version: 1 or 2); a
+# server whose constructor waits for the server and both workers to count themselves returns.
+wire=$("$py" -c 'import torch; print(torch.__version__.split(".")[0])')
 serve 3 3
-workers ddp OVERLAP_C10D_WIRE=1
+workers ddp OVERLAP_C10D_WIRE="$wire"
 test "$rc0" = 0 && test "$rc1" = 0
 echo check >stop
 wait $store_pid

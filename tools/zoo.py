@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The model zoo: PyTorch models through every pass of overlap, checked against torch.
 
-    /usr/bin/python3 tools/zoo.py                 every model; rewrites docs/gallery.md's zoo table
-    /usr/bin/python3 tools/zoo.py --quick         the test's subset; exit 1 when any model fails
-    /usr/bin/python3 tools/zoo.py resnet18 lstm   the named models only (no file written)
+    tools/zoo.py                 every model; rewrites docs/gallery.md's zoo table
+    tools/zoo.py --quick         the test's subset; exit 1 when any model fails
+    tools/zoo.py resnet18 lstm   the named models only (no file written)
 
 Per model (docs/gallery.md, "Model zoo"): export (tools/overlap_export: the AOT pair, random
 weights, torch's float32 and float64 reference on the same inputs, cross-entropy over the
@@ -33,7 +33,11 @@ import doc_block  # tools/doc_block.py, beside this script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
-PY = "/usr/bin/python3"
+# The Python with torch that runs the exporter (tools/python.sh decides: $OVERLAP_PYTHON, else
+# Debian's); the children inherit it through OVERLAP_PYTHON.
+PY = subprocess.run(["bash", os.path.join(TOOLS, "python.sh")], check=True,
+                    stdout=subprocess.PIPE, text=True).stdout.strip()
+os.environ["OVERLAP_PYTHON"] = PY
 MODULES = "overlap_export.testing.zoo_modules"
 TEN = '{"num_classes": 10}'
 TOKENS = "2x6:int64:11"

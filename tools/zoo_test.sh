@@ -13,4 +13,5 @@ set -euo pipefail
 source "$PWD/tools/require_torch.sh"
 require_torch zoo_test "import torch, torchvision, functorch"
 export OVERLAP=$PWD/tools/overlap
-exec /usr/bin/python3 "$PWD/tools/zoo.py" --quick
+export OVERLAP_PYTHON="$OVERLAP_PY"
+exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --quick

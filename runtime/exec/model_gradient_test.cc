@@ -244,13 +244,10 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferencesOfTheForwardLoss) {
   ModelOptions o;
   o.style = ParamStyle::kLifted;
   const std::string activation = SwappedActivation(model);
-  const std::map<std::string, const char*> graphs = {{"rnn-ops", kRnnOps},
-                                                     {"pool-ops", kPoolOps},
-                                                     {"volume-ops", kVolumeOps},
-                                                     {"bag-ops", kBagOps},
-                                                     {"index-ops", kIndexOps},
-                                                     {"layer-ops", kLayerOps},
-                                                     {"class-ops", kClassOps}};
+  const std::map<std::string, const char*> graphs = {
+      {"rnn-ops", kRnnOps},    {"pool-ops", kPoolOps},   {"volume-ops", kVolumeOps},
+      {"bag-ops", kBagOps},    {"index-ops", kIndexOps}, {"layer-ops", kLayerOps},
+      {"class-ops", kClassOps}};
   auto it = graphs.find(model);
   absl::StatusOr<Graph> g = it != graphs.end()
                                 ? ReadGraphJson(it->second)

@@ -35,7 +35,8 @@ namespace {
 
 // The planes and the input sizes of an adaptive pooling of `spatial` dimensions over `x`.
 absl::StatusOr<AdaptiveGeometry> AdaptiveInput(KernelCall& c, const Tensor& x, int spatial) {
-  const char* layout = spatial == 2 ? "[C, H, W] or [N, C, H, W]" : "[C, D, H, W] or [N, C, D, H, W]";
+  const char* layout =
+      spatial == 2 ? "[C, H, W] or [N, C, H, W]" : "[C, D, H, W] or [N, C, D, H, W]";
   if (x.dim() != spatial + 1 && x.dim() != spatial + 2) {
     return c.Error(absl::StrCat(spatial, "-D adaptive pooling input ", x.DebugString(),
                                 " should be ", layout));

@@ -1,7 +1,9 @@
 // Elementwise kernels: arithmetic with broadcasting, activations and their backwards, and
 // the zero constructors. Inputs of any strides; results contiguous. The formulas are
 // elementwise_ops.h's, shared with the CUDA backend.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 
@@ -803,6 +805,27 @@ Results Clamp(KernelCall& c) {
   }
   if (has_hi) {
     OVERLAP_ASSIGN_OR_RETURN(hi, c.DoubleArg("max"));
+  }
+  if (!IsFloatingPoint(d)) {
+    // Integer bounds on an integer tensor (torch 2.x's upsampling writes its source indices
+    // so): ATen's min(max(v, lo), hi) on the values as int64 (exact), the bounds as given
+    // (exact within +-2^53).
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
+    auto bound = [](double b) {
+      return b <= -9.2e18 ? INT64_MIN : b >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(b);
+    };
+    const int64_t lo_i = bound(lo), hi_i = bound(hi);
+    auto clamp = [&](int64_t v) { return std::min(std::max(v, lo_i), hi_i); };
+    if (d == DType::kInt64) {
+      const int64_t* in = x.data<int64_t>();
+      int64_t* o = out.data<int64_t>();
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] = clamp(in[i]);
+    } else {  // narrower integers: exact as doubles
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        SetElement(out, i, static_cast<double>(clamp(static_cast<int64_t>(GetElement(x, i)))));
+      }
+    }
+    return std::vector<Tensor>{out};
   }
   // ATen's min(max(v, lo), hi): max wins when min > max; a NaN value or bound gives NaN.
   const bool nan_bound = lo != lo || hi != hi;

@@ -2411,8 +2411,12 @@ TEST(KernelTest, VolumeAdaptivePoolingMatchesItsDefinitionAndFiniteDifferences) 
   ASSERT_EQ(mx.size(), 2u);
   ASSERT_EQ(mx[0]->shape, (std::vector<int64_t>{1, 2, 2, 3, 3}));
   ASSERT_EQ(avg.shape, mx[0]->shape);
-  auto lo = [](int64_t i, int64_t o, int64_t n) { return static_cast<int64_t>(std::floor(1.0 * i * n / o)); };
-  auto hi = [](int64_t i, int64_t o, int64_t n) { return static_cast<int64_t>(std::ceil(1.0 * (i + 1) * n / o)); };
+  auto lo = [](int64_t i, int64_t o, int64_t n) {
+    return static_cast<int64_t>(std::floor(1.0 * i * n / o));
+  };
+  auto hi = [](int64_t i, int64_t o, int64_t n) {
+    return static_cast<int64_t>(std::ceil(1.0 * (i + 1) * n / o));
+  };
   size_t at = 0;
   for (int64_t plane = 0; plane < 2; ++plane) {
     for (int64_t z = 0; z < out[0]; ++z) {
@@ -2474,6 +2478,32 @@ TEST(KernelTest, VolumeAdaptivePoolingMatchesItsDefinitionAndFiniteDifferences) 
                   {F(Rand({2, 2, 2, 2})), F(Rand({1, 3, 4, 4}))});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("does not fit"), std::string::npos) << bad.status();
+}
+
+// all.dim / any.dim along a dimension (NaN counts as non-zero; an empty dimension gives true /
+// false) and clamp of an int64 tensor by integer bounds (one of them missing too).
+TEST(KernelTest, LogicalReductionsAndIntegerClamp) {
+  RefTensor x;
+  x.shape = {2, 3};
+  x.data = {1, 0, NAN, 2, 3, 4};
+  EXPECT_EQ(Out("aten.all.dim", {F(x), C(Value::Int(1))}).data, (std::vector<double>{0, 1}));
+  EXPECT_EQ(Out("aten.any.dim", {F(x), C(Value::Int(0))}).data, (std::vector<double>{1, 1, 1}));
+  const RefTensor kept = Out("aten.all.dim", {F(x), C(Value::Int(-1)), C(Value::Bool(true))});
+  EXPECT_EQ(kept.shape, (std::vector<int64_t>{2, 1}));
+  RefTensor empty;
+  empty.shape = {2, 0};
+  EXPECT_EQ(Out("aten.all.dim", {F(empty), C(Value::Int(1))}).data, (std::vector<double>{1, 1}));
+  EXPECT_EQ(Out("aten.any.dim", {F(empty), C(Value::Int(1))}).data, (std::vector<double>{0, 0}));
+  ExpectRefused("aten.all.dim", {F(x), C(Value::Int(2))});
+  RefTensor ints;
+  ints.shape = {4};
+  ints.data = {-5, 2, 9, 7};
+  const RefTensor clamped =
+      Out("aten.clamp.default", {I(ints), C(Value::Int(0)), C(Value::Int(7))});
+  EXPECT_EQ(clamped.data, (std::vector<double>{0, 2, 7, 7}));
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> r =
+      RunKernel("aten.clamp.default", {I(ints), C(Value::Int(0))});
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 // addmm as ATen: beta * self + alpha * mat1 @ mat2 with self broadcast (a row, a column),

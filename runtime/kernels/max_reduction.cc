@@ -1,7 +1,8 @@
-// Maximum reductions: max.dim (values and int64 indices along one dimension) and amax (the
-// values over any dimensions). Every dtype the runtime holds (16-bit floats reach kernels as
-// float32), compared in its own type, as ATen's CPU kernels compare: NaN propagates, and
-// max.dim's index is the first maximal element's, or the first NaN's.
+// Maximum reductions: max.dim (values and int64 indices along one dimension), amax (the
+// values over any dimensions), and all.dim / any.dim (the logical reductions along one). Every
+// dtype the runtime holds (16-bit floats reach kernels as float32), compared in its own type, as
+// ATen's CPU kernels compare: NaN propagates, and max.dim's index is the first maximal element's,
+// or the first NaN's.
 #include <cstdint>
 #include <vector>
 
@@ -42,22 +43,33 @@ bool Replaces(T v, T m) {
   return !(v <= m);
 }
 
+// A one-dimension reduction's (self, dim, keepdim) result shape, its dimension wrapped into
+// *dim: x's less `dim`, or with it 1 under keepdim (a 0-d x stays 0-d). `nonempty`: the
+// reduced dimension must not be empty (ATen's rule for max.dim).
+absl::StatusOr<std::vector<int64_t>> ReducedDimShape(KernelCall& c, const Tensor& x, bool nonempty,
+                                                     int64_t* dim) {
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, c.IntArg("dim"));
+  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim"));
+  OVERLAP_ASSIGN_OR_RETURN(d, WrapDim(c, d, x.dim()));
+  *dim = d;
+  std::vector<int64_t> shape = x.shape();
+  if (x.dim() == 0) return shape;
+  if (nonempty && shape[d] == 0) return c.Error(absl::StrCat("reduction dim ", d, " has size 0"));
+  if (keepdim) {
+    shape[d] = 1;
+  } else {
+    shape.erase(shape.begin() + d);
+  }
+  return shape;
+}
+
 // max.dim(self, dim, keepdim=False) -> (values, indices). ATen refuses an empty reduced
 // dimension ("Expected reduction dim to have non-zero size"); a 0-d self is its own maximum.
 Results MaxDim(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
-  OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim"));
-  OVERLAP_ASSIGN_OR_RETURN(dim, WrapDim(c, dim, x0.dim()));
-  std::vector<int64_t> shape = x0.shape();
-  if (x0.dim() > 0) {
-    if (shape[dim] == 0) return c.Error(absl::StrCat("reduction dim ", dim, " has size 0"));
-    if (keepdim) {
-      shape[dim] = 1;
-    } else {
-      shape.erase(shape.begin() + dim);
-    }
-  }
+  int64_t dim = 0;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                           ReducedDimShape(c, x0, /*nonempty=*/true, &dim));
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
   return DispatchOrdered(c, x.dtype(), [&](auto tag) -> Results {
@@ -88,6 +100,35 @@ Results MaxDim(KernelCall& c) {
         },
         kParallelGrain / std::max<int64_t>(a.n, 1) + 1);
     return std::vector<Tensor>{values, indices};
+  });
+}
+
+// all.dim / any.dim(self, dim, keepdim=False): whether every (some) element along `dim` is
+// non-zero (NaN is non-zero), bool. An empty reduced dimension gives true (false), as ATen.
+Results AllAnyDim(KernelCall& c, bool all) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  int64_t dim = 0;
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                           ReducedDimShape(c, x0, /*nonempty=*/false, &dim));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  const Around a = Split3(x.shape(), dim);
+  return DispatchOrdered(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, shape));
+    const T* in = x.data<T>();
+    uint8_t* po = out.data<uint8_t>();
+    for (int64_t k = 0; k < a.outer * a.inner; ++k) {
+      const T* col = in + (k / a.inner) * a.n * a.inner + k % a.inner;
+      bool r = all;  // all: until a zero; any: until a non-zero
+      for (int64_t i = 0; i < a.n; ++i) {
+        if ((col[i * a.inner] != T{0}) != all) {
+          r = !all;
+          break;
+        }
+      }
+      po[k] = r ? 1 : 0;
+    }
+    return std::vector<Tensor>{out};
   });
 }
 
@@ -147,6 +188,8 @@ Results Amax(KernelCall& c) {
 void RegisterMaxReductionKernels(KernelRegistry& r) {
   r.Register("aten.max.dim", kernels::MaxDim);
   r.Register("aten.amax.default", kernels::Amax);
+  r.Register("aten.all.dim", [](KernelCall& c) { return kernels::AllAnyDim(c, true); });
+  r.Register("aten.any.dim", [](KernelCall& c) { return kernels::AllAnyDim(c, false); });
 }
 
 }  // namespace overlap

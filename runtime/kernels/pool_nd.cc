@@ -1,6 +1,6 @@
 // Pooling over volumes and adaptive max pooling (ATen's CPU semantics): max_pool3d_with_indices,
-// avg_pool3d and their backwards; adaptive_max_pool2d / 3d and their backwards. Direct loops over each
-// window, planes split over the pool. Max pooling's indices are int64 offsets into one plane
+// avg_pool3d and their backwards; adaptive_max_pool2d / 3d and their backwards. Direct loops over
+// each window, planes split over the pool. Max pooling's indices are int64 offsets into one plane
 // (d h w, or h w), as ATen's.
 #include <algorithm>
 #include <array>
@@ -341,42 +341,47 @@ Results AdaptiveMaxPool(KernelCall& c, int spatial) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const auto& in = g.in;
   const auto& out = g.out;
-  return MaxPoolWithIndices(c, x, g.OutShape(x.shape()), [&](const auto* xs, auto* os, int64_t* is) {
-    using T = std::remove_pointer_t<decltype(os)>;
-    // One task per output row (plane, z, y).
-    ParallelFor(
-        g.planes * out[0] * out[1],
-        [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r) {
-            const int64_t plane = r / (out[0] * out[1]);
-            const int64_t z = r / out[1] % out[0], y = r % out[1];
-            const int64_t d0 = AdaptiveStart(z, out[0], in[0]), d1 = AdaptiveEnd(z, out[0], in[0]);
-            const int64_t h0 = AdaptiveStart(y, out[1], in[1]), h1 = AdaptiveEnd(y, out[1], in[1]);
-            const T* plane_in = xs + plane * g.InVolume();
-            for (int64_t ox = 0; ox < out[2]; ++ox) {
-              const int64_t w0 = AdaptiveStart(ox, out[2], in[2]);
-              const int64_t w1 = AdaptiveEnd(ox, out[2], in[2]);
-              int64_t at = (d0 * in[1] + h0) * in[2] + w0;
-              T best = static_cast<T>(-HUGE_VAL);
-              for (int64_t k = d0; k < d1; ++k) {
-                for (int64_t i = h0; i < h1; ++i) {
-                  const int64_t row = (k * in[1] + i) * in[2];
-                  for (int64_t j = w0; j < w1; ++j) {
-                    const T v = plane_in[row + j];
-                    if (v > best || v != v) {
-                      best = v;
-                      at = row + j;
+  return MaxPoolWithIndices(
+      c, x, g.OutShape(x.shape()), [&](const auto* xs, auto* os, int64_t* is) {
+        using T = std::remove_pointer_t<decltype(os)>;
+        // One task per output row (plane, z, y).
+        ParallelFor(
+            g.planes * out[0] * out[1],
+            [&](int64_t begin, int64_t end) {
+              for (int64_t r = begin; r < end; ++r) {
+                const int64_t plane = r / (out[0] * out[1]);
+                const int64_t z = r / out[1] % out[0], y = r % out[1];
+                const int64_t d0 = AdaptiveStart(z, out[0], in[0]),
+                              d1 = AdaptiveEnd(z, out[0], in[0]);
+                const int64_t h0 = AdaptiveStart(y, out[1], in[1]),
+                              h1 = AdaptiveEnd(y, out[1], in[1]);
+                const T* plane_in = xs + plane * g.InVolume();
+                for (int64_t ox = 0; ox < out[2]; ++ox) {
+                  const int64_t w0 = AdaptiveStart(ox, out[2], in[2]);
+                  const int64_t w1 = AdaptiveEnd(ox, out[2], in[2]);
+                  int64_t at = (d0 * in[1] + h0) * in[2] + w0;
+                  T best = static_cast<T>(-HUGE_VAL);
+                  for (int64_t k = d0; k < d1; ++k) {
+                    for (int64_t i = h0; i < h1; ++i) {
+                      const int64_t row = (k * in[1] + i) * in[2];
+                      for (int64_t j = w0; j < w1; ++j) {
+                        const T v = plane_in[row + j];
+                        if (v > best || v != v) {
+                          best = v;
+                          at = row + j;
+                        }
+                      }
                     }
                   }
+                  os[r * out[2] + ox] = best;
+                  is[r * out[2] + ox] = at;
                 }
               }
-              os[r * out[2] + ox] = best;
-              is[r * out[2] + ox] = at;
-            }
-          }
-        },
-        kParallelGrain / std::max<int64_t>(g.InVolume() / std::max<int64_t>(out[0] * out[1], 1), 1) + 1);
-  });
+            },
+            kParallelGrain /
+                    std::max<int64_t>(g.InVolume() / std::max<int64_t>(out[0] * out[1], 1), 1) +
+                1);
+      });
 }
 
 Results AdaptiveMaxPoolBackward(KernelCall& c, int spatial) {

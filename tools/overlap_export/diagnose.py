@@ -16,9 +16,12 @@ _LIBRARIES = ("torch", "functorch")
 _MODULE_PY = os.path.join("torch", "nn", "modules", "module.py")
 
 # torch's messages for a tensor's value read in Python during a trace: torch.fx's Proxy
-# (symbolic tracing) and 1.13's make_fx (the AOT trace).
+# (symbolic tracing), 1.13's make_fx (the AOT trace) and 2.x's fake tensors (the AOT trace:
+# `.item()` and `bool(tensor)` reach aten._local_scalar_dense, which a fake tensor cannot
+# answer).
 _VALUE_READ = ("symbolically traced variables cannot be used as inputs to control flow",
-               "get value out of a tracing tensor")
+               "get value out of a tracing tensor", "aten._local_scalar_dense",
+               "data-dependent expression", "Data dependent variable")
 
 
 def _frames(e):

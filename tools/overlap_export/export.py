@@ -55,7 +55,12 @@ def copy_model(model):
     def visit(value):
         if isinstance(value, torch.Tensor):
             if not value.is_leaf and id(value) not in memo:
-                memo[id(value)] = value.detach().clone()
+                try:
+                    memo[id(value)] = value.detach().clone()
+                except RuntimeError:
+                    # What a torch 2.x trace left in the attribute (a FunctionalTensor, which
+                    # has no value outside the trace): the hook recomputes it on every call.
+                    memo[id(value)] = None
         elif isinstance(value, (list, tuple, dict, set)) and id(value) not in seen:
             seen.add(id(value))
             for v in value.values() if isinstance(value, dict) else value:
@@ -359,10 +364,20 @@ def export_aot(model, inputs, loss, target, name):
     args += [b.detach().clone() for _, b in buffers] + list(inputs)
     if target is not None:
         args.append(target)
-    with user_code("aot", "the model's forward", model):
+    with user_code("aot", "the model's forward", model), _math_attention():
         compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition,
                                 decompositions=_decompositions())
-        result = compiled(*args)[0]
+        try:
+            result = compiled(*args)[0]
+        except Exception as e:  # noqa: BLE001 - re-raised unless it is the case below
+            owner = _real_state_in_trace(model, e)
+            if owner is None:
+                raise
+            kind, name = owner
+            raise ExportError("aot", f"the forward graph reads {kind} '{name}' as a constant: "
+                                     f"module '{_owner_module(name)}' keeps its own reference "
+                                     "to it, which the functional call does not replace, so "
+                                     "it would get no gradient") from None
         if result.requires_grad:
             result.sum().backward()
     if "fw" not in captured or "bw" not in captured:
@@ -402,6 +417,38 @@ def export_aot(model, inputs, loss, target, name):
     return fw_doc, bw_doc, tensors, reference
 
 
+def _real_state_in_trace(model, e):
+    """(kind, name) of the model's parameter or buffer that torch 2.x's fake-tensor trace
+    met as a real tensor (a reference the functional call did not swap: the case 1.13's
+    trace showed as a get_attr constant), found among the locals of the frames `e` passed
+    through; None for any other failure."""
+    if "FakeTensor" not in str(e):
+        return None
+    state = {id(p): ("parameter", n) for n, p in model.named_parameters()}
+    state.update({id(b): ("buffer", n) for n, b in model.named_buffers()})
+    tb = e.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            items = value if isinstance(value, (list, tuple)) else (value,)
+            for item in items:
+                if id(item) in state:
+                    return state[id(item)]
+        tb = tb.tb_next
+    return None
+
+
+def _math_attention():
+    """torch 2.x: scaled-dot-product attention traced as its math (matmuls, a softmax, the
+    mask's where), forward and backward, instead of the CPU flash kernel pair, which the
+    executor does not run; the same formula torch's math backend computes. A no-op on 1.13,
+    whose attention is math already."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.MATH])
+
+
 def _decompositions():
     """ATen ops the AOT pair writes in others (AOTAutograd's decomposition table), ones the
     executor runs. nn.utils.weight_norm's fused pair, which torch 1.13 calls for a norm over
@@ -409,7 +456,8 @@ def _decompositions():
     w = v (g / n), n the 2-norm of v over every dimension but `dim`, kept (g's shape); the
     backward, with s = sum(grad_w v) over the same dimensions: grad_v = (g / n) (grad_w -
     v s / n^2), grad_g = s / n. A whole tensor's norm (weight_norm with dim=None) as the norm
-    over its every dimension."""
+    over its every dimension. torch 2.x's whole _embedding_bag_backward and native_dropout
+    in the ops 1.13 wrote for them."""
     aten = torch.ops.aten
 
     def others(v, dim):
@@ -428,9 +476,72 @@ def _decompositions():
     def norm(x, p=2):
         return aten.norm.ScalarOpt_dim(x, p, list(range(x.dim())), False)
 
-    return {aten._weight_norm_interface.default: weight_norm,
+    def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                               num_weights, scale_grad_by_freq, mode, sparse,
+                               per_sample_weights, padding_idx=-1):
+        # ATen's _embedding_bag_backward (torch 2.x keeps it whole), dense: where the forward
+        # left offset2bag empty (sum mode's fast path), index i lies in bag #{j >= 1 :
+        # offsets[j] <= i}. (sparse=True gives the same values densely.)
+        n = indices.shape[0]
+        if n != 0 and offset2bag.numel() == 0:
+            later = aten.slice.Tensor(offsets, 0, 1, offsets.shape[0])
+            marks = aten.index_add.default(aten.new_zeros.default(offsets, [n + 1]), 0, later,
+                                           aten.ones_like.default(later))
+            offset2bag = aten.slice.Tensor(aten.cumsum.default(marks, 0), 0, 0, n)
+        return aten._embedding_bag_dense_backward.default(
+            grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+            scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+
+    def native_dropout(x, p, train):
+        # torch 2.x's dropout in training, as 1.13 wrote it: a Bernoulli mask of keep
+        # probability 1 - p (bernoulli.p, whose draws the exporter records), the input
+        # scaled by 1 / (1 - p) where kept; the mask as bool.
+        if not train or p == 0:
+            return aten.clone.default(x), aten.ones_like.default(x, dtype=torch.bool)
+        if p >= 1:
+            return aten.zeros_like.default(x), aten.zeros_like.default(x, dtype=torch.bool)
+        keep = aten.bernoulli.p(x, 1.0 - p)
+        out = aten.mul.Tensor(aten.mul.Tensor(x, keep), 1.0 / (1.0 - p))
+        return out, aten.ne.Scalar(keep, 0)
+
+    def native_dropout_backward(grad, mask, scale):
+        return aten.mul.Tensor(aten.mul.Tensor(grad, mask), scale)
+
+    def batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+        # torch 2.x's evaluation-mode batch norm: native_batch_norm with training False (the
+        # executor's fused kernel), as 1.13 wrote it.
+        return aten.native_batch_norm.default(x, weight, bias, running_mean, running_var,
+                                              False, momentum, eps)
+
+    def alias(x):
+        # A view of the whole tensor (torch's own decomposition writes prims.view_of).
+        return aten.view.default(x, list(x.shape))
+
+    def copy(x, src, non_blocking=False):
+        # Functionalized copy_: src broadcast to x's shape, in x's dtype.
+        return aten._to_copy.default(aten.expand.default(src, list(x.shape)), dtype=x.dtype)
+
+    table = {}
+    # torch 2.x ops that torch's own decompositions write in ops the executor runs: CPU flash
+    # attention as its math (softmax(q k^T scale + mask) v; its backward is that math's, and
+    # _safe_softmax, zeros for a row masked whole, as softmax and where), _unsafe_index and
+    # _unsafe_index_put as index and index_put, linalg_vector_norm as its elementwise form.
+    names = ("_scaled_dot_product_flash_attention_for_cpu", "_safe_softmax", "_unsafe_index",
+             "_unsafe_index_put", "linalg_vector_norm")
+    present = [getattr(aten, n) for n in names if hasattr(aten, n)]
+    if present:
+        from torch._decomp import get_decompositions
+        table.update(get_decompositions(present))
+    for name, fn in (("_native_batch_norm_legit_no_training", batch_norm_no_training),
+                     ("copy", copy), ("alias", alias)):
+        if hasattr(aten, name):
+            table[getattr(aten, name).default] = fn
+    return {**table, aten._weight_norm_interface.default: weight_norm,
             aten._weight_norm_interface_backward.default: weight_norm_backward,
-            aten.norm.Scalar: norm}
+            aten.norm.Scalar: norm,
+            aten._embedding_bag_backward.default: embedding_bag_backward,
+            aten.native_dropout.default: native_dropout,
+            aten.native_dropout_backward.default: native_dropout_backward}
 
 
 @contextlib.contextmanager
