@@ -42,6 +42,11 @@ TOOLS = os.path.join(ROOT, "tools")
 PY = subprocess.run(["bash", os.path.join(TOOLS, "python.sh")], check=True,
                     stdout=subprocess.PIPE, text=True).stdout.strip()
 os.environ["OVERLAP_PYTHON"] = PY
+# Run under that Python too (the script imports what it has: numpy, the exporter): started by
+# another (through its `python3` shebang), it starts itself again there, once.
+if os.path.abspath(sys.executable) != os.path.abspath(PY) and not os.environ.get("OVERLAP_REEXEC"):
+    os.environ["OVERLAP_REEXEC"] = "1"
+    os.execv(PY, [PY, os.path.abspath(__file__)] + sys.argv[1:])
 TEN = '{"num_classes": 10}'
 GPT = '{"vocab": 8192, "dim": 384, "heads": 6, "layers": 6, "max_seq": 128}'
 # name: (constructor, kwargs, input, what)

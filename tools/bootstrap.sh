@@ -4,10 +4,10 @@
 # CUDA 13 / NCCL 2.28, when present, come from /usr/local/cuda (not from Debian); nothing in
 # the default build needs them.
 #
-#   tools/bootstrap.sh [--with-torch]   (--with-torch: also python3-torch and
-#                                       python3-torchvision for Debian's /usr/bin/python3,
-#                                       about 270 packages: the exporter's tests need them,
-#                                       the demo does not)
+#   tools/bootstrap.sh [--with-torch]   (--with-torch: also overlap's Python environment,
+#                                       tools/venv.sh: torch 2.x, torchvision, transformers,
+#                                       timm and deepspeed as tools/requirements.txt pins
+#                                       them; the exporter's tests need it, the demo does not)
 set -euo pipefail
 with_torch=0
 [ "${1:-}" = "--with-torch" ] && with_torch=1
@@ -33,12 +33,6 @@ packages=(
   graphviz               # tools/pictures_test.sh renders the partition DOT files
   ccache                 # tools/check_oss_fuzz.sh keeps its objects between runs
 )
-if ((with_torch)); then
-  packages+=(
-    python3-torch        # tools/overlap_export (torch.fx, functorch): //tools:export_test
-    python3-torchvision
-  )
-fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -53,4 +47,7 @@ if ((${#missing[@]} > 0)); then
   if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ((with_torch)); then
+  "$(dirname "$0")/venv.sh" >/dev/null
 fi

@@ -1,12 +1,13 @@
 # Which Python runs overlap's Python tools and tests (the exporter, compare, zoo, bench):
 # sourced, it sets OVERLAP_PY; run, it prints it.
 #
-#   OVERLAP_PYTHON, when set: that interpreter. `OVERLAP_PYTHON=$(tools/venv.sh)` selects
-#   overlap's torch 2.x environment (tools/requirements.txt).
-#   Otherwise Debian's /usr/bin/python3 with python3-torch 1.13 (tools/bootstrap.sh
-#   --with-torch): the interpreter the test suite runs under until the exporter passes its
-#   tests on torch 2.x (docs/interop.md, "Python environments").
-OVERLAP_PY="${OVERLAP_PYTHON:-/usr/bin/python3}"
+#   OVERLAP_PYTHON, when set: that interpreter.
+#   Otherwise overlap's torch 2.x environment, which tools/venv.sh installs (torch 2.14.1,
+#   torchvision, transformers, timm, deepspeed: tools/requirements.txt), found under the
+#   user's home as the password database gives it (Bazel runs tests with HOME elsewhere).
+overlap_home="$(getent passwd "$(id -u)" | cut -d: -f6)"
+OVERLAP_PY="${OVERLAP_PYTHON:-${OVERLAP_VENV:-${overlap_home:-$HOME}/.cache/overlap/venv}/bin/python}"
+unset overlap_home
 # What scripts that need only the standard library run: that interpreter where it exists,
 # else any python3.
 if [ -x "$OVERLAP_PY" ]; then

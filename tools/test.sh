@@ -14,7 +14,6 @@
 #
 #   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
 #   2b. bazel test --config=tsan <runtime's multi-process tests>   under ThreadSanitizer
-#   2c. the Python tests that pass under torch 2.x, in tools/venv.sh's environment
 #   3. tools/check_consumer.sh               examples/consumer/, a workspace of its own using
 #                                            overlap as a library, in place and copied outside
 #   4. tools/check_oss_fuzz.sh               .clusterfuzzlite/build.sh run as OSS-Fuzz runs it:
@@ -104,15 +103,6 @@ else
     //runtime:ddp_test \
     //runtime:zero3_test //runtime:job_test //runtime/cuda:nccl_communicator_test \
     //runtime/cuda:gpu_replay_test
-  # The Python tests that pass under torch 2.x, again in overlap's torch 2.x environment
-  # (tools/venv.sh installs it; docs/interop.md, "Python environments"). export_test is left
-  # out until training-mode batch norm exports there.
-  if venv_py=$(tools/venv.sh); then
-    OVERLAP_PYTHON="$venv_py" suite "torch 2.x (Python tests)" --test_env=OVERLAP_REQUIRE_TORCH=1 \
-      //tools:zoo_test //tools:op_zoo_test //tools:export_cli_test //tools:torchrun_store_test
-  else
-    stage "torch 2.x environment" false
-  fi
   stage "consumer workspace" tools/check_consumer.sh
   fuzzers=$(mktemp -d)
   trap 'rm -f "$log"; rm -rf "$fuzzers"' EXIT

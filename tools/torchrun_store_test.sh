@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# `overlap worker` under torchrun's agent store: PyTorch's own c10d TCPStore (Debian's torch,
-# served from /usr/bin/python3 as torchrun's agent serves it; torch.distributed.run itself
-# does not start under Debian's Python 3.11) with only the variables torchrun gives its
-# workers. Two ranks train DDP and ZeRO-3, counted on "init/" as PyTorch's own clients count
+# `overlap worker` under torchrun's agent store: PyTorch's own c10d TCPStore (the torch of
+# tools/python.sh, served as torchrun's agent serves it; torchrun itself launching the
+# workers is not tested here) with only the variables torchrun gives its workers. Two ranks train DDP and ZeRO-3, counted on "init/" as PyTorch's own clients count
 # themselves; their keys are where torch.distributed's env://
 # rendezvous puts a worker's (PrefixStore "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"),
 # read back through torch's own client; a store secret beside it is a usage error; a store

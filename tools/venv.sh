@@ -12,7 +12,7 @@
 # are installed. docs/interop.md, "Python environment", has the figures.
 #
 #   tools/venv.sh            install or check; prints the environment's python on stdout
-#   OVERLAP_PYTHON=$(tools/venv.sh) tools/test.sh    the suite's Python tests on torch 2.x
+#                            (tools/python.sh finds it there by default)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 home="$(getent passwd "$(id -u)" | cut -d: -f6)"  # Bazel's tests run with another HOME

@@ -7,8 +7,8 @@ module and the construct or exception, never a traceback (--debug, or OVERLAP_EX
 prints it too), having written no file: every output is built in memory first, then all
 are written together (each atomically; on a failure none is left). Exits 2 on bad usage
 (arguments, input specs, output paths that cannot be written), before the model is loaded.
-Run it with a Python that has torch: Debian's /usr/bin/python3 with python3-torch 1.13, or
-overlap's torch 2.x environment (tools/venv.sh prints its interpreter).
+Run it with overlap's torch 2.x environment (tools/venv.sh installs it and prints its
+interpreter; docs/interop.md, "Python environments").
 """
 
 import argparse

@@ -11,6 +11,7 @@ import operator
 
 import torch
 import torch.fx
+import torch.utils._pytree
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from . import graph_json
@@ -44,6 +45,16 @@ def user_code(step, who, model=None):
         raise ExportError(step, describe(e, model)) from e
 
 
+def _trace_leftover(t):
+    """Whether `t` is a tensor a torch 2.x trace left behind (a FunctionalTensor or
+    FakeTensor stored in a module attribute by a forward pre-hook): it has no data."""
+    try:
+        t.data_ptr()
+        return False
+    except RuntimeError:
+        return True
+
+
 def copy_model(model):
     """copy.deepcopy(model), except that a tensor deepcopy refuses, one computed from the
     parameters with autograd's graph attached (nn.utils.weight_norm's and spectral_norm's
@@ -54,13 +65,14 @@ def copy_model(model):
 
     def visit(value):
         if isinstance(value, torch.Tensor):
-            if not value.is_leaf and id(value) not in memo:
-                try:
-                    memo[id(value)] = value.detach().clone()
-                except RuntimeError:
-                    # What a torch 2.x trace left in the attribute (a FunctionalTensor, which
-                    # has no value outside the trace): the hook recomputes it on every call.
-                    memo[id(value)] = None
+            if id(value) in memo:
+                pass
+            elif _trace_leftover(value):
+                # What a torch 2.x trace left in the attribute (a FunctionalTensor, which has
+                # no value outside the trace): the hook recomputes it on every call.
+                memo[id(value)] = None
+            elif not value.is_leaf:
+                memo[id(value)] = value.detach().clone()
         elif isinstance(value, (list, tuple, dict, set)) and id(value) not in seen:
             seen.add(id(value))
             for v in value.values() if isinstance(value, dict) else value:
@@ -247,7 +259,8 @@ def export_module_style(model, inputs, name):
         if node.op == "call_module":
             cls = type(gm.get_submodule(node.target))
             extra[node.name] = {"module": f"{cls.__module__}.{cls.__qualname__}"}
-    return graph_json.graph_json(name, gm.graph, params, extra, aliases=rec.aliases)
+    return graph_json.graph_json(name, gm.graph, params, extra, aliases=rec.aliases,
+                                 capture="torch.fx")
 
 
 # ---- AOT (functorch) ----
@@ -364,11 +377,14 @@ def export_aot(model, inputs, loss, target, name):
     args += [b.detach().clone() for _, b in buffers] + list(inputs)
     if target is not None:
         args.append(target)
+    buffer_args = args[len(named):len(named) + len(buffers)]
+    before = [b.clone() for b in buffer_args]
     with user_code("aot", "the model's forward", model), _math_attention():
         compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition,
                                 decompositions=_decompositions())
         try:
-            result = compiled(*args)[0]
+            outputs = compiled(*args)
+            result = outputs[0]
         except Exception as e:  # noqa: BLE001 - re-raised unless it is the case below
             owner = _real_state_in_trace(model, e)
             if owner is None:
@@ -380,6 +396,10 @@ def export_aot(model, inputs, loss, target, name):
                                      "it would get no gradient") from None
         if result.requires_grad:
             result.sum().backward()
+    n_user = len(torch.utils._pytree.tree_flatten(outputs)[0])
+    # The buffers the step changed (torch 2.x returns their new values as forward outputs,
+    # in input order; 1.13 changed them in place through native_batch_norm).
+    mutated = [buffers[j][0] for j, b in enumerate(buffer_args) if not torch.equal(b, before[j])]
     if "fw" not in captured or "bw" not in captured:
         raise ExportError("aot", "AOTAutograd produced no backward (no parameter needs a "
                                  "gradient?)")
@@ -390,15 +410,21 @@ def export_aot(model, inputs, loss, target, name):
         fw_out = list(forward.run(*args))
         n_saved = len([n for n in captured["bw"].graph.nodes
                        if n.op == "placeholder" and not n.name.startswith("tangents")])
-        n_user = len(fw_out) - n_saved
-        tangents = [torch.ones_like(o) for o in fw_out[:n_user]]
-        bw_out = list(_Recorder(captured["bw"]).run(*fw_out[n_user:], *tangents))
+        # torch 2.x's forward returns the new values of the inputs it mutated (training-mode
+        # batch norm's buffers) before the step's outputs; 1.13's returns none.
+        n_mutated = len(fw_out) - n_user - n_saved
+        if n_mutated not in (0, len(mutated)):
+            raise ExportError("aot", f"torch's forward returns {n_mutated} new values of mutated "
+                                     f"inputs, but {len(mutated)} buffers changed: "
+                                     f"{', '.join(mutated) or 'none'}")
+        tangents = [torch.ones_like(o) for o in fw_out[n_mutated:n_mutated + n_user]]
+        bw_out = list(_Recorder(captured["bw"]).run(*fw_out[n_mutated + n_user:], *tangents))
     constants = _constants(captured["fw"], "forward", model)
     carried = _constants(captured["bw"], "backward", model)
     fw, bw = captured["fw"].graph, captured["bw"].graph
     fw_doc, bw_doc = _convention(fw, bw, named, buffers, aliases, name, n_in,
                                  target is not None, constants, carried,
-                                 dict(model.named_modules()))
+                                 dict(model.named_modules()), mutated[:n_mutated])
     _check_gradients(model, inputs, loss, target, fw_doc, bw_doc)
     tensors = {f"constant/{c.key}": c.value for c in constants + carried}
     reference = {}
@@ -410,7 +436,7 @@ def export_aot(model, inputs, loss, target, name):
                                          "graph written")
             tensors[f"random/{node_name}"] = draw
         if loss != "none":
-            reference["ref/loss"] = fw_out[0].detach()
+            reference["ref/loss"] = fw_out[n_mutated].detach()
             for i, (n, p) in enumerate(named):
                 if p.requires_grad and i < len(bw_out) and bw_out[i] is not None:
                     reference[f"ref/grad/{n}"] = bw_out[i].detach()
@@ -513,6 +539,27 @@ def _decompositions():
         return aten.native_batch_norm.default(x, weight, bias, running_mean, running_var,
                                               False, momentum, eps)
 
+    def batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum,
+                              eps):
+        # torch 2.x's training-mode batch norm, functional: the batch's normalization
+        # (native_batch_norm without running statistics, which it would update in place) and
+        # the new statistics as ATen computes them: (1 - m) r + m mean, (1 - m) r + m var
+        # n / (n - 1), var = invstd^-2 - eps. 2.x returns them as the buffers' new values.
+        if not training:
+            out, mean, invstd = aten.native_batch_norm.default(
+                x, weight, bias, running_mean, running_var, False, momentum, eps)
+            return out, mean, invstd, running_mean, running_var
+        out, mean, invstd = aten.native_batch_norm.default(x, weight, bias, None, None, True,
+                                                           momentum, eps)
+        count = x.numel() // x.shape[1]
+        var = aten.add.Tensor(aten.pow.Tensor_Scalar(invstd, -2), -eps)
+        unbiased = momentum * count / (count - 1) if count > 1 else momentum
+        new_mean = aten.add.Tensor(aten.mul.Tensor(running_mean, 1.0 - momentum),
+                                   aten.mul.Tensor(mean, momentum))
+        new_var = aten.add.Tensor(aten.mul.Tensor(running_var, 1.0 - momentum),
+                                  aten.mul.Tensor(var, unbiased))
+        return out, mean, invstd, new_mean, new_var
+
     def alias(x):
         # A view of the whole tensor (torch's own decomposition writes prims.view_of).
         return aten.view.default(x, list(x.shape))
@@ -533,6 +580,7 @@ def _decompositions():
         from torch._decomp import get_decompositions
         table.update(get_decompositions(present))
     for name, fn in (("_native_batch_norm_legit_no_training", batch_norm_no_training),
+                     ("_native_batch_norm_legit_functional", batch_norm_functional),
                      ("copy", copy), ("alias", alias)):
         if hasattr(aten, name):
             table[getattr(aten, name).default] = fn
@@ -739,8 +787,21 @@ def _position(graph, node):
     return -1
 
 
+def _take_mutated_outputs(fw, names):
+    """torch 2.x's forward returns the new values of the inputs it mutated first: those of
+    the buffers `names` (in input order). Removes them from the outputs and returns [(node,
+    buffer name)]: the running statistics' updates, stated as 1.13's are."""
+    if not names:
+        return []
+    fw_out = next(n for n in fw.nodes if n.op == "output")
+    taken = list(fw_out.args[0][:len(names)])
+    fw_out.args = (tuple(fw_out.args[0][len(names):]),)
+    return list(zip(taken, names))
+
+
 def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, constants, carried,
-                modules):
+                modules, mutated=()):
+    taken = _take_mutated_outputs(fw, list(mutated))
     extra_constants, carried_ph = _lift_constants(fw, constants, carried)
     fw_phs = [n for n in fw.nodes if n.op == "placeholder"]
     primal_param = {}  # fw placeholder name -> parameter name
@@ -777,7 +838,7 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
     # The backward's constants: forward placeholders, saved last.
     carried_saved = list(dict.fromkeys(carried_ph.values()))
     kept += carried_saved
-    updates = _running_stat_updates(fw, buffer_of, modules)
+    updates = _running_stat_updates(fw, buffer_of, modules) + taken
     fw_out.args = (tuple(kept + [u for u, _ in updates]),)
     fw.lint()
 
@@ -863,8 +924,9 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
 
     fw_aliases = {n.name: True for n in fw.nodes if _schema_aliases(n)}
     bw_aliases = {n.name: True for n in new.nodes if _schema_aliases(n)}
-    fw_doc = graph_json.graph_json(name, fw, table, extra_fw, fw_aliases)
-    bw_doc = graph_json.graph_json(name + ".backward", new, table, extra_bw, bw_aliases)
+    fw_doc = graph_json.graph_json(name, fw, table, extra_fw, fw_aliases, capture="aot_autograd")
+    bw_doc = graph_json.graph_json(name + ".backward", new, table, extra_bw, bw_aliases,
+                                   capture="aot_autograd")
     return fw_doc, bw_doc
 
 

@@ -118,8 +118,13 @@ def node_json(node, extra_meta=None, aliases=None):
     return out
 
 
-def graph_json(name, graph, params, extra_meta=None, aliases=None, extra=None):
+def graph_json(name, graph, params, extra_meta=None, aliases=None, extra=None, capture=None):
+    """The graph file's document. `capture` names how torch captured `graph` ("torch.fx" or
+    "aot_autograd"), written with torch's version as the top-level `producer` (docs/format.md;
+    readers keep it, the passes ignore it)."""
     doc = {"format": FORMAT, "version": 1, "name": name}
+    if capture:
+        doc["producer"] = {"torch": torch.__version__.split("+")[0], "capture": capture}
     doc["nodes"] = [node_json(n, extra_meta, aliases) for n in graph.nodes]
     doc["params"] = params
     if extra:

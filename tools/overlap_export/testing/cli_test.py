@@ -252,6 +252,10 @@ class StretchTest(Base):
                     "--weights", "w.safetensors"], self.dir)
         self.assertEqual(r.returncode, 0, r.stderr)
         fw, bw = self._graph("m", "forward"), self._graph("m", "backward")
+        # Which torch captured the pair, and how (docs/format.md's `producer`).
+        for doc in (fw, bw):
+            self.assertEqual(doc["producer"]["capture"], "aot_autograd")
+            self.assertRegex(doc["producer"]["torch"], r"^\d+\.\d+\.\d+")
         self.assertFalse([n["name"] for n in fw["nodes"] + bw["nodes"] if n["op"] == "get_attr"])
         constants = {n["name"]: n["meta"]["constant"] for n in fw["nodes"]
                      if "constant" in n.get("meta", {})}
