@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `overlap worker` under torchrun's agent store: PyTorch's own c10d TCPStore (the torch of
-# tools/python.sh, served as torchrun's agent serves it; torchrun itself launching the
-# workers is not tested here) with only the variables torchrun gives its workers. Two ranks train DDP and ZeRO-3, counted on "init/" as PyTorch's own clients count
+# tools/python.sh, served as torchrun's agent serves it) with only the variables torchrun
+# gives its workers, and at the end torchrun itself launching them. Two ranks train DDP and ZeRO-3, counted on "init/" as PyTorch's own clients count
 # themselves; their keys are where torch.distributed's env://
 # rendezvous puts a worker's (PrefixStore "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"),
 # read back through torch's own client; a store secret beside it is a usage error; a store
@@ -128,4 +128,16 @@ grep -q 'store' g0.err || grep -q 'store' g1.err
 for f in g0.err g1.err; do grep -qE 'store|is lost' "$f"; done
 echo "torchrun_store_test: the store gone, both ranks ended in $(( $(date +%s) - start )) s:" \
   "$(grep -m1 store g0.err)"
+# torchrun itself (torch.distributed.run of the same torch) launching `overlap worker`: its
+# agent store, its variables, 2 ranks, DDP and ZeRO-3.
+for strategy in ddp zero3; do
+  set +e
+  timeout 120 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 --no-python \
+    $overlap worker --strategy "$strategy" --model mlp --steps 3 --timeout 20 >tr.out 2>tr.err
+  r=$?
+  set -e
+  test "$r" = 0 || { echo "torchrun $strategy: exit $r" >&2; tail -5 tr.err >&2; exit 1; }
+  grep -q '^step 3 loss' tr.out
+  echo "torchrun_store_test: torchrun launched 2 ranks of $strategy: $(tail -1 tr.out | cut -c1-60)"
+done
 echo "torchrun_store_test: ok"
