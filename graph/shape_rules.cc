@@ -1912,6 +1912,7 @@ constexpr RuleRow kPointwiseRules[] = {
     {"aten.leaky_relu.default", LeakyRelu},  // floating self only
     {"aten.masked_fill.Scalar", Identity},
     {"aten.triu.default", Identity},
+    {"aten.tril.default", Identity},
     {"aten.where.self", Where},
     {"aten.bitwise_not.default", BitwiseNot},
     {"aten.clamp.default", Clamp},

@@ -907,11 +907,12 @@ Results MaskedFill(KernelCall& c) {
   });
 }
 
-// triu(self, diagonal): the upper triangle of the last two dimensions, zeros below.
-Results Triu(KernelCall& c) {
+// triu / tril(self, diagonal): the upper (lower) triangle of the last two dimensions, zeros
+// below (above).
+Results Triangle(KernelCall& c, bool lower) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t diagonal, c.IntArg("diagonal"));
-  if (x0.dim() < 2) return c.Error("triu needs at least two dimensions");
+  if (x0.dim() < 2) return c.Error("triu and tril need at least two dimensions");
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), x.shape()));
   const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
@@ -919,17 +920,24 @@ Results Triu(KernelCall& c) {
   const int64_t width = DTypeSize(x.dtype());
   const std::byte* in = Bytes(x);
   std::byte* o = Bytes(out);
-  // Row r keeps columns from r + diagonal on and zeroes the ones before (any dtype: bytes).
+  // Row r keeps columns from r + diagonal on (triu) or up to it (tril) and zeroes the rest
+  // (any dtype: bytes).
   ParallelFor(
       lines,
       [&](int64_t begin, int64_t end) {
         for (int64_t line = begin; line < end; ++line) {
           const int64_t r = line % rows;
-          const int64_t zeros = std::clamp<int64_t>(r + diagonal, 0, cols);
           std::byte* row = o + line * cols * width;
-          std::memset(row, 0, zeros * width);
-          std::memcpy(row + zeros * width, in + (line * cols + zeros) * width,
-                      (cols - zeros) * width);
+          const std::byte* src = in + line * cols * width;
+          if (lower) {
+            const int64_t kept = std::clamp<int64_t>(r + diagonal + 1, 0, cols);
+            std::memcpy(row, src, kept * width);
+            std::memset(row + kept * width, 0, (cols - kept) * width);
+          } else {
+            const int64_t zeros = std::clamp<int64_t>(r + diagonal, 0, cols);
+            std::memset(row, 0, zeros * width);
+            std::memcpy(row + zeros * width, src + zeros * width, (cols - zeros) * width);
+          }
         }
       },
       kParallelGrain / std::max<int64_t>(cols, 1) + 1);
@@ -1000,7 +1008,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.new_zeros.default", NewZeros);
   r.Register("aten.ones_like.default", OnesLike);
   r.Register("aten.masked_fill.Scalar", MaskedFill);
-  r.Register("aten.triu.default", Triu);
+  r.Register("aten.triu.default", [](KernelCall& c) { return Triangle(c, /*lower=*/false); });
+  r.Register("aten.tril.default", [](KernelCall& c) { return Triangle(c, /*lower=*/true); });
 }
 
 }  // namespace overlap

@@ -1489,8 +1489,8 @@ TEST(KernelTest, EdgeCasesAreErrorsOrPyTorchsAnswer) {
   EXPECT_EQ((*r)[1]->data, (std::vector<double>{1, 2}));
 }
 
-// The ops torch 1.13's exported graphs add (docs/interop.md): bmm against per-batch
-// products, triu, _reshape_alias as a strided view, div.Tensor with a broadcast divisor.
+// The ops exported graphs add (docs/interop.md): bmm against per-batch products, triu and
+// tril, _reshape_alias as a strided view, div.Tensor with a broadcast divisor.
 TEST(KernelTest, OpsOfExportedGraphs) {
   const RefTensor a = Rand({2, 3, 4}), b = Rand({2, 4, 5});
   RefTensor want;
@@ -1511,6 +1511,19 @@ TEST(KernelTest, OpsOfExportedGraphs) {
     if ((i % 3) - (i / 3) % 3 < 1) upper.data[i] = 0;  // diagonal 1: strictly above
   }
   Check("aten.triu.default", {F(sq), C(Value::Int(1))}, {upper});
+  // tril (transformers' causal masks under torch 2.x): on and below diagonal -1 of a 3 x 4,
+  // and the sum of tril(d) and triu(d + 1) is the whole matrix.
+  const RefTensor wide = Rand({3, 4});
+  RefTensor lower = wide;
+  for (int64_t i = 0; i < lower.data.size(); ++i) {
+    if ((i % 4) - i / 4 > -1) lower.data[i] = 0;  // column - row > diagonal: zeroed
+  }
+  Check("aten.tril.default", {F(wide), C(Value::Int(-1))}, {lower});
+  const RefTensor lo = Out("aten.tril.default", {F(wide), C(Value::Int(1))});
+  const RefTensor hi = Out("aten.triu.default", {F(wide), C(Value::Int(2))});
+  for (int64_t i = 0; i < wide.data.size(); ++i) {
+    EXPECT_EQ(lo.data[i] + hi.data[i], wide.data[i]) << i;
+  }
   RefTensor flat = a;
   flat.shape = {6, 4};
   // Its strides are absolute (as_strided's): exported graphs use it on contiguous inputs only.
