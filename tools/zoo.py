@@ -30,19 +30,11 @@ import tempfile
 import time
 
 import doc_block  # tools/doc_block.py, beside this script
+from overlap_python import use_overlap_python  # beside it too
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
-# The Python with torch that runs the exporter (tools/python.sh decides: $OVERLAP_PYTHON, else
-# Debian's); the children inherit it through OVERLAP_PYTHON.
-PY = subprocess.run(["bash", os.path.join(TOOLS, "python.sh")], check=True,
-                    stdout=subprocess.PIPE, text=True).stdout.strip()
-os.environ["OVERLAP_PYTHON"] = PY
-# Run under that Python too (the script imports what it has: numpy, the exporter): started by
-# another (through its `python3` shebang), it starts itself again there, once.
-if os.path.abspath(sys.executable) != os.path.abspath(PY) and not os.environ.get("OVERLAP_REEXEC"):
-    os.environ["OVERLAP_REEXEC"] = "1"
-    os.execv(PY, [PY, os.path.abspath(__file__)] + sys.argv[1:])
+PY = use_overlap_python(__file__)  # the Python with torch (tools/python.sh)
 MODULES = "overlap_export.testing.zoo_modules"
 TEN = '{"num_classes": 10}'
 TOKENS = "2x6:int64:11"

@@ -389,11 +389,7 @@ def export_aot(model, inputs, loss, target, name):
             owner = _real_state_in_trace(model, e)
             if owner is None:
                 raise
-            kind, name = owner
-            raise ExportError("aot", f"the forward graph reads {kind} '{name}' as a constant: "
-                                     f"module '{_owner_module(name)}' keeps its own reference "
-                                     "to it, which the functional call does not replace, so "
-                                     "it would get no gradient") from None
+            raise _read_as_constant("forward", *owner) from None
         if result.requires_grad:
             result.sum().backward()
     n_user = len(torch.utils._pytree.tree_flatten(outputs)[0])
@@ -441,6 +437,16 @@ def export_aot(model, inputs, loss, target, name):
                 if p.requires_grad and i < len(bw_out) and bw_out[i] is not None:
                     reference[f"ref/grad/{n}"] = bw_out[i].detach()
     return fw_doc, bw_doc, tensors, reference
+
+
+def _read_as_constant(which, kind, owner, how=None):
+    """The refusal of a graph that reads the model's parameter or buffer `owner` as a
+    constant (`how`: the node, where the graph has one), which would get no gradient."""
+    at = f" ({how})" if how else ""
+    return ExportError("aot", f"the {which} graph reads {kind} '{owner}' as a constant{at}: "
+                              f"module '{_owner_module(owner)}' keeps its own reference to it, "
+                              "which the functional call does not replace, so it would get no "
+                              "gradient")
 
 
 def _real_state_in_trace(model, e):
@@ -649,11 +655,7 @@ def _constants(gm, which, model):
         key = _storage_key(obj) if obj.numel() > 0 else None
         if key in params or key in bufs:
             kind, owner = ("parameter", params[key]) if key in params else ("buffer", bufs[key])
-            raise ExportError("aot", f"the {which} graph reads {kind} '{owner}' as a constant "
-                                     f"(get_attr '{node.target}'): module "
-                                     f"'{_owner_module(owner)}' keeps its own reference to it, "
-                                     "which the functional call does not replace, so it would "
-                                     "get no gradient")
+            raise _read_as_constant(which, kind, owner, f"get_attr '{node.target}'")
         out.append(_Constant(node, node.target, obj.detach().clone()))
     return out
 
