@@ -28,15 +28,22 @@ from torch.distributed import PrefixStore, TCPStore
 attempt, world = sys.argv[1], int(sys.argv[2])
 # world > 0: made as torchrun's static rendezvous makes it (wait_for_workers): the
 # constructor returns once `world` clients (itself included) have counted themselves on
-# "init/" as PyTorch's clients do. Its port is chosen first, since it returns late.
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-open("port.tmp", "w").write(str(port))
-os.rename("port.tmp", "port")
+# "init/" as PyTorch's clients do. Its port is chosen first, since it returns late (and
+# another process may take that port meanwhile); world 0 listens on one the kernel gives.
+def publish(port):
+    open("port.tmp", "w").write(str(port))
+    os.rename("port.tmp", "port")
+port = 0
+if world > 0:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    publish(port)
 store = TCPStore("127.0.0.1", port, world or None, True, timeout=datetime.timedelta(seconds=30),
                  wait_for_workers=world > 0)
+if world == 0:
+    publish(store.port)
 print("store: constructed", flush=True)
 while not os.path.exists("stop"):
     time.sleep(0.05)

@@ -355,6 +355,19 @@ absl::StatusOr<int> ConnectSocket(const addrinfo* res, const std::string& where,
     return absl::UnavailableError(
         absl::StrCat("cannot reach the store at ", where, ": ", std::strerror(err)));
   }
+  // With nothing listening yet, a connection to a local port in the ephemeral range can be
+  // given that very port as its source and open onto itself (TCP simultaneous open): it
+  // would echo every request back. Taken for "not up yet".
+  sockaddr_storage mine{}, peer{};
+  socklen_t mine_len = sizeof(mine), peer_len = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mine_len) == 0 &&
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 && mine_len == peer_len &&
+      std::memcmp(&mine, &peer, mine_len) == 0) {
+    close(fd);
+    retry = true;
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the store at ", where, ": nothing listens there yet"));
+  }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // Keepalive: a peer host that vanishes is noticed in about 10 + 3 x 5 s.
@@ -430,15 +443,17 @@ absl::StatusOr<int> ProbeC10dWire(const addrinfo* res, const std::string& where,
           "alive and is the address PyTorch's TCPStore? OVERLAP_C10D_WIRE=1 or 2 skips this "
           "probe; --timeout gives it longer"));
     }
-    ++tries;
     bool retry = false;
     absl::StatusOr<int> one = ConnectSocket(res, where, deadline, retry);
-    if (!one.ok()) return one.status();
-    absl::StatusOr<int> two = ConnectSocket(res, where, deadline, retry);
+    absl::StatusOr<int> two = one.ok() ? ConnectSocket(res, where, deadline, retry) : one;
     if (!two.ok()) {
-      close(*one);
-      return two.status();
+      if (one.ok()) close(*one);
+      if (!retry) return two.status();
+      // Not up yet: tried again, and not counted as a try.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
     }
+    ++tries;
     const absl::Time until = std::min(deadline, absl::Now() + wait);
     const uint8_t numkeys2 = 7;
     const bool sent = store_wire::SendAll(*one, &kC10dGetNumKeys1, 1, until) &&
@@ -470,6 +485,49 @@ absl::StatusOr<int> ProbeC10dWire(const addrinfo* res, const std::string& where,
     wait = std::min(wait * 2, absl::Seconds(30));
   }
   return known;
+}
+
+// A c10d connection ready for requests, as PyTorch's client makes one: the wire (given,
+// or probed on connections of its own before this one opens, so that it never sits idle
+// through the probe), VALIDATE on 2.x, and one more on "init/" (a raw key, outside the "/"
+// prefix), which a server made with wait_for_workers counts before its constructor
+// returns. A connection the server closes before the count comes back sets `retry`.
+absl::StatusOr<int> ConnectC10d(const addrinfo* res, const RendezvousInfo& info,
+                                const std::string& where, absl::Time deadline,
+                                absl::Duration timeout, int& wire, bool& retry) {
+  retry = false;
+  if (wire == 0) {
+    OVERLAP_ASSIGN_OR_RETURN(wire, info.c10d_wire != 0
+                                       ? absl::StatusOr<int>(info.c10d_wire)
+                                       : ProbeC10dWire(res, where, deadline, timeout));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(const int fd, ConnectSocket(res, where, deadline, retry));
+  const uint8_t add = wire == 2 ? kC10dAdd2 : kC10dAdd1;
+  const uint64_t klen = kC10dInitKey.size();
+  const int64_t one = 1;
+  int64_t count = 0;
+  const bool counted =
+      (wire != 2 || (store_wire::SendAll(fd, &kC10dValidate, 1, deadline) &&
+                     store_wire::SendAll(fd, &kC10dMagic, 4, deadline))) &&
+      store_wire::SendAll(fd, &add, 1, deadline) && store_wire::SendAll(fd, &klen, 8, deadline) &&
+      store_wire::SendAll(fd, kC10dInitKey.data(), klen, deadline) &&
+      store_wire::SendAll(fd, &one, 8, deadline) && store_wire::RecvAll(fd, &count, 8, deadline);
+  if (counted) return fd;
+  const bool late = errno == ETIMEDOUT;
+  close(fd);
+  if (late) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the store at ", where,
+                     " accepted the connection but did not answer its 'init/' count "
+                     "(PyTorch wire ",
+                     wire, ") within ", absl::FormatDuration(timeout),
+                     ": a stopped launcher, or a server of the other wire (OVERLAP_C10D_WIRE)?"));
+  }
+  retry = true;
+  return absl::UnavailableError(absl::StrCat("the store at ", where,
+                                             " closed the connection before its 'init/' count "
+                                             "(PyTorch wire ",
+                                             wire, ")"));
 }
 
 }  // namespace
@@ -504,47 +562,15 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
     store->server_ = std::move(*server);
   }
   const absl::Time deadline = absl::Now() + timeout;
+  int wire = 0;  // c10d: given or probed once, then kept across retries
   while (true) {
     bool retry = false;
     absl::StatusOr<int> fd = c10d
-                                 ? ConnectSocket(res, where, deadline, retry)
+                                 ? ConnectC10d(res, info, where, deadline, timeout, wire, retry)
                                  : ConnectOnce(res, info.secret, info.rank, where, deadline, retry);
-    if (fd.ok() && c10d) {
-      store->fd_ = *fd;  // closed with the store on an error below
-      absl::StatusOr<int> wire = info.c10d_wire != 0 ? absl::StatusOr<int>(info.c10d_wire)
-                                                     : ProbeC10dWire(res, where, deadline, timeout);
-      if (!wire.ok()) {
-        freeaddrinfo(res);
-        return absl::Status(wire.status().code(),
-                            absl::StrCat("rank ", info.rank, ": ", wire.status().message()));
-      }
-      store->wire_ = *wire;
-      if (*wire == 2 && (!store_wire::SendAll(*fd, &kC10dValidate, 1, deadline) ||
-                         !store_wire::SendAll(*fd, &kC10dMagic, 4, deadline))) {
-        freeaddrinfo(res);
-        return absl::UnavailableError(absl::StrCat("rank ", info.rank, ": lost the store at ",
-                                                   where, " at its VALIDATE message"));
-      }
-      // As PyTorch's worker-side client does on connecting: one more on "init/" (a raw key,
-      // outside the "/" prefix), which a server made with wait_for_workers counts before
-      // its constructor returns.
-      const uint8_t add = *wire == 2 ? kC10dAdd2 : kC10dAdd1;
-      const uint64_t klen = kC10dInitKey.size();
-      const int64_t one = 1;
-      int64_t count = 0;
-      if (!store_wire::SendAll(*fd, &add, 1, deadline) ||
-          !store_wire::SendAll(*fd, &klen, 8, deadline) ||
-          !store_wire::SendAll(*fd, kC10dInitKey.data(), klen, deadline) ||
-          !store_wire::SendAll(*fd, &one, 8, deadline) ||
-          !store_wire::RecvAll(*fd, &count, 8, deadline)) {
-        freeaddrinfo(res);
-        return absl::UnavailableError(absl::StrCat("rank ", info.rank, ": lost the store at ",
-                                                   where, " at its 'init/' count"));
-      }
-      break;
-    }
     if (fd.ok()) {
       store->fd_ = *fd;
+      if (c10d) store->wire_ = wire;
       break;
     }
     if (!retry) {
@@ -555,7 +581,8 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const RendezvousInfo
     if (absl::Now() > deadline) {
       freeaddrinfo(res);
       return absl::DeadlineExceededError(absl::StrCat("rank ", info.rank, ": no store at ", where,
-                                                      " within ", absl::FormatDuration(timeout)));
+                                                      " within ", absl::FormatDuration(timeout),
+                                                      " (last: ", fd.status().message(), ")"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

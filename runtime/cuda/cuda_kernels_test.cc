@@ -675,7 +675,9 @@ TEST(CudaKernelsTest, EveryOpRunsAsItsRegisteredKind) {
     ASSERT_TRUE(got.ok()) << got.status();
     const bool host = CudaKernelKind(run.target) == "host";
     EXPECT_EQ(t.Syncs() > syncs, host);
-    if (!run.trace.empty()) EXPECT_GT(t.Ran(run.trace), ran);
+    if (!run.trace.empty()) {
+      EXPECT_GT(t.Ran(run.trace), ran);
+    }
   }
 }
 
