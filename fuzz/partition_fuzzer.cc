@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < 4 && i < size; ++i) knobs = knobs << 8 | data[i];
   const size_t skip = size < 4 ? size : 4;
   const Graph g = GraphFromBytes(absl::MakeConstSpan(data + skip, size - skip), 256);
-  for (PartitionMode mode : {PartitionMode::kReference, PartitionMode::kDefault}) {
+  for (PartitionMode mode :
+       {PartitionMode::kReference, PartitionMode::kDefault, PartitionMode::kReference2x}) {
     PartitionOptions o;
     o.buckets.mode = mode;
     o.buckets.bucket_cap_bytes = static_cast<int64_t>(knobs & 0xffffff);

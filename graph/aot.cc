@@ -38,11 +38,13 @@ Value Ints(absl::Span<const int64_t> v) {
 // Targets whose results carry no gradient (integer results, constants).
 const absl::flat_hash_set<std::string>& NonDifferentiable() {
   static const auto* s = new absl::flat_hash_set<std::string>{
-      "aten.arange.default",     "aten.argsort.default",   "aten.div.Tensor_mode",
-      "aten.zeros_like.default", "aten.new_zeros.default", "aten.empty_like.default",
-      "aten.fill.Scalar",        "aten.zeros.default",     "aten.eq.Scalar",
-      "aten.ne.Scalar",          "aten.zero.default",      "aten.new_empty.default",
-      "aten.fill.Tensor"};
+      "aten.arange.default",      "aten.argsort.default",    "aten.div.Tensor_mode",
+      "aten.zeros_like.default",  "aten.new_zeros.default",  "aten.empty_like.default",
+      "aten.fill.Scalar",         "aten.zeros.default",      "aten.eq.Scalar",
+      "aten.ne.Scalar",           "aten.zero.default",       "aten.new_empty.default",
+      "aten.fill.Tensor",         "aten.new_ones.default",   "aten.new_full.default",
+      "aten.bitwise_and.Tensor",  "aten.bitwise_or.Tensor",  "aten.bitwise_xor.Tensor",
+      "aten.logical_and.default", "aten.logical_or.default", "aten.logical_xor.default"};
   return *s;
 }
 

@@ -416,6 +416,18 @@ Result Neg(const Args& a) {
   return Types{x};
 }
 
+// bitwise_and / or / xor: the operands broadcast, result_type's dtype, which must be bool or
+// an integer (ATen refuses floating operands).
+Result BitwiseBinary(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType y, a.Tensor("other"));
+  OVERLAP_ASSIGN_OR_RETURN(Shape s, Broadcast(a, x.shape, y.shape));
+  OVERLAP_ASSIGN_OR_RETURN(std::string d, a.Decided(ResultType({Operand(x), Operand(y)})));
+  if (IsFloating(d))
+    return a.Error(absl::StrCat("bitwise operation on ", d, " (bool or integers)"));
+  return One(std::move(s), std::move(d));
+}
+
 // bitwise_not: self's type; bool and integers only (ATen refuses floating dtypes).
 Result BitwiseNot(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -1385,6 +1397,25 @@ Result EmbeddingBagBackward(const Args& a) {
   return One({n, g.shape[1]}, g.dtype);
 }
 
+// repeat(self, repeats): self's shape padded with leading ones to len(repeats), each
+// dimension times its count; fewer counts than dimensions, or a negative one, is ATen's
+// error.
+Result Repeat(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> r, a.Ints("repeats"));
+  if (r.size() < x.shape.size()) {
+    return a.Error(
+        absl::StrCat("repeats has ", r.size(), " dimensions, fewer than self's ", x.shape.size()));
+  }
+  Shape out(r.size());
+  const size_t pad = r.size() - x.shape.size();
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i] < 0) return a.Error(absl::StrCat("repeat count ", r[i], " is negative"));
+    out[i] = r[i] * (i < pad ? 1 : x.shape[i - pad]);
+  }
+  return One(std::move(out), x.dtype);
+}
+
 // repeat_interleave.Tensor: 1-D, repeats' dtype; its length is the data's (the sum of
 // repeats): output_size when given, else the node's stated length.
 Result RepeatInterleave(const Args& a) {
@@ -1704,6 +1735,22 @@ Result MaxDim(const Args& a) {
   return Types{{out, x.dtype}, {out, "int64"}};
 }
 
+// argmax / argmin (self, dim=None, keepdim): int64; dim None reduces the flattened self
+// (keepdim: every dimension 1). The reduced elements must not be none (ATen's rule).
+Result ArgMaxMin(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  const Value* dim = a.Get("dim");
+  if (dim != nullptr && !dim->is_none()) {
+    OVERLAP_ASSIGN_OR_RETURN(Shape out, ReducedDimShape(a, x, /*nonempty=*/true));
+    return One(std::move(out), "int64");
+  }
+  OVERLAP_ASSIGN_OR_RETURN(bool keep, a.Bool("keepdim"));
+  int64_t n = 1;
+  for (int64_t s : x.shape) n *= s;
+  if (n == 0) return a.Error("an empty self has no maximum or minimum (dim None)");
+  return One(keep ? Shape(x.shape.size(), 1) : Shape{}, "int64");
+}
+
 // all.dim / any.dim (self, dim, keepdim): the reduced shape, bool.
 Result AllAnyDim(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
@@ -1889,22 +1936,16 @@ constexpr RuleRow kLayoutRules[] = {
 
 // Factories: new tensors from sizes, values or another tensor's type.
 constexpr RuleRow kCreationRules[] = {
-    {"aten.ones_like.default", Identity},
-    {"aten.empty_like.default", Identity},
-    {"aten.fill.Scalar", Identity},
-    {"aten.zeros.default", Zeros},
-    {"aten.fill.Tensor", Identity},
-    {"aten.full.default", Full},
-    {"aten.scalar_tensor.default", ScalarTensor},
-    {"aten.ones.default", Zeros},
-    {"aten.empty.memory_format", Zeros},
-    {"aten.arange.start_step", Arange},
-    {"aten.zero.default", Identity},
-    {"aten.new_empty.default", NewZeros},
-    {"aten.arange.default", Arange},
-    {"aten.zeros_like.default", Identity},
-    {"aten.new_zeros.default", NewZeros},
-    {"aten.triu_indices.default", TriuIndices},
+    {"aten.ones_like.default", Identity},  {"aten.full_like.default", Identity},
+    {"aten.empty_like.default", Identity}, {"aten.fill.Scalar", Identity},
+    {"aten.zeros.default", Zeros},         {"aten.fill.Tensor", Identity},
+    {"aten.full.default", Full},           {"aten.scalar_tensor.default", ScalarTensor},
+    {"aten.ones.default", Zeros},          {"aten.empty.memory_format", Zeros},
+    {"aten.arange.start_step", Arange},    {"aten.arange.start", Arange},
+    {"aten.zero.default", Identity},       {"aten.new_empty.default", NewZeros},
+    {"aten.arange.default", Arange},       {"aten.zeros_like.default", Identity},
+    {"aten.new_zeros.default", NewZeros},  {"aten.new_ones.default", NewZeros},
+    {"aten.new_full.default", NewZeros},   {"aten.triu_indices.default", TriuIndices},
 };
 
 // Pointwise ops: arithmetic, comparisons, activations and their backwards.
@@ -1915,6 +1956,9 @@ constexpr RuleRow kPointwiseRules[] = {
     {"aten.tril.default", Identity},
     {"aten.where.self", Where},
     {"aten.bitwise_not.default", BitwiseNot},
+    {"aten.bitwise_and.Tensor", BitwiseBinary},
+    {"aten.bitwise_or.Tensor", BitwiseBinary},
+    {"aten.bitwise_xor.Tensor", BitwiseBinary},
     {"aten.clamp.default", Clamp},
     {"aten.clamp_min.default", Clamp},
     {"aten.abs.default", Abs},
@@ -1958,6 +2002,8 @@ constexpr RuleRow kReductionRules[] = {
     {"aten.native_batch_norm.default", BatchNorm},
     {"aten.native_batch_norm_backward.default", BatchNormBackward},
     {"aten.max.dim", MaxDim},
+    {"aten.argmax.default", ArgMaxMin},
+    {"aten.argmin.default", ArgMaxMin},
     {"aten.all.dim", AllAnyDim},
     {"aten.any.dim", AllAnyDim},
     {"aten.amax.default", Amax},
@@ -1979,6 +2025,7 @@ constexpr RuleRow kIndexingRules[] = {
     {"aten._embedding_bag.default", EmbeddingBag},
     {"aten._embedding_bag_dense_backward.default", EmbeddingBagBackward},
     {"aten.repeat_interleave.Tensor", RepeatInterleave},
+    {"aten.repeat.default", Repeat},
 };
 
 // Pooling and resampling.

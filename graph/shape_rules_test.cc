@@ -610,6 +610,34 @@ TEST(ShapeRulesTest, EmbeddingBagsAndRepeatInterleave) {
   EXPECT_THAT(InferOn(bag, "aten.repeat_interleave.Tensor", R"("%g")"), HasSubstr("1-D int64"));
 }
 
+// The ops transformers' and timm's models reach: bitwise masks (bool and integers only),
+// minimum's promotion, argmax with and without a dimension, repeat's padding, new_ones /
+// full_like's dtypes.
+TEST(ShapeRulesTest, TransformerMaskAndTilingOps) {
+  const std::tuple<std::string, std::string, std::string> mask = {"m", "[2, 1, 4]", "bool"};
+  const std::tuple<std::string, std::string, std::string> causal = {"c", "[4, 4]", "bool"};
+  const std::tuple<std::string, std::string, std::string> x = {"x", "[2, 3]", "float32"};
+  const std::tuple<std::string, std::string, std::string> i = {"i", "[3]", "int64"};
+  EXPECT_EQ(InferOn({mask, causal}, "aten.bitwise_and.Tensor", R"("%m", "%c")"), "[2, 4, 4] bool");
+  EXPECT_EQ(InferOn({mask, {"k", "[4]", "int64"}}, "aten.bitwise_or.Tensor", R"("%m", "%k")"),
+            "[2, 1, 4] int64");
+  EXPECT_THAT(InferOn({x, mask}, "aten.bitwise_and.Tensor", R"("%x", "%x")"),
+              HasSubstr("bool or integers"));
+  EXPECT_EQ(InferOn({x, i}, "aten.logical_and.default", R"("%x", "%i")"), "[2, 3] bool");
+  EXPECT_EQ(InferOn({x, i}, "aten.minimum.default", R"("%i", "%x")"), "[2, 3] float32");
+  EXPECT_EQ(InferOn({x}, "aten.argmax.default", R"("%x", -1)"), "[2] int64");
+  EXPECT_EQ(InferOn({x}, "aten.argmax.default", R"("%x", null, true)"), "[1, 1] int64");
+  EXPECT_EQ(InferOn({x}, "aten.argmin.default", R"("%x")"), "[] int64");
+  EXPECT_EQ(InferOn({x}, "aten.repeat.default", R"("%x", [2, 1, 3])"), "[2, 2, 9] float32");
+  EXPECT_THAT(InferOn({x}, "aten.repeat.default", R"("%x", [2])"), HasSubstr("fewer than"));
+  EXPECT_EQ(InferOn({i}, "aten.new_ones.default", R"("%i", [2, 2])"), "[2, 2] int64");
+  EXPECT_EQ(
+      InferOn({i}, "aten.new_full.default", R"("%i", [2], 0.5)", R"({"dtype": "torch.float32"})"),
+      "[2] float32");
+  EXPECT_EQ(InferOn({i}, "aten.full_like.default", R"("%i", 3)"), "[3] int64");
+  EXPECT_EQ(InferOn({}, "aten.arange.start", "2, 9"), "[7] int64");
+}
+
 // max.dim's values and int64 indices, amax over named dimensions or all; leaky_relu and PReLU
 // (one weight, or one per channel; 2.x's kernel broadcasting it) for floating dtypes; pixel
 // (un)shuffle between channels and pixels. Each with what ATen refuses.

@@ -10,7 +10,14 @@
 namespace overlap {
 
 absl::string_view PartitionModeName(PartitionMode m) {
-  return m == PartitionMode::kReference ? "reference" : "default";
+  switch (m) {
+    case PartitionMode::kReference:
+      return "reference";
+    case PartitionMode::kReference2x:
+      return "reference-2x";
+    default:
+      return "default";
+  }
 }
 
 bool ParsePartitionMode(absl::string_view s, PartitionMode* m) {
@@ -20,6 +27,10 @@ bool ParsePartitionMode(absl::string_view s, PartitionMode* m) {
   }
   if (s == "default") {
     *m = PartitionMode::kDefault;
+    return true;
+  }
+  if (s == "reference-2x") {
+    *m = PartitionMode::kReference2x;
     return true;
   }
   return false;
@@ -83,6 +94,28 @@ void ModuleUses(const Graph& g, const std::string& module, const std::vector<int
   }
 }
 
+// PyTorch 2.x's call_function / call_method rule: each top-level positional argument that is
+// a placeholder holding a parameter, at every occurrence (the same parameter twice counts
+// twice); a method called on a submodule fetched by get_attr also counts that module's
+// parameters (once per module: the caller's set).
+void Reference2xUses(const Graph& g, const Node& n, const std::vector<int>& storage,
+                     std::vector<Use>* out) {
+  if (n.op() == Op::kCallMethod && !n.args().empty() && n.args()[0].is_ref()) {
+    const Node& self = g.node(n.args()[0].as_ref());
+    if (self.op() == Op::kGetAttr && g.FindParam(self.target()) < 0) {
+      ModuleUses(g, self.target(), storage, out);
+    }
+  }
+  for (const Value& v : n.args()) {
+    if (!v.is_ref()) continue;
+    const Node& src = g.node(v.as_ref());
+    if (src.op() == Op::kPlaceholder && src.meta().has_param) {
+      const int i = g.FindParam(src.meta().param);
+      if (i >= 0) out->push_back({i, Use::Naming::kParamName, nullptr});
+    }
+  }
+}
+
 // Every parameter the node uses, by the rules of `mode` (requires_grad / ignored filtering
 // is the caller's).
 void NodeUses(const Graph& g, const Node& n, PartitionMode mode, const std::vector<int>& storage,
@@ -100,6 +133,10 @@ void NodeUses(const Graph& g, const Node& n, PartitionMode mode, const std::vect
     case Op::kCallFunction:
     case Op::kCallMethod: {
       if (mode == PartitionMode::kReference) return;
+      if (mode == PartitionMode::kReference2x) {
+        Reference2xUses(g, n, storage, out);
+        return;
+      }
       for (NodeId in : n.inputs()) {
         const Node& src = g.node(in);
         if (src.op() == Op::kPlaceholder && src.meta().has_param) {
@@ -140,7 +177,12 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
                                                    " bytes) exceeds the bucket cap (",
                                                    o.bucket_cap_bytes, " bytes)"));
   }
-  const bool reference = o.mode == PartitionMode::kReference;
+  // Both reference modes count at every use, in the walk; 2.x's also waits for an external
+  // output before opening a bucket, and counts a module once.
+  const bool reference =
+      o.mode == PartitionMode::kReference || o.mode == PartitionMode::kReference2x;
+  const bool v2 = o.mode == PartitionMode::kReference2x;
+  absl::flat_hash_set<std::string> counted_modules;  // 2.x: modules already counted
   std::vector<Use> uses;
 
   int storages = 0;
@@ -178,7 +220,7 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
     WalkBucket& cur = walk.back();
     const bool full = cur.size >= o.bucket_cap_bytes ||
                       (walk.size() == 1 && cur.size >= o.first_bucket_cap_bytes);
-    if (full && (reference || cur.has_external_output)) walk.emplace_back();
+    if (full && ((reference && !v2) || cur.has_external_output)) walk.emplace_back();
     WalkBucket& b = walk.back();
     const int index = static_cast<int>(walk.size()) - 1;
     auto count = [&](const Use& u) {
@@ -189,15 +231,27 @@ absl::StatusOr<std::vector<Bucket>> AssignBuckets(const Graph& g, const BucketOp
     };
     if (reference) {
       NodeUses(g, n, o.mode, storage, &uses);
+      // 2.x: a module's parameters count once, at its first call in the walk.
+      const std::string* module = nullptr;
+      bool module_counted = false;
       for (const Use& u : uses) {
+        if (v2 && u.naming == Use::Naming::kModule) {
+          if (module == nullptr) {
+            module = u.module;
+            module_counted = counted_modules.contains(*module);
+          }
+          if (module_counted) continue;
+        }
         if (Counts(g.params()[u.param])) count(u);
       }
+      if (module != nullptr) counted_modules.insert(*module);
     } else {
       for (uint32_t k = counted_begin[id]; k < counted_end[id]; ++k) count(counted[k]);
     }
     b.nodes.push_back(id);
     bucket_of[id] = index;
-    if (n.op() != Op::kGetAttr && !b.has_external_output) {
+    // 2.x looks at every node's users, get_attr nodes' too.
+    if ((v2 || n.op() != Op::kGetAttr) && !b.has_external_output) {
       for (NodeId u : n.users()) {
         if (bucket_of[u] != index) {  // a later bucket, or the output node (-1)
           b.has_external_output = true;

@@ -15,6 +15,12 @@
 //               parameters lifted to placeholders (meta.param) count where a call_function /
 //               call_method reads them, named by their parameter name; bytes are reported
 //               per dtype (one flat allreduce buffer per dtype).
+//   kReference2x PyTorch 2.x's DDPOptimizer (checked against torch 2.14.1's, on graphs
+//               torch.compile captures): as kReference, except that a parameter lifted to a
+//               placeholder (meta.param) counts at each call_function / call_method that
+//               takes it as a top-level positional argument, a module counts once however
+//               often it is called, and a new bucket opens only once the current one has a
+//               value used outside it (docs/ddp-optimizer.md, "PyTorch 2.x").
 //
 //   absl::StatusOr<std::vector<Bucket>> b = AssignBuckets(g, BucketOptions{});
 //
@@ -33,9 +39,9 @@
 
 namespace overlap {
 
-enum class PartitionMode { kReference, kDefault };
+enum class PartitionMode { kReference, kDefault, kReference2x };
 
-// "reference" / "default", and back (false when unknown).
+// "reference" / "default" / "reference-2x", and back (false when unknown).
 absl::string_view PartitionModeName(PartitionMode m);
 bool ParsePartitionMode(absl::string_view s, PartitionMode* m);
 

@@ -283,6 +283,54 @@ TEST(DdpBucketsTest, LiftedParametersCountInDefaultModeOnly) {
               ElementsAre(std::pair<const std::string, int64_t>("bfloat16", 64)));
 }
 
+constexpr PartitionMode kRef2x = PartitionMode::kReference2x;
+
+// torch.compile's graphs lift parameters to placeholders: PyTorch 2.x's DDPOptimizer counts
+// one at each call_function taking it as a top-level positional argument, every time, named
+// here by the parameter's name (torch's by the input's).
+TEST(DdpBucketsTest, Reference2xCountsLiftedParametersAtEachPositionalUse) {
+  Graph g = Parse(
+      R"({"name": "p_w", "op": "placeholder", "target": "p_w", "args": [], "meta": {"param": "fc.weight"}},)"
+      R"({"name": "p_b", "op": "placeholder", "target": "p_b", "args": [], "meta": {"param": "fc.bias"}},)" +
+          Node("x", "placeholder", "x", "") + "," +
+          Node("lin", "call_function", "torch.nn.functional.linear", R"("%x", "%p_w", "%p_b")") +
+          "," + Node("again", "call_function", "torch.mul", R"("%lin", "%p_w")") + "," +
+          // A parameter inside a list, or as a keyword, is not counted (torch's rule).
+          R"({"name": "cat", "op": "call_function", "target": "torch.cat", "args": [["%again", "%p_b"]]},)" +
+          R"({"name": "kw", "op": "call_function", "target": "torch.add", "args": ["%cat"], "kwargs": {"other": "%p_b"}},)" +
+          Node("output", "output", "output", "\"%kw\""),
+      ParamJson("fc.weight", "p_w", 64) + "," + ParamJson("fc.bias", "p_b", 8));
+  std::vector<Bucket> b = Assign(g, kRef2x, 25 * kMiB, kMiB);
+  ASSERT_EQ(b.size(), 1u);
+  // Walked from the end: mul counts the weight, then linear the weight and the bias.
+  EXPECT_THAT(b[0].params, ElementsAre("fc.weight", "fc.weight", "fc.bias"));
+  EXPECT_EQ(b[0].size_bytes, 136);
+  EXPECT_EQ(Assign(g, kRef, 25 * kMiB, kMiB)[0].size_bytes, 0);  // 2.0 counts none
+}
+
+TEST(DdpBucketsTest, Reference2xCountsAModuleOnceAndWaitsForAnOutsideUse) {
+  std::vector<Bucket> once = Assign(CalledTwice(), kRef2x, 25 * kMiB, kMiB);
+  ASSERT_EQ(once.size(), 1u);
+  EXPECT_THAT(once[0].params, ElementsAre("m_weight"));
+  // x -> a -> dead (no users) ... -> b -> output: at the cap after `b`, the open bucket
+  // {b} feeds the output, so a bucket opens; 2.0 opens one whatever the bucket holds.
+  Graph g =
+      Parse(Node("x", "placeholder", "x", "") + "," + Node("a", "call_module", "a", "\"%x\"") +
+                "," + Node("dead", "call_module", "dead", "\"%a\"") + "," +
+                Node("b", "call_module", "b", "\"%a\"") + "," +
+                Node("output", "output", "output", "\"%b\""),
+            ParamJson("a.weight", "a", 8) + "," + ParamJson("dead.weight", "dead", 8) + "," +
+                ParamJson("b.weight", "b", 8));
+  std::vector<Bucket> ref = Assign(g, kRef, 8, 8);
+  std::vector<Bucket> v2 = Assign(g, kRef2x, 8, 8);
+  ASSERT_EQ(ref.size(), 3u);
+  EXPECT_THAT(NodeNames(g, ref[1]), ElementsAre("dead"));  // a bucket that feeds nobody
+  ASSERT_EQ(v2.size(), 2u);
+  EXPECT_THAT(NodeNames(g, v2[1]), ElementsAre("b"));
+  // {dead} has no value read outside it, so 2.x keeps filling it with `a`.
+  EXPECT_THAT(NodeNames(g, v2[0]), ElementsAre("a", "dead"));
+}
+
 TEST(DdpBucketsTest, DefaultOpensABucketOnlyAfterAnOutsideUse) {
   // a -> b -> c where b's result is read only by c. Reference would cut between b and c;
   // default may not, because the bucket {c} has no value used outside... c feeds the output,

@@ -65,7 +65,8 @@ TEST(DdpPartitionerPropertyTest, LargeRandomGraphsHoldTheInvariants) {
       ro.seed = seed;
       ro.lifted = lifted;
       const Graph g = RandomGraph(ro);
-      for (PartitionMode mode : {PartitionMode::kReference, PartitionMode::kDefault}) {
+      for (PartitionMode mode :
+           {PartitionMode::kReference, PartitionMode::kDefault, PartitionMode::kReference2x}) {
         PartitionOptions o;
         o.buckets.mode = mode;
         absl::StatusOr<PartitionResult> r = DdpPartitioner(o).Run(g);

@@ -19,9 +19,10 @@ namespace overlap {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"mode", 0, "reference|default",
-     "reference: PyTorch 2.0's DDPOptimizer exactly; default: improved\n"
-     "(no subgraph without outputs, tied storage once, ...)"},
+    {"mode", 0, "reference|reference-2x|default",
+     "reference: PyTorch 2.0's DDPOptimizer exactly; reference-2x: PyTorch\n"
+     "2.x's (graphs torch.compile captures: parameters as inputs);\n"
+     "default: improved (no subgraph without outputs, tied storage once, ...)"},
     {"bucket-cap", 0, "SIZE|auto",
      "bucket cap (default 25MiB); auto: choose the cap that minimises\n"
      "predicted exposed allreduce time in backward, and print the\n"
@@ -42,7 +43,8 @@ constexpr FlagSpec kFlags[] = {
 bool ReadBucketFlags(Invocation& in, BucketOptions* bo, std::optional<int64_t>* first) {
   if (std::optional<std::string> mode = in.String("mode");
       mode && !ParsePartitionMode(*mode, &bo->mode)) {
-    in.AddUsageError(absl::StrCat("--mode must be reference or default, got \"", *mode, "\""));
+    in.AddUsageError(
+        absl::StrCat("--mode must be reference, reference-2x or default, got \"", *mode, "\""));
   }
   const bool auto_cap = in.String("bucket-cap") == "auto";
   if (!auto_cap) {

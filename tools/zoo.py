@@ -103,8 +103,54 @@ OPS = [
     ("op_dropout", f"{OPS_MODULES}:Dropout", "{}", TOKENS,
      "nn.Dropout(0.25) in training: compared on torch's own masks"),
 ]
+# Hugging Face transformers families at small random configurations built in code
+# (tools/overlap_export/testing/hf_models.py; nothing downloaded).
+HF_MODULES = "overlap_export.testing.hf_models"
+HF_TOKENS, HF_IMAGES = "2x8:int64:64", "2x3x32x32"
+TRANSFORMERS = [(f"hf_{n}", f"{HF_MODULES}:{n}", "{}", shape, what) for n, shape, what in [
+    ("gpt2", HF_TOKENS, "GPT-2 (GPT2LMHeadModel): learned positions, Conv1D projections"),
+    ("llama", HF_TOKENS, "Llama: RMS norm, rotary positions, grouped-query attention, SwiGLU"),
+    ("mistral", HF_TOKENS, "Mistral: as Llama, a sliding-window causal mask"),
+    ("qwen2", HF_TOKENS, "Qwen2: as Llama, biases on q / k / v"),
+    ("gemma", HF_TOKENS, "Gemma: one key-value head, scaled embeddings, GELU gating"),
+    ("phi3", HF_TOKENS, "Phi-3: fused qkv and gate-up projections"),
+    ("bert", HF_TOKENS, "BERT (masked LM): post-norm encoder, token types"),
+    ("roberta", HF_TOKENS, "RoBERTa (masked LM): positions from the padding mask"),
+    ("distilbert", HF_TOKENS, "DistilBERT (masked LM)"),
+    ("albert", HF_TOKENS, "ALBERT (masked LM): one layer shared, factorised embeddings"),
+    ("t5", HF_TOKENS, "T5: encoder-decoder, relative position buckets, RMS norm"),
+    ("bart", HF_TOKENS, "BART: encoder-decoder, learned positions"),
+    ("whisper", "2x16x16", "Whisper: 1-D convolution stem over log-mel frames, decoder"),
+    ("wav2vec2", "2x400", "wav2vec2 (CTC): 1-D convolutions on audio, weight-normed "
+                          "positional convolution"),
+    ("vit", HF_IMAGES, "ViT (image classification)"),
+    ("swin", HF_IMAGES, "Swin: shifted windows, relative position bias"),
+    ("convnext", HF_IMAGES, "ConvNeXt (transformers'): depthwise 7x7, layer scale"),
+    ("clip_text", HF_TOKENS, "CLIP's text tower with its projection"),
+    ("clip_vision", HF_IMAGES, "CLIP's vision tower with its projection"),
+]]
+# timm families at their smallest variants, random weights, 10 classes.
+TIMM = [(f"timm_{n}", "timm:create_model", json.dumps({"model_name": n, "num_classes": 10,
+                                                         **extra}), shape, f"timm {n}")
+        for n, shape, extra in [
+            ("resnet10t", "2x3x64x64", {}),
+            ("efficientnet_b0", "2x3x64x64", {}),
+            ("mobilenetv3_small_050", "2x3x64x64", {}),
+            ("convnext_atto", "2x3x64x64", {}),
+            ("regnetx_002", "2x3x64x64", {}),
+            ("vit_tiny_patch16_224", "2x3x32x32", {"img_size": 32}),
+            ("deit_tiny_patch16_224", "2x3x32x32", {"img_size": 32}),
+            ("swin_tiny_patch4_window7_224", "2x3x56x56", {"img_size": 56}),
+            ("mixer_s32_224", "2x3x64x64", {"img_size": 64}),
+            ("levit_128s", "2x3x64x64", {"img_size": 64}),
+            ("poolformer_s12", "2x3x64x64", {}),
+            ("maxvit_nano_rw_256", "2x3x64x64", {"img_size": 64}),
+        ]]
 # Export flags beyond the zoo's own, by model.
-EXPORT_FLAGS = {"op_dropout": ["--train"]}
+# timm's LeViT caches its attention biases (computed from parameters) on its first forward in
+# evaluation mode, and reads the cache thereafter: a constant to the trace, without a
+# gradient. In training mode it computes them each time.
+EXPORT_FLAGS = {"op_dropout": ["--train"], "timm_levit_128s": ["--train"]}
 
 # Every classification constructor of torchvision 0.14's torchvision.models at a small size:
 # a batch of 2 at 64x64, or the smallest size the model accepts.
@@ -137,12 +183,15 @@ SKIPPED = {
     "vit_h_14": "631 M parameters: as regnet_y_128gf",
 }
 
-# The test's subset (--quick): every layer model and torchvision models covering the
-# operators each family adds, at sizes that keep the whole run near three minutes.
+# The test's subset (--quick): every layer model, torchvision models covering the operators
+# each family adds, and transformers / timm families with operators of their own (rotary
+# positions and grouped-query attention, relative position buckets, audio convolutions,
+# timm's layers), at sizes that keep the whole run near three and a half minutes.
 QUICK = [name for name, *_ in LAYERS] + [
     "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v3_small",
     "efficientnet_b0", "regnet_y_400mf", "densenet121", "googlenet", "convnext_tiny",
-    "swin_t", "swin_v2_t", "vit_b_32", "alexnet"]
+    "swin_t", "swin_v2_t", "vit_b_32", "alexnet", "hf_llama", "hf_t5", "hf_whisper",
+    "timm_convnext_atto"]
 
 
 def torchvision_models():
@@ -192,6 +241,8 @@ def one(overlap, name, ctor, kwargs, shape, work):
               + EXPORT_FLAGS.get(name, []))
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
+    producer = json.load(open(fwd)).get("producer", {})
+    torch_version = producer.get("torch", "?")
     graphs = [g for g in (prefix + ".json", fwd, bwd) if os.path.exists(g)]
     for g in graphs:
         ann = run("annotate", [overlap, "annotate", g, "-o", g])
@@ -254,7 +305,8 @@ def one(overlap, name, ctor, kwargs, shape, work):
                      "normalize, and the activations grow through the layers)")
     if drawn or not abs(first_loss) < 1e6:
         nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
-        return {"params": params, "nodes": nodes, "forward": times.get("forward", "?"),
+        return {"params": params, "torch": torch_version, "nodes": nodes,
+                "forward": times.get("forward", "?"),
                 "backward": times.get("backward", "?"),
                 "tensors": f"{m.group(1)} of {m.group(2)}", "worst": m.group(3),
                 "exec_rule": exec_rule, "trained": "not compared", "trained_worst": "",
@@ -276,7 +328,8 @@ def one(overlap, name, ctor, kwargs, shape, work):
         trained_rule = "(float64: note)"
     t = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", tc)
     nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
-    return {"params": params, "nodes": nodes, "forward": times.get("forward", "?"),
+    return {"params": params, "torch": torch_version, "nodes": nodes,
+            "forward": times.get("forward", "?"),
             "backward": times.get("backward", "?"), "tensors": f"{m.group(1)} of {m.group(2)}",
             "worst": m.group(3), "exec_rule": exec_rule,
             "trained": f"{t.group(1)} of {t.group(2)}",
@@ -310,7 +363,8 @@ def main():
         subprocess.run(["bazel", "build", "//tools:overlap"], cwd=ROOT, check=True,
                        capture_output=True)
         overlap = os.path.join(ROOT, "bazel-bin", "tools", "overlap")
-    everything = LAYERS + OPS + (torchvision_models() if not a.ops else [])
+    everything = LAYERS + OPS + (torchvision_models() + TRANSFORMERS + TIMM
+                                 if not a.ops else [])
     chosen = [m for m in everything
               if (not a.models or m[0] in a.models) and (not a.quick or m[0] in QUICK)
               and (not a.ops or m in OPS)]
@@ -359,10 +413,11 @@ def table_lines(rows):
     lines, notes = [], []
     for name, shape, what, r, note in rows:
         if r is None:
-            lines.append(f"| {name} | {shape} | {what} | | | | {note} | | | |")
+            lines.append(f"| {name} | {shape} | {what} | | | | | {note} | | | |")
             continue
         rule = r.get("trained_rule", "within 1e-4")
-        lines.append(f"| {name} | {shape} | {what} | {r['params']} | {r['nodes'][0]} / "
+        lines.append(f"| {name} | {shape} | {what} | {r.get('torch', '?')} | {r['params']} | "
+                     f"{r['nodes'][0]} / "
                      f"{r['nodes'][1]} | {r['forward']} / {r['backward']} | {r['tensors']} "
                      f"{r.get('exec_rule', 'within 1e-4')} | {r['worst']} | {r['trained']}"
                      f"{' ' + rule if r['trained_worst'] else ''} | {r['trained_worst']} |")
@@ -403,8 +458,10 @@ def update_table(path, rows):
 
 def write_table(path, rows, seconds):
     """Replaces the text between the zoo markers of `path` (appended when it has none)."""
+    import timm
     import torch
     import torchvision
+    import transformers
     lines = [
         BEGIN,
         "## Model zoo",
@@ -413,11 +470,15 @@ def write_table(path, rows, seconds):
         f"{torch.__version__}, torchvision {torchvision.__version__}, {os.cpu_count()} cores, "
         f"{seconds / 60:.0f} minutes). Do not edit by hand: rerun the script.*",
         "",
-        "Every classification constructor of torchvision 0.14's `torchvision.models` (10 "
-        "classes, random weights) and small models of torch.nn's common layers "
-        "(`tools/overlap_export/testing/zoo_modules.py`), and one model per operator class "
+        f"Every classification constructor of torchvision {torchvision.__version__}'s "
+        "`torchvision.models` (10 classes, random weights), small models of torch.nn's common "
+        "layers (`tools/overlap_export/testing/zoo_modules.py`), one model per operator class "
         "users' models reach (`op_modules.py` beside it, the `op_` rows; `tools/zoo.py --ops`), "
-        "each through every step: export "
+        f"transformers {transformers.__version__} families at small random configurations "
+        "built in code (`hf_models.py` beside it, the `hf_` rows; nothing downloaded) and timm "
+        f"{timm.__version__} families at their smallest variants (the `timm_` rows), "
+        "each through every step, with the torch that exported it (the **torch** column): "
+        "export "
         "(the AOT pair, weights and torch's float32 / float64 reference), `annotate`, "
         "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
         "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "
@@ -432,9 +493,9 @@ def write_table(path, rows, seconds):
         "executor's times are one run of the forward and the backward on this machine's CPU "
         "kernels (noisy; docs/benchmarks.md has measured comparisons).",
         "",
-        "| model | input | what | parameters | nodes (fwd / bwd) | exec fwd / bwd | vs torch | "
-        "worst | training vs torch | worst |",
-        "|---|---|---|---:|---:|---:|---|---:|---|---:|",
+        "| model | input | what | torch | parameters | nodes (fwd / bwd) | exec fwd / bwd | "
+        "vs torch | worst | training vs torch | worst |",
+        "|---|---|---|---|---:|---:|---:|---|---:|---|---:|",
     ]
     body, notes = table_lines(rows)
     lines += body

@@ -11,7 +11,7 @@
 # OVERLAP_REQUIRE_TORCH=1.
 set -euo pipefail
 source "$PWD/tools/require_torch.sh"
-require_torch zoo_test "import torch, torchvision, functorch"
+require_torch zoo_test "import torch, torchvision, transformers, timm"
 export OVERLAP=$PWD/tools/overlap
 export OVERLAP_PYTHON="$OVERLAP_PY"
 exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --quick

@@ -491,6 +491,7 @@ class Interpretation {
           return it != widened.end() ? &it->second : TensorOf(in);
         },
         convert ? Pool::kScratch : Pool::kValues, kernels_.SchemaOf(node.target()));
+    call.set_in_double(in_double_);
     if (const OpSchema* s = kernels_.SchemaOf(node.target()); s != nullptr && s->Random()) {
       KernelCall::Random random;
       random.key = RandomKey(options_.random_seed, node.name());

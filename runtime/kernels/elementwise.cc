@@ -693,20 +693,37 @@ Kernel CompareScalar(Compare op) {
   };
 }
 
+// A binary op's tensor operands `self` and `other` in ATen's promoted dtype `d` (rounded to
+// it: an int64 meets a float32 as float32), then held exactly in `wide` (float64 for
+// floating d, else int64), and their broadcast shape.
+struct WideOperands {
+  Tensor a, b;
+  std::vector<int64_t> shape;
+  DType d, wide;
+};
+absl::StatusOr<WideOperands> Widened(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
+  WideOperands w;
+  OVERLAP_ASSIGN_OR_RETURN(w.d, DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
+  OVERLAP_ASSIGN_OR_RETURN(w.shape, BroadcastShape(c, a0.shape(), b0.shape()));
+  w.wide = IsFloatingPoint(w.d) ? DType::kFloat64 : DType::kInt64;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor a1, Converted(c, a0, w.d));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b1, Converted(c, b0, w.d));
+  OVERLAP_ASSIGN_OR_RETURN(w.a, Converted(c, a1, w.wide));
+  OVERLAP_ASSIGN_OR_RETURN(w.b, Converted(c, b1, w.wide));
+  return w;
+}
+
 // self against other, broadcast: bool. Both are converted to their promoted dtype first
 // (ATen's rule: an int64 compared with a float32 compares as float32), then compared
 // exactly, floats as doubles (NaN compares false, ne true) and integers as int64.
 Kernel CompareTensor(Compare op) {
   return [op](KernelCall& c) -> Results {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
-    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a0.shape(), b0.shape()));
-    const DType wide = IsFloatingPoint(d) ? DType::kFloat64 : DType::kInt64;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a1, Converted(c, a0, d));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b1, Converted(c, b0, d));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a1, wide));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, Converted(c, b1, wide));
+    OVERLAP_ASSIGN_OR_RETURN(WideOperands w, Widened(c));
+    const Tensor &a = w.a, &b = w.b;
+    const std::vector<int64_t>& shape = w.shape;
+    const DType wide = w.wide;
     OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(DType::kBool, shape));
     uint8_t* o = out.data<uint8_t>();
     int64_t k = 0;
@@ -724,6 +741,46 @@ Kernel CompareTensor(Compare op) {
                                            : compare(a.data<int64_t>()[ia], b.data<int64_t>()[ib]);
         });
     return std::vector<Tensor>{out};
+  };
+}
+
+enum class Logic { kAnd, kOr, kXor };
+
+// bitwise_and / or / xor.Tensor: broadcast, in the operands' result_type, which must be bool
+// or an integer (ATen refuses floating operands); computed on int64 and narrowed, so bool
+// stays 0 / 1. logical_and / or / xor: bool, each operand read as "is nonzero" (NaN is).
+Kernel LogicTensor(Logic op, bool logical) {
+  return [op, logical](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
+    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
+    if (!logical && IsFloatingPoint(d)) {
+      return c.Error(absl::StrCat("bitwise operations take bool or integer tensors, not ",
+                                  DTypeName(d), " (ATen refuses them too)"));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a0.shape(), b0.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a1, Converted(c, a0, logical ? a0.dtype() : d));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b1, Converted(c, b0, logical ? b0.dtype() : d));
+    const DType wide = logical ? DType::kFloat64 : DType::kInt64;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a1, wide));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor b, Converted(c, b1, wide));
+    OVERLAP_ASSIGN_OR_RETURN(
+        Tensor r, c.NewUninitializedOutput(logical ? DType::kBool : DType::kInt64, shape));
+    int64_t k = 0;
+    const auto apply = [op](int64_t x, int64_t y) {
+      return op == Logic::kAnd ? (x & y) : op == Logic::kOr ? (x | y) : (x ^ y);
+    };
+    ForEach2(
+        shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape), [&](int64_t ia, int64_t ib) {
+          if (logical) {
+            r.data<uint8_t>()[k++] =
+                static_cast<uint8_t>(apply(a.data<double>()[ia] != 0, b.data<double>()[ib] != 0));
+          } else {
+            r.data<int64_t>()[k++] = apply(a.data<int64_t>()[ia], b.data<int64_t>()[ib]);
+          }
+        });
+    if (logical || d == DType::kInt64) return std::vector<Tensor>{r};
+    return One(Converted(c, r, d));
   };
 }
 
@@ -873,12 +930,47 @@ Results LiftFreshCopy(KernelCall& c) {
   return std::vector<Tensor>{out};
 }
 
-Results OnesLike(KernelCall& c) {
-  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
-  OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
-  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
-  FillContiguous(out, 1.0);
-  return std::vector<Tensor>{out};
+// ones_like(self) and full_like(self, fill_value): self's shape, its dtype unless dtype says.
+Kernel FilledLike(bool ones) {
+  return [ones](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    double value = 1.0;
+    if (!ones) {
+      OVERLAP_ASSIGN_OR_RETURN(value, c.DoubleArg("fill_value"));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, x.shape()));
+    FillContiguous(out, value);
+    return std::vector<Tensor>{out};
+  };
+}
+
+// minimum / maximum(self, other): broadcast, in the promoted dtype; floats compared as
+// doubles with NaN propagating (ATen's rule), integers as int64. The result is one of the
+// operands' values, so the narrowing back to the dtype is exact.
+Kernel MinMaxTensor(bool larger) {
+  return [larger](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(WideOperands w, Widened(c));
+    const Tensor &a = w.a, &b = w.b;
+    const DType d = w.d, wide = w.wide;
+    const std::vector<int64_t>& shape = w.shape;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor r, c.NewUninitializedOutput(wide, shape));
+    int64_t k = 0;
+    ForEach2(shape, BroadcastStrides(a, shape), BroadcastStrides(b, shape),
+             [&](int64_t ia, int64_t ib) {
+               if (wide == DType::kFloat64) {
+                 const double x = a.data<double>()[ia], y = b.data<double>()[ib];
+                 r.data<double>()[k++] = std::isnan(x) || std::isnan(y)
+                                             ? std::numeric_limits<double>::quiet_NaN()
+                                             : (larger ? std::max(x, y) : std::min(x, y));
+               } else {
+                 const int64_t x = a.data<int64_t>()[ia], y = b.data<int64_t>()[ib];
+                 r.data<int64_t>()[k++] = larger ? std::max(x, y) : std::min(x, y);
+               }
+             });
+    if (d == wide) return std::vector<Tensor>{r};
+    return One(Converted(c, r, d));
+  };
 }
 
 // masked_fill(self, mask, value): value where mask (broadcast to self) is true.
@@ -951,6 +1043,26 @@ Results NewZeros(KernelCall& c) {
   return One(c.NewOutput(d, size));
 }
 
+// new_ones(self, size) / new_full(self, size, fill_value): self's dtype unless dtype says;
+// self is read for nothing else.
+Kernel NewFilled(bool ones) {
+  return [ones](KernelCall& c) -> Results {
+    OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.IntListArg("size"));
+    for (int64_t s : size) {
+      if (s < 0) return c.Error(absl::StrCat("size ", s, " is negative"));
+    }
+    double value = 1.0;
+    if (!ones) {
+      OVERLAP_ASSIGN_OR_RETURN(value, c.DoubleArg("fill_value"));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(DType d, DTypeKwarg(c, x.dtype()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(d, size));
+    FillContiguous(out, value);
+    return std::vector<Tensor>{out};
+  };
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -999,6 +1111,12 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.sgn.default", AbsOrSgn(EwOp::kSgn));
   r.Register("aten.where.self", Where);
   r.Register("aten.bitwise_not.default", BitwiseNot);
+  r.Register("aten.bitwise_and.Tensor", LogicTensor(Logic::kAnd, /*logical=*/false));
+  r.Register("aten.bitwise_or.Tensor", LogicTensor(Logic::kOr, /*logical=*/false));
+  r.Register("aten.bitwise_xor.Tensor", LogicTensor(Logic::kXor, /*logical=*/false));
+  r.Register("aten.logical_and.default", LogicTensor(Logic::kAnd, /*logical=*/true));
+  r.Register("aten.logical_or.default", LogicTensor(Logic::kOr, /*logical=*/true));
+  r.Register("aten.logical_xor.default", LogicTensor(Logic::kXor, /*logical=*/true));
   r.Register("aten.clamp.default", Clamp);
   r.Register("aten.clamp_min.default", Clamp);
   r.Register("aten.scalar_tensor.default", ScalarTensor);
@@ -1006,7 +1124,12 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.zero.default", ZerosLike);
   r.Register("aten.new_empty.default", NewZeros);  // zeroed: no stale memory in a result
   r.Register("aten.new_zeros.default", NewZeros);
-  r.Register("aten.ones_like.default", OnesLike);
+  r.Register("aten.new_ones.default", NewFilled(/*ones=*/true));
+  r.Register("aten.new_full.default", NewFilled(/*ones=*/false));
+  r.Register("aten.ones_like.default", FilledLike(/*ones=*/true));
+  r.Register("aten.full_like.default", FilledLike(/*ones=*/false));
+  r.Register("aten.minimum.default", MinMaxTensor(/*larger=*/false));
+  r.Register("aten.maximum.default", MinMaxTensor(/*larger=*/true));
   r.Register("aten.masked_fill.Scalar", MaskedFill);
   r.Register("aten.triu.default", [](KernelCall& c) { return Triangle(c, /*lower=*/false); });
   r.Register("aten.tril.default", [](KernelCall& c) { return Triangle(c, /*lower=*/true); });

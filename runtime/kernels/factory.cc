@@ -158,6 +158,7 @@ void RegisterFactoryKernels(KernelRegistry& r) {
   r.Register("aten.empty.memory_format", Empty);
   r.Register("aten.arange.default", Arange);
   r.Register("aten.arange.start_step", Arange);
+  r.Register("aten.arange.start", Arange);
   r.Register("aten._to_copy.default", ToCopy);
   r.Register("aten.bernoulli_.float", BernoulliInPlace);
   r.Register("aten.bernoulli.p", Bernoulli);

@@ -1,7 +1,9 @@
 // The unary math ops (sin, cos, log, abs, sgn), tensor comparisons, sub.Scalar, the
-// factories (ones, empty, arange), _to_copy and the random draws (bernoulli), against values
-// computed here; and the interpreter's random streams: reproducible from the seed, distinct
-// per seed, replaced by a given draw.
+// factories (ones, empty, arange), _to_copy and the random draws (bernoulli), the ops
+// transformers' and timm's models reach (bitwise / logical masks, new_ones / new_full /
+// full_like, minimum / maximum, argmax / argmin, repeat), against values computed here; and the
+// interpreter's random streams: reproducible from the seed, distinct per seed, replaced by a given
+// draw.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,7 +33,7 @@ class Runner {
   }
   absl::StatusOr<std::vector<Tensor>> Run(const std::string& target, std::vector<Tensor> tensors,
                                           std::vector<Value> constants = {}, ValueDict kwargs = {},
-                                          KernelCall::Random random = {}) {
+                                          KernelCall::Random random = {}, bool in_double = false) {
     Graph g;
     std::vector<Value> args;
     absl::flat_hash_map<NodeId, Tensor> by_id;
@@ -49,6 +51,7 @@ class Runner {
       return it == by_id.end() ? nullptr : &it->second;
     });
     c.set_random(random);
+    c.set_in_double(in_double);
     return (*k)(c);
   }
   Allocator alloc_;
@@ -288,6 +291,138 @@ TEST(BernoulliTest, InterpreterSeedsEachNodeAndTakesGivenDraws) {
   SetElement(fed["random/bernoulli_"], 5, 1.0);
   const std::vector<double> d = run(11, fed);
   for (int64_t i = 0; i < 64 * 64; ++i) EXPECT_EQ(d[i] != 0, i == 5) << i;
+}
+
+TEST(MaskOpsTest, BitwiseAndLogicalBroadcastAndPromote) {
+  Runner r;
+  Tensor a = r.Make(DType::kBool, {2, 2}, {1, 0, 1, 1});
+  Tensor b = r.Make(DType::kBool, {2}, {1, 0});
+  Tensor both = (*r.Run("aten.bitwise_and.Tensor", {a, b}))[0];
+  ASSERT_EQ(both.dtype(), DType::kBool);
+  EXPECT_EQ(Values(both), (std::vector<double>{1, 0, 1, 0}));
+  EXPECT_EQ(Values((*r.Run("aten.bitwise_or.Tensor", {a, b}))[0]),
+            (std::vector<double>{1, 0, 1, 1}));
+  EXPECT_EQ(Values((*r.Run("aten.bitwise_xor.Tensor", {a, b}))[0]),
+            (std::vector<double>{0, 0, 0, 1}));
+  // Integers: bit by bit, in the promoted dtype (bool with int64 is int64).
+  Tensor i = r.Make(DType::kInt64, {2}, {12, 10});
+  Tensor ib = (*r.Run("aten.bitwise_and.Tensor", {i, b}))[0];
+  EXPECT_EQ(ib.dtype(), DType::kInt64);
+  EXPECT_EQ(Values(ib), (std::vector<double>{0, 0}));
+  EXPECT_EQ(Values((*r.Run("aten.bitwise_xor.Tensor", {i, r.Make(DType::kInt64, {1}, {6})}))[0]),
+            (std::vector<double>{10, 12}));
+  // Floating operands: refused naming the node, as ATen refuses them.
+  absl::StatusOr<std::vector<Tensor>> bad =
+      r.Run("aten.bitwise_and.Tensor", {r.Make(DType::kFloat32, {2}, {1, 0}), b});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node 'op'"), std::string::npos) << bad.status();
+  // logical_*: any dtype read as nonzero (NaN is), bool out.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor f = r.Make(DType::kFloat32, {3}, {0.0, nan, 2.5});
+  Tensor g = r.Make(DType::kInt64, {3}, {3, 0, 1});
+  Tensor land = (*r.Run("aten.logical_and.default", {f, g}))[0];
+  ASSERT_EQ(land.dtype(), DType::kBool);
+  EXPECT_EQ(Values(land), (std::vector<double>{0, 0, 1}));
+  EXPECT_EQ(Values((*r.Run("aten.logical_or.default", {f, g}))[0]), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(Values((*r.Run("aten.logical_xor.default", {f, g}))[0]),
+            (std::vector<double>{1, 1, 0}));
+}
+
+TEST(MaskOpsTest, NewOnesNewFullFullLike) {
+  Runner r;
+  Tensor x = r.Make(DType::kInt64, {2}, {5, 6});
+  Tensor ones =
+      (*r.Run("aten.new_ones.default", {x}, {Value::List({Value::Int(2), Value::Int(3)})}))[0];
+  EXPECT_EQ(ones.dtype(), DType::kInt64);  // self's dtype
+  EXPECT_EQ(ones.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Values(ones), (std::vector<double>(6, 1)));
+  Tensor full =
+      (*r.Run("aten.new_full.default", {x}, {Value::List({Value::Int(2)}), Value::Double(-2.5)},
+              {{"dtype", Value::String("torch.float32")}}))[0];
+  EXPECT_EQ(full.dtype(), DType::kFloat32);
+  EXPECT_EQ(Values(full), (std::vector<double>{-2.5, -2.5}));
+  Tensor like =
+      (*r.Run("aten.full_like.default", {r.Make(DType::kFloat64, {2, 2}, {})}, {Value::Int(7)}))[0];
+  EXPECT_EQ(like.dtype(), DType::kFloat64);
+  EXPECT_EQ(Values(like), (std::vector<double>{7, 7, 7, 7}));
+  EXPECT_FALSE(r.Run("aten.new_ones.default", {x}, {Value::List({Value::Int(-1)})}).ok());
+  // A run in float64 makes a float32 it is asked for as float64, so it meets float64 operands.
+  Tensor wide =
+      (*r.Run("aten.new_full.default", {x}, {Value::List({Value::Int(1)}), Value::Double(1)},
+              {{"dtype", Value::String("torch.float32")}}, {}, /*in_double=*/true))[0];
+  EXPECT_EQ(wide.dtype(), DType::kFloat64);
+  Tensor ints = (*r.Run("aten.new_ones.default", {x}, {Value::List({Value::Int(1)})}, {}, {},
+                        /*in_double=*/true))[0];
+  EXPECT_EQ(ints.dtype(), DType::kInt64);  // only float32 widens
+}
+
+TEST(MaskOpsTest, MinimumMaximumPropagateNaNAndPromote) {
+  Runner r;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = r.Make(DType::kFloat32, {2, 2}, {1, 5, nan, -2});
+  Tensor b = r.Make(DType::kFloat32, {2}, {3, 4});
+  std::vector<double> lo = Values((*r.Run("aten.minimum.default", {a, b}))[0]);
+  EXPECT_EQ(lo[0], 1);
+  EXPECT_EQ(lo[1], 4);
+  EXPECT_TRUE(std::isnan(lo[2]));
+  EXPECT_EQ(lo[3], -2);
+  std::vector<double> hi = Values((*r.Run("aten.maximum.default", {a, b}))[0]);
+  EXPECT_EQ(hi[0], 3);
+  EXPECT_TRUE(std::isnan(hi[2]));
+  // int64: exact beyond 2^53; int64 with float32 promotes to float32.
+  Tensor big = *Tensor::Empty(r.alloc_, DType::kInt64, {1});
+  big.data<int64_t>()[0] = (int64_t{1} << 60) + 1;
+  Tensor big2 = *Tensor::Empty(r.alloc_, DType::kInt64, {1});
+  big2.data<int64_t>()[0] = (int64_t{1} << 60);
+  Tensor m = (*r.Run("aten.maximum.default", {big, big2}))[0];
+  ASSERT_EQ(m.dtype(), DType::kInt64);
+  EXPECT_EQ(m.data<int64_t>()[0], (int64_t{1} << 60) + 1);
+  EXPECT_EQ((*r.Run("aten.minimum.default", {r.Make(DType::kInt64, {1}, {3}), b}))[0].dtype(),
+            DType::kFloat32);
+}
+
+TEST(MaskOpsTest, ArgmaxArgminFirstExtremeAndFlattened) {
+  Runner r;
+  Tensor x = r.Make(DType::kFloat32, {2, 3}, {1, 7, 7, 4, -1, -1});
+  Tensor by_row = (*r.Run("aten.argmax.default", {x}, {Value::Int(1)}))[0];
+  ASSERT_EQ(by_row.dtype(), DType::kInt64);
+  EXPECT_EQ(Values(by_row), (std::vector<double>{1, 0}));  // the first of equal maxima
+  EXPECT_EQ(Values((*r.Run("aten.argmin.default", {x}, {Value::Int(1)}))[0]),
+            (std::vector<double>{0, 1}));
+  Tensor kept = (*r.Run("aten.argmax.default", {x}, {Value::Int(0), Value::Bool(true)}))[0];
+  EXPECT_EQ(kept.shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(Values(kept), (std::vector<double>{1, 0, 0}));
+  Tensor flat = (*r.Run("aten.argmax.default", {x}))[0];  // dim None: the flattened index
+  EXPECT_EQ(flat.dim(), 0);
+  EXPECT_EQ(Values(flat), (std::vector<double>{1}));
+  Tensor flat_kept = (*r.Run("aten.argmin.default", {x}, {Value(), Value::Bool(true)}))[0];
+  EXPECT_EQ(flat_kept.shape(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(Values(flat_kept), (std::vector<double>{4}));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(Values((*r.Run("aten.argmax.default", {r.Make(DType::kFloat64, {3}, {1, nan, 9})}))[0]),
+            (std::vector<double>{1}));  // NaN is the maximum
+  EXPECT_FALSE(r.Run("aten.argmax.default", {r.Make(DType::kFloat32, {0}, {})}).ok());
+  EXPECT_FALSE(r.Run("aten.argmax.default", {x}, {Value::Int(2)}).ok());
+}
+
+TEST(MaskOpsTest, RepeatTilesAndPadsLeadingDimensions) {
+  Runner r;
+  Tensor x = r.Make(DType::kFloat32, {2, 2}, {1, 2, 3, 4});
+  Tensor t = (*r.Run("aten.repeat.default", {x},
+                     {Value::List({Value::Int(2), Value::Int(1), Value::Int(2)})}))[0];
+  ASSERT_EQ(t.shape(), (std::vector<int64_t>{2, 2, 4}));
+  EXPECT_EQ(Values(t), (std::vector<double>{1, 2, 1, 2, 3, 4, 3, 4, 1, 2, 1, 2, 3, 4, 3, 4}));
+  Tensor s = (*r.Run("aten.repeat.default", {r.Make(DType::kInt64, {}, {5})},
+                     {Value::List({Value::Int(3)})}))[0];
+  EXPECT_EQ(Values(s), (std::vector<double>{5, 5, 5}));
+  EXPECT_EQ((*r.Run("aten.repeat.default", {x}, {Value::List({Value::Int(0), Value::Int(2)})}))[0]
+                .numel(),
+            0);
+  EXPECT_FALSE(r.Run("aten.repeat.default", {x}, {Value::List({Value::Int(2)})}).ok());
+  EXPECT_FALSE(
+      r.Run("aten.repeat.default", {x}, {Value::List({Value::Int(-1), Value::Int(1)})}).ok());
+  EXPECT_EQ(Values((*r.Run("aten.arange.start", {}, {Value::Int(2), Value::Int(5)}))[0]),
+            (std::vector<double>{2, 3, 4}));
 }
 
 }  // namespace

@@ -108,6 +108,12 @@ class KernelCall {
   void set_random(Random r) { random_ = r; }
   const Random& random() const { return random_; }
 
+  // Whether the run computes in float64 whatever the graph's float dtypes (exec / train
+  // --double): a float32 that a dtype argument names, or that a factory defaults to, is
+  // float64 then (DTypeKwarg), so a made tensor meets its float64 operands.
+  void set_in_double(bool b) { in_double_ = b; }
+  bool in_double() const { return in_double_; }
+
  private:
   const Node& node_;
   Allocator& alloc_;
@@ -115,6 +121,7 @@ class KernelCall {
   Pool output_pool_;
   const OpSchema* schema_;  // nullptr: the target is undeclared
   Random random_;
+  bool in_double_ = false;
   // The node's arguments bound to schema_; none for an undeclared target.
   std::optional<absl::StatusOr<OpArgs>> bound_;
 };

@@ -247,14 +247,17 @@ void NnRun(const NnArgs& a) {
 }
 
 absl::StatusOr<DType> DTypeKwarg(const KernelCall& c, DType fallback) {
+  const auto widened = [&](DType d) {
+    return c.in_double() && d == DType::kFloat32 ? DType::kFloat64 : d;
+  };
   const Value* v = c.Arg("dtype");
-  if (v == nullptr || v->is_none()) return fallback;
+  if (v == nullptr || v->is_none()) return widened(fallback);
   if (v->kind() == Value::Kind::kString) {
     std::string name = v->as_string();
     if (absl::StartsWith(name, "torch.")) name = name.substr(6);
     absl::StatusOr<DType> d = ParseDType(name);
     if (!d.ok()) return c.Error(d.status().message());
-    return *d;
+    return widened(*d);
   }
   return c.Error("dtype should be a dtype name");
 }

@@ -209,7 +209,8 @@ inline std::byte* Bytes(const Tensor& t) {
   return t.storage()->data() + t.offset() * DTypeSize(t.dtype());
 }
 // The `dtype` keyword ("torch.int64" or "int64"), else `fallback` when missing or None;
-// an error naming the node for another value. O(1).
+// float32 reads as float64 in a run computing in float64 (KernelCall::in_double); an error
+// naming the node for another value. O(1).
 absl::StatusOr<DType> DTypeKwarg(const KernelCall& c, DType fallback);
 // Fails unless `t` is an int64 or int32 tensor.
 absl::Status CheckIndexTensor(const KernelCall& c, const Tensor& t, absl::string_view what);

@@ -103,6 +103,48 @@ Results MaxDim(KernelCall& c) {
   });
 }
 
+// argmax / argmin(self, dim=None, keepdim=False): int64, the first maximal (minimal)
+// element's index along `dim`, or the first NaN's; dim None: over the flattened self, its
+// shape kept as ones under keepdim. The reduced elements must not be none (ATen's rule).
+Results ArgMaxMin(KernelCall& c, bool larger) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  const Value* dim_v = c.Arg("dim");
+  const bool flat = dim_v == nullptr || dim_v->is_none();
+  int64_t dim = 0;
+  std::vector<int64_t> shape;
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x1, Contiguous(c, x0));
+  Tensor x = x1;
+  if (flat) {
+    OVERLAP_ASSIGN_OR_RETURN(bool keepdim, c.BoolArg("keepdim"));
+    if (x1.numel() == 0) return c.Error("an empty self has no maximum or minimum (dim None)");
+    if (keepdim) shape.assign(x1.dim(), 1);
+    OVERLAP_ASSIGN_OR_RETURN(x, x1.View({x1.numel()}));
+  } else {
+    OVERLAP_ASSIGN_OR_RETURN(shape, ReducedDimShape(c, x1, /*nonempty=*/true, &dim));
+  }
+  const Around a = Split3(x.shape(), dim);
+  return DispatchOrdered(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor indices, c.NewUninitializedOutput(DType::kInt64, shape));
+    const T* in = x.data<T>();
+    int64_t* pi = indices.data<int64_t>();
+    for (int64_t k = 0; k < a.outer * a.inner; ++k) {
+      const T* col = in + (k / a.inner) * a.n * a.inner + k % a.inner;
+      T m = col[0];
+      int64_t at = 0;
+      for (int64_t i = 0; i < a.n && m == m; ++i) {  // stops at the first NaN
+        const T v = col[i * a.inner];
+        if (larger ? Replaces(v, m) : !(v >= m)) {
+          m = v;
+          at = i;
+        }
+      }
+      pi[k] = at;
+    }
+    return std::vector<Tensor>{indices};
+  });
+}
+
 // all.dim / any.dim(self, dim, keepdim=False): whether every (some) element along `dim` is
 // non-zero (NaN is non-zero), bool. An empty reduced dimension gives true (false), as ATen.
 Results AllAnyDim(KernelCall& c, bool all) {
@@ -188,6 +230,8 @@ Results Amax(KernelCall& c) {
 void RegisterMaxReductionKernels(KernelRegistry& r) {
   r.Register("aten.max.dim", kernels::MaxDim);
   r.Register("aten.amax.default", kernels::Amax);
+  r.Register("aten.argmax.default", [](KernelCall& c) { return kernels::ArgMaxMin(c, true); });
+  r.Register("aten.argmin.default", [](KernelCall& c) { return kernels::ArgMaxMin(c, false); });
   r.Register("aten.all.dim", [](KernelCall& c) { return kernels::AllAnyDim(c, true); });
   r.Register("aten.any.dim", [](KernelCall& c) { return kernels::AllAnyDim(c, false); });
 }

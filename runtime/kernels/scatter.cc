@@ -588,6 +588,38 @@ Results EmbeddingBagDenseBackward(KernelCall& c) {
   });
 }
 
+// repeat(self, repeats): self tiled repeats[i] times along dimension i, self's shape padded
+// with leading ones to len(repeats) (fewer repeats than dimensions is ATen's error). The
+// copy of one view: self at shape [1, p0, 1, p1, ...] broadcast (stride 0) to
+// [r0, p0, r1, p1, ...], then read as [r0 p0, r1 p1, ...].
+absl::StatusOr<std::vector<Tensor>> Repeat(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.IntListArg("repeats"));
+  const int64_t n = static_cast<int64_t>(repeats.size());
+  if (n < x0.dim()) {
+    return c.Error(absl::StrCat("repeats has ", n, " dimensions, fewer than self's ", x0.dim()));
+  }
+  for (int64_t r : repeats) {
+    if (r < 0) return c.Error(absl::StrCat("repeat count ", r, " is negative"));
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
+  std::vector<int64_t> padded(n - x.dim(), 1), strides_of_x(n - x.dim(), 0);
+  padded.insert(padded.end(), x.shape().begin(), x.shape().end());
+  strides_of_x.insert(strides_of_x.end(), x.strides().begin(), x.strides().end());
+  std::vector<int64_t> wide_shape, wide_strides, out_shape;
+  for (int64_t i = 0; i < n; ++i) {
+    wide_shape.insert(wide_shape.end(), {repeats[i], padded[i]});
+    wide_strides.insert(wide_strides.end(), {0, strides_of_x[i]});
+    out_shape.push_back(repeats[i] * padded[i]);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewUninitializedOutput(x.dtype(), out_shape));
+  if (out.numel() == 0) return std::vector<Tensor>{out};
+  OVERLAP_ASSIGN_OR_RETURN(Tensor wide, x.AsStrided(wide_shape, wide_strides, x.offset()));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor target, out.View(wide_shape));
+  OVERLAP_RETURN_IF_ERROR(CopyInto(c, wide, target));
+  return std::vector<Tensor>{out};
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -601,6 +633,7 @@ void RegisterScatterKernels(KernelRegistry& r) {
   r.Register("aten.cumsum.default", Cumsum);
   r.Register("aten.flip.default", Flip);
   r.Register("aten.repeat_interleave.Tensor", RepeatInterleave);
+  r.Register("aten.repeat.default", Repeat);
   r.Register("aten.triu_indices.default", TriuIndices);
   r.Register("aten._embedding_bag.default", EmbeddingBag);
   r.Register("aten._embedding_bag_dense_backward.default", EmbeddingBagDenseBackward);

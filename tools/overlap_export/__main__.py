@@ -2,7 +2,8 @@
 
 Writes PREFIX.json (the module-style torch.fx forward, when torch.fx can trace the model)
 and, with --aot, PREFIX.forward.json and PREFIX.backward.json (the AOT pair in ATen ops,
-docs/ops.md's convention). Exits 1 with one line naming the failed step, the model's
+docs/ops.md's convention), with --dynamo, PREFIX.dynamo.json (the graph torch.compile hands
+a backend). Exits 1 with one line naming the failed step, the model's
 module and the construct or exception, never a traceback (--debug, or OVERLAP_EXPORT_DEBUG=1,
 prints it too), having written no file: every output is built in memory first, then all
 are written together (each atomically; on a failure none is left). Exits 2 on bad usage
@@ -59,6 +60,10 @@ def _parser():
                          "one per forward argument (--input=SPEC for a spec starting "
                          "with -)")
     ap.add_argument("--aot", action="store_true", help="also write the AOT forward / backward")
+    ap.add_argument("--dynamo", action="store_true",
+                    help="also write PREFIX.dynamo.json: the forward as torch.compile hands "
+                         "it to a backend (dynamo's graph, parameters as inputs), what "
+                         "`overlap partition --mode reference-2x` reads")
     ap.add_argument("--loss", default="sum", choices=LOSSES, help=_LOSS_HELP)
     ap.add_argument("--train", action="store_true",
                     help="export in training mode (default: eval, e.g. batch norm's running "
@@ -208,10 +213,14 @@ def _export(a, kwargs, loaded):
         outputs.append((a.output + ".json", files.json_bytes(doc)))
         path = "torch.fx (module style)"
     except ExportError as e:
-        if e.step != "trace" or e.fatal or not a.aot:
+        if e.step != "trace" or e.fatal or not (a.aot or a.dynamo):
             raise
-        print(f"overlap_export: {one_line(e)}; taking the AOT path only", file=sys.stderr)
-        path = "AOT only"
+        other = " and ".join(p for p, on in (("AOT", a.aot), ("dynamo", a.dynamo)) if on)
+        print(f"overlap_export: {one_line(e)}; taking the {other} path only", file=sys.stderr)
+        path = f"{other} only"
+    if a.dynamo:
+        doc = export.export_dynamo(model, examples, name)
+        outputs.append((a.output + ".dynamo.json", files.json_bytes(doc)))
     target = export.loss_target(a.loss, model, examples, a.seed + 100)
     constants, drawn = {}, {}
     if a.aot:

@@ -263,6 +263,55 @@ def export_module_style(model, inputs, name):
                                  capture="torch.fx")
 
 
+def export_dynamo(model, inputs, name):
+    """The forward as torch.compile hands it to a backend: dynamo's FX graph in torch's own
+    functions, every parameter and buffer a graph input (meta.param names a parameter's),
+    with the parameter table. What a DDP backend (DDPOptimizer's place) partitions.
+    ExportError("dynamo") when torch.compile cannot capture the forward as one graph."""
+    import torch._dynamo
+
+    captured = []
+
+    def backend(gm, example_inputs):
+        captured.append((gm, list(example_inputs)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    # With gradients on, as a training step runs it (modules take other paths without).
+    with user_code("dynamo", "the model's forward", model), buffers_kept(model):
+        try:
+            torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
+        except Exception as e:  # noqa: BLE001
+            raise ExportError("dynamo", "torch.compile cannot capture it as one graph: "
+                              + describe(e, model)) from e
+        finally:
+            torch._dynamo.reset()
+    gm, examples = captured[0]
+    first, by_id = {}, {}
+    for n, p in all_named_parameters(model):
+        first.setdefault(_storage_key(p), n)
+        by_id.setdefault(id(p), n)
+    buffers = {id(b): n for n, b in model.named_buffers()}
+    params, extra, k = [], {}, 0
+    for node, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], examples):
+        if id(value) in by_id:
+            pname = by_id[id(value)]
+            params.append(_param_entry(pname, node.name, value, first[_storage_key(value)]))
+            extra[node.name] = {"param": pname}
+        elif id(value) in buffers:
+            extra[node.name] = {"buffer": buffers[id(value)]}
+        else:
+            extra[node.name] = {"input": f"input/{k}"}
+            k += 1
+    for node in gm.graph.nodes:  # shapes from dynamo's fake values
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor):
+            node.meta["tensor_meta"] = value
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            node.meta["tensor_meta"] = [v if isinstance(v, torch.Tensor) else None for v in value]
+    return graph_json.graph_json(name, gm.graph, params, extra, capture="dynamo")
+
+
 # ---- AOT (functorch) ----
 
 
@@ -379,7 +428,7 @@ def export_aot(model, inputs, loss, target, name):
         args.append(target)
     buffer_args = args[len(named):len(named) + len(buffers)]
     before = [b.clone() for b in buffer_args]
-    with user_code("aot", "the model's forward", model), _math_attention():
+    with user_code("aot", "the model's forward", model), _math_attention(), _as_compiling():
         compiled = aot_function(step, fw_compiler, bw_compiler, partition_fn=default_partition,
                                 decompositions=_decompositions())
         try:
@@ -479,6 +528,24 @@ def _math_attention():
     except ImportError:
         return contextlib.nullcontext()
     return sdpa_kernel([SDPBackend.MATH])
+
+
+@contextlib.contextmanager
+def _as_compiling():
+    """torch.compiler.is_compiling() answers True while the AOT pair is traced: the capture is
+    the graph torch.compile hands a backend, and models branch on that question to take
+    their traceable path (transformers' masks skip a data-dependent packed-sequence check,
+    for one). Eager runs (the reference, the loss's target) see False as ever."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is None or not hasattr(compiler, "is_compiling"):
+        yield
+        return
+    saved = compiler.is_compiling
+    compiler.is_compiling = lambda: True
+    try:
+        yield
+    finally:
+        compiler.is_compiling = saved
 
 
 def _decompositions():

@@ -61,6 +61,8 @@ def value_json(v):
         return v
     if isinstance(v, str):
         return "%" + v if v.startswith("%") else v
+    if v is Ellipsis:  # x[..., :k] in the graphs torch.compile captures (docs/format.md)
+        return "..."
     if isinstance(v, (list, tuple)):
         return [value_json(x) for x in v]
     if isinstance(v, dict):
