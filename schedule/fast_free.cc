@@ -75,6 +75,9 @@ class CountPaths {
   }
 
   int64_t Count(int ag) const { return ag_count_[ag]; }
+  // Whether reduce r / output row `row` needs no unchosen allgather.
+  bool ReduceEmpty(size_t r) const { return reduce_count_[r] == 0; }
+  bool OutputEmpty(size_t row) const { return output_count_[row] == 0; }
 
   // Takes `chosen` out of every path set; then which reduces / output rows became empty.
   void Choose(NodeId chosen) {
@@ -143,8 +146,13 @@ class Scheduler {
       FindTasks();
       bool zero_free = false;
       const Task& best = BestTask(&zero_free);
-      for (NodeId n : zero_free ? best.until_free : best.until_g) Schedule(n);
-      TakeOut(best.node);
+      const std::vector<NodeId>& list = zero_free ? best.until_free : best.until_g;
+      for (NodeId n : list) Schedule(n);
+      if (options_.rules == FastFreeOptions::Rules::kDeepSpeed019) {
+        TakeOutDeepSpeed019(list);
+      } else {
+        TakeOut(best.node);
+      }
     }
     for (NodeId id : g_.order()) {
       if (!done_[id]) Schedule(id);
@@ -367,6 +375,51 @@ class Scheduler {
     for (NodeId o : now_) ScheduleRequirements(o);
   }
 
+  // DeepSpeed 0.19's round end: every allgather of the scheduled `list` leaves pending_ and
+  // every path set (R2); then every reduce, then every output item, whose set is empty and
+  // that is not yet scheduled has its requirements scheduled (R1), each group in its order.
+  void TakeOutDeepSpeed019(const std::vector<NodeId>& list) {
+    for (NodeId n : list) {
+      const int ci = ag_index_[n];
+      if (ci < 0) continue;
+      auto it = std::find(pending_.begin(), pending_.end(), ci);
+      if (it == pending_.end()) continue;
+      pending_.erase(it);
+      if (counted_) {
+        count_paths_->Choose(n);
+        continue;
+      }
+      const size_t cw = static_cast<size_t>(ci) / 64;
+      const uint64_t keep = ~(uint64_t{1} << (ci % 64));
+      for (int i : pending_) path_.row(i)[cw] &= keep;
+      for (size_t r = 0; r < reduces_.size(); ++r) reduce_path_.row(r)[cw] &= keep;
+      for (size_t o = 0; o < output_row_.size(); ++o) output_path_.row(o)[cw] &= keep;
+    }
+    const auto empty = [&](BitRows& rows, size_t row) {
+      const uint64_t* bits = rows.row(row);
+      for (size_t w = 0; w < W_; ++w) {
+        if (bits[w]) return false;
+      }
+      return true;
+    };
+    now_.clear();
+    for (size_t r = 0; r < reduces_.size(); ++r) {
+      if (!done_[reduces_[r]] &&
+          (counted_ ? count_paths_->ReduceEmpty(r) : empty(reduce_path_, r))) {
+        now_.push_back(reduces_[r]);
+      }
+    }
+    for (NodeId r : now_) ScheduleRequirements(r);
+    now_.clear();
+    for (NodeId o : outputs_) {
+      const size_t row = output_row_.at(o);
+      if (!done_[o] && (counted_ ? count_paths_->OutputEmpty(row) : empty(output_path_, row))) {
+        now_.push_back(o);
+      }
+    }
+    for (NodeId o : now_) ScheduleRequirements(o);
+  }
+
   void Schedule(NodeId n) {
     order_.push_back(n);
     done_[n] = 1;
@@ -459,9 +512,20 @@ absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g) {
   return FastFreeScheduleWith(g, FastFreeOptions());
 }
 
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleDeepSpeed019(const Graph& g) {
+  FastFreeOptions options;
+  options.rules = FastFreeOptions::Rules::kDeepSpeed019;
+  return FastFreeScheduleWith(g, options);
+}
+
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
                                                          const FastFreeOptions& options) {
   using PathSets = FastFreeOptions::PathSets;
+  if (options.rules == FastFreeOptions::Rules::kDeepSpeed019) {
+    FastFreeOptions on_sets = options;
+    if (on_sets.path_sets == PathSets::kIntervals) on_sets.path_sets = PathSets::kAuto;
+    return Scheduler(g, on_sets).Run();
+  }
   if (options.path_sets == PathSets::kAuto || options.path_sets == PathSets::kIntervals) {
     OVERLAP_ASSIGN_OR_RETURN(std::optional<std::vector<NodeId>> order,
                              internal::FastFreeByIntervals(g));

@@ -42,10 +42,21 @@ struct FastFreeOptions {
     kIntervals,
   };
   PathSets path_sets = PathSets::kAuto;
+  // Whose rules: the DeepCompile source docs/deepcompile.md restates ("fast_free_schedule"),
+  // or DeepSpeed 0.19's (the version tools/requirements.txt pins), which changed two
+  // ("Checked against DeepSpeed": R1, every reduce and output item whose path set is empty
+  // is scheduled at each round's end, those that need no allgather included; R2, every
+  // allgather the chosen list scheduled leaves the path sets). The 0.19 rules run on the
+  // bitsets or the counts (kIntervals then means kAuto).
+  enum class Rules { kDeepCompile, kDeepSpeed019 };
+  Rules rules = Rules::kDeepCompile;
 };
 
 // The fast_free order of `g`; same contract and errors as FastFreeScheduleReference.
 absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g);
+// The same under DeepSpeed 0.19's rules (FastFreeOptions::Rules::kDeepSpeed019): the order
+// DeepSpeed 0.19.8's fast_free_schedule gives without a memory budget.
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleDeepSpeed019(const Graph& g);
 // The same with explicit options (the order does not depend on them).
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
                                                          const FastFreeOptions& options);

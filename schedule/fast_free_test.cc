@@ -64,6 +64,60 @@ TEST(FastFreeTest, SameOrderAsTheReferenceOnLargerRandomGraphs) {
   }
 }
 
+// DeepSpeed 0.19's rules: the bitsets and the counts give the reference's order under them.
+void ExpectSameAsReference019(const Graph& g, const std::string& what) {
+  absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g, /*deepspeed_019=*/true);
+  for (FastFreeOptions::PathSets p :
+       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts,
+        FastFreeOptions::PathSets::kAuto}) {
+    FastFreeOptions o = With(p);
+    o.rules = FastFreeOptions::Rules::kDeepSpeed019;
+    absl::StatusOr<std::vector<NodeId>> fast = FastFreeScheduleWith(g, o);
+    ASSERT_EQ(fast.ok(), ref.ok()) << what << ": " << fast.status() << " vs " << ref.status();
+    if (!fast.ok()) continue;
+    ASSERT_EQ(*fast, *ref) << what << " (0.19 rules)";
+  }
+}
+
+TEST(FastFreeTest, DeepSpeed019RulesSameOrderAsTheReference) {
+  for (const std::string& name : ModelNames()) {
+    ModelOptions o;
+    o.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> f = BuildModel(name, o);
+    ASSERT_TRUE(f.ok());
+    absl::StatusOr<AotPair> pair = BuildAotPair(*f);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    Graph fw = pair->forward, bw = pair->backward;
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&fw).ok());
+    ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&bw).ok());
+    ExpectSameAsReference019(fw, name + " forward");
+    ExpectSameAsReference019(bw, name + " backward");
+  }
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    RandomGraphOptions o;
+    o.nodes = 300;
+    o.seed = seed;
+    o.lifted = true;
+    Graph g = RandomGraph(o);
+    if (!Zero3Insertion(static_cast<GraphKind>(seed % 2)).Run(&g).ok()) continue;
+    ExpectSameAsReference019(g, "seed " + std::to_string(seed));
+  }
+}
+
+RC_GTEST_PROP(FastFreePropertyTest, prop_DeepSpeed019SameOrderAsTheReference, ()) {
+  Graph g = *ArbitraryGraph(120);
+  if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;
+  absl::StatusOr<std::vector<NodeId>> ref = FastFreeScheduleReference(g, true);
+  for (FastFreeOptions::PathSets p :
+       {FastFreeOptions::PathSets::kBitsets, FastFreeOptions::PathSets::kCounts}) {
+    FastFreeOptions o = With(p);
+    o.rules = FastFreeOptions::Rules::kDeepSpeed019;
+    absl::StatusOr<std::vector<NodeId>> fast = FastFreeScheduleWith(g, o);
+    RC_ASSERT(fast.ok() == ref.ok());
+    if (fast.ok()) RC_ASSERT(*fast == *ref);
+  }
+}
+
 RC_GTEST_PROP(FastFreePropertyTest, prop_SameOrderAsTheReference, ()) {
   Graph g = *ArbitraryGraph(120);
   if (!Zero3Insertion(static_cast<GraphKind>(*rc::gen::inRange(0, 2))).Run(&g).ok()) return;

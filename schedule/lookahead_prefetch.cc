@@ -352,9 +352,16 @@ class LookaheadSearch {
       absl::string_view name;
       absl::StatusOr<std::vector<NodeId>> (*schedule)(const Graph&);
     };
-    for (const Named& b : {Named{"fast_free", &FastFreeSchedule}, Named{"list", &ListSchedule},
-                           Named{"simple_prefetch", &SimplePrefetchSchedule}}) {
-      if (b.name == "simple_prefetch" && g_.size() > options_.baseline_max_nodes) continue;
+    for (const Named& b :
+         {Named{"fast_free", &FastFreeSchedule},
+          Named{"fast_free_0.19", &FastFreeScheduleDeepSpeed019}, Named{"list", &ListSchedule},
+          Named{"simple_prefetch", &SimplePrefetchSchedule}}) {
+      // The two without an efficient form (simple_prefetch; fast_free under 0.19's rules,
+      // which runs on the bitsets or counts) only on graphs up to baseline_max_nodes.
+      if ((b.name == "simple_prefetch" || b.name == "fast_free_0.19") &&
+          g_.size() > options_.baseline_max_nodes) {
+        continue;
+      }
       absl::StatusOr<std::vector<NodeId>> order = b.schedule(g_);
       if (!order.ok()) continue;
       Evaluation e;

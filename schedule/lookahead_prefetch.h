@@ -28,10 +28,11 @@
 // step equals the total compute time, which nothing beats (the baselines' orders are still
 // simulated, as they are: a sum of the same times in another order can be an ulp shorter).
 //
-// Cost: the three baselines once, then O(log A) orders x caps x (1 + log A) simulations of
+// Cost: the four baselines once, then O(log A) orders x caps x (1 + log A) simulations of
 // O(N log N + E) each in the worst case; a budget that admits the compute bound early, or
 // a tight one, costs a few simulations. On graphs above LookaheadOptions::
-// baseline_max_nodes the simple_prefetch order is not tried (it grows ~N^2.6).
+// baseline_max_nodes the simple_prefetch and fast_free_0.19 orders are not tried (the first
+// grows ~N^2.6, the second runs on bitsets or counts, up to O(A x N)).
 #ifndef OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 #define OVERLAP_SCHEDULE_LOOKAHEAD_PREFETCH_H_
 
@@ -66,9 +67,10 @@ struct LookaheadOptions {
   // Also try the DeepCompile baselines' orders as candidates (what makes ours dominate
   // them); false: only S_k.
   bool baseline_orders = true;
-  // simple_prefetch's order is tried only on graphs of at most this many nodes: it costs
-  // ~N^2.6 (5 s at 47k nodes, docs/benchmarks.md); fast_free and list are near-linear and
-  // always tried. Above it, ours is not guaranteed to beat simple_prefetch.
+  // simple_prefetch's and fast_free_0.19's orders are tried only on graphs of at most this
+  // many nodes: the first costs ~N^2.6 (5 s at 47k nodes, docs/benchmarks.md), the second up
+  // to O(A x N); fast_free and list are near-linear and always tried. Above it, ours is not
+  // guaranteed to beat those two.
   int64_t baseline_max_nodes = 30000;
   // Ratio between consecutive lookaheads k (1, 2, 3, 4, 6, 8, ... at sqrt(2)); above
   // `large_graph_nodes` nodes `large_graph_k_ratio`, which halves the simulations at a small

@@ -30,7 +30,8 @@ TEST(SchedulerRegistryTest, NamesAreUniqueAndTheDefaultIsFirst) {
     EXPECT_FALSE(e.description.empty()) << e.name;
     EXPECT_EQ(*FindScheduler(e.name), &e);
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("lookahead", "fast_free", "list", "simple_prefetch"));
+  EXPECT_THAT(names, ::testing::ElementsAre("lookahead", "fast_free", "fast_free_0.19", "list",
+                                            "simple_prefetch"));
   EXPECT_EQ(DefaultSchedulerName(), "lookahead");
   absl::StatusOr<const SchedulerEntry*> missing = FindScheduler("greedy");
   EXPECT_TRUE(IsUnknownName(missing.status()));

@@ -497,7 +497,7 @@ TEST(CliScheduleTest, EveryAlgorithmSchedulesVerifiesAndWritesResults) {
   for (const std::string& line : Lines(Overlap({"schedule", "--list-algorithms"}).out)) {
     algorithms.insert(algorithms.begin(), line.substr(0, line.find('\t')));
   }
-  ASSERT_EQ(algorithms.size(), 4u);
+  ASSERT_EQ(algorithms.size(), 5u);
   for (const std::string& algorithm : algorithms) {
     const std::string json = Tmp(algorithm + "_result.json");
     const std::string graph = Tmp(algorithm + "_graph.json");
@@ -516,6 +516,33 @@ TEST(CliScheduleTest, EveryAlgorithmSchedulesVerifiesAndWritesResults) {
     EXPECT_EQ(again.code, kExitOk) << again.err;
     EXPECT_THAT(again.out, ::testing::Not(HasSubstr("no ZeRO-3 ops")));
   }
+}
+
+// --insert-only: the dc.* ops in place, nothing ordered; what another scheduler (DeepSpeed's
+// own, tools/deepcompile_oracle.py) reads. Scheduling that file gives the same order as
+// scheduling the plain graph.
+TEST(CliScheduleTest, InsertOnlyWritesTheInsertedGraph) {
+  const std::string path = Tmp("gpt2_for_insert.json");
+  ASSERT_EQ(Overlap({"gen", "gpt2", "--lifted", "--layers", "2", "-o", path}).code, kExitOk);
+  const std::string inserted = Tmp("gpt2_inserted.json");
+  Result r = Overlap({"schedule", path, "--insert-only", "-o", inserted});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  std::ifstream in(inserted);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"dc.allgather_param\""));
+  const std::string a = Tmp("from_plain.json"), b = Tmp("from_inserted.json");
+  ASSERT_EQ(Overlap({"schedule", path, "--algorithm", "fast_free", "--json", a}).code, kExitOk);
+  ASSERT_EQ(Overlap({"schedule", inserted, "--algorithm", "fast_free", "--json", b}).code, kExitOk);
+  auto order = [](const std::string& file) {
+    std::ifstream f(file);
+    std::stringstream t;
+    t << f.rdbuf();
+    const std::string s = t.str();
+    return s.substr(s.find("\"order\""), s.find(']', s.find("\"order\"")) - s.find("\"order\""));
+  };
+  EXPECT_EQ(order(a), order(b));
+  EXPECT_EQ(Overlap({"schedule", path, "--insert-only"}).code, kExitUsage);  // no -o
 }
 
 TEST(CliScheduleTest, ModuleOwnedParametersAndBadAlgorithmsAreRejected) {
@@ -675,9 +702,10 @@ TEST(CliScheduleTest, ListAlgorithmsPrintsTheRegistry) {
   Result r = Overlap({"schedule", "--list-algorithms"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const std::vector<std::string> lines = Lines(r.out);
-  ASSERT_EQ(lines.size(), 4u);
+  ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0].substr(0, lines[0].find('\t')), "lookahead");
   EXPECT_THAT(r.out, HasSubstr("fast_free\t"));
+  EXPECT_THAT(r.out, HasSubstr("fast_free_0.19\t"));
   EXPECT_EQ(Overlap({"schedule"}).code, kExitUsage);  // a file is needed otherwise
 }
 

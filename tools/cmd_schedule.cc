@@ -29,6 +29,9 @@ constexpr FlagSpec kFlags[] = {
      "lookahead: print every candidate it considered (k, reduce-scatter\n"
      "bucket cap, residents, simulated peak and step, verdict)"},
     {"backward", 0, "", "the graph is a backward graph (reduce_grad inserted)"},
+    {"insert-only", 0, "",
+     "insert the dc.* ops, verify, write -o and stop: the graph another\n"
+     "scheduler (DeepSpeed's own) orders"},
     {"json", 0, "OUT", "write the schedule result (order, figures, ours' candidates)", true},
     {"output", 'o', "OUT", "write the scheduled graph (its order, the output node last)", true},
     {"trace", 0, "OUT", "write a Chrome / Perfetto trace of the simulation", true},
@@ -104,6 +107,16 @@ int Run(Invocation& in) {
     absl::StatusOr<bool> inserted = Zero3Insertion(kind).RunInPlace(&*g);
     if (!inserted.ok()) return in.BadInput(inserted.status());
     inserted_here = true;
+  }
+  if (in.Switch("insert-only")) {
+    if (!in.Has("output")) {
+      in.AddUsageError("--insert-only writes -o OUT: give it");
+      return in.UsageError();
+    }
+    if (absl::Status s = CheckAfter(*g, "ZeRO-3 insertion"); !s.ok()) return in.BadInput(s);
+    std::optional<std::string> path = in.Path("output");
+    if (absl::Status s = WriteGraphFile(in, *path, *g); !s.ok()) return in.BadInput(s);
+    return kExitOk;
   }
   absl::StatusOr<MemoryBudget> budget = ResolveBudget(budget_request, *g);
   if (!budget.ok()) return in.BadInput(budget.status());

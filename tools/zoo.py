@@ -4,6 +4,7 @@
     tools/zoo.py                 every model; rewrites docs/gallery.md's zoo table
     tools/zoo.py --quick         the test's subset; exit 1 when any model fails
     tools/zoo.py resnet18 lstm   the named models only (no file written)
+    tools/zoo.py --capture export hf_llama   the pair captured by torch.export instead
 
 Per model (docs/gallery.md, "Model zoo"): export (tools/overlap_export: the AOT pair, random
 weights, torch's float32 and float64 reference on the same inputs, cross-entropy over the
@@ -229,7 +230,7 @@ def run(step, cmd, timeout=3600):
     return r.stdout + r.stderr
 
 
-def one(overlap, name, ctor, kwargs, shape, work):
+def one(overlap, name, ctor, kwargs, shape, work, capture="aot"):
     """Every pass on one model: a dict of its figures; raises Failed naming the step."""
     prefix = os.path.join(work, name)
     weights = prefix + ".safetensors"
@@ -238,7 +239,7 @@ def one(overlap, name, ctor, kwargs, shape, work):
                          shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
                          "--reference", "--train-data", data, "--train-steps",
                          str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR)]
-              + EXPORT_FLAGS.get(name, []))
+              + EXPORT_FLAGS.get(name, []) + ["--capture", capture])
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
     producer = json.load(open(fwd)).get("producer", {})
@@ -350,10 +351,16 @@ def main():
                          "--apply-rows")
     ap.add_argument("--apply-rows", metavar="FILE",
                     help="replace the rows of FILE's models in --out's table, running nothing")
+    ap.add_argument("--capture", choices=("aot", "export"), default="aot",
+                    help="the exporter's capture of the pair: aot (AOTAutograd on the model, "
+                         "as torch.compile), or export (torch.export's program, then "
+                         "AOTAutograd); with model names or --quick only")
     ap.add_argument("--update", action="store_true",
                     help="with model names: rerun them and replace their rows (and notes) in "
                          "the table of --out")
     a = ap.parse_args()
+    if a.capture != "aot" and not (a.models or a.quick or a.ops):
+        ap.error("--capture export runs named models, --quick or --ops (the table is aot's)")
     if a.apply_rows:
         with open(a.apply_rows) as f:
             update_table(a.out, [tuple(row) for row in json.load(f)])
@@ -381,7 +388,7 @@ def main():
                 print(f"zoo: {name}: not run ({SKIPPED[name][:60]}...)", flush=True)
                 continue
             try:
-                r = one(overlap, name, ctor, kwargs, shape, work)
+                r = one(overlap, name, ctor, kwargs, shape, work, a.capture)
                 rows.append((name, shape, what, r, None))
                 print(f"zoo: {name}: {r['tensors']} within 1e-4 (worst {r['worst']}); trained "
                       f"{r['trained']} (worst {r['trained_worst']}); exec {r['forward']} / "

@@ -3,9 +3,11 @@
 # overlap_export/testing/zoo_modules.py (LSTM, GRU, RNN, multi-head attention with and
 # without a -inf mask, Transformer encoder / decoder layers, GroupNorm, ConvTranspose2d,
 # Upsample and interpolate, Dropout in evaluation) and torchvision classifiers covering
-# every operator family the zoo needs, each through export, annotate, inspect --shapes,
-# partition, every scheduler forward and backward, exec and the comparison with torch, and
-# three SGD steps in `overlap train` against torch's own training.
+# every operator family the zoo needs, and transformers and timm families (Llama, T5,
+# Whisper, timm's ConvNeXt), each through export, annotate, inspect --shapes, partition,
+# every scheduler forward and backward, exec and the comparison with torch, and three SGD
+# steps in `overlap train` against torch's own training; then three of them with the pair
+# captured by torch.export.
 # The whole zoo (every torchvision constructor) is `tools/zoo.py`, which rewrites
 # docs/gallery.md's table. Skips without torch, as export_test does, unless
 # OVERLAP_REQUIRE_TORCH=1.
@@ -14,4 +16,7 @@ source "$PWD/tools/require_torch.sh"
 require_torch zoo_test "import torch, torchvision, transformers, timm"
 export OVERLAP=$PWD/tools/overlap
 export OVERLAP_PYTHON="$OVERLAP_PY"
-exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --quick
+"$OVERLAP_PY" "$PWD/tools/zoo.py" --quick
+# The other capture path: torch.export's program, then AOTAutograd, on a convolutional
+# network, torch.nn's encoder layer and a transformers decoder.
+exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --capture export resnet18 transformer_encoder hf_llama

@@ -275,9 +275,35 @@ void Choose(Rounds& s, const Task& best, bool zero_free) {
   PullEmptied(s, s.output_path, s.outputs, chosen);
 }
 
+// DeepSpeed 0.19's round end, as its list_schedule.py reads: every allgather the chosen
+// list scheduled leaves the pending list and every path set (R2); then every reduce, and
+// then every output item, whose path set is empty has its requirements scheduled (R1; one
+// already scheduled needs nothing), each group in its order.
+void ChooseDeepSpeed019(Rounds& s, const Task& best, bool zero_free) {
+  const std::vector<NodeId>& list = zero_free ? best.until_free : best.until_g;
+  s.Schedule(list);
+  for (NodeId n : list) {
+    if (!IsAllgather(s.g.node(n))) continue;
+    auto it = std::find(s.pending.begin(), s.pending.end(), n);
+    if (it != s.pending.end()) s.pending.erase(it);
+    s.path.erase(n);
+    for (auto& [ag, set] : s.path) set.erase(n);
+    for (auto& [r, set] : s.reduce_path) set.erase(n);
+    for (auto& [o, set] : s.output_path) set.erase(n);
+  }
+  for (const auto* group : {&s.reduces, &s.outputs}) {
+    const PathSets& sets = group == &s.reduces ? s.reduce_path : s.output_path;
+    std::vector<NodeId> now;
+    for (NodeId r : *group) {
+      if (sets.at(r).empty()) now.push_back(r);
+    }
+    for (NodeId r : now) s.Schedule(RequirementsAsDefined(s.g, r, s.done));
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g, bool deepspeed_019) {
   Rounds s(g);
   OVERLAP_RETURN_IF_ERROR(Start(s));
   while (!s.pending.empty()) {
@@ -285,7 +311,11 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g) {
     if (tasks.empty()) return absl::InternalError("fast_free: no runnable allgather");
     bool zero_free = false;
     const Task& best = BestTask(g, tasks, &zero_free);
-    Choose(s, best, zero_free);
+    if (deepspeed_019) {
+      ChooseDeepSpeed019(s, best, zero_free);
+    } else {
+      Choose(s, best, zero_free);
+    }
   }
   for (NodeId id : g.order()) {
     if (!s.done[id]) s.Schedule({id});

@@ -21,8 +21,10 @@ namespace overlap {
 // The fast_free order of `g` (a graph with ZeRO-3 ops). Unsupported-graph errors
 // (graph/errors.h) when an allgather has no last use (nobody reads it; DeepSpeed raises
 // KeyError) or when the order breaks a dependency through kwargs (which requirements cannot
-// see). The output node is not forced last.
-absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g);
+// see). The output node is not forced last. `deepspeed_019`: DeepSpeed 0.19's two changed
+// rules (docs/deepcompile.md, "Checked against DeepSpeed": R1, R2).
+absl::StatusOr<std::vector<NodeId>> FastFreeScheduleReference(const Graph& g,
+                                                              bool deepspeed_019 = false);
 
 }  // namespace overlap
 

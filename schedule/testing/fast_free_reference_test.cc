@@ -2,10 +2,12 @@
 // definition in docs/deepcompile.md; plus properties on random graphs.
 #include "schedule/testing/fast_free_reference.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "graph/json_reader.h"
 #include "graph/models.h"
@@ -70,22 +72,63 @@ TEST(FastFreeTest, FallbackTieBreakGathersOnlyUntilTheAllgather) {
                           "release_ds_param_p_b_c_1", "release_ds_param_p_a_c_0", "output"));
 }
 
+// dx uses w; gw (the gradient of w) reads dx; z is unrelated and comes first in graph order.
+Graph GradientBesideAnUnrelatedOutput() {
+  return Zero3(
+      absl::StrCat(PlaceholderJson("p_w", "w"), ",", PlaceholderJson("x"), ",",
+                   PlaceholderJson("dy"), ",",
+                   CallJson("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
+                   CallJson("z", "aten.relu.default", R"("%dy")"), ",",
+                   CallJson("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"), ",",
+                   OutputJson(R"(["%gw", "%z"])")),
+      ParamJson("w", 64), 1);
+}
+
 TEST(FastFreeTest, ReduceAndOutputPullingScheduleGradientsEarly) {
-  // dx uses w; gw (the gradient of w) reads dx; z is unrelated and comes first in graph
-  // order. Once w's allgather is scheduled, gw's reduce needs no other allgather and is
-  // pulled in ahead of z; z is appended at the tail.
-  Graph g =
-      Zero3(absl::StrCat(PlaceholderJson("p_w", "w"), ",", PlaceholderJson("x"), ",",
-                         PlaceholderJson("dy"), ",",
-                         CallJson("dx", "aten.mm.default", R"("%dy", "%p_w")"), ",",
-                         CallJson("z", "aten.relu.default", R"("%dy")"), ",",
-                         CallJson("gw", "aten.mm.default", R"("%dx", "%x")", R"({"grad_of": "w"})"),
-                         ",", OutputJson(R"(["%gw", "%z"])")),
-            ParamJson("w", 64), 1);
+  // Once w's allgather is scheduled, gw's reduce needs no other allgather and is pulled in
+  // ahead of z; z is appended at the tail.
+  Graph g = GradientBesideAnUnrelatedOutput();
   EXPECT_THAT(
       Schedule(g),
       ElementsAre("p_w", "x", "dy", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0",
                   "dx", "release_ds_param_p_w_dx_0", "gw", "reduce_ds_param_p_w", "z", "output"));
+}
+
+TEST(FastFreeTest, DeepSpeed019SchedulesWhatNeedsNoAllgatherAfterTheFirstRound) {
+  // `z` is an output item that needs no allgather. DeepSpeed 0.19 schedules it at the end of
+  // the first round (rule R1), right after gw's reduce; the restated rules leave it for the
+  // tail. Here both come after gw, so the two orders agree...
+  Graph g = GradientBesideAnUnrelatedOutput();
+  absl::StatusOr<std::vector<NodeId>> v019 = FastFreeScheduleReference(g, true);
+  ASSERT_TRUE(v019.ok());
+  std::vector<std::string> names;
+  for (NodeId id : *v019) names.push_back(g.node(id).name());
+  EXPECT_THAT(
+      names,
+      ElementsAre("p_w", "x", "dy", "allgather_ds_param_p_w_0", "wait_allgather_ds_param__p_w_0",
+                  "dx", "release_ds_param_p_w_dx_0", "gw", "reduce_ds_param_p_w", "z", "output"));
+  // ... but with two parameters, z moves ahead of the second allgather under 0.19 only.
+  Graph two =
+      Zero3(absl::StrCat(
+                PlaceholderJson("p_a", "a"), ",", PlaceholderJson("p_b", "b"), ",",
+                PlaceholderJson("x"), ",", CallJson("u", "aten.mm.default", R"("%x", "%p_a")"), ",",
+                CallJson("v", "aten.mm.default", R"("%u", "%p_b")"), ",",
+                CallJson("z", "aten.relu.default", R"("%x")"), ",", OutputJson(R"(["%v", "%z"])")),
+            absl::StrCat(ParamJson("a", 64), ",", ParamJson("b", 64)));
+  auto names_of = [&](const absl::StatusOr<std::vector<NodeId>>& order) {
+    std::vector<std::string> out;
+    for (NodeId id : *order) out.push_back(two.node(id).name());
+    return out;
+  };
+  absl::StatusOr<std::vector<NodeId>> old_rules = FastFreeScheduleReference(two);
+  absl::StatusOr<std::vector<NodeId>> new_rules = FastFreeScheduleReference(two, true);
+  ASSERT_TRUE(old_rules.ok() && new_rules.ok());
+  const std::vector<std::string> a = names_of(old_rules), b = names_of(new_rules);
+  const auto at = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) - v.begin();
+  };
+  EXPECT_GT(at(a, "z"), at(a, "allgather_ds_param_p_b_1")) << absl::StrJoin(a, " ");
+  EXPECT_LT(at(b, "z"), at(b, "allgather_ds_param_p_b_1")) << absl::StrJoin(b, " ");
 }
 
 TEST(FastFreeTest, AnAllgatherNobodyReadsIsAnError) {

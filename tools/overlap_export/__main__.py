@@ -60,6 +60,10 @@ def _parser():
                          "one per forward argument (--input=SPEC for a spec starting "
                          "with -)")
     ap.add_argument("--aot", action="store_true", help="also write the AOT forward / backward")
+    ap.add_argument("--capture", choices=("aot", "export"), default="aot",
+                    help="how the AOT pair is captured: aot (default), AOTAutograd on the "
+                         "model, as torch.compile does; export, torch.export's program "
+                         "(static shapes), then AOTAutograd on it")
     ap.add_argument("--dynamo", action="store_true",
                     help="also write PREFIX.dynamo.json: the forward as torch.compile hands "
                          "it to a backend (dynamo's graph, parameters as inputs), what "
@@ -224,7 +228,11 @@ def _export(a, kwargs, loaded):
     target = export.loss_target(a.loss, model, examples, a.seed + 100)
     constants, drawn = {}, {}
     if a.aot:
-        fw, bw, constants, drawn = export.export_aot(model, examples, a.loss, target, name)
+        traced = model if a.capture == "aot" else export.exported_module(model, examples)
+        fw, bw, constants, drawn = export.export_aot(traced, examples, a.loss, target, name)
+        if a.capture == "export":
+            for doc in (fw, bw):
+                doc["producer"]["capture"] = "torch.export"
         outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
         outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
         if constants and not a.weights:

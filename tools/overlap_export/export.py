@@ -312,6 +312,31 @@ def export_dynamo(model, inputs, name):
     return graph_json.graph_json(name, gm.graph, params, extra, capture="dynamo")
 
 
+def exported_module(model, inputs):
+    """torch.export's capture of the forward (its training IR), as a module that keeps the
+    model's parameter and buffer names, for AOTAutograd to split into the pair. Shapes are
+    static: every dimension is the example inputs' own (no dynamic_shapes are given, so
+    torch.export specialises a symbolic size to its example value). ExportError("export")
+    when torch.export cannot capture the forward (data-dependent control flow, ...)."""
+    with user_code("export", "the model's forward", model), buffers_kept(model):
+        try:
+            program = torch.export.export(model, tuple(inputs))
+        except Exception as e:  # noqa: BLE001
+            raise ExportError("export", "torch.export cannot capture it: "
+                              + describe(e, model)) from e
+    module = program.module()
+    # torch.export checks its specialisation at run time (the inputs' dtype and shape, its
+    # assumed ranges): nodes that compute nothing and that the static pair does not need.
+    checks = {getattr(torch.ops.aten, n).default for n in
+              ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
+               "_assert_async") if hasattr(torch.ops.aten, n)}
+    for node in list(module.graph.nodes):
+        if node.op == "call_function" and node.target in checks and not node.users:
+            module.graph.erase_node(node)
+    module.recompile()
+    return module
+
+
 # ---- AOT (functorch) ----
 
 
