@@ -12,7 +12,8 @@ output's last dimension); `overlap annotate` and `overlap inspect --shapes` on e
 `overlap partition` (the module-style graph, else the AOT forward); `overlap schedule` by
 every scheduler, forward and backward; `overlap exec` of the pair on torch's weights, then
 `overlap_export.compare` (the loss and every gradient; docs/interop.md's rule; every op of
-the AOT pair must have a cost formula, none the memory-only fallback); three SGD steps in
+the AOT pair must have a cost formula, none the memory-only fallback); three SGD steps and
+three AdamW steps in
 `overlap train` against torch's own training (`--train-data`); where float32 differs, the
 same run in float64 against torch's float64 (round-off, docs/interop.md). A model that
 fails names the step and the first line of its error. Needs torch (tools/bootstrap.sh
@@ -166,6 +167,10 @@ KWARGS = {  # ViTs at their smallest legal image (one patch grid of 2x2)
     "vit_l_32": '{"num_classes": 10, "image_size": 64}',
 }
 TRAIN_STEPS = 3
+# overlap train's flags for each optimizer the zoo compares (the exporter's --adamw-data
+# trains torch's AdamW with the same learning rate, betas, eps and weight decay).
+OPTIMIZER_FLAGS = {"SGD": ["--optimizer", "sgd", "--momentum", "0"],
+                   "AdamW": ["--optimizer", "adamw", "--weight-decay", "0.01"]}
 # Small enough that three steps on random weights stay stable (at 1e-2 densenet169's loss
 # goes 2.8 -> 8.3 -> 2.2, and a chaotic run amplifies any rounding into the parameters).
 TRAIN_LR = 1e-3
@@ -235,10 +240,12 @@ def one(overlap, name, ctor, kwargs, shape, work, capture="aot"):
     prefix = os.path.join(work, name)
     weights = prefix + ".safetensors"
     data = prefix + ".data.safetensors"
+    adamw_data = prefix + ".adamw.safetensors"
     log = run("export", [PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input",
                          shape, "--aot", "--loss", "ce", "-o", prefix, "--weights", weights,
                          "--reference", "--train-data", data, "--train-steps",
-                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR)]
+                         str(TRAIN_STEPS), "--optimizer", "sgd", "--lr", str(TRAIN_LR),
+                         "--adamw-data", adamw_data]
               + EXPORT_FLAGS.get(name, []) + ["--capture", capture])
     params = re.search(r"parameters: ([0-9,]+)", log).group(1)
     fwd, bwd = prefix + ".forward.json", prefix + ".backward.json"
@@ -280,19 +287,44 @@ def one(overlap, name, ctor, kwargs, shape, work, capture="aot"):
         cmp = "compare: " + str(e).split("compare: ")[-1]  # the row keeps float32's figures
         exec_rule = "within 1e-4 (float64: note)"
     m = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", cmp)
-    # Training: SGD steps on fresh batches against torch's own run (parameters, losses).
+    # Training: SGD and AdamW steps on fresh batches against torch's own runs (parameters,
+    # losses).
     trained, train_log = prefix + ".trained.safetensors", prefix + ".train.log"
-    trained_rule = "within 1e-4"
 
-    def train(extra, compare_extra=()):
+    def train(data, optimizer, extra, compare_extra=()):
         with open(train_log, "w") as f:
             f.write(run("train", [overlap, "train", "--graph", fwd, "--backward-graph", bwd,
                                   "--weights", data, "--data", data, "--steps",
-                                  str(TRAIN_STEPS), "--optimizer", "sgd", "--momentum", "0",
-                                  "--lr", str(TRAIN_LR), "--save", trained] + extra))
+                                  str(TRAIN_STEPS), "--lr", str(TRAIN_LR), "--save", trained]
+                        + OPTIMIZER_FLAGS[optimizer] + extra))
         return run("compare training with torch", [PY, "-m", "overlap_export.compare",
                                                    "--trained", data, trained, "--losses",
                                                    train_log] + list(compare_extra))
+
+    def compare_training(data, optimizer):
+        """(tensors within, worst, whether float32 needed float64's word): the steps in
+        overlap train against torch's own, in float64 as well where float32 differs."""
+        try:
+            tc = train(data, optimizer, [])
+            in_double = False
+        except Failed as e:
+            if str(e).startswith("train:"):  # the run itself failed: nothing to compare
+                raise
+            # As for exec: the same steps in float64 against torch's float64 training tell a
+            # wrong kernel from float32 round-off amplified over the steps (one ReLU mask
+            # flipped at step 1 moves a layer's update; evaluation-mode batch norm at random
+            # initialization grows round-off through a deep network; AdamW's update divides
+            # by the root of a gradient's square, so a gradient of rounding size moves its
+            # parameter by the learning rate).
+            wide = train(data, optimizer, ["--double"],
+                         ["--float64", "--tolerance", str(FLOAT64_TOLERANCE)])
+            notes.append(f"{optimizer} training in float32: {str(e).split(': ', 1)[-1]}; in "
+                         f"float64 it matches torch's float64 training ({worst_of(wide)})")
+            tc = "compare: " + str(e).split("compare: ")[-1]
+            in_double = True
+        t = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", tc)
+        return f"{t.group(1)} of {t.group(2)}", t.group(3), in_double
+
     sys.path.insert(0, TOOLS)
     from overlap_export import compare as compare_module
     first_loss = float(compare_module.read(data)["ref/loss/0"])
@@ -313,28 +345,16 @@ def one(overlap, name, ctor, kwargs, shape, work, capture="aot"):
                 "exec_rule": exec_rule, "trained": "not compared", "trained_worst": "",
                 "module": os.path.exists(module),
                 "notes": "; ".join(notes)}
-    try:
-        tc = train([])
-    except Failed as e:
-        if str(e).startswith("train:"):  # the run itself failed: nothing to compare
-            raise
-        # As for exec: the same steps in float64 against torch's float64 training tell a
-        # wrong kernel from float32 round-off amplified over the steps (one ReLU mask flipped
-        # at step 1 moves a layer's update; evaluation-mode batch norm at random
-        # initialization grows round-off through a deep network).
-        wide = train(["--double"], ["--float64", "--tolerance", str(FLOAT64_TOLERANCE)])
-        notes.append(f"training in float32: {str(e).split(': ', 1)[-1]}; in float64 it "
-                     f"matches torch's float64 training ({worst_of(wide)})")
-        tc = "compare: " + str(e).split("compare: ")[-1]
-        trained_rule = "(float64: note)"
-    t = re.search(r"compare: ([0-9]+) of ([0-9]+) tensors within [^ ]+ \(worst ([^:]+)", tc)
+    sgd, sgd_worst, sgd_double = compare_training(data, "SGD")
+    adamw, adamw_worst, adamw_double = compare_training(adamw_data, "AdamW")
     nodes = [len(json.load(open(g))["nodes"]) for g in (fwd, bwd)]
     return {"params": params, "torch": torch_version, "nodes": nodes,
             "forward": times.get("forward", "?"),
             "backward": times.get("backward", "?"), "tensors": f"{m.group(1)} of {m.group(2)}",
             "worst": m.group(3), "exec_rule": exec_rule,
-            "trained": f"{t.group(1)} of {t.group(2)}",
-            "trained_worst": t.group(3), "trained_rule": trained_rule,
+            "trained": f"SGD {sgd}, AdamW {adamw}",
+            "trained_worst": f"{sgd_worst} / {adamw_worst}",
+            "trained_rule": "(float64: note)" if sgd_double or adamw_double else "within 1e-4",
             "module": os.path.exists(module), "notes": "; ".join(notes)}
 
 
@@ -490,7 +510,8 @@ def write_table(path, rows, seconds):
         "`inspect --shapes`, `partition`, `schedule` by each of the four schedulers forward "
         "and backward, `exec` of the pair on torch's weights, and `compare` of the loss and "
         "every parameter gradient with torch's (docs/interop.md's rule: within 1e-4 of the "
-        "largest gradient), then three SGD steps (lr 1e-3) in `overlap train` on fresh batches "
+        "largest gradient), then three SGD steps and three AdamW steps (lr 1e-3; AdamW's "
+        "weight decay 0.01) in `overlap train` on fresh batches "
         "against torch's own training (every parameter and each step's loss within 1e-4). "
         "Where float32 differs by more (a ReLU mask flipped by one rounding: docs/interop.md, "
         "\"The comparison rule\"), the same run in float64 (`exec --double`, `train --double`) "

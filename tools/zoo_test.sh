@@ -6,8 +6,8 @@
 # every operator family the zoo needs, and transformers and timm families (Llama, T5,
 # Whisper, timm's ConvNeXt), each through export, annotate, inspect --shapes, partition,
 # every scheduler forward and backward, exec and the comparison with torch, and three SGD
-# steps in `overlap train` against torch's own training; then three of them with the pair
-# captured by torch.export.
+# and three AdamW steps in `overlap train` against torch's own training. With
+# --capture-export: three of them with the pair captured by torch.export.
 # The whole zoo (every torchvision constructor) is `tools/zoo.py`, which rewrites
 # docs/gallery.md's table. Skips without torch, as export_test does, unless
 # OVERLAP_REQUIRE_TORCH=1.
@@ -16,7 +16,9 @@ source "$PWD/tools/require_torch.sh"
 require_torch zoo_test "import torch, torchvision, transformers, timm"
 export OVERLAP=$PWD/tools/overlap
 export OVERLAP_PYTHON="$OVERLAP_PY"
-"$OVERLAP_PY" "$PWD/tools/zoo.py" --quick
-# The other capture path: torch.export's program, then AOTAutograd, on a convolutional
-# network, torch.nn's encoder layer and a transformers decoder.
-exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --capture export resnet18 transformer_encoder hf_llama
+if [[ "${1:-}" == --capture-export ]]; then
+  # The other capture path: torch.export's program, then AOTAutograd, on a convolutional
+  # network, torch.nn's encoder layer and a transformers decoder (//tools:zoo_export_test).
+  exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --capture export resnet18 transformer_encoder hf_llama
+fi
+exec "$OVERLAP_PY" "$PWD/tools/zoo.py" --quick

@@ -100,6 +100,10 @@ def _parser():
     ap.add_argument("--weight-decay", type=float, default=None,
                     help="sgd's L2 / adamw's decoupled decay (default 0 for sgd, 0.01 for "
                          "adamw, torch's defaults)")
+    ap.add_argument("--adamw-data", metavar="FILE",
+                    help="with --train-data: also the same training (batches, steps, start) "
+                         "with AdamW into FILE (--lr, else 1e-3; torch's betas, eps and "
+                         "weight decay 0.01), so that one export checks both optimizers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", required=True,
                     help="the output files' prefix (PREFIX.json, PREFIX.forward.json, "
@@ -137,6 +141,8 @@ def _check_usage(ap, a):
             ap.error("--train-ranks must be >= 1")
         if a.loss == "none":
             ap.error("--train-data needs a loss (--loss sum, mse or ce)")
+    if a.adamw_data and not a.train_data:
+        ap.error("--adamw-data needs --train-data (it trains the same batches)")
     problem = files.folder_problem(a.output)
     if problem:
         ap.error(f"-o '{a.output}': {problem}; it is the output files' prefix (-o out/resnet18 "
@@ -148,6 +154,8 @@ def _check_usage(ap, a):
         targets.append(("--weights", a.weights))
     if a.train_data is not None:
         targets.append(("--train-data", a.train_data))
+    if a.adamw_data is not None:
+        targets.append(("--adamw-data", a.adamw_data))
     for i, (flag, path) in enumerate(targets):
         problem = files.output_problem(path)
         if problem:
@@ -248,12 +256,14 @@ def _export(a, kwargs, loaded):
             blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
                                                   "torch": torch.__version__})
         outputs.append((a.weights, blob))
-    if a.train_data:
-        opt = {"kind": a.optimizer, "momentum": a.momentum, "betas": (0.9, 0.999),
+    runs = [(a.train_data, a.optimizer, a.weight_decay)] if a.train_data else []
+    if a.adamw_data:
+        runs.append((a.adamw_data, "adamw", None))
+    for data_path, kind, decay in runs:
+        opt = {"kind": kind, "momentum": a.momentum, "betas": (0.9, 0.999),
                "eps": 1e-8,
-               "lr": a.lr if a.lr is not None else (0.1 if a.optimizer == "sgd" else 1e-3),
-               "weight_decay": a.weight_decay if a.weight_decay is not None
-               else (0.0 if a.optimizer == "sgd" else 0.01)}
+               "lr": a.lr if a.lr is not None else (0.1 if kind == "sgd" else 1e-3),
+               "weight_decay": decay if decay is not None else (0.0 if kind == "sgd" else 0.01)}
         tensors = export.train_reference(export.copy_model(model), a.input, a.loss,
                                          a.train_steps, opt, a.seed, a.train_ranks)
         tensors.update({k: v for k, v in constants.items() if not k.startswith("random/")})
@@ -261,7 +271,7 @@ def _export(a, kwargs, loaded):
                 "steps": str(a.train_steps)}
         meta.update({k: str(v) for k, v in opt.items()})
         with user("train", "the data file's serialization"):
-            outputs.append((a.train_data, safetensors.to_bytes(tensors, meta)))
+            outputs.append((data_path, safetensors.to_bytes(tensors, meta)))
     files.write_files(outputs)
     storages, elements = export.unique_parameter_storages(model)
     print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "

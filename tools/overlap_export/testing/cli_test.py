@@ -368,6 +368,15 @@ class OutputPathTest(Base):
                 self.assertUsageError(r, f"-o '{prefix}'", "prefix")
                 self.assertEqual(self.files(), [])
 
+    def test_adamw_data_needs_train_data(self):
+        r = export([self.BOOBY, "--input", "2x4", "-o", "m", "--adamw-data", "a.safetensors"],
+                   self.dir)
+        self.assertUsageError(r, "--adamw-data needs --train-data")
+        r = export([self.BOOBY, "--input", "2x4", "-o", "m", "--train-data", "t.safetensors",
+                    "--adamw-data", "t.safetensors"], self.dir)
+        self.assertUsageError(r, "--adamw-data 't.safetensors'", "same file")
+        self.assertEqual(self.files(), [])
+
     def test_missing_folders(self):
         cases = [
             (["-o", "m", "--aot", "--weights", "nowhere/w.safetensors"], "--weights",
