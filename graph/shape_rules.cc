@@ -1090,13 +1090,24 @@ Result Abs(const Args& a) {
   return Types{x};
 }
 
+// cat: ATen's legacy rule skips 1-D empty tensors (an empty KV cache, torch.tensor([]))
+// for the shapes; every tensor counts for the dtype.
 Result Cat(const Args& a) {
-  OVERLAP_ASSIGN_OR_RETURN(Types xs, a.TensorList("tensors"));
-  if (xs.empty()) return a.Error("cat of no tensors");
+  OVERLAP_ASSIGN_OR_RETURN(Types all, a.TensorList("tensors"));
+  if (all.empty()) return a.Error("cat of no tensors");
+  std::vector<PromotionOperand> operands;
+  Types xs;
+  for (const TensorType& t : all) {
+    operands.push_back(Operand(t));
+    if (!(t.shape.size() == 1 && t.shape[0] == 0)) xs.push_back(t);
+  }
+  if (xs.empty()) {  // only empty 1-D tensors: an empty 1-D result
+    OVERLAP_ASSIGN_OR_RETURN(std::string d, a.Decided(ResultType(operands)));
+    return One(Shape{0}, std::move(d));
+  }
   OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
   OVERLAP_ASSIGN_OR_RETURN(d, a.Dim(d, xs[0].shape.size(), "dim"));
   TensorType out = xs[0];
-  std::vector<PromotionOperand> operands = {Operand(xs[0])};
   for (size_t i = 1; i < xs.size(); ++i) {
     Shape s = xs[i].shape;
     if (s.size() != out.shape.size()) return a.Error("cat of tensors of different ranks");
@@ -1107,7 +1118,6 @@ Result Cat(const Args& a) {
       }
     }
     out.shape[d] += s[d];
-    operands.push_back(Operand(xs[i]));
   }
   OVERLAP_ASSIGN_OR_RETURN(out.dtype, a.Decided(ResultType(operands)));
   return Types{out};

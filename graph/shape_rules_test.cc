@@ -636,6 +636,12 @@ TEST(ShapeRulesTest, TransformerMaskAndTilingOps) {
       "[2] float32");
   EXPECT_EQ(InferOn({i}, "aten.full_like.default", R"("%i", 3)"), "[3] int64");
   EXPECT_EQ(InferOn({}, "aten.arange.start", "2, 9"), "[7] int64");
+  // cat skips a 1-D empty tensor (an empty KV cache) for the shapes, as ATen's legacy rule.
+  const std::tuple<std::string, std::string, std::string> none = {"e", "[0]", "float32"};
+  const std::tuple<std::string, std::string, std::string> kv = {"k", "[2, 4, 3, 8]", "float32"};
+  EXPECT_EQ(InferOn({none, kv}, "aten.cat.default", R"(["%e", "%k"], -2)"), "[2, 4, 3, 8] float32");
+  EXPECT_EQ(InferOn({none}, "aten.cat.default", R"(["%e", "%e"])"), "[0] float32");
+  EXPECT_THAT(InferOn({x, kv}, "aten.cat.default", R"(["%x", "%k"])"), HasSubstr("ranks"));
 }
 
 // max.dim's values and int64 indices, amax over named dimensions or all; leaky_relu and PReLU
