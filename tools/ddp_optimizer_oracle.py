@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch 2.x's own DDPOptimizer as the oracle of `overlap partition --mode reference`.
+"""torch 2.x's own DDPOptimizer as the oracle of `overlap partition --mode reference-2x`.
 
     tools/ddp_optimizer_oracle.py              every model below; exit 1 on a difference
     tools/ddp_optimizer_oracle.py resnet18     the named models only
@@ -9,17 +9,12 @@ Per model: torch.compile (backend "eager") of the model wrapped in DistributedDa
 on a one-rank gloo group, as torch.compile runs DDPOptimizer for a DDP user
 (torch/_dynamo/backends/distributed.py, reached through torch._dynamo's DDP hook); the
 parameters of each bucket it makes, in order, are read from the DDPOptimizer instance
-(its `buckets`, kept "for testing/debugging"). Beside it, the model's module-style graph
-from overlap_export and `overlap partition --mode reference` with the same two caps. The
-two must list the same parameters in the same buckets in the same order.
-
-Both sides see the graph torch 2.0's dynamo made: torch.nn's own modules as call_module
-nodes (torch._dynamo.config.inline_inbuilt_nn_modules = False), the form reference mode
-restates (docs/ddp-optimizer.md); with inlining (2.x's default) every parameter is a graph
-input and the buckets follow from the same sizes in the same order. Caps: about a fifth of
-the model's parameter bytes, the first bucket's a tenth (c10d's
-_DEFAULT_FIRST_BUCKET_BYTES, which dynamo passes, set for the run), so each model gets
-several buckets.
+(its `buckets`, kept "for testing/debugging"). Beside it, the graph torch.compile hands a
+backend, exported (overlap_export --dynamo: every parameter a graph input, as dynamo lifts
+them), and `overlap partition --mode reference-2x` with the same two caps. The two must list
+the same parameters in the same buckets in the same order. Caps: about a fifth of the
+model's parameter bytes, the first bucket's a tenth (c10d's _DEFAULT_FIRST_BUCKET_BYTES,
+which dynamo passes, set for the run), so each model gets several buckets.
 """
 
 import argparse
@@ -80,7 +75,6 @@ def torch_buckets(ctor, kwargs, shape):
     """DDPOptimizer's buckets for the model, each a list of parameter names (the model's own
     names; a tied weight by its first name), and the caps it used."""
     import torch
-    import torch.distributed as dist
     from torch._dynamo.backends import distributed as ddp_backend
     from overlap_export import export
 
@@ -88,13 +82,13 @@ def torch_buckets(ctor, kwargs, shape):
     x = export.parse_input(shape, 0)
     # dynamo names a parameter's graph input by its source, L['self']._modules['a']
     # ._modules['0']._parameters['w'] -> L_self_modules_a_modules_0_parameters_w_.
-    names, first = {}, {}
+    names, first_name = {}, {}
     for n, p in model.named_parameters(remove_duplicate=False):
-        first.setdefault(id(p), n)
+        first_name.setdefault(id(p), n)
         *path, local = n.split(".")
         source = "L_self_" + "".join(f"modules_{m}_" for m in path) + f"parameters_{local}_"
         # Characters a Python name cannot hold become _ (regnet's "block2-1").
-        names[re.sub(r"[^0-9A-Za-z_]", "_", source)] = first[id(p)]
+        names[re.sub(r"[^0-9A-Za-z_]", "_", source)] = first_name[id(p)]
     total = sum(p.untyped_storage().nbytes() for p in model.parameters())
     cap = max(4096, total // 5)
     first = max(1024, min(cap, total // 10))
@@ -122,9 +116,10 @@ def torch_buckets(ctor, kwargs, shape):
     return seen, cap, first
 
 
-def overlap_buckets(overlap, model_names, ctor, kwargs, shape, cap, first, work):
-    """`overlap partition --mode reference`'s buckets on the exported module-style graph,
-    each a list of the model's parameter names."""
+def overlap_buckets(overlap, ctor, kwargs, shape, cap, first, work):
+    """`overlap partition --mode reference-2x`'s buckets on the exported dynamo graph, each a
+    list of parameter names (a lifted parameter is named by the model's name for it, a tied
+    one by its first: docs/ddp-optimizer.md, X1)."""
     prefix = os.path.join(work, "model")
     env = dict(os.environ, PYTHONPATH=TOOLS)
     subprocess.run([PY, "-m", "overlap_export", ctor, "--kwargs", kwargs, "--input", shape,
@@ -134,26 +129,7 @@ def overlap_buckets(overlap, model_names, ctor, kwargs, shape, cap, first, work)
     subprocess.run([overlap, "partition", prefix + ".dynamo.json", "--mode", "reference-2x",
                     "--bucket-cap", str(cap), "--first-bucket-cap", str(first), "--json", out],
                    check=True, capture_output=True, text=True)
-    # Reference mode names a module's parameter `<module target>_<local name>` and an
-    # attribute's by its target (docs/ddp-optimizer.md, B4 / B5).
-    return [[model_names.get(n, n) for n in b["params"]] for b in json.load(open(out))["buckets"]]
-
-
-def recorded_names(ctor, kwargs):
-    """Reference mode's name of every (module, local parameter) pair -> the model's name of
-    the parameter (a tied one by its first name)."""
-    from overlap_export import export
-    model = export.load_model(ctor, json.loads(kwargs))
-    first = {}
-    for n, p in model.named_parameters(remove_duplicate=False):
-        first.setdefault(id(p), n)
-    out = {}
-    for m_name, m in model.named_modules(remove_duplicate=False):
-        for local, p in m.named_parameters(recurse=True):
-            out[f"{m_name}_{local}" if m_name else local] = first[id(p)]
-    for n, p in model.named_parameters(remove_duplicate=False):
-        out[n] = first[id(p)]
-    return out
+    return [b["params"] for b in json.load(open(out))["buckets"]]
 
 
 def main():
@@ -178,8 +154,7 @@ def main():
         for name, ctor, kwargs, shape in chosen:
             try:
                 graphs, cap, first = torch_buckets(ctor, kwargs, shape)
-                ours = overlap_buckets(overlap, recorded_names(ctor, kwargs), ctor, kwargs,
-                                       shape, cap, first, work)
+                ours = overlap_buckets(overlap, ctor, kwargs, shape, cap, first, work)
             except subprocess.CalledProcessError as e:
                 differ += 1
                 why = (e.stderr or "").strip().splitlines()

@@ -751,19 +751,23 @@ enum class Logic { kAnd, kOr, kXor };
 // stays 0 / 1. logical_and / or / xor: bool, each operand read as "is nonzero" (NaN is).
 Kernel LogicTensor(Logic op, bool logical) {
   return [op, logical](KernelCall& c) -> Results {
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
-    OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(a0), OperandOf(b0)})));
-    if (!logical && IsFloatingPoint(d)) {
-      return c.Error(absl::StrCat("bitwise operations take bool or integer tensors, not ",
-                                  DTypeName(d), " (ATen refuses them too)"));
+    Tensor a, b;
+    std::vector<int64_t> shape;
+    DType d = DType::kBool;
+    if (logical) {  // each operand in its own dtype, held as float64
+      OVERLAP_ASSIGN_OR_RETURN(Tensor a0, c.TensorArg("self"));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor b0, c.TensorArg("other"));
+      OVERLAP_ASSIGN_OR_RETURN(shape, BroadcastShape(c, a0.shape(), b0.shape()));
+      OVERLAP_ASSIGN_OR_RETURN(a, Converted(c, a0, DType::kFloat64));
+      OVERLAP_ASSIGN_OR_RETURN(b, Converted(c, b0, DType::kFloat64));
+    } else {
+      OVERLAP_ASSIGN_OR_RETURN(WideOperands w, Widened(c));
+      if (IsFloatingPoint(w.d)) {
+        return c.Error(absl::StrCat("bitwise operations take bool or integer tensors, not ",
+                                    DTypeName(w.d), " (ATen refuses them too)"));
+      }
+      a = std::move(w.a), b = std::move(w.b), shape = std::move(w.shape), d = w.d;
     }
-    OVERLAP_ASSIGN_OR_RETURN(std::vector<int64_t> shape, BroadcastShape(c, a0.shape(), b0.shape()));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a1, Converted(c, a0, logical ? a0.dtype() : d));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b1, Converted(c, b0, logical ? b0.dtype() : d));
-    const DType wide = logical ? DType::kFloat64 : DType::kInt64;
-    OVERLAP_ASSIGN_OR_RETURN(Tensor a, Converted(c, a1, wide));
-    OVERLAP_ASSIGN_OR_RETURN(Tensor b, Converted(c, b1, wide));
     OVERLAP_ASSIGN_OR_RETURN(
         Tensor r, c.NewUninitializedOutput(logical ? DType::kBool : DType::kInt64, shape));
     int64_t k = 0;
