@@ -11,14 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "graph/cost_model.h"
 #include "graph/errors.h"
 #include "graph/json_reader.h"
 #include "graph/json_writer.h"
 #include "graph/random_graph.h"
+#include "graph/shape_rules.h"
 #include "graph/verifier.h"
 
 namespace overlap {
@@ -114,7 +117,33 @@ std::string SlowCheck(const Graph& g) {
   if (param_total > std::numeric_limits<int64_t>::max()) return "parameter bytes overflow";
   for (NodeId id : order) {
     const NodeMeta& m = g.node(id).meta();
-    if (m.has_tensor_size) tensor_total += m.tensor_size;
+    const Node& n = g.node(id);
+    if (m.has_tensor_size) {
+      tensor_total += m.tensor_size;
+    } else if (n.op() != Op::kOutput) {
+      // No stated size: each stated type's element count x its dtype's bytes (4 when no dtype).
+      for (const TensorType& t : StatedTypes(n)) {
+        if (t.dtype == "none") continue;
+        __int128 bytes = 4;
+        if (!t.dtype.empty()) {
+          const std::optional<int64_t> item = KnownDtypeBytes(t.dtype);
+          if (!item.has_value()) return "unknown dtype";
+          bytes = *item;
+        }
+        bool empty = false;
+        for (int64_t d : t.shape) {
+          if (d < 0) return "negative stated dimension";
+          empty = empty || d == 0;
+        }
+        if (empty) continue;
+        for (int64_t d : t.shape) {
+          bytes *= d;  // stays below 2^126: stop once past int64
+          if (bytes > std::numeric_limits<int64_t>::max()) return "a stated type's bytes overflow";
+        }
+        tensor_total += bytes;
+        if (tensor_total > std::numeric_limits<int64_t>::max()) return "tensor sizes overflow";
+      }
+    }
     for (const auto& [has, name] :
          {std::pair{m.has_param, &m.param}, std::pair{m.has_grad_of, &m.grad_of}}) {
       if (!has) continue;
