@@ -15,7 +15,7 @@ consumer can bring its own):
       would otherwise download them, and these machines reach no download server. They must
       be declared before anything loads from them: call overlap_dependencies() right after
       the local_repository of overlap, before other loads.
-  absl, gtest, rapidcheck, benchmark, nlohmann_json, gloo, openblas, dnnl, sleef
+  absl, gtest, rapidcheck, benchmark, nlohmann_json, gloo, openblas, dnnl, sleef, python
       Debian's packages under /usr (tools/bootstrap.sh installs them), BUILD files in
       overlap's third_party/.
   cuda
@@ -56,6 +56,7 @@ _SYSTEM_LIBRARIES = [
     ("openblas", "/usr"),
     ("dnnl", "/usr"),
     ("sleef", "/usr"),
+    ("python", "/usr"),
     ("cuda", "/usr/local/cuda"),
 ]
 

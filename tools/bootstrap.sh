@@ -32,6 +32,8 @@ packages=(
   unzip                  # tools/check_oss_fuzz.sh reads them back
   graphviz               # tools/pictures_test.sh renders the partition DOT files
   ccache                 # tools/check_oss_fuzz.sh keeps its objects between runs
+  pybind11-dev           # the Python extension (python/: `import overlap`)
+  python3-dev            # Python 3.11's headers, the ABI of overlap's environment's Python
 )
 
 missing=()

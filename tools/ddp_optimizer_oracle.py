@@ -4,6 +4,8 @@
     tools/ddp_optimizer_oracle.py              every model below; exit 1 on a difference
     tools/ddp_optimizer_oracle.py resnet18     the named models only
     tools/ddp_optimizer_oracle.py --quick      the test's subset (//tools:ddp_optimizer_test)
+    tools/ddp_optimizer_oracle.py --backend    overlap's torch.compile backend instead
+                                               (overlap.torch.ddp, mode "reference")
 
 Per model: torch.compile (backend "eager") of the model wrapped in DistributedDataParallel
 on a one-rank gloo group, as torch.compile runs DDPOptimizer for a DDP user
@@ -69,6 +71,24 @@ MODELS = [
     ("gpt2", "2x8:int64:64"), ("llama", "2x8:int64:64"), ("bert", "2x8:int64:64"),
     ("t5", "2x8:int64:64"), ("vit", "2x3x32x32"), ("clip_text", "2x8:int64:64")]]
 QUICK = ["resnet18", "mobilenet_v3_small", "transformer_encoder", "hf_gpt2", "hf_t5"]
+# --backend --quick (//python:torch_ddp_test): no export, so more models in the same time.
+QUICK_BACKEND = QUICK + ["alexnet", "vgg11", "squeezenet1_1", "mobilenet_v2",
+                         "shufflenet_v2_x1_0", "efficientnet_b0", "regnet_y_400mf",
+                         "transformer_decoder", "hf_llama", "hf_bert"]
+
+
+def dynamo_names(model):
+    """The model's parameter name (a tied weight's first) by dynamo's name for its graph
+    input: its source, L['self']._modules['a']._modules['0']._parameters['w'] ->
+    L_self_modules_a_modules_0_parameters_w_."""
+    names, first_name = {}, {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        first_name.setdefault(id(p), n)
+        *path, local = n.split(".")
+        source = "L_self_" + "".join(f"modules_{m}_" for m in path) + f"parameters_{local}_"
+        # Characters a Python name cannot hold become _ (regnet's "block2-1").
+        names[re.sub(r"[^0-9A-Za-z_]", "_", source)] = first_name[id(p)]
+    return names
 
 
 def torch_buckets(ctor, kwargs, shape):
@@ -80,15 +100,7 @@ def torch_buckets(ctor, kwargs, shape):
 
     model = export.load_model(ctor, json.loads(kwargs))
     x = export.parse_input(shape, 0)
-    # dynamo names a parameter's graph input by its source, L['self']._modules['a']
-    # ._modules['0']._parameters['w'] -> L_self_modules_a_modules_0_parameters_w_.
-    names, first_name = {}, {}
-    for n, p in model.named_parameters(remove_duplicate=False):
-        first_name.setdefault(id(p), n)
-        *path, local = n.split(".")
-        source = "L_self_" + "".join(f"modules_{m}_" for m in path) + f"parameters_{local}_"
-        # Characters a Python name cannot hold become _ (regnet's "block2-1").
-        names[re.sub(r"[^0-9A-Za-z_]", "_", source)] = first_name[id(p)]
+    names = dynamo_names(model)
     total = sum(p.untyped_storage().nbytes() for p in model.parameters())
     cap = max(4096, total // 5)
     first = max(1024, min(cap, total // 10))
@@ -116,6 +128,29 @@ def torch_buckets(ctor, kwargs, shape):
     return seen, cap, first
 
 
+def backend_buckets(ctor, kwargs, shape, cap, first, mode="reference"):
+    """The pieces overlap's torch.compile backend (python/overlap/torch.py, DDPOptimizer's
+    place) splits the same DDP-wrapped model into, each a list of parameter names, with the
+    same caps; pieces compiled by the "eager" backend, as DDPOptimizer's are above."""
+    import torch
+    import overlap.torch as overlap_torch
+    from overlap_export import export
+
+    model = export.load_model(ctor, json.loads(kwargs))
+    x = export.parse_input(shape, 0)
+    names = dynamo_names(model)
+    torch._dynamo.reset()
+    model.train()
+    backend = overlap_torch.ddp(mode, backend="eager", bucket_cap_bytes=cap,
+                                first_bucket_cap_bytes=first)
+    try:
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
+        torch.compile(ddp, backend=backend)(x)
+    finally:
+        torch._dynamo.config.optimize_ddp = True
+    return [[[names.get(n, n) for n in piece] for piece in split] for split in backend.splits]
+
+
 def overlap_buckets(overlap, ctor, kwargs, shape, cap, first, work):
     """`overlap partition --mode reference-2x`'s buckets on the exported dynamo graph, each a
     list of parameter names (a lifted parameter is named by the model's name for it, a tied
@@ -137,13 +172,17 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--backend", action="store_true",
+                    help="compare overlap's torch.compile backend (overlap.torch.ddp, mode "
+                    "reference) with DDPOptimizer instead of `overlap partition`: no export")
     a = ap.parse_args()
     sys.path.insert(0, TOOLS)
+    sys.path.insert(0, os.path.join(ROOT, "python"))  # overlap's package, for --backend
     overlap = os.environ.get("OVERLAP") or os.path.join(ROOT, "bazel-bin", "tools", "overlap")
     import torch
     import torch.distributed as dist
     chosen = [m for m in MODELS if (not a.models or m[0] in a.models)
-              and (not a.quick or m[0] in QUICK)]
+              and (not a.quick or m[0] in (QUICK_BACKEND if a.backend else QUICK))]
     unknown = set(a.models) - {m[0] for m in MODELS}
     if unknown:
         ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
@@ -154,7 +193,11 @@ def main():
         for name, ctor, kwargs, shape in chosen:
             try:
                 graphs, cap, first = torch_buckets(ctor, kwargs, shape)
-                ours = overlap_buckets(overlap, ctor, kwargs, shape, cap, first, work)
+                if a.backend:
+                    splits = backend_buckets(ctor, kwargs, shape, cap, first)
+                    ours = splits[0] if len(splits) == 1 else splits
+                else:
+                    ours = overlap_buckets(overlap, ctor, kwargs, shape, cap, first, work)
             except subprocess.CalledProcessError as e:
                 differ += 1
                 why = (e.stderr or "").strip().splitlines()

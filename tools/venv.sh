@@ -30,8 +30,17 @@ x = torch.ones(2, requires_grad=True)
 assert x.grad.tolist() == [2.0, 2.0]' >/dev/null 2>&1
 }
 
+# `import overlap` in the environment: a .pth naming this checkout's python/ (the package;
+# its extension is Bazel's bazel-bin/python/overlap/_overlap.so, found from there). The
+# checkout that ran this last is the one imported.
+link_package() {
+  local site
+  site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" &&
+    printf '%s\n' "$root/python" >"$site/overlap.pth"
+}
 # The stamp is written only after the check passed on this very file's packages.
 if [ -x "$py" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  link_package
   echo "$py"
   exit 0
 fi
@@ -64,5 +73,6 @@ if ! check; then
   }
 fi
 echo "$want" >"$stamp"
+link_package
 echo "venv: ready in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1))" >&2
 echo "$py"

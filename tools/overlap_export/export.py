@@ -287,13 +287,32 @@ def export_dynamo(model, inputs, name):
         finally:
             torch._dynamo.reset()
     gm, examples = captured[0]
+    return dynamo_graph_json(gm, examples, model, name)
+
+
+def dynamo_graph_json(gm, examples, model, name):
+    """The document of a graph torch.compile handed a backend (`gm`, its `examples`): a
+    placeholder whose example is one of `model`'s parameters gets the table's entry and
+    meta.param, a buffer meta.buffer, anything else meta.input ("input/<k>"); shapes and
+    dtypes from dynamo's fake values (node.meta["example_value"]). What export_dynamo writes
+    and overlap.from_fx converts in memory. With `model` None, a placeholder whose example is
+    a torch.nn.Parameter is a parameter named by the placeholder's target (dynamo's
+    `L_self_modules_fc_parameters_weight_`, as DDPOptimizer names it), and there are no
+    buffers."""
     first, by_id = {}, {}
-    for n, p in all_named_parameters(model):
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if model is not None:
+        named = all_named_parameters(model)
+        buffers = {id(b): n for n, b in model.named_buffers()}
+    else:
+        named = [(str(node.target), v) for node, v in zip(placeholders, examples)
+                 if isinstance(v, torch.nn.Parameter)]
+        buffers = {}
+    for n, p in named:
         first.setdefault(_storage_key(p), n)
         by_id.setdefault(id(p), n)
-    buffers = {id(b): n for n, b in model.named_buffers()}
     params, extra, k = [], {}, 0
-    for node, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], examples):
+    for node, value in zip(placeholders, examples):
         if id(value) in by_id:
             pname = by_id[id(value)]
             params.append(_param_entry(pname, node.name, value, first[_storage_key(value)]))
@@ -303,13 +322,28 @@ def export_dynamo(model, inputs, name):
         else:
             extra[node.name] = {"input": f"input/{k}"}
             k += 1
-    for node in gm.graph.nodes:  # shapes from dynamo's fake values
-        value = node.meta.get("example_value")
-        if isinstance(value, torch.Tensor):
-            node.meta["tensor_meta"] = value
-        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-            node.meta["tensor_meta"] = [v if isinstance(v, torch.Tensor) else None for v in value]
-    return graph_json.graph_json(name, gm.graph, params, extra, capture="dynamo")
+    # Shapes from dynamo's fake values, as graph_json reads them (node.meta["tensor_meta"]),
+    # put back afterwards: the graph may go on to a backend that reads torch's own.
+    saved = {node: node.meta.get("tensor_meta", _ABSENT) for node in gm.graph.nodes}
+    try:
+        for node in gm.graph.nodes:
+            value = node.meta.get("example_value")
+            if isinstance(value, torch.Tensor):
+                node.meta["tensor_meta"] = value
+            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor)
+                                                          for v in value):
+                node.meta["tensor_meta"] = [v if isinstance(v, torch.Tensor) else None
+                                            for v in value]
+        return graph_json.graph_json(name, gm.graph, params, extra, capture="dynamo")
+    finally:
+        for node, old in saved.items():
+            if old is _ABSENT:
+                node.meta.pop("tensor_meta", None)
+            else:
+                node.meta["tensor_meta"] = old
+
+
+_ABSENT = object()  # a meta key that was not there
 
 
 def exported_module(model, inputs):

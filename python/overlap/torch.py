@@ -1,0 +1,245 @@
+"""overlap inside torch.compile (docs/torch.md).
+
+    model = DistributedDataParallel(net)
+    compiled = torch.compile(model, backend=overlap.torch.ddp(mode="reference"))
+
+`ddp()` is a torch.compile backend that takes DDPOptimizer's place: it splits the graph
+dynamo captured at gradient-bucket boundaries chosen by overlap's partitioner and compiles
+each piece with an inner backend, so that DDP's reducer can all-reduce a bucket's gradients
+while the backward of the pieces before it still runs.
+"""
+
+import operator
+
+import torch
+import torch.fx
+from torch.fx.passes.split_module import split_module
+
+from . import _overlap
+from .fx import from_fx
+
+MODES = {"reference": "reference-2x", "default": "default"}
+_DEFAULT_BUCKET_CAP_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb=25
+
+
+def _inner(backend):
+    """The callable of a torch.compile backend given by name ("inductor", "aot_eager",
+    "eager", ...) or as a callable."""
+    if callable(backend):
+        return backend
+    from torch._dynamo.backends.registry import lookup_backend
+    return lookup_backend(backend)
+
+
+class _LazyPiece(torch.nn.Module):
+    """One piece of the split graph, compiled by the inner backend on its first call, with
+    that call's (real) arguments as the example inputs: the pieces' inputs are only known
+    once the pieces before them ran. Later calls run the compiled code."""
+
+    def __init__(self, piece, compile_fn):
+        super().__init__()
+        # Backends built on AOTAutograd take graphs that return a tuple; split_module's
+        # pieces return a lone value bare.
+        out = next(n for n in reversed(piece.graph.nodes) if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))
+        if self.single:
+            out.args = ((out.args[0],),)
+            piece.recompile()
+        self.piece = piece
+        self.compile_fn = compile_fn
+        self.compiled = None
+
+    def forward(self, *args):
+        if self.compiled is None:
+            self.compiled = self.compile_fn(self.piece, list(args))
+        result = self.compiled(*args)
+        return result[0] if self.single else result
+
+
+class DdpBackend:
+    """The backend `ddp()` returns. `splits` records, per graph compiled, the parameters of
+    each piece in order (placeholder names, as DDPOptimizer records them): what tests and
+    users inspect."""
+
+    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes):
+        if mode not in MODES:
+            raise ValueError(f"overlap.torch.ddp: mode {mode!r} is not one of "
+                             f"{', '.join(MODES)}")
+        self.mode = mode
+        self.backend = backend
+        self.compile_fn = _inner(backend)
+        self.bucket_cap_bytes = bucket_cap_bytes
+        self.first_bucket_cap_bytes = first_bucket_cap_bytes
+        self.splits = []
+
+    def caps(self):
+        """(cap, first cap) in bytes: the ones given, else the active DDP module's cap and
+        c10d's first-bucket default, as DDPOptimizer takes them; 25 MiB without DDP."""
+        cap, first = self.bucket_cap_bytes, self.first_bucket_cap_bytes
+        if cap is None:
+            from torch.nn.parallel import DistributedDataParallel
+            active = DistributedDataParallel._get_active_ddp_module()
+            cap = active.bucket_bytes_cap if active is not None else _DEFAULT_BUCKET_CAP_BYTES
+        if first is None:
+            first = min(cap, getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES",
+                                     1024 * 1024))
+        return cap, first
+
+    def __call__(self, gm, example_inputs):
+        cap, first = self.caps()
+        graph = from_fx(gm, example_inputs, name="dynamo")
+        buckets = _overlap.partition(graph, bucket_cap_bytes=cap, first_bucket_cap_bytes=first,
+                                     mode=MODES[self.mode])
+        self.splits.append([b["params"] for b in buckets])
+        if len(buckets) <= 1:
+            return self.compile_fn(gm, example_inputs)
+        piece_of = {name: b["index"] for b in buckets for name in b["nodes"]}
+        # Every node but placeholders and the output is in exactly one bucket (the
+        # partitioner's contract); split_module places placeholders itself.
+        split = split_module(gm, None, lambda node: piece_of[node.name],
+                             keep_original_order=True)
+        for name, child in list(split.named_children()):
+            if name.startswith("submod_"):
+                setattr(split, name, _LazyPiece(child, self.compile_fn))
+        return split
+
+
+def _silence_reducer(module):
+    """Makes DDP's reducer hand each bucket back unreduced (a comm hook that returns the
+    bucket's own buffer): the compiled backward has all-reduced those gradients already.
+    Once per module; a module with a comm hook of its own is refused."""
+    if getattr(module, "_overlap_silenced", False):
+        return
+    if getattr(module, "_comm_hooks", None) or getattr(module.reducer, "_comm_hook", None):
+        raise ValueError("overlap.torch.ddp(split=False): the DDP module has a comm hook "
+                         "already; the compiled step all-reduces the gradients itself")
+
+    def hand_back(state, bucket):
+        done = torch.futures.Future()
+        done.set_result(bucket.buffer())
+        return done
+
+    module.register_comm_hook(None, hand_back)
+    module._overlap_silenced = True
+
+
+def insert_allreduces(bw, buckets, group_name, world_size):
+    """Rewrites an AOT backward graph `bw` so that it returns all-reduced gradients: for each
+    bucket (a list of the graph's output positions: the gradients of the bucket's
+    parameters), the gradients divided by `world_size` (DDP divides before it sums) go into
+    one all_reduce_coalesced (torch's functional collective, summed over `group_name`) right
+    after the last of them is computed, and each output waits for its result just before
+    the output: the reduction runs while the rest of the backward computes. Returns the
+    number of collectives inserted. O(graph size)."""
+    graph = bw.graph
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    results = list(output.args[0])
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    c10d = torch.ops._c10d_functional
+    issued = 0
+    for positions in buckets:
+        grads = [(i, results[i]) for i in positions if isinstance(results[i], torch.fx.Node)]
+        if not grads:
+            continue
+        anchor = max((g for _, g in grads), key=position.__getitem__)
+        scaled = []
+        for _, g in grads:
+            with graph.inserting_after(anchor):
+                anchor = graph.call_function(torch.ops.aten.div.Scalar, (g, world_size))
+            scaled.append(anchor)
+        with graph.inserting_after(anchor):
+            reduced = graph.call_function(c10d.all_reduce_coalesced.default,
+                                          (scaled, "sum", group_name))
+        with graph.inserting_before(output):
+            for k, (i, _) in enumerate(grads):
+                item = graph.call_function(operator.getitem, (reduced, k))
+                results[i] = graph.call_function(c10d.wait_tensor.default, (item,))
+        issued += 1
+    output.args = (type(output.args[0])(results),)
+    graph.lint()
+    bw.recompile()
+    return issued
+
+
+class OneGraphBackend(DdpBackend):
+    """The backend `ddp(split=False)` returns: the step as one graph, its backward reducing
+    the gradients by overlap's buckets. `collectives` records how many all-reduces each
+    compiled backward holds."""
+
+    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes):
+        if backend == "eager":
+            backend = "aot_eager"  # the backward must be an AOT graph to rewrite
+        if backend not in ("aot_eager", "inductor"):
+            raise ValueError("overlap.torch.ddp(split=False): backend must be \"aot_eager\" "
+                             f"or \"inductor\", not {backend!r}")
+        super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+        self.collectives = []
+
+    def __call__(self, gm, example_inputs):
+        import torch.distributed as dist
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.aot_autograd import make_boxed_func
+        from torch.nn.parallel import DistributedDataParallel
+
+        cap, first = self.caps()
+        active = DistributedDataParallel._get_active_ddp_module()
+        group = active.process_group if active is not None else dist.group.WORLD
+        world = dist.get_world_size(group)
+        graph = from_fx(gm, example_inputs, name="dynamo")
+        buckets = _overlap.partition(graph, bucket_cap_bytes=cap, first_bucket_cap_bytes=first,
+                                     mode=MODES[self.mode])
+        self.splits.append([b["params"] for b in buckets])
+        # Parameters are named by their placeholders' targets (from_fx without a model).
+        index = {str(n.target): i for i, n in enumerate(n for n in gm.graph.nodes
+                                                        if n.op == "placeholder")}
+        # Backward's outputs follow the forward's inputs; the last bucket's gradients come
+        # first in the backward, and its all-reduce is issued first.
+        by_position = [[index[p] for p in b["params"]] for b in reversed(buckets)]
+        if active is not None and world > 1:
+            _silence_reducer(active)
+
+        def rewrite(bw):
+            self.collectives.append(insert_allreduces(bw, by_position, group.group_name, world)
+                                    if world > 1 else 0)
+
+        if self.backend == "aot_eager":
+            def fw_compiler(fw, inputs):
+                return make_boxed_func(fw.forward)
+
+            def bw_compiler(bw, inputs):
+                rewrite(bw)
+                return make_boxed_func(bw.forward)
+
+            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler)(
+                gm, example_inputs)
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+        def inner_compile(g, inputs, **kwargs):
+            if kwargs.get("is_backward"):
+                rewrite(g)
+            return compile_fx_inner(g, inputs, **kwargs)
+
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+
+def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
+        first_bucket_cap_bytes=None, split=True):
+    """A torch.compile backend for DistributedDataParallel models in DDPOptimizer's place.
+
+    mode "reference" splits where torch 2.x's DDPOptimizer does (overlap's partitioner,
+    `--mode reference-2x`: docs/ddp-optimizer.md); "default" where overlap's own rules do
+    (docs/partition.md). Each piece is compiled by `backend` (a registered name or a
+    callable). The caps default to DDP's own (the wrapped module's bucket_cap_mb, c10d's
+    first-bucket size). Turns DDPOptimizer off for the process
+    (torch._dynamo.config.optimize_ddp = False): the two would split the same graph twice.
+    DDP's reducer all-reduces the gradients, as with DDPOptimizer.
+
+    split=False compiles the step as one graph instead (no graph breaks): AOTAutograd's
+    backward gets the buckets' all-reduces (torch's functional collectives) where the
+    buckets' gradients are ready, and DDP's reducer hands its buckets back unreduced (a
+    comm hook). `backend` is then "aot_eager" or "inductor"."""
+    torch._dynamo.config.optimize_ddp = False
+    if not split:
+        return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+    return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+

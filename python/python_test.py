@@ -1,0 +1,165 @@
+"""overlap's Python package: each binding on graphs torch gives, errors as exceptions, the
+stubs against the module. Run by python_test.sh (bazel test //python:python_test)."""
+
+import ast
+import json
+import os
+import threading
+import unittest
+
+import torch
+
+import overlap
+from overlap import _overlap
+from overlap_export import export
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(6))
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+def dynamo_graph(model, inputs):
+    """The graph torch.compile hands a backend, converted by overlap.from_fx."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(overlap.from_fx(gm, example_inputs, model, name="mlp"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
+    torch._dynamo.reset()
+    return graphs[0]
+
+
+def aot_pair(model, inputs):
+    target = torch.randint(0, 10, (inputs[0].shape[0],))
+    fw, bw, _, _ = export.export_aot(model, inputs, "ce", target, "mlp")
+    return (overlap.Graph.from_json(json.dumps(fw)), overlap.Graph.from_json(json.dumps(bw)))
+
+
+class PythonTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.model = Mlp()
+        cls.inputs = [torch.randn(4, 64)]
+        cls.graph = dynamo_graph(cls.model, cls.inputs)
+
+    def test_from_fx_lifts_parameters(self):
+        g = self.graph
+        overlap.verify(g)
+        self.assertEqual(g.param_names(), [n for n, _ in self.model.named_parameters()])
+        self.assertEqual(g.node_names()[-1], "output")
+        self.assertIn("<overlap.Graph \"mlp\"", repr(g))
+        # The document survives the C++ round trip.
+        again = overlap.Graph.from_json(g.to_json())
+        self.assertEqual(again.to_json(), g.to_json())
+
+    def test_partition_covers_every_parameter_once(self):
+        param_bytes = {n: p.numel() * 4 for n, p in self.model.named_parameters()}
+        # torch 1.13's rules ("reference") count module-owned parameters only: a dynamo
+        # graph's lifted ones are torch 2.x's ("reference-2x").
+        self.assertEqual([p for b in overlap.partition(self.graph, mode="reference")
+                          for p in b["params"]], [])
+        for mode in ["default", "reference-2x"]:
+            buckets = overlap.partition(self.graph, bucket_cap_bytes=40_000,
+                                        first_bucket_cap_bytes=20_000, mode=mode)
+            seen = [p for b in buckets for p in b["params"]]
+            self.assertEqual(sorted(seen), sorted(param_bytes), mode)
+            for b in buckets:
+                self.assertEqual(b["size_bytes"], sum(param_bytes[p] for p in b["params"]))
+            self.assertGreater(len(buckets), 1, mode)
+            self.assertEqual([b["index"] for b in buckets], list(range(len(buckets))))
+
+    def test_every_scheduler_orders_the_graph(self):
+        names = [s["name"] for s in overlap.schedulers()]
+        for expected in ["lookahead", "fast_free", "list", "simple_prefetch"]:
+            self.assertIn(expected, names)
+        for name in names:
+            g = self.graph.copy()
+            self.assertTrue(overlap.insert_zero3(g, kind="forward"))
+            report = overlap.schedule(g, algorithm=name)
+            self.assertEqual(report["algorithm"], name)
+            self.assertEqual(report["order"], g.node_names())
+            overlap.verify(g)
+            # A second simulation of the final graph agrees with the scheduler's report.
+            self.assertEqual(overlap.simulate(g), report["simulation"], name)
+        self.assertEqual(len(self.graph.copy()), len(self.graph))
+
+    def test_plan_under_a_budget(self):
+        fw, bw = aot_pair(self.model, self.inputs)
+        for g in (fw, bw):
+            overlap.annotate(g)
+        overlap.insert_zero3(fw, kind="forward")
+        overlap.insert_zero3(bw, kind="backward")
+        free = overlap.plan(fw.copy(), bw.copy())
+        self.assertTrue(free["fits"])
+        budget = free["figures"]["peak_memory_bytes"] - 1
+        tight = overlap.plan(fw, bw, budget_bytes=budget)
+        if tight["fits"]:
+            self.assertLessEqual(tight["figures"]["peak_memory_bytes"], budget)
+        else:
+            self.assertGreater(tight["min_feasible_bytes"], budget)
+        overlap.verify(fw)
+        overlap.verify(bw)
+
+    def test_errors_are_exceptions_with_the_status(self):
+        with self.assertRaises(overlap.InvalidArgumentError) as e:
+            overlap.Graph.from_json("{")
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertIsInstance(e.exception, overlap.Error)
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertTrue(str(e.exception))
+        with self.assertRaises(overlap.NotFoundError) as e:
+            overlap.schedule(self.graph.copy(), algorithm="no_such_scheduler")
+        self.assertIsInstance(e.exception, LookupError)
+        self.assertIn("lookahead", str(e.exception))  # the message lists the names
+        with self.assertRaisesRegex(ValueError, "mode"):
+            overlap.partition(self.graph, mode="bogus")
+        with self.assertRaisesRegex(ValueError, "world_size"):
+            overlap.simulate(self.graph, world_size=0)
+        with self.assertRaisesRegex(ValueError, "kind"):
+            overlap.insert_zero3(self.graph.copy(), kind="sideways")
+        # A graph the verifier refuses names the node.
+        doc = json.loads(self.graph.to_json())
+        doc["nodes"][1]["args"] = ["%nowhere"]
+        with self.assertRaisesRegex(overlap.InvalidArgumentError, doc["nodes"][1]["name"]):
+            overlap.Graph.from_json(json.dumps(doc))
+
+    def test_passes_release_the_gil(self):
+        # A pass on one thread while another runs Python: both finish, with equal results.
+        results = []
+        g = self.graph.copy()
+        overlap.insert_zero3(g, kind="forward")
+        threads = [threading.Thread(target=lambda: results.append(
+            overlap.schedule(g.copy())["order"])) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(results), 4)
+        self.assertTrue(all(r == results[0] for r in results))
+
+    def test_stubs_match_the_module(self):
+        stub = os.path.join(os.path.dirname(overlap.__file__), "_overlap.pyi")
+        tree = ast.parse(open(stub).read())
+        typed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        dicts = {n.name for n in tree.body if isinstance(n, ast.ClassDef)
+                 and any(getattr(b, "id", "") == "TypedDict" for b in n.bases)}
+        public = {n for n in dir(_overlap) if not n.startswith("_")}
+        self.assertEqual(typed - dicts, public)
+        for name in public:
+            self.assertIn(name, overlap.__all__)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

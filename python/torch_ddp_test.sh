@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# overlap's DDP backend for torch.compile (python/overlap/torch.py): `splits` checks its
+# pieces against torch's DDPOptimizer, `train` its 2-rank training against eager DDP. Skips
+# without torch unless OVERLAP_REQUIRE_TORCH=1.
+set -euo pipefail
+source "$PWD/tools/require_torch.sh"
+require_torch torch_ddp_test "import torch, torchvision, transformers, torch.distributed"
+export PYTHONPATH="$PWD/python:$PWD/tools"
+export OVERLAP_PYTHON="$OVERLAP_PY"
+case "$1" in
+  splits) exec "$OVERLAP_PY" "$PWD/tools/ddp_optimizer_oracle.py" --backend --quick ;;
+  train) exec "$OVERLAP_PY" "$PWD/python/torch_ddp_train.py" ;;
+  *) echo "torch_ddp_test: unknown check '$1'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,128 @@
+"""overlap's DDP backends for torch.compile (overlap.torch.ddp: split into pieces, or the
+step as one graph with its all-reduces inside) against eager DDP: 2 ranks
+over gloo on this machine, the same model, seed and batches, SGD; the losses of every step
+and the final parameters must agree. Exit 1 on a difference.
+
+    python torch_ddp_train.py [--models hf_gpt2,resnet18] [--modes reference,default]
+                              [--backend aot_eager] [--steps 3]
+
+Run by //python:torch_ddp_test (with PYTHONPATH naming python/ and tools/).
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+MODELS = {  # name: (constructor, kwargs, input)
+    "hf_gpt2": ("overlap_export.testing.hf_models:gpt2", "{}", "4x8:int64:64"),
+    "resnet18": ("torchvision.models:resnet18", '{"num_classes": 10}', "4x3x32x32"),
+    "transformer_encoder": ("overlap_export.testing.zoo_modules:transformer", "{}",
+                            "4x6:int64:11"),
+}
+LR = 0.05
+# Small enough that each model splits into several pieces (asserted below).
+CAP_FRACTION = 5
+
+
+def train(model, ddp, batches, steps):
+    from overlap_export import export
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for step in range(steps):
+        x, target = batches[step % len(batches)]
+        opt.zero_grad(set_to_none=True)
+        loss = export._loss_fn("ce", ddp(x), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def worker(rank, world, store, name, modes, backend, steps, out):
+    import overlap.torch as overlap_torch
+    from overlap_export import export
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=world)
+    torch.set_num_threads(1)
+    ctor, kwargs, shape = MODELS[name]
+    torch.manual_seed(0)
+    base = export.load_model(ctor, json.loads(kwargs)).train()
+    # Dropout off: compiled code draws its masks from other random streams than eager.
+    for m in base.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+    batches = []
+    for step in range(steps):  # each rank its own batches
+        x = export.parse_input(shape, 1000 * rank + step)
+        batches.append((x, export.loss_target("ce", base, [x], 1000 * rank + step)))
+    total = sum(p.numel() * p.element_size() for p in base.parameters())
+    cap = max(4096, total // CAP_FRACTION)
+    results = {}
+    model = copy.deepcopy(base)
+    eager = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
+    results["eager"] = (train(model, eager, batches, steps),
+                        [p.detach().clone() for p in model.parameters()])
+    for mode in modes:
+        torch._dynamo.reset()
+        model = copy.deepcopy(base)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
+        bucketing, _, kind = mode.partition("/")
+        chosen = overlap_torch.ddp(bucketing, backend=backend, split=kind != "one-graph")
+        compiled = torch.compile(ddp, backend=chosen)
+        results[mode] = (train(model, compiled, batches, steps),
+                         [p.detach().clone() for p in model.parameters()])
+        # Split: the pieces of each graph; one graph: the all-reduces of each backward.
+        results[mode + "/pieces"] = (chosen.collectives if kind == "one-graph"
+                                     else [len(s) for s in chosen.splits])
+    if rank == 0:
+        torch.save(results, out)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="hf_gpt2,resnet18,transformer_encoder")
+    ap.add_argument("--modes", default="reference,default,default/one-graph",
+                    help="reference / default: the split backend; MODE/one-graph: the step "
+                    "as one graph (split=False), all-reduces in its backward")
+    ap.add_argument("--backend", default="aot_eager")
+    ap.add_argument("--steps", type=int, default=3)
+    a = ap.parse_args()
+    modes = a.modes.split(",")
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="overlap_ddp_train.") as work:
+        for name in a.models.split(","):
+            store, out = os.path.join(work, name + ".store"), os.path.join(work, name + ".pt")
+            mp.spawn(worker, args=(2, store, name, modes, a.backend, a.steps, out), nprocs=2)
+            r = torch.load(out)
+            for mode in modes:
+                theirs, mine = r["eager"], r[mode]
+                pieces = r[mode + "/pieces"]
+                loss_ok = torch.allclose(torch.tensor(mine[0]), torch.tensor(theirs[0]),
+                                         rtol=1e-5, atol=1e-6)
+                worst = max((a_ - b_).abs().max().item() for a_, b_ in zip(mine[1], theirs[1]))
+                param_ok = all(torch.allclose(a_, b_, rtol=1e-4, atol=1e-6)
+                               for a_, b_ in zip(mine[1], theirs[1]))
+                split_ok = bool(pieces) and max(pieces) > 1
+                ok = loss_ok and param_ok and split_ok
+                failed += not ok
+                what = "all-reduces" if mode.endswith("one-graph") else "pieces"
+                print(f"torch_ddp: {name} mode {mode} ({a.backend}, {what} {pieces}): losses "
+                      f"{['%.6f' % v for v in mine[0]]} vs eager DDP "
+                      f"{['%.6f' % v for v in theirs[0]]}; parameters differ by at most "
+                      f"{worst:.2e}: {'equal' if ok else 'DIFFERENT'}"
+                      + ("" if split_ok else " (one piece, or one all-reduce: nothing to "
+                       "overlap)"), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
