@@ -206,11 +206,13 @@ py::list Partition(const Graph& g, int64_t bucket_cap_bytes,
 }
 
 py::dict Schedule(Graph& g, const std::string& algorithm, std::optional<int64_t> budget_bytes,
-                  int world_size, double latency_s, double bandwidth_bytes_per_s) {
+                  bool keep_residents, int world_size, double latency_s,
+                  double bandwidth_bytes_per_s) {
   SchedulerOptions options;
   options.collectives = Collectives(world_size, latency_s, bandwidth_bytes_per_s);
   options.record_trace = false;
   options.lookahead.budget_bytes = budget_bytes;
+  options.lookahead.keep_residents = keep_residents;
   absl::StatusOr<ScheduleReport> report;
   {
     py::gil_scoped_release release;
@@ -378,9 +380,11 @@ void DefinePasses(py::module_& m) {
 
   m.def("schedule", &Schedule, py::arg("graph"), py::kw_only(),
         py::arg("algorithm") = std::string(DefaultSchedulerName()),
-        py::arg("budget_bytes") = py::none(), py::arg("world_size") = 32,
-        py::arg("latency_s") = 20e-6, py::arg("bandwidth_bytes_per_s") = 50e9,
-        "Orders a graph with ZeRO-3 ops in place by the named scheduler; returns its report.");
+        py::arg("budget_bytes") = py::none(), py::arg("keep_residents") = true,
+        py::arg("world_size") = 32, py::arg("latency_s") = 20e-6,
+        py::arg("bandwidth_bytes_per_s") = 50e9,
+        "Orders a graph with ZeRO-3 ops in place by the named scheduler; returns its report. "
+        "keep_residents=False: ours holds no parameter gathered across the graph.");
 
   m.def("plan", &Plan, py::arg("forward"), py::arg("backward"), py::kw_only(),
         py::arg("algorithm") = std::string(DefaultSchedulerName()),

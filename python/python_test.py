@@ -149,6 +149,32 @@ class PythonTest(unittest.TestCase):
         self.assertEqual(len(results), 4)
         self.assertTrue(all(r == results[0] for r in results))
 
+    def test_ddp_backend_compiles_whole_what_it_cannot_convert(self):
+        import warnings
+
+        import overlap.torch as overlap_torch
+        from overlap_export.errors import ExportError
+
+        def refuse(*args, **kwargs):
+            raise ExportError("arguments", "an argument of type Weird")
+
+        saved = overlap_torch.from_fx
+        overlap_torch.from_fx = refuse
+        try:
+            backend = overlap_torch.ddp("reference", backend="eager")
+            torch._dynamo.reset()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = torch.compile(self.model, backend=backend)(*self.inputs)
+            torch._dynamo.reset()
+        finally:
+            overlap_torch.from_fx = saved
+            torch._dynamo.config.optimize_ddp = True
+        self.assertEqual(backend.splits, [None])
+        self.assertTrue(any("compiled whole" in str(w.message) and "Weird" in str(w.message)
+                            for w in caught))
+        self.assertTrue(torch.allclose(out, self.model(*self.inputs)))
+
     def test_stubs_match_the_module(self):
         stub = os.path.join(os.path.dirname(overlap.__file__), "_overlap.pyi")
         tree = ast.parse(open(stub).read())

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# overlap's DDP backend for torch.compile (python/overlap/torch.py): `splits` checks its
-# pieces against torch's DDPOptimizer, `train` its 2-rank training against eager DDP. Skips
+# overlap inside torch's stack: `splits` checks the DDP backend's pieces
+# (python/overlap/torch.py) against torch's DDPOptimizer, `train` its 2-rank training against
+# eager DDP, `deepspeed` the DeepCompile pass (python/overlap/deepspeed.py). Skips
 # without torch unless OVERLAP_REQUIRE_TORCH=1.
 set -euo pipefail
 source "$PWD/tools/require_torch.sh"
@@ -10,5 +11,10 @@ export OVERLAP_PYTHON="$OVERLAP_PY"
 case "$1" in
   splits) exec "$OVERLAP_PY" "$PWD/tools/ddp_optimizer_oracle.py" --backend --quick ;;
   train) exec "$OVERLAP_PY" "$PWD/python/torch_ddp_train.py" ;;
+  deepspeed)
+    require_torch deepspeed_pass_test "import deepspeed"
+    export OVERLAP="$PWD/tools/overlap"
+    exec "$OVERLAP_PY" "$PWD/tools/deepcompile_oracle.py" --overlap-pass --quick
+    ;;
   *) echo "torch_ddp_test: unknown check '$1'" >&2; exit 2 ;;
 esac

@@ -175,8 +175,9 @@ def torch_peak(name, prefix):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     # Every allocation and free, as the profiler recorded them (signed bytes).
-    events = sorted(((e.start_us(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                     if e.name() == "[memory]"))
+    # (torch 2.x names the start start_ns, 1.13 start_us: the order is what counts.)
+    events = sorted(((e.start_ns() if hasattr(e, "start_ns") else e.start_us(), e.nbytes())
+                     for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"))
     live = peak = 0
     for _, nbytes in events:
         live += nbytes

@@ -91,8 +91,11 @@ def fx_graph(doc):
             op, _, overload = rest.rpartition(".")
             return getattr(getattr(torch.ops.aten, op), overload)
         if name not in stubs:  # operator.getitem and the like: identity is all that matters
+            module, _, short = name.rpartition(".")
+            # (__module__ / __name__: what a GraphModule's code generation names it by.)
             stubs[name] = type(name, (), {"__call__": lambda self, *a: None,
-                                          "__repr__": lambda self: name})()
+                                          "__repr__": lambda self: name,
+                                          "__module__": module, "__name__": short})()
         return stubs[name]
 
     def value(v):
@@ -149,6 +152,41 @@ def overlap_order(overlap, inserted_path, algorithm, backward, work):
     return [n["name"] for n in json.load(open(out))["nodes"]]
 
 
+def check_overlap_pass(name, which, inserted_path):
+    """overlap.deepspeed.schedule on the inserted graph as a DeepCompile torch.fx Graph (its
+    dc ops, node.meta's tensor_size and device_time, nothing else) against overlap's
+    lookahead on the graph file itself (shapes, the parameter table): the conversion must
+    keep everything the scheduler reads, so the orders are equal; the returned Graph holds
+    every node once, in a topological order (torch.fx's lint)."""
+    import overlap
+    import overlap.deepspeed
+    from deepspeed.compile import util
+    util.get_deepcompile_handle = lambda: None
+    doc = json.load(open(inserted_path))
+    graph = fx_graph(doc)
+    new = overlap.deepspeed.schedule(graph, 0, 0, False)
+    theirs = [graph.original_names.get(n.name, n.name) for n in new.nodes]
+    g = overlap.Graph.from_json(json.dumps(doc))
+    ours = overlap.schedule(g, keep_residents=False)["order"]
+    same = theirs == ours and len(list(new.nodes)) == len(list(graph.nodes))
+    # As a DeepCompile pass (run_opt_passes' signature) on a GraphModule, and installed in
+    # DeepCompile's ZeRO-3 pass in fast_free_schedule's place: the same order.
+    import torch
+    from deepspeed.compile.passes import zero3_compile
+    gm = torch.fx.GraphModule(torch.nn.Module(), fx_graph(doc))
+    gm = overlap.deepspeed.schedule_pass(gm, 0, [], {}, None, 0, None, which == "backward")
+    same = same and [graph.original_names.get(n.name, n.name) for n in gm.graph.nodes] == ours
+    replaced = overlap.deepspeed.install()
+    try:
+        same = same and zero3_compile.fast_free_schedule is overlap.deepspeed.schedule
+    finally:
+        zero3_compile.fast_free_schedule = replaced
+    print(f"deepcompile: {name} {which} overlap.deepspeed.schedule: {len(theirs)} nodes, "
+          + ("equal to lookahead on the file" if same else
+             f"DIFFERS: {theirs[:6]} ... against {ours[:6]} ..."), flush=True)
+    return same
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,8 +194,14 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--algorithms", default=",".join(ALGORITHMS),
                     help="which of fast_free, simple_prefetch (comma-separated)")
+    ap.add_argument("--overlap-pass", action="store_true",
+                    help="check overlap's DeepCompile scheduler (overlap.deepspeed.schedule, "
+                    "DeepCompile's scheduler signature) instead: on the torch.fx graph "
+                    "DeepCompile would hand it, its order must equal overlap's lookahead on "
+                    "the graph file")
     a = ap.parse_args()
     sys.path.insert(0, TOOLS)
+    sys.path.insert(0, os.path.join(ROOT, "python"))  # overlap's package, for --overlap-pass
     overlap = os.environ.get("OVERLAP") or os.path.join(ROOT, "bazel-bin", "tools", "overlap")
     unknown = set(a.models) - {m[0] for m in MODELS}
     if unknown:
@@ -186,6 +230,10 @@ def main():
                 subprocess.run([overlap, "schedule", annotated, "--insert-only", "-o", inserted]
                                + (["--backward"] if which == "backward" else []),
                                check=True, capture_output=True)
+                if a.overlap_pass:
+                    compared += 1
+                    differ += not check_overlap_pass(name, which, inserted)
+                    continue
                 for algorithm in a.algorithms.split(","):
                     compared += 1
                     theirs = deepspeed_order(inserted, algorithm)

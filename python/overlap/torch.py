@@ -10,6 +10,7 @@ while the backward of the pieces before it still runs.
 """
 
 import operator
+import warnings
 
 import torch
 import torch.fx
@@ -20,6 +21,14 @@ from .fx import from_fx
 
 MODES = {"reference": "reference-2x", "default": "default"}
 _DEFAULT_BUCKET_CAP_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's bucket_cap_mb=25
+
+
+def _exporter_error():
+    """overlap_export's ExportError (what from_fx raises for a graph it cannot write)."""
+    from .fx import _exporter
+    _exporter()
+    from overlap_export.errors import ExportError
+    return ExportError
 
 
 def _inner(backend):
@@ -85,13 +94,27 @@ class DdpBackend:
                                      1024 * 1024))
         return cap, first
 
-    def __call__(self, gm, example_inputs):
+    def buckets(self, gm, example_inputs):
+        """overlap's buckets of dynamo's graph, or None (with a warning naming why) when the
+        graph cannot be converted: symbolic sizes (dynamo marks a dimension dynamic after
+        it saw two sizes of it), an argument the format has no spelling for."""
         cap, first = self.caps()
-        graph = from_fx(gm, example_inputs, name="dynamo")
-        buckets = _overlap.partition(graph, bucket_cap_bytes=cap, first_bucket_cap_bytes=first,
-                                     mode=MODES[self.mode])
+        try:
+            graph = from_fx(gm, example_inputs, name="dynamo")
+            buckets = _overlap.partition(graph, bucket_cap_bytes=cap,
+                                         first_bucket_cap_bytes=first, mode=MODES[self.mode])
+        except (_overlap.Error, _exporter_error()) as e:
+            warnings.warn(f"overlap.torch.ddp: this graph is compiled whole, without "
+                          f"overlap's buckets: {e} (static shapes: torch.compile(..., "
+                          f"dynamic=False))", stacklevel=2)
+            self.splits.append(None)
+            return None
         self.splits.append([b["params"] for b in buckets])
-        if len(buckets) <= 1:
+        return buckets
+
+    def __call__(self, gm, example_inputs):
+        buckets = self.buckets(gm, example_inputs)
+        if buckets is None or len(buckets) <= 1:
             return self.compile_fn(gm, example_inputs)
         piece_of = {name: b["index"] for b in buckets for name in b["nodes"]}
         # Every node but placeholders and the output is in exactly one bucket (the
@@ -181,14 +204,18 @@ class OneGraphBackend(DdpBackend):
         from torch._functorch.aot_autograd import make_boxed_func
         from torch.nn.parallel import DistributedDataParallel
 
-        cap, first = self.caps()
         active = DistributedDataParallel._get_active_ddp_module()
         group = active.process_group if active is not None else dist.group.WORLD
         world = dist.get_world_size(group)
-        graph = from_fx(gm, example_inputs, name="dynamo")
-        buckets = _overlap.partition(graph, bucket_cap_bytes=cap, first_bucket_cap_bytes=first,
-                                     mode=MODES[self.mode])
-        self.splits.append([b["params"] for b in buckets])
+        buckets = self.buckets(gm, example_inputs)
+        if buckets is None:
+            if active is not None and getattr(active, "_overlap_silenced", False):
+                # DDP's reducer no longer reduces: a graph without the all-reduces would
+                # train each rank on its own gradients.
+                raise RuntimeError("overlap.torch.ddp(split=False): a later graph of this "
+                                   "model cannot be converted (see the warning); its "
+                                   "gradients would not be all-reduced")
+            return self.compile_fn(gm, example_inputs)  # DDP's reducer reduces, as eager
         # Parameters are named by their placeholders' targets (from_fx without a model).
         index = {str(n.target): i for i, n in enumerate(n for n in gm.graph.nodes
                                                         if n.op == "placeholder")}
