@@ -37,6 +37,77 @@ struct Task {
   int64_t n_gathers = 0;
   std::vector<NodeId> until_g;
   std::vector<NodeId> until_free;
+  // Under a gathered-memory budget: each list's simulated peak and final residency.
+  int64_t until_g_peak = 0, until_g_live = 0, until_free_peak = 0, until_free_live = 0;
+};
+
+// DeepSpeed 0.19's simulation of gathered-parameter residency (`_GatheredParamTracker`):
+// an allgather makes its ds_id live at its bytes (a repeated one while live grows it to the
+// larger), and the release that completes the ds_id's expected count frees it; the
+// expected count is the largest n_users among its releases (1 when absent) or their number,
+// whichever is larger. A reduce is no release.
+class GatheredResidency {
+ public:
+  explicit GatheredResidency(const Graph& g) {
+    absl::flat_hash_map<int64_t, int64_t> count;
+    for (NodeId id : g.order()) {
+      const Node& n = g.node(id);
+      if (!IsRelease(n) || !HasDsId(n)) continue;
+      const int64_t users = NUsers(n) < 0 ? 1 : NUsers(n);
+      expected_[DsId(n)] = std::max(expected_[DsId(n)], users);
+      ++count[DsId(n)];
+    }
+    for (const auto& [ds, c] : count) expected_[ds] = std::max(expected_[ds], c);
+  }
+
+  // The residency after the committed prefix, advanced by one node.
+  struct State {
+    absl::flat_hash_map<int64_t, int64_t> live_by_ds;
+    absl::flat_hash_map<int64_t, int64_t> seen_by_ds;
+    int64_t live = 0;
+  };
+  void Step(const Node& n, State* s) const {
+    if (!HasDsId(n)) return;
+    const int64_t ds = DsId(n);
+    if (IsAllgather(n)) {
+      const int64_t size = SizeOf(n);
+      auto [it, added] = s->live_by_ds.try_emplace(ds, size);
+      if (added) {
+        s->live += size;
+      } else if (size > it->second) {
+        s->live += size - it->second;
+        it->second = size;
+      }
+      s->seen_by_ds[ds] = 0;
+    } else if (IsRelease(n)) {
+      auto it = s->live_by_ds.find(ds);
+      if (it == s->live_by_ds.end()) return;
+      const int64_t seen = s->seen_by_ds[ds] + 1;
+      auto e = expected_.find(ds);
+      const int64_t users = NUsers(n) < 0 ? 1 : NUsers(n);
+      if (seen >= std::max<int64_t>(1, e == expected_.end() ? users : e->second)) {
+        s->live -= it->second;
+        s->live_by_ds.erase(it);
+        s->seen_by_ds.erase(ds);
+      } else {
+        s->seen_by_ds[ds] = seen;
+      }
+    }
+  }
+  // (peak, final residency) of `path` run after `from`, the peak starting at from.live.
+  std::pair<int64_t, int64_t> Simulate(const Graph& g, const State& from,
+                                       const std::vector<NodeId>& path) const {
+    State s = from;
+    int64_t peak = s.live;
+    for (NodeId id : path) {
+      Step(g.node(id), &s);
+      peak = std::max(peak, s.live);
+    }
+    return {peak, s.live};
+  }
+
+ private:
+  absl::flat_hash_map<int64_t, int64_t> expected_;
 };
 
 // The path sets as counts, for graphs whose bitsets would not be small next to the graph:
@@ -143,15 +214,20 @@ class Scheduler {
     pending_.resize(ags_.size());  // allgather indices, graph order
     for (size_t i = 0; i < ags_.size(); ++i) pending_[i] = static_cast<int>(i);
     while (!pending_.empty()) {
-      FindTasks();
+      const Task* best = nullptr;
       bool zero_free = false;
-      const Task& best = BestTask(&zero_free);
-      const std::vector<NodeId>& list = zero_free ? best.until_free : best.until_g;
+      if (residency_) {
+        best = &BudgetedTask(&zero_free);
+      } else {
+        FindTasks();
+        best = &BestTask(&zero_free);
+      }
+      const std::vector<NodeId>& list = zero_free ? best->until_free : best->until_g;
       for (NodeId n : list) Schedule(n);
       if (options_.rules == FastFreeOptions::Rules::kDeepSpeed019) {
         TakeOutDeepSpeed019(list);
       } else {
-        TakeOut(best.node);
+        TakeOut(best->node);
       }
     }
     for (NodeId id : g_.order()) {
@@ -173,6 +249,7 @@ class Scheduler {
   // order), the releases by ds_id, the reduces and the output items. Unsupported when an
   // allgather has no last use.
   absl::Status Classify() {
+    if (options_.gathered_budget_bytes >= 0) residency_.emplace(g_);
     last_use_ = LastUses(g_);
     ag_index_.assign(g_.id_bound(), -1);
     for (NodeId id : g_.order()) {
@@ -332,6 +409,88 @@ class Scheduler {
     return *best;
   }
 
+  // DeepSpeed 0.19's round under a budget (`fast_free_schedule` with `scheduler_budget`):
+  // the pending allgathers by path count, tier after ascending tier. In a tier, among the
+  // tasks freeing no memory whose until_free list fits, by (n_gathers, gather_mem,
+  // free_cost, name), that list (*zero_free); else among those whose until_g list fits, by
+  // (free_mem, n_gathers, gather_mem, free_cost, name), that list. When no tier has one,
+  // the list of least overage over every tier's tasks: by (overage, peak, final residency,
+  // free_mem, n_gathers, gather_mem, free_cost, name, list), where a task freeing no memory
+  // offers only its until_free list.
+  const Task& BudgetedTask(bool* zero_free) {
+    const int64_t budget = options_.gathered_budget_bytes;
+    counts_.resize(pending_.size());
+    std::vector<int64_t> tiers;
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      counts_[k] = PathCount(pending_[k]);
+      tiers.push_back(counts_[k]);
+    }
+    std::sort(tiers.begin(), tiers.end());
+    tiers.erase(std::unique(tiers.begin(), tiers.end()), tiers.end());
+    tasks_.clear();
+    auto name = [&](const Task& t) -> const std::string& { return g_.node(t.node).name(); };
+    for (int64_t tier : tiers) {
+      const size_t first = tasks_.size();
+      for (size_t k = 0; k < pending_.size(); ++k) {
+        if (counts_[k] != tier) continue;
+        Task t = MakeTask(ags_[pending_[k]]);
+        std::tie(t.until_g_peak, t.until_g_live) = residency_->Simulate(g_, committed_, t.until_g);
+        std::tie(t.until_free_peak, t.until_free_live) =
+            residency_->Simulate(g_, committed_, t.until_free);
+        tasks_.push_back(std::move(t));
+      }
+      const Task* best = nullptr;
+      for (size_t i = first; i < tasks_.size(); ++i) {
+        const Task& t = tasks_[i];
+        if (t.free_mem != 0 || t.until_free_peak > budget) continue;
+        if (best == nullptr ||
+            std::forward_as_tuple(t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                std::forward_as_tuple(best->n_gathers, best->gather_mem, best->free_cost,
+                                      name(*best))) {
+          best = &t;
+        }
+      }
+      if (best != nullptr) {
+        *zero_free = true;
+        return *best;
+      }
+      for (size_t i = first; i < tasks_.size(); ++i) {
+        const Task& t = tasks_[i];
+        if (t.until_g_peak > budget) continue;
+        if (best == nullptr ||
+            std::forward_as_tuple(t.free_mem, t.n_gathers, t.gather_mem, t.free_cost, name(t)) <
+                std::forward_as_tuple(best->free_mem, best->n_gathers, best->gather_mem,
+                                      best->free_cost, name(*best))) {
+          best = &t;
+        }
+      }
+      if (best != nullptr) {
+        *zero_free = false;
+        return *best;
+      }
+    }
+    // Nothing fits: the least overage. The list's name orders "until_ag" before
+    // "until_free", as DeepSpeed's strings do.
+    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double,
+                           const std::string&, int>;
+    const Task* best = nullptr;
+    std::optional<Key> best_key;
+    for (const Task& t : tasks_) {
+      for (int free_list = t.free_mem == 0 ? 1 : 0; free_list <= 1; ++free_list) {
+        const int64_t peak = free_list ? t.until_free_peak : t.until_g_peak;
+        const int64_t live = free_list ? t.until_free_live : t.until_g_live;
+        Key key(std::max<int64_t>(0, peak - budget), peak, live, t.free_mem, t.n_gathers,
+                t.gather_mem, t.free_cost, name(t), free_list);
+        if (!best_key || key < *best_key) {
+          best_key.emplace(key);
+          best = &t;
+          *zero_free = free_list != 0;
+        }
+      }
+    }
+    return *best;
+  }
+
   // Whether row `row` of `rows` held the allgather at (word cw, bit cbit) and, that bit
   // cleared, is now empty (true once per row).
   bool RowEmptied(BitRows& rows, size_t row, size_t cw, uint64_t cbit) const {
@@ -423,6 +582,7 @@ class Scheduler {
   void Schedule(NodeId n) {
     order_.push_back(n);
     done_[n] = 1;
+    if (residency_) residency_->Step(g_.node(n), &committed_);
   }
 
   // Whether n counts as done in the current requirement search: scheduled, or marked in
@@ -499,6 +659,10 @@ class Scheduler {
   BitRows path_{0, 0}, reduce_path_{0, 0}, output_path_{0, 0};
   std::optional<CountPaths> count_paths_;
 
+  // Under a budget: the residency model and the committed prefix's residency.
+  std::optional<GatheredResidency> residency_;
+  GatheredResidency::State committed_;
+
   // The rounds' state and buffers.
   std::vector<int> pending_;  // allgather indices, graph order
   std::vector<int64_t> counts_;
@@ -521,6 +685,12 @@ absl::StatusOr<std::vector<NodeId>> FastFreeScheduleDeepSpeed019(const Graph& g)
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
                                                          const FastFreeOptions& options) {
   using PathSets = FastFreeOptions::PathSets;
+  if (options.gathered_budget_bytes >= 0 &&
+      options.rules != FastFreeOptions::Rules::kDeepSpeed019) {
+    return absl::InvalidArgumentError(
+        "fast_free: a gathered-memory budget is DeepSpeed 0.19's (Rules::kDeepSpeed019, "
+        "fast_free_0.19)");
+  }
   if (options.rules == FastFreeOptions::Rules::kDeepSpeed019) {
     FastFreeOptions on_sets = options;
     if (on_sets.path_sets == PathSets::kIntervals) on_sets.path_sets = PathSets::kAuto;

@@ -50,6 +50,15 @@ struct FastFreeOptions {
   // bitsets or the counts (kIntervals then means kAuto).
   enum class Rules { kDeepCompile, kDeepSpeed019 };
   Rules rules = Rules::kDeepCompile;
+  // DeepSpeed 0.19's scheduler memory budget (`SchedulerMemoryBudget.max_gathered_bytes`):
+  // the bytes of gathered parameters resident at once that a round's chosen list may
+  // reach, simulated from the rounds before it (a ds_id's gather lives until its last
+  // release; a repeated gather while live grows it to the larger size). Each round looks
+  // at the dependency tiers in ascending count until one holds a list that fits; when none
+  // does, the list with the least overage. Only with Rules::kDeepSpeed019 (InvalidArgument
+  // otherwise); < 0: no budget, DeepSpeed's order without one. Costs a copy of the live
+  // set per candidate list, and a tier's lists each round until one fits.
+  int64_t gathered_budget_bytes = -1;
 };
 
 // The fast_free order of `g`; same contract and errors as FastFreeScheduleReference.
@@ -57,7 +66,8 @@ absl::StatusOr<std::vector<NodeId>> FastFreeSchedule(const Graph& g);
 // The same under DeepSpeed 0.19's rules (FastFreeOptions::Rules::kDeepSpeed019): the order
 // DeepSpeed 0.19.8's fast_free_schedule gives without a memory budget.
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleDeepSpeed019(const Graph& g);
-// The same with explicit options (the order does not depend on them).
+// The same with explicit options (the order depends on `rules` and on
+// `gathered_budget_bytes`, not on `path_sets`).
 absl::StatusOr<std::vector<NodeId>> FastFreeScheduleWith(const Graph& g,
                                                          const FastFreeOptions& options);
 

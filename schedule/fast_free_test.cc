@@ -1,6 +1,7 @@
 // The efficient fast_free against the reference implementation: the same order, always.
 #include "schedule/fast_free.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "graph/adversarial_graphs.h"
 #include "graph/aot.h"
 #include "graph/models.h"
@@ -10,6 +11,7 @@
 #include "rapidcheck/gtest.h"
 #include "schedule/testing/fast_free_reference.h"
 #include "schedule/zero3_insertion.h"
+#include "schedule/zero3_ops.h"
 
 namespace overlap {
 namespace {
@@ -102,6 +104,66 @@ TEST(FastFreeTest, DeepSpeed019RulesSameOrderAsTheReference) {
     if (!Zero3Insertion(static_cast<GraphKind>(seed % 2)).Run(&g).ok()) continue;
     ExpectSameAsReference019(g, "seed " + std::to_string(seed));
   }
+}
+
+// The largest gathered residency any order can reach: every ds_id at its largest gather.
+int64_t MostGathered(const Graph& g) {
+  absl::flat_hash_map<int64_t, int64_t> most;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (IsAllgather(n) && HasDsId(n)) most[DsId(n)] = std::max(most[DsId(n)], SizeOf(n));
+  }
+  int64_t sum = 0;
+  for (const auto& [ds, bytes] : most) sum += bytes;
+  return sum;
+}
+
+// A budget no list can exceed gives DeepSpeed's order without one; any budget, 0 included
+// (each round then takes the least overage), gives an order (the scheduler checks it
+// against the graph's dependencies). DeepSpeed's own function is the oracle of the budgeted
+// orders themselves (//tools:deepcompile_test).
+TEST(FastFreeTest, DeepSpeed019BudgetAboveEveryResidencyChangesNothing) {
+  FastFreeOptions o;
+  o.rules = FastFreeOptions::Rules::kDeepSpeed019;
+  for (const std::string& name : ModelNames()) {
+    ModelOptions mo;
+    mo.style = ParamStyle::kLifted;
+    absl::StatusOr<Graph> f = BuildModel(name, mo);
+    ASSERT_TRUE(f.ok());
+    absl::StatusOr<AotPair> pair = BuildAotPair(*f);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
+      Graph g = kind == GraphKind::kForward ? pair->forward : pair->backward;
+      ASSERT_TRUE(Zero3Insertion(kind).Run(&g).ok());
+      absl::StatusOr<std::vector<NodeId>> free = FastFreeScheduleDeepSpeed019(g);
+      ASSERT_TRUE(free.ok()) << name << ": " << free.status();
+      const int64_t most = MostGathered(g);
+      // Below the bound a round may look at every tier (DeepSpeed's O(A^2 N)): the llamas'
+      // hundreds of allgathers only at the bound.
+      const bool small = name.rfind("llama", 0) != 0;
+      for (int64_t budget : {most, most * 2, most / 2, most / 8, int64_t{0}}) {
+        if (budget < most && !small) continue;
+        o.gathered_budget_bytes = budget;
+        absl::StatusOr<std::vector<NodeId>> within = FastFreeScheduleWith(g, o);
+        ASSERT_TRUE(within.ok()) << name << " at " << budget << ": " << within.status();
+        EXPECT_EQ(within->size(), free->size()) << name;
+        if (budget >= most) EXPECT_EQ(*within, *free) << name << " at " << budget;
+      }
+    }
+  }
+}
+
+TEST(FastFreeTest, BudgetIsDeepSpeed019s) {
+  ModelOptions mo;
+  mo.style = ParamStyle::kLifted;
+  Graph g = *BuildModel("mlp", mo);
+  ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&g).ok());
+  FastFreeOptions o;
+  o.gathered_budget_bytes = 1 << 20;
+  absl::StatusOr<std::vector<NodeId>> r = FastFreeScheduleWith(g, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("fast_free_0.19"), std::string::npos) << r.status();
 }
 
 RC_GTEST_PROP(FastFreePropertyTest, prop_DeepSpeed019SameOrderAsTheReference, ()) {

@@ -38,6 +38,9 @@ struct SchedulerOptions {
   // Ours' knobs (memory limit, in-flight cap, bucket caps, parallelism); the DeepCompile
   // baselines ignore them.
   LookaheadOptions lookahead;
+  // fast_free_0.19's scheduler memory budget (FastFreeOptions::gathered_budget_bytes);
+  // < 0: none. The other schedulers ignore it.
+  int64_t gathered_budget_bytes = -1;
 };
 
 // What a scheduler decided, and the simulation of the final graph.

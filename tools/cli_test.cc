@@ -583,6 +583,17 @@ TEST(CliScheduleTest, LookaheadIsTheDefaultAndHonoursTheMemoryLimit) {
   EXPECT_THAT(list.out, HasSubstr("budget 1.00 KiB: the peak does NOT fit"));
   EXPECT_EQ(Overlap({"schedule", path, "--algorithm", "list", "--max-inflight", "2"}).code,
             kExitUsage);
+  // --gathered-budget is fast_free_0.19's (DeepSpeed 0.19's SchedulerMemoryBudget): taken
+  // there, 0 included; a usage error naming the scheduler elsewhere.
+  for (const char* bytes : {"0", "1KiB", "1GiB"}) {
+    Result r =
+        Overlap({"schedule", path, "--algorithm", "fast_free_0.19", "--gathered-budget", bytes});
+    EXPECT_EQ(r.code, kExitOk) << bytes << ": " << r.err;
+  }
+  Result other = Overlap({"schedule", path, "--algorithm", "list", "--gathered-budget", "1KiB"});
+  EXPECT_EQ(other.code, kExitUsage);
+  EXPECT_THAT(other.err, HasSubstr("--gathered-budget is DeepSpeed 0.19's, for fast_free_0.19, "
+                                   "not list"));
 }
 
 // --device-memory: the budget is the device less the per-rank state and the reserve; every

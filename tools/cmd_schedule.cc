@@ -25,6 +25,10 @@ constexpr FlagSpec kFlags[] = {
     {"max-inflight", 0, "N",
      "lookahead: at most N allgathers issued ahead of the compute that\n"
      "needs them (default: no cap besides memory)"},
+    {"gathered-budget", 0, "SIZE",
+     "fast_free_0.19: DeepSpeed 0.19's scheduler memory budget, the\n"
+     "gathered parameters resident at once (SchedulerMemoryBudget's\n"
+     "max_gathered_bytes; 0 is a budget: the least overage each round)"},
     {"explain", 0, "",
      "lookahead: print every candidate it considered (k, reduce-scatter\n"
      "bucket cap, residents, simulated peak and step, verdict)"},
@@ -65,6 +69,13 @@ std::string ReadSchedulerFlags(Invocation& in, SchedulerOptions* o) {
   if (in.Has("explain") && !(*e)->explains) {
     in.AddUsageError(absl::StrCat("--explain: ", algorithm, " makes no choices to explain"));
   }
+  if (in.Has("gathered-budget") && algorithm != "fast_free_0.19") {
+    in.AddUsageError(
+        absl::StrCat("--gathered-budget is DeepSpeed 0.19's, for fast_free_0.19, "
+                     "not ",
+                     algorithm));
+  }
+  if (std::optional<int64_t> b = in.Size("gathered-budget")) o->gathered_budget_bytes = *b;
   if (in.Has("max-inflight")) o->lookahead.max_in_flight = in.Int("max-inflight", 0, INT_MAX, 0);
   o->collectives = ReadCollectiveFlags(in);
   return algorithm;

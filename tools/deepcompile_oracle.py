@@ -9,9 +9,12 @@ Per model: the AOT forward and backward that torch 2.x gives (overlap_export --a
 annotated (`overlap annotate`: each node's device_time and tensor_size, which DeepSpeed's
 profiler would measure), the dc.* ops inserted (`overlap schedule --insert-only`); then the
 same graph ordered by DeepSpeed's functions (deepspeed/compile/list_schedule.py, called as
-its passes call them, without a memory budget) and by `overlap schedule --algorithm`
-(fast_free_0.19 for fast_free_schedule, simple_prefetch for simple_prefetch). The two
-orders must be equal node for node.
+its passes call them) and by `overlap schedule --algorithm` (fast_free_0.19 for
+fast_free_schedule, simple_prefetch for simple_prefetch). fast_free runs without a memory
+budget and under DeepSpeed's SchedulerMemoryBudget at a half and an eighth of the graph's
+largest possible gathered residency (max_possible_gathered_bytes) and at 0 (no list fits:
+each round takes the least overage), ours with --gathered-budget at the same bytes. The
+two orders must be equal node for node.
 
 DeepSpeed's dc ops are a C++ extension built for a GPU; its schedulers only compare node
 targets with them, so this script declares the same schemas (deepspeed/ops/csrc/compile/
@@ -131,23 +134,36 @@ def fx_graph(doc):
     return graph
 
 
-def deepspeed_order(inserted_path, algorithm):
-    """DeepSpeed's order of the inserted graph, node names, the output last."""
+def budgets(inserted_path):
+    """The gathered-memory budgets fast_free is compared at: DeepSpeed's bound on the
+    graph's gathered residency, halved and divided by eight, and 0."""
+    from deepspeed.compile import list_schedule
+    most = list_schedule.max_possible_gathered_bytes(fx_graph(json.load(open(inserted_path))))
+    return [most // 2, most // 8, 0]
+
+
+def deepspeed_order(inserted_path, algorithm, budget=None):
+    """DeepSpeed's order of the inserted graph, node names, the output last; fast_free
+    under SchedulerMemoryBudget(budget) when `budget` is not None."""
     from deepspeed.compile import list_schedule, util
     util.get_deepcompile_handle = lambda: None  # the ops are declared: nothing to build
     graph = fx_graph(json.load(open(inserted_path)))
     output_size = 0
     if algorithm == "fast_free":
-        out = list_schedule.fast_free_schedule(graph, 0, output_size, False)
+        limit = None if budget is None else list_schedule.SchedulerMemoryBudget(
+            max_gathered_bytes=budget, source="deepcompile_oracle")
+        out = list_schedule.fast_free_schedule(graph, 0, output_size, False,
+                                               scheduler_budget=limit)
     else:
         out = list_schedule.simple_prefetch(graph, 0, output_size, False)
     return [graph.original_names.get(n.name, n.name) for n in out.nodes]
 
 
-def overlap_order(overlap, inserted_path, algorithm, backward, work):
+def overlap_order(overlap, inserted_path, algorithm, backward, work, budget=None):
     out = os.path.join(work, f"ours.{algorithm}.json")
     subprocess.run([overlap, "schedule", inserted_path, "--algorithm", algorithm, "-o", out]
-                   + (["--backward"] if backward else []),
+                   + (["--backward"] if backward else [])
+                   + ([] if budget is None else ["--gathered-budget", str(budget)]),
                    check=True, capture_output=True, text=True)
     return [n["name"] for n in json.load(open(out))["nodes"]]
 
@@ -234,11 +250,18 @@ def main():
                     compared += 1
                     differ += not check_overlap_pass(name, which, inserted)
                     continue
+                cases = []
                 for algorithm in a.algorithms.split(","):
+                    cases.append((algorithm, None))
+                    if algorithm == "fast_free":
+                        cases += [(algorithm, b) for b in budgets(inserted)]
+                for algorithm, budget in cases:
                     compared += 1
-                    theirs = deepspeed_order(inserted, algorithm)
+                    theirs = deepspeed_order(inserted, algorithm, budget)
                     ours = overlap_order(overlap, inserted, OURS[algorithm],
-                                         which == "backward", work)
+                                         which == "backward", work, budget)
+                    if budget is not None:
+                        algorithm = f"{algorithm} (budget {budget:,} B)"
                     # DeepSpeed's simple_prefetch can leave a reduce_grad (used by no one)
                     # after the output node; a graph file's output comes last (docs/format.md),
                     # so the orders are compared without it.

@@ -324,7 +324,8 @@ grep -Eq '\{"\$float": ?"-inf"\}' "$out/neginf.forward.json" || fail "-inf not w
 # the executor against torch: weight norm (fc1 by rows, ATen's fused pair; fc2 by the whole
 # weight), label smoothing against class probabilities (its backward reads constants of its
 # own, passed through the forward), a model casting its input to float32 (its float64 copy
-# fails: a one-line note, no ref64/, compare's first clause). name | kwargs | input | loss
+# computes the cast ops in float64, with a one-line note, so that ours in float64 matches
+# torch's float64 exactly as for any model). name | kwargs | input | loss
 # (label smoothing's model returns its loss: the exporter's is its sum).
 tiny=overlap_export.testing.tiny_models
 for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
@@ -340,8 +341,16 @@ for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
   "$py" -m overlap_export.compare "$out/$name.forward.json" "$out/$name.safetensors" \
     "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
 done
-grep -q "float64 copy fails" "$out/float32_inside.err" ||
+grep -q "the model asks for float32 (or float16 / bfloat16) results inside" \
+  "$out/float32_inside.err" ||
   fail "float32_inside: no note on the float64 reference: $(cat "$out/float32_inside.err")"
+"$overlap" exec "$out/float32_inside.forward.json" --double \
+  --backward-graph "$out/float32_inside.backward.json" --weights "$out/float32_inside.safetensors" \
+  --save "$out/float32_inside.out64.safetensors" >"$out/exec.log" ||
+  fail "float32_inside: exec --double: $(tail -3 "$out/exec.log")"
+"$py" -m overlap_export.compare "$out/float32_inside.forward.json" \
+  "$out/float32_inside.safetensors" "$out/float32_inside.out64.safetensors" --float64 \
+  --tolerance 1e-12 || fail "float32_inside: float64 differs from torch's float64"
 # Convolutions of 1 and 3 spatial dimensions and mixed dtypes (tiny_models.py): every file of
 # both exports passes `inspect --shapes` (the dtypes torch states are graph/type_promotion.h's:
 # a bool mask's sum int64, float32 * bool float32, an integer true division float32); the

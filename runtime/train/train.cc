@@ -59,8 +59,8 @@ absl::Status CheckWeights(const Graph& forward, const TensorMap& weights) {
     if (forward.FindParam(name) >= 0) continue;  // a parameter the graph does not read
     const bool aside = key == "target" || absl::StartsWith(key, "batch/") ||
                        absl::StartsWith(key, "ref/") || absl::StartsWith(key, "ref64/") ||
-                       absl::StartsWith(key, "buffer/") || absl::StartsWith(key, "constant/") ||
-                       absl::StartsWith(key, "input/");
+                       absl::StartsWith(key, "ref64p/") || absl::StartsWith(key, "buffer/") ||
+                       absl::StartsWith(key, "constant/") || absl::StartsWith(key, "input/");
     if (aside) continue;
     if (absl::ConsumePrefix(&name, "random/")) {  // torch's draw of a random op (exec)
       const NodeId node = forward.FindNode(name);

@@ -40,8 +40,8 @@ std::string ParamNameOf(const Node& placeholder);
 //   - every tensor is accounted for: it binds a placeholder, names a parameter-table row
 //     (bare or after "param/": a parameter the graph does not read), or lies where the
 //     exporter's files keep what is not a weight (docs/interop.md: "batch/", "ref/",
-//     "ref64/", "buffer/", "constant/", "input/", "target"); otherwise InvalidArgument naming
-//     its key (a misspelt parameter, a file for another model).
+//     "ref64/", "ref64p/", "buffer/", "constant/", "input/", "target"); otherwise
+//     InvalidArgument naming its key (a misspelt parameter, a file for another model).
 // Shapes and dtypes are checked where the tensors are bound. O((placeholders + tensors) log
 // tensors).
 absl::Status CheckWeights(const Graph& forward, const TensorMap& weights);

@@ -139,8 +139,8 @@ TEST(TrainTest, WeightsThatAreNoParameterOrInputAreRefusedNamingTheKey) {
   absl::StatusOr<Trainer> t = Trainer::Create("mlp", Preset::kTiny, TrainOptions{});
   ASSERT_TRUE(t.ok()) << t.status();
   const Tensor& any = t->params().begin()->second;
-  for (const std::string aside : {"ref/loss", "ref64/grad/x", "batch/0/input/0", "target",
-                                  "input/3", "buffer/bn.running_mean", "constant/c0"}) {
+  for (const std::string aside : {"ref/loss", "ref64/grad/x", "ref64p/grad/x", "batch/0/input/0",
+                                  "target", "input/3", "buffer/bn.running_mean", "constant/c0"}) {
     TrainOptions o;
     o.initial_params = t->params();
     (*o.initial_params)[aside] = any;

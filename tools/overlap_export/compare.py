@@ -20,6 +20,11 @@ float64 result than ten times torch's own float32 error:
   --losses the `step k loss x` lines of LOG against `ref/loss/<k-1>`.
 With --float64, torch's float64 numbers (ref64/) are the reference, for a run of ours in
 float64 (`exec --double`, `train --double`): round-off gone, a wrong kernel still fails.
+There a tensor further than T also passes when it is no further from torch's float64
+result than ten times torch's own float64 spread: how far that result moves when the
+inputs are nudged by about nine rounding units (ref64p/, the exporter's second float64
+run): the yardstick for a result that round-off alone moves far (AdamW's update of a
+gradient that cancels to almost nothing).
 Prints one line per tensor that fails and a summary; exits 1 when any fails or is missing,
 or when a file is missing, unreadable or malformed (one line naming it); 2 on bad usage.
 """
@@ -178,19 +183,22 @@ def _pairs(a):
                 name = k[len(prefix):]
                 r, g, s0 = ref[k], got.get(name_of(name)), ref.get(start + name)
                 r64 = ref.get("ref64/" + k[len("ref/"):])
+                rp = ref.get("ref64p/" + k[len("ref/"):]) if a.float64 else None
                 if s0 is None or g is None or np.shape(g) != np.shape(r):
-                    deltas[name] = (r, g, None)  # compared as values (missing ones reported)
+                    deltas[name] = (r, g, None, None)  # compared as values (missing reported)
                     continue
                 s0 = np.asarray(s0, dtype=np.float64)
                 deltas[name] = (np.asarray(r, dtype=np.float64) - s0,
                                 np.asarray(g, dtype=np.float64) - s0,
                                 None if r64 is None or np.shape(r64) != np.shape(r) else
-                                np.asarray(r64, dtype=np.float64) - s0)
+                                np.asarray(r64, dtype=np.float64) - s0,
+                                None if rp is None or np.shape(rp) != np.shape(r) else
+                                np.asarray(rp, dtype=np.float64) - s0)
             largest = max([float(np.nanmax(np.abs(d[0]))) for d in deltas.values()
                            if d[0] is not None and np.size(d[0]) and
                            not np.isnan(d[0]).all()] + [0.0])
-            for name, (r, g, r64) in deltas.items():
-                pairs.append((name_of(name) + " (change)", r, g, r64, largest))
+            for name, (r, g, r64, rp) in deltas.items():
+                pairs.append((name_of(name) + " (change)", r, g, r64, largest, rp))
         if a.losses:
             steps = _loss_lines(a.losses)
             steps_of = {}
@@ -203,17 +211,21 @@ def _pairs(a):
                 value = steps.get(k + 1)
                 pairs.append((f"loss at step {k + 1}", ref[steps_of[k]],
                               None if value is None else np.array(value),
-                              ref.get(f"ref64/loss/{k}")))
+                              ref.get(f"ref64/loss/{k}"), None,
+                              ref.get(f"ref64p/loss/{k}") if a.float64 else None))
     else:
         loss_node = _read_graph(a.files[0])
         ref, got = _as_float64(read(a.files[1]), a.files[1], a.float64), read(a.files[2])
         grads = [k for k in sorted(ref) if k.startswith("ref/grad/")]
         largest = max([float(np.nanmax(np.abs(ref[k]))) for k in grads
                        if ref[k].size and not np.isnan(ref[k]).all()] + [0.0])
-        pairs = [("loss", ref.get("ref/loss"), got.get(loss_node), ref.get("ref64/loss"), None)]
+        spread = (lambda key: ref.get("ref64p/" + key)) if a.float64 else (lambda key: None)
+        pairs = [("loss", ref.get("ref/loss"), got.get(loss_node), ref.get("ref64/loss"), None,
+                  spread("loss"))]
         pairs += [(k[len("ref/grad/"):], ref[k], got.get("grad:" + k[len("ref/grad/"):]),
-                   ref.get("ref64/grad/" + k[len("ref/grad/"):]), largest) for k in grads]
-    return [p if len(p) == 5 else p + (None,) * (5 - len(p)) for p in pairs]
+                   ref.get("ref64/grad/" + k[len("ref/grad/"):]), largest,
+                   spread(k[len("ref/"):])) for k in grads]
+    return [p if len(p) == 6 else p + (None,) * (6 - len(p)) for p in pairs]
 
 
 def _as_float64(ref, path, wanted):
@@ -234,8 +246,8 @@ def _compare(pairs, tolerance):
     if not pairs:
         print("compare: no reference tensors to compare")
         return 1
-    bad, worst, worst_name, by_float64 = 0, 0.0, "", 0
-    for name, r, g, r64, scale in pairs:
+    bad, worst, worst_name, by_float64, by_spread = 0, 0.0, "", 0, 0
+    for name, r, g, r64, scale, nudged in pairs:
         if g is None or r is None:
             print(f"compare: {name}: missing ({'ours' if g is None else 'torch'})")
             bad += 1
@@ -269,6 +281,19 @@ def _compare(pairs, tolerance):
                 print(f"compare: {name}: {err:.3g} off, but torch's float32 is "
                       f"itself {torch_err:.3g} from float64, ours {ours_err:.3g}: passes")
                 continue
+        if not err <= tolerance and nudged is not None and np.size(nudged) == r.size:
+            # A result float64 round-off alone moves far (AdamW's update of a gradient
+            # that a batch norm over two values cancels to almost nothing): torch against
+            # itself on inputs nudged by ~9 rounding units is the yardstick.
+            nudged = np.asarray(nudged, dtype=np.float64).reshape(r.shape)
+            torch_spread = float(np.abs(nudged - r).max()) if r.size else 0.0
+            ours_off = float(np.abs(g - r).max()) if r.size else 0.0
+            if ours_off <= 10 * torch_spread:
+                by_spread += 1
+                print(f"compare: {name}: {err:.3g} off, but torch's float64 moves it "
+                      f"{torch_spread:.3g} when its inputs move by a rounding, ours "
+                      f"{ours_off:.3g}: passes")
+                continue
         if err > worst:
             worst, worst_name = err, name
         if not err <= tolerance:
@@ -276,6 +301,7 @@ def _compare(pairs, tolerance):
                   f" = {err:.3g} > {tolerance:g}")
             bad += 1
     extra = f"; {by_float64} by the float64 rule" if by_float64 else ""
+    extra += f"; {by_spread} by float64's spread" if by_spread else ""
     print(f"compare: {len(pairs) - bad} of {len(pairs)} tensors within {tolerance:g} "
           f"(worst {worst:.3g}: {worst_name}{extra})")
     return 1 if bad else 0

@@ -12,6 +12,7 @@ import operator
 import torch
 import torch.fx
 import torch.utils._pytree
+import torch.utils._python_dispatch
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from . import graph_json
@@ -1080,8 +1081,10 @@ def reference(model, inputs, loss, target, drawn=None):
     """torch's own numbers on the same inputs: ref/output, ref/loss, ref/grad/<name> per
     trainable storage (its first name), in the model's current mode; and ref64/loss,
     ref64/grad/<name> from a float64 copy of the model on float64 copies of the floating
-    inputs (compare's rule: a tensor where torch's float32 is itself far from float64),
-    unless that copy fails (float64_fails). `drawn` (export_aot's reference of a pair with
+    inputs (compare's rule: a tensor where torch's float32 is itself far from float64), and
+    ref64p/loss, ref64p/grad/<name> from the same float64 run on inputs nudged by a relative
+    NUDGE (how far float64 round-off alone moves each result), unless that copy fails
+    (float64_fails). `drawn` (export_aot's reference of a pair with
     random ops) replaces ref/loss and ref/grad/: an eager run would draw other masks, so
     torch's figures are the AOT pair's own run on the masks written as random/<node>; no
     float64 reference then (its run would draw others again)."""
@@ -1096,13 +1099,27 @@ def reference(model, inputs, loss, target, drawn=None):
         return ref
     if loss != "none":
         try:
-            ref64 = _reference(_float64(copy_model(model)), [_float64(x) for x in inputs],
-                               loss, _float64(target), "ref64")
+            wide, nudged = _float64(copy_model(model)), _float64(copy_model(model))
+            with float64_throughout("reference"):
+                ref64 = _reference(wide, [_float64(x) for x in inputs], loss, _float64(target),
+                                   "ref64")
+                ref64.update(_reference(nudged, [_nudged(_float64(x)) for x in inputs], loss,
+                                        _float64(target), "ref64p"))
         except ExportError as e:
             float64_fails(e)
             return ref
-        ref.update({k: v for k, v in ref64.items() if k != "ref64/output"})
+        ref.update({k: v for k, v in ref64.items() if k not in ("ref64/output", "ref64p/output")})
     return ref
+
+
+# The relative nudge of ref64p/'s inputs: about nine float64 rounding units, so the spread
+# between ref64/ and ref64p/ is what float64 round-off alone does to a result of the model.
+NUDGE = 1e-15
+
+
+def _nudged(x):
+    """A floating tensor times (1 + NUDGE); any other tensor and None as they are."""
+    return x * (1 + NUDGE) if x is not None and x.is_floating_point() else x
 
 
 def _float64(x):
@@ -1111,6 +1128,59 @@ def _float64(x):
     if isinstance(x, torch.nn.Module):
         return x.double()
     return x.double() if x is not None and x.is_floating_point() else x
+
+
+_NARROW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_NARROWED_NOTED = []  # float64_throughout's note, once a process
+
+
+class _Float64Throughout(torch.utils._python_dispatch.TorchDispatchMode):
+    """Every ATen op of a float64 reference run computes in float64: a requested float32,
+    float16 or bfloat16 result dtype (`x.float()`, `.to(torch.float32)`, a factory's dtype=)
+    becomes float64, and a narrow floating tensor met as an operand of an op that does not
+    write to it (a float32 constant the model keeps outside its buffers) is read as float64.
+    Without it a model that upcasts by `x.float()` (Gemma's and Llama's RMS norms, their
+    rotary tables) runs those parts in float32 inside its "float64" copy, and the float64
+    clause judges float32 round-off against float64. overlap's float64 runs (`exec
+    --double`, `train --double`) make the same substitution, so both sides compute the same
+    thing. `narrowed` counts the ops that asked for a narrow dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.narrowed = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") in _NARROW_FLOATS:
+            kwargs["dtype"] = torch.float64
+            self.narrowed += 1
+        if not func._schema.is_mutable:
+            def widen(x):
+                if isinstance(x, torch.Tensor) and x.dtype in _NARROW_FLOATS:
+                    return x.to(torch.float64)
+                return x
+            args, kwargs = torch.utils._pytree.tree_map(widen, (args, kwargs))
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def float64_throughout(what):
+    """The float64 reference run of `what` (a phrase for the note) under _Float64Throughout
+    and float64 as torch's default dtype; notes once when the model asked for a narrow
+    dtype (once a process)."""
+    default = torch.get_default_dtype()
+    mode = _Float64Throughout()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with mode:
+            yield
+    finally:
+        torch.set_default_dtype(default)
+    if mode.narrowed and not _NARROWED_NOTED:
+        _NARROWED_NOTED.append(what)
+        note(f"{what}: the model asks for float32 (or float16 / bfloat16) results inside "
+             f"({mode.narrowed} ops, e.g. `x.float()`); its float64 reference computes them in "
+             "float64, as overlap's float64 runs do")
 
 
 def float64_fails(e):
@@ -1156,7 +1226,9 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     ref/param/<name> and ref/buffer/<name> (after the last step); and ref64/loss/<k>,
     ref64/param/<name>, ref64/buffer/<name> from the same training of a float64 copy of the
     model on float64 copies of the same batches (compare's float64 clause: float32 round-off
-    amplified over the steps), left out (float64_fails) when the float64 copy fails. The
+    amplified over the steps), and ref64p/ from that float64 training on inputs nudged by a
+    relative NUDGE (compare's float64 spread: what float64 round-off alone moves), both left
+    out (float64_fails) when the float64 copy fails. The
     model is trained in place: pass a copy."""
     if loss in ("none",):
         raise ExportError("train", "training needs a loss (--loss sum, mse or ce)")
@@ -1167,7 +1239,7 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
         out[f"param/{n}"] = p.detach().clone()
     for n, b in model.named_buffers():
         out[f"buffer/{n}"] = b.detach().clone()
-    wide = _float64(copy_model(model))
+    wide, nudged = _float64(copy_model(model)), _float64(copy_model(model))
     batches = []
 
     def draw(k):  # drawn as the step comes: the target's forward sees the trained model
@@ -1187,18 +1259,24 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
         out[f"ref/buffer/{n}"] = b.detach().clone()
 
     try:
-        wide_losses = _train_steps(wide, lambda k: ([_float64(x) for x in batches[k][0]],
-                                                    _float64(batches[k][1])),
-                                   steps, loss, optimizer, ranks)
+        with float64_throughout("training reference"):
+            wide_losses = _train_steps(wide, lambda k: ([_float64(x) for x in batches[k][0]],
+                                                        _float64(batches[k][1])),
+                                       steps, loss, optimizer, ranks)
+            nudged_losses = _train_steps(
+                nudged, lambda k: ([_nudged(_float64(x)) for x in batches[k][0]],
+                                   _float64(batches[k][1])), steps, loss, optimizer, ranks)
     except ExportError as e:
         float64_fails(e)
         return out
-    for k, total in enumerate(wide_losses):
-        out[f"ref64/loss/{k}"] = total
-    for n, p in wide.named_parameters():
-        out[f"ref64/param/{n}"] = p.detach().clone()
-    for n, b in wide.named_buffers():
-        out[f"ref64/buffer/{n}"] = b.detach().clone()
+    for prefix, trained, losses in (("ref64", wide, wide_losses),
+                                    ("ref64p", nudged, nudged_losses)):
+        for k, total in enumerate(losses):
+            out[f"{prefix}/loss/{k}"] = total
+        for n, p in trained.named_parameters():
+            out[f"{prefix}/param/{n}"] = p.detach().clone()
+        for n, b in trained.named_buffers():
+            out[f"{prefix}/buffer/{n}"] = b.detach().clone()
     return out
 
 

@@ -33,6 +33,8 @@ import sys
 import tempfile
 import unittest
 
+import numpy as np
+
 TOOLS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = "overlap_export.testing.tiny_models"
 TINY = MODELS + ":tiny"
@@ -277,26 +279,55 @@ class StretchTest(Base):
         bw_out = next(n for n in bw["nodes"] if n["op"] == "output")["args"][0]
         self.assertEqual(len(bw_out), len([n for n in fw["nodes"] if n["op"] == "placeholder"]))
 
-    def test_float32_inside(self):
-        # The float64 copy fails where the model casts to float32: a note, no ref64/, and
-        # the rest written.
-        r = export([MODELS + ":float32_inside", "--input", "4x4", "--aot", "--loss", "mse",
+    def export_references(self, model):
+        """Exports tiny_models' `model` with --reference and two steps of --train-data (w.
+        and t.safetensors); asserts it exits 0 without a traceback."""
+        r = export([MODELS + ":" + model, "--input", "4x4", "--aot", "--loss", "mse",
                     "-o", "m", "--weights", "w.safetensors", "--reference",
                     "--train-data", "t.safetensors", "--train-steps", "2"], self.dir)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("Traceback", r.stderr)
+        return r
+
+    def test_float32_inside(self):
+        # The model casts to float32 (`x.float()`) inside: its float64 copy computes those
+        # ops in float64 (as `exec --double` does), says so once, and writes ref64/ and the
+        # nudged run's ref64p/ in float64. Without the substitution the copy's first layer
+        # would meet a float32 input against float64 weights and fail.
+        r = self.export_references("float32_inside")
         notes = lines(r.stderr)
+        self.assertEqual(len(notes), 1, r.stderr)
+        self.assertIn("reference: the model asks for float32 (or float16 / bfloat16) results "
+                      "inside", notes[0])
+        self.assertIn("its float64 reference computes them in float64", notes[0])
+        from overlap_export import compare as cmp
+        for f, key in (("w.safetensors", "loss"), ("t.safetensors", "loss/1")):
+            ref = cmp.read(self.path(f))
+            for prefix in ("ref", "ref64", "ref64p"):
+                self.assertIn(f"{prefix}/{key}", ref, f)
+            self.assertEqual(ref[f"ref64/{key}"].dtype, np.float64, f)
+            self.assertEqual(ref[f"ref/{key}"].dtype, np.float32, f)
+            # float64 and float32 agree to float32's rounding, and the nudge moves the
+            # float64 loss by about its own size (1e-15 relative), not float32's.
+            wide, nudged = float(ref[f"ref64/{key}"]), float(ref[f"ref64p/{key}"])
+            self.assertAlmostEqual(float(ref[f"ref/{key}"]) / wide, 1.0, delta=1e-5)
+            self.assertLess(abs(nudged - wide), 1e-12 * abs(wide), f)
+
+
+    def test_float64_copy_fails(self):
+        # A model that refuses float64 inputs: a note naming the construct, no ref64/ (nor
+        # ref64p/), and the rest written.
+        r = self.export_references("float32_only")
+        notes = [n for n in lines(r.stderr) if "float64" in n]  # fx's trace notes aside
         self.assertEqual([n.split(":")[1].strip() for n in notes], ["reference", "train"],
                          r.stderr)
         for note in notes:
             self.assertIn("the model's float64 copy fails, so no float64 reference (ref64/) "
                           "is written", note)
-            self.assertIn("model.fc1 (Linear.forward): RuntimeError: mat1 and mat2 must have "
-                          "the same dtype", note)
-            self.assertIn("`return self.fc2(torch.relu(self.fc1(x.float())))`", note)
+            self.assertIn("TypeError: Float32Only takes float32 inputs, not torch.float64", note)
         for f in ("w.safetensors", "t.safetensors"):
             keys = _safetensors_keys(self.path(f))
-            self.assertFalse([k for k in keys if k.startswith("ref64/")], f)
+            self.assertFalse([k for k in keys if k.startswith(("ref64/", "ref64p/"))], f)
             self.assertTrue([k for k in keys if k.startswith("ref/")], f)
 
 
@@ -683,6 +714,49 @@ class CompareTest(Base):
                 self.assertOneLineError(r, 1, f"compare: {name}:")
         r = compare(["--trained", "w.safetensors"], self.dir)
         self.assertUsageError(r, "--trained takes DATA OUT")
+
+
+class SpreadTest(Base):
+    """compare --float64's spread clause: a tensor further than the tolerance from torch's
+    float64 result passes when it is within ten times torch's own float64 spread (ref64p/,
+    the run on nudged inputs), and fails without ref64p/ or beyond ten times it."""
+
+    def write(self, name, tensors):
+        import torch
+        from overlap_export import safetensors
+        with open(self.path(name), "wb") as f:
+            f.write(safetensors.to_bytes({k: torch.tensor(v, dtype=torch.float64)
+                                          for k, v in tensors.items()}))
+
+    def run_case(self, ours_w, nudged_w):
+        data = {"param/v": [0.0, 0.0], "param/w": [0.0, 0.0],
+                "ref/param/v": [1.0, -1.0], "ref/param/w": [1e-3, 0.0],
+                "ref64/param/v": [1.0, -1.0], "ref64/param/w": [1e-3, 0.0]}
+        if nudged_w is not None:
+            data.update({"ref64p/param/v": [1.0, -1.0], "ref64p/param/w": [nudged_w, 0.0]})
+        self.write("d.safetensors", data)
+        self.write("o.safetensors", {"v": [1.0, -1.0], "w": [ours_w, 0.0]})
+        return compare(["--trained", "d.safetensors", "o.safetensors", "--float64",
+                        "--tolerance", "1e-6"], self.dir)
+
+    def test_within_ten_spreads_passes(self):
+        r = self.run_case(1e-3 + 5e-6, 1e-3 + 1e-6)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("compare: w (change): 5e-06 off, but torch's float64 moves it 1e-06 "
+                      "when its inputs move by a rounding", r.stdout)
+        self.assertIn("2 of 2 tensors within 1e-06", r.stdout)
+        self.assertIn("1 by float64's spread", r.stdout)
+
+    def test_beyond_ten_spreads_fails(self):
+        r = self.run_case(1e-3 + 2e-5, 1e-3 + 1e-6)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("compare: w (change): max|a-b| / the model-wide scale = 2e-05 > 1e-06",
+                      r.stdout)
+
+    def test_without_the_nudged_run_fails(self):
+        r = self.run_case(1e-3 + 5e-6, None)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("1 of 2 tensors within 1e-06", r.stdout)
 
 
 def _safetensors_keys(path):

@@ -253,8 +253,8 @@ def item_scale():
 
 class Float32Inside(Tiny):
     """Casts its input to float32 (`x.float()`) before its layers, as mixed-precision code
-    does: in the model's float64 copy (its parameters float64) the first layer meets a
-    float32 input. Inputs Nx4."""
+    does: in the model's float64 copy (its parameters float64) the first layer would meet a
+    float32 input, but for the exporter's float64 substitution. Inputs Nx4."""
 
     def forward(self, x):
         return self.fc2(torch.relu(self.fc1(x.float())))
@@ -262,6 +262,20 @@ class Float32Inside(Tiny):
 
 def float32_inside():
     return Float32Inside()
+
+
+class Float32Only(Tiny):
+    """Refuses any input dtype but float32, as code written for one precision does: its
+    float64 copy fails. Inputs Nx4."""
+
+    def forward(self, x):
+        if x.dtype != torch.float32:
+            raise TypeError(f"Float32Only takes float32 inputs, not {x.dtype}")
+        return super().forward(x)
+
+
+def float32_only():
+    return Float32Only()
 
 
 class DictOutput(Tiny):
