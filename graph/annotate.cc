@@ -72,6 +72,8 @@ void AddPointwiseKinds(absl::flat_hash_map<std::string, Kind>& m) {
                            "gt",
                            "ge",
                            "logical_not",
+                           "bitwise_not",
+                           "floor_divide",
                            "sign",
                            "dropout",
                            "native_dropout",
@@ -143,7 +145,8 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
                       "select",     "slice",        "narrow",           "getitem", "getattr",
                       "size",       "dim",          "_assert",          "numel",   "stride",
                       "sym_size"});
-    add(Kind::kMatmul, {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm"});
+    add(Kind::kMatmul, {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm", "grouped_mm_fallback",
+                        "grouped_mm_fallback_backward"});
     add(Kind::kConv, {"convolution", "_convolution", "conv1d", "conv2d", "conv3d"});
     add(Kind::kConvBackward, {"convolution_backward"});
     AddPointwiseKinds(*m);
@@ -199,7 +202,7 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
     add(Kind::kMemory, {"upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest2d_backward",
                         "upsample_bilinear2d_backward"});
     add(Kind::kElementwise, {"bernoulli", "logical_and", "logical_or", "logical_xor"});
-    add(Kind::kReduction, {"cumsum", "cumprod"});
+    add(Kind::kReduction, {"cumsum", "cumprod", "histc"});
     add(Kind::kAttention,
         {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
          "scaled_dot_product_attention", "_scaled_dot_product_cudnn_attention",
@@ -209,6 +212,7 @@ const absl::flat_hash_map<std::string, Kind>& OpKinds() {
                                    "_scaled_dot_product_efficient_attention_backward",
                                    "_scaled_dot_product_cudnn_attention_backward"});
     add(Kind::kReduction, {"topk", "sort", "argsort"});
+    add(Kind::kElementwise, {"rsub"});
     return m;
   }();
   return *kinds;
@@ -488,7 +492,13 @@ Estimate EstimateCost(const Graph& g, const Node& n, const std::vector<TensorTyp
       e.bytes = 0;
       break;
     case Kind::kMatmul:
-      e.flops = 2 * outs.numel * MatmulK(g, n, base);
+      if (base == "grouped_mm_fallback_backward") {
+        // The forward's MACs twice (input's and weight's gradients): grad_output x K.
+        std::optional<TensorType> go = ArgType(g, n, 3, "grad_output");
+        e.flops = go ? 4 * Numel(*go) * MatmulK(g, n, base) : 0;
+      } else {
+        e.flops = 2 * outs.numel * MatmulK(g, n, base);
+      }
       break;
     case Kind::kConv: {
       std::optional<TensorType> w =
@@ -572,8 +582,9 @@ std::string BaseOpName(absl::string_view target) {
   absl::ConsumePrefix(&t, "torch.ops.");  // torch.ops.aten.mm.default
   std::vector<absl::string_view> parts = absl::StrSplit(t, '.');
   absl::string_view base;
-  if (parts.size() >= 2 && (parts[0] == "aten" || parts[0] == "prims")) {
-    base = parts[1];  // aten.<op>.<overload>
+  if ((parts.size() >= 2 && (parts[0] == "aten" || parts[0] == "prims")) ||
+      (parts.size() == 3 && FindOpSchema(t) != nullptr)) {
+    base = parts[1];  // aten.<op>.<overload>, or a declared custom op's ns.<op>.<overload>
   } else {
     base = parts.back();  // torch.nn.functional.relu, operator.add, a method name
   }

@@ -480,6 +480,33 @@ constexpr OpDecl kOps[] = {
      /*notes=*/"broadcast, in the promoted dtype; NaN propagates",
      /*backward_of=*/"",
      /*pointwise=*/true},
+    {"aten.pow.Tensor_Tensor", "pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"BLOOM's ALiBi slopes (a base to a tensor of powers)",
+     /*saved=*/"`self`, `exponent`, the result",
+     /*backward=*/"exported graphs carry torch's; the AOT builder has no formula",
+     /*notes=*/
+     "broadcast, in the promoted dtype; integers to integer powers exactly (a negative power "
+     "is an error, as ATen's)",
+     /*backward_of=*/"",
+     /*pointwise=*/true},
+    {"aten.pow.Scalar", "pow.Scalar(Scalar self, Tensor exponent) -> Tensor", DtypeRule::kPromoted,
+     /*used_for=*/"positional tables (a number base to a tensor of powers: XCiT's)",
+     /*saved=*/"the result",
+     /*backward=*/"exported graphs carry torch's; the AOT builder has no formula",
+     /*notes=*/"broadcast, in result_type(self, exponent); integers exactly",
+     /*backward_of=*/"",
+     /*pointwise=*/true},
+    {"aten.floor_divide.default", "floor_divide(Tensor self, Tensor other) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"mixture-of-experts routing: a sorted slot's token (`perm // top_k`)",
+     /*saved=*/"",
+     /*backward=*/"none (an index computation)",
+     /*notes=*/
+     "`div.Tensor_mode` with `rounding_mode='floor'`: rounds toward negative infinity; "
+     "integer division by zero is an error",
+     /*backward_of=*/"",
+     /*pointwise=*/true},
     {"aten.maximum.default", "maximum(Tensor self, Tensor other) -> Tensor", DtypeRule::kPromoted,
      /*used_for=*/"floors taken elementwise",
      /*saved=*/"`self`, `other`",
@@ -875,6 +902,21 @@ constexpr OpDecl kOps[] = {
      /*saved=*/"its result `y`",
      /*backward=*/"`aten.mul.Tensor(g, aten.mul.Scalar(aten.pow.Tensor_Scalar(y, 3), -0.5))`",
      /*notes=*/"",
+     /*backward_of=*/"",
+     /*pointwise=*/true},
+    {"aten.sqrt.default", "sqrt(Tensor self) -> Tensor", DtypeRule::kPromotedFloat,
+     /*used_for=*/"DeBERTa's attention scale; norms written by hand",
+     /*saved=*/"its result `y`",
+     /*backward=*/"exported graphs carry torch's (g / (2 y)); the AOT builder has no formula",
+     /*notes=*/"",
+     /*backward_of=*/"",
+     /*pointwise=*/true},
+    {"aten.rsub.Scalar", "rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+     DtypeRule::kPromoted,
+     /*used_for=*/"`1 - x` (BLOOM's and others' masks and gates)",
+     /*saved=*/"",
+     /*backward=*/"exported graphs carry torch's (-alpha g)",
+     /*notes=*/"other - alpha self, as two elementwise passes",
      /*backward_of=*/"",
      /*pointwise=*/true},
     {"aten.relu.default", "relu(Tensor self) -> Tensor", DtypeRule::kFirstTensor,
@@ -1288,6 +1330,18 @@ constexpr OpDecl kOps[] = {
      "`dim` empty: every dimension. NaN propagates. An empty `self` needs named dimensions of "
      "non-zero size, as in ATen",
      /*backward_of=*/""},
+    {"aten.sort.default",
+     "sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
+     DtypeRule::kFromArgs,
+     /*used_for=*/"mixture-of-experts dispatch (transformers 5: the slots sorted by expert)",
+     /*saved=*/"`indices`",
+     /*backward=*/"exported graphs carry torch's (g scattered back by indices)",
+     /*notes=*/
+     "stable: equal elements keep their order (NaN above every number); torch's CPU sort is "
+     "not stable, so the indices of ties may differ from torch's (the values do not; "
+     "transformers' MoE restores the order by the inverse permutation, so its results do "
+     "not depend on it); `indices` int64",
+     /*backward_of=*/""},
     {"aten.argsort.default", "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"MoE token dispatch",
@@ -1412,6 +1466,43 @@ constexpr OpDecl kOps[] = {
      "aten.select.int(g, dim, index)`",
      /*notes=*/"src has self.select(dim, index)'s shape; a negative index counts from the end",
      /*backward_of=*/""},
+    {"aten.histc.default", "histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/
+     "mixture-of-experts routing (transformers 5): tokens per expert, before the grouped "
+     "products' offsets",
+     /*saved=*/"",
+     /*backward=*/"none (counts)",
+     /*notes=*/
+     "floating self (ATen's CPU kernel has no integer one); `bins` equal bins over [min, "
+     "max], the data's own range when min == max (widened by 1 each way when that is one "
+     "value too); elements outside and NaN are not counted; an element x lands in bin "
+     "floor((x - min) * bins / (max - min)), max itself in the last, as ATen computes it",
+     /*backward_of=*/""},
+    {"transformers.grouped_mm_fallback.default",
+     "transformers::grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/
+     "transformers 5's mixture-of-experts experts (Mixtral, Qwen2-MoE and the rest) where "
+     "torch's grouped GEMM does not apply (float32, the CPU): one custom op over every expert",
+     /*saved=*/"`input`, `weight`, `offs`",
+     /*backward=*/"`transformers.grouped_mm_fallback_backward.default(input, weight, offs, g)`",
+     /*notes=*/
+     "input [S, K] (rows sorted by expert), weight [E, K, N], offs [E] integer, cumulative "
+     "rows per expert: rows [offs[i-1], offs[i]) times weight[i]; rows past offs[E-1] are "
+     "zero; offsets that fall or leave [0, S] are an error naming the expert",
+     /*backward_of=*/""},
+    {"transformers.grouped_mm_fallback_backward.default",
+     "transformers::grouped_mm_fallback_backward(Tensor input, Tensor weight, Tensor offs, "
+     "Tensor grad_output) -> (Tensor, Tensor)",
+     DtypeRule::kFirstTensor,
+     /*used_for=*/"the backward of `transformers::grouped_mm_fallback`",
+     /*saved=*/"",
+     /*backward=*/"",
+     /*notes=*/
+     "(grad_input [S, K], grad_weight [E, K, N]): each expert's rows of grad_output times "
+     "weight[i] transposed, and its rows of input transposed times them; zero elsewhere",
+     /*backward_of=*/"`transformers::grouped_mm_fallback`"},
     {"aten.cumsum.default", "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
      DtypeRule::kFromArgs,
      /*used_for=*/"exported graphs: running sums; embedding_bag's backward (offsets to bags)",
@@ -1962,12 +2053,19 @@ absl::StatusOr<OpSchema> ParseOpSchema(absl::string_view target, absl::string_vi
   if (open == absl::string_view::npos || arrow == absl::string_view::npos || arrow < open) {
     return ParseError(target, "not of the form name(args) -> results");
   }
-  const absl::string_view name = signature.substr(0, open);
+  absl::string_view name = signature.substr(0, open);
+  // A custom op's schema names its namespace ("transformers::grouped_mm_fallback(...)");
+  // ATen's do not.
+  absl::string_view ns = "aten";
+  if (const size_t colons = name.find("::"); colons != absl::string_view::npos) {
+    ns = name.substr(0, colons);
+    name = name.substr(colons + 2);
+  }
   const size_t dot = name.find('.');
   const std::string expect =
       dot == absl::string_view::npos
-          ? absl::StrCat("aten.", name, ".default")
-          : absl::StrCat("aten.", name.substr(0, dot), ".", name.substr(dot + 1));
+          ? absl::StrCat(ns, ".", name, ".default")
+          : absl::StrCat(ns, ".", name.substr(0, dot), ".", name.substr(dot + 1));
   if (expect != target) {
     return ParseError(target, absl::StrCat("the schema names ", expect));
   }

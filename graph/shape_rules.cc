@@ -326,6 +326,7 @@ Result Binary(const Args& a) {
   const std::string& target = a.node().target();
   const ArithmeticOp op = absl::StartsWith(target, "aten.sub.")    ? ArithmeticOp::kSub
                           : absl::StartsWith(target, "aten.mul.")  ? ArithmeticOp::kMul
+                          : target == "aten.floor_divide.default"  ? ArithmeticOp::kRoundingDivide
                           : !absl::StartsWith(target, "aten.div.") ? ArithmeticOp::kAdd
                           : a.IsNone("rounding_mode")              ? ArithmeticOp::kTrueDivide
                                                                    : ArithmeticOp::kRoundingDivide;
@@ -1227,6 +1228,14 @@ Result Topk(const Args& a) {
   return Types{x, {x.shape, "int64"}};
 }
 
+// sort: (values in self's type, int64 indices), dim in range.
+Result Sort(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t d, a.Int("dim"));
+  OVERLAP_RETURN_IF_ERROR(a.Dim(d, x.shape.size(), "dim").status());
+  return Types{x, {x.shape, "int64"}};
+}
+
 Result Argsort(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
   return One(x.shape, "int64");
@@ -1447,6 +1456,56 @@ Result RepeatInterleave(const Args& a) {
 
 // triu_indices(row, col, offset): [2, count], count the elements of a row x col matrix on
 // and above diagonal `offset`; int64 unless dtype says otherwise.
+// histc: [bins] in self's floating dtype.
+Result Histc(const Args& a) {
+  OVERLAP_ASSIGN_OR_RETURN(TensorType x, a.Tensor("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t bins, a.Int("bins"));
+  if (!IsFloating(x.dtype)) {
+    return a.Error(absl::StrCat("self ", FormatType(x), " is not floating (histc counts floats)"));
+  }
+  if (bins <= 0) return a.Error(absl::StrCat("bins must be > 0, got ", bins));
+  return One({bins}, x.dtype);
+}
+
+// transformers' grouped_mm_fallback (and its backward): input [S, K], weight [E, K, N] of
+// one floating dtype, offs [E] integer.
+absl::Status GroupedMmOperands(const Args& a, TensorType* x, TensorType* w) {
+  OVERLAP_ASSIGN_OR_RETURN(*x, a.Tensor("input"));
+  OVERLAP_ASSIGN_OR_RETURN(*w, a.Tensor("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType offs, a.Tensor("offs"));
+  if (x->shape.size() != 2 || w->shape.size() != 3 || x->shape[1] != w->shape[1]) {
+    return a.Error(absl::StrCat("input ", FormatType(*x), " and weight ", FormatType(*w),
+                                " are not [S, K] and [E, K, N]"));
+  }
+  if (x->dtype != w->dtype || !IsFloating(x->dtype)) {
+    return a.Error(absl::StrCat("input ", FormatType(*x), " and weight ", FormatType(*w),
+                                " must share one floating dtype"));
+  }
+  if (offs.shape.size() != 1 || offs.shape[0] != w->shape[0] ||
+      (offs.dtype != "int32" && offs.dtype != "int64")) {
+    return a.Error(absl::StrCat("offs ", FormatType(offs), " is not [", w->shape[0],
+                                "] int32 or int64 (one offset per expert)"));
+  }
+  return absl::OkStatus();
+}
+
+Result GroupedMm(const Args& a) {
+  TensorType x, w;
+  OVERLAP_RETURN_IF_ERROR(GroupedMmOperands(a, &x, &w));
+  return One({x.shape[0], w.shape[2]}, x.dtype);
+}
+
+Result GroupedMmBackward(const Args& a) {
+  TensorType x, w;
+  OVERLAP_RETURN_IF_ERROR(GroupedMmOperands(a, &x, &w));
+  OVERLAP_ASSIGN_OR_RETURN(TensorType g, a.Tensor("grad_output"));
+  if (g.shape != Shape{x.shape[0], w.shape[2]} || g.dtype != x.dtype) {
+    return a.Error(absl::StrCat("grad_output ", FormatType(g), " is not the forward's [",
+                                x.shape[0], ", ", w.shape[2], "] ", x.dtype));
+  }
+  return Types{x, w};
+}
+
 Result TriuIndices(const Args& a) {
   OVERLAP_ASSIGN_OR_RETURN(int64_t rows, a.Int("row"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t cols, a.Int("col"));
@@ -1985,6 +2044,7 @@ constexpr RuleRow kPointwiseRules[] = {
     {"aten.mul.Tensor", Binary},
     {"aten.div.Tensor", Binary},
     {"aten.div.Tensor_mode", Binary},
+    {"aten.floor_divide.default", Binary},
     {"aten.prelu.default", Prelu},
     {"aten.prelu_backward.default", PreluBackward},
     {"aten._prelu_kernel.default", PreluKernel},
@@ -2008,7 +2068,11 @@ constexpr RuleRow kReductionRules[] = {
     {"aten._log_softmax_backward_data.default", SoftmaxBackward},
     {"aten.topk.default", Topk},
     {"aten.argsort.default", Argsort},
+    {"aten.sort.default", Sort},
     {"aten.cumsum.default", Cumsum},
+    {"aten.histc.default", Histc},
+    {"transformers.grouped_mm_fallback.default", GroupedMm},
+    {"transformers.grouped_mm_fallback_backward.default", GroupedMmBackward},
     {"aten.native_batch_norm.default", BatchNorm},
     {"aten.native_batch_norm_backward.default", BatchNormBackward},
     {"aten.max.dim", MaxDim},

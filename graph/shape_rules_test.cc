@@ -248,7 +248,8 @@ std::string Infer(const std::string& target, const std::string& args,
       {"name": "si", "op": "placeholder", "target": "si", "args": [], "meta": {"shape": [], "dtype": "int64"}},
       {"name": "c3", "op": "placeholder", "target": "c3", "args": [], "meta": {"shape": [3, 8, 8], "dtype": "float32"}},
       {"name": "v4", "op": "placeholder", "target": "v4", "args": [], "meta": {"shape": [2, 4, 6, 6], "dtype": "float64"}},
-      {"name": "w4", "op": "placeholder", "target": "w4", "args": [], "meta": {"shape": [4], "dtype": "float64"}},)";
+      {"name": "w4", "op": "placeholder", "target": "w4", "args": [], "meta": {"shape": [4], "dtype": "float64"}},
+      {"name": "o3", "op": "placeholder", "target": "o3", "args": [], "meta": {"shape": [3], "dtype": "int32"}},)";
   const std::string call =
       absl::StrCat(R"({"name": "y", "op": "call_function", "target": ")", target, R"(", "args": [)",
                    args, "]", kwargs.empty() ? "" : ", \"kwargs\": " + kwargs, "}");
@@ -684,6 +685,27 @@ TEST(ShapeRulesTest, MaxReductionsActivationsAndPixelShuffleFollowATen) {
   EXPECT_THAT(Infer("aten.pixel_shuffle.default", R"("%x", 2)"), HasSubstr("at least 3"));
   EXPECT_THAT(Infer("aten.pixel_unshuffle.default", R"("%v4", 4)"), HasSubstr("divisible by 4"));
   EXPECT_THAT(Infer("aten.pixel_shuffle.default", R"("%v4", 0)"), HasSubstr("positive"));
+}
+
+// Mixture-of-experts (transformers 5): the experts' grouped products, histc's counts, sort;
+// and the other ops unseen families reached.
+TEST(ShapeRulesTest, MixtureOfExpertsOps) {
+  EXPECT_EQ(Infer("transformers.grouped_mm_fallback.default", R"("%x", "%c3", "%o3")"),
+            "[4, 8] float32");
+  EXPECT_EQ(
+      Infer("transformers.grouped_mm_fallback_backward.default", R"("%x", "%c3", "%o3", "%x")"),
+      "[4, 8] float32, [3, 8, 8] float32");
+  EXPECT_THAT(Infer("transformers.grouped_mm_fallback.default", R"("%x", "%c3", "%i")"),
+              HasSubstr("offs [4, 8] int64 is not [3] int32 or int64"));
+  EXPECT_THAT(Infer("transformers.grouped_mm_fallback.default", R"("%d", "%c3", "%o3")"),
+              HasSubstr("are not [S, K] and [E, K, N]"));
+  EXPECT_EQ(Infer("aten.histc.default", R"("%x", 10)"), "[10] float32");
+  EXPECT_THAT(Infer("aten.histc.default", R"("%i", 10)"), HasSubstr("is not floating"));
+  EXPECT_EQ(Infer("aten.sort.default", R"("%x")"), "[4, 8] float32, [4, 8] int64");
+  EXPECT_EQ(Infer("aten.floor_divide.default", R"("%i", 2)"), "[4, 8] int64");
+  EXPECT_EQ(Infer("aten.pow.Tensor_Tensor", R"("%k", "%x")"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.sqrt.default", R"("%i")"), "[4, 8] float32");
+  EXPECT_EQ(Infer("aten.rsub.Scalar", R"("%x", 1)"), "[4, 8] float32");
 }
 
 }  // namespace

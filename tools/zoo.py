@@ -130,6 +130,24 @@ TRANSFORMERS = [(f"hf_{n}", f"{HF_MODULES}:{n}", "{}", shape, what) for n, shape
     ("convnext", HF_IMAGES, "ConvNeXt (transformers'): depthwise 7x7, layer scale"),
     ("clip_text", HF_TOKENS, "CLIP's text tower with its projection"),
     ("clip_vision", HF_IMAGES, "CLIP's vision tower with its projection"),
+    ("opt", HF_TOKENS, "OPT: learned positions offset by 2, ReLU"),
+    ("gpt_neox", HF_TOKENS, "GPT-NeoX: parallel attention and MLP, partial rotary"),
+    ("falcon", HF_TOKENS, "Falcon: multi-query attention, parallel blocks"),
+    ("bloom", HF_TOKENS, "BLOOM: ALiBi position biases, embedding layer norm"),
+    ("mixtral", HF_TOKENS, "Mixtral: mixture of 4 experts, top-2 routing (grouped products)"),
+    ("qwen2_moe", HF_TOKENS, "Qwen2-MoE: routed experts beside a gated shared expert"),
+    ("gemma2", HF_TOKENS, "Gemma 2: logit soft-capping, sandwich norms"),
+    ("olmo", HF_TOKENS, "OLMo: non-parametric layer norm"),
+    ("phi", HF_TOKENS, "Phi-1.5: parallel blocks, partial rotary, GELU"),
+    ("deberta_v2", HF_TOKENS, "DeBERTa-v2 (masked LM): disentangled relative attention"),
+    ("electra", HF_TOKENS, "ELECTRA (masked LM): factorised embeddings"),
+    ("xlm_roberta", HF_TOKENS, "XLM-RoBERTa (masked LM)"),
+    ("mbart", HF_TOKENS, "mBART: encoder-decoder, pre-norm"),
+    ("pegasus", HF_TOKENS, "Pegasus: encoder-decoder, sinusoidal positions"),
+    ("beit", HF_IMAGES, "BEiT: relative position bias, layer scale"),
+    ("dinov2", HF_IMAGES, "DINOv2: interpolated position embeddings, layer scale"),
+    ("segformer", HF_IMAGES, "SegFormer (classification): overlapping patches, reduced "
+                             "attention"),
 ]]
 # timm families at their smallest variants, random weights, 10 classes.
 TIMM = [(f"timm_{n}", "timm:create_model", json.dumps({"model_name": n, "num_classes": 10,
@@ -147,6 +165,13 @@ TIMM = [(f"timm_{n}", "timm:create_model", json.dumps({"model_name": n, "num_cla
             ("levit_128s", "2x3x64x64", {"img_size": 64}),
             ("poolformer_s12", "2x3x64x64", {}),
             ("maxvit_nano_rw_256", "2x3x64x64", {"img_size": 64}),
+            ("efficientvit_b0", "2x3x64x64", {}),
+            ("fastvit_t8", "2x3x64x64", {}),
+            ("ghostnet_100", "2x3x64x64", {}),
+            ("mobilevit_xxs", "2x3x64x64", {}),
+            ("rexnet_100", "2x3x64x64", {}),
+            ("repvgg_a0", "2x3x64x64", {}),
+            ("edgenext_xx_small", "2x3x64x64", {}),
         ]]
 # Export flags beyond the zoo's own, by model.
 # timm's LeViT caches its attention biases (computed from parameters) on its first forward in
@@ -198,7 +223,7 @@ SKIPPED = {
 QUICK = [name for name, *_ in LAYERS] + [
     "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v3_small",
     "efficientnet_b0", "regnet_y_400mf", "googlenet", "swin_t", "hf_llama", "hf_t5",
-    "hf_whisper", "hf_vit", "timm_convnext_atto"]
+    "hf_whisper", "hf_vit", "hf_mixtral", "timm_convnext_atto"]
 
 
 def torchvision_models():

@@ -66,6 +66,7 @@ void WithOp(EwOp op, G&& g) {
     OVERLAP_EW_CASE(kCube)
     OVERLAP_EW_CASE(kPow)
     OVERLAP_EW_CASE(kRsqrt)
+    OVERLAP_EW_CASE(kSqrt)
     OVERLAP_EW_CASE(kRelu)
     OVERLAP_EW_CASE(kSilu)
     OVERLAP_EW_CASE(kGelu)
@@ -423,6 +424,66 @@ Results PowTensorScalar(KernelCall& c) {
   if (p == 2) return Unary(c, x, EwFn1(EwOp::kSquare));
   if (p == 3) return Unary(c, x, EwFn1(EwOp::kCube));
   return Unary(c, x, EwFn1(EwOp::kPow, p));
+}
+
+// `name`'s value as a number operand of result_type; an error naming it otherwise.
+absl::StatusOr<PromotionOperand> NumberOperand(KernelCall& c, absl::string_view name) {
+  const Value* v = c.Arg(name);
+  std::optional<PromotionOperand> n = v != nullptr ? PromotionOperand::Number(*v) : std::nullopt;
+  if (!n) return c.Error(absl::StrCat("argument '", name, "' should be a number"));
+  return *n;
+}
+
+// base ** exponent elementwise (broadcast) in d: integers to integer powers exactly.
+Results PowIn(KernelCall& c, const Tensor& base, const Tensor& exponent, DType d) {
+  if (!IsFloatingPoint(d)) return IntegerArithmetic(c, EwOp::kPow, base, exponent, 0, 1, d);
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, base, d));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor e, Converted(c, exponent, d));
+  return Binary(c, x, e, EwFormula{EwOp::kPow, 0, 0});
+}
+
+// pow(self, exponent) with a tensor exponent: result_type of the two.
+Results PowTensorTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor e, c.TensorArg("exponent"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(x), OperandOf(e)})));
+  return PowIn(c, x, e, d);
+}
+
+// pow(self, exponent) with a number base and a tensor exponent (a positional table's
+// 10000 ** (2 i / d)): result_type of the two, the base as a 0-d tensor broadcast.
+Results PowScalarTensor(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor e, c.TensorArg("exponent"));
+  OVERLAP_ASSIGN_OR_RETURN(PromotionOperand base, NumberOperand(c, "self"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({base, OperandOf(e)})));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor b, c.NewScratch(d, {}));
+  OVERLAP_ASSIGN_OR_RETURN(double v, c.DoubleArg("self"));
+  SetElement(b, 0, v);
+  return PowIn(c, b, e, d);
+}
+
+// rsub(self, other, alpha): other - alpha self, in result_type(self, other); two passes
+// (-alpha self, then + other). An integral alpha for integral results, as sub's.
+Results RsubScalar(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(PromotionOperand y, NumberOperand(c, "other"));
+  OVERLAP_ASSIGN_OR_RETURN(DType d, DecidedDType(c, ResultType({OperandOf(x0), y})));
+  if (const Value* alpha = c.Arg("alpha"); alpha != nullptr) {
+    const absl::Status s = CheckAlpha(DTypeName(d), *alpha);
+    if (!s.ok()) return c.Error(s.message());
+  }
+  if (!IsFloatingPoint(d)) {
+    OVERLAP_ASSIGN_OR_RETURN(int64_t alpha, c.IntArg("alpha"));
+    OVERLAP_ASSIGN_OR_RETURN(int64_t number, c.IntArg("other"));
+    OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> scaled,
+                             IntegerArithmetic(c, EwOp::kMul, x0, std::nullopt, -alpha, 1, d));
+    return IntegerArithmetic(c, EwOp::kAdd, scaled[0], std::nullopt, number, 1, d);
+  }
+  OVERLAP_ASSIGN_OR_RETURN(double alpha, c.DoubleArg("alpha"));
+  OVERLAP_ASSIGN_OR_RETURN(double number, c.DoubleArg("other"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Converted(c, x0, d));
+  OVERLAP_ASSIGN_OR_RETURN(std::vector<Tensor> scaled, Unary(c, x, EwFn1(EwOp::kMul, -alpha)));
+  return Unary(c, scaled[0], EwFn1(EwOp::kAdd, number, 1));
 }
 
 // The kernel of a row of the elementwise table (elementwise_table.h). kUnaryFloat: bool and
@@ -1085,6 +1146,12 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("aten.div.Tensor_mode", DivMode);
   r.Register("aten.div.Tensor", DivMode);  // no rounding_mode: true division
   r.Register("aten.pow.Tensor_Scalar", PowTensorScalar);
+  r.Register("aten.pow.Tensor_Tensor", PowTensorTensor);
+  r.Register("aten.rsub.Scalar", RsubScalar);
+  r.Register("aten.pow.Scalar", PowScalarTensor);
+  r.Register("aten.floor_divide.default", [](KernelCall& c) {
+    return Arithmetic(c, ArithmeticOp::kRoundingDivide, EwOp::kDivFloor);
+  });
   r.Register("aten.hardtanh.default", Hardtanh);
   r.Register("aten.hardtanh_backward.default", HardtanhBackward);
   r.Register("aten.gelu.default", Gelu);

@@ -58,6 +58,7 @@ enum class EwOp : int32_t {
   kLog,                  // ln(a)
   kAbs,                  // |a| (-0 to 0; NaN stays NaN)
   kSgn,                  // -1, 0 or 1 by a's sign; 0 for NaN (ATen's CPU sign)
+  kSqrt,                 // sqrt(a)
 };
 
 // Whether `op` reads b.
@@ -244,6 +245,8 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
       return pow(a, b);
     case EwOp::kRsqrt:
       return T(1) / sqrt(a);
+    case EwOp::kSqrt:
+      return sqrt(a);
     case EwOp::kRelu:
       return a <= T(0) ? T(0) : a;
     case EwOp::kSigmoidBackward:

@@ -10,6 +10,7 @@ absl::Span<const EwRow> ElementwiseRows() {
       {"aten.hardsigmoid.default", EwForm::kUnary, EwOp::kHardsigmoid},
       {"aten.leaky_relu.default", EwForm::kUnary, EwOp::kLeakyRelu, "negative_slope"},
       {"aten.rsqrt.default", EwForm::kUnaryFloat, EwOp::kRsqrt},
+      {"aten.sqrt.default", EwForm::kUnaryFloat, EwOp::kSqrt},
       {"aten.sigmoid.default", EwForm::kUnaryFloat, EwOp::kSigmoid},
       {"aten.tanh.default", EwForm::kUnaryFloat, EwOp::kTanh},
       {"aten.exp.default", EwForm::kUnaryFloat, EwOp::kExp},

@@ -120,7 +120,10 @@ Results TopK(KernelCall& c) {
   });
 }
 
-Results ArgSort(KernelCall& c) {
+// argsort and sort: each line along dim ordered stably (ties by position, NaN above every
+// number); {indices} or, with `values`, {values, indices}. torch's CPU sort is not stable,
+// so the indices of equal elements may differ from its; the values do not.
+Results SortAlong(KernelCall& c, bool values) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x0, c.TensorArg("self"));
   OVERLAP_ASSIGN_OR_RETURN(int64_t dim, c.IntArg("dim"));
   OVERLAP_ASSIGN_OR_RETURN(bool descending, c.BoolArg("descending"));
@@ -128,14 +131,20 @@ Results ArgSort(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, x0));
   const Around a = Split3(x.shape(), dim);
   OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(DType::kInt64, x.shape()));
+  Tensor sorted;
+  if (values) {
+    OVERLAP_ASSIGN_OR_RETURN(sorted, c.NewUninitializedOutput(x.dtype(), x.shape()));
+  }
   auto sort = [&](auto tag) -> absl::Status {
     using T = decltype(tag);
     std::vector<int64_t> order;
     for (int64_t p = 0; p < a.outer; ++p) {
       for (int64_t q = 0; q < a.inner; ++q) {
-        SortLine(x.data<T>(), p * a.n * a.inner + q, a.inner, a.n, descending, order);
+        const int64_t base = p * a.n * a.inner + q;
+        SortLine(x.data<T>(), base, a.inner, a.n, descending, order);
         for (int64_t i = 0; i < a.n; ++i) {
-          out.data<int64_t>()[p * a.n * a.inner + i * a.inner + q] = order[i];
+          out.data<int64_t>()[base + i * a.inner] = order[i];
+          if (values) sorted.data<T>()[base + i * a.inner] = x.data<T>()[base + order[i] * a.inner];
         }
       }
     }
@@ -143,11 +152,16 @@ Results ArgSort(KernelCall& c) {
   };
   if (x.dtype() == DType::kInt64) {
     OVERLAP_RETURN_IF_ERROR(sort(int64_t{}));
+  } else if (x.dtype() == DType::kInt32) {
+    OVERLAP_RETURN_IF_ERROR(sort(int32_t{}));
   } else {
     OVERLAP_RETURN_IF_ERROR(DispatchFloat(c, x.dtype(), sort));
   }
+  if (values) return std::vector<Tensor>{sorted, out};
   return std::vector<Tensor>{out};
 }
+
+Results ArgSort(KernelCall& c) { return SortAlong(c, /*values=*/false); }
 
 Results IndexSelect(KernelCall& c) {
   OVERLAP_ASSIGN_OR_RETURN(IndexAlongArgs args, ReadIndexSelectArgs(c));
@@ -595,6 +609,7 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("aten.embedding_dense_backward.default", EmbeddingDenseBackward);
   r.Register("aten.topk.default", TopK);
   r.Register("aten.argsort.default", ArgSort);
+  r.Register("aten.sort.default", [](KernelCall& c) { return SortAlong(c, /*values=*/true); });
   r.Register("aten.index_select.default", IndexSelect);
   r.Register("aten.index_add.default", [](KernelCall& c) { return IndexAdd(c, false); });
   r.Register("aten.index_add_.default", [](KernelCall& c) { return IndexAdd(c, true); });

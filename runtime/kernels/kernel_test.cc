@@ -2548,5 +2548,85 @@ TEST(KernelTest, AddmmAppliesBetaAndAlpha) {
               ::testing::HasSubstr("does not broadcast to [3, 4]"));
 }
 
+// The ops transformers 5's mixture-of-experts layers reach (Mixtral, Qwen2-MoE): the experts'
+// grouped products against one product per expert written here and finite differences;
+// histc, a stable sort, floor_divide; and the other ops unseen families reached (BLOOM's pow
+// of a tensor exponent and rsub, DeBERTa's sqrt), in the dtypes torch gives.
+TEST(KernelTest, MixtureOfExpertsOpsMatchTheirDefinitions) {
+  const RefTensor x = Rand({7, 3}), w = Rand({3, 3, 4});
+  RefTensor offs;  // expert 1 has no rows; row 6 lies past the last offset
+  offs.shape = {3};
+  offs.data = {2, 2, 6};
+  RefTensor want;
+  want.shape = {7, 4};
+  want.data.assign(28, 0.0);
+  int64_t start = 0;
+  for (int64_t e = 0; e < 3; ++e) {
+    for (int64_t r = start; r < static_cast<int64_t>(offs.data[e]); ++r) {
+      for (int64_t j = 0; j < 4; ++j) {
+        for (int64_t k = 0; k < 3; ++k) {
+          want.data[r * 4 + j] += x.data[r * 3 + k] * w.data[(e * 3 + k) * 4 + j];
+        }
+      }
+    }
+    start = static_cast<int64_t>(offs.data[e]);
+  }
+  Check("transformers.grouped_mm_fallback.default", {F(x), F(w), I(offs)}, {want});
+  CheckFiniteDifferences(
+      "grouped_mm_fallback", {x, w},
+      [&](const std::vector<RefTensor>& in) {
+        return Out("transformers.grouped_mm_fallback.default", {F(in[0]), F(in[1]), I(offs)});
+      },
+      [&](const std::vector<RefTensor>& in, const RefTensor& g) {
+        std::vector<std::optional<RefTensor>> r =
+            Outs("transformers.grouped_mm_fallback_backward.default",
+                 {F(in[0]), F(in[1]), I(offs), F(g)});
+        return std::vector<std::optional<RefTensor>>{r.at(0), r.at(1)};
+      });
+  RefTensor falling = offs;
+  falling.data = {4, 2, 6};
+  absl::StatusOr<std::vector<std::optional<RefTensor>>> bad =
+      RunKernel("transformers.grouped_mm_fallback.default", {F(x), F(w), I(falling)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("offs[1] = 2"));
+
+  const DType f32 = DType::kFloat32, i64 = DType::kInt64;
+  // histc: x in bin int((x - min) * bins / (max - min)), max in the last; outside and NaN
+  // not counted; min == max takes the data's range.
+  const Operand ids = T(f32, {8}, {0, 1, 1, 3, 2, 3, -1, NAN});
+  ExpectMixed("aten.histc.default", {ids, K(Value::Int(4)), K(Value::Int(0)), K(Value::Int(3))},
+              f32, {1, 2, 1, 2});
+  ExpectMixed("aten.histc.default", {T(f32, {4}, {2, 4, 4, 6}), K(Value::Int(2))}, f32, {1, 3});
+  // sort: stable (ties by position), values and int64 indices.
+  RefTensor keys;
+  keys.shape = {6};
+  keys.data = {3, 1, 2, 1, 0, 3};
+  std::vector<std::optional<RefTensor>> sorted = Outs("aten.sort.default", {I(keys)});
+  ASSERT_EQ(sorted.size(), 2u);
+  EXPECT_EQ(sorted[0]->data, (std::vector<double>{0, 1, 1, 2, 3, 3}));
+  EXPECT_EQ(sorted[1]->data, (std::vector<double>{4, 1, 3, 2, 0, 5}));
+  sorted = Outs("aten.sort.default", {I(keys), C(Value::Int(0)), C(Value::Bool(true))});
+  EXPECT_EQ(sorted[1]->data, (std::vector<double>{0, 5, 2, 1, 3, 4}));
+  ExpectMixed("aten.floor_divide.default", {T(i64, {3}, {-7, 7, 6}), K(Value::Int(2))}, i64,
+              {-4, 3, 3});
+  ExpectMixed("aten.floor_divide.default", {T(f32, {2}, {-7.5, 7.5}), K(Value::Int(2))}, f32,
+              {-4, 3});
+  ExpectMixed("aten.pow.Tensor_Tensor", {T(f32, {2}, {2, 9}), T(i64, {2}, {3, 0})}, f32, {8, 1});
+  ExpectMixed("aten.pow.Tensor_Tensor", {T(i64, {2}, {2, 3}), T(i64, {2}, {10, 2})}, i64,
+              {1024, 9});
+  RefTensor two, minus_one;  // an integer to a negative integer power: ATen's error
+  two.shape = minus_one.shape = {1};
+  two.data = {2};
+  minus_one.data = {-1};
+  EXPECT_FALSE(RunKernel("aten.pow.Tensor_Tensor", {I(two), I(minus_one)}).ok());
+  ExpectMixed("aten.rsub.Scalar", {T(f32, {2}, {1, 2.5}), K(Value::Int(1))}, f32, {0, -1.5});
+  ExpectMixed("aten.rsub.Scalar", {T(i64, {2}, {1, 2}), K(Value::Int(10))}, i64, {8, 6},
+              {{"alpha", Value::Int(2)}});
+  ExpectMixed("aten.sqrt.default", {T(f32, {2}, {4, 2.25})}, f32, {2, 1.5});
+  ExpectMixed("aten.sqrt.default", {T(i64, {1}, {9})}, f32, {3});
+  ExpectMixed("aten.pow.Scalar", {K(Value::Int(10)), T(f32, {3}, {0, 1, 2})}, f32, {1, 10, 100});
+  ExpectMixed("aten.pow.Scalar", {K(Value::Int(2)), T(i64, {2}, {3, 10})}, i64, {8, 1024});
+}
+
 }  // namespace
 }  // namespace overlap

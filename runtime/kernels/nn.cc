@@ -77,6 +77,94 @@ Results Mm(KernelCall& c) {
   });
 }
 
+// transformers' grouped_mm_fallback operands: input [S, K] and weight [E, K, N] of one
+// floating dtype, and offs [E] read as the experts' row ranges [offs[i-1], offs[i]),
+// checked to rise within [0, S].
+struct GroupedMmArgs {
+  Tensor input, weight;
+  std::vector<int64_t> ends;
+};
+
+absl::StatusOr<GroupedMmArgs> ReadGroupedMmArgs(KernelCall& c) {
+  GroupedMmArgs a;
+  OVERLAP_ASSIGN_OR_RETURN(a.input, c.TensorArg("input"));
+  OVERLAP_ASSIGN_OR_RETURN(a.weight, c.TensorArg("weight"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor offs, c.TensorArg("offs"));
+  if (a.input.dim() != 2 || a.weight.dim() != 3 || a.input.shape()[1] != a.weight.shape()[1] ||
+      a.input.dtype() != a.weight.dtype()) {
+    return c.Error("input and weight are not [S, K] and [E, K, N] of one dtype");
+  }
+  const int64_t experts = a.weight.shape()[0], rows = a.input.shape()[0];
+  if (offs.dim() != 1 || offs.shape()[0] != experts || IsFloatingPoint(offs.dtype())) {
+    return c.Error(absl::StrCat("offs is not [", experts, "] integers (one per expert)"));
+  }
+  int64_t start = 0;
+  for (int64_t i = 0; i < experts; ++i) {
+    const auto end = static_cast<int64_t>(GetElement(offs, i));
+    if (end < start || end > rows) {
+      return c.Error(absl::StrCat("offs[", i, "] = ", end, " is outside [", start, ", ", rows,
+                                  "] (offsets rise to at most the ", rows, " rows)"));
+    }
+    a.ends.push_back(end);
+    start = end;
+  }
+  return a;
+}
+
+// rows [offs[i-1], offs[i]) of input times weight[i]; rows past the last offset zero.
+Results GroupedMm(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(GroupedMmArgs a, ReadGroupedMmArgs(c));
+  return DispatchFloat(c, a.input.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(
+        Tensor out, c.NewOutput(a.input.dtype(), {a.input.shape()[0], a.weight.shape()[2]}));
+    int64_t start = 0;
+    for (size_t i = 0; i < a.ends.size(); ++i) {
+      const int64_t end = a.ends[i];
+      if (end == start) continue;
+      OVERLAP_ASSIGN_OR_RETURN(Tensor x, a.input.Slice(0, start, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor w, a.weight.Select(0, static_cast<int64_t>(i)));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor o, out.Slice(0, start, end));
+      OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, x, w, T{1}, T{0}, o));
+      start = end;
+    }
+    return std::vector<Tensor>{out};
+  });
+}
+
+// (grad_input, grad_weight): per expert, grad_output's rows times weight[i] transposed, and
+// input's rows transposed times them; zero where no expert's rows reach.
+Results GroupedMmBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(GroupedMmArgs a, ReadGroupedMmArgs(c));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  const int64_t rows = a.input.shape()[0], n = a.weight.shape()[2];
+  if (g.dim() != 2 || g.shape()[0] != rows || g.shape()[1] != n || g.dtype() != a.input.dtype()) {
+    return c.Error(absl::StrCat("grad_output is not [", rows, ", ", n, "] of input's dtype"));
+  }
+  return DispatchFloat(c, a.input.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    OVERLAP_ASSIGN_OR_RETURN(Tensor gi, c.NewOutput(a.input.dtype(), a.input.shape()));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor gw, c.NewOutput(a.weight.dtype(), a.weight.shape()));
+    int64_t start = 0;
+    for (size_t i = 0; i < a.ends.size(); ++i) {
+      const int64_t end = a.ends[i];
+      if (end == start) continue;
+      const auto e = static_cast<int64_t>(i);
+      OVERLAP_ASSIGN_OR_RETURN(Tensor x, a.input.Slice(0, start, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor gr, g.Slice(0, start, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor w, a.weight.Select(0, e));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor wt, w.Transpose(0, 1));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor xt, x.Transpose(0, 1));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor gi_rows, gi.Slice(0, start, end));
+      OVERLAP_ASSIGN_OR_RETURN(Tensor gw_e, gw.Select(0, e));
+      OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, gr, wt, T{1}, T{0}, gi_rows));
+      OVERLAP_RETURN_IF_ERROR(MatMulInto<T>(c, xt, gr, T{1}, T{0}, gw_e));
+      start = end;
+    }
+    return std::vector<Tensor>{gi, gw};
+  });
+}
+
 // ATen's addmm: beta * self + alpha * mat1 @ mat2; with beta 0, self is not read (its NaN
 // and inf do not propagate).
 Results Addmm(KernelCall& c) {
@@ -1589,6 +1677,8 @@ Results MseLossBackward(KernelCall& c) {
 void RegisterNnKernels(KernelRegistry& r) {
   using namespace kernels;  // NOLINT: the kernels of this file
   r.Register("aten.mm.default", Mm);
+  r.Register("transformers.grouped_mm_fallback.default", GroupedMm);
+  r.Register("transformers.grouped_mm_fallback_backward.default", GroupedMmBackward);
   r.Register("aten.bmm.default", Bmm);
   r.Register("aten.addmm.default", Addmm);
   r.Register("aten.native_layer_norm.default", NativeLayerNorm);

@@ -3,6 +3,7 @@
 // repeat_interleave and triu_indices. Every index out of range is an error naming the node,
 // checked before the element it would address is touched.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -237,6 +238,53 @@ Results Cumsum(KernelCall& c) {
     default:
       return c.Error(absl::StrCat("no cumsum kernel for dtype ", DTypeName(d)));
   }
+}
+
+// histc: counts of self's elements in `bins` equal bins over [min, max] (the data's own
+// range when min == max), in self's dtype, by ATen's arithmetic: x in bin
+// int((x - lo) * bins / (hi - lo)) computed in self's dtype, hi in the last bin; NaN and
+// elements outside are not counted. O(numel + bins).
+Results Histc(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor self, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(int64_t bins, c.IntArg("bins"));
+  OVERLAP_ASSIGN_OR_RETURN(double lo_arg, c.DoubleArg("min"));
+  OVERLAP_ASSIGN_OR_RETURN(double hi_arg, c.DoubleArg("max"));
+  if (bins <= 0) return c.Error(absl::StrCat("bins must be > 0, got ", bins));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, Contiguous(c, self));
+  return DispatchFloat(c, x.dtype(), [&](auto tag) -> Results {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    const int64_t n = x.numel();
+    T lo = static_cast<T>(lo_arg), hi = static_cast<T>(hi_arg);
+    if (lo == hi && n > 0) {
+      lo = hi = in[0];
+      bool nan = false;
+      for (int64_t i = 0; i < n; ++i) {
+        nan |= std::isnan(in[i]);
+        lo = std::min(lo, in[i]);
+        hi = std::max(hi, in[i]);
+      }
+      if (nan) return c.Error("range of [nan, nan] is not finite (self holds NaN)");
+    }
+    if (lo == hi) {
+      lo -= 1;
+      hi += 1;
+    }
+    if (!(lo < hi)) return c.Error(absl::StrCat("max ", hi, " must be larger than min ", lo));
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {
+      return c.Error(absl::StrCat("range of [", lo, ", ", hi, "] is not finite"));
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor out, c.NewOutput(x.dtype(), {bins}));
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = in[i];
+      if (!(v >= lo && v <= hi)) continue;
+      int64_t pos = static_cast<int64_t>((v - lo) * static_cast<T>(bins) / (hi - lo));
+      if (pos == bins) pos -= 1;
+      o[pos] += 1;
+    }
+    return std::vector<Tensor>{out};
+  });
 }
 
 // flip: the elements in reverse order along each of dims (any dtype).
@@ -631,6 +679,7 @@ void RegisterScatterKernels(KernelRegistry& r) {
   r.Register("aten.scatter_add.default", ScatterAdd);
   r.Register("aten.select_scatter.default", SelectScatter);
   r.Register("aten.cumsum.default", Cumsum);
+  r.Register("aten.histc.default", Histc);
   r.Register("aten.flip.default", Flip);
   r.Register("aten.repeat_interleave.Tensor", RepeatInterleave);
   r.Register("aten.repeat.default", Repeat);

@@ -1143,7 +1143,8 @@ class _Float64Throughout(torch.utils._python_dispatch.TorchDispatchMode):
     rotary tables) runs those parts in float32 inside its "float64" copy, and the float64
     clause judges float32 round-off against float64. overlap's float64 runs (`exec
     --double`, `train --double`) make the same substitution, so both sides compute the same
-    thing. `narrowed` counts the ops that asked for a narrow dtype."""
+    thing. aten._grouped_mm, whose CPU kernel takes no float64, runs as one product per group
+    (_grouped_mm_by_groups). `narrowed` counts the ops that asked for a narrow dtype."""
 
     def __init__(self):
         super().__init__()
@@ -1151,6 +1152,8 @@ class _Float64Throughout(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func is _GROUPED_MM and args and args[0].dtype == torch.float64:
+            return _grouped_mm_by_groups(*args, **kwargs)
         if kwargs.get("dtype") in _NARROW_FLOATS:
             kwargs["dtype"] = torch.float64
             self.narrowed += 1
@@ -1161,6 +1164,40 @@ class _Float64Throughout(torch.utils._python_dispatch.TorchDispatchMode):
                 return x
             args, kwargs = torch.utils._pytree.tree_map(widen, (args, kwargs))
         return func(*args, **kwargs)
+
+
+_GROUPED_MM = getattr(getattr(torch.ops.aten, "_grouped_mm", None), "default", None)
+
+
+def _grouped_mm_by_groups(a, b, offs=None, bias=None, out_dtype=None):
+    """aten._grouped_mm (torch.nn.functional.grouped_mm: transformers' MoE experts in eager
+    float32) as one product per group, for the float64 reference: its CPU kernel takes no
+    float64. The cases its forward and backward use: [S, K] x [E, K, N] (groups of rows),
+    [K, S] x [S, N] (groups along the contraction, the weight's gradient), [E, M, K] x
+    [K, N] (groups of columns); without offs, a batched product."""
+    if bias is not None or offs is None:
+        if bias is not None:
+            raise ExportError("float64 reference", "grouped_mm with a bias has no float64 form "
+                                                   "here")
+        return torch.bmm(a, b)
+    ends = [int(e) for e in offs.tolist()]
+    starts = [0] + ends[:-1]
+    if a.dim() == 2 and b.dim() == 3:
+        out = a.new_zeros(a.shape[0], b.shape[2])
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            if e > s:
+                out[s:e] = a[s:e] @ b[i]
+    elif a.dim() == 2 and b.dim() == 2:
+        out = a.new_zeros(len(ends), a.shape[0], b.shape[1])
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            if e > s:
+                out[i] = a[:, s:e] @ b[s:e]
+    else:
+        out = a.new_zeros(a.shape[1], b.shape[1])
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            if e > s:
+                out[:, s:e] = a[i] @ b[:, s:e]
+    return out
 
 
 @contextlib.contextmanager

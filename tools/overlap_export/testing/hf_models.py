@@ -177,3 +177,98 @@ def clip_vision():
                                  num_attention_heads=HEADS, image_size=32, patch_size=8,
                                  projection_dim=16, attn_implementation="eager")
     return Head(tf.CLIPVisionModelWithProjection(config), field="image_embeds")
+
+
+# Families beyond the first nineteen: decoders with other attention and position schemes,
+# mixture-of-experts routing, encoders and image models.
+def opt():
+    config = tf.OPTConfig(vocab_size=VOCAB, hidden_size=WIDTH, ffn_dim=FFN, num_hidden_layers=2,
+                          num_attention_heads=HEADS, max_position_embeddings=64,
+                          word_embed_proj_dim=WIDTH, use_cache=False, attn_implementation="eager")
+    return Head(tf.OPTForCausalLM(config))
+
+
+def gpt_neox():
+    return _decoder(tf.GPTNeoXConfig, tf.GPTNeoXForCausalLM)
+
+
+def falcon():
+    config = tf.FalconConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=2,
+                             num_attention_heads=HEADS, use_cache=False,
+                             attn_implementation="eager")
+    return Head(tf.FalconForCausalLM(config))
+
+
+def bloom():
+    config = tf.BloomConfig(vocab_size=VOCAB, hidden_size=WIDTH, n_layer=2, n_head=HEADS,
+                            use_cache=False, attn_implementation="eager")
+    return Head(tf.BloomForCausalLM(config))
+
+
+def mixtral():
+    return _decoder(tf.MixtralConfig, tf.MixtralForCausalLM, num_key_value_heads=2,
+                    num_local_experts=4, num_experts_per_tok=2)
+
+
+def qwen2_moe():
+    return _decoder(tf.Qwen2MoeConfig, tf.Qwen2MoeForCausalLM, num_key_value_heads=2,
+                    num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    shared_expert_intermediate_size=32)
+
+
+def gemma2():
+    return _decoder(tf.Gemma2Config, tf.Gemma2ForCausalLM, num_key_value_heads=2, head_dim=8)
+
+
+def olmo():
+    return _decoder(tf.OlmoConfig, tf.OlmoForCausalLM)
+
+
+def phi():
+    return _decoder(tf.PhiConfig, tf.PhiForCausalLM)
+
+
+def deberta_v2():
+    return _encoder(tf.DebertaV2Config, tf.DebertaV2ForMaskedLM)
+
+
+def electra():
+    return _encoder(tf.ElectraConfig, tf.ElectraForMaskedLM, embedding_size=16)
+
+
+def xlm_roberta():
+    return _encoder(tf.XLMRobertaConfig, tf.XLMRobertaForMaskedLM, pad_token_id=1)
+
+
+def _seq2seq(config_class, model_class):
+    config = config_class(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                          encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_position_embeddings=64,
+                          use_cache=False, attn_implementation="eager")
+    return Seq2Seq(model_class(config))
+
+
+def mbart():
+    return _seq2seq(tf.MBartConfig, tf.MBartForConditionalGeneration)
+
+
+def pegasus():
+    return _seq2seq(tf.PegasusConfig, tf.PegasusForConditionalGeneration)
+
+
+def beit():
+    return _image(tf.BeitConfig, tf.BeitForImageClassification, image_size=32, patch_size=8,
+                  hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS,
+                  intermediate_size=FFN, use_relative_position_bias=True)
+
+
+def dinov2():
+    return _image(tf.Dinov2Config, tf.Dinov2ForImageClassification, image_size=32, patch_size=8,
+                  hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS, mlp_ratio=2)
+
+
+def segformer():
+    return _image(tf.SegformerConfig, tf.SegformerForImageClassification, num_encoder_blocks=2,
+                  depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                  num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2],
+                  decoder_hidden_size=32)
