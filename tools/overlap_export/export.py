@@ -1099,12 +1099,17 @@ def reference(model, inputs, loss, target, drawn=None):
         return ref
     if loss != "none":
         try:
-            wide, nudged = _float64(copy_model(model)), _float64(copy_model(model))
+            # One float64 copy alive at a time: a large model's copies take gigabytes.
+            wide = _float64(copy_model(model))
             with float64_throughout("reference"):
                 ref64 = _reference(wide, [_float64(x) for x in inputs], loss, _float64(target),
                                    "ref64")
+            del wide
+            nudged = _float64(copy_model(model))
+            with float64_throughout("reference"):
                 ref64.update(_reference(nudged, [_nudged(_float64(x)) for x in inputs], loss,
                                         _float64(target), "ref64p"))
+            del nudged
         except ExportError as e:
             float64_fails(e)
             return ref
@@ -1276,7 +1281,9 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
         out[f"param/{n}"] = p.detach().clone()
     for n, b in model.named_buffers():
         out[f"buffer/{n}"] = b.detach().clone()
-    wide, nudged = _float64(copy_model(model)), _float64(copy_model(model))
+    # The start, kept in the model's own dtype until the float64 runs (one float64 copy alive
+    # at a time: a large model's copies take gigabytes).
+    start = copy_model(model)
     batches = []
 
     def draw(k):  # drawn as the step comes: the target's forward sees the trained model
@@ -1295,25 +1302,23 @@ def train_reference(model, specs, loss, steps, optimizer, seed, ranks=1):
     for n, b in model.named_buffers():
         out[f"ref/buffer/{n}"] = b.detach().clone()
 
-    try:
-        with float64_throughout("training reference"):
-            wide_losses = _train_steps(wide, lambda k: ([_float64(x) for x in batches[k][0]],
-                                                        _float64(batches[k][1])),
-                                       steps, loss, optimizer, ranks)
-            nudged_losses = _train_steps(
-                nudged, lambda k: ([_nudged(_float64(x)) for x in batches[k][0]],
-                                   _float64(batches[k][1])), steps, loss, optimizer, ranks)
-    except ExportError as e:
-        float64_fails(e)
-        return out
-    for prefix, trained, losses in (("ref64", wide, wide_losses),
-                                    ("ref64p", nudged, nudged_losses)):
+    for prefix, nudge in (("ref64", lambda x: x), ("ref64p", _nudged)):
+        trained = _float64(copy_model(start))
+        try:
+            with float64_throughout("training reference"):
+                losses = _train_steps(
+                    trained, lambda k: ([nudge(_float64(x)) for x in batches[k][0]],
+                                        _float64(batches[k][1])), steps, loss, optimizer, ranks)
+        except ExportError as e:
+            float64_fails(e)
+            return {k: v for k, v in out.items() if not k.startswith("ref64")}
         for k, total in enumerate(losses):
             out[f"{prefix}/loss/{k}"] = total
         for n, p in trained.named_parameters():
             out[f"{prefix}/param/{n}"] = p.detach().clone()
         for n, b in trained.named_buffers():
             out[f"{prefix}/buffer/{n}"] = b.detach().clone()
+        del trained
     return out
 
 
