@@ -2597,6 +2597,11 @@ TEST(KernelTest, MixtureOfExpertsOpsMatchTheirDefinitions) {
   ExpectMixed("aten.histc.default", {ids, K(Value::Int(4)), K(Value::Int(0)), K(Value::Int(3))},
               f32, {1, 2, 1, 2});
   ExpectMixed("aten.histc.default", {T(f32, {4}, {2, 4, 4, 6}), K(Value::Int(2))}, f32, {1, 3});
+  // A range at float32's limits: the quotient overflows; every element is still counted once.
+  absl::StatusOr<Mixed> edge =
+      RunMixed("aten.histc.default", {T(f32, {2}, {-3e38, 3e38}), K(Value::Int(3))});
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  EXPECT_EQ(edge->values[0] + edge->values[1] + edge->values[2], 2);
   // sort: stable (ties by position), values and int64 indices.
   RefTensor keys;
   keys.shape = {6};

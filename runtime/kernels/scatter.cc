@@ -279,7 +279,12 @@ Results Histc(KernelCall& c) {
     for (int64_t i = 0; i < n; ++i) {
       const T v = in[i];
       if (!(v >= lo && v <= hi)) continue;
-      int64_t pos = static_cast<int64_t>((v - lo) * static_cast<T>(bins) / (hi - lo));
+      // In T, as ATen; clamped first, so a range near the dtype's limits (an infinite
+      // quotient) cannot make the cast undefined.
+      T f = (v - lo) * static_cast<T>(bins) / (hi - lo);
+      if (!(f >= 0)) f = 0;
+      if (f > static_cast<T>(bins)) f = static_cast<T>(bins);
+      int64_t pos = static_cast<int64_t>(f);
       if (pos == bins) pos -= 1;
       o[pos] += 1;
     }
