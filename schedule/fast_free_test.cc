@@ -1,6 +1,8 @@
 // The efficient fast_free against the reference implementation: the same order, always.
 #include "schedule/fast_free.h"
 
+#include <utility>
+
 #include "absl/container/flat_hash_map.h"
 #include "graph/adversarial_graphs.h"
 #include "graph/aot.h"
@@ -81,17 +83,24 @@ void ExpectSameAsReference019(const Graph& g, const std::string& what) {
   }
 }
 
+// A built-in model's AOT forward and backward (lifted parameters), ZeRO-3 ops inserted.
+std::pair<Graph, Graph> InsertedPair(const std::string& name) {
+  ModelOptions o;
+  o.style = ParamStyle::kLifted;
+  absl::StatusOr<Graph> f = BuildModel(name, o);
+  EXPECT_TRUE(f.ok()) << name << ": " << f.status();
+  absl::StatusOr<AotPair> pair = f.ok() ? BuildAotPair(*f) : f.status();
+  EXPECT_TRUE(pair.ok()) << name << ": " << pair.status();
+  if (!pair.ok()) return {};
+  Graph fw = pair->forward, bw = pair->backward;
+  EXPECT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&fw).ok()) << name;
+  EXPECT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&bw).ok()) << name;
+  return {std::move(fw), std::move(bw)};
+}
+
 TEST(FastFreeTest, DeepSpeed019RulesSameOrderAsTheReference) {
   for (const std::string& name : ModelNames()) {
-    ModelOptions o;
-    o.style = ParamStyle::kLifted;
-    absl::StatusOr<Graph> f = BuildModel(name, o);
-    ASSERT_TRUE(f.ok());
-    absl::StatusOr<AotPair> pair = BuildAotPair(*f);
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    Graph fw = pair->forward, bw = pair->backward;
-    ASSERT_TRUE(Zero3Insertion(GraphKind::kForward).Run(&fw).ok());
-    ASSERT_TRUE(Zero3Insertion(GraphKind::kBackward).Run(&bw).ok());
+    auto [fw, bw] = InsertedPair(name);
     ExpectSameAsReference019(fw, name + " forward");
     ExpectSameAsReference019(bw, name + " backward");
   }
@@ -126,15 +135,9 @@ TEST(FastFreeTest, DeepSpeed019BudgetAboveEveryResidencyChangesNothing) {
   FastFreeOptions o;
   o.rules = FastFreeOptions::Rules::kDeepSpeed019;
   for (const std::string& name : ModelNames()) {
-    ModelOptions mo;
-    mo.style = ParamStyle::kLifted;
-    absl::StatusOr<Graph> f = BuildModel(name, mo);
-    ASSERT_TRUE(f.ok());
-    absl::StatusOr<AotPair> pair = BuildAotPair(*f);
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    for (GraphKind kind : {GraphKind::kForward, GraphKind::kBackward}) {
-      Graph g = kind == GraphKind::kForward ? pair->forward : pair->backward;
-      ASSERT_TRUE(Zero3Insertion(kind).Run(&g).ok());
+    auto [fw, bw] = InsertedPair(name);
+    for (const Graph* graph : {&fw, &bw}) {
+      const Graph& g = *graph;
       absl::StatusOr<std::vector<NodeId>> free = FastFreeScheduleDeepSpeed019(g);
       ASSERT_TRUE(free.ok()) << name << ": " << free.status();
       const int64_t most = MostGathered(g);

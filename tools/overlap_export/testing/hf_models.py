@@ -114,13 +114,16 @@ def t5():
     return Seq2Seq(tf.T5ForConditionalGeneration(config))
 
 
+def _seq2seq(config_class, model_class):
+    config = config_class(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                          encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_position_embeddings=64,
+                          use_cache=False, attn_implementation="eager")
+    return Seq2Seq(model_class(config))
+
+
 def bart():
-    config = tf.BartConfig(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
-                           encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
-                           encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
-                           max_position_embeddings=64, use_cache=False,
-                           attn_implementation="eager")
-    return Seq2Seq(tf.BartForConditionalGeneration(config))
+    return _seq2seq(tf.BartConfig, tf.BartForConditionalGeneration)
 
 
 def whisper():
@@ -238,14 +241,6 @@ def electra():
 
 def xlm_roberta():
     return _encoder(tf.XLMRobertaConfig, tf.XLMRobertaForMaskedLM, pad_token_id=1)
-
-
-def _seq2seq(config_class, model_class):
-    config = config_class(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
-                          encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_position_embeddings=64,
-                          use_cache=False, attn_implementation="eager")
-    return Seq2Seq(model_class(config))
 
 
 def mbart():
