@@ -525,6 +525,7 @@ class AotBuilder {
         {"aten.topk.default", &AotBuilder::TopkBackward},
         {"aten.max.dim", &AotBuilder::MaxDimBackward},
         {"aten.leaky_relu.default", &AotBuilder::LeakyReluBackward},
+        {"aten.softplus.default", &AotBuilder::SoftplusBackward},
         {"aten.prelu.default", &AotBuilder::PreluBackward},
         {"aten._prelu_kernel.default", &AotBuilder::PreluBackward},
         {"aten.pixel_shuffle.default", &AotBuilder::PixelShuffleBackward},
@@ -1326,6 +1327,15 @@ class AotBuilder {
     OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.leaky_relu_backward.default",
                                             {Value::Ref(G(c.id)), Value::Ref(xb),
                                              c.Arg("negative_slope"), Value::Bool(false)}));
+    return Accumulate(x, g);
+  }
+
+  absl::Status SoftplusBackward(const Call& c) {
+    const NodeId x = c.First();
+    OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
+    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.softplus_backward.default",
+                                            {Value::Ref(G(c.id)), Value::Ref(xb), c.Arg("beta"),
+                                             c.Arg("threshold")}));
     return Accumulate(x, g);
   }
 

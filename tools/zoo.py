@@ -148,6 +148,25 @@ TRANSFORMERS = [(f"hf_{n}", f"{HF_MODULES}:{n}", "{}", shape, what) for n, shape
     ("dinov2", HF_IMAGES, "DINOv2: interpolated position embeddings, layer scale"),
     ("segformer", HF_IMAGES, "SegFormer (classification): overlapping patches, reduced "
                              "attention"),
+    ("qwen3", HF_TOKENS, "Qwen3: q / k RMS norms"),
+    ("qwen3_moe", HF_TOKENS, "Qwen3-MoE: q / k norms, 4 experts, top-2"),
+    ("olmoe", HF_TOKENS, "OLMoE: mixture of experts, q / k norms"),
+    ("starcoder2", HF_TOKENS, "StarCoder2: grouped-query attention, biased layer norms"),
+    ("gpt_bigcode", HF_TOKENS, "GPT-BigCode: multi-query attention"),
+    ("cohere", HF_TOKENS, "Cohere: parallel blocks, interleaved rotary, logit scale"),
+    ("granite", HF_TOKENS, "Granite: residual, attention and logit multipliers"),
+    ("olmo2", HF_TOKENS, "OLMo 2: post-norms, q / k norms"),
+    ("nemotron", HF_TOKENS, "Nemotron: layer norm 1p, squared ReLU"),
+    ("mamba", HF_TOKENS, "Mamba: selective state space scan (softplus time steps)"),
+    ("mamba2", HF_TOKENS, "Mamba-2: chunked state space scan, gated RMS norm"),
+    ("jamba", HF_TOKENS, "Jamba: Mamba and attention layers, mixture of experts"),
+    ("modernbert", HF_TOKENS, "ModernBERT (masked LM): local and global attention, GeGLU"),
+    ("siglip_vision", HF_IMAGES, "SigLIP's vision tower: attention pooling head"),
+    ("convnextv2", HF_IMAGES, "ConvNeXt V2: global response normalization"),
+    ("swinv2", HF_IMAGES, "Swin V2: cosine attention, log-spaced position MLP"),
+    ("hubert", "2x400", "HuBERT (CTC): 1-D convolutions on audio"),
+    ("wavlm", "2x400", "WavLM (CTC): gated relative position bias"),
+    ("videomae", "2x4x3x32x32", "VideoMAE: tubelet (3-D) patches, a fixed sinusoidal table"),
 ]]
 # timm families at their smallest variants, random weights, 10 classes.
 TIMM = [(f"timm_{n}", "timm:create_model", json.dumps({"model_name": n, "num_classes": 10,
@@ -172,12 +191,24 @@ TIMM = [(f"timm_{n}", "timm:create_model", json.dumps({"model_name": n, "num_cla
             ("rexnet_100", "2x3x64x64", {}),
             ("repvgg_a0", "2x3x64x64", {}),
             ("edgenext_xx_small", "2x3x64x64", {}),
+            ("coat_lite_tiny", "2x3x64x64", {"img_size": 64}),
+            ("nfnet_l0", "2x3x64x64", {}),
+            ("volo_d1_224", "2x3x64x64", {"img_size": 64}),
+            ("crossvit_tiny_240", "2x3x240x240", {}),
+            ("efficientformer_l1", "2x3x224x224", {}),
+            ("mobilenetv4_conv_small", "2x3x64x64", {}),
+            ("resnest14d", "2x3x64x64", {}),
+            ("inception_next_atto", "2x3x64x64", {}),
+            ("eva02_tiny_patch14_224", "2x3x56x56", {"img_size": 56}),
+            ("gcvit_xxtiny", "2x3x64x64", {"img_size": 64}),
+            ("hrnet_w18_small", "2x3x64x64", {}),
         ]]
 # Export flags beyond the zoo's own, by model.
 # timm's LeViT caches its attention biases (computed from parameters) on its first forward in
 # evaluation mode, and reads the cache thereafter: a constant to the trace, without a
 # gradient. In training mode it computes them each time.
-EXPORT_FLAGS = {"op_dropout": ["--train"], "timm_levit_128s": ["--train"]}
+EXPORT_FLAGS = {"op_dropout": ["--train"], "timm_levit_128s": ["--train"],
+                "timm_efficientformer_l1": ["--train"]}
 
 # Every classification constructor of torchvision 0.14's torchvision.models at a small size:
 # a batch of 2 at 64x64, or the smallest size the model accepts.
@@ -217,13 +248,14 @@ SKIPPED = {
 # The test's subset (--quick): every layer model, torchvision models covering the operators
 # each family adds, and transformers / timm families with operators of their own (rotary
 # positions and grouped-query attention, relative position buckets, audio convolutions,
-# patch embeddings, timm's layers), at sizes that keep the whole run near five minutes on
+# patch embeddings, timm's layers), at sizes that keep the whole run near ten minutes on
 # 2 cores beside the other tests. The larger classifiers (alexnet, densenet121,
-# convnext_tiny, vit_b_32, swin_v2_t: 40-220 s each) run in the full table.
+# convnext_tiny, vit_b_32, swin_v2_t, efficientnet_b0, regnet_y_400mf: 40-320 s each there)
+# run in the full table.
 QUICK = [name for name, *_ in LAYERS] + [
     "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v3_small",
-    "efficientnet_b0", "regnet_y_400mf", "googlenet", "swin_t", "hf_llama", "hf_t5",
-    "hf_whisper", "hf_vit", "hf_mixtral", "timm_convnext_atto"]
+    "googlenet", "swin_t", "hf_llama", "hf_t5", "hf_whisper", "hf_vit", "hf_mixtral",
+    "timm_convnext_atto"]
 
 
 def torchvision_models():

@@ -67,6 +67,8 @@ void WithOp(EwOp op, G&& g) {
     OVERLAP_EW_CASE(kPow)
     OVERLAP_EW_CASE(kRsqrt)
     OVERLAP_EW_CASE(kSqrt)
+    OVERLAP_EW_CASE(kFloor)
+    OVERLAP_EW_CASE(kReciprocal)
     OVERLAP_EW_CASE(kRelu)
     OVERLAP_EW_CASE(kSilu)
     OVERLAP_EW_CASE(kGelu)
@@ -543,6 +545,33 @@ Results HardtanhBackward(KernelCall& c) {
     // branch in a scalar loop (mispredicted on half the elements).
     const T below = xv <= lo.as<T>() ? T(0) : gv;
     return xv >= hi.as<T>() ? T(0) : below;
+  });
+}
+
+// softplus(x, beta, threshold) = log1p(exp(beta x)) / beta, x itself where beta x exceeds
+// threshold (ATen's CPU formula: exp would overflow there and the two agree to rounding).
+Results Softplus(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
+  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
+  return Map1(c, x, [beta, threshold](auto v) {
+    using T = decltype(v);
+    const T b = static_cast<T>(beta), bx = v * b;
+    return bx > static_cast<T>(threshold) ? v : static_cast<T>(std::log1p(std::exp(bx))) / b;
+  });
+}
+
+// ATen's: g e^(beta x) / (e^(beta x) + 1), g itself where beta x exceeds threshold.
+Results SoftplusBackward(KernelCall& c) {
+  OVERLAP_ASSIGN_OR_RETURN(Tensor g, c.TensorArg("grad_output"));
+  OVERLAP_ASSIGN_OR_RETURN(Tensor x, c.TensorArg("self"));
+  OVERLAP_ASSIGN_OR_RETURN(double beta, c.DoubleArg("beta"));
+  OVERLAP_ASSIGN_OR_RETURN(double threshold, c.DoubleArg("threshold"));
+  return Map2(c, g, x, [beta, threshold](auto gv, auto xv) {
+    using T = decltype(gv);
+    const T bx = xv * static_cast<T>(beta);
+    const T z = std::exp(bx);
+    return bx > static_cast<T>(threshold) ? gv : gv * z / (z + T(1));
   });
 }
 
@@ -1154,6 +1183,8 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   });
   r.Register("aten.hardtanh.default", Hardtanh);
   r.Register("aten.hardtanh_backward.default", HardtanhBackward);
+  r.Register("aten.softplus.default", Softplus);
+  r.Register("aten.softplus_backward.default", SoftplusBackward);
   r.Register("aten.gelu.default", Gelu);
   r.Register("aten.gelu_backward.default", GeluBackward);
   r.Register("aten.leaky_relu_backward.default", LeakyReluBackward);

@@ -59,6 +59,8 @@ enum class EwOp : int32_t {
   kAbs,                  // |a| (-0 to 0; NaN stays NaN)
   kSgn,                  // -1, 0 or 1 by a's sign; 0 for NaN (ATen's CPU sign)
   kSqrt,                 // sqrt(a)
+  kFloor,                // floor(a)
+  kReciprocal,           // 1 / a
 };
 
 // Whether `op` reads b.
@@ -247,6 +249,10 @@ OVERLAP_HOST_DEVICE OVERLAP_INLINE T Ew(EwOp op, T a, T b, T s) {
       return T(1) / sqrt(a);
     case EwOp::kSqrt:
       return sqrt(a);
+    case EwOp::kFloor:
+      return floor(a);
+    case EwOp::kReciprocal:
+      return T(1) / a;
     case EwOp::kRelu:
       return a <= T(0) ? T(0) : a;
     case EwOp::kSigmoidBackward:

@@ -11,6 +11,8 @@ absl::Span<const EwRow> ElementwiseRows() {
       {"aten.leaky_relu.default", EwForm::kUnary, EwOp::kLeakyRelu, "negative_slope"},
       {"aten.rsqrt.default", EwForm::kUnaryFloat, EwOp::kRsqrt},
       {"aten.sqrt.default", EwForm::kUnaryFloat, EwOp::kSqrt},
+      {"aten.floor.default", EwForm::kUnary, EwOp::kFloor},
+      {"aten.reciprocal.default", EwForm::kUnaryFloat, EwOp::kReciprocal},
       {"aten.sigmoid.default", EwForm::kUnaryFloat, EwOp::kSigmoid},
       {"aten.tanh.default", EwForm::kUnaryFloat, EwOp::kTanh},
       {"aten.exp.default", EwForm::kUnaryFloat, EwOp::kExp},

@@ -1761,6 +1761,35 @@ TEST(KernelTest, MaxReductionsMatchTheirDefinitions) {
   EXPECT_EQ(Out("aten.amax.default", {F(empty), C(Ints({0}))}).shape, (std::vector<int64_t>{0}));
 }
 
+// softplus and its backward against ATen's formula (log1p(exp(beta x)) / beta; x past the
+// threshold) and finite differences; floor, including negative halves.
+TEST(KernelTest, SoftplusAndFloorMatchTheirDefinitions) {
+  const RefTensor x = ref::Make({5}, {-3, -0.5, 0, 2, 30});
+  const RefTensor sp = Out("aten.softplus.default", {F(x)});
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(sp.data[i], std::log1p(std::exp(x.data[i])), 1e-6) << i;
+  }
+  EXPECT_EQ(sp.data[4], 30);  // beta x > threshold: x itself
+  const RefTensor sp2 =
+      Out("aten.softplus.default", {F(x), C(Value::Double(2)), C(Value::Double(3))});
+  EXPECT_NEAR(sp2.data[1], std::log1p(std::exp(-1.0)) / 2, 1e-6);
+  EXPECT_EQ(sp2.data[3], 2);  // 2 x = 4 > 3
+  CheckFiniteDifferences(
+      "softplus", {Rand({3, 4}, -2, 2)},
+      [](const std::vector<RefTensor>& in) {
+        return Out("aten.softplus.default", {F(in[0]), C(Value::Double(1.5)), C(Value::Int(20))});
+      },
+      [](const std::vector<RefTensor>& in, const RefTensor& g) {
+        return std::vector<std::optional<RefTensor>>{
+            Out("aten.softplus_backward.default",
+                {F(g), F(in[0]), C(Value::Double(1.5)), C(Value::Int(20))})};
+      });
+  const RefTensor fl = Out("aten.floor.default", {F(ref::Make({4}, {-1.5, -0.5, 0.5, 2}))});
+  EXPECT_EQ(fl.data, (std::vector<double>{-2, -1, 0, 2}));
+  const RefTensor rc = Out("aten.reciprocal.default", {F(ref::Make({3}, {-4, 0.5, 2}))});
+  EXPECT_EQ(rc.data, (std::vector<double>{-0.25, 2, 0.5}));
+}
+
 // leaky_relu and PReLU (1.13's prelu pair and 2.x's _prelu_kernel pair, one formula) against
 // their definitions and finite differences away from the kink at 0.
 TEST(KernelTest, LeakyReluAndPreluMatchTheirDefinitions) {

@@ -216,6 +216,12 @@ def _export(a, kwargs, loaded):
     examples = [export.parse_input(s, a.seed + i) for i, s in enumerate(a.input)]
     model = export.load_model(a.model, kwargs)
     loaded.append(model)
+    with user("import", "the model's tensor attributes"):
+        lifted = export.plain_tensors_as_buffers(model)
+    if lifted:
+        print(f"overlap_export: {len(lifted)} tensor attribute(s) that are neither parameters "
+              f"nor buffers read as buffers: {', '.join(lifted[:4])}"
+              f"{' ...' if len(lifted) > 4 else ''}", file=sys.stderr)
     with user("import", "the model's train()"):
         model.train(a.train)
     name = a.model.split(":")[-1]

@@ -5,6 +5,7 @@ following docs/format.md and docs/ops.md's calling convention of AOT pairs.
 
 import contextlib
 import copy
+import functools
 import importlib
 import math
 import operator
@@ -144,6 +145,26 @@ def _param_entry(name, owner, p, storage):
     if storage != name:
         e["storage"] = storage
     return e
+
+
+def plain_tensors_as_buffers(model):
+    """Registers each tensor a module keeps as a plain attribute (VideoMAE's sinusoidal
+    position table) as a non-persistent buffer of that module, and returns their names.
+    torch 2.x's fake-tensor trace refuses a real tensor it meets; as a buffer it is a
+    placeholder like any other, written to the weights file, and the module-style graph
+    reads it as it reads a buffer. Left alone: parameters, buffers, and tensors with
+    autograd history or a trace's leftovers (weight_norm's `weight`, which a hook
+    recomputes from the parameters on every call)."""
+    lifted = []
+    for prefix, m in model.named_modules():
+        for attr, value in list(vars(m).items()):
+            if (not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter)
+                    or value.requires_grad or not value.is_leaf or _trace_leftover(value)):
+                continue
+            delattr(m, attr)
+            m.register_buffer(attr, value, persistent=False)
+            lifted.append(f"{prefix}.{attr}" if prefix else attr)
+    return lifted
 
 
 def all_named_parameters(module, prefix=""):
@@ -435,7 +456,10 @@ def functional_call_api():
     torch.nn.utils.stateless.functional_call (deprecated in 2.x)."""
     func = getattr(torch, "func", None)
     if func is not None and hasattr(func, "functional_call"):
-        return func.functional_call
+        # The caller names every tied path itself, one per (module, attribute) slot
+        # (_one_path_per_slot): torch's own tying would swap a shared module's slot once
+        # per path and restore the trace's tensor into the model.
+        return functools.partial(func.functional_call, tie_weights=False)
     return torch.nn.utils.stateless.functional_call
 
 
@@ -457,6 +481,7 @@ def export_aot(model, inputs, loss, target, name):
     first_by_storage = {_storage_key(p): n for n, p in named}
     for n, p in all_named_parameters(model):
         aliases[n] = first_by_storage[_storage_key(p)]
+    swapped = _one_path_per_slot(model, [n for n, _ in named], aliases)
     state_names = [n for n, _ in named] + [n for n, _ in buffers]
     k = len(state_names)
     n_in = len(inputs)
@@ -474,8 +499,8 @@ def export_aot(model, inputs, loss, target, name):
 
     def step(*args):
         state = dict(zip(state_names, args[:k]))
-        for alias, first in aliases.items():
-            state[alias] = state[first]
+        for alias in swapped:
+            state[alias] = state[aliases[alias]]
         with _rnn_weights_from(rnns, state):
             out = functional_call(model, state, tuple(args[k:k + n_in]))
         return (_loss_fn(loss, out, args[k + n_in] if target is not None else None),)
@@ -498,6 +523,13 @@ def export_aot(model, inputs, loss, target, name):
             owner = _real_state_in_trace(model, e)
             if owner is None:
                 raise
+            if owner[0] == "cached":
+                raise ExportError(
+                    "aot", f"the forward reads a tensor that module '{owner[1] or 'the model'}' "
+                           f"keeps in its attribute '{owner[2]}', a value an earlier call "
+                           "cached (timm's attention_bias_cache in evaluation mode): the "
+                           "trace cannot read it and its parameters would get no gradient "
+                           "through it; export in training mode (--train)") from None
             raise _read_as_constant("forward", *owner) from None
         if result.requires_grad:
             result.sum().backward()
@@ -548,6 +580,25 @@ def export_aot(model, inputs, loss, target, name):
     return fw_doc, bw_doc, tensors, reference
 
 
+def _one_path_per_slot(model, firsts, aliases):
+    """The alias names (of `aliases`, beyond `firsts`) the functional call must swap: one
+    name per (module, attribute) slot. A module reachable by two paths (CoaT's shared
+    convolutional position encodings) has one slot under both names; swapping it twice makes
+    torch's functional call restore the swapped-in tensor, leaving a trace's tensor in the
+    model."""
+    def slot(name):
+        owner, _, attr = name.rpartition(".")
+        return id(model.get_submodule(owner) if owner else model), attr
+    seen = {slot(n) for n in firsts}
+    out = []
+    for alias in aliases:
+        s = slot(alias)
+        if s not in seen:
+            seen.add(s)
+            out.append(alias)
+    return out
+
+
 def _read_as_constant(which, kind, owner, how=None):
     """The refusal of a graph that reads the model's parameter or buffer `owner` as a
     constant (`how`: the node, where the graph has one), which would get no gradient."""
@@ -567,14 +618,32 @@ def _real_state_in_trace(model, e):
         return None
     state = {id(p): ("parameter", n) for n, p in model.named_parameters()}
     state.update({id(b): ("buffer", n) for n, b in model.named_buffers()})
+    frames = []
     tb = e.__traceback__
     while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    # Innermost first: the first real tensor met there is the one fake-tensor mode refused
+    # (an outer frame's locals hold the model's real parameters for other reasons).
+    fake = getattr(getattr(torch, "_subclasses", None), "FakeTensor", ())
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
             items = value if isinstance(value, (list, tuple)) else (value,)
             for item in items:
-                if id(item) in state:
-                    return state[id(item)]
-        tb = tb.tb_next
+                if isinstance(item, torch.Tensor) and not isinstance(item, fake):
+                    return state.get(id(item)) or _cached_in(model, item)
+    return None
+
+
+def _cached_in(model, tensor):
+    """("cached", module name, attribute) of the module attribute (a list, tuple or dict
+    of tensors) that holds `tensor`, or None."""
+    for prefix, m in model.named_modules():
+        for attr, value in vars(m).items():
+            items = (value.values() if isinstance(value, dict)
+                     else value if isinstance(value, (list, tuple)) else ())
+            if any(item is tensor for item in items):
+                return "cached", prefix, attr
     return None
 
 
@@ -693,6 +762,12 @@ def _decompositions():
                                   aten.mul.Tensor(var, unbiased))
         return out, mean, invstd, new_mean, new_var
 
+    def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+        # Batch norm without running statistics (NFNet's scaled weight standardization, a
+        # norm with track_running_stats=False): native_batch_norm given None for them.
+        return aten.native_batch_norm.default(x, weight, bias, None, None, training, momentum,
+                                              eps)
+
     def alias(x):
         # A view of the whole tensor (torch's own decomposition writes prims.view_of).
         return aten.view.default(x, list(x.shape))
@@ -706,8 +781,10 @@ def _decompositions():
     # attention as its math (softmax(q k^T scale + mask) v; its backward is that math's, and
     # _safe_softmax, zeros for a row masked whole, as softmax and where), _unsafe_index and
     # _unsafe_index_put as index and index_put, linalg_vector_norm as its elementwise form.
+    # im2col and col2im (nn.Unfold and nn.Fold: VOLO's outlook attention) as the gather and
+    # the accumulating scatter they are (index, index_put) over a padded input.
     names = ("_scaled_dot_product_flash_attention_for_cpu", "_safe_softmax", "_unsafe_index",
-             "_unsafe_index_put", "linalg_vector_norm")
+             "_unsafe_index_put", "linalg_vector_norm", "im2col", "col2im")
     present = [getattr(aten, n) for n in names if hasattr(aten, n)]
     if present:
         from torch._decomp import get_decompositions
@@ -717,6 +794,8 @@ def _decompositions():
                      ("copy", copy), ("alias", alias)):
         if hasattr(aten, name):
             table[getattr(aten, name).default] = fn
+    if hasattr(aten, "_native_batch_norm_legit"):
+        table[aten._native_batch_norm_legit.no_stats] = batch_norm_no_stats
     return {**table, aten._weight_norm_interface.default: weight_norm,
             aten._weight_norm_interface_backward.default: weight_norm_backward,
             aten.norm.Scalar: norm,

@@ -267,3 +267,110 @@ def segformer():
                   depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                   num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2],
                   decoder_hidden_size=32)
+
+
+def qwen3():
+    return _decoder(tf.Qwen3Config, tf.Qwen3ForCausalLM, num_key_value_heads=2, head_dim=8)
+
+
+def qwen3_moe():
+    return _decoder(tf.Qwen3MoeConfig, tf.Qwen3MoeForCausalLM, num_key_value_heads=2, head_dim=8,
+                    num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+
+
+def olmoe():
+    return _decoder(tf.OlmoeConfig, tf.OlmoeForCausalLM, num_key_value_heads=2, num_experts=4,
+                    num_experts_per_tok=2)
+
+
+def starcoder2():
+    return _decoder(tf.Starcoder2Config, tf.Starcoder2ForCausalLM, num_key_value_heads=2)
+
+
+def gpt_bigcode():
+    config = tf.GPTBigCodeConfig(vocab_size=VOCAB, n_embd=WIDTH, n_layer=2, n_head=HEADS,
+                                 n_positions=64, use_cache=False, attn_implementation="eager")
+    return Head(tf.GPTBigCodeForCausalLM(config))
+
+
+def cohere():
+    return _decoder(tf.CohereConfig, tf.CohereForCausalLM, num_key_value_heads=2)
+
+
+def granite():
+    return _decoder(tf.GraniteConfig, tf.GraniteForCausalLM, num_key_value_heads=2)
+
+
+def olmo2():
+    return _decoder(tf.Olmo2Config, tf.Olmo2ForCausalLM, num_key_value_heads=2)
+
+
+def nemotron():
+    return _decoder(tf.NemotronConfig, tf.NemotronForCausalLM, num_key_value_heads=2)
+
+
+def mamba():
+    config = tf.MambaConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=2,
+                            state_size=4, use_cache=False)
+    return Head(tf.MambaForCausalLM(config))
+
+
+def mamba2():
+    config = tf.Mamba2Config(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=2,
+                             state_size=4, num_heads=4, head_dim=16, n_groups=1, expand=2,
+                             chunk_size=4, use_cache=False)
+    return Head(tf.Mamba2ForCausalLM(config))
+
+
+def jamba():
+    return _decoder(tf.JambaConfig, tf.JambaForCausalLM, num_key_value_heads=2, num_experts=4,
+                    num_experts_per_tok=2, attn_layer_period=2, attn_layer_offset=1,
+                    expert_layer_period=2, expert_layer_offset=1, mamba_d_state=4,
+                    mamba_d_conv=4, mamba_expand=2, use_mamba_kernels=False)
+
+
+def modernbert():
+    config = tf.ModernBertConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FFN,
+                                 num_hidden_layers=2, num_attention_heads=HEADS,
+                                 max_position_embeddings=64, attn_implementation="eager",
+                                 pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                 cls_token_id=1, sep_token_id=2)
+    return Head(tf.ModernBertForMaskedLM(config))
+
+
+def siglip_vision():
+    config = tf.SiglipVisionConfig(hidden_size=WIDTH, intermediate_size=FFN, num_hidden_layers=2,
+                                   num_attention_heads=HEADS, image_size=32, patch_size=8)
+    return Head(tf.SiglipVisionModel(config), field="pooler_output")
+
+
+def convnextv2():
+    return _image(tf.ConvNextV2Config, tf.ConvNextV2ForImageClassification, num_stages=2,
+                  hidden_sizes=[8, 16], depths=[1, 1], patch_size=2, image_size=32)
+
+
+def swinv2():
+    return _image(tf.Swinv2Config, tf.Swinv2ForImageClassification, image_size=32, patch_size=4,
+                  embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4)
+
+
+def _audio(config_class, model_class, **extra):
+    config = config_class(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=1,
+                          num_attention_heads=HEADS, intermediate_size=FFN, conv_dim=(16, 16),
+                          conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+                          num_conv_pos_embedding_groups=2, **extra)
+    return Head(model_class(config))
+
+
+def hubert():
+    return _audio(tf.HubertConfig, tf.HubertForCTC, attn_implementation="eager")
+
+
+def wavlm():
+    return _audio(tf.WavLMConfig, tf.WavLMForCTC, num_buckets=8, max_bucket_distance=16)
+
+
+def videomae():
+    return _image(tf.VideoMAEConfig, tf.VideoMAEForVideoClassification, image_size=32,
+                  patch_size=8, num_frames=4, tubelet_size=2, hidden_size=WIDTH,
+                  num_hidden_layers=2, num_attention_heads=HEADS, intermediate_size=FFN)
