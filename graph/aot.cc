@@ -1333,9 +1333,9 @@ class AotBuilder {
   absl::Status SoftplusBackward(const Call& c) {
     const NodeId x = c.First();
     OVERLAP_ASSIGN_OR_RETURN(NodeId xb, Use(x));
-    OVERLAP_ASSIGN_OR_RETURN(NodeId g, Emit("aten.softplus_backward.default",
-                                            {Value::Ref(G(c.id)), Value::Ref(xb), c.Arg("beta"),
-                                             c.Arg("threshold")}));
+    OVERLAP_ASSIGN_OR_RETURN(
+        NodeId g, Emit("aten.softplus_backward.default",
+                       {Value::Ref(G(c.id)), Value::Ref(xb), c.Arg("beta"), c.Arg("threshold")}));
     return Accumulate(x, g);
   }
 
