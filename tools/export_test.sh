@@ -328,8 +328,10 @@ grep -Eq '\{"\$float": ?"-inf"\}' "$out/neginf.forward.json" || fail "-inf not w
 # torch's float64 exactly as for any model). name | kwargs | input | loss
 # (label smoothing's model returns its loss: the exporter's is its sum).
 tiny=overlap_export.testing.tiny_models
+# A table kept as a plain attribute (read as a buffer) and a module reachable by two paths
+# (its slot swapped once) train as torch does.
 for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
-         "float32_inside|{}|4x4|ce"; do
+         "float32_inside|{}|4x4|ce" "plain_table|{}|4x4|ce" "shared_module|{}|4x4|ce"; do
   IFS='|' read -r name kwargs input loss <<<"$m"
   "$py" -m overlap_export "$tiny:$name" --kwargs "$kwargs" --input "$input" --aot --loss "$loss" \
     -o "$out/$name" --weights "$out/$name.safetensors" --reference >/dev/null \
@@ -341,6 +343,8 @@ for m in "weight_normed|{}|4x4|ce" "label_smoothing|{\"soft\": true}|2x4|sum" \
   "$py" -m overlap_export.compare "$out/$name.forward.json" "$out/$name.safetensors" \
     "$out/$name.out.safetensors" || fail "$name: the executor differs from torch"
 done
+grep -q "1 tensor attribute(s) that are neither parameters nor buffers read as buffers: table" \
+  "$out/plain_table.err" || fail "plain_table: no note on the lifted table: $(cat "$out/plain_table.err")"
 grep -q "the model asks for float32 (or float16 / bfloat16) results inside" \
   "$out/float32_inside.err" ||
   fail "float32_inside: no note on the float64 reference: $(cat "$out/float32_inside.err")"

@@ -238,11 +238,32 @@ def _is_random(node):
     return schema is not None and any(a.name == "generator" for a in schema.arguments)
 
 
+@contextlib.contextmanager
+def _containers_kept(model):
+    """Restores the dicts and lists the model's modules hold as attributes: a forward that
+    caches a value in one (timm's attention_bias_cache) would keep torch.fx's proxy there
+    after the symbolic trace, for every later call to read."""
+    saved = []
+    for m in model.modules():
+        for value in vars(m).values():
+            if type(value) in (dict, list):
+                saved.append((value, value.copy()))
+    try:
+        yield
+    finally:
+        for value, copy_ in saved:
+            value.clear()
+            if isinstance(value, dict):
+                value.update(copy_)
+            else:
+                value.extend(copy_)
+
+
 def export_module_style(model, inputs, name):
     """The forward as torch.fx traces it (call_module / get_attr), with the parameter table
     by owner. ExportError("trace") when torch.fx cannot trace the model symbolically."""
-    with user_code("trace", "the model's forward"):  # sys.exit: fatal, not untraceable
-        try:
+    with user_code("trace", "the model's forward"), _containers_kept(model):
+        try:  # user_code: sys.exit is fatal, not untraceable
             gm = torch.fx.symbolic_trace(model)
         except Exception as e:  # noqa: BLE001
             raise ExportError("trace", "torch.fx cannot trace it symbolically: "
@@ -527,7 +548,8 @@ def export_aot(model, inputs, loss, target, name):
                 raise ExportError(
                     "aot", f"the forward reads a tensor that module '{owner[1] or 'the model'}' "
                            f"keeps in its attribute '{owner[2]}', a value an earlier call "
-                           "cached (timm's attention_bias_cache in evaluation mode): the "
+                           "cached (LeViT's and EfficientFormer's attention-bias caches in "
+                           "evaluation mode, in timm and transformers): the "
                            "trace cannot read it and its parameters would get no gradient "
                            "through it; export in training mode (--train)") from None
             raise _read_as_constant("forward", *owner) from None

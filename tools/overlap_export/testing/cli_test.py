@@ -357,6 +357,18 @@ class RefusedTest(Base):
                                       "tensor's value into Python")
         self.assertEqual(self.files(), [])
 
+    def test_cached_tensor(self):
+        # A tensor cached from an earlier call in a dict attribute: refused naming the module
+        # and attribute, with the remedy; in training mode the model computes it, and exports.
+        r = export([MODELS + ":cached_bias", "--input", "2x4", "--aot", "--loss", "ce", "-o",
+                    "m"], self.dir)
+        self.assertOneLineError(r, 1, "overlap_export: aot: the forward reads a tensor that "
+                                      "module 'the model' keeps in its attribute 'cache'",
+                                "(--train)")
+        r = export([MODELS + ":cached_bias", "--input", "2x4", "--aot", "--loss", "ce", "-o",
+                    "m", "--train"], self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_unexpected_error(self):
         # An output the loss cannot take: no step expects it, so the top level names the
         # exporter's function and the exception, in one line.

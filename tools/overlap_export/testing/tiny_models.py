@@ -329,3 +329,63 @@ class MaskedMean(torch.nn.Module):
 
 def masked_mean():
     return MaskedMean()
+
+
+class PlainTable(Tiny):
+    """Adds a fixed table it keeps as a plain attribute, neither a parameter nor a buffer
+    (as VideoMAE keeps its sinusoidal positions): the exporter reads it as a buffer. Inputs
+    Nx4."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.linspace(-1, 1, 4)
+
+    def forward(self, x):
+        return super().forward(x + self.table)
+
+
+def plain_table():
+    return PlainTable()
+
+
+class SharedModule(torch.nn.Module):
+    """One Linear reachable by two paths (`shared` and `blocks.0.proj`, as CoaT shares its
+    position encodings between blocks), applied twice. Inputs Nx4."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = torch.nn.Linear(4, 4)
+        self.blocks = torch.nn.ModuleList([torch.nn.Module()])
+        self.blocks[0].proj = self.shared
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.blocks[0].proj(torch.relu(self.shared(x)))))
+
+
+def shared_module():
+    return SharedModule()
+
+
+class CachedBias(Tiny):
+    """Caches a tensor computed from a parameter in a dict on its first call in evaluation
+    mode and reads the cache thereafter (timm's LeViT and EfficientFormer attention biases).
+    Inputs Nx4."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(2, 2))
+        self.cache = {}
+
+    def forward(self, x):
+        if self.training:
+            b = self.bias.sum(0)
+        else:
+            if "b" not in self.cache:
+                self.cache["b"] = self.bias.sum(0)
+            b = self.cache["b"]
+        return super().forward(x) + b
+
+
+def cached_bias():
+    return CachedBias()
