@@ -397,19 +397,37 @@ void DefinePasses(py::module_& m) {
 
   m.def(
       "simulate",
-      [](const Graph& g, int world_size, double latency_s, double bandwidth_bytes_per_s) {
+      [](const Graph& g, int world_size, double latency_s, double bandwidth_bytes_per_s,
+         bool trace) {
         const CollectiveModel c = Collectives(world_size, latency_s, bandwidth_bytes_per_s);
         absl::StatusOr<SimulationResult> r;
         {
           py::gil_scoped_release release;
           absl::Status ok = Verify(g);
-          r = ok.ok() ? Simulate(g, g.OrderVector(), c) : absl::StatusOr<SimulationResult>(ok);
+          SimulationOptions so;
+          so.record_trace = trace;
+          r = ok.ok() ? Simulator(g, c).Run(g.OrderVector(), so)
+                      : absl::StatusOr<SimulationResult>(ok);
         }
-        return SimulationDict(Take(std::move(r)));
+        SimulationResult result = Take(std::move(r));
+        py::dict d = SimulationDict(result);
+        if (trace) {
+          py::list events;
+          for (const SimEvent& e : result.events) {
+            events.append(py::make_tuple(g.node(e.node).name(), e.stream, e.start_s, e.end_s));
+          }
+          d["events"] = events;
+          d["reached_s"] = result.reached_s;
+          d["memory"] = result.memory;
+        }
+        return d;
       },
       py::arg("graph"), py::kw_only(), py::arg("world_size") = 32, py::arg("latency_s") = 20e-6,
-      py::arg("bandwidth_bytes_per_s") = 50e9,
-      "Simulates the graph in its own order: peak memory, step time, exposed communication.");
+      py::arg("bandwidth_bytes_per_s") = 50e9, py::arg("trace") = false,
+      "Simulates the graph in its own order: peak memory, step time, exposed communication; "
+      "with trace, also its events (node, stream 0 compute / 1 communication / 2 host link, "
+      "start, end), the compute clock at each position (reached_s) and the bytes in use "
+      "after each change (memory: time, bytes).");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 """Type stubs of overlap's C++ extension (python/overlap_module.cc; docs/torch.md)."""
 
-from typing import Optional, TypedDict
+from typing import NotRequired, Optional, TypedDict
 
 
 class Error(RuntimeError):
@@ -65,6 +65,9 @@ class Simulation(TypedDict):
     host_s: float
     exposed_comm_s: float
     lower_bound_s: float
+    events: NotRequired[list[tuple[str, int, float, float]]]  # simulate(trace=True)
+    reached_s: NotRequired[list[float]]  # simulate(trace=True)
+    memory: NotRequired[list[tuple[float, int]]]  # simulate(trace=True): (time, bytes)
 
 
 class ScheduleReport(TypedDict):
@@ -120,4 +123,4 @@ def plan(forward: Graph, backward: Graph, *, algorithm: str = ...,
          wait_for_reductions: bool = ..., world_size: int = ..., latency_s: float = ...,
          bandwidth_bytes_per_s: float = ...) -> StepPlan: ...
 def simulate(graph: Graph, *, world_size: int = ..., latency_s: float = ...,
-             bandwidth_bytes_per_s: float = ...) -> Simulation: ...
+             bandwidth_bytes_per_s: float = ..., trace: bool = ...) -> Simulation: ...

@@ -270,3 +270,29 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
         return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
     return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
 
+
+
+def zero3(model, example_inputs, target=None, *, loss="ce", group=None, algorithm=None,
+          budget_bytes=None, recompute=True, offload=True):
+    """ZeRO-3 on torch's own graphs and kernels (docs/torch.md, "ZeRO-3 on torch's graphs").
+
+    `model`'s step is captured on `example_inputs` (a list of tensors) and `target` with
+    `loss` ("ce", "mse", "sum": the exporter's losses) by AOTAutograd; ZeRO-3's gathers,
+    releases and reduce-scatters are inserted and ordered by overlap's step plan
+    (`algorithm`, ours by default, under `budget_bytes` with the recompute and offload
+    levers, as `overlap plan`), and each step runs the planned graphs on ATen's kernels,
+    the collectives on torch.distributed over `group` (the default process group).
+    Returns a Zero3: `step(inputs, target)` runs one forward and backward and sets the
+    shards' gradients (averaged over the ranks); `parameters()` are this rank's flat
+    shards, for any torch optimizer. Static shapes: every batch has the example's."""
+    from ._zero3 import zero3 as impl
+    return impl(model, example_inputs, target, loss=loss, group=group, algorithm=algorithm,
+                budget_bytes=budget_bytes, recompute=recompute, offload=offload)
+
+
+def LiveBytes():  # noqa: N802 - a class to its users
+    """A counting allocator for CPU steps (torch keeps no allocator statistics there): a
+    context manager whose `peak` and `transient_peak` are the bytes of ATen's results
+    alive at once inside it (overlap._zero3.LiveBytes)."""
+    from ._zero3 import LiveBytes as impl
+    return impl()

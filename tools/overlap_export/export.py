@@ -804,9 +804,16 @@ def _decompositions():
     # _safe_softmax, zeros for a row masked whole, as softmax and where), _unsafe_index and
     # _unsafe_index_put as index and index_put, linalg_vector_norm as its elementwise form.
     # im2col and col2im (nn.Unfold and nn.Fold: VOLO's outlook attention) as the gather and
-    # the accumulating scatter they are (index, index_put) over a padded input.
+    # the accumulating scatter they are (index, index_put) over a padded input; reflection
+    # and replication padding (TResNet, HRNet-style heads) as gathers of clamped or
+    # reflected indices, reflection's backward likewise; addcmul and addcdiv (ResMLP's
+    # affine layers) as their products and sums.
     names = ("_scaled_dot_product_flash_attention_for_cpu", "_safe_softmax", "_unsafe_index",
-             "_unsafe_index_put", "linalg_vector_norm", "im2col", "col2im")
+             "_unsafe_index_put", "linalg_vector_norm", "im2col", "col2im", "addcmul",
+             "addcdiv", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
+             "reflection_pad1d_backward", "reflection_pad2d_backward",
+             "reflection_pad3d_backward", "replication_pad1d", "replication_pad2d",
+             "replication_pad3d", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate")
     present = [getattr(aten, n) for n in names if hasattr(aten, n)]
     if present:
         from torch._decomp import get_decompositions
@@ -923,6 +930,19 @@ def _primal_chain(node, primal_param):
     if node.op == "placeholder" and node.name in primal_param:
         return node, list(reversed(chain))
     return None
+
+
+def _alias_root(node):
+    """(root, chain): the view ops (aliasing ATen ops whose other arguments are constants)
+    from the first value that is not such a view to `node`; chain empty when `node` is
+    not a view."""
+    chain = []
+    while (node.op == "call_function" and _schema_aliases(node) and node.args
+           and isinstance(node.args[0], torch.fx.Node)
+           and not any(isinstance(a, torch.fx.Node) for a in node.all_input_nodes[1:])):
+        chain.append(node)
+        node = node.args[0]
+    return node, list(reversed(chain))
 
 
 def _lift_constants(fw, constants, carried):
@@ -1056,6 +1076,26 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
             kept.append(s)
         else:
             recompute[s.name] = chain
+    # Saved values that share a storage (AOT's partitioner saves `relu` and `detach(relu)`,
+    # or three views of one projection's input) leave the outputs but their root: the
+    # backward recomputes each view from the root's placeholder, which is saved in their
+    # place if it was not, so that no two placeholders stand for one storage (every memory
+    # model here gives each placeholder a storage of its own).
+    groups = {}
+    for s in kept[n_outputs:]:
+        if isinstance(s, torch.fx.Node):
+            root, chain = _alias_root(s)
+            groups.setdefault(root, []).append((s, chain))
+    extra_roots = []
+    for root, members in groups.items():
+        if len(members) < 2:
+            continue  # one storage, one placeholder
+        if all(chain for _, chain in members):
+            extra_roots.append(root)
+        for s, chain in members:
+            if chain:
+                kept.remove(s)
+                recompute[s.name] = (root, chain)
     # torch 1.13's partitioner orders the saved values by a set's iteration (object ids):
     # two exports of one model would differ. Forward order instead, on both sides (the
     # backward's saved placeholders carry the forward values' names).
@@ -1065,6 +1105,7 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
                 and not n.name.startswith("tangents") and n.name not in recompute]
     if [s.name for s in saved] == [n.name for n in bw_saved]:
         kept = kept[:n_outputs] + sorted(saved, key=lambda s: fw_pos[s.name])
+    kept += extra_roots
     # The backward's constants: forward placeholders, saved last.
     carried_saved = list(dict.fromkeys(carried_ph.values()))
     kept += carried_saved
@@ -1079,7 +1120,7 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
     for ph in bw_phs:
         if ph.name in recompute:
             p = recompute[ph.name][0]
-            if p.name not in primals_needed:
+            if p.name in primal_param and p.name not in primals_needed:
                 primals_needed.append(p.name)
     order = {n.name: i for i, n in enumerate(fw_phs)}
     primals_needed.sort(key=lambda n: order[n])
@@ -1094,21 +1135,23 @@ def _convention(fw, bw, named, buffers, aliases, name, n_inputs, has_target, con
     rest = [ph for ph in bw_phs if ph.name not in recompute]
     rest.sort(key=lambda ph: (ph.name.startswith("tangents"), saved_rank.get(ph.name, 0)))
     tangents = [ph for ph in rest if ph.name.startswith("tangents")]
-    for ph in [ph for ph in rest if ph not in tangents] + carried_saved + tangents:
+    for ph in [ph for ph in rest if ph not in tangents] + extra_roots + carried_saved + tangents:
         node = new.placeholder(ph.name)
         node.meta = dict(ph.meta)
         env[ph] = node
     views = sorted((ph for ph in bw_phs if ph.name in recompute),
                    key=lambda ph: fw_pos.get(ph.name, 0))
+    saved_ph = {ph.name: node for ph, node in env.items()}
     for ph in views:  # recomputed views, right after the placeholders (forward order)
         primal, chain = recompute[ph.name]
-        cur = primal_nodes[primal.name]
+        cur = primal_nodes[primal.name] if primal.name in primal_nodes else saved_ph[primal.name]
         local = {primal: cur}
         for c in chain:
             cur = new.node_copy(c, lambda x: local[x])
             cur.meta = dict(c.meta)
             local[c] = cur
         env[ph] = cur
+        saved_ph[ph.name] = cur  # a later view may start from this one
     for n in bw.nodes:
         if n.op == "placeholder":
             continue

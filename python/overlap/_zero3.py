@@ -1,0 +1,529 @@
+"""ZeRO-3 on torch's own graphs and kernels (docs/torch.md, "ZeRO-3 on torch's graphs").
+
+    z = overlap.torch.zero3(model, [example_batch], target, loss="ce")
+    opt = torch.optim.SGD(z.parameters(), lr=0.1)
+    for batch, target in data:
+        loss = z.step([batch], target)   # forward and backward; the shards' .grad set
+        opt.step(); opt.zero_grad()
+
+The model's forward and backward are captured once by AOTAutograd (the exporter's capture,
+tools/overlap_export: the pair torch.compile hands a backend), ZeRO-3's gathers, releases
+and reduce-scatters are inserted and ordered by overlap's step plan (a scheduler of the
+registry, ours by default, under a memory budget with its recompute and offload levers),
+and each step runs the two planned graphs op by op on torch's ATen kernels, the
+collectives on torch.distributed (gloo on CPUs, NCCL on GPUs: the same calls).
+
+Each parameter lives as one flat shard per rank (padded with zeros to a multiple of the
+world size, rank r keeping elements [r s, (r + 1) s), as FSDP2 and DeepSpeed shard); the
+gradients are reduce-scattered and averaged over the ranks, so an optimizer on the shards
+trains as data-parallel training on the ranks' batches together does.
+"""
+
+import math
+import operator
+
+import torch
+import torch.distributed as dist
+
+from . import _overlap
+
+
+def _exporter():
+    from .fx import _exporter as load
+    return load()
+
+
+_ENUMS = {}
+
+
+def _enum(text):
+    """A dtype, layout or memory format written as torch prints it, or None."""
+    if not _ENUMS:
+        for name in dir(torch):
+            v = getattr(torch, name)
+            if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
+                _ENUMS[str(v)] = v
+    return _ENUMS.get(text)
+
+
+def _target(name):
+    """The callable of a graph file's target: ATen's overloads (`aten.mm.default`), custom
+    ops by namespace (`transformers.grouped_mm_fallback.default`), `operator.*`."""
+    if name.startswith("operator."):
+        return getattr(operator, name.split(".", 1)[1])
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+class _Interpreter:
+    """Runs one planned graph document (docs/format.md) on torch's kernels, in its node
+    order, dropping each value after its last reader (as the simulator frees it) and
+    counting the bytes of the live storages it holds: the measured peak."""
+
+    def __init__(self, doc, zero3, returns_gradients):
+        self.doc = doc
+        self.z = zero3
+        self.nodes = doc["nodes"]
+        self.fns = {}
+        last = {}
+        for i, n in enumerate(self.nodes):
+            if n["op"] == "output" and returns_gradients:
+                # The simulator's rule: the backward's output does not hold a gradient (its
+                # reduce-scatter does, and the shard it lands in is state).
+                continue
+            for ref in self._refs(n.get("args", [])) + self._refs(n.get("kwargs", {})):
+                last[ref] = i
+        self.dies_after = {}
+        for name, i in last.items():
+            self.dies_after.setdefault(i, []).append(name)
+        for n in self.nodes:
+            t = n.get("target", "")
+            if n["op"] == "call_function" and not t.startswith("dc."):
+                try:
+                    self.fns[n["name"]] = _target(t)
+                except (AttributeError, ValueError) as e:
+                    raise ValueError(f"overlap.torch.zero3: node '{n['name']}': no torch op "
+                                     f"for target '{t}': {e}") from None
+
+    @staticmethod
+    def _refs(v):
+        if isinstance(v, str):
+            return [v[1:]] if v.startswith("%") and not v.startswith("%%") else []
+        if isinstance(v, list):
+            return [r for x in v for r in _Interpreter._refs(x)]
+        if isinstance(v, dict):
+            if "$slice" in v:
+                return _Interpreter._refs(v["$slice"])
+            return [r for x in v.values() for r in _Interpreter._refs(x)]
+        return []
+
+    def _value(self, v, env):
+        if isinstance(v, str):
+            if v.startswith("%%"):
+                return v[1:]
+            if v.startswith("%"):
+                return env[v[1:]]
+            if v == "...":
+                return Ellipsis
+            e = _enum(v)
+            return e if e is not None else v
+        if isinstance(v, list):
+            return [self._value(x, env) for x in v]
+        if isinstance(v, dict):
+            if "$float" in v:
+                return float(v["$float"])
+            if "$slice" in v:
+                return slice(*[self._value(x, env) for x in v["$slice"]])
+            return {k: self._value(x, env) for k, x in v.items()}
+        return v
+
+    def run(self, feeds):
+        """The output node's value; `feeds(node)` gives each placeholder's value."""
+        env = {}
+        z = self.z
+        for i, n in enumerate(self.nodes):
+            name, op = n["name"], n["op"]
+            if op == "placeholder":
+                env[name] = feeds(n)
+            elif op == "output":
+                return self._value(n["args"][0], _Defaulting(env))
+            elif op == "call_function":
+                args = [self._value(a, env) for a in n.get("args", [])]
+                kwargs = {k: self._value(v, env) for k, v in n.get("kwargs", {}).items()}
+                t = n["target"]
+                z._node = name
+                env[name] = z.dc(t, args, kwargs) if t.startswith("dc.") else \
+                    self.fns[name](*args, **kwargs)
+            else:
+                raise ValueError(f"overlap.torch.zero3: node '{name}': op '{op}' is not run")
+            z.count(env)  # the node's output exists before its reading frees its inputs
+            for dead in self.dies_after.get(i, ()):
+                env.pop(dead, None)
+            z.settle(i)
+        raise ValueError("overlap.torch.zero3: a graph without an output node")
+
+
+class _Defaulting(dict):
+    """The environment as the output node reads it: None for a value already dropped (a
+    reduced gradient)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+
+    def __missing__(self, key):
+        return None
+
+
+class Zero3:
+    """A model trained with ZeRO-3 by overlap's plan on torch's kernels (`zero3()`)."""
+
+    def __init__(self, model, inputs, target, loss, group, algorithm, budget_bytes,
+                 recompute, offload):
+        export = _exporter()
+        self.group = group
+        self.world = dist.get_world_size(group) if dist.is_initialized() else 1
+        self.rank = dist.get_rank(group) if dist.is_initialized() else 0
+        fw_doc, bw_doc, tensors, _ = export.export_aot(model, list(inputs), loss, target,
+                                                       type(model).__name__)
+        self.constants = tensors
+        fw = _overlap.Graph.from_json(_json(fw_doc))
+        bw = _overlap.Graph.from_json(_json(bw_doc))
+        _overlap.annotate(fw)
+        _overlap.annotate(bw)
+        _overlap.insert_zero3(fw, kind="forward")
+        _overlap.insert_zero3(bw, kind="backward")
+        options = {"algorithm": algorithm} if algorithm else {}
+        self.plan = _overlap.plan(fw, bw, budget_bytes=budget_bytes, recompute=recompute,
+                                  offload=offload, world_size=self.world, **options)
+        import json
+        self.release_after = _reduce_releases(bw, self.world)
+        self.forward_doc = json.loads(fw.to_json())
+        self.backward_doc = json.loads(bw.to_json())
+        self.table = self.forward_doc["params"]
+        named = dict(export.all_named_parameters(model))  # tied names included
+        self.buffers = dict(model.named_buffers())
+        # One shard per storage: tied entries (GPT-2's lm_head and wte) share it, and each
+        # entry's reduced gradient adds to it.
+        self.shards, by_storage = [], {}
+        for entry in self.table:
+            key = entry.get("storage", entry["name"])
+            if key not in by_storage:
+                p = named[entry["name"]].detach()
+                s = math.ceil(p.numel() / self.world)
+                flat = torch.zeros(s * self.world, dtype=p.dtype, device=p.device)
+                flat[:p.numel()] = p.reshape(-1)
+                by_storage[key] = torch.nn.Parameter(
+                    flat[self.rank * s:(self.rank + 1) * s].clone(),
+                    requires_grad=p.requires_grad)
+            self.shards.append(by_storage[key])
+        self.unique_shards = list(by_storage.values())
+        self.shapes = [tuple(e["shape"]) for e in self.table]
+        self._forward = _Interpreter(self.forward_doc, self, returns_gradients=False)
+        self._backward = _Interpreter(self.backward_doc, self, returns_gradients=True)
+        self.gathered = {}  # ds_id -> [the gathered flat buffer, releases seen]
+        self.resident = {}  # ds_id -> the gathered flat buffer kept across steps
+        self._graph = "forward"
+        self.peak_bytes = {"forward": 0, "backward": 0}
+
+    def parameters(self):
+        """The local shards (flat, padded; one per storage): what the optimizer steps."""
+        return iter(self.unique_shards)
+
+    def full_parameters(self):
+        """{name: the whole parameter}, gathered from every rank (for checks)."""
+        out = {}
+        for entry, shard, shape in zip(self.table, self.shards, self.shapes):
+            flat = self._gather(shard.detach())
+            out[entry["name"]] = flat[:math.prod(shape)].view(shape).clone()
+        return out
+
+    def _gather(self, shard):
+        if self.world == 1:
+            return shard
+        flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype, device=shard.device)
+        dist.all_gather_into_tensor(flat, shard, group=self.group)
+        return flat
+
+    # The dc ops (docs/deepcompile.md), on torch.distributed.
+    def dc(self, target, args, kwargs):
+        ds = args[2] if len(args) > 2 else None
+        if target == "dc.allgather_param":
+            shard = args[0]
+            if self.world == 1:
+                return (None, shard)
+            if kwargs.get("persistent"):
+                # A resident: the forward refreshes its one gathered copy (the shards moved
+                # in the optimizer step), the backward reads it as it is; no release frees it.
+                if self._graph == "backward" and ds in self.resident:
+                    return (None, self.resident[ds])
+                flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
+                                   device=shard.device)
+                dist.all_gather_into_tensor(flat, shard.detach(), group=self.group)
+                self.resident[ds] = flat
+                return (None, flat)
+            flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
+                               device=shard.device)
+            work = dist.all_gather_into_tensor(flat, shard.detach(), group=self.group,
+                                               async_op=True)
+            return (work, flat)
+        if target == "dc.wait_allgather":
+            work, flat = args[0]
+            if work is not None:
+                work.wait()
+            if ds not in self.resident:
+                self.gathered[ds] = [flat, 0]
+            shape = self.shapes[ds]
+            return flat[:math.prod(shape)].view(shape)
+        if target == "dc.release_param":
+            # The release that completes n_users frees the gathered buffer.
+            held = self.gathered.get(ds)
+            if held is not None:
+                held[1] += 1
+                if held[1] >= args[3]:
+                    del self.gathered[ds]
+            return args[0]
+        if target == "dc.reduce_grad":
+            g = args[0]
+            shard = self.shards[ds]
+            flat = g.reshape(-1)
+            if flat.numel() != shard.numel() * self.world:  # padded as the shards are
+                padded = g.new_zeros(shard.numel() * self.world)
+                padded[:flat.numel()] = flat
+                flat = padded
+            flat = flat.contiguous()
+            if self.world == 1:
+                self._accumulate(ds, flat)
+                return None
+            out = torch.empty(shard.numel(), dtype=g.dtype, device=g.device)
+            work = dist.reduce_scatter_tensor(out, flat, group=self.group, async_op=True)
+            self.pending.append((work, out, ds, flat, self.release_after.get(self._node, -1)))
+            return None
+        if target == "dc.wait_reduce":
+            still = []
+            for item in self.pending:
+                if item[2] == ds:
+                    item[0].wait()
+                    self._accumulate(ds, item[1])
+                else:
+                    still.append(item)
+            self.pending = still
+            return None
+        if target in ("dc.offload_tensor", "dc.reload_tensor", "dc.wait_reload",
+                      "dc.wait_offload"):
+            return args[0]  # host memory is this memory on a CPU
+        raise ValueError(f"overlap.torch.zero3: unknown ZeRO-3 op {target}")
+
+    def _accumulate(self, ds, reduced):
+        shard = self.shards[ds]
+        if self.world > 1:
+            reduced.div_(self.world)
+        if shard.grad is None:
+            shard.grad = reduced.clone() if self.world == 1 else reduced
+        else:
+            shard.grad.add_(reduced)
+
+    def settle(self, position=None):
+        """Hands each reduce-scatter's shard to its gradient and drops its input once
+        compute has passed the position where the simulated schedule completes it (all,
+        with no position), waiting there for one still running: the simulator's rule for
+        reduced storages, so the measured peak does not depend on how fast the network was
+        (as runtime/train/zero3.h does)."""
+        still = []
+        for item in self.pending:
+            work, out, ds, _, after = item
+            if position is None or position >= after:
+                work.wait()
+                self._accumulate(ds, out)
+            else:
+                still.append(item)
+        self.pending = still
+
+    def count(self, env):
+        """Adds the bytes of the storages alive now (the graph's values and the gathered
+        parameters; not the shards, which are per-rank state) to the peak."""
+        seen = {shard.untyped_storage().data_ptr() for shard in self.unique_shards}
+        total = 0
+        values = (list(env.values()) + [flat for flat, _ in self.gathered.values()]
+                  + list(self.resident.values())
+                  + [p[3] for p in self.pending])  # reductions in flight
+        for v in values:
+            for t in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(t, torch.Tensor):
+                    s = t.untyped_storage()
+                    if s.data_ptr() not in seen:
+                        seen.add(s.data_ptr())
+                        total += s.nbytes()
+        self._live = max(self._live, total)
+
+    def step(self, inputs, target=None):
+        """One forward and backward on this rank's batch: the loss (a 0-d tensor); each
+        shard's .grad gets its averaged gradient (added to what is there)."""
+        inputs = list(inputs)
+        self.pending = []
+
+        def forward_feed(n):
+            meta = n.get("meta", {})
+            if "param" in meta:
+                return self.shards[self._ds(meta["param"])].detach()
+            if "buffer" in meta:
+                return self.buffers[meta["buffer"]]
+            if "constant" in meta:
+                return self.constants[f"constant/{meta['constant']}"]
+            key = meta.get("input", "")
+            if key == "target":
+                return target
+            if key.startswith("input/"):
+                return inputs[int(key.split("/")[1])]
+            raise ValueError(f"overlap.torch.zero3: forward placeholder '{n['name']}' has "
+                             "no value")
+
+        with torch.no_grad():
+            self._live = 0
+            self.gathered, self._graph = {}, "forward"
+            out = self._forward.run(forward_feed)
+            self.peak_bytes["forward"] = self._live
+            loss = out[0]
+            # The forward returns its outputs, then the values the backward saves, in the
+            # order of the backward's placeholders for them (docs/format.md's AOT pairs):
+            # by position, as a release inserted after a saved value renames it.
+            names = self._saved_names()
+            saved = dict(zip(names, out[len(out) - len(names):]))
+
+            def backward_feed(n):
+                meta = n.get("meta", {})
+                if "param" in meta:
+                    return self.shards[self._ds(meta["param"])].detach()
+                if n["name"].startswith("tangents"):
+                    return torch.ones_like(loss)
+                return saved[n["name"]]
+
+            self._live = 0
+            self._graph = "backward"
+            self._backward.run(backward_feed)
+            self.peak_bytes["backward"] = self._live
+            self.settle()
+            self.gathered = {}
+        return loss
+
+    def _ds(self, name):
+        if not hasattr(self, "_ds_of"):
+            self._ds_of = {e["name"]: i for i, e in enumerate(self.table)}
+        return self._ds_of[name]
+
+    def _saved_names(self):
+        if not hasattr(self, "_saved"):
+            self._saved = [n["name"] for n in self.backward_doc["nodes"]
+                           if n["op"] == "placeholder" and "param" not in n.get("meta", {})
+                           and not n["name"].startswith("tangents")]
+        return self._saved
+
+
+def _reduce_releases(backward, world):
+    """{reduce_grad node: the last position before the simulated schedule completes its
+    reduce-scatter}: the plan's backward simulated at this world size with its trace (the
+    bucket's completion for a bucketed reduce)."""
+    import bisect
+    import json
+    sim = _overlap.simulate(backward, world_size=world, trace=True)
+    nodes = json.loads(backward.to_json())["nodes"]
+    position = {n["name"]: i for i, n in enumerate(nodes)}
+    end = {}
+    for name, stream, _, finish in sim["events"]:
+        if stream == 1:
+            end[name] = max(end.get(name, 0.0), finish)
+    bucket_end = {}
+    for n in nodes:
+        b = n.get("kwargs", {}).get("bucket")
+        if n.get("target") == "dc.reduce_grad" and b is not None and n["name"] in end:
+            bucket_end[b] = max(bucket_end.get(b, 0.0), end[n["name"]])
+    out = {}
+    for n in nodes:
+        if n.get("target") != "dc.reduce_grad":
+            continue
+        b = n.get("kwargs", {}).get("bucket")
+        t = bucket_end.get(b, end.get(n["name"])) if b is not None else end.get(n["name"])
+        if t is None:
+            out[n["name"]] = position[n["name"]]
+            continue
+        last = bisect.bisect_left(sim["reached_s"], t) - 1
+        out[n["name"]] = max(position[n["name"]], last)
+    return out
+
+
+def _json(doc):
+    import json
+    return json.dumps(doc, allow_nan=False)
+
+
+def zero3(model, example_inputs, target=None, *, loss="ce", group=None, algorithm=None,
+          budget_bytes=None, recompute=True, offload=True):
+    """`model` trained with ZeRO-3 over `group` (the default process group; one process
+    without torch.distributed): its step captured on `example_inputs` (a list of tensors)
+    and `target` with `loss` ("ce", "mse", "sum": the exporter's losses), planned by
+    scheduler `algorithm` (ours by default) under `budget_bytes` (none: no limit), with the
+    recompute and offload levers as `overlap plan` takes them. Static shapes: every step's
+    batch has the example's shapes. Returns a Zero3 whose parameters() are this rank's
+    shards. Cost: one capture and one plan (seconds), then per step the graphs' ops."""
+    return Zero3(model, example_inputs, target, loss, group, algorithm, budget_bytes,
+                 recompute, offload)
+
+
+class LiveBytes:
+    """A counting allocator for CPU runs, where torch keeps no allocator statistics: while
+    active (a context manager), every tensor an ATen op returns is counted by its storage
+    until the last tensor on that storage is freed; `peak` is the most bytes alive at once.
+    Storages that existed before (parameters, shards, optimizer state) are not counted,
+    whatever returns them. Measures torch's own steps (FSDP2's) and ours alike."""
+
+    def __init__(self):
+        self.live = 0
+        self.peak = 0
+        self._refs = {}
+        self._events = []  # (storage, +bytes or -bytes) in order
+
+    @property
+    def transient_peak(self):
+        """The peak of what the step allocated and freed again: without the storages still
+        alive at the end (gradient shards, resident copies, optimizer state: per-rank
+        state, as the simulator leaves it out)."""
+        live = peak = 0
+        for ptr, delta in self._events:
+            if ptr in self._refs:
+                continue
+            live += delta
+            peak = max(peak, live)
+        return peak
+
+    def __enter__(self):
+        import gc
+        import weakref
+
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        gc.collect()
+        owner = self
+        before = set()
+        for obj in gc.get_objects():
+            if type(obj) in (torch.Tensor, torch.nn.Parameter) and not obj.is_meta:
+                try:
+                    before.add(obj.untyped_storage().data_ptr())
+                except RuntimeError:
+                    pass
+
+        def release(ptr):
+            held = owner._refs.get(ptr)
+            if held is None:
+                return
+            held[0] -= 1
+            if held[0] == 0:
+                owner.live -= held[1]
+                owner._events.append((ptr, -held[1]))
+                del owner._refs[ptr]
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in torch.utils._pytree.tree_leaves(out):
+                    if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor:
+                        continue
+                    s = t.untyped_storage()
+                    ptr = s.data_ptr()
+                    if ptr == 0 or ptr in before:
+                        continue
+                    held = owner._refs.get(ptr)
+                    if held is None:
+                        held = owner._refs[ptr] = [0, s.nbytes()]
+                        owner.live += held[1]
+                        owner._events.append((ptr, held[1]))
+                        owner.peak = max(owner.peak, owner.live)
+                    held[0] += 1
+                    weakref.finalize(t, release, ptr)
+                return out
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+        return False
