@@ -1,7 +1,8 @@
 """overlap.torch.zero3 (ZeRO-3 planned by overlap, run on torch's kernels) against FSDP2
 (torch.distributed.fsdp.fully_shard on every block and the root): 2 ranks over gloo on this
 machine, the same model, seed and batches (each rank its own), SGD or AdamW; the losses of
-every step and the final parameters must agree within float32 round-off, and the step's
+every step and the final parameters (and buffers: batch norm's running statistics) must
+agree within float32 round-off, and the step's
 values measured by the interpreter must be within 5% of the plan's simulated peaks. Also
 prints both runs' peaks by the counting allocator (overlap.torch.LiveBytes). Exit 1 on a
 difference.
@@ -27,6 +28,9 @@ MODELS = {  # name: (constructor, kwargs, input, optimizer)
     "tiny": ("overlap_export.testing.tiny_models:tiny", "{}", "4x4", "sgd"),
     "hf_gpt2": ("overlap_export.testing.hf_models:gpt2", "{}", "2x8:int64:64", "adamw"),
     "hf_llama": ("overlap_export.testing.hf_models:llama", "{}", "2x8:int64:64", "sgd"),
+    # One batch norm applied twice: its running statistics are written back each step.
+    "batch_norm": ("overlap_export.testing.tiny_models:shared_batch_norm", "{}", "4x4x5x5",
+                   "sgd"),
 }
 TOLERANCE = 1e-5  # max|ours - FSDP2| / max|FSDP2| per tensor, and per loss
 MEMORY_TOLERANCE = 0.05
@@ -79,6 +83,7 @@ def worker(rank, world, store, name, algorithms, steps, out):
         want_losses.append(loss.item())
         fsdp_peaks.append(counted.transient_peak)
     want = {n: p.full_tensor() for n, p in fsdp.named_parameters()}
+    want.update({f"buffer {n}": b.float() for n, b in fsdp.named_buffers()})
     results = {}
     for algorithm in algorithms:
         z = overlap_torch.zero3(copy.deepcopy(base), [batches[0]], targets[0], loss="ce",
@@ -94,6 +99,7 @@ def worker(rank, world, store, name, algorithms, steps, out):
             peaks.append(dict(z.peak_bytes))
             counted_peaks.append(counted.transient_peak)
         got = z.full_parameters()
+        got.update({f"buffer {n}": b for n, b in z.buffers.items()})
         worst = max(((got[n] - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
                     for n, w in want.items())
         results[algorithm] = {

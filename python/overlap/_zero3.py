@@ -365,9 +365,14 @@ class Zero3:
             loss = out[0]
             # The forward returns its outputs, then the values the backward saves, in the
             # order of the backward's placeholders for them (docs/format.md's AOT pairs):
-            # by position, as a release inserted after a saved value renames it.
+            # by position, as a release inserted after a saved value renames it; then the
+            # buffers' updates (meta.updates_buffer: batch norm's running statistics).
+            updates = self._buffer_updates()
+            for name, value in zip(updates, out[len(out) - len(updates):]):
+                self.buffers[name].copy_(value)
             names = self._saved_names()
-            saved = dict(zip(names, out[len(out) - len(names):]))
+            end = len(out) - len(updates)
+            saved = dict(zip(names, out[end - len(names):end]))
 
             def backward_feed(n):
                 meta = n.get("meta", {})
@@ -389,6 +394,16 @@ class Zero3:
         if not hasattr(self, "_ds_of"):
             self._ds_of = {e["name"]: i for i, e in enumerate(self.table)}
         return self._ds_of[name]
+
+    def _buffer_updates(self):
+        """The buffers the forward's last outputs update, in order: the outputs after the
+        loss and the saved values (an update may also be saved, earlier in the list)."""
+        if not hasattr(self, "_updates"):
+            nodes = {n["name"]: n for n in self.forward_doc["nodes"]}
+            out = self.forward_doc["nodes"][-1]["args"][0]
+            tail = out[1 + len(self._saved_names()):]
+            self._updates = [nodes[r[1:]]["meta"]["updates_buffer"] for r in tail]
+        return self._updates
 
     def _saved_names(self):
         if not hasattr(self, "_saved"):
