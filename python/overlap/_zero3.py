@@ -125,6 +125,7 @@ class _Interpreter:
             name, op = n["name"], n["op"]
             if op == "placeholder":
                 env[name] = feeds(n)
+                z.ledger.hold(env[name])
             elif op == "output":
                 return self._value(n["args"][0], _Defaulting(env))
             elif op == "call_function":
@@ -134,13 +135,56 @@ class _Interpreter:
                 z._node = name
                 env[name] = z.dc(t, args, kwargs) if t.startswith("dc.") else \
                     self.fns[name](*args, **kwargs)
+                z.ledger.hold(env[name])  # before its reading frees its inputs
             else:
                 raise ValueError(f"overlap.torch.zero3: node '{name}': op '{op}' is not run")
-            z.count(env)  # the node's output exists before its reading frees its inputs
             for dead in self.dies_after.get(i, ()):
-                env.pop(dead, None)
+                z.ledger.drop(env.pop(dead, None))
             z.settle(i)
         raise ValueError("overlap.torch.zero3: a graph without an output node")
+
+
+class _Ledger:
+    """The bytes of the storages a graph's run holds, by reference count per storage (views
+    share theirs), and their peak: O(1) per value held or dropped. Parameter shards are
+    per-rank state and never counted."""
+
+    def __init__(self, shards, held=()):
+        self.skip = {shard.untyped_storage().data_ptr() for shard in shards}
+        self.refs = {}
+        self.live = self.peak = 0
+        for t in held:
+            self.hold(t)
+
+    def _tensors(self, v):
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                yield from self._tensors(x)
+
+    def hold(self, v):
+        for t in self._tensors(v):
+            s = t.untyped_storage()
+            ptr = s.data_ptr()
+            if ptr in self.skip:
+                continue
+            held = self.refs.get(ptr)
+            if held is None:
+                held = self.refs[ptr] = [0, s.nbytes()]
+                self.live += held[1]
+                self.peak = max(self.peak, self.live)
+            held[0] += 1
+
+    def drop(self, v):
+        for t in self._tensors(v):
+            held = self.refs.get(t.untyped_storage().data_ptr())
+            if held is None:
+                continue
+            held[0] -= 1
+            if held[0] == 0:
+                self.live -= held[1]
+                del self.refs[t.untyped_storage().data_ptr()]
 
 
 class _Defaulting(dict):
@@ -201,6 +245,7 @@ class Zero3:
         self._forward = _Interpreter(self.forward_doc, self, returns_gradients=False)
         self._backward = _Interpreter(self.backward_doc, self, returns_gradients=True)
         self.gathered = {}  # ds_id -> [the gathered flat buffer, releases seen]
+        self.ledger = _Ledger(self.unique_shards)
         self.resident = {}  # ds_id -> the gathered flat buffer kept across steps
         self._graph = "forward"
         self.peak_bytes = {"forward": 0, "backward": 0}
@@ -239,7 +284,9 @@ class Zero3:
                 flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
                                    device=shard.device)
                 dist.all_gather_into_tensor(flat, shard.detach(), group=self.group)
+                self.ledger.drop(self.resident.get(ds))
                 self.resident[ds] = flat
+                self.ledger.hold(flat)
                 return (None, flat)
             flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
                                device=shard.device)
@@ -252,6 +299,7 @@ class Zero3:
                 work.wait()
             if ds not in self.resident:
                 self.gathered[ds] = [flat, 0]
+                self.ledger.hold(flat)
             shape = self.shapes[ds]
             return flat[:math.prod(shape)].view(shape)
         if target == "dc.release_param":
@@ -260,7 +308,7 @@ class Zero3:
             if held is not None:
                 held[1] += 1
                 if held[1] >= args[3]:
-                    del self.gathered[ds]
+                    self.ledger.drop(self.gathered.pop(ds)[0])
             return args[0]
         if target == "dc.reduce_grad":
             g = args[0]
@@ -277,6 +325,7 @@ class Zero3:
             out = torch.empty(shard.numel(), dtype=g.dtype, device=g.device)
             work = dist.reduce_scatter_tensor(out, flat, group=self.group, async_op=True)
             self.pending.append((work, out, ds, flat, self.release_after.get(self._node, -1)))
+            self.ledger.hold(flat)  # until the simulated completion
             return None
         if target == "dc.wait_reduce":
             still = []
@@ -284,6 +333,7 @@ class Zero3:
                 if item[2] == ds:
                     item[0].wait()
                     self._accumulate(ds, item[1])
+                    self.ledger.drop(item[3])
                 else:
                     still.append(item)
             self.pending = still
@@ -314,26 +364,10 @@ class Zero3:
             if position is None or position >= after:
                 work.wait()
                 self._accumulate(ds, out)
+                self.ledger.drop(item[3])
             else:
                 still.append(item)
         self.pending = still
-
-    def count(self, env):
-        """Adds the bytes of the storages alive now (the graph's values and the gathered
-        parameters; not the shards, which are per-rank state) to the peak."""
-        seen = {shard.untyped_storage().data_ptr() for shard in self.unique_shards}
-        total = 0
-        values = (list(env.values()) + [flat for flat, _ in self.gathered.values()]
-                  + list(self.resident.values())
-                  + [p[3] for p in self.pending])  # reductions in flight
-        for v in values:
-            for t in (v if isinstance(v, (tuple, list)) else (v,)):
-                if isinstance(t, torch.Tensor):
-                    s = t.untyped_storage()
-                    if s.data_ptr() not in seen:
-                        seen.add(s.data_ptr())
-                        total += s.nbytes()
-        self._live = max(self._live, total)
 
     def step(self, inputs, target=None):
         """One forward and backward on this rank's batch: the loss (a 0-d tensor); each
@@ -358,10 +392,10 @@ class Zero3:
                              "no value")
 
         with torch.no_grad():
-            self._live = 0
             self.gathered, self._graph = {}, "forward"
+            self.ledger = _Ledger(self.unique_shards, self.resident.values())
             out = self._forward.run(forward_feed)
-            self.peak_bytes["forward"] = self._live
+            self.peak_bytes["forward"] = self.ledger.peak
             loss = out[0]
             # The forward returns its outputs, then the values the backward saves, in the
             # order of the backward's placeholders for them (docs/format.md's AOT pairs):
@@ -382,10 +416,12 @@ class Zero3:
                     return torch.ones_like(loss)
                 return saved[n["name"]]
 
-            self._live = 0
             self._graph = "backward"
+            self.ledger = _Ledger(self.unique_shards, self.resident.values())
+            for flat, _ in self.gathered.values():  # what the forward left gathered
+                self.ledger.hold(flat)
             self._backward.run(backward_feed)
-            self.peak_bytes["backward"] = self._live
+            self.peak_bytes["backward"] = self.ledger.peak
             self.settle()
             self.gathered = {}
         return loss
