@@ -18,10 +18,8 @@ in DDP's 25 MiB buckets, give the communication time; exposed = step - compute, 
 1 - exposed / communication (clamped to [0, 1]).
 """
 
-import argparse
 import copy
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -47,12 +45,10 @@ WARMUP = 2
 
 def build(name, rank):
     from overlap_export import export
+    from bench_util import model_without_dropout
     ctor, kwargs, shape = MODELS[name]
     torch.manual_seed(0)
-    model = export.load_model(ctor, json.loads(kwargs)).train()
-    for m in model.modules():  # no dropout: every variant computes the same step
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.p = 0.0
+    model = model_without_dropout(ctor, kwargs)
     x = export.parse_input(shape, rank)
     return model, x, export.loss_target("ce", model, [x], rank)
 
@@ -120,17 +116,8 @@ def worker(rank, world, store, name, rounds, iterations, out):
             steps[kind]()
         if rank == 0:
             print(f"ddp_bench: {name} on {world} rank(s): {kind} compiled", flush=True)
-    medians = {kind: [] for kind in VARIANTS}
-    for _ in range(rounds):
-        for kind in VARIANTS:
-            times = []
-            for _ in range(iterations):
-                dist.barrier()
-                start = time.perf_counter()
-                steps[kind]()
-                times.append(time.perf_counter() - start)
-            medians[kind].append(statistics.median(times))
-    result = {kind: statistics.median(v) for kind, v in medians.items()}
+    from bench_util import interleaved
+    result = interleaved(steps, rounds, iterations)
     if world > 1:
         result["allreduce"] = allreduce_time(base, iterations)
     if rank == 0:
@@ -172,15 +159,8 @@ def write_table(rows, rounds, iterations, minutes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)}")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--iterations", type=int, default=5)
-    a = ap.parse_args()
-    unknown = set(a.models) - set(MODELS)
-    if unknown:
-        ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
+    from bench_util import arguments
+    a = arguments(__doc__, MODELS)
     start = time.time()
     rows = []
     with tempfile.TemporaryDirectory(prefix="overlap_ddp_bench.") as work:

@@ -394,7 +394,10 @@ void DefinePasses(py::module_& m) {
         py::arg("bandwidth_bytes_per_s") = 50e9,
         "Plans a ZeRO-3 step (both graphs, in place) under a memory budget "
         "(docs/schedule.md); returns the plan.");
+}
 
+// simulate, with its trace when asked (what overlap.torch.zero3 places its frees by).
+void DefineSimulate(py::module_& m) {
   m.def(
       "simulate",
       [](const Graph& g, int world_size, double latency_s, double bandwidth_bytes_per_s,
@@ -438,4 +441,5 @@ PYBIND11_MODULE(_overlap, m) {
   overlap::InitErrors(m);
   overlap::DefineGraph(m);
   overlap::DefinePasses(m);
+  overlap::DefineSimulate(m);
 }

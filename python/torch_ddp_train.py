@@ -11,7 +11,6 @@ Run by //python:torch_ddp_test (with PYTHONPATH naming python/ and tools/).
 
 import argparse
 import copy
-import json
 import os
 import sys
 import tempfile
@@ -47,17 +46,14 @@ def train(model, ddp, batches, steps):
 
 def worker(rank, world, store, name, modes, backend, steps, out):
     import overlap.torch as overlap_torch
+    from bench_util import model_without_dropout
     from overlap_export import export
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
     torch.set_num_threads(1)
     ctor, kwargs, shape = MODELS[name]
     torch.manual_seed(0)
-    base = export.load_model(ctor, json.loads(kwargs)).train()
-    # Dropout off: compiled code draws its masks from other random streams than eager.
-    for m in base.modules():
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.p = 0.0
+    base = model_without_dropout(ctor, kwargs)  # compiled code draws other masks
     batches = []
     for step in range(steps):  # each rank its own batches
         x = export.parse_input(shape, 1000 * rank + step)

@@ -53,6 +53,7 @@ def optimizer(kind, params):
 
 def worker(rank, world, store, name, algorithms, steps, out):
     import overlap.torch as overlap_torch
+    from bench_util import model_without_dropout
     from overlap_export import export
     from torch.distributed.fsdp import fully_shard
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
@@ -60,10 +61,7 @@ def worker(rank, world, store, name, algorithms, steps, out):
     torch.set_num_threads(1)
     ctor, kwargs, shape, opt_kind = MODELS[name]
     torch.manual_seed(0)
-    base = export.load_model(ctor, json.loads(kwargs)).train()
-    for m in base.modules():  # dropout's masks come from other random streams
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.p = 0.0
+    base = model_without_dropout(ctor, kwargs)
     batches = [export.parse_input(shape, 10 + 7 * rank + s) for s in range(steps)]
     probe = copy.deepcopy(base).eval()
     targets = [export.loss_target("ce", probe, [x], 100 + 7 * rank + s)

@@ -13,12 +13,10 @@ ATen returns, until freed; `transient_peak`, without what outlives the step) and
 overlap's, the plan's simulated peak and the values the step held (`peak_bytes`).
 """
 
-import argparse
 import copy
 import datetime
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,13 +37,11 @@ WARMUP = 2
 
 
 def build(name, rank):
+    from bench_util import model_without_dropout
     from overlap_export import export
     ctor, kwargs, shape = MODELS[name]
     torch.manual_seed(0)
-    model = export.load_model(ctor, json.loads(kwargs)).train()
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.p = 0.0
+    model = model_without_dropout(ctor, kwargs)
     x = export.parse_input(shape, rank)
     return model, x, export.loss_target("ce", copy.deepcopy(model), [x], rank)
 
@@ -99,18 +95,9 @@ def worker(rank, world, store, name, rounds, iterations, out):
             peaks[kind]["simulated"] = z.plan["figures"]["peak_memory_bytes"]
             peaks[kind]["residents"] = z.plan["figures"]["resident_bytes"]
         steps[kind] = step
-    medians = {kind: [] for kind in VARIANTS}
-    for _ in range(rounds):
-        for kind in VARIANTS:
-            times = []
-            for _ in range(iterations):
-                dist.barrier()
-                start = time.perf_counter()
-                steps[kind]()
-                times.append(time.perf_counter() - start)
-            medians[kind].append(statistics.median(times))
-    result = {kind: {"step": statistics.median(v), **peaks[kind]}
-              for kind, v in medians.items()}
+    from bench_util import interleaved
+    times = interleaved(steps, rounds, iterations)
+    result = {kind: {"step": times[kind], **peaks[kind]} for kind in VARIANTS}
     if rank == 0:
         with open(out, "w") as f:
             json.dump(result, f)
@@ -154,15 +141,8 @@ def write_table(rows, rounds, iterations, minutes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)}")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--iterations", type=int, default=5)
-    a = ap.parse_args()
-    unknown = set(a.models) - set(MODELS)
-    if unknown:
-        ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
+    from bench_util import arguments
+    a = arguments(__doc__, MODELS)
     start = time.time()
     rows = []
     with tempfile.TemporaryDirectory(prefix="overlap_zero3_bench.") as work:

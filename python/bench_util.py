@@ -1,0 +1,54 @@
+"""What the side-by-side scripts share (ddp_bench.py, zero3_bench.py and the 2-rank tests):
+the model without dropout, interleaved timing, the command line."""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def model_without_dropout(ctor, kwargs):
+    """`ctor(**kwargs)` (a JSON string) in training mode, dropout off: compiled code and
+    other runners draw masks from other random streams, so every variant must compute
+    the same step."""
+    from overlap_export import export
+    model = export.load_model(ctor, json.loads(kwargs)).train()
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+    return model
+
+
+def interleaved(steps, rounds, iterations):
+    """{kind: median over rounds of each round's median step}: every round runs
+    `iterations` of each step function in turn (A B C A B C), each after a barrier, so
+    every variant sees the same drift of a shared machine."""
+    medians = {kind: [] for kind in steps}
+    for _ in range(rounds):
+        for kind, step in steps.items():
+            times = []
+            for _ in range(iterations):
+                dist.barrier()
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+            medians[kind].append(statistics.median(times))
+    return {kind: statistics.median(v) for kind, v in medians.items()}
+
+
+def arguments(doc, models):
+    """The scripts' command line: model names (none: the table's, and the file written),
+    --rounds, --iterations."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help=f"of {', '.join(models)}")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=5)
+    a = ap.parse_args()
+    unknown = set(a.models) - set(models)
+    if unknown:
+        ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
+    return a
