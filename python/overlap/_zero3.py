@@ -84,6 +84,24 @@ class _Interpreter:
                 except (AttributeError, ValueError) as e:
                     raise ValueError(f"overlap.torch.zero3: node '{n['name']}': no torch op "
                                      f"for target '{t}': {e}") from None
+        # Each node once, its arguments decoded ahead: a step only looks references up.
+        self.steps = []
+        for i, n in enumerate(self.nodes):
+            args = [self._spec(a) for a in n.get("args", [])]
+            kwargs = {k: self._spec(v) for k, v in n.get("kwargs", {}).items()}
+            self.steps.append((n["name"], n["op"], n.get("target", ""), self.fns.get(n["name"]),
+                               args, kwargs, self.dies_after.get(i, ())))
+
+    _CONST, _REF, _NESTED = 0, 1, 2
+
+    def _spec(self, v):
+        """(kind, value): a constant decoded now, a reference's name, or a nested value
+        holding references (decoded at each step)."""
+        if not self._refs(v):
+            return self._CONST, self._value(v, {})
+        if isinstance(v, str):
+            return self._REF, v[1:]
+        return self._NESTED, v
 
     @staticmethod
     def _refs(v):
@@ -117,30 +135,35 @@ class _Interpreter:
             return {k: self._value(x, env) for k, x in v.items()}
         return v
 
+    def _arg(self, spec, env):
+        kind, v = spec
+        if kind == self._CONST:
+            return v
+        return env[v] if kind == self._REF else self._value(v, env)
+
     def run(self, feeds):
         """The output node's value; `feeds(node)` gives each placeholder's value."""
         env = {}
         z = self.z
-        for i, n in enumerate(self.nodes):
-            name, op = n["name"], n["op"]
+        arg = self._arg
+        for i, (name, op, target, fn, args, kwargs, dies) in enumerate(self.steps):
             if op == "placeholder":
-                env[name] = feeds(n)
+                env[name] = feeds(self.nodes[i])
                 z.ledger.hold(env[name])
             elif op == "output":
-                return self._value(n["args"][0], _Defaulting(env))
+                return self._value(self.nodes[i]["args"][0], _Defaulting(env))
             elif op == "call_function":
-                args = [self._value(a, env) for a in n.get("args", [])]
-                kwargs = {k: self._value(v, env) for k, v in n.get("kwargs", {}).items()}
-                t = n["target"]
+                a = [arg(x, env) for x in args]
+                k = {key: arg(x, env) for key, x in kwargs.items()}
                 z._node = name
-                env[name] = z.dc(t, args, kwargs) if t.startswith("dc.") else \
-                    self.fns[name](*args, **kwargs)
+                env[name] = fn(*a, **k) if fn is not None else z.dc(target, a, k)
                 z.ledger.hold(env[name])  # before its reading frees its inputs
             else:
                 raise ValueError(f"overlap.torch.zero3: node '{name}': op '{op}' is not run")
-            for dead in self.dies_after.get(i, ()):
+            for dead in dies:
                 z.ledger.drop(env.pop(dead, None))
-            z.settle(i)
+            if z.pending:
+                z.settle(i)
         raise ValueError("overlap.torch.zero3: a graph without an output node")
 
 
