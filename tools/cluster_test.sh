@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tools/cluster.sh, the cluster on one machine: its links run at their rate (TCP between two
+# hosts at 100 Mbit/s), `overlap worker` jobs span its hosts (DDP by torchrun's variables,
+# ZeRO-3 by Slurm's), and a job stopped by a signal leaves no namespace behind. Skips,
+# saying why, where the machine does not allow namespaces (not root, no iproute2).
+set -uo pipefail
+cluster="$PWD/tools/cluster.sh"
+export OVERLAP="$PWD/tools/overlap"
+why=$("$cluster" capable)
+if [ "$why" != ok ]; then
+  echo "cluster_test: skipped: $why"
+  exit 0
+fi
+source "$PWD/tools/python.sh"
+prefix="c$(($$ % 1000000))"
+trap '"$cluster" down --prefix "$prefix"' EXIT
+fail() {
+  echo "cluster_test: $*" >&2
+  exit 1
+}
+left() { ip netns list | awk '{print $1}' | grep -c "^${prefix}\(hub\|h[0-9]*\)$"; }
+
+# 1. The link's rate: 24 MiB from host 0 to host 1 over a 100mbit tbf.
+"$cluster" up 2 --rate 100mbit --prefix "$prefix" || fail "up failed"
+[ "$(left)" = 3 ] || fail "expected a hub and 2 hosts, found $(left) namespaces"
+tput='
+import socket, sys, time
+if sys.argv[1] == "serve":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 5001)); s.listen(1); c, _ = s.accept(); n, t = 0, None
+    while True:
+        b = c.recv(1 << 20)
+        if not b: break
+        t = t or time.time(); n += len(b)
+    print(n * 8 / (time.time() - t) / 1e6)
+else:
+    for _ in range(50):
+        try:
+            c = socket.create_connection((sys.argv[2], 5001)); break
+        except OSError: time.sleep(0.1)
+    for _ in range(24): c.sendall(b"x" * (1 << 20))
+    c.close()
+'
+out=$(mktemp)
+"$cluster" exec --prefix "$prefix" 1 "$OVERLAP_PY" -c "$tput" serve >"$out" &
+server=$!
+"$cluster" exec --prefix "$prefix" 0 "$OVERLAP_PY" -c "$tput" send "$("$cluster" addr 1)" ||
+  fail "sending to host 1 failed"
+wait "$server" || fail "the receiver failed"
+mbit=$(cat "$out")
+echo "cluster_test: 100mbit link: ${mbit} Mbit/s"
+"$OVERLAP_PY" -c "import sys; r = float(sys.argv[1]); sys.exit(0 if 60 <= r <= 105 else 1)" "$mbit" ||
+  fail "a 100mbit link carried $mbit Mbit/s"
+"$cluster" down --prefix "$prefix"
+[ "$(left)" = 0 ] || fail "down left $(left) namespaces"
+
+# 2. DDP across 2 hosts (torchrun's variables), ZeRO-3 across 2 (Slurm's).
+log=$(mktemp)
+"$cluster" job 2 --rate 1gbit --prefix "$prefix" -- --model mlp --steps 3 --timeout 30 >"$log" 2>&1 ||
+  fail "DDP job failed: $(tail -5 "$log")"
+[ "$(grep -c 'peak of graph values' "$log")" = 2 ] || fail "DDP: not both hosts finished: $(cat "$log")"
+"$cluster" job 2 --rate 1gbit --prefix "$prefix" --slurm -- --strategy zero3 --model gpt2 \
+  --steps 2 --timeout 30 >"$log" 2>&1 || fail "ZeRO-3 job (Slurm variables) failed: $(tail -5 "$log")"
+grep -q "10.77.0.2.*peak of graph values" "$log" || fail "ZeRO-3: host 1 did not finish: $(cat "$log")"
+[ "$(left)" = 0 ] || fail "a job left $(left) namespaces"
+
+# 3. A job stopped by SIGTERM mid-run leaves nothing behind.
+"$cluster" job 2 --rate 1mbit --prefix "$prefix" -- --model gpt2 --steps 1000 >"$log" 2>&1 &
+job=$!
+sleep 3
+kill -TERM "$job"
+wait "$job"
+[ "$(left)" = 0 ] || fail "SIGTERM left $(left) namespaces"
+echo "cluster_test: ok"
