@@ -9,11 +9,12 @@
 #   tools/cluster.sh exec [--prefix P] I CMD...        run CMD on host I
 #   tools/cluster.sh addr I                            host I's address (10.77.0.(I+1))
 #   tools/cluster.sh down [--prefix P]                 delete every namespace of prefix P
-#   tools/cluster.sh job N [--rate R] [--prefix P] [--slurm] -- OVERLAP_ARGS...
-#       up, one `overlap worker OVERLAP_ARGS` per host (rank I on host I; MASTER_ADDR host
-#       0, the store's secret from a file; --slurm: Slurm's variables instead of torchrun's),
-#       wait for all, down (also on failure or a signal). Exits with the first failing
-#       rank's status. $OVERLAP names the binary (default: overlap on PATH).
+#   tools/cluster.sh job N [--rate R] [--prefix P] [--slurm] [--run CMD] -- OVERLAP_ARGS...
+#       up, one `overlap CMD OVERLAP_ARGS` per host (CMD worker by default, or bench-comm
+#       --as-rank; rank I on host I; MASTER_ADDR host 0, the store's secret from a file;
+#       --slurm: Slurm's variables instead of torchrun's), wait for all, down (also on
+#       failure or a signal). Exits with the first failing rank's status. $OVERLAP names
+#       the binary (default: overlap on PATH).
 #
 # A kill -9 leaves the namespaces behind; the next `up` or `down` of the prefix removes
 # them. docs/runtime.md, "A cluster on one machine", says how the links behave.
@@ -88,8 +89,8 @@ up() {
 }
 
 job() {
-  local n="$1" rate="$2" prefix="$3" slurm="$4"
-  shift 4
+  local n="$1" rate="$2" prefix="$3" slurm="$4" run="$5"
+  shift 5
   local overlap="${OVERLAP:-overlap}" pids=() i rc=0 r
   work=$(mktemp -d)  # global: the EXIT trap reads it after job returns
   trap 'down "$prefix"; rm -rf "$work"' EXIT
@@ -106,7 +107,8 @@ job() {
     else
       vars+=(RANK="$i" WORLD_SIZE="$n" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1)
     fi
-    ip netns exec "${prefix}h$i" env "${vars[@]}" "$overlap" worker "$@" \
+    # shellcheck disable=SC2086 # run: a subcommand and its own switch
+    ip netns exec "${prefix}h$i" env "${vars[@]}" "$overlap" $run "$@" \
       >"$work/rank$i.log" 2>&1 &
     pids+=($!)
   done
@@ -132,12 +134,21 @@ fi
 rate=1gbit
 prefix=ovc
 slurm=0
+run=worker
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate="$2"; shift 2 ;;
     --prefix) prefix="$2"; shift 2 ;;
     --slurm) slurm=1; shift ;;
+    --run)
+      case "$2" in
+        worker) run=worker ;;
+        bench-comm) run="bench-comm --as-rank" ;;
+        *) die "--run: worker or bench-comm, not '$2'" ;;
+      esac
+      shift 2
+      ;;
     --) shift; break ;;
     *) args+=("$1"); shift ;;
   esac
@@ -148,9 +159,9 @@ case "$cmd" in
   up) up "${args[0]:-2}" "$rate" "$prefix" || { down "$prefix"; die "could not create the cluster"; } ;;
   down) down "$prefix" ;;
   addr) addr "${args[0]:?host index}" ;;
-  job) job "${args[0]:-2}" "$rate" "$prefix" "$slurm" "$@" ;;
+  job) job "${args[0]:-2}" "$rate" "$prefix" "$slurm" "$run" "$@" ;;
   *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac

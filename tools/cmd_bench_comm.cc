@@ -27,7 +27,9 @@ constexpr FlagSpec kFlags[] = {
     {"save", 0, "FILE", "write the fitted model (for --collective-model)"},
     {"timeout", 0, "SECONDS", "per collective (default 120)"},
     {"deterministic", 0, "", "time the deterministic mode (sums in rank order)"},
-    {"as-rank", 0, "", "internal: run as one rank of the benchmark (the launcher passes it)"},
+    {"as-rank", 0, "",
+     "run as one rank, from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (what --nproc "
+     "starts; across hosts: one per host, tools/cluster.sh)"},
 };
 
 int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
@@ -44,6 +46,7 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   go.rank = info->rank;
   go.world_size = info->world_size;
   go.store = *store;
+  go.hostname = ListenAddress(*info);  // ranks on other hosts (tools/cluster.sh)
   go.key_prefix = "bench";
   go.timeout = timeout;
   go.deterministic = in.Switch("deterministic");
@@ -56,9 +59,8 @@ int AsRank(Invocation& in, const std::string& range, absl::Duration timeout) {
   if (!rows.ok()) return in.BadInput(rows.status());
   if (info->rank != 0) return kExitOk;
   const int world = info->world_size;
-  std::fprintf(in.out(),
-               "# %d ranks, Gloo over loopback TCP, float32; times are the slowest rank's\n",
-               world);
+  std::fprintf(in.out(), "# %d ranks, Gloo over TCP (%s), float32; times are the slowest rank's\n",
+               world, go.hostname == "127.0.0.1" ? "loopback" : "across hosts");
   std::fprintf(in.out(), "#%14s %15s %6s %11s %11s %11s %11s\n", "size", "collective", "iters",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
   for (const BenchRow& r : *rows) {

@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -289,6 +290,11 @@ def run(step, cmd, timeout=3600):
     env = dict(os.environ)
     env["PYTHONPATH"] = TOOLS + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=TOOLS)
+    if r.returncode < 0:  # a signal: on these machines, the kernel's out-of-memory killer
+        sig = signal.Signals(-r.returncode).name
+        raise Failed(step, f"killed by {sig}"
+                     + (" (the machine's memory: the kernel's out-of-memory killer)"
+                        if sig == "SIGKILL" else "") + (": " + r.stderr[-300:] if r.stderr else ""))
     if r.returncode != 0:
         raise Failed(step, r.stderr + r.stdout)
     return r.stdout + r.stderr

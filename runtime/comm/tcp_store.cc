@@ -299,6 +299,40 @@ absl::Status ReadSecret(RendezvousInfo& info) {
 
 }  // namespace
 
+std::string ListenAddress(const RendezvousInfo& info) {
+  if (const char* h = std::getenv("OVERLAP_HOSTNAME")) return h;
+  if (info.master_addr == "127.0.0.1" || info.master_addr == "localhost") return "127.0.0.1";
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  std::string out;
+  if (getaddrinfo(info.master_addr.c_str(), std::to_string(info.master_port).c_str(), &hints,
+                  &found) == 0) {
+    for (addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
+      const int fd = socket(a->ai_family, SOCK_DGRAM, 0);
+      if (fd < 0) continue;
+      sockaddr_storage local = {};
+      socklen_t len = sizeof(local);
+      char text[INET6_ADDRSTRLEN] = {0};
+      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+          getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+        const void* raw =
+            local.ss_family == AF_INET6
+                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+        if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) out = text;
+      }
+      close(fd);
+    }
+    freeaddrinfo(found);
+  }
+  if (out.empty()) {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) == 0) out = host;
+  }
+  return out.empty() ? "127.0.0.1" : out;
+}
+
 absl::StatusOr<RendezvousInfo> RendezvousFromEnv() {
   RendezvousInfo info;
   OVERLAP_RETURN_IF_ERROR(ReadRanks(info));

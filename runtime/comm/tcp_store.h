@@ -84,6 +84,14 @@ inline constexpr absl::Duration kStoreReplyGrace = absl::Seconds(5);
 // InvalidArgument naming the variable and its range or values otherwise.
 absl::StatusOr<RendezvousInfo> RendezvousFromEnv();
 
+// The address this rank's Gloo connections listen on, for the peers to reach: 127.0.0.1
+// when the master is this machine's loopback; else the local address this host's packets
+// to the master leave from (a UDP socket connected to it, nothing sent), or the hostname
+// where there is no route (inside a network namespace, or where /etc/hosts maps the
+// name to 127.0.1.1, the hostname resolves to loopback and the peers' connects are
+// refused). OVERLAP_HOSTNAME overrides all. One getaddrinfo and one socket.
+std::string ListenAddress(const RendezvousInfo& info);
+
 // The first host of a Slurm host list: "node[07-09,12],gpu1" -> "node07",
 // "rack[1-2]-n[01-04]" -> "rack1-n01", "a,b" -> "a". InvalidArgument when malformed.
 absl::StatusOr<std::string> FirstSlurmHost(absl::string_view list);

@@ -1,9 +1,6 @@
 #include "runtime/job/job.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -357,36 +354,6 @@ absl::Status CheckJobWeights(const JobOptions& o) {
 
 namespace {
 
-// The local address this host's packets to `master` leave from (a UDP socket connected to
-// it, which sends nothing): the address a rank on another host reaches this one by, whatever
-// the machine's hostname resolves to (inside a network namespace it resolves to loopback or
-// to an address the namespace does not have). Empty when there is no route.
-std::string LocalAddressTowards(const std::string& master, int port) {
-  addrinfo hints = {};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(master.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
-  std::string out;
-  for (addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
-    const int fd = socket(a->ai_family, SOCK_DGRAM, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local = {};
-    socklen_t len = sizeof(local);
-    char text[INET6_ADDRSTRLEN] = {0};
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      const void* raw =
-          local.ss_family == AF_INET6
-              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) out = text;
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  return out;
-}
-
 // One rank's job, step by step: join, calibrate, compile, then train each program in turn.
 // The state the steps share (the backend, the communicator, the watchdog, the step counter
 // the fault hook reads) lives here, so each step is a function a reader can hold.
@@ -438,14 +405,7 @@ class RankJob {
     go.timeout = o_.timeout;
     go.deterministic = o_.deterministic;
     go.random_delays = o_.race_check;
-    if (info_.master_addr != "127.0.0.1" && info_.master_addr != "localhost") {
-      // Other hosts reach this rank at the address its route to the master leaves from; the
-      // hostname only where there is no route (it may resolve to loopback).
-      go.hostname = LocalAddressTowards(info_.master_addr, info_.master_port);
-      char host[256] = {0};
-      if (go.hostname.empty() && gethostname(host, sizeof(host) - 1) == 0) go.hostname = host;
-    }
-    if (const char* h = std::getenv("OVERLAP_HOSTNAME")) go.hostname = h;
+    go.hostname = ListenAddress(info_);
     if (o_.race_check) SetPoisonFreedStorage(true);
     RendezvousInfo own = info_;
     own.agent_store = true;  // the watchdog's own connection: a client, never a second server
