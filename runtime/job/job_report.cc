@@ -74,7 +74,8 @@ std::string FormatSchedulerComparison(const JobSummary& s, bool replayed) {
   }
   const CollectiveModel& m = s.collectives;
   const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
-  absl::StrAppendFormat(&out, "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.2f GB/s)\n",
+  // Three significant digits: a rate-limited link's 0.00625 GB/s must not print as 0.00.
+  absl::StrAppendFormat(&out, "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.3g GB/s)\n",
                         "algorithm", "predicted", "measured", "ratio", "hidden",
                         (fit ? m.allgather.latency_s : m.latency_s) * 1e6,
                         (fit ? m.allgather.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s) / 1e9);

@@ -71,6 +71,12 @@ TEST(JobReportTest, ComparisonOnlyWithSeveralSchedulers) {
             std::string::npos)
       << text;
   EXPECT_NE(FormatSchedulerComparison(s, false).find("predicted: the schedule"), std::string::npos);
+  // A 50 Mbit/s link's fit keeps its digits.
+  s.collectives.allgather.latency_s = 100e-6;
+  s.collectives.allgather.bandwidth_bytes_per_s = 6.25e6;
+  EXPECT_NE(FormatSchedulerComparison(s, true).find("(allgather: 100 us + B / 0.00625 GB/s)"),
+            std::string::npos)
+      << FormatSchedulerComparison(s, true);
 }
 
 }  // namespace
