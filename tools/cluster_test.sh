@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/cluster.sh, the cluster on one machine: its links run at their rate (TCP between two
 # hosts at 100 Mbit/s), `overlap worker` jobs span its hosts (DDP by torchrun's variables,
-# ZeRO-3 by Slurm's), and a job stopped by a signal leaves no namespace behind. Skips,
+# ZeRO-3 by Slurm's), a job stopped by a signal leaves no namespace behind, and a host whose
+# link is cut mid-job is named by the others within the timeout. Skips,
 # saying why, where the machine does not allow namespaces (not root, no iproute2).
 set -uo pipefail
 cluster="$PWD/tools/cluster.sh"
@@ -71,4 +72,22 @@ sleep 3
 kill -TERM "$job"
 wait "$job"
 [ "$(left)" = 0 ] || fail "SIGTERM left $(left) namespaces"
+# 4. Host 1's link cut mid-job: both ranks end within the timeout, host 0 naming the lost
+# rank and its host.
+"$cluster" job 2 --rate 1gbit --prefix "$prefix" -- --model gpt2 --steps 100000 --timeout 10 \
+  >"$log" 2>&1 &
+job=$!
+for _ in $(seq 50); do
+  grep -q "step 3 " "$log" && break
+  sleep 0.2
+done
+ip -n "${prefix}h1" link set eth0 down || fail "could not cut host 1's link"
+start=$(date +%s)
+wait "$job" && fail "the job survived a cut link"
+took=$(($(date +%s) - start))
+[ "$took" -le 40 ] || fail "the job took ${took} s to end after the cut (timeout 10 s)"
+grep -q "rank 1 is lost (on $("$cluster" addr 1);" "$log" ||
+  fail "host 0 did not name the lost rank and host: $(grep 'overlap: error' "$log")"
+[ "$(left)" = 0 ] || fail "the cut job left $(left) namespaces"
+echo "cluster_test: link cut: the job ended ${took} s after, naming rank 1 on $("$cluster" addr 1)"
 echo "cluster_test: ok"

@@ -17,6 +17,9 @@ namespace overlap {
 
 Watchdog::Watchdog(std::shared_ptr<TcpStore> store, Communicator* comm, WatchdogOptions options)
     : store_(std::move(store)), comm_(comm), options_(options) {
+  if (!options_.address.empty() && options_.address != "127.0.0.1") {
+    store_->Set(absl::StrCat("host/", options_.rank), options_.address).IgnoreError();
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -89,17 +92,22 @@ absl::Status Watchdog::Explain(const absl::Status& failure) {
   const absl::Duration wait = options_.heartbeat * 3;
   absl::SleepFor(wait);
   read(after);
-  std::vector<std::string> lost;
+  std::vector<std::string> lost, hosts;
   for (int r = 0; r < options_.world_size; ++r) {
     if (r != options_.rank && (after[r] < 0 || after[r] == before[r]) &&
         !store_->Get(absl::StrCat("failed/", r), absl::ZeroDuration()).ok()) {
       lost.push_back(absl::StrCat(r));
+      absl::StatusOr<std::string> host =
+          store_->Get(absl::StrCat("host/", r), absl::ZeroDuration());
+      if (host.ok()) hosts.push_back(*host);
     }
   }
   std::string message;
   if (!lost.empty()) {
+    const std::string on =
+        hosts.empty() ? "" : absl::StrCat("on ", absl::StrJoin(hosts, ", "), "; ");
     message = absl::StrCat(lost.size() == 1 ? "rank " : "ranks ", absl::StrJoin(lost, ", "),
-                           lost.size() == 1 ? " is" : " are", " lost (no heartbeat for ",
+                           lost.size() == 1 ? " is" : " are", " lost (", on, "no heartbeat for ",
                            absl::FormatDuration(wait), "): ", failure.message());
   } else if (absl::IsDeadlineExceeded(failure) || absl::IsUnavailable(failure) ||
              absl::IsAborted(failure)) {

@@ -39,6 +39,9 @@ struct WatchdogOptions {
   bool exit_process = true;
   // Who serves the store, for the message when it is lost.
   std::string store_server = "the launcher or rank 0";
+  // This rank's host address (ListenAddress), published for the others' messages: a lost
+  // rank on another host is named with its host. Empty or loopback: not named.
+  std::string address;
 };
 
 class Watchdog {
@@ -49,8 +52,9 @@ class Watchdog {
   ~Watchdog();  // stops the thread (does not end the process)
 
   // `failure` (a collective's error) with the lost ranks named: "rank 2 is lost (no
-  // heartbeat for 0.6 s): <failure>", or with "no rank is lost" when every heartbeat
-  // advances (a silent rank, a timeout). A rank is lost when its heartbeat stopped and it
+  // heartbeat for 0.6 s): <failure>", "rank 2 is lost (on 10.0.0.3; no heartbeat ...)" for
+  // a rank that published a host address other than loopback, or with "no rank is lost" when every
+  // heartbeat advances (a silent rank, a timeout). A rank is lost when its heartbeat stopped and it
   // did not say it was ending on an error of its own (failed/<rank>, which this call writes
   // first for this rank). Also publishes the result as the abort key. Blocks up to three
   // heartbeats.

@@ -415,6 +415,7 @@ class RankJob {
     WatchdogOptions wo;
     wo.rank = rank_;
     wo.world_size = world_;
+    wo.address = go.hostname;
     wo.timeout = o_.timeout + absl::Seconds(5);  // Gloo's own timeout reports first
     if (info_.protocol == StoreProtocol::kC10d) {
       wo.store_server = "torchrun's agent (the store's server)";
