@@ -3,7 +3,9 @@ the model without dropout, interleaved timing, the command line."""
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -52,3 +54,13 @@ def arguments(doc, models):
     if unknown:
         ap.error("unknown model(s): " + ", ".join(sorted(unknown)))
     return a
+
+
+def write_block(begin, end, lines, heading):
+    """Replaces docs/benchmarks.md's block between `begin` and `end` with `lines` (which
+    carry the markers), under `heading` (tools/doc_block.py)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "tools"))
+    import doc_block
+    doc_block.replace_block(os.path.join(root, "docs", "benchmarks.md"), begin, end,
+                            "\n".join(lines), heading=heading)

@@ -30,7 +30,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEN = '{"num_classes": 10}'
 GPT = '{"vocab": 8192, "dim": 384, "heads": 6, "layers": 6, "max_seq": 128}'
 MODELS = {  # as tools/bench.py's table
@@ -151,11 +150,8 @@ def write_table(rows, rounds, iterations, minutes):
                          f"{exposed * 1e3:.1f} ms | {hidden:.0%} | "
                          f"{two[kind] / two['eager DDP']:.2f} |")
     lines.append(END)
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import doc_block
-    doc_block.replace_block(os.path.join(ROOT, "docs", "benchmarks.md"), BEGIN, END,
-                            "\n".join(lines),
-                            heading="## DDP inside torch.compile: step times\n\n")
+    from bench_util import write_block
+    write_block(BEGIN, END, lines, heading="## DDP inside torch.compile: step times\n\n")
 
 
 def main():

@@ -25,7 +25,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPT = '{"vocab": 8192, "dim": 384, "heads": 6, "layers": 6, "max_seq": 128}'
 MODELS = {  # name: (constructor, kwargs, input): tools/bench.py's GPT and a transformers one
     "gpt": ("overlap_export.testing.small_gpt:small_gpt", GPT, "4x128:int64:8192"),
@@ -143,11 +142,8 @@ def write_table(rows, rounds, iterations, minutes):
                          f"{' (budget not met)' if v.get('fits') is False else ''} | "
                          f"{kb(v.get('residents'))} |")
     lines.append(END)
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import doc_block
-    doc_block.replace_block(os.path.join(ROOT, "docs", "benchmarks.md"), BEGIN, END,
-                            "\n".join(lines),
-                            heading="## ZeRO-3 on torch's kernels against FSDP2\n\n")
+    from bench_util import write_block
+    write_block(BEGIN, END, lines, heading="## ZeRO-3 on torch's kernels against FSDP2\n\n")
 
 
 def main():

@@ -19,6 +19,8 @@ gradients are reduce-scattered and averaged over the ranks, so an optimizer on t
 trains as data-parallel training on the ranks' batches together does.
 """
 
+import bisect
+import json
 import math
 import operator
 
@@ -201,21 +203,19 @@ class _Ledger:
 
     def drop(self, v):
         for t in self._tensors(v):
-            held = self.refs.get(t.untyped_storage().data_ptr())
+            ptr = t.untyped_storage().data_ptr()
+            held = self.refs.get(ptr)
             if held is None:
                 continue
             held[0] -= 1
             if held[0] == 0:
                 self.live -= held[1]
-                del self.refs[t.untyped_storage().data_ptr()]
+                del self.refs[ptr]
 
 
 class _Defaulting(dict):
     """The environment as the output node reads it: None for a value already dropped (a
     reduced gradient)."""
-
-    def __init__(self, env):
-        super().__init__(env)
 
     def __missing__(self, key):
         return None
@@ -233,8 +233,8 @@ class Zero3:
         fw_doc, bw_doc, tensors, _ = export.export_aot(model, list(inputs), loss, target,
                                                        type(model).__name__)
         self.constants = tensors
-        fw = _overlap.Graph.from_json(_json(fw_doc))
-        bw = _overlap.Graph.from_json(_json(bw_doc))
+        fw = _overlap.Graph.from_json(json.dumps(fw_doc, allow_nan=False))
+        bw = _overlap.Graph.from_json(json.dumps(bw_doc, allow_nan=False))
         _overlap.annotate(fw)
         _overlap.annotate(bw)
         _overlap.insert_zero3(fw, kind="forward")
@@ -242,11 +242,21 @@ class Zero3:
         options = {"algorithm": algorithm} if algorithm else {}
         self.plan = _overlap.plan(fw, bw, budget_bytes=budget_bytes, recompute=recompute,
                                   offload=offload, world_size=self.world, **options)
-        import json
-        self.release_after = _reduce_releases(bw, self.world)
         self.forward_doc = json.loads(fw.to_json())
         self.backward_doc = json.loads(bw.to_json())
+        self.release_after = _reduce_releases(bw, self.backward_doc["nodes"], self.world)
         self.table = self.forward_doc["params"]
+        self.ds_of = {e["name"]: i for i, e in enumerate(self.table)}
+        # The backward's placeholders for the values the forward saves, in order; and the
+        # buffers the forward's last outputs update (after the loss and the saved values; an
+        # update may also be saved, earlier in the list).
+        self.saved_names = [n["name"] for n in self.backward_doc["nodes"]
+                            if n["op"] == "placeholder" and "param" not in n.get("meta", {})
+                            and not n["name"].startswith("tangents")]
+        fw_nodes = {n["name"]: n for n in self.forward_doc["nodes"]}
+        fw_out = self.forward_doc["nodes"][-1]["args"][0]
+        self.buffer_updates = [fw_nodes[r[1:]]["meta"]["updates_buffer"]
+                               for r in fw_out[1 + len(self.saved_names):]]
         named = dict(export.all_named_parameters(model))  # tied names included
         self.buffers = dict(model.named_buffers())
         # One shard per storage: tied entries (GPT-2's lm_head and wte) share it, and each
@@ -281,16 +291,18 @@ class Zero3:
         """{name: the whole parameter}, gathered from every rank (for checks)."""
         out = {}
         for entry, shard, shape in zip(self.table, self.shards, self.shapes):
-            flat = self._gather(shard.detach())
+            _, flat = self._gather(shard.detach())
             out[entry["name"]] = flat[:math.prod(shape)].view(shape).clone()
         return out
 
-    def _gather(self, shard):
+    def _gather(self, shard, async_op=False):
+        """(work or None, the P s flat buffer all ranks' shards land in)."""
         if self.world == 1:
-            return shard
+            return None, shard
         flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype, device=shard.device)
-        dist.all_gather_into_tensor(flat, shard, group=self.group)
-        return flat
+        work = dist.all_gather_into_tensor(flat, shard.detach(), group=self.group,
+                                           async_op=async_op)
+        return (work if async_op else None), flat
 
     # The dc ops (docs/deepcompile.md), on torch.distributed.
     def dc(self, target, args, kwargs):
@@ -298,24 +310,18 @@ class Zero3:
         if target == "dc.allgather_param":
             shard = args[0]
             if self.world == 1:
-                return (None, shard)
+                return self._gather(shard)
             if kwargs.get("persistent"):
                 # A resident: the forward refreshes its one gathered copy (the shards moved
                 # in the optimizer step), the backward reads it as it is; no release frees it.
                 if self._graph == "backward" and ds in self.resident:
                     return (None, self.resident[ds])
-                flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
-                                   device=shard.device)
-                dist.all_gather_into_tensor(flat, shard.detach(), group=self.group)
+                _, flat = self._gather(shard)
                 self.ledger.drop(self.resident.get(ds))
                 self.resident[ds] = flat
                 self.ledger.hold(flat)
                 return (None, flat)
-            flat = torch.empty(shard.numel() * self.world, dtype=shard.dtype,
-                               device=shard.device)
-            work = dist.all_gather_into_tensor(flat, shard.detach(), group=self.group,
-                                               async_op=True)
-            return (work, flat)
+            return self._gather(shard, async_op=True)
         if target == "dc.wait_allgather":
             work, flat = args[0]
             if work is not None:
@@ -401,7 +407,7 @@ class Zero3:
         def forward_feed(n):
             meta = n.get("meta", {})
             if "param" in meta:
-                return self.shards[self._ds(meta["param"])].detach()
+                return self.shards[self.ds_of[meta["param"]]].detach()
             if "buffer" in meta:
                 return self.buffers[meta["buffer"]]
             if "constant" in meta:
@@ -424,17 +430,16 @@ class Zero3:
             # order of the backward's placeholders for them (docs/format.md's AOT pairs):
             # by position, as a release inserted after a saved value renames it; then the
             # buffers' updates (meta.updates_buffer: batch norm's running statistics).
-            updates = self._buffer_updates()
+            updates, names = self.buffer_updates, self.saved_names
             for name, value in zip(updates, out[len(out) - len(updates):]):
                 self.buffers[name].copy_(value)
-            names = self._saved_names()
             end = len(out) - len(updates)
             saved = dict(zip(names, out[end - len(names):end]))
 
             def backward_feed(n):
                 meta = n.get("meta", {})
                 if "param" in meta:
-                    return self.shards[self._ds(meta["param"])].detach()
+                    return self.shards[self.ds_of[meta["param"]]].detach()
                 if n["name"].startswith("tangents"):
                     return torch.ones_like(loss)
                 return saved[n["name"]]
@@ -449,37 +454,12 @@ class Zero3:
             self.gathered = {}
         return loss
 
-    def _ds(self, name):
-        if not hasattr(self, "_ds_of"):
-            self._ds_of = {e["name"]: i for i, e in enumerate(self.table)}
-        return self._ds_of[name]
 
-    def _buffer_updates(self):
-        """The buffers the forward's last outputs update, in order: the outputs after the
-        loss and the saved values (an update may also be saved, earlier in the list)."""
-        if not hasattr(self, "_updates"):
-            nodes = {n["name"]: n for n in self.forward_doc["nodes"]}
-            out = self.forward_doc["nodes"][-1]["args"][0]
-            tail = out[1 + len(self._saved_names()):]
-            self._updates = [nodes[r[1:]]["meta"]["updates_buffer"] for r in tail]
-        return self._updates
-
-    def _saved_names(self):
-        if not hasattr(self, "_saved"):
-            self._saved = [n["name"] for n in self.backward_doc["nodes"]
-                           if n["op"] == "placeholder" and "param" not in n.get("meta", {})
-                           and not n["name"].startswith("tangents")]
-        return self._saved
-
-
-def _reduce_releases(backward, world):
+def _reduce_releases(backward, nodes, world):
     """{reduce_grad node: the last position before the simulated schedule completes its
-    reduce-scatter}: the plan's backward simulated at this world size with its trace (the
-    bucket's completion for a bucketed reduce)."""
-    import bisect
-    import json
+    reduce-scatter}: the plan's backward (`nodes`, its document's) simulated at this world
+    size with its trace (the bucket's completion for a bucketed reduce)."""
     sim = _overlap.simulate(backward, world_size=world, trace=True)
-    nodes = json.loads(backward.to_json())["nodes"]
     position = {n["name"]: i for i, n in enumerate(nodes)}
     end = {}
     for name, stream, _, finish in sim["events"]:
@@ -502,11 +482,6 @@ def _reduce_releases(backward, world):
         last = bisect.bisect_left(sim["reached_s"], t) - 1
         out[n["name"]] = max(position[n["name"]], last)
     return out
-
-
-def _json(doc):
-    import json
-    return json.dumps(doc, allow_nan=False)
 
 
 def zero3(model, example_inputs, target=None, *, loss="ce", group=None, algorithm=None,
