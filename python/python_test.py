@@ -175,6 +175,40 @@ class PythonTest(unittest.TestCase):
                             for w in caught))
         self.assertTrue(torch.allclose(out, self.model(*self.inputs)))
 
+    def test_insert_allreduces_flattens_each_bucket(self):
+        """A bucket of one dtype becomes one cat, one division and one in-place all_reduce_
+        whose buffer the outputs view; a bucket of two dtypes one buffer each. Run on a
+        one-rank gloo group with world_size 2: each output is its gradient / 2."""
+        import torch.distributed as dist
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        import overlap.torch as overlap_torch
+
+        def grads(a, b, c):
+            return a * 2, b + 1, c.double() * 3, (a + 1).t()
+
+        args = [torch.randn(3, 4), torch.randn(5), torch.randn(2, 2)]
+        expected = grads(*args)
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            group = dist.group.WORLD.group_name
+            for buckets, reduces, cats in (([[0, 1, 3]], 1, 1), ([[1, 0], [3, 2]], 3, 1)):
+                gm = make_fx(grads)(*args)
+                issued = overlap_torch.insert_allreduces(gm, buckets, group, 2)
+                self.assertEqual(issued, reduces)
+                targets = [n.target for n in gm.graph.nodes]
+                self.assertEqual(targets.count(torch.ops._c10d_functional.all_reduce_.default),
+                                 reduces)
+                self.assertEqual(targets.count(torch.ops.aten.cat.default), cats)
+                got = gm(*args)
+                bucketed = {i for b in buckets for i in b}
+                for i, (g, e) in enumerate(zip(got, expected)):
+                    self.assertEqual(g.shape, e.shape)
+                    self.assertEqual(g.dtype, e.dtype)
+                    torch.testing.assert_close(g, e / 2 if i in bucketed else e)
+        finally:
+            dist.destroy_process_group()
+
     def test_stubs_match_the_module(self):
         stub = os.path.join(os.path.dirname(overlap.__file__), "_overlap.pyi")
         tree = ast.parse(open(stub).read())

@@ -2,10 +2,10 @@
 (torch.distributed.fsdp.fully_shard on every block and the root): 2 ranks over gloo on this
 machine, the same model, seed and batches (each rank its own), SGD or AdamW; the losses of
 every step and the final parameters (and buffers: batch norm's running statistics) must
-agree within float32 round-off, and the step's
-values measured by the interpreter must be within 5% of the plan's simulated peaks. Also
-prints both runs' peaks by the counting allocator (overlap.torch.LiveBytes). Exit 1 on a
-difference.
+agree within float32 round-off, and the values the interpreter holds must be within 5% of
+the plan's simulated peaks. Also prints what the counting allocator (overlap.torch.LiveBytes:
+every storage ATen returns, until freed) sees alive at once in our step against the
+simulated peak, and FSDP2's counted peaks beside ours. Exit 1 on a difference.
 
     python torch_zero3_train.py [--models tiny,hf_gpt2] [--algorithms lookahead,fast_free]
                                 [--steps 3]
@@ -87,7 +87,7 @@ def worker(rank, world, store, name, algorithms, steps, out):
         z = overlap_torch.zero3(copy.deepcopy(base), [batches[0]], targets[0], loss="ce",
                                 algorithm=algorithm)
         opt = optimizer(opt_kind, z.parameters())
-        losses, peaks, counted_peaks = [], [], []
+        losses, peaks, counted_peaks, allocated = [], [], [], []
         for x, t in zip(batches, targets):
             with overlap_torch.LiveBytes() as counted:
                 loss = z.step([x], t)
@@ -96,6 +96,7 @@ def worker(rank, world, store, name, algorithms, steps, out):
             losses.append(loss.item())
             peaks.append(dict(z.peak_bytes))
             counted_peaks.append(counted.transient_peak)
+            allocated.append(counted.peak)
         got = z.full_parameters()
         got.update({f"buffer {n}": b for n, b in z.buffers.items()})
         worst = max(((got[n] - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
@@ -104,7 +105,8 @@ def worker(rank, world, store, name, algorithms, steps, out):
             "losses": losses, "worst_param": worst, "measured": peaks,
             "simulated": {"forward": z.plan["forward"]["peak_memory_bytes"],
                           "backward": z.plan["backward"]["peak_memory_bytes"]},
-            "counted": counted_peaks, "resident_bytes": z.plan["figures"]["resident_bytes"]}
+            "counted": counted_peaks, "allocated": allocated,
+            "resident_bytes": z.plan["figures"]["resident_bytes"]}
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"losses": want_losses, "fsdp2_counted": fsdp_peaks,
@@ -130,6 +132,14 @@ def check(name, report):
             if abs(ratio - 1) > MEMORY_TOLERANCE:
                 bad.append(f"{name} {algorithm}: {graph} peak {measured} bytes is not within "
                            f"5% of the simulated {simulated}")
+        # The allocator's view of the whole step (residents refreshed in it included)
+        # against the plan's peak over both graphs: printed, not judged. It also sees the
+        # copies a reduce-scatter needs (a gradient padded to a multiple of the ranks, or
+        # not contiguous), which the simulator does not model (docs/torch.md).
+        simulated = max(r["simulated"].values())
+        counted = max(r["allocated"])
+        print(f"torch_zero3: {name} {algorithm} step: counted {counted} bytes, simulated "
+              f"{simulated} ({counted / simulated if simulated else 1.0:.3f})")
         print(f"torch_zero3: {name} {algorithm}: losses {r['losses']} (FSDP2 "
               f"{report['losses']}), parameters within {r['worst_param']:.2g}; counted "
               f"transient peaks {r['counted']} + residents {r['resident_bytes']} (FSDP2 "

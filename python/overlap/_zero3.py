@@ -435,6 +435,7 @@ class Zero3:
                 self.buffers[name].copy_(value)
             end = len(out) - len(updates)
             saved = dict(zip(names, out[end - len(names):end]))
+            del out  # each saved value lives in `saved` until the backward takes it
 
             def backward_feed(n):
                 meta = n.get("meta", {})
@@ -442,7 +443,9 @@ class Zero3:
                     return self.shards[self.ds_of[meta["param"]]].detach()
                 if n["name"].startswith("tangents"):
                     return torch.ones_like(loss)
-                return saved[n["name"]]
+                # Taken, not looked up: the backward drops the value after its last reader,
+                # as the plan does, and no other reference keeps it alive.
+                return saved.pop(n["name"])
 
             self._graph = "backward"
             self.ledger = _Ledger(self.unique_shards, self.resident.values())
@@ -529,13 +532,19 @@ class LiveBytes:
 
         from torch.utils._python_dispatch import TorchDispatchMode
 
+        from torch.multiprocessing.reductions import StorageWeakRef
+
         gc.collect()
         owner = self
-        before = set()
+        # The storages alive before, by address, each with a weak reference: an address
+        # whose storage has died since is a new storage (the allocator hands a freed
+        # resident's address to its refreshed copy), and is counted.
+        before = {}
         for obj in gc.get_objects():
             if type(obj) in (torch.Tensor, torch.nn.Parameter) and not obj.is_meta:
                 try:
-                    before.add(obj.untyped_storage().data_ptr())
+                    s = obj.untyped_storage()
+                    before[s.data_ptr()] = StorageWeakRef(s)
                 except RuntimeError:
                     pass
 
@@ -557,8 +566,13 @@ class LiveBytes:
                         continue
                     s = t.untyped_storage()
                     ptr = s.data_ptr()
-                    if ptr == 0 or ptr in before:
+                    if ptr == 0:
                         continue
+                    old = before.get(ptr)
+                    if old is not None:
+                        if not old.expired():
+                            continue
+                        del before[ptr]
                     held = owner._refs.get(ptr)
                     if held is None:
                         held = owner._refs[ptr] = [0, s.nbytes()]

@@ -128,56 +128,84 @@ class DdpBackend:
 
 
 def _silence_reducer(module):
-    """Makes DDP's reducer hand each bucket back unreduced (a comm hook that returns the
-    bucket's own buffer): the compiled backward has all-reduced those gradients already.
-    Once per module; a module with a comm hook of its own is refused."""
+    """Turns DDP's reducer off for `module` (require_backward_grad_sync = False, what
+    no_sync() sets: no bucket copies, no all-reduce): the compiled backward all-reduces the
+    gradients itself. Once per module; a module with a comm hook of its own is refused (the
+    hook would never run)."""
     if getattr(module, "_overlap_silenced", False):
         return
     if getattr(module, "_comm_hooks", None) or getattr(module.reducer, "_comm_hook", None):
         raise ValueError("overlap.torch.ddp(split=False): the DDP module has a comm hook "
                          "already; the compiled step all-reduces the gradients itself")
-
-    def hand_back(state, bucket):
-        done = torch.futures.Future()
-        done.set_result(bucket.buffer())
-        return done
-
-    module.register_comm_hook(None, hand_back)
+    module.require_backward_grad_sync = False
     module._overlap_silenced = True
+
+
+def _static_shape(node):
+    """The static shape of an FX node's tensor value (meta["val"]), or None."""
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    if not all(isinstance(d, int) for d in val.shape):
+        return None
+    return val
 
 
 def insert_allreduces(bw, buckets, group_name, world_size):
     """Rewrites an AOT backward graph `bw` so that it returns all-reduced gradients: for each
     bucket (a list of the graph's output positions: the gradients of the bucket's
-    parameters), the gradients divided by `world_size` (DDP divides before it sums) go into
-    one all_reduce_coalesced (torch's functional collective, summed over `group_name`) right
-    after the last of them is computed, and each output waits for its result just before
-    the output: the reduction runs while the rest of the backward computes. Returns the
-    number of collectives inserted. O(graph size)."""
+    parameters), right after the last of them is computed, the gradients are flattened into
+    one buffer (aten.cat), divided by `world_size` there (DDP divides before it sums) and
+    summed over `group_name` in place (torch's functional `all_reduce_`); just before the
+    output, one wait_tensor, and each gradient is a view of the reduced buffer. Two passes
+    over a bucket's bytes, as DDP's reducer makes (into its bucket, and the division), and
+    none after the wait. A bucket holding several dtypes gets one buffer per dtype (gloo
+    reduces one dtype at a time); a gradient without a static floating shape its own
+    out-of-place all_reduce. Returns the number of collectives inserted. O(graph size)."""
     graph = bw.graph
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
     results = list(output.args[0])
     position = {n: i for i, n in enumerate(graph.nodes)}
-    c10d = torch.ops._c10d_functional
+    aten, c10d = torch.ops.aten, torch.ops._c10d_functional
     issued = 0
     for positions in buckets:
         grads = [(i, results[i]) for i in positions if isinstance(results[i], torch.fx.Node)]
         if not grads:
             continue
         anchor = max((g for _, g in grads), key=position.__getitem__)
-        scaled = []
-        for _, g in grads:
+
+        def after(target, args):
+            nonlocal anchor
             with graph.inserting_after(anchor):
-                anchor = graph.call_function(torch.ops.aten.div.Scalar, (g, world_size))
-            scaled.append(anchor)
-        with graph.inserting_after(anchor):
-            reduced = graph.call_function(c10d.all_reduce_coalesced.default,
-                                          (scaled, "sum", group_name))
-        with graph.inserting_before(output):
-            for k, (i, _) in enumerate(grads):
-                item = graph.call_function(operator.getitem, (reduced, k))
-                results[i] = graph.call_function(c10d.wait_tensor.default, (item,))
-        issued += 1
+                anchor = graph.call_function(target, args)
+            return anchor
+
+        groups, alone = {}, []  # dtype: [(output position, node, value)]; [(position, node)]
+        for i, g in grads:
+            val = _static_shape(g)
+            if val is not None and val.is_floating_point():
+                groups.setdefault(val.dtype, []).append((i, g, val))
+            else:
+                alone.append((i, g))
+        for members in groups.values():
+            pieces = [after(aten.reshape.default, (g, [-1])) for _, g, _ in members]
+            buffer = pieces[0] if len(pieces) == 1 else after(aten.cat.default, (pieces,))
+            buffer = after(aten.div.Scalar, (buffer, world_size))
+            reduced = after(c10d.all_reduce_.default, (buffer, "sum", group_name))
+            with graph.inserting_before(output):
+                done = graph.call_function(c10d.wait_tensor.default, (reduced,))
+                sizes = [v.numel() for _, _, v in members]
+                parts = graph.call_function(aten.split_with_sizes.default, (done, sizes))
+                for k, (i, _, v) in enumerate(members):
+                    item = graph.call_function(operator.getitem, (parts, k))
+                    results[i] = graph.call_function(aten.view.default, (item, list(v.shape)))
+            issued += 1
+        for i, g in alone:
+            scaled = after(aten.div.Scalar, (g, world_size))
+            reduced = after(c10d.all_reduce.default, (scaled, "sum", group_name))
+            with graph.inserting_before(output):
+                results[i] = graph.call_function(c10d.wait_tensor.default, (reduced,))
+            issued += 1
     output.args = (type(output.args[0])(results),)
     graph.lint()
     bw.recompile()
@@ -263,8 +291,8 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
 
     split=False compiles the step as one graph instead (no graph breaks): AOTAutograd's
     backward gets the buckets' all-reduces (torch's functional collectives) where the
-    buckets' gradients are ready, and DDP's reducer hands its buckets back unreduced (a
-    comm hook). `backend` is then "aot_eager" or "inductor"."""
+    buckets' gradients are ready, and DDP's reducer is turned off for the module (as under
+    no_sync()). `backend` is then "aot_eager" or "inductor"."""
     torch._dynamo.config.optimize_ddp = False
     if not split:
         return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)

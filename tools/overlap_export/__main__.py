@@ -225,10 +225,43 @@ def _export(a, kwargs, loaded):
     with user("import", "the model's train()"):
         model.train(a.train)
     name = a.model.split(":")[-1]
-    outputs = []  # (path, bytes): all built before any is written
+    written = []  # each output is staged as soon as it is complete; renamed when all are
+    with files.Outputs() as outputs:
+        path = _write_outputs(a, model, examples, name, outputs, written)
+        outputs.commit()
+    storages, elements = export.unique_parameter_storages(model)
+    print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
+          f"storages; wrote " + ", ".join(written))
+    return 0
+
+
+def _write_outputs(a, model, examples, name, outputs, written):
+    """Builds the run's files into `outputs` (files.Outputs), one at a time, appending each
+    path to `written`; a large model's tensors go to a safetensors.Spill beside the output
+    rather than into memory. Returns how the graph was captured (a phrase)."""
+    import torch
+
+    from . import export, safetensors
+
+    def stage(path, write):
+        outputs.add(path, write)
+        written.append(path)
+
+    def stage_doc(path, doc):
+        stage(path, lambda f: f.write(files.json_bytes(doc)))
+
+    def stage_tensors(path, step, fill, meta):
+        with safetensors.Spill(files.spill_folder(path)) as spill:
+            try:
+                fill(spill)
+            except safetensors.Unwritable as e:
+                raise ExportError(step, f"{path}: {e}") from None
+            stage(path, lambda f: spill.write_to(f, meta))
+        export.release()
+
     try:
         doc = export.export_module_style(model, examples, name)
-        outputs.append((a.output + ".json", files.json_bytes(doc)))
+        stage_doc(a.output + ".json", doc)
         path = "torch.fx (module style)"
     except ExportError as e:
         if e.step != "trace" or e.fatal or not (a.aot or a.dynamo):
@@ -238,30 +271,31 @@ def _export(a, kwargs, loaded):
         path = f"{other} only"
     if a.dynamo:
         doc = export.export_dynamo(model, examples, name)
-        outputs.append((a.output + ".dynamo.json", files.json_bytes(doc)))
+        stage_doc(a.output + ".dynamo.json", doc)
     target = export.loss_target(a.loss, model, examples, a.seed + 100)
     constants, drawn = {}, {}
     if a.aot:
         traced = model if a.capture == "aot" else export.exported_module(model, examples)
         fw, bw, constants, drawn = export.export_aot(traced, examples, a.loss, target, name)
+        del traced
+        export.release()  # the trace's fake modules and graphs
         if a.capture == "export":
             for doc in (fw, bw):
                 doc["producer"]["capture"] = "torch.export"
-        outputs.append((a.output + ".forward.json", files.json_bytes(fw)))
-        outputs.append((a.output + ".backward.json", files.json_bytes(bw)))
+        stage_doc(a.output + ".forward.json", fw)
+        stage_doc(a.output + ".backward.json", bw)
         if constants and not a.weights:
             print(f"overlap_export: the AOT pair reads {len(constants)} tensor "
                   "constant(s) (constant/<name>): runners need them from --weights",
                   file=sys.stderr)
     if a.weights:
-        tensors = export.weights(model, examples, target)
-        tensors.update(constants)
-        if a.reference:
-            tensors.update(export.reference(model, examples, a.loss, target, drawn))
-        with user("weights", "the weights' serialization"):
-            blob = safetensors.to_bytes(tensors, {"model": a.model, "loss": a.loss,
-                                                  "torch": torch.__version__})
-        outputs.append((a.weights, blob))
+        def fill_weights(spill):
+            spill.update(export.weights(model, examples, target))
+            spill.update(constants)
+            if a.reference:
+                export.reference(model, examples, a.loss, target, drawn, out=spill)
+        stage_tensors(a.weights, "weights", fill_weights,
+                      {"model": a.model, "loss": a.loss, "torch": torch.__version__})
     runs = [(a.train_data, a.optimizer, a.weight_decay)] if a.train_data else []
     if a.adamw_data:
         runs.append((a.adamw_data, "adamw", None))
@@ -270,19 +304,16 @@ def _export(a, kwargs, loaded):
                "eps": 1e-8,
                "lr": a.lr if a.lr is not None else (0.1 if kind == "sgd" else 1e-3),
                "weight_decay": decay if decay is not None else (0.0 if kind == "sgd" else 0.01)}
-        tensors = export.train_reference(export.copy_model(model), a.input, a.loss,
-                                         a.train_steps, opt, a.seed, a.train_ranks)
-        tensors.update({k: v for k, v in constants.items() if not k.startswith("random/")})
         meta = {"model": a.model, "loss": a.loss, "torch": torch.__version__,
                 "steps": str(a.train_steps)}
         meta.update({k: str(v) for k, v in opt.items()})
-        with user("train", "the data file's serialization"):
-            outputs.append((data_path, safetensors.to_bytes(tensors, meta)))
-    files.write_files(outputs)
-    storages, elements = export.unique_parameter_storages(model)
-    print(f"overlap_export: {name}: {path}; parameters: {elements:,} in {storages} "
-          f"storages; wrote " + ", ".join(p for p, _ in outputs))
-    return 0
+
+        def fill_train(spill):
+            export.train_reference(export.copy_model(model), a.input, a.loss, a.train_steps,
+                                   opt, a.seed, a.train_ranks, out=spill)
+            spill.update({k: v for k, v in constants.items() if not k.startswith("random/")})
+        stage_tensors(data_path, "train", fill_train, meta)
+    return path
 
 
 if __name__ == "__main__":

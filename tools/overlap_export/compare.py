@@ -31,6 +31,7 @@ or when a file is missing, unreadable or malformed (one line naming it); 2 on ba
 
 import argparse
 import json
+import mmap
 import struct
 import sys
 
@@ -57,10 +58,15 @@ def _bf16(raw):
 
 
 def read(path):
-    """{name: array} of a safetensors file; BadFile when it is not one."""
+    """{name: array} of a safetensors file; BadFile when it is not one. The arrays are views
+    of the file mapped into memory (a large model's float64 reference is read as it is
+    used, never copied whole); a pipe or an empty file is read instead."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            try:
+                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            except (OSError, ValueError):  # not a mappable file: a pipe, an empty file
+                data = memoryview(f.read())
     except OSError as e:
         raise _open_error(path, e) from None
     if len(data) < 8:
@@ -70,7 +76,7 @@ def read(path):
         raise BadFile(path, f"not a safetensors file (a header of {n} bytes in a file of "
                             f"{len(data)})")
     try:
-        header = json.loads(data[8:8 + n])
+        header = json.loads(bytes(data[8:8 + n]))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadFile(path, f"not a safetensors file (its header is not JSON: {e})") from None
     if not isinstance(header, dict):

@@ -10,6 +10,7 @@ a character device or a FIFO (/dev/stdout), written in place like the device its
 import contextlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 
@@ -30,6 +31,14 @@ def _destination(path):
     except OSError:  # none there yet, a dangling link (or a folder on the way is not one)
         return named, False
     return named, stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def spill_folder(path):
+    """Where a large output's intermediate files go: its own folder as the kernel resolves
+    it (the same file system as its temporary file), or the system's temporary folder when
+    the output is a device or a FIFO."""
+    real, in_place = _destination(path)
+    return None if in_place else (os.path.dirname(real) or ".")
 
 
 def folder_problem(path):
@@ -72,10 +81,10 @@ def same_destination(a, b):
     return ra == rb and not (da or db)
 
 
-def _stage(real, data):
-    """A temporary file beside `real` holding `data` (the mode a regular file at `real` has,
-    or open()'s; a link's target is never looked at). mkstemp creates it with O_EXCL, so it
-    is never a name someone else planted."""
+def _stage(real, write):
+    """A temporary file beside `real` that `write(f)` filled (the mode a regular file at
+    `real` has, or open()'s; a link's target is never looked at). mkstemp creates it with
+    O_EXCL, so it is never a name someone else planted."""
     fd, tmp = tempfile.mkstemp(prefix=".overlap_export.", dir=os.path.dirname(real) or ".")
     try:
         try:
@@ -89,46 +98,76 @@ def _stage(real, data):
             mode = 0o666 & ~umask  # as open() would create it
         os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
     except BaseException:
         os.unlink(tmp)
         raise
     return tmp
 
 
-def write_files(files):
-    """Writes each (path, bytes) of `files`: each regular file is first written to a
-    temporary file in its folder, and only when all are complete are they renamed over
-    their paths (atomically each; a symbolic link is replaced, never written through).
-    Existing character devices and FIFOs (/dev/null, /dev/stdout) are written in place,
-    after the temporary files and before the renames. A failure while writing (a full disk) leaves every path as
-    it was; a rename that fails (rare: the temporary is in the same folder) leaves the files
-    renamed before it new and the rest as they were, never a path removed. The temporary
-    files are removed, and ExportError("write") names the path."""
-    staged, direct = [], []
-    current = None
-    try:
-        for path, data in files:
-            current = path
+class Outputs:
+    """A run's output files, each written to a temporary file as soon as it is complete
+    (so a large file's bytes need not stay in memory until the last one is built) and
+    renamed over its path only when commit() is called, all of them together (atomically
+    each; a symbolic link is replaced, never written through). Existing character devices
+    and FIFOs (/dev/null, /dev/stdout) are staged in the system's temporary folder and
+    copied there at commit, after every temporary file is complete and before the renames.
+    A failure before commit (a full disk, the model failing after its first file) leaves
+    every path as it was; a rename that fails (rare: the temporary is in the same folder)
+    leaves the files renamed before it new and the rest as they were, never a path removed.
+    Leaving the with block without commit() removes the temporary files. Writing errors are
+    ExportError("write") naming the path."""
+
+    def __init__(self):
+        self._staged, self._direct = [], []  # (path, temporary, destination)
+
+    def add(self, path, write):
+        """Stages `path`'s contents, which `write(f)` writes to the binary file `f`."""
+        try:
             real, in_place = _destination(path)
             if in_place:
-                direct.append((path, real, data))
+                fd, tmp = tempfile.mkstemp(prefix=".overlap_export.")
+                self._direct.append((path, tmp, real))
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
             else:
-                staged.append((path, _stage(real, data), real))
-        for path, real, data in direct:
-            current = path
-            with open(real, "wb") as f:
-                f.write(data)
-        for path, tmp, real in staged:
-            current = path
-            os.replace(tmp, real)
-    except BaseException as e:
-        for _, tmp, _ in staged:
+                self._staged.append((path, _stage(real, write), real))
+        except OSError as e:
+            raise ExportError("write", f"{path}: {e.strerror or e}") from e
+
+    def add_bytes(self, path, data):
+        """Stages `path` holding `data`."""
+        self.add(path, lambda f: f.write(data))
+
+    def commit(self):
+        """Writes the devices, then renames every staged file over its path."""
+        current = None
+        try:
+            for path, tmp, real in self._direct:
+                current = path
+                with open(tmp, "rb") as src, open(real, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 24)
+            for path, tmp, real in self._staged:
+                current = path
+                os.replace(tmp, real)
+        except OSError as e:
+            raise ExportError("write", f"{current}: {e.strerror or e}") from e
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for _, tmp, _ in self._staged + self._direct:
             with contextlib.suppress(OSError):  # a renamed one is gone already
                 os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise ExportError("write", f"{current}: {e.strerror or e}") from e
-        raise
+
+
+def write_files(files):
+    """Writes each (path, bytes) of `files` as Outputs does: all complete, then renamed."""
+    with Outputs() as out:
+        for path, data in files:
+            out.add_bytes(path, data)
+        out.commit()
 
 
 def json_bytes(doc):

@@ -31,6 +31,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 import numpy as np
@@ -561,6 +562,74 @@ class OutputPathTest(Base):
         self.assertEqual(self.files(), ["a", "b"])
         with open(self.path("a")) as f:
             self.assertEqual(f.read(), "new a\n")
+
+    def test_outputs_left_uncommitted_leave_nothing(self):
+        """A run that fails after staging its first files (the model's training raising
+        after its graphs were complete): every path keeps its old bytes, no temporary."""
+        from overlap_export import files as ex
+        with open(self.path("a"), "w") as f:
+            f.write("old a\n")
+        with self.assertRaises(RuntimeError):
+            with ex.Outputs() as out:
+                out.add_bytes(self.path("a"), b"new a\n")
+                out.add(self.path("b"), lambda f: f.write(b"b\n"))
+                raise RuntimeError("the training failed")
+        self.assertEqual(self.files(), ["a"])
+        with open(self.path("a")) as f:
+            self.assertEqual(f.read(), "old a\n")
+
+    def test_spill_reads_as_to_bytes(self):
+        """A Spill's file holds what to_bytes writes (dtypes, shapes, values, metadata), in
+        the order added; rollback drops the later tensors and their bytes; a name added
+        again is overwritten in place, or refused when its size differs; a pipe gets the
+        same bytes as a file."""
+        import torch
+        from overlap_export import compare as cmp
+        from overlap_export import safetensors as st
+        tensors = {"b": torch.arange(6, dtype=torch.float64).reshape(2, 3),
+                   "a": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+                   "c": torch.ones(3, 4).t(),  # not contiguous
+                   "d": torch.tensor([True, False])}
+        with open(self.path("whole"), "wb") as f:
+            f.write(st.to_bytes(tensors, {"k": "v"}))
+        with st.Spill(self.dir) as spill:
+            spill.update(tensors)
+            mark = spill.mark()
+            spill["late"] = torch.zeros(1000)
+            spill.rollback(mark)
+            spill["b"] = torch.arange(6, 12, dtype=torch.float64).reshape(2, 3)
+            with self.assertRaises(st.Unwritable):
+                spill["b"] = torch.zeros(7, dtype=torch.float64)
+            with self.assertRaises(st.Unwritable):
+                spill["z"] = torch.zeros(2, dtype=torch.complex64)
+            with open(self.path("spilled"), "wb") as f:
+                spill.write_to(f, {"k": "v"})
+            r, w = os.pipe()
+            with os.fdopen(r, "rb") as src, open(self.path("piped"), "wb") as dst:
+                drain = threading.Thread(target=shutil.copyfileobj, args=(src, dst))
+                drain.start()
+                with os.fdopen(w, "wb") as out:
+                    spill.write_to(out, {"k": "v"})
+                drain.join()
+        self.assertEqual(sorted(f for f in self.files() if f.startswith(".")), [],
+                         "the spill's temporary file is removed")
+        whole, spilled = cmp.read(self.path("whole")), cmp.read(self.path("spilled"))
+        self.assertEqual(sorted(spilled), ["a", "b", "c", "d"])
+        for name in "acd":
+            np.testing.assert_array_equal(spilled[name], whole[name])
+        np.testing.assert_array_equal(spilled["b"], np.arange(6, 12.0).reshape(2, 3))
+        with open(self.path("spilled"), "rb") as f:
+            spilled_bytes = f.read()
+        with open(self.path("piped"), "rb") as f:
+            self.assertEqual(f.read(), spilled_bytes)
+        n = struct.unpack("<Q", spilled_bytes[:8])[0]
+        header = json.loads(spilled_bytes[8:8 + n])
+        self.assertEqual(header["__metadata__"], {"k": "v"})
+        ends = sorted(v["data_offsets"] for k, v in header.items() if k != "__metadata__")
+        self.assertEqual(ends[0][0], 0)
+        for (_, end), (begin, _) in zip(ends, ends[1:]):
+            self.assertEqual(end, begin, "the data is gapless")
+        self.assertEqual(ends[-1][1], len(spilled_bytes) - 8 - n)
 
     def test_a_failed_rename_removes_no_file(self):
         """A rename that fails after another succeeded: the renamed file stays (new), the
