@@ -8,6 +8,8 @@
 #                                                      prefix ovc, rate 1gbit: tc's units)
 #   tools/cluster.sh exec [--prefix P] I CMD...        run CMD on host I
 #   tools/cluster.sh addr I                            host I's address (10.77.0.(I+1))
+#   tools/cluster.sh rate I R [--prefix P]             host I's link limited to R both ways
+#                                                      (mid-job too: a slowed host)
 #   tools/cluster.sh down [--prefix P]                 delete every namespace of prefix P
 #   tools/cluster.sh job N [--rate R] [--prefix P] [--slurm] [--run CMD] -- OVERLAP_ARGS...
 #       up, one `overlap CMD OVERLAP_ARGS` per host (CMD worker by default, or bench-comm
@@ -159,9 +161,15 @@ case "$cmd" in
   up) up "${args[0]:-2}" "$rate" "$prefix" || { down "$prefix"; die "could not create the cluster"; } ;;
   down) down "$prefix" ;;
   addr) addr "${args[0]:?host index}" ;;
+  rate)
+    host="${args[0]:?host index}"
+    r="${args[1]:?rate (tc units: 8kbit, 100mbit)}"
+    limit "${prefix}h$host" eth0 "$r" && limit "${prefix}hub" "p$host" "$r" ||
+      die "could not limit host $host of prefix $prefix to $r"
+    ;;
   job) job "${args[0]:-2}" "$rate" "$prefix" "$slurm" "$run" "$@" ;;
   *)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@
 # tools/cluster.sh, the cluster on one machine: its links run at their rate (TCP between two
 # hosts at 100 Mbit/s), `overlap worker` jobs span its hosts (DDP by torchrun's variables,
 # ZeRO-3 by Slurm's), a job stopped by a signal leaves no namespace behind, and a host whose
-# link is cut mid-job is named by the others within the timeout. Skips,
+# link is cut, whose processes are killed or whose rate drops to 8 kbit/s mid-job is named
+# by the others within the timeout. Skips,
 # saying why, where the machine does not allow namespaces (not root, no iproute2).
 set -uo pipefail
 cluster="$PWD/tools/cluster.sh"
@@ -90,4 +91,35 @@ grep -q "rank 1 is lost (on $("$cluster" addr 1);" "$log" ||
   fail "host 0 did not name the lost rank and host: $(grep 'overlap: error' "$log")"
 [ "$(left)" = 0 ] || fail "the cut job left $(left) namespaces"
 echo "cluster_test: link cut: the job ended ${took} s after, naming rank 1 on $("$cluster" addr 1)"
+
+# Waits for the job's step 3, applies fault $1 (a command) to host 1, and checks that the job
+# ends within the timeout with host 0 naming rank 1 and its host, leaving no namespace.
+fault() {
+  local what=$1
+  shift
+  "$cluster" job 2 --rate 1gbit --prefix "$prefix" -- --model gpt2 --steps 100000 \
+    --timeout 10 >"$log" 2>&1 &
+  job=$!
+  for _ in $(seq 50); do
+    grep -q "step 3 " "$log" && break
+    sleep 0.2
+  done
+  "$@" || fail "$what: could not apply it"
+  start=$(date +%s)
+  wait "$job" && fail "the job survived $what"
+  took=$(($(date +%s) - start))
+  [ "$took" -le 40 ] || fail "$what: the job took ${took} s to end (timeout 10 s)"
+  grep -q "rank 1 is lost (on $("$cluster" addr 1);" "$log" ||
+    fail "$what: host 0 did not name the lost rank and host: $(grep 'overlap: error' "$log")"
+  [ "$(left)" = 0 ] || fail "$what: the job left $(left) namespaces"
+  echo "cluster_test: $what: the job ended ${took} s after, naming rank 1 on" \
+    "$("$cluster" addr 1)"
+}
+# 5. Host 1's processes killed (SIGKILL: no goodbye on the wire).
+kill_host() { ip netns pids "${prefix}h1" | xargs -r kill -KILL; }
+fault "host 1's processes killed" kill_host
+# 6. Host 1's link rate dropped to 8 kbit/s both ways (a collective's megabytes now take
+# hours, and the heartbeats queue behind them).
+slow_host() { "$cluster" rate --prefix "$prefix" 1 8kbit; }
+fault "host 1's rate dropped to 8kbit" slow_host
 echo "cluster_test: ok"
