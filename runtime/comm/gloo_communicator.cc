@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gloo/allgather.h"
@@ -34,6 +35,8 @@ namespace overlap {
 namespace {
 
 constexpr uint8_t kReduceScatterSlotPrefix = 0x40;  // beside Gloo's own prefixes (0x01-0x08)
+// GlooOptions::allgather_segment_bytes's size across hosts.
+constexpr int64_t kAllgatherSegmentBytes = int64_t{512} << 10;
 
 class GlooWork : public Work {
  public:
@@ -176,13 +179,30 @@ class GlooCommunicator : public Communicator {
             "allgather needs contiguous tensors of one dtype");
       Check(out.numel() == in.numel() * options_.world_size,
             "allgather: out should be size() x in");
-      if (in.nbytes() == 0) return;
-      gloo::AllgatherOptions opts(s.context);  // bytes: any dtype
-      opts.setInput(Bytes(in), in.nbytes());
-      opts.setOutput(Bytes(out), out.nbytes());
-      opts.setTag(tag);
-      opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
-      gloo::allgather(opts);
+      const int64_t bytes = in.nbytes();
+      if (bytes == 0) return;
+      auto gather = [&](uint8_t* from, uint8_t* to, int64_t n) {
+        gloo::AllgatherOptions opts(s.context);  // bytes: any dtype
+        opts.setInput(from, n);
+        opts.setOutput(to, n * options_.world_size);
+        opts.setTag(tag);
+        opts.setTimeout(absl::ToChronoMilliseconds(options_.timeout));
+        gloo::allgather(opts);
+      };
+      const int64_t segment = options_.allgather_segment_bytes;
+      if (segment <= 0 || bytes <= segment) {
+        gather(Bytes(in), Bytes(out), bytes);
+        return;
+      }
+      // Segment k of every rank lands in `staging`, then at its place in each rank's part.
+      std::vector<uint8_t> staging(segment * options_.world_size);
+      for (int64_t off = 0; off < bytes; off += segment) {
+        const int64_t n = std::min(segment, bytes - off);
+        gather(Bytes(in) + off, staging.data(), n);
+        for (int r = 0; r < options_.world_size; ++r) {
+          std::memcpy(Bytes(out) + r * bytes + off, staging.data() + r * n, n);
+        }
+      }
     });
   }
 
@@ -468,7 +488,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooO
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     signal(SIGPIPE, SIG_IGN);
   }
-  auto comm = std::make_unique<GlooCommunicator>(o);
+  if (o.allgather_segment_bytes < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allgather_segment_bytes must be -1, 0 or positive, got ", o.allgather_segment_bytes));
+  }
+  GlooOptions resolved = o;
+  if (resolved.allgather_segment_bytes == -1) {
+    resolved.allgather_segment_bytes =
+        absl::StartsWith(o.hostname, "127.") || o.hostname == "localhost" || o.hostname == "::1"
+            ? 0
+            : kAllgatherSegmentBytes;
+  }
+  auto comm = std::make_unique<GlooCommunicator>(resolved);
   absl::Status s = comm->Connect();
   if (!s.ok()) return s;
   return std::unique_ptr<Communicator>(std::move(comm));

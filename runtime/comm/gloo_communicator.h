@@ -57,6 +57,13 @@ struct GlooOptions {
   // all-to-all of the chunks and a local sum in rank order (the ring's bytes), allreduce
   // that followed by an allgather (the ring allreduce's bytes). Gloo's ring sums in ring order.
   bool deterministic = false;
+  // An allgather of more than this many bytes per rank runs as consecutive allgathers of
+  // this many per rank (each bounds the bytes in flight per peer); 0: one allgather. -1
+  // (default): 512 KiB where this rank listens on an address other than loopback (ranks on
+  // several hosts: one multi-megabyte message per ring step carried 64% of a rate-limited
+  // link, 512 KiB pieces 96%), else 0 (on one machine the pieces' extra synchronizations
+  // cost 4x; docs/runtime.md, "A cluster on one machine").
+  int64_t allgather_segment_bytes = -1;
   // Debug (race checks): each operation starts after a random delay of 0-2 ms on its
   // stream's thread, so that tests shake out orderings the compute thread must not rely on.
   bool random_delays = false;

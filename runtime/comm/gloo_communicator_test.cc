@@ -42,6 +42,9 @@ int Collectives(int rank, int size, const std::string& dir) {
   o.store_path = dir;
   o.streams = 2;
   o.timeout = absl::Seconds(20);
+  // Loopback allgathers are one message by default; these run in the pieces ranks on
+  // several hosts use, so both paths are checked.
+  o.allgather_segment_bytes = int64_t{512} << 10;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, std::string(comm.status().message()).c_str());
@@ -65,6 +68,18 @@ int Collectives(int rank, int size, const std::string& dir) {
   for (int64_t i = 0; i < n; ++i) CHILD_CHECK(a.data<float>()[i] == ranks_sum * (i % 7));
   for (int r = 0; r < size; ++r) {
     for (int i = 0; i < 3; ++i) CHILD_CHECK(g_out.data<double>()[r * 3 + i] == r * 10 + i);
+  }
+  // An allgather of more than one segment per rank, the last one partial: each rank's part
+  // lands whole at its place (the small one above is one message).
+  const int64_t big = (int64_t{1300} << 10) / 4 + 3;
+  Tensor big_in = *Tensor::Empty(alloc, DType::kFloat32, {big});
+  Tensor big_out = *Tensor::Empty(alloc, DType::kFloat32, {big * size});
+  for (int64_t i = 0; i < big; ++i) big_in.data<float>()[i] = rank * 1e6f + i;
+  CHILD_CHECK((*comm)->AllGather(big_in, big_out, s1)->Wait(absl::Seconds(30)).ok());
+  for (int r = 0; r < size; ++r) {
+    for (int64_t i = 0; i < big; ++i) {
+      CHILD_CHECK(big_out.data<float>()[r * big + i] == r * 1e6f + i);
+    }
   }
   // reduce-scatter: slice r of the sum lands on rank r.
   const int64_t chunk = 37;
@@ -210,6 +225,11 @@ TEST(GlooCommunicatorTest, BadOptionsAreErrors) {
   o.rank = 0;
   o.store_path = "";
   EXPECT_FALSE(CreateGlooCommunicator(o).ok());
+  o.store_path = "/tmp";
+  o.allgather_segment_bytes = -2;
+  absl::StatusOr<std::unique_ptr<Communicator>> bad = CreateGlooCommunicator(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "allgather_segment_bytes"));
 }
 
 }  // namespace
