@@ -283,8 +283,12 @@ float HalfToFloat(uint16_t h);
 uint16_t FloatToBFloat16(float f);
 float BFloat16ToFloat(uint16_t b);
 
-// The physical memory available now (free pages), INT64_MAX when the system does not say:
-// what the executor refuses graphs against up front. O(1).
+// The physical memory available now for new allocations: Linux's MemAvailable (free pages
+// plus the page cache and other memory the kernel reclaims without swapping), else the free
+// pages, INT64_MAX when the system says neither: what the executor refuses graphs against
+// up front. Free pages alone understate it by whatever the page cache holds (a machine that
+// had just written gigabytes of files refused a 4 GiB run with 15 GiB available). Reads
+// /proc/meminfo: O(1).
 int64_t AvailableMemoryBytes();
 
 // NumPy broadcasting: the shape `a` and `b` broadcast to, nullopt when they do not. O(dim).

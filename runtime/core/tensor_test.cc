@@ -1,5 +1,7 @@
 #include "runtime/core/tensor.h"
 
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 
 namespace overlap {
@@ -100,6 +102,14 @@ TEST(TensorTest, DTypesRoundTripThroughTheGraphsNames) {
   EXPECT_EQ(*ParseDType("half"), DType::kFloat16);
   EXPECT_EQ(DTypeSize(DType::kBFloat16), 2);
   EXPECT_FALSE(ParseDType("complex64").ok());
+}
+
+TEST(TensorTest, AvailableMemoryIsPositiveAndAtMostThePhysicalMemory) {
+  // MemAvailable counts reclaimable page cache; it never exceeds the machine's memory.
+  const int64_t available = AvailableMemoryBytes();
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  EXPECT_GT(available, 0);
+  EXPECT_LE(available, physical);
 }
 
 }  // namespace
