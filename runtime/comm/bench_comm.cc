@@ -93,25 +93,30 @@ absl::StatusOr<CollectiveModel> FitCollectiveModel(const std::vector<BenchRow>& 
   m.world_size = world;
   for (CollectiveKind kind :
        {CollectiveKind::kAllreduce, CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
-    // t = a + b x, x = factor * bytes; busbw = 1 / b.
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    // t = a + b x, x = factor * bytes; busbw = 1 / b. Least squares of the relative error
+    // (weights 1 / t^2): plain least squares over sizes from kilobytes to megabytes lets
+    // the largest decide alone, and its latency came out 0 where a small collective on a
+    // rate-limited link took milliseconds; a model's collectives span the same range.
+    double s0 = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     int n = 0;
     for (const BenchRow& r : rows) {
       if (r.kind != kind) continue;
       const double x = BusFactor(kind, world) * r.bytes;
-      sx += x;
-      sy += r.seconds;
-      sxx += x * x;
-      sxy += x * r.seconds;
+      const double w = r.seconds > 0 ? 1.0 / (r.seconds * r.seconds) : 1.0;
+      s0 += w;
+      sx += w * x;
+      sy += w * r.seconds;
+      sxx += w * x * x;
+      sxy += w * x * r.seconds;
       ++n;
     }
     if (n < 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("fitting ", CollectiveName(kind), " needs at least two sizes"));
     }
-    const double det = n * sxx - sx * sx;
-    double b = det > 0 ? (n * sxy - sx * sy) / det : 0;
-    double a = (sy - b * sx) / n;
+    const double det = s0 * sxx - sx * sx;
+    double b = det > 0 ? (s0 * sxy - sx * sy) / det : 0;
+    double a = (sy - b * sx) / s0;
     if (!(b > 0)) b = 1e-12;  // flat times: bandwidth effectively unbounded
     if (a < 0) a = 0;
     CollectiveModel::Fit fit{a, 1.0 / b};

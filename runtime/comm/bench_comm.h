@@ -47,8 +47,10 @@ struct BenchOptions {
 absl::StatusOr<std::vector<BenchRow>> BenchCollectives(Communicator& comm,
                                                        const BenchOptions& options);
 
-// The fitted model for `world` ranks (its shared latency and bandwidth are the allreduce's).
-// InvalidArgument without at least two sizes per collective.
+// The fitted model for `world` ranks (its shared latency and bandwidth are the allreduce's):
+// per collective, time = latency + bytes x factor / bus bandwidth by least squares of the
+// relative error, so small sizes set the latency and large ones the bandwidth. InvalidArgument
+// without at least two sizes per collective.
 absl::StatusOr<CollectiveModel> FitCollectiveModel(const std::vector<BenchRow>& rows, int world);
 
 // Sizes from `lo` to `hi` doubling ("4KiB..256MiB"), each rounded up to a multiple of

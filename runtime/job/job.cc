@@ -445,7 +445,9 @@ class RankJob {
     summary_.collectives = o_.collectives;
     if (o_.calibrate) {
       BenchOptions bo;
-      OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("64KiB..16MiB", 4 * world_));
+      // From a few kilobytes (a small model's per-parameter collectives, where latency is
+      // the time) to megabytes (where bandwidth is).
+      OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("4KiB..16MiB", 4 * world_));
       bo.bytes_per_size = int64_t{64} << 20;
       bo.timeout = o_.timeout;
       absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm_, bo);
