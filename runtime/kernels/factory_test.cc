@@ -354,6 +354,15 @@ TEST(MaskOpsTest, NewOnesNewFullFullLike) {
   Tensor ints = (*r.Run("aten.new_ones.default", {x}, {Value::List({Value::Int(1)})}, {}, {},
                         /*in_double=*/true))[0];
   EXPECT_EQ(ints.dtype(), DType::kInt64);  // only float32 widens
+  // So does a reduction's dtype keyword (EdgeNeXt's cumsum(dtype=torch.float32) of a mask).
+  Tensor mask = r.Make(DType::kBool, {3}, {1, 1, 1});
+  const ValueDict as_float = {{"dtype", Value::String("torch.float32")}};
+  Tensor narrow = (*r.Run("aten.cumsum.default", {mask}, {Value::Int(0)}, as_float))[0];
+  EXPECT_EQ(narrow.dtype(), DType::kFloat32);
+  Tensor summed = (*r.Run("aten.cumsum.default", {mask}, {Value::Int(0)}, as_float, {},
+                          /*in_double=*/true))[0];
+  EXPECT_EQ(summed.dtype(), DType::kFloat64);
+  EXPECT_EQ(Values(summed), (std::vector<double>{1, 2, 3}));
 }
 
 TEST(MaskOpsTest, MinimumMaximumPropagateNaNAndPromote) {

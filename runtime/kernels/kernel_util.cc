@@ -21,7 +21,12 @@ absl::StatusOr<DType> ReductionDType(const KernelCall& c, ReductionOp op, DType 
   const Value* v = c.Arg("dtype");
   const std::string keyword =
       v != nullptr && v->kind() == Value::Kind::kString ? v->as_string() : std::string();
-  return DecidedDType(c, ReductionResultType(op, DTypeName(self), keyword));
+  OVERLAP_ASSIGN_OR_RETURN(DType d,
+                           DecidedDType(c, ReductionResultType(op, DTypeName(self), keyword)));
+  // A float64 run computes what asks for float32 in float64, a dtype keyword included
+  // (timm's EdgeNeXt sums its positional mask with cumsum(dtype=torch.float32)), as
+  // DTypeKwarg does for factories and conversions.
+  return c.in_double() && d == DType::kFloat32 ? DType::kFloat64 : d;
 }
 
 absl::StatusOr<Tensor> Converted(KernelCall& c, const Tensor& t, DType d) {

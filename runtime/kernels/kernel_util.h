@@ -71,7 +71,8 @@ inline PromotionOperand OperandOf(const Tensor& t) {
 // integers) or a dtype the runtime has no tensors of (int8, int16) an error naming the node.
 absl::StatusOr<DType> DecidedDType(const KernelCall& c, absl::StatusOr<std::string> dtype);
 // sum's / mean's result dtype for a `self` of dtype `self` and the call's dtype keyword
-// (ReductionResultType); errors name the node.
+// (ReductionResultType), float32 as float64 in a float64 run (in_double); errors name the
+// node.
 absl::StatusOr<DType> ReductionDType(const KernelCall& c, ReductionOp op, DType self);
 // `t` with dtype `d`: itself when it has it, else a contiguous copy converted (as SetElement
 // converts) in scratch. O(numel) for a copy.
