@@ -142,7 +142,7 @@ absl::StatusOr<ExecInputs> GatherInputs(Invocation& in, const Graph& forward, ui
   TensorMap given;
   for (const char* flag : {"weights", "inputs"}) {
     if (std::optional<std::string> path = in.Path(flag)) {
-      absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc);
+      absl::StatusOr<TensorMap> m = ReadSafetensorsFile(*path, alloc, IsReferenceTensor);
       if (!m.ok()) return m.status();
       // A weights file gives every parameter (runtime/train/train.h); --inputs only data.
       if (absl::string_view(flag) == "weights") {

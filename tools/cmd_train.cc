@@ -50,12 +50,13 @@ int Run(Invocation& in) {
   }
   Allocator alloc;
   if (!inputs.weights_path.empty()) {
-    absl::StatusOr<TensorMap> w = ReadSafetensorsFile(inputs.weights_path, alloc);
+    absl::StatusOr<TensorMap> w =
+        ReadSafetensorsFile(inputs.weights_path, alloc, IsReferenceTensor);
     if (!w.ok()) return in.BadInput(w.status());
     o.initial_params = *std::move(w);
   }
   if (!inputs.data_path.empty()) {
-    absl::StatusOr<TensorMap> all = ReadSafetensorsFile(inputs.data_path, alloc);
+    absl::StatusOr<TensorMap> all = ReadSafetensorsFile(inputs.data_path, alloc, IsReferenceTensor);
     if (!all.ok()) return in.BadInput(all.status());
     absl::StatusOr<std::vector<TensorMap>> batches = SplitBatches(*all);
     if (!batches.ok()) return in.BadInput(batches.status());

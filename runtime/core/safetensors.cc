@@ -1,6 +1,7 @@
 #include "runtime/core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/text.h"
 #include "nlohmann/json.hpp"
@@ -100,7 +102,13 @@ std::string WriteSafetensors(const TensorMap& tensors,
   return out;
 }
 
-absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc) {
+bool IsReferenceTensor(absl::string_view name) {
+  return absl::StartsWith(name, "ref/") || absl::StartsWith(name, "ref64/") ||
+         absl::StartsWith(name, "ref64p/");
+}
+
+absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc,
+                                          const std::function<bool(absl::string_view)>& skip) {
   if (bytes.size() < 8) return absl::InvalidArgumentError("safetensors: shorter than 8 bytes");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -177,10 +185,11 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
       return Bad(name, absl::StrCat("shape and dtype need ", need, " bytes, data_offsets give ",
                                     end - begin));
     }
+    ranges.push_back({static_cast<int64_t>(begin), static_cast<int64_t>(end)});
+    if (skip && skip(name)) continue;  // checked as the others, never allocated
     absl::StatusOr<Tensor> t = Tensor::Empty(alloc, *dtype, shape);
     if (!t.ok()) return Bad(name, std::string(t.status().message()));
     if (end > begin) std::memcpy(t->storage()->data(), data.data() + begin, end - begin);
-    ranges.push_back({static_cast<int64_t>(begin), static_cast<int64_t>(end)});
     out.emplace(name, *std::move(t));
   }
   // The data is covered exactly: no overlaps, no holes (as the format requires).
@@ -201,7 +210,8 @@ absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& al
   return out;
 }
 
-absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc) {
+absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc,
+                                              const std::function<bool(absl::string_view)>& skip) {
   const std::string shown = Printable(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
@@ -226,6 +236,22 @@ absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator
     return absl::InvalidArgumentError(absl::StrCat(
         shown, ": ", st.st_size, " bytes: over the limit of ", kMaxSafetensorsFileBytes, " bytes"));
   }
+  // A regular file is mapped, not read: only the tensors kept are copied out (a data file's
+  // float64 reference is gigabytes a training never reads).
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* mapped = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapped != MAP_FAILED) {
+      ::close(fd);
+      absl::StatusOr<TensorMap> m = ReadSafetensors(
+          absl::string_view(static_cast<const char*>(mapped), static_cast<size_t>(st.st_size)),
+          alloc, skip);
+      ::munmap(mapped, static_cast<size_t>(st.st_size));
+      if (!m.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(shown, ": ", m.status().message()));
+      }
+      return m;
+    }
+  }
   std::string bytes;
   if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
@@ -246,7 +272,7 @@ absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator
     bytes.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc);
+  absl::StatusOr<TensorMap> m = ReadSafetensors(bytes, alloc, skip);
   if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(shown, ": ", m.status().message()));
   return m;
 }

@@ -7,6 +7,7 @@
 #define OVERLAP_RUNTIME_CORE_SAFETENSORS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -41,14 +42,24 @@ inline constexpr uint64_t kMaxSafetensorsFileBytes = uint64_t{64} << 30;
 // kMaxSafetensorsHeaderBytes, a header that is not a JSON object, a tensor name given
 // twice, an unknown dtype, a negative dimension, offsets out of order, overlapping, past
 // the data or not matching the shape's bytes (checked before anything is allocated), or
-// data the offsets do not cover. O(bytes).
-absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc);
+// data the offsets do not cover. Tensors whose names `skip` accepts are checked as the others
+// and left out (nothing allocated). O(bytes).
+absl::StatusOr<TensorMap> ReadSafetensors(absl::string_view bytes, Allocator& alloc,
+                                          const std::function<bool(absl::string_view)>& skip = {});
 
 // ReadSafetensors of a file's bytes; NotFound when it cannot be opened; InvalidArgument
 // for a folder, a device or a socket (refused by type before reading: /dev/zero never
 // ends), for a file over kMaxSafetensorsFileBytes (a regular file by its size, a pipe as
-// it is read); errors prefixed with the path. O(bytes).
-absl::StatusOr<TensorMap> ReadSafetensorsFile(const std::string& path, Allocator& alloc);
+// it is read); errors prefixed with the path. A regular file is mapped rather than read, so
+// its memory is the tensors kept. O(bytes).
+absl::StatusOr<TensorMap> ReadSafetensorsFile(
+    const std::string& path, Allocator& alloc,
+    const std::function<bool(absl::string_view)>& skip = {});
+
+// Whether `name` is one of torch's reference results in an exporter's file (ref/, ref64/,
+// ref64p/: docs/interop.md), which only comparisons read: what a run loading weights or
+// data skips. O(1).
+bool IsReferenceTensor(absl::string_view name);
 
 }  // namespace overlap
 

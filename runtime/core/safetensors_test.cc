@@ -1,5 +1,6 @@
 #include "runtime/core/safetensors.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -61,6 +62,34 @@ TEST(SafetensorsTest, ReadsAFileWrittenByHand) {
   absl::StatusOr<TensorMap> r = ReadSafetensors(file, alloc);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->at("a").data<float>()[1], -2.0f);
+}
+
+TEST(SafetensorsTest, SkippedTensorsAreCheckedButNotKeptFromBytesOrAMappedFile) {
+  Allocator alloc;
+  TensorMap in;
+  for (const char* name : {"param/w", "ref/loss", "ref64/grad/w", "ref64p/grad/w", "batch/0/x"}) {
+    Tensor t = *Tensor::Empty(alloc, DType::kFloat32, {3});
+    for (int i = 0; i < 3; ++i) t.data<float>()[i] = static_cast<float>(i + std::strlen(name));
+    in[name] = t;
+  }
+  const std::string bytes = WriteSafetensors(in, {});
+  const std::string path = ::testing::TempDir() + "/skip.safetensors";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  for (const absl::StatusOr<TensorMap>& r : {ReadSafetensors(bytes, alloc, IsReferenceTensor),
+                                             ReadSafetensorsFile(path, alloc, IsReferenceTensor)}) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->size(), 2u);
+    EXPECT_EQ(r->at("param/w").data<float>()[2], 2.0f + 7);
+    EXPECT_EQ(r->at("batch/0/x").data<float>()[0], 9.0f);
+  }
+  EXPECT_FALSE(IsReferenceTensor("reference/x"));
+  // A skipped tensor's offsets are still checked.
+  const std::string bad =
+      File(R"({"ref/a":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}})", std::string(8, '\0'));
+  EXPECT_THAT(Message(ReadSafetensors(bad, alloc, IsReferenceTensor)), HasSubstr("ref/a"));
 }
 
 TEST(SafetensorsTest, BadFilesAreErrorsNamingTheTensor) {

@@ -198,7 +198,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     };
   }
   if (!o.data_path.empty()) {
-    OVERLAP_ASSIGN_OR_RETURN(TensorMap all, ReadSafetensorsFile(o.data_path, *p->alloc));
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap all,
+                             ReadSafetensorsFile(o.data_path, *p->alloc, IsReferenceTensor));
     OVERLAP_ASSIGN_OR_RETURN(std::vector<TensorMap> batches, SplitBatches(all));
     if (batches.empty()) return absl::InvalidArgumentError(absl::StrCat(o.data_path, " is empty"));
     std::vector<TensorMap> mine;
@@ -236,7 +237,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
                            SeededInputs(p->pair.forward, o.seed, *p->alloc, only_params));
   TensorMap given;
   if (!o.weights_path.empty()) {
-    OVERLAP_ASSIGN_OR_RETURN(given, ReadSafetensorsFile(o.weights_path, *p->alloc));
+    OVERLAP_ASSIGN_OR_RETURN(given,
+                             ReadSafetensorsFile(o.weights_path, *p->alloc, IsReferenceTensor));
     OVERLAP_RETURN_IF_ERROR(CheckWeights(p->pair.forward, given));  // runtime/train/train.h
   }
   // Buffers and constants (an exporter's "buffer/" and "constant/" entries) join every
@@ -345,7 +347,8 @@ absl::Status CheckJobWeights(const JobOptions& o) {
   if (o.weights_path.empty()) return absl::OkStatus();
   OVERLAP_ASSIGN_OR_RETURN(const AotPair pair, BuildJobPair(o));
   Allocator alloc;
-  OVERLAP_ASSIGN_OR_RETURN(TensorMap given, ReadSafetensorsFile(o.weights_path, alloc));
+  OVERLAP_ASSIGN_OR_RETURN(TensorMap given,
+                           ReadSafetensorsFile(o.weights_path, alloc, IsReferenceTensor));
   if (absl::Status s = CheckWeights(pair.forward, given); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(o.weights_path, ": ", s.message()));
   }
