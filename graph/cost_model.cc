@@ -114,12 +114,20 @@ double CollectiveModel::HostCopy(int64_t bytes) const {
   return host_latency_s + static_cast<double>(bytes) / host_bandwidth_bytes_per_s;
 }
 
+double CollectiveModel::ComputeEnd(double now, double seconds, double comm_busy_until) const {
+  const double slow = 1 + compute_slowdown;
+  const double overlap = comm_busy_until - now;
+  if (!(compute_slowdown > 0) || !(overlap > 0) || seconds <= 0) return now + seconds;
+  if (seconds * slow <= overlap) return now + seconds * slow;
+  return comm_busy_until + (seconds - overlap / slow);  // the rest after the collectives
+}
+
 bool CollectiveModel::Valid() const {
   for (const Fit* f : {&allgather, &reduce_scatter, &allreduce}) {
     if (!(f->latency_s >= 0) || !(f->bandwidth_bytes_per_s >= 0)) return false;
   }
   return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0 && host_latency_s >= 0 &&
-         host_bandwidth_bytes_per_s > 0;
+         host_bandwidth_bytes_per_s > 0 && compute_slowdown >= 0;
 }
 
 std::string CollectiveModelJson(const CollectiveModel& m) {
@@ -135,8 +143,9 @@ std::string CollectiveModelJson(const CollectiveModel& m) {
                           name, fit->latency_s, fit->bandwidth_bytes_per_s);
   }
   absl::StrAppendFormat(&out,
-                        ",\n \"host_latency_s\": %.9g, \"host_bandwidth_bytes_per_s\": %.9g}\n",
-                        m.host_latency_s, m.host_bandwidth_bytes_per_s);
+                        ",\n \"host_latency_s\": %.9g, \"host_bandwidth_bytes_per_s\": %.9g,\n"
+                        " \"compute_slowdown\": %.9g}\n",
+                        m.host_latency_s, m.host_bandwidth_bytes_per_s, m.compute_slowdown);
   return out;
 }
 
@@ -181,6 +190,7 @@ class ModelReader {
       }
       if (key == "host_latency_s") return Number(m.host_latency_s);
       if (key == "host_bandwidth_bytes_per_s") return Number(m.host_bandwidth_bytes_per_s);
+      if (key == "compute_slowdown") return Number(m.compute_slowdown);
       return Skip();
     };
     if (absl::Status s = Object(top); !s.ok()) return s;

@@ -74,13 +74,23 @@ struct CollectiveModel {
   // time. An infinite bandwidth with zero latency makes copies free (SimulateAlone).
   double host_latency_s = 0;
   double host_bandwidth_bytes_per_s = 25e9;
+  // Contention: compute runs 1 + compute_slowdown times slower while a collective is in
+  // flight (on a CPU the communication's own work, the kernel's network stack and the
+  // communication thread's copies, takes cycles from it; `overlap run --calibrate` measures
+  // it). 0: compute and communication do not compete (an accelerator's default).
+  double compute_slowdown = 0;
+  // The end of `seconds` of compute starting at `now` while collectives keep the
+  // communication stream busy until `comm_busy_until`: slowed by compute_slowdown for the
+  // overlap, at full speed after it. O(1).
+  double ComputeEnd(double now, double seconds, double comm_busy_until) const;
   double Allgather(int64_t bytes) const;
   double ReduceScatter(int64_t bytes) const;
   double Allreduce(int64_t bytes) const;
   // Seconds for one copy of `bytes` over the host link (0 for 0 bytes). O(1).
   double HostCopy(int64_t bytes) const;
   // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0; fits with
-  // latency >= 0 and bandwidth >= 0; the host link's latency >= 0 and bandwidth > 0).
+  // latency >= 0 and bandwidth >= 0; the host link's latency >= 0 and bandwidth > 0;
+  // compute_slowdown >= 0).
   bool Valid() const;
 };
 
@@ -89,7 +99,8 @@ struct CollectiveModel {
 //    "latency_s": ..., "bandwidth_bytes_per_s": ...,
 //    "allgather": {"latency_s": ..., "bandwidth_bytes_per_s": ...},
 //    "reduce_scatter": {...}, "allreduce": {...},
-//    "host_latency_s": ..., "host_bandwidth_bytes_per_s": ...}  (optional: the defaults)
+//    "host_latency_s": ..., "host_bandwidth_bytes_per_s": ...,
+//    "compute_slowdown": ...}  (the last three optional: the defaults)
 // Bandwidths are bus bandwidths (nccl-tests' busbw). Unknown keys are ignored; the shared
 // figures are required. O(size).
 std::string CollectiveModelJson(const CollectiveModel& m);

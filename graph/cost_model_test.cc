@@ -44,13 +44,28 @@ TEST(CollectiveModelTest, FileRoundTrip) {
   m.allgather = {8.5e-4, 1.383e9};
   m.reduce_scatter = {7.3e-4, 1.02e9};
   m.allreduce = {1.2e-3, 1.04e9};
+  m.compute_slowdown = 0.25;
   absl::StatusOr<CollectiveModel> back = ParseCollectiveModel(CollectiveModelJson(m));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->world_size, 3);
+  EXPECT_DOUBLE_EQ(back->compute_slowdown, 0.25);
   EXPECT_DOUBLE_EQ(back->latency_s, m.latency_s);
   EXPECT_DOUBLE_EQ(back->allgather.bandwidth_bytes_per_s, m.allgather.bandwidth_bytes_per_s);
   EXPECT_DOUBLE_EQ(back->reduce_scatter.latency_s, m.reduce_scatter.latency_s);
   EXPECT_DOUBLE_EQ(back->allreduce.bandwidth_bytes_per_s, m.allreduce.bandwidth_bytes_per_s);
+}
+
+// Compute overlapping a collective runs slower by the slowdown, the rest at full speed.
+TEST(CollectiveModelTest, ComputeSlowsWhileCollectivesRun) {
+  CollectiveModel m;
+  EXPECT_DOUBLE_EQ(m.ComputeEnd(1.0, 2.0, 10.0), 3.0);  // no contention by default
+  m.compute_slowdown = 1.0;                             // half speed beside a collective
+  EXPECT_DOUBLE_EQ(m.ComputeEnd(1.0, 2.0, 10.0), 5.0);  // wholly inside: twice as long
+  EXPECT_DOUBLE_EQ(m.ComputeEnd(1.0, 2.0, 3.0), 4.0);   // 1 s of work by 3, 1 s after
+  EXPECT_DOUBLE_EQ(m.ComputeEnd(4.0, 2.0, 3.0), 6.0);   // the collectives were done
+  EXPECT_DOUBLE_EQ(m.ComputeEnd(1.0, 0.0, 3.0), 1.0);
+  m.compute_slowdown = -0.5;
+  EXPECT_FALSE(m.Valid());
 }
 
 TEST(CollectiveModelTest, BadFilesAreRefused) {

@@ -863,16 +863,35 @@ absl::StatusOr<Graph> BuildModel(absl::string_view name, const ModelOptions& o, 
   if (o.batch < 0) {
     return absl::InvalidArgumentError(absl::StrCat("batch must be >= 0, got ", o.batch));
   }
+  if (o.layers < 0 || o.width < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers and width must be >= 0, got ", o.layers, " and ", o.width));
+  }
+  if (o.width > 0 && name != "mlp") {
+    return absl::InvalidArgumentError(absl::StrCat("width applies to mlp only, not ", name));
+  }
+  if (o.layers > 0 && name == "resnet18") {
+    return absl::InvalidArgumentError("layers applies to the transformers and mlp, not resnet18");
+  }
   auto sized = [&](auto config) {
     if (o.batch > 0) config.batch = o.batch;
     return config;
   };
-  if (name == "mlp") return BuildMlp(sized(MlpPreset(preset)), o);
-  if (name == "gpt2") return BuildTransformer(sized(Gpt2Config(preset)), o);
-  if (name == "llama-7b") return BuildTransformer(sized(Llama7bConfig(preset)), o);
-  if (name == "llama-70b") return BuildTransformer(sized(Llama70bConfig(preset)), o);
+  auto deep = [&](TransformerConfig c) {
+    c = sized(c);
+    if (o.layers > 0) c.layers = o.layers;
+    return c;
+  };
+  if (name == "mlp") {
+    MlpConfig c = sized(MlpPreset(preset));
+    if (o.layers > 0 || o.width > 0) c = ResizeMlp(c, o.layers, o.width);
+    return BuildMlp(c, o);
+  }
+  if (name == "gpt2") return BuildTransformer(deep(Gpt2Config(preset)), o);
+  if (name == "llama-7b") return BuildTransformer(deep(Llama7bConfig(preset)), o);
+  if (name == "llama-70b") return BuildTransformer(deep(Llama70bConfig(preset)), o);
   if (name == "resnet18") return BuildResNet(sized(ResNetPreset(preset)), o);
-  if (name == "moe") return BuildTransformer(sized(MoeConfig(preset)), o);
+  if (name == "moe") return BuildTransformer(deep(MoeConfig(preset)), o);
   return absl::NotFoundError(absl::StrCat("unknown model \"", Printable(name), "\" (known: ",
                                           absl::StrJoin(ModelNames(), ", "), ", random)"));
 }

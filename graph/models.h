@@ -56,6 +56,9 @@ struct ModelOptions {
   // BuildModel only: > 0 replaces the preset's batch (data-parallel ranks each build the
   // model at their share of the global batch).
   int64_t batch = 0;
+  // BuildModel only: > 0 replaces the preset's layer count (transformers; mlp: its linear
+  // layers) and mlp's hidden width (ResizeMlp); InvalidArgument for a model without them.
+  int64_t layers = 0, width = 0;
 };
 
 // A decoder-only transformer (GPT-2, LLaMA, and a mixture-of-experts variant).

@@ -23,6 +23,29 @@ int64_t Count(absl::string_view model, ParamStyle style) {
 
 class ModelsTest : public ::testing::TestWithParam<ParamStyle> {};
 
+// ModelOptions' layers and width resize a preset (what `overlap run --layers --width` use).
+TEST(BuildModelTest, LayersAndWidthResizeThePreset) {
+  ModelOptions o;
+  o.layers = 3;
+  o.width = 32;
+  absl::StatusOr<Graph> mlp = BuildModel("mlp", o, Preset::kTiny);
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  // 8 -> 32 -> 32 -> 4, weights and biases.
+  EXPECT_EQ(CountParameters(*mlp), 8 * 32 + 32 + 32 * 32 + 32 + 32 * 4 + 4);
+  ModelOptions deep;
+  deep.layers = 3;
+  absl::StatusOr<Graph> gpt2 = BuildModel("gpt2", deep, Preset::kTiny);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  TransformerConfig c = Gpt2Config(Preset::kTiny);
+  c.layers = 3;
+  EXPECT_EQ(CountParameters(*gpt2), TransformerParamCount(c));
+  EXPECT_THAT(BuildModel("gpt2", o, Preset::kTiny).status().message(), HasSubstr("mlp only"));
+  ModelOptions layers_only;
+  layers_only.layers = 2;
+  EXPECT_THAT(BuildModel("resnet18", layers_only, Preset::kTiny).status().message(),
+              HasSubstr("not resnet18"));
+}
+
 TEST_P(ModelsTest, Gpt2HasExactly124439808Parameters) {
   EXPECT_EQ(Count("gpt2", GetParam()), 124439808);
   EXPECT_EQ(TransformerParamCount(Gpt2Config()), 124439808);

@@ -338,9 +338,10 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
       case kView:
       case kCompute: {
         start[id] = now;
-        end[id] = now + time_[id];
+        // Every collective issued so far runs back to back until comm_free.
+        end[id] = model_.ComputeEnd(now, time_[id], t->comm_free);
         t->compute_t = end[id];
-        r->compute_s += time_[id];
+        r->compute_s += end[id] - now;
         if (record && time_[id] > 0) r->events.push_back({id, 0, start[id], end[id]});
         break;
       }

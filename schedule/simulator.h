@@ -128,7 +128,8 @@ struct SimulationResult {
   int64_t peak_memory_bytes = 0;
   int64_t peak_gathered_bytes = 0;
   double step_time_s = 0;
-  double compute_s = 0;       // sum of device_time
+  double compute_s = 0;       // the compute stream's busy time: device_time, slowed while
+                              // collectives run by the model's compute_slowdown
   double comm_s = 0;          // sum of collective times
   double host_s = 0;          // sum of host-link copy times (offloads and reloads)
   double exposed_comm_s = 0;  // step_time_s - compute_s

@@ -137,6 +137,7 @@ RC_GTEST_PROP(SimulatorReferenceTest, prop_AgreesOnRandomGraphsAndOrders, ()) {
   const int64_t cap = *rc::gen::element<int64_t>(0, 1, 1 << 10, 1 << 20);
   CollectiveModel model;
   model.latency_s = *rc::gen::element(0.0, 20e-6);
+  model.compute_slowdown = *rc::gen::element(0.0, 0.3);
   RC_ASSERT(Disagreement(g, order, resident, cap, model) == "");
 }
 

@@ -16,6 +16,10 @@ fi
 source "$PWD/tools/python.sh"
 prefix="c$(($$ % 1000000))"
 trap '"$cluster" down --prefix "$prefix"' EXIT
+# Bazel ends a test past its timeout with SIGTERM: exit through the EXIT trap, so the
+# namespaces go with it (a stopped run left three on 2026-12-07).
+trap 'exit 143' TERM
+trap 'exit 130' INT
 fail() {
   echo "cluster_test: $*" >&2
   exit 1

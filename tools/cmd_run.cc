@@ -47,6 +47,8 @@ constexpr FlagSpec kJobFlags[] = {
      "with a device: nccl (cuda's default) or gloo (through the host; the\n"
      "emulated device's default and only choice across processes)"},
     {"batch", 0, "B", "rows per rank (default: the preset's); the global batch is B x ranks"},
+    {"layers", 0, "N", "built-in models: the transformers' layers, or mlp's linear layers"},
+    {"width", 0, "W", "mlp: the hidden layers' width (default: the preset's)"},
     {"steps", 0, "K", "optimizer steps (default 20)"},
     {"threads", 0, "N",
      "OpenBLAS and oneDNN threads per rank (default: this machine's cores\n"
@@ -56,8 +58,9 @@ constexpr FlagSpec kJobFlags[] = {
      "--list-algorithms); A,B,... or all: train with each in turn and\n"
      "print measured against predicted steps"},
     {"calibrate", 0, "",
-     "zero3: measure the collectives first and schedule and predict with\n"
-     "the fit (as bench-comm)"},
+     "measure first, every rank at once, and schedule and predict with it:\n"
+     "the collectives (as bench-comm) and, with real kernels on the CPU,\n"
+     "each node's run time (the median of 3 forward and backward runs)"},
     {"bucket-cap", 0, "SIZE", "ddp: bucket cap, or auto (default: chosen by the cost model)"},
     {"timeout", 0, "SECONDS", "collectives, rendezvous and the watchdog (default 60)"},
     {"deterministic", 0, "", "sum every element in rank order (results independent of buckets)"},
@@ -116,6 +119,11 @@ JobOptions ReadJobFlags(Invocation& in) {
   o.save_path = inputs.save_path;
   o.seed = inputs.seed;
   o.batch = in.Int("batch", 1, int64_t{1} << 30, 0);
+  o.layers = in.Int("layers", 1, 4096, 0);
+  o.width = in.Int("width", 1, int64_t{1} << 20, 0);
+  if ((o.layers > 0 || o.width > 0) && !o.graph_path.empty()) {
+    in.AddUsageError("--layers and --width resize a built-in model, not --graph");
+  }
   o.steps = in.Int("steps", 1, 1000000, 20);
   o.algorithm = in.String("algorithm").value_or("lookahead");
   if (o.algorithm == "all") {
@@ -156,11 +164,12 @@ int64_t ReadThreadsFlag(Invocation& in) { return in.Int("threads", 1, 4096, 0); 
 // What a ZeRO-3 step's prediction is for: the simulator runs the graphs' device_time (the
 // cost model's device, docs/cost-model.md), which is not the CPU whose kernels were timed,
 // unless the step replayed those times (--time-scale).
-std::string PredictionBasis(const JobOptions& o) {
+std::string PredictionBasis(const JobOptions& o, const JobSummary& s) {
   if (o.time_scale > 0) {
     return absl::StrFormat(" (the replayed device times x %g: comparable with the measured step)",
                            o.time_scale);
   }
+  if (s.profiled) return " (this machine's kernels, timed before training)";
   return " on the cost model's device (the graphs' device_time), not this CPU's kernels";
 }
 
@@ -255,7 +264,7 @@ int Worker(Invocation& in) {
     JobReportFacts facts;
     facts.strategy = o.strategy;
     facts.replayed = o.time_scale > 0;
-    facts.prediction_basis = PredictionBasis(o);
+    facts.prediction_basis = PredictionBasis(o, *s);
     std::fputs(FormatJobTotals(*s, facts).c_str(), in.summary());
     std::fputs(FormatSchedulerComparison(*s, facts.replayed).c_str(), in.out());
   }

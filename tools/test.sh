@@ -6,12 +6,14 @@
 #   0. tools/check_format.py                 C++ formatted (clang-format), BUILD deps sorted,
 #                                            no function over 120 lines outside tests
 #   1. bazel test //...                      unit tests, RapidCheck properties (1,000 cases
-#                                            each), fuzz corpus replays, the CLI end to end,
+#      (all but tag zoo)                     each), fuzz corpus replays, the CLI end to end,
 #                                            the exporter and the torchrun store against torch
 #
 # `tools/test.sh --deep` runs the deep checks instead, which .ci/run adds after the suite
 # (each rebuilds everything, so together they take longer than the suite):
 #
+#   1b. bazel test <tag zoo>                 the model zoo's campaigns against torch
+#                                            (//tools:zoo_test, op_zoo_test, zoo_export_test)
 #   2. bazel test --config=asan-ubsan //...  the same suite under ASan + UBSan
 #   2b. bazel test --config=tsan <runtime's multi-process tests>   under ThreadSanitizer
 #   3. tools/check_consumer.sh               examples/consumer/, a workspace of its own using
@@ -86,9 +88,14 @@ if ((!deep)); then
   if tools/check_format.py; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
   timings+=("$(printf '%-28s %5d s' "format" $(( $(date +%s) - start )))")
 
-  # The exporter's tests must find torch here (bootstrap installed it), not skip.
-  suite "unit + property + corpus" --test_env=OVERLAP_REQUIRE_TORCH=1
+  # The exporter's tests must find torch here (bootstrap installed it), not skip. The model
+  # zoo's campaigns (tag zoo) are deep checks: they alone took 10 of a cold run's 30 minutes.
+  suite "unit + property + corpus" --test_env=OVERLAP_REQUIRE_TORCH=1 --test_tag_filters=-zoo
 else
+  # The model zoo's campaigns against torch: transformers, timm and torchvision families,
+  # torch.export's capture, one model per operator class.
+  suite "model zoo (torch)" --test_env=OVERLAP_REQUIRE_TORCH=1 --build_tests_only \
+    --test_tag_filters=zoo
   # Tests only: the benchmarks and tools no test runs are not built again under sanitizers.
   # The exporter's test (tag torch) runs once, above: under sanitizers it would only export
   # the same models again.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -93,31 +95,41 @@ absl::StatusOr<CollectiveModel> FitCollectiveModel(const std::vector<BenchRow>& 
   m.world_size = world;
   for (CollectiveKind kind :
        {CollectiveKind::kAllreduce, CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
-    // t = a + b x, x = factor * bytes; busbw = 1 / b. Least squares of the relative error
-    // (weights 1 / t^2): plain least squares over sizes from kilobytes to megabytes lets
-    // the largest decide alone, and its latency came out 0 where a small collective on a
-    // rate-limited link took milliseconds; a model's collectives span the same range.
-    double s0 = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int n = 0;
+    // t = a + b x, x = factor * bytes; busbw = 1 / b. The bandwidth from the large sizes
+    // (x at least 1/64 of the largest, and at least the two largest), by least squares:
+    // there the bytes decide the time. The latency is the median over every size of what
+    // the bandwidth leaves (t - b x): a small collective's few noisy milliseconds set it,
+    // and cannot pull the bandwidth. A least squares of the relative error over all sizes
+    // let two noisy kilobyte sizes overstate a 400 Mbit/s link's bandwidth by 19% (the
+    // megabytes' time the model exists for); a plain one over all sizes let the largest
+    // decide the latency, 0 where a small collective took milliseconds.
+    std::vector<std::pair<double, double>> points;  // (x, t), ascending x
     for (const BenchRow& r : rows) {
-      if (r.kind != kind) continue;
-      const double x = BusFactor(kind, world) * r.bytes;
-      const double w = r.seconds > 0 ? 1.0 / (r.seconds * r.seconds) : 1.0;
-      s0 += w;
-      sx += w * x;
-      sy += w * r.seconds;
-      sxx += w * x * x;
-      sxy += w * x * r.seconds;
-      ++n;
+      if (r.kind == kind) points.emplace_back(BusFactor(kind, world) * r.bytes, r.seconds);
     }
+    const int n = static_cast<int>(points.size());
     if (n < 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("fitting ", CollectiveName(kind), " needs at least two sizes"));
     }
+    std::sort(points.begin(), points.end());
+    double s0 = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto [x, t] = points[i];
+      if (i < n - 2 && x < points.back().first / 64) continue;
+      s0 += 1;
+      sx += x;
+      sy += t;
+      sxx += x * x;
+      sxy += x * t;
+    }
     const double det = s0 * sxx - sx * sx;
     double b = det > 0 ? (s0 * sxy - sx * sy) / det : 0;
-    double a = (sy - b * sx) / s0;
     if (!(b > 0)) b = 1e-12;  // flat times: bandwidth effectively unbounded
+    std::vector<double> left;
+    for (const auto& [x, t] : points) left.push_back(t - b * x);
+    std::sort(left.begin(), left.end());
+    double a = n % 2 == 1 ? left[n / 2] : (left[n / 2 - 1] + left[n / 2]) / 2;
     if (a < 0) a = 0;
     CollectiveModel::Fit fit{a, 1.0 / b};
     if (kind == CollectiveKind::kAllreduce) {

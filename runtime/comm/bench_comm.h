@@ -48,9 +48,11 @@ absl::StatusOr<std::vector<BenchRow>> BenchCollectives(Communicator& comm,
                                                        const BenchOptions& options);
 
 // The fitted model for `world` ranks (its shared latency and bandwidth are the allreduce's):
-// per collective, time = latency + bytes x factor / bus bandwidth by least squares of the
-// relative error, so small sizes set the latency and large ones the bandwidth. InvalidArgument
-// without at least two sizes per collective.
+// per collective, time = latency + bytes x factor / bus bandwidth, the bandwidth by least
+// squares over the large sizes (at least 1/64 of the largest, at least two) and the latency
+// the median over all sizes of the time the bandwidth leaves, so large sizes set the
+// bandwidth and noisy small ones cannot pull it. InvalidArgument without at least two sizes
+// per collective. O(rows log rows).
 absl::StatusOr<CollectiveModel> FitCollectiveModel(const std::vector<BenchRow>& rows, int world);
 
 // Sizes from `lo` to `hi` doubling ("4KiB..256MiB"), each rounded up to a multiple of

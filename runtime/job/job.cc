@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -31,6 +32,7 @@
 #include "runtime/comm/bench_comm.h"
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/comm/watchdog.h"
+#include "runtime/core/random.h"
 #include "runtime/core/safetensors.h"
 #include "runtime/core/tensor.h"
 #include "runtime/exec/replay_kernels.h"
@@ -153,6 +155,8 @@ absl::StatusOr<AotPair> BuildJobPair(const JobOptions& o, Graph* model = nullptr
   ModelOptions mo;
   mo.style = ParamStyle::kLifted;
   mo.batch = o.batch;
+  mo.layers = o.layers;
+  mo.width = o.width;
   OVERLAP_ASSIGN_OR_RETURN(Graph g, BuildModel(o.model, mo, o.preset));
   OVERLAP_ASSIGN_OR_RETURN(pair, BuildAotPair(g));
   if (model != nullptr) *model = std::move(g);
@@ -188,6 +192,8 @@ absl::StatusOr<std::unique_ptr<Program>> LoadProgram(const JobOptions& o, int ra
     ModelOptions mo;
     mo.style = ParamStyle::kLifted;
     mo.batch = rows * world;
+    mo.layers = o.layers;
+    mo.width = o.width;
     OVERLAP_ASSIGN_OR_RETURN(Graph global, BuildModel(o.model, mo, o.preset));
     p->global = std::make_unique<Graph>(std::move(global));
     p->task = std::make_unique<SyntheticTask>(*p->global, o.seed);
@@ -376,8 +382,16 @@ class RankJob {
     OVERLAP_ASSIGN_OR_RETURN(backend_, Backend::Create(bo, world_, info_.local_rank));
     OVERLAP_RETURN_IF_ERROR(Join());
     OVERLAP_RETURN_IF_ERROR(Calibrate());
+    if (o_.time_scale > 0) {
+      // The replayed times replace the device times once, before anything is compiled: the
+      // schedulers plan for the compute the run will have (planned on the unscaled times,
+      // lookahead saw microseconds of compute beside milliseconds of collectives, and chose
+      // not to prefetch), the waiting kernels wait them as they are, the predictions use them.
+      program_->pair.forward = ReplayTimes(program_->pair.forward, o_.time_scale);
+      program_->pair.backward = ReplayTimes(program_->pair.backward, o_.time_scale);
+      replay_ = ReplayKernels(1.0);
+    }
     OVERLAP_RETURN_IF_ERROR(CompileAll());
-    if (o_.time_scale > 0) replay_ = ReplayKernels(o_.time_scale);
     for (size_t a = 0; a < pairs_.size(); ++a) {
       OVERLAP_RETURN_IF_ERROR(Train(a, /*save=*/a + 1 == pairs_.size()));
     }
@@ -458,7 +472,151 @@ class RankJob {
       OVERLAP_ASSIGN_OR_RETURN(summary_.collectives, FitCollectiveModel(*rows, world_));
     }
     summary_.collectives.world_size = world_;
+    if (o_.calibrate && o_.time_scale <= 0 && backend_->device() == nullptr) {
+      OVERLAP_RETURN_IF_ERROR(ProfileCompute());
+    }
     return absl::OkStatus();
+  }
+
+  // This machine's kernels, timed: kProfileRuns single-process forward and backward runs
+  // of the unscheduled pair on this rank's first batch (after one to warm up), every rank
+  // at once so the cores are shared as in training; each call node's time is from the
+  // previous node's end to its own (the interpreter's frees included), the median of the
+  // runs, averaged over the ranks (one allreduce: every rank schedules with the same
+  // figures), and replaces its device_time before anything is compiled.
+  absl::Status ProfileCompute() {
+    AotPair& pair = program_->pair;
+    std::vector<std::vector<double>> runs[2];  // [graph][node id] -> one time per run
+    runs[0].assign(pair.forward.id_bound(), {});
+    runs[1].assign(pair.backward.id_bound(), {});
+    OVERLAP_ASSIGN_OR_RETURN(TensorMap batch, program_->batch(0));
+    for (const auto& [key, t] : program_->buffers) batch.emplace(key, t);
+    std::vector<double> alone;  // each measured run's total
+    for (int run = 0; run <= kProfileRuns; ++run) {
+      const int64_t began = NowUs();
+      int64_t last = began;
+      const auto timer = [&](int graph) {
+        return [&, graph](const Node& node, const std::vector<Tensor>&) {
+          const int64_t now = NowUs();
+          if (run > 0) runs[graph][node.id()].push_back((now - last) * 1e-6);
+          last = now;
+          return absl::OkStatus();
+        };
+      };
+      InterpreterOptions forward;
+      forward.kernels = backend_->kernels();
+      forward.memory_checked = true;
+      forward.random_seed = RandomSeed(o_.seed, rank_, 0);
+      InterpreterOptions backward = forward;
+      forward.after_node = timer(0);
+      backward.after_node = timer(1);
+      OVERLAP_RETURN_IF_ERROR(RunAotStep(pair, program_->params, batch, forward, &backward,
+                                         AotStepOptions{/*hand_over_saved=*/true})
+                                  .status());
+      if (run > 0) alone.push_back((NowUs() - began) * 1e-6);
+    }
+    const int64_t nf = pair.forward.id_bound();
+    OVERLAP_ASSIGN_OR_RETURN(
+        Tensor times, Tensor::Empty(scalars_, DType::kFloat64, {nf + pair.backward.id_bound()}));
+    double* t = times.data<double>();
+    for (int graph = 0; graph < 2; ++graph) {
+      for (size_t id = 0; id < runs[graph].size(); ++id) {
+        std::vector<double>& r = runs[graph][id];
+        std::sort(r.begin(), r.end());
+        t[(graph == 0 ? 0 : nf) + id] = r.empty() ? 0 : r[r.size() / 2];
+      }
+    }
+    if (absl::Status s = comm_->AllReduce(times)->Wait(o_.timeout); !s.ok()) return Explain(s, 0);
+    for (int graph = 0; graph < 2; ++graph) {
+      Graph& g = graph == 0 ? pair.forward : pair.backward;
+      for (NodeId id : g.order()) {
+        const Node& n = g.node(id);
+        if (n.op() != Op::kCallFunction) continue;
+        // Whole nanoseconds: the same figures, and so the same schedule, on every rank.
+        const double mean = std::round(t[(graph == 0 ? 0 : nf) + id] / world_ * 1e9) * 1e-9;
+        g.mutable_node(id).mutable_meta().set_device_time(mean);
+      }
+    }
+    summary_.profiled = true;
+    return MeasureContention(batch, Median(alone));
+  }
+
+  // How much slower compute runs while a collective is in flight (CollectiveModel::
+  // compute_slowdown): kProfileRuns forward and backward runs again, each with collectives
+  // queued for about twice its length, every rank at once; the median run against `alone`
+  // (this rank's median without them), averaged over the ranks. On a CPU the
+  // communication's own work (the network stack, the communication thread's copies and
+  // sums) competes with the kernels for the same cores. The collectives are the strategy's
+  // (DDP: allreduces; ZeRO-3: allgathers and reduce-scatters in turn) at the largest
+  // parameter's size (256 KiB to 16 MiB): a collective's CPU work depends on its kind and
+  // on how it is cut into messages (segment_bytes).
+  absl::Status MeasureContention(const TensorMap& batch, double alone) {
+    int64_t largest = 0;
+    for (const auto& [name, t] : program_->params) largest = std::max(largest, t.nbytes());
+    const int64_t unit = 4 * world_;
+    const int64_t bytes =
+        std::clamp<int64_t>(largest, int64_t{256} << 10, int64_t{16} << 20) / unit * unit;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty(scalars_, DType::kFloat32, {bytes / 4}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor part,
+                             Tensor::Empty(scalars_, DType::kFloat32, {bytes / 4 / world_}));
+    const bool zero3 = o_.strategy == Strategy::kZero3;
+    // The same count on every rank: from the shared profile and the shared fit.
+    double step = 0;
+    for (const Graph* g : {&program_->pair.forward, &program_->pair.backward}) {
+      for (NodeId id : g->order()) {
+        if (g->node(id).meta().has_device_time) step += g->node(id).meta().device_time;
+      }
+    }
+    const CollectiveModel& m = summary_.collectives;
+    const double each = std::max(
+        zero3 ? (m.Allgather(bytes) + m.ReduceScatter(bytes)) / 2 : m.Allreduce(bytes), 1e-6);
+    const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(2 * step / each) + 1, 1, 20000);
+    // Each allgather lands in a buffer of its own, as the trainer's do (their first
+    // touches are the communication's work too).
+    std::vector<Tensor> landed;
+    const auto issue = [&](int64_t k) -> absl::StatusOr<std::shared_ptr<Work>> {
+      if (!zero3) return comm_->AllReduce(full);
+      if (k % 2 == 1) return comm_->ReduceScatter(full, part);
+      OVERLAP_ASSIGN_OR_RETURN(Tensor out,
+                               Tensor::Uninitialized(scalars_, DType::kFloat32, {bytes / 4}));
+      landed.push_back(out);
+      return comm_->AllGather(part, out);
+    };
+    std::vector<double> busy;
+    for (int run = 0; run < kProfileRuns; ++run) {
+      std::vector<std::shared_ptr<Work>> works;
+      for (int64_t k = 0; k < count; ++k) {
+        OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<Work> w, issue(k));
+        works.push_back(std::move(w));
+      }
+      InterpreterOptions io;
+      io.kernels = backend_->kernels();
+      io.memory_checked = true;
+      io.random_seed = RandomSeed(o_.seed, rank_, 0);
+      const int64_t began = NowUs();
+      OVERLAP_RETURN_IF_ERROR(RunAotStep(program_->pair, program_->params, batch, io, &io,
+                                         AotStepOptions{/*hand_over_saved=*/true})
+                                  .status());
+      busy.push_back((NowUs() - began) * 1e-6);
+      for (const std::shared_ptr<Work>& w : works) {
+        if (absl::Status s = w->Wait(o_.timeout); !s.ok()) return Explain(s, 0);
+      }
+      landed.clear();
+    }
+    OVERLAP_ASSIGN_OR_RETURN(Tensor slowdown, Tensor::Empty(scalars_, DType::kFloat64, {1}));
+    slowdown.data<double>()[0] = alone > 0 ? std::max(0.0, Median(busy) / alone - 1) : 0;
+    if (absl::Status s = comm_->AllReduce(slowdown)->Wait(o_.timeout); !s.ok()) {
+      return Explain(s, 0);
+    }
+    summary_.collectives.compute_slowdown =
+        std::round(slowdown.data<double>()[0] / world_ * 1e6) * 1e-6;
+    return absl::OkStatus();
+  }
+
+  static double Median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
   }
 
   // Compiles every program this rank will train (one per scheduler compared), and checks
@@ -506,8 +664,8 @@ class RankJob {
     return absl::OkStatus();
   }
 
-  // Program `a`'s trainer, and what the simulator says of it (its peak; ZeRO-3's predicted
-  // step, the forward and backward without the optimizer: DDP's step is not scheduled).
+  // Program `a`'s trainer, and what the simulator says of it (its peak, its step: the
+  // forward, the backward and the collectives' drain, without the update).
   absl::Status MakeTrainer(size_t a, AlgorithmTiming& timing) {
     const AotPair& pair = pairs_[a];
     TrainerOptions options;
@@ -523,17 +681,9 @@ class RankJob {
         trainer_, CreateTrainer(o_.strategy, pair, program_->params, comm_.get(), options, cap_));
     summary_.buckets = trainer_->bucket_count();
     timing.simulated_peak_bytes = trainer_->simulated_peak_bytes();
-    if (o_.strategy != Strategy::kZero3) return absl::OkStatus();
-    double predicted = 0;
-    for (const Graph* g : {&pair.forward, &pair.backward}) {
-      const Graph timed = o_.time_scale > 0 ? ReplayTimes(*g, o_.time_scale) : *g;
-      SimulationOptions so;
-      so.record_trace = false;
-      OVERLAP_ASSIGN_OR_RETURN(SimulationResult r,
-                               Simulator(timed, summary_.collectives).Run(timed.OrderVector(), so));
-      predicted += r.step_time_s;
-    }
-    timing.predicted_step_s = predicted;
+    OVERLAP_ASSIGN_OR_RETURN(StepPrediction p, trainer_->PredictStep(pair));
+    timing.predicted_step_s = p.step_s;
+    timing.predicted_hidden = p.hidden();
     return absl::OkStatus();
   }
 
@@ -573,7 +723,7 @@ class RankJob {
   // trained parameters (rank 0; ZeRO-3 gathers its shards, every rank taking part).
   absl::Status Train(size_t a, bool save) {
     AlgorithmTiming timing;
-    timing.algorithm = algorithms_[a];
+    timing.algorithm = o_.strategy == Strategy::kDdp ? "ddp" : algorithms_[a];
     trainer_.reset();
     OVERLAP_RETURN_IF_ERROR(MakeTrainer(a, timing));
     std::vector<double> graph_times;
@@ -618,10 +768,8 @@ class RankJob {
       }
       if (rank_ == 0) OVERLAP_RETURN_IF_ERROR(WriteParamsFile(o_.save_path, trained, *backend_));
     }
-    if (o_.strategy == Strategy::kZero3) {
-      summary_.state = trainer_->state_bytes();
-      summary_.predicted_step_s = timing.predicted_step_s;
-    }
+    if (o_.strategy == Strategy::kZero3) summary_.state = trainer_->state_bytes();
+    summary_.predicted_step_s = timing.predicted_step_s;
     summary_.comparison.push_back(timing);
     return absl::OkStatus();
   }

@@ -57,6 +57,9 @@ struct FaultSpec {
 // The spec in OVERLAP_FAULT, none when unset; InvalidArgument naming the bad field.
 absl::StatusOr<std::optional<FaultSpec>> FaultFromEnv();
 
+// Forward and backward runs each rank times for JobOptions::calibrate (after one to warm up).
+inline constexpr int kProfileRuns = 3;
+
 struct JobOptions {
   Strategy strategy = Strategy::kDdp;
   // Where the forward and backward run and who reduces (above): DDP and ZeRO-3 alike.
@@ -68,6 +71,7 @@ struct JobOptions {
   std::string model = "gpt2";
   Preset preset = Preset::kTiny;
   int64_t batch = 0;
+  int64_t layers = 0, width = 0;  // > 0: the preset's resized (ModelOptions)
   std::string graph_path, backward_graph_path, weights_path;
   // Global batches (safetensors, SplitBatches: one batch, or "batch/<k>/<input>" keys;
   // dimension 0 = rows x world): step s trains on batch (s - 1) mod K, rank r on its block
@@ -92,8 +96,15 @@ struct JobOptions {
   // > 0: timed replay: compute nodes wait device_time x time_scale (at least 1 ms; nodes
   // without device time do not wait) instead of running kernels; collectives stay real.
   double time_scale = 0;
-  // ZeRO-3: measure the collectives first (bench_comm.h, 64 KiB to 16 MiB) and use the fit
-  // for the schedulers and the predictions instead of `collectives`.
+  // Measure before training, every rank at once, and schedule and predict with what was
+  // measured: the collectives (bench_comm.h, 4 KiB to 16 MiB; the fit replaces
+  // `collectives`) and, with this machine's kernels on the host (no time_scale, device
+  // cpu), each compute node's run time (the mean over ranks of each rank's median over
+  // kProfileRuns forward and backward runs replaces its device_time), so the prediction is
+  // of this CPU as its ranks share it; and kProfileRuns more with collectives in flight,
+  // whose slowdown becomes the model's compute_slowdown (contention for the cores). Costs
+  // the collectives' sweep and 2 kProfileRuns + 1 single-process steps (whole parameters,
+  // also under ZeRO-3).
   bool calibrate = false;
   // ZeRO-3: train with each of these schedulers in turn (same ranks, same start), for
   // measured-against-predicted comparisons; empty: `algorithm` only.
@@ -127,6 +138,7 @@ struct AlgorithmTiming {
   std::string algorithm;
   double predicted_step_s = 0;  // simulated forward + backward under the job's model
   double measured_step_s = 0;   // forward + backward + drain: the median step after the first
+  double predicted_hidden = 1;  // the simulated hidden-communication fraction
   double hidden = 1;            // measured hidden-communication fraction, all steps
   int64_t peak_bytes = 0, simulated_peak_bytes = 0;
 };
@@ -134,7 +146,8 @@ struct AlgorithmTiming {
 struct JobSummary {
   std::vector<StepReport> steps;
   int64_t simulated_peak_bytes = -1;    // the larger graph's simulated peak of graph values
-  double predicted_step_s = -1;         // ZeRO-3: simulated forward + backward step
+  double predicted_step_s = -1;         // simulated forward + backward step (and DDP's drain)
+  bool profiled = false;                // device times measured here (JobOptions::calibrate)
   std::optional<int64_t> budget_bytes;  // the budget the schedule was made under, if any
   TrainerStateBytes state;              // ZeRO-3: shards, optimizer, buffers
   int64_t buckets = 0;                  // DDP allreduce / ZeRO-3 reduce-scatter buckets

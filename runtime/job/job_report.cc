@@ -50,23 +50,32 @@ std::string FormatJobTotals(const JobSummary& s, const JobReportFacts& facts) {
       facts.replayed || k == 0
           ? std::string("timed replay (no loss)")
           : absl::StrFormat("loss %.4f -> %.4f", s.steps.front().loss, s.steps.back().loss);
-  const std::string how =
+  std::string how =
       facts.strategy == Strategy::kDdp
           ? absl::StrCat("; ", s.buckets, " buckets, cap ", FormatBytes(s.bucket_cap_bytes))
-          : absl::StrCat("; ", s.algorithm, ", ", s.buckets,
-                         " reduce-scatter buckets, predicted step ",
-                         FormatSeconds(s.predicted_step_s), facts.prediction_basis);
+          : absl::StrCat("; ", s.algorithm, ", ", s.buckets, " reduce-scatter buckets");
+  std::string predicted_hidden;
+  if (s.predicted_step_s > 0) {
+    absl::StrAppend(&how, ", predicted step ", FormatSeconds(s.predicted_step_s),
+                    facts.prediction_basis);
+    if (s.comparison.size() == 1) {  // several: each row has its own (the table)
+      predicted_hidden =
+          absl::StrCat(", predicted ", FormatFraction(s.comparison.back().predicted_hidden));
+    }
+  }
   return absl::StrFormat(
-      "%d steps, %s per step; %s; hidden communication %s (%s of %s exposed)%s\n", k,
+      "%d steps, %s per step; %s; hidden communication %s (%s of %s exposed%s)%s\n", k,
       FormatSeconds(k > 0 ? seconds / k : 0), loss,
       FormatFraction(comm > 0 ? 1 - exposed / comm : 1), FormatSeconds(exposed),
-      FormatSeconds(comm), how);
+      FormatSeconds(comm), predicted_hidden, how);
 }
 
 std::string FormatSchedulerComparison(const JobSummary& s, bool replayed) {
-  if (s.comparison.size() <= 1) return "";
+  // One program's row only where its prediction is of this machine (the totals line has
+  // the cost model's figure).
+  if (s.comparison.empty() || (s.comparison.size() == 1 && !replayed && !s.profiled)) return "";
   std::string out;
-  if (!replayed) {
+  if (!replayed && !s.profiled) {
     out +=
         "predicted: the schedule on the cost model's device (the graphs' device_time) with "
         "the fitted collectives; measured: this machine's kernels, so the ratio is mostly the "
@@ -75,15 +84,20 @@ std::string FormatSchedulerComparison(const JobSummary& s, bool replayed) {
   const CollectiveModel& m = s.collectives;
   const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
   // Three significant digits: a rate-limited link's 0.00625 GB/s must not print as 0.00.
-  absl::StrAppendFormat(&out, "%-16s %12s %12s %7s %8s  (allgather: %.0f us + B / %.3g GB/s)\n",
-                        "algorithm", "predicted", "measured", "ratio", "hidden",
-                        (fit ? m.allgather.latency_s : m.latency_s) * 1e6,
-                        (fit ? m.allgather.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s) / 1e9);
+  const std::string contention =
+      m.compute_slowdown > 0
+          ? absl::StrFormat("; compute x%.2f beside collectives", 1 + m.compute_slowdown)
+          : "";
+  absl::StrAppendFormat(
+      &out, "%-16s %12s %12s %7s %9s %8s  (allgather: %.0f us + B / %.3g GB/s%s)\n", "algorithm",
+      "predicted", "measured", "ratio", "predicted", "hidden",
+      (fit ? m.allgather.latency_s : m.latency_s) * 1e6,
+      (fit ? m.allgather.bandwidth_bytes_per_s : m.bandwidth_bytes_per_s) / 1e9, contention);
   for (const AlgorithmTiming& t : s.comparison) {
-    absl::StrAppendFormat(&out, "%-16s %12s %12s %7.2f %8s\n", t.algorithm,
+    absl::StrAppendFormat(&out, "%-16s %12s %12s %7.2f %9s %8s\n", t.algorithm,
                           FormatSeconds(t.predicted_step_s), FormatSeconds(t.measured_step_s),
                           t.predicted_step_s > 0 ? t.measured_step_s / t.predicted_step_s : 0.0,
-                          FormatFraction(t.hidden));
+                          FormatFraction(t.predicted_hidden), FormatFraction(t.hidden));
   }
   return out;
 }

@@ -30,8 +30,9 @@ std::string FormatRankMemory(int rank, const JobSummary& s, Strategy strategy);
 // newline: the job's totals on rank 0. O(steps).
 std::string FormatJobTotals(const JobSummary& s, const JobReportFacts& facts);
 
-// The schedulers' predicted and measured steps, one row each after a header (and, unless
-// replayed, a line on what the two measure); empty with fewer than two schedulers.
+// The programs' predicted and measured steps and hidden fractions, one row each (a
+// scheduler, or "ddp") after a header (and, unless replayed or profiled, a line on what the
+// two measure); empty with no row, or one row predicted on the cost model's device.
 // O(schedulers).
 std::string FormatSchedulerComparison(const JobSummary& s, bool replayed);
 

@@ -54,23 +54,41 @@ TEST(JobReportTest, TotalsLine) {
             "2 steps, 10.000 ms per step; timed replay (no loss); hidden communication 75.0% "
             "(2.000 ms of 8.000 ms exposed); lookahead, 3 reduce-scatter buckets, predicted "
             "step 1.000 ms (basis)\n");
+  // With the trained program's row, its predicted hidden fraction; DDP predicts too.
+  AlgorithmTiming t;
+  t.predicted_hidden = 0.625;
+  s.comparison = {t};
+  ddp.prediction_basis = " (profiled)";
+  EXPECT_EQ(FormatJobTotals(s, ddp),
+            "2 steps, 10.000 ms per step; loss 0.5000 -> 0.2500; hidden communication 75.0% "
+            "(2.000 ms of 8.000 ms exposed, predicted 62.5%); 3 buckets, cap 1.00 MiB, "
+            "predicted step 1.000 ms (profiled)\n");
 }
 
-TEST(JobReportTest, ComparisonOnlyWithSeveralSchedulers) {
+TEST(JobReportTest, ComparisonWithSeveralSchedulersOrAPredictionOfThisMachine) {
   JobSummary s = TwoSteps();
   EXPECT_EQ(FormatSchedulerComparison(s, false), "");
+  s.comparison.resize(1);
+  EXPECT_EQ(FormatSchedulerComparison(s, false), "");  // the cost model's device: the totals
+  EXPECT_NE(FormatSchedulerComparison(s, true), "");   // replayed
+  s.profiled = true;
+  EXPECT_NE(FormatSchedulerComparison(s, false), "");
+  s.profiled = false;
   AlgorithmTiming t;
   t.algorithm = "lookahead";
   t.predicted_step_s = 0.002;
   t.measured_step_s = 0.004;
   t.hidden = 0.5;
+  t.predicted_hidden = 0.75;
   s.comparison = {t, t};
   const std::string text = FormatSchedulerComparison(s, true);
   EXPECT_EQ(text.find("predicted: the schedule"), std::string::npos);  // replayed: no caveat
-  EXPECT_NE(text.find("lookahead            2.000 ms     4.000 ms    2.00    50.0%"),
+  EXPECT_NE(text.find("lookahead            2.000 ms     4.000 ms    2.00     75.0%    50.0%"),
             std::string::npos)
       << text;
   EXPECT_NE(FormatSchedulerComparison(s, false).find("predicted: the schedule"), std::string::npos);
+  s.profiled = true;  // this machine's kernels, timed: no caveat either
+  EXPECT_EQ(FormatSchedulerComparison(s, false).find("predicted: the schedule"), std::string::npos);
   // A 50 Mbit/s link's fit keeps its digits.
   s.collectives.allgather.latency_s = 100e-6;
   s.collectives.allgather.bandwidth_bytes_per_s = 6.25e6;

@@ -97,6 +97,50 @@ TrainerStateBytes DdpTrainer::state_bytes() const {
   return b;
 }
 
+absl::StatusOr<StepPrediction> DdpTrainer::PredictStep(const AotPair& timed) const {
+  if (timed.forward.size() != pair_.forward.size() ||
+      timed.backward.size() != pair_.backward.size()) {
+    return absl::InvalidArgumentError("PredictStep: the pair is not the one the trainer runs");
+  }
+  CollectiveModel model = options_.collectives;
+  model.world_size = comm_->size();
+  const auto seconds = [](const Node& n) {
+    return n.op() == Op::kCallFunction && n.meta().has_device_time ? n.meta().device_time : 0.0;
+  };
+  StepPrediction p;
+  for (NodeId id : timed.forward.order()) p.compute_s += seconds(timed.forward.node(id));
+  double t = p.compute_s;  // the compute stream's clock
+  double comm_free = t;    // when the communication stream is next idle
+  std::vector<int64_t> arrived(buckets_.size(), 0);
+  size_t next = 0;
+  const auto launch_ready = [&] {
+    while (next < launch_order_.size() &&
+           arrived[launch_order_[next]] == expected_[launch_order_[next]]) {
+      const double d = model.Allreduce(flat_[launch_order_[next]].nbytes());
+      comm_free = std::max(comm_free, t) + d;
+      p.comm_s += d;
+      ++next;
+    }
+  };
+  for (NodeId id : timed.backward.order()) {
+    const Node& n = timed.backward.node(id);
+    t += seconds(n);
+    p.compute_s += seconds(n);
+    if (!n.meta().has_grad_of) continue;
+    auto it = slots_.find(n.meta().grad_of);
+    if (it == slots_.end()) continue;
+    ++arrived[it->second.bucket];
+    launch_ready();
+  }
+  if (next != launch_order_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("PredictStep: bucket ", launch_order_[next],
+                                                   " never receives all its gradients"));
+  }
+  p.step_s = std::max(t, comm_free);
+  p.exposed_s = p.step_s - p.compute_s;
+  return p;
+}
+
 absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
   const auto start = std::chrono::steady_clock::now();
   const int n = static_cast<int>(buckets_.size());
@@ -159,6 +203,7 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - drain).count();
   for (const std::shared_ptr<Work>& w : works) result.comm_s += w->run_seconds();
   result.exposed_s = std::min(result.exposed_s, result.comm_s);
+  result.graph_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.forward_peak_bytes = step.forward.peak_bytes;
   result.backward_peak_bytes = step.backward.peak_bytes;
   // Device buckets come to the host (the collectives are done: their results are ordered
@@ -200,7 +245,6 @@ absl::StatusOr<StepResult> DdpTrainer::Step(const TensorMap& data) {
   result.allreduces = static_cast<int64_t>(works.size());
   result.works = works;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.graph_s = result.seconds;  // no prediction of its own: the whole step
   return result;
 }
 

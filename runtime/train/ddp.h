@@ -54,6 +54,11 @@ class DdpTrainer final : public DistributedTrainer {
   // Graph values without ZeRO-3 ops: the simulator's peak is the interpreter's rule.
   int64_t simulated_peak_bytes() const override { return sim_peak_; }
   TrainerStateBytes state_bytes() const override;
+  // The reducer's rule on the simulator: the forward, then the backward in order, each
+  // bucket's allreduce queued on one communication stream once its last gradient is made
+  // and every bucket before it in the launch order has been queued, as Step launches them;
+  // the step ends when the backward and the last allreduce have.
+  absl::StatusOr<StepPrediction> PredictStep(const AotPair& timed) const override;
 
   const TensorMap& params() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,55 @@
 
 namespace overlap {
 namespace {
+
+// PredictStep against a second formulation of the reducer's rule: each bucket's ready time
+// (its last gradient's end on the compute stream), then start_k = max(ready_k, end_{k-1})
+// in launch order (last bucket first). Every call node takes 1 ms. "" when they agree.
+std::string CheckPrediction(const DdpTrainer& t, const AotPair& pair, const TensorMap& params,
+                            const CollectiveModel& model) {
+  AotPair timed = pair;
+  double forward = 0;
+  for (Graph* g : {&timed.forward, &timed.backward}) {
+    for (NodeId id : g->order()) {
+      if (g->node(id).op() != Op::kCallFunction) continue;
+      g->mutable_node(id).mutable_meta().set_device_time(1e-3);
+      if (g == &timed.forward) forward += 1e-3;
+    }
+  }
+  absl::StatusOr<StepPrediction> p = t.PredictStep(timed);
+  if (!p.ok()) return std::string(p.status().message());
+  const std::vector<Bucket>& buckets = t.buckets();
+  std::vector<double> ready(buckets.size(), 0);
+  double clock = forward;
+  for (NodeId id : timed.backward.order()) {
+    const Node& n = timed.backward.node(id);
+    if (n.op() == Op::kCallFunction) clock += 1e-3;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (const std::string& name : buckets[b].params) {
+        if (n.meta().has_grad_of && n.meta().grad_of == name) ready[b] = clock;
+      }
+    }
+  }
+  double end = 0, comm = 0;
+  for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
+    int64_t bytes = 0;
+    for (const std::string& name : buckets[b].params) bytes += params.at(name).nbytes();
+    const double d = model.Allreduce(bytes);
+    end = std::max(end, ready[b]) + d;
+    comm += d;
+  }
+  const double step = std::max(clock, end);
+  if (std::abs(p->step_s - step) > 1e-9 * step || std::abs(p->comm_s - comm) > 1e-9 * comm ||
+      std::abs(p->compute_s - clock) > 1e-9 * clock) {
+    return absl::StrCat("predicted step ", p->step_s, " s, comm ", p->comm_s, " s, compute ",
+                        p->compute_s, " s; the second formulation: ", step, ", ", comm, ", ",
+                        clock);
+  }
+  if (p->hidden() <= 0 || p->hidden() >= 1) {
+    return absl::StrCat("a hidden fraction of ", p->hidden(), ": the model should hide part");
+  }
+  return "";
+}
 
 // One rank of `model` on its rows of each global batch; 0 when the parameters after
 // kSteps match one process on the whole batch.
@@ -52,6 +102,18 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
       DdpTrainer::Create(c->local, c->init, comm->get(), o);
   if (!t.ok()) return Fail(rank, std::string(t.status().message()), 4);
   if ((*t)->buckets().size() < 3) return Fail(rank, "fewer than three buckets", 5);
+  // Each allreduce a few of the backward's 1 ms nodes long: some hidden, some not.
+  CollectiveModel links;
+  links.world_size = size;
+  links.latency_s = 2e-3;
+  links.bandwidth_bytes_per_s = static_cast<double>(param_bytes) / 5e-3;
+  DdpOptions timed = o;
+  timed.collectives = links;
+  absl::StatusOr<std::unique_ptr<DdpTrainer>> predicting =
+      DdpTrainer::Create(c->local, c->init, comm->get(), timed);
+  if (!predicting.ok()) return Fail(rank, std::string(predicting.status().message()), 5);
+  const std::string predicted = CheckPrediction(**predicting, c->local, c->init, links);
+  if (!predicted.empty()) return Fail(rank, predicted, 5);
   SyntheticTask task(c->global.forward, 3);
   int64_t during = 0, total = 0;
   for (int k = 0; k < kSteps; ++k) {

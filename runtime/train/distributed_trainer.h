@@ -59,6 +59,17 @@ struct TrainerStateBytes {
   int64_t buffers = 0;    // bucket buffers and resident copies (communication buffers)
 };
 
+// What the simulator predicts of a step's graph part (StepResult::graph_s: the forward, the
+// backward and the wait for the step's collectives; not the update).
+struct StepPrediction {
+  double step_s = 0;
+  double compute_s = 0;  // the graphs' summed device_time
+  double comm_s = 0;     // the collectives' summed time under the model
+  double exposed_s = 0;  // step_s - compute_s: communication nothing hid
+  // The hidden-communication fraction, as the trainers measure it (1 without collectives).
+  double hidden() const { return comm_s > 0 ? 1 - exposed_s / comm_s : 1; }
+};
+
 // One rank's trainer. Every rank of a job holds the same strategy's and calls the same
 // methods in the same order: a step is a collective.
 class DistributedTrainer {
@@ -78,6 +89,11 @@ class DistributedTrainer {
   virtual int64_t simulated_peak_bytes() const = 0;
   // The state beside the step's graph values, now. O(parameters).
   virtual TrainerStateBytes state_bytes() const = 0;
+  // The step this trainer would take on the simulator, under options.collectives, with the
+  // device times of `timed`: the pair it was created with, nodes and order unchanged, its
+  // device_time replaced (timed replay's, or a profile of this machine's kernels). Errors:
+  // a pair that is not this trainer's. O(N + E) over both graphs.
+  virtual absl::StatusOr<StepPrediction> PredictStep(const AotPair& timed) const = 0;
 };
 
 }  // namespace overlap

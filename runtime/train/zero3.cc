@@ -137,6 +137,28 @@ int64_t LastPositionBefore(const std::vector<double>& start, double t) {
 
 }  // namespace
 
+absl::StatusOr<StepPrediction> Zero3Trainer::PredictStep(const AotPair& timed) const {
+  if (timed.forward.size() != pair_.forward.size() ||
+      timed.backward.size() != pair_.backward.size()) {
+    return absl::InvalidArgumentError("PredictStep: the pair is not the one the trainer runs");
+  }
+  CollectiveModel model = options_.collectives;
+  model.world_size = comm_->size();
+  SimulationOptions so;
+  so.record_trace = false;
+  StepPrediction p;
+  // Each graph starts with the communication stream idle: the forward's last allgather is
+  // waited for inside it, and the backward's reduce-scatters are drained at its end.
+  for (const Graph* g : {&timed.forward, &timed.backward}) {
+    OVERLAP_ASSIGN_OR_RETURN(SimulationResult r, Simulator(*g, model).Run(g->OrderVector(), so));
+    p.step_s += r.step_time_s;
+    p.compute_s += r.compute_s;
+    p.comm_s += r.comm_s;
+  }
+  p.exposed_s = std::max(0.0, p.step_s - p.compute_s);
+  return p;
+}
+
 absl::Status Zero3Trainer::PlanReleases() {
   const int world = comm_->size();
   // The simulator's figures for this schedule at this world size.

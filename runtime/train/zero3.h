@@ -93,6 +93,9 @@ class Zero3Trainer final : public DistributedTrainer, private Zero3Collectives {
   }
   // `params` counts the host shards (their device copies are neither params nor buffers).
   TrainerStateBytes state_bytes() const override;
+  // The simulator on the forward and the backward as scheduled (schedule/simulator.h), their
+  // steps added.
+  absl::StatusOr<StepPrediction> PredictStep(const AotPair& timed) const override;
 
   const TensorMap& shards() const { return shards_; }
   // The simulator's peaks of graph values for the two graphs as scheduled, at this world

@@ -11,12 +11,14 @@
 // How this oracle reads the places where the contract (schedule/simulator.h) leaves a choice:
 //  - A collective moves its node's meta.tensor_size: an allgather's, and for a bucket the
 //    sum of its reduce_grads' (what BucketReduces feeds ReduceBucketer).
-//  - A node's end: compute nodes start + device_time; instant nodes (placeholders, get_attr,
-//    output, releases) the compute clock where the walk reaches them; a wait the clock after
-//    it blocked; an allgather its collective's end (a refresh's end for forward residents,
-//    the clock for backward residents, which move nothing); a reduce_grad its bucket's end.
-//  - compute_s sums device_time over the nodes that run for it only (a device_time on a wait
-//    or an allgather is not compute).
+//  - A node's end: compute nodes start + device_time (slowed by 1 + the model's
+//    compute_slowdown for the part of it the communication stream is busy); instant nodes
+//    (placeholders, get_attr, output, releases) the compute clock where the walk reaches them; a
+//    wait the clock after it blocked; an allgather its collective's end (a refresh's end for
+//    forward residents, the clock for backward residents, which move nothing); a reduce_grad its
+//    bucket's end.
+//  - compute_s sums those nodes' run times (start to end) over the nodes that run for it
+//    only (a device_time on a wait or an allgather is not compute).
 //  - Every allocation and free is a point (time, position in the order), compared
 //    lexicographically; placeholders, residents and communication-stream events take
 //    position -1, frees at the step's end position N. Held just after allocation point a:
@@ -210,8 +212,17 @@ void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
       }
       continue;  // end set by the bucket's collective
     } else if (TakesComputeTime(x)) {
-      cpu += TimeOf(x);
-      w.r.compute_s += TimeOf(x);
+      // Slowed while a collective is in flight (the stream is busy until `comm`), by the
+      // same amount of work at the slowed rate for the overlap.
+      double done = cpu + TimeOf(x);
+      const double slow = 1 + w.model.compute_slowdown;
+      if (slow > 1 && comm > cpu && TimeOf(x) > 0) {
+        const double work_in_overlap = (comm - cpu) / slow;
+        done = TimeOf(x) <= work_in_overlap ? cpu + TimeOf(x) * slow
+                                            : comm + (TimeOf(x) - work_in_overlap);
+      }
+      w.r.compute_s += done - cpu;
+      cpu = done;
     }
     w.end[id] = cpu;
   }
