@@ -503,10 +503,7 @@ class RankJob {
           return absl::OkStatus();
         };
       };
-      InterpreterOptions forward;
-      forward.kernels = backend_->kernels();
-      forward.memory_checked = true;
-      forward.random_seed = RandomSeed(o_.seed, rank_, 0);
+      InterpreterOptions forward = ProfileOptions();
       InterpreterOptions backward = forward;
       forward.after_node = timer(0);
       backward.after_node = timer(1);
@@ -521,9 +518,7 @@ class RankJob {
     double* t = times.data<double>();
     for (int graph = 0; graph < 2; ++graph) {
       for (size_t id = 0; id < runs[graph].size(); ++id) {
-        std::vector<double>& r = runs[graph][id];
-        std::sort(r.begin(), r.end());
-        t[(graph == 0 ? 0 : nf) + id] = r.empty() ? 0 : r[r.size() / 2];
+        t[(graph == 0 ? 0 : nf) + id] = Median(std::move(runs[graph][id]));
       }
     }
     if (absl::Status s = comm_->AllReduce(times)->Wait(o_.timeout); !s.ok()) return Explain(s, 0);
@@ -571,16 +566,22 @@ class RankJob {
     const double each = std::max(
         zero3 ? (m.Allgather(bytes) + m.ReduceScatter(bytes)) / 2 : m.Allreduce(bytes), 1e-6);
     const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(2 * step / each) + 1, 1, 20000);
-    // Each allgather lands in a buffer of its own, as the trainer's do (their first
-    // touches are the communication's work too).
+    // Allgathers land in buffers of their own, as the trainer's do (their first touches
+    // are the communication's work too), up to 64 MiB of them; later ones reuse them in
+    // turn (the collectives run one after another, so a reused buffer is no longer
+    // written). A fast link queues hundreds: fresh buffers for all would hold gigabytes.
     std::vector<Tensor> landed;
+    const size_t pool = static_cast<size_t>(std::max<int64_t>(2, (int64_t{64} << 20) / bytes));
+    int64_t gathers = 0;
     const auto issue = [&](int64_t k) -> absl::StatusOr<std::shared_ptr<Work>> {
       if (!zero3) return comm_->AllReduce(full);
       if (k % 2 == 1) return comm_->ReduceScatter(full, part);
-      OVERLAP_ASSIGN_OR_RETURN(Tensor out,
-                               Tensor::Uninitialized(scalars_, DType::kFloat32, {bytes / 4}));
-      landed.push_back(out);
-      return comm_->AllGather(part, out);
+      if (landed.size() < pool) {
+        OVERLAP_ASSIGN_OR_RETURN(Tensor out,
+                                 Tensor::Uninitialized(scalars_, DType::kFloat32, {bytes / 4}));
+        landed.push_back(out);
+      }
+      return comm_->AllGather(part, landed[gathers++ % pool]);
     };
     std::vector<double> busy;
     for (int run = 0; run < kProfileRuns; ++run) {
@@ -589,10 +590,7 @@ class RankJob {
         OVERLAP_ASSIGN_OR_RETURN(std::shared_ptr<Work> w, issue(k));
         works.push_back(std::move(w));
       }
-      InterpreterOptions io;
-      io.kernels = backend_->kernels();
-      io.memory_checked = true;
-      io.random_seed = RandomSeed(o_.seed, rank_, 0);
+      const InterpreterOptions io = ProfileOptions();
       const int64_t began = NowUs();
       OVERLAP_RETURN_IF_ERROR(RunAotStep(program_->pair, program_->params, batch, io, &io,
                                          AotStepOptions{/*hand_over_saved=*/true})
@@ -602,6 +600,7 @@ class RankJob {
         if (absl::Status s = w->Wait(o_.timeout); !s.ok()) return Explain(s, 0);
       }
       landed.clear();
+      gathers = 0;
     }
     OVERLAP_ASSIGN_OR_RETURN(Tensor slowdown, Tensor::Empty(scalars_, DType::kFloat64, {1}));
     slowdown.data<double>()[0] = alone > 0 ? std::max(0.0, Median(busy) / alone - 1) : 0;
@@ -613,10 +612,22 @@ class RankJob {
     return absl::OkStatus();
   }
 
+  // The median (of an even count, the mean of the middle two); 0 when empty.
   static double Median(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    const size_t k = v.size();
+    return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+  }
+
+  // How the calibration runs the unscheduled pair: this machine's kernels, memory already
+  // checked, step 0's random stream.
+  InterpreterOptions ProfileOptions() const {
+    InterpreterOptions io;
+    io.kernels = backend_->kernels();
+    io.memory_checked = true;
+    io.random_seed = RandomSeed(o_.seed, rank_, 0);
+    return io;
   }
 
   // Compiles every program this rank will train (one per scheduler compared), and checks
@@ -778,10 +789,7 @@ class RankJob {
   // buffer): one noisy step on a shared machine moves it little. 0 without steps.
   static double MedianAfterFirst(std::vector<double> times) {
     if (times.size() > 1) times.erase(times.begin());
-    if (times.empty()) return 0;
-    std::sort(times.begin(), times.end());
-    const size_t k = times.size();
-    return k % 2 == 1 ? times[k / 2] : (times[k / 2 - 1] + times[k / 2]) / 2;
+    return Median(std::move(times));
   }
 
   const JobOptions& o_;

@@ -98,10 +98,7 @@ TrainerStateBytes DdpTrainer::state_bytes() const {
 }
 
 absl::StatusOr<StepPrediction> DdpTrainer::PredictStep(const AotPair& timed) const {
-  if (timed.forward.size() != pair_.forward.size() ||
-      timed.backward.size() != pair_.backward.size()) {
-    return absl::InvalidArgumentError("PredictStep: the pair is not the one the trainer runs");
-  }
+  OVERLAP_RETURN_IF_ERROR(CheckTimedPair(pair_, timed));
   CollectiveModel model = options_.collectives;
   model.world_size = comm_->size();
   const auto seconds = [](const Node& n) {

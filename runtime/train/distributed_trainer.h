@@ -70,6 +70,16 @@ struct StepPrediction {
   double hidden() const { return comm_s > 0 ? 1 - exposed_s / comm_s : 1; }
 };
 
+// PredictStep's check of its argument: OK when `timed` has `mine`'s node counts (the same
+// pair, device times aside), InvalidArgument otherwise. O(1).
+inline absl::Status CheckTimedPair(const AotPair& mine, const AotPair& timed) {
+  if (timed.forward.size() != mine.forward.size() ||
+      timed.backward.size() != mine.backward.size()) {
+    return absl::InvalidArgumentError("PredictStep: the pair is not the one the trainer runs");
+  }
+  return absl::OkStatus();
+}
+
 // One rank's trainer. Every rank of a job holds the same strategy's and calls the same
 // methods in the same order: a step is a collective.
 class DistributedTrainer {

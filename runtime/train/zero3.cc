@@ -138,10 +138,7 @@ int64_t LastPositionBefore(const std::vector<double>& start, double t) {
 }  // namespace
 
 absl::StatusOr<StepPrediction> Zero3Trainer::PredictStep(const AotPair& timed) const {
-  if (timed.forward.size() != pair_.forward.size() ||
-      timed.backward.size() != pair_.backward.size()) {
-    return absl::InvalidArgumentError("PredictStep: the pair is not the one the trainer runs");
-  }
+  OVERLAP_RETURN_IF_ERROR(CheckTimedPair(pair_, timed));
   CollectiveModel model = options_.collectives;
   model.world_size = comm_->size();
   SimulationOptions so;
