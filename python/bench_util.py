@@ -24,6 +24,20 @@ def model_without_dropout(ctor, kwargs):
     return model
 
 
+def sgd_step(model, run, x, target, lr=0.01):
+    """A function that runs one SGD step of `model` on the batch: zero_grad (to None),
+    `run(x)` (the model, DDP-wrapped or compiled), cross-entropy against `target`, backward,
+    the update."""
+    from overlap_export import export
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        export._loss_fn("ce", run(x), target).backward()
+        opt.step()
+    return step
+
+
 def interleaved(steps, rounds, iterations):
     """{kind: median over rounds of each round's median step}: every round runs
     `iterations` of each step function in turn (A B C A B C), each after a barrier, so
@@ -41,14 +55,16 @@ def interleaved(steps, rounds, iterations):
     return {kind: statistics.median(v) for kind, v in medians.items()}
 
 
-def arguments(doc, models):
+def arguments(doc, models, extra=()):
     """The scripts' command line: model names (none: the table's, and the file written),
-    --rounds, --iterations."""
+    --rounds, --iterations, and `extra` ((flags, add_argument's keywords) each)."""
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", help=f"of {', '.join(models)}")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=5)
+    for flags, keywords in extra:
+        ap.add_argument(*flags, **keywords)
     a = ap.parse_args()
     unknown = set(a.models) - set(models)
     if unknown:

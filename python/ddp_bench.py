@@ -3,6 +3,11 @@ overlap's torch.compile backends (split into pieces; the step as one graph), sid
 
     python/ddp_bench.py                 the table's models; rewrites docs/benchmarks.md's block
     python/ddp_bench.py gpt --rounds 3  the named models only (no file written)
+    python/ddp_bench.py --cluster 1gbit the 2 ranks on two hosts of the one-machine cluster
+                                        (tools/cluster.sh, as root), links limited to 1 Gbit/s;
+                                        its own block of docs/benchmarks.md
+    python/ddp_bench.py --caps 4        also eager DDP, DDPOptimizer and the one graph with
+                                        4 MiB buckets (DDP's bucket_cap_mb)
 
 Per model, two processes (one thread each, this machine's 2 cores) build every variant
 from the same weights, compile each (warm-up steps), then take turns: each round runs
@@ -16,12 +21,18 @@ How much communication each hides: the same variants on one rank (no communicati
 same per-rank batch) give its compute time; the gradients' all-reduces alone, on 2 ranks
 in DDP's 25 MiB buckets, give the communication time; exposed = step - compute, hidden =
 1 - exposed / communication (clamped to [0, 1]).
+
+With --cluster RATE the two ranks run on two hosts of tools/cluster.sh (network namespaces
+joined by a bridge, each link limited to RATE by tbf both ways; gloo on the hosts' eth0),
+so an all-reduce costs wire time rather than memory copies; the one-rank compute runs as
+without it.
 """
 
 import copy
 import datetime
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +49,13 @@ MODELS = {  # as tools/bench.py's table
     "gpt": ("overlap_export.testing.small_gpt:small_gpt", GPT, "4x128:int64:8192"),
 }
 VARIANTS = ["eager DDP", "DDPOptimizer", "overlap split", "overlap one graph"]
+CAPPED = ["eager DDP", "DDPOptimizer", "overlap one graph"]  # --caps: each with a cap
 BEGIN, END = "<!-- ddp-torch-bench:begin -->", "<!-- ddp-torch-bench:end -->"
+CLUSTER_BEGIN = "<!-- ddp-torch-cluster:begin -->"
+CLUSTER_END = "<!-- ddp-torch-cluster:end -->"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREFIX = "ovdb"  # the cluster's namespaces: ovdbh0, ovdbh1, ovdbhub
+PORT = 29531
 WARMUP = 2
 
 
@@ -53,10 +70,14 @@ def build(name, rank):
 
 
 def variant(kind, base):
-    """(model, the callable a step runs) for one variant."""
+    """(model, the callable a step runs) for one variant. "KIND, N MiB buckets": KIND with
+    DDP's bucket cap set to N MiB (every variant takes its buckets from the DDP module's
+    cap: DDP's reducer, DDPOptimizer's splits, overlap's partitioner)."""
     import overlap.torch as overlap_torch
+    kind, _, cap = kind.partition(", ")
     model = copy.deepcopy(base)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=int(cap.split()[0]) if cap else 25)
     if kind == "eager DDP":
         return model, ddp
     if kind == "DDPOptimizer":
@@ -65,17 +86,6 @@ def variant(kind, base):
     backend = overlap_torch.ddp("default", backend="aot_eager",
                                 split=kind == "overlap split")
     return model, torch.compile(ddp, backend=backend)
-
-
-def step_fn(model, run, x, target):
-    from overlap_export import export
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        export._loss_fn("ce", run(x), target).backward()
-        opt.step()
-    return step
 
 
 def allreduce_time(model, iterations):
@@ -99,23 +109,22 @@ def allreduce_time(model, iterations):
     return statistics.median(times[1:])
 
 
-def worker(rank, world, store, name, rounds, iterations, out):
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world)
+def worker(rank, world, init, name, rounds, iterations, out, variants):
+    from bench_util import interleaved, sgd_step
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     torch.set_num_threads(1)
     base, x, target = build(name, rank)
     steps = {}
     torch._dynamo.reset()
-    for kind in VARIANTS:
+    for kind in variants:
         # No reset between variants: it would drop the earlier ones' compiled code. Each
         # compiles during its warm-up, under the optimize_ddp setting variant() chose.
         model, run = variant(kind, base)
-        steps[kind] = step_fn(model, run, x, target)
+        steps[kind] = sgd_step(model, run, x, target)
         for _ in range(WARMUP):  # compiles
             steps[kind]()
         if rank == 0:
             print(f"ddp_bench: {name} on {world} rank(s): {kind} compiled", flush=True)
-    from bench_util import interleaved
     result = interleaved(steps, rounds, iterations)
     if world > 1:
         result["allreduce"] = allreduce_time(base, iterations)
@@ -127,16 +136,45 @@ def worker(rank, world, store, name, rounds, iterations, out):
 def measure(name, world, rounds, iterations, work):
     store = os.path.join(work, f"{name}.{world}.store")
     out = os.path.join(work, f"{name}.{world}.pt")
-    mp.spawn(worker, args=(world, store, name, rounds, iterations, out), nprocs=world)
+    mp.spawn(worker, args=(world, f"file://{store}", name, rounds, iterations, out,
+                           VARIANTS), nprocs=world)
     return torch.load(out)
 
 
-def write_table(rows, rounds, iterations, minutes):
-    lines = [BEGIN, "",
-             f"*Generated by `python/ddp_bench.py` on {datetime.date.today().isoformat()}: "
-             f"torch {torch.__version__}, 2 ranks over gloo on this machine's 2 cores, one "
-             f"thread each; {rounds} rounds, each the median of {iterations} SGD steps per "
-             f"variant, variants interleaved; {minutes:.0f} minutes.*", "",
+def cluster(*args):
+    """tools/cluster.sh ARGS..., failing with its message."""
+    done = subprocess.run([os.path.join(ROOT, "tools", "cluster.sh"), *args],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"ddp_bench: tools/cluster.sh {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def measure_on_cluster(name, rounds, iterations, work):
+    """The 2-rank measurement with rank i on cluster host i (the cluster is up)."""
+    out = os.path.join(work, f"{name}.cluster.pt")
+    init = f"tcp://{cluster('addr', '0')}:{PORT}"
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="eth0")
+    ranks = [subprocess.Popen(
+        ["ip", "netns", "exec", f"{PREFIX}h{r}", sys.executable, os.path.abspath(__file__),
+         "--as-rank", str(r), "--init", init, "--out", out, "--rounds", str(rounds),
+         "--iterations", str(iterations), *caps_flag(), name], env=env) for r in range(2)]
+    codes = [p.wait() for p in ranks]
+    if any(codes):
+        sys.exit(f"ddp_bench: {name} on the cluster: ranks exited with {codes}")
+    return torch.load(out)
+
+
+def write_table(rows, rounds, iterations, minutes, rate=None):
+    where = (f"2 ranks over gloo on two hosts of the one-machine cluster (tools/cluster.sh), "
+             f"links limited to {rate} by tbf, this machine's 2 cores, one thread each"
+             if rate else "2 ranks over gloo on this machine's 2 cores, one thread each")
+    begin, end = (CLUSTER_BEGIN, CLUSTER_END) if rate else (BEGIN, END)
+    lines = [begin, "",
+             f"*Generated by `python/ddp_bench.py{' --cluster ' + rate if rate else ''}` on "
+             f"{datetime.date.today().isoformat()}: torch {torch.__version__}, {where}; "
+             f"{rounds} rounds, each the median of {iterations} SGD steps per variant, "
+             f"variants interleaved; {minutes:.0f} minutes.*", "",
              "| model | variant | step (2 ranks) | compute (1 rank) | all-reduces alone | "
              "exposed | hidden | step / eager DDP |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -149,28 +187,62 @@ def write_table(rows, rounds, iterations, minutes):
                          f"{one[kind] * 1e3:.1f} ms | {comm * 1e3:.1f} ms | "
                          f"{exposed * 1e3:.1f} ms | {hidden:.0%} | "
                          f"{two[kind] / two['eager DDP']:.2f} |")
-    lines.append(END)
+    lines.append(end)
     from bench_util import write_block
-    write_block(BEGIN, END, lines, heading="## DDP inside torch.compile: step times\n\n")
+    heading = ("## DDP inside torch.compile on the one-machine cluster\n\n" if rate
+               else "## DDP inside torch.compile: step times\n\n")
+    write_block(begin, end, lines, heading=heading)
 
 
 def main():
     from bench_util import arguments
-    a = arguments(__doc__, MODELS)
+    a = arguments(__doc__, MODELS, extra=[
+        (("--cluster",), dict(metavar="RATE", help="the 2 ranks on two hosts of the "
+                              "one-machine cluster, links limited to RATE (tc units)")),
+        (("--as-rank",), dict(type=int, help=argparse_hidden())),
+        (("--init",), dict(help=argparse_hidden())),
+        (("--out",), dict(help=argparse_hidden())),
+        (("--caps",), dict(metavar="MIB,...", default="", help="also eager DDP, "
+                           "DDPOptimizer and the one graph with these bucket caps (MiB)"))])
+    for mib in filter(None, a.caps.split(",")):
+        VARIANTS.extend(f"{kind}, {int(mib)} MiB buckets" for kind in CAPPED)
+    if a.as_rank is not None:  # one rank of --cluster, on its host
+        worker(a.as_rank, 2, a.init, a.models[0], a.rounds, a.iterations, a.out, VARIANTS)
+        return 0
     start = time.time()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="overlap_ddp_bench.") as work:
-        for name in a.models or list(MODELS):
-            two = measure(name, 2, a.rounds, a.iterations, work)
-            one = measure(name, 1, a.rounds, a.iterations, work)
-            rows.append((name, two, one))
-            for kind in VARIANTS:
-                print(f"ddp_bench: {name} {kind}: {two[kind] * 1e3:.1f} ms on 2 ranks, "
-                      f"{one[kind] * 1e3:.1f} ms on 1; all-reduces alone "
-                      f"{two['allreduce'] * 1e3:.1f} ms", flush=True)
+    if a.cluster:
+        if os.geteuid() != 0:
+            sys.exit("ddp_bench: --cluster needs root (network namespaces)")
+        cluster("up", "2", "--rate", a.cluster, "--prefix", PREFIX)
+    try:
+        with tempfile.TemporaryDirectory(prefix="overlap_ddp_bench.") as work:
+            for name in a.models or list(MODELS):
+                two = (measure_on_cluster(name, a.rounds, a.iterations, work) if a.cluster
+                       else measure(name, 2, a.rounds, a.iterations, work))
+                one = measure(name, 1, a.rounds, a.iterations, work)
+                rows.append((name, two, one))
+                for kind in VARIANTS:
+                    print(f"ddp_bench: {name} {kind}: {two[kind] * 1e3:.1f} ms on 2 ranks, "
+                          f"{one[kind] * 1e3:.1f} ms on 1; all-reduces alone "
+                          f"{two['allreduce'] * 1e3:.1f} ms", flush=True)
+    finally:
+        if a.cluster:
+            cluster("down", "--prefix", PREFIX)
     if not a.models:
-        write_table(rows, a.rounds, a.iterations, (time.time() - start) / 60)
+        write_table(rows, a.rounds, a.iterations, (time.time() - start) / 60, a.cluster)
     return 0
+
+
+def caps_flag():
+    """The --caps a rank of --cluster is started with (VARIANTS' extra ones)."""
+    caps = sorted({k.split(", ")[1].split()[0] for k in VARIANTS if ", " in k}, key=int)
+    return ["--caps", ",".join(caps)] if caps else []
+
+
+def argparse_hidden():
+    import argparse
+    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -176,8 +176,8 @@ class PythonTest(unittest.TestCase):
         self.assertTrue(torch.allclose(out, self.model(*self.inputs)))
 
     def test_insert_allreduces_flattens_each_bucket(self):
-        """A bucket of one dtype becomes one cat, one division and one in-place all_reduce_
-        whose buffer the outputs view; a bucket of two dtypes one buffer each. Run on a
+        """A bucket of one dtype becomes one flattening into its kept buffer, one division
+        (in place) and one in-place all_reduce_ whose buffer the outputs view; a bucket of two dtypes one buffer each. Run on a
         one-rank gloo group with world_size 2: each output is its gradient / 2."""
         import torch.distributed as dist
         from torch.fx.experimental.proxy_tensor import make_fx
@@ -199,13 +199,62 @@ class PythonTest(unittest.TestCase):
                 targets = [n.target for n in gm.graph.nodes]
                 self.assertEqual(targets.count(torch.ops._c10d_functional.all_reduce_.default),
                                  reduces)
-                self.assertEqual(targets.count(torch.ops.aten.cat.default), cats)
+                self.assertEqual(targets.count(overlap_torch._flatten), cats)
                 got = gm(*args)
                 bucketed = {i for b in buckets for i in b}
                 for i, (g, e) in enumerate(zip(got, expected)):
                     self.assertEqual(g.shape, e.shape)
                     self.assertEqual(g.dtype, e.dtype)
                     torch.testing.assert_close(g, e / 2 if i in bucketed else e)
+            # A bucket's buffer is kept across steps while nothing else holds it; a step
+            # whose gradients are still held (a .grad kept) gets a new one.
+            gm = make_fx(grads)(*args)
+            overlap_torch.insert_allreduces(gm, [[0, 1, 3]], group, 2)
+            first = gm(*args)
+            kept = first[0].untyped_storage().data_ptr()
+            second = gm(*args)
+            self.assertNotEqual(second[0].untyped_storage().data_ptr(), kept)
+            torch.testing.assert_close(first[0], expected[0] / 2)
+            del first, second
+            third = gm(*args)
+            self.assertEqual(len(gm.bucket_buffers.buffers), 1)
+            torch.testing.assert_close(third[1], expected[1] / 2)
+        finally:
+            dist.destroy_process_group()
+
+    def test_insert_allreduces_divides_the_tangents(self):
+        """A backward that returns only bucketed gradients gets its tangent divided (one
+        division in the graph, none per bucket); a lone gradient that aliases a value later
+        nodes read is copied before the in-place reduction. A gradient outside the buckets
+        turns it back to a division per bucket. One-rank gloo group, world_size 2."""
+        import torch.distributed as dist
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        import overlap.torch as overlap_torch
+
+        def backward(w, tangents):
+            # tangents (the bias's gradient) is read again after it is returned.
+            return tangents, (tangents * w).sum(0), (tangents * 3).t()
+
+        args = [torch.randn(4, 3), torch.randn(4, 3)]
+        expected = backward(*args)
+        aten = torch.ops.aten
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            group = dist.group.WORLD.group_name
+            for buckets, divisions in (([[0], [1, 2]], 1), ([[0], [1]], 2)):
+                gm = make_fx(backward)(*args)
+                self.assertTrue(any(str(n.target).startswith("tangents")
+                                    for n in gm.graph.nodes if n.op == "placeholder"))
+                overlap_torch.insert_allreduces(gm, buckets, group, 2)
+                targets = [n.target for n in gm.graph.nodes]
+                self.assertEqual(targets.count(aten.div.Scalar)
+                                 + targets.count(aten.div_.Scalar), divisions)
+                got = gm(*args)
+                bucketed = {i for b in buckets for i in b}
+                for i, (g, e) in enumerate(zip(got, expected)):
+                    torch.testing.assert_close(g, e / 2 if i in bucketed else e, rtol=0,
+                                               atol=0)
         finally:
             dist.destroy_process_group()
 

@@ -158,15 +158,33 @@ class _Interpreter:
                 a = [arg(x, env) for x in args]
                 k = {key: arg(x, env) for key, x in kwargs.items()}
                 z._node = name
-                env[name] = fn(*a, **k) if fn is not None else z.dc(target, a, k)
+                try:
+                    env[name] = fn(*a, **k) if fn is not None else z.dc(target, a, k)
+                except RuntimeError as e:  # a kernel's, or a collective's (a lost rank)
+                    raise _failed(z, name, target, e) from e
                 z.ledger.hold(env[name])  # before its reading frees its inputs
             else:
                 raise ValueError(f"overlap.torch.zero3: node '{name}': op '{op}' is not run")
             for dead in dies:
                 z.ledger.drop(env.pop(dead, None))
             if z.pending:
-                z.settle(i)
+                try:
+                    z.settle(i)
+                except RuntimeError as e:
+                    raise _failed(z, name, "a reduce-scatter completed here", e) from e
         raise ValueError("overlap.torch.zero3: a graph without an output node")
+
+
+def _failed(z, node, what, error):
+    """The error of a failed step, naming the node, what it ran and the rank: a collective
+    fails when a rank is lost (gloo: its connection closed, or the process group's
+    timeout passed), a kernel on bad values."""
+    message = (f"overlap.torch.zero3: rank {z.rank} of {z.world}, {z._graph} node "
+               f"'{node}' ({what}): {error}")
+    try:
+        return type(error)(message)  # torch's kind kept (DistBackendError, ...)
+    except Exception:  # noqa: BLE001 - a kind that takes other arguments
+        return RuntimeError(message)
 
 
 class _Ledger:
@@ -453,7 +471,10 @@ class Zero3:
                 self.ledger.hold(flat)
             self._backward.run(backward_feed)
             self.peak_bytes["backward"] = self.ledger.peak
-            self.settle()
+            try:
+                self.settle()
+            except RuntimeError as e:
+                raise _failed(self, "output", "the step's last reduce-scatters", e) from e
             self.gathered = {}
         return loss
 

@@ -151,22 +151,88 @@ def _static_shape(node):
     return val
 
 
-def insert_allreduces(bw, buckets, group_name, world_size):
+def _scalable_tangents(graph, results, bucketed):
+    """The backward's tangent placeholders when dividing them by the world size divides every
+    gradient the buckets reduce and nothing else (every output the graph returns is a
+    bucketed gradient, every tangent a static floating tensor), else None."""
+    if any(isinstance(r, torch.fx.Node) and i not in bucketed for i, r in enumerate(results)):
+        return None
+    tangents = [n for n in graph.nodes if n.op == "placeholder"
+                and str(n.target).startswith("tangents")]
+    for t in tangents:
+        val = _static_shape(t)
+        if val is None or not val.is_floating_point():
+            return None
+    return tangents or None
+
+
+def _storage_users(t):
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+class _BucketBuffers:
+    """The flat buffers of one compiled backward's buckets, kept across steps: a new buffer
+    per step would be fresh memory each time (a bucket above glibc's 32 MiB mmap threshold
+    is mapped and unmapped on every step, and its page faults cost milliseconds per step on
+    a CPU). A buffer is reused only when nothing outside holds its storage: the step's
+    gradients are views of it, so while a parameter's .grad still is one (gradients kept
+    across steps, zero_grad(set_to_none=False)) the bucket gets a new buffer instead."""
+
+    def __init__(self):
+        self.buffers = {}  # key: (buffer, its storage's use count when only it held it)
+
+    def flatten(self, key, pieces):
+        held = self.buffers.get(key)
+        if held is not None and _storage_users(held[0]) <= held[1]:
+            return torch.cat(pieces, out=held[0])
+        buffer = torch.cat(pieces)
+        self.buffers[key] = (buffer, _storage_users(buffer))
+        return buffer
+
+
+def _flatten(buffers, key, pieces):
+    """The bucket's gradients flattened into its kept buffer (_BucketBuffers)."""
+    return buffers.flatten(key, pieces)
+
+
+def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
     """Rewrites an AOT backward graph `bw` so that it returns all-reduced gradients: for each
     bucket (a list of the graph's output positions: the gradients of the bucket's
     parameters), right after the last of them is computed, the gradients are flattened into
-    one buffer (aten.cat), divided by `world_size` there (DDP divides before it sums) and
-    summed over `group_name` in place (torch's functional `all_reduce_`); just before the
-    output, one wait_tensor, and each gradient is a view of the reduced buffer. Two passes
-    over a bucket's bytes, as DDP's reducer makes (into its bucket, and the division), and
-    none after the wait. A bucket holding several dtypes gets one buffer per dtype (gloo
+    one buffer (aten.cat) and summed over `group_name` in place (torch's functional
+    `all_reduce_`); just before the output, one wait_tensor, and each gradient is a view of
+    the reduced buffer. A bucket holding several dtypes gets one buffer per dtype (gloo
     reduces one dtype at a time); a gradient without a static floating shape its own
-    out-of-place all_reduce. Returns the number of collectives inserted. O(graph size)."""
+    out-of-place all_reduce.
+
+    DDP divides each gradient by the world size before it sums. A gradient is linear in the
+    backward's tangents, so when the graph returns only bucketed gradients, its tangents
+    are divided instead (a pass over the forward's outputs, not over the parameters; equal
+    to dividing the gradients exactly when the world size is a power of two, within
+    round-off otherwise). Else each buffer is divided after the cat.
+
+    `op_by_op`: the graph runs as written (aot_eager), so the division is in place and each
+    bucket's buffer is kept across steps (_BucketBuffers, a `bucket_buffers` attribute of
+    `bw`); else (inductor) pure ATen ops for the compiler to fuse and plan. Returns the
+    number of collectives inserted. O(graph size)."""
     graph = bw.graph
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
     results = list(output.args[0])
-    position = {n: i for i, n in enumerate(graph.nodes)}
+    bucketed = {i for positions in buckets for i in positions}
     aten, c10d = torch.ops.aten, torch.ops._c10d_functional
+    tangents = _scalable_tangents(graph, results, bucketed)
+    for t in tangents or ():
+        users = list(t.users)
+        with graph.inserting_after(t):
+            scaled = graph.call_function(aten.div.Scalar, (t, world_size))
+        for user in users:
+            user.replace_input_with(t, scaled)
+    results = list(output.args[0])  # a returned tangent is now its division
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    if op_by_op:
+        bw.bucket_buffers = _BucketBuffers()
+        with graph.inserting_before(next(n for n in graph.nodes if n.op != "placeholder")):
+            pool = graph.get_attr("bucket_buffers")
     issued = 0
     for positions in buckets:
         grads = [(i, results[i]) for i in positions if isinstance(results[i], torch.fx.Node)]
@@ -189,8 +255,18 @@ def insert_allreduces(bw, buckets, group_name, world_size):
                 alone.append((i, g))
         for members in groups.values():
             pieces = [after(aten.reshape.default, (g, [-1])) for _, g, _ in members]
-            buffer = pieces[0] if len(pieces) == 1 else after(aten.cat.default, (pieces,))
-            buffer = after(aten.div.Scalar, (buffer, world_size))
+            if len(pieces) > 1:
+                buffer = (after(_flatten, (pool, f"{issued}", pieces)) if op_by_op
+                          else after(aten.cat.default, (pieces,)))
+                if tangents is None:
+                    buffer = after(aten.div_.Scalar if op_by_op else aten.div.Scalar,
+                                   (buffer, world_size))
+            elif tangents is None:
+                buffer = after(aten.div.Scalar, (pieces[0], world_size))
+            else:
+                # The reduction writes its buffer: never the gradient itself, which later
+                # nodes may read (a bias's gradient is its output's).
+                buffer = after(aten.clone.default, (pieces[0],))
             reduced = after(c10d.all_reduce_.default, (buffer, "sum", group_name))
             with graph.inserting_before(output):
                 done = graph.call_function(c10d.wait_tensor.default, (reduced,))
@@ -201,7 +277,7 @@ def insert_allreduces(bw, buckets, group_name, world_size):
                     results[i] = graph.call_function(aten.view.default, (item, list(v.shape)))
             issued += 1
         for i, g in alone:
-            scaled = after(aten.div.Scalar, (g, world_size))
+            scaled = g if tangents is not None else after(aten.div.Scalar, (g, world_size))
             reduced = after(c10d.all_reduce.default, (scaled, "sum", group_name))
             with graph.inserting_before(output):
                 results[i] = graph.call_function(c10d.wait_tensor.default, (reduced,))
@@ -229,7 +305,6 @@ class OneGraphBackend(DdpBackend):
     def __call__(self, gm, example_inputs):
         import torch.distributed as dist
         from torch._dynamo.backends.common import aot_autograd
-        from torch._functorch.aot_autograd import make_boxed_func
         from torch.nn.parallel import DistributedDataParallel
 
         active = DistributedDataParallel._get_active_ddp_module()
@@ -254,19 +329,24 @@ class OneGraphBackend(DdpBackend):
             _silence_reducer(active)
 
         def rewrite(bw):
-            self.collectives.append(insert_allreduces(bw, by_position, group.group_name, world)
-                                    if world > 1 else 0)
+            # aot_eager runs each op as written; inductor fuses and plans its own.
+            self.collectives.append(
+                insert_allreduces(bw, by_position, group.group_name, world,
+                                  op_by_op=self.backend == "aot_eager") if world > 1 else 0)
 
         if self.backend == "aot_eager":
-            def fw_compiler(fw, inputs):
-                return make_boxed_func(fw.forward)
+            # torch's aot_eager (its partitioner, input mutations kept in the graph, boxed
+            # calls that free each input once read), with the backward rewritten first.
+            from torch._dynamo.backends.debugging import boxed_nop
+            from torch._functorch.partitioners import min_cut_rematerialization_partition
 
             def bw_compiler(bw, inputs):
                 rewrite(bw)
-                return make_boxed_func(bw.forward)
+                return boxed_nop(bw, inputs)
 
-            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler)(
-                gm, example_inputs)
+            return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
+                                partition_fn=min_cut_rematerialization_partition,
+                                keep_inference_input_mutations=True)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
         def inner_compile(g, inputs, **kwargs):
