@@ -3,7 +3,7 @@
 # hosts at 100 Mbit/s), `overlap worker` jobs span its hosts (DDP by torchrun's variables,
 # ZeRO-3 by Slurm's), a job stopped by a signal leaves no namespace behind, and a host whose
 # link is cut, whose processes are killed or whose rate drops to 8 kbit/s mid-job is named
-# by the others within the timeout. Skips,
+# by the others within the timeout (at 2 hosts, and at 4 for a cut link and a kill). Skips,
 # saying why, where the machine does not allow namespaces (not root, no iproute2).
 set -uo pipefail
 cluster="$PWD/tools/cluster.sh"
@@ -77,12 +77,15 @@ sleep 3
 kill -TERM "$job"
 wait "$job"
 [ "$(left)" = 0 ] || fail "SIGTERM left $(left) namespaces"
-# Waits for the job's step 3, applies fault $1 (a command) to host 1, and checks that the job
-# ends within the timeout with host 0 naming rank 1 and its host, leaving no namespace.
+# Waits for the job's step 3 on $hosts hosts, applies fault $1 (a command) to host $victim,
+# and checks that the job ends within the timeout with host 0 naming the victim's rank and
+# its host, leaving no namespace.
+hosts=2
+victim=1
 fault() {
   local what=$1
   shift
-  "$cluster" job 2 --rate 1gbit --prefix "$prefix" -- --model gpt2 --steps 100000 \
+  "$cluster" job "$hosts" --rate 1gbit --prefix "$prefix" -- --model gpt2 --steps 100000 \
     --timeout 10 >"$log" 2>&1 &
   job=$!
   for _ in $(seq 50); do
@@ -94,21 +97,26 @@ fault() {
   wait "$job" && fail "the job survived $what"
   took=$(($(date +%s) - start))
   [ "$took" -le 40 ] || fail "$what: the job took ${took} s to end (timeout 10 s)"
-  grep -q "rank 1 is lost (on $("$cluster" addr 1);" "$log" ||
+  grep -q "rank $victim is lost (on $("$cluster" addr "$victim");" "$log" ||
     fail "$what: host 0 did not name the lost rank and host: $(grep 'overlap: error' "$log")"
   [ "$(left)" = 0 ] || fail "$what: the job left $(left) namespaces"
-  echo "cluster_test: $what: the job ended ${took} s after, naming rank 1 on" \
-    "$("$cluster" addr 1)"
+  echo "cluster_test: $what: the job ended ${took} s after, naming rank $victim on" \
+    "$("$cluster" addr "$victim")"
 }
 # 4. Host 1's link cut mid-job: both ranks end within the timeout, host 0 naming the lost
 # rank and its host.
-cut_link() { ip -n "${prefix}h1" link set eth0 down; }
+cut_link() { ip -n "${prefix}h$victim" link set eth0 down; }
 fault "link cut" cut_link
 # 5. Host 1's processes killed (SIGKILL: no goodbye on the wire).
-kill_host() { ip netns pids "${prefix}h1" | xargs -r kill -KILL; }
+kill_host() { ip netns pids "${prefix}h$victim" | xargs -r kill -KILL; }
 fault "host 1's processes killed" kill_host
 # 6. Host 1's link rate dropped to 8 kbit/s both ways (a collective's megabytes now take
 # hours, and the heartbeats queue behind them).
-slow_host() { "$cluster" rate --prefix "$prefix" 1 8kbit; }
+slow_host() { "$cluster" rate --prefix "$prefix" "$victim" 8kbit; }
 fault "host 1's rate dropped to 8kbit" slow_host
+# 7. Four hosts, a host in the middle of the ring lost: its link cut, its processes killed.
+hosts=4
+victim=2
+fault "host 2 of 4's link cut" cut_link
+fault "host 2 of 4's processes killed" kill_host
 echo "cluster_test: ok"
