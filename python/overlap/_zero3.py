@@ -531,17 +531,19 @@ class LiveBytes:
     def __init__(self):
         self.live = 0
         self.peak = 0
-        self._refs = {}
-        self._events = []  # (storage, +bytes or -bytes) in order
+        self._refs = {}  # address: [tensors alive on it, bytes, allocation number]
+        self._events = []  # (allocation number, +bytes or -bytes) in order
 
     @property
     def transient_peak(self):
         """The peak of what the step allocated and freed again: without the storages still
         alive at the end (gradient shards, resident copies, optimizer state: per-rank
-        state, as the simulator leaves it out)."""
+        state, as the simulator leaves it out). By allocation, not address: a storage
+        freed mid-step whose address a lasting one takes later is counted."""
+        lasting = {held[2] for held in self._refs.values()}
         live = peak = 0
-        for ptr, delta in self._events:
-            if ptr in self._refs:
+        for allocation, delta in self._events:
+            if allocation in lasting:
                 continue
             live += delta
             peak = max(peak, live)
@@ -576,7 +578,7 @@ class LiveBytes:
             held[0] -= 1
             if held[0] == 0:
                 owner.live -= held[1]
-                owner._events.append((ptr, -held[1]))
+                owner._events.append((held[2], -held[1]))
                 del owner._refs[ptr]
 
         class Mode(TorchDispatchMode):
@@ -596,9 +598,9 @@ class LiveBytes:
                         del before[ptr]
                     held = owner._refs.get(ptr)
                     if held is None:
-                        held = owner._refs[ptr] = [0, s.nbytes()]
+                        held = owner._refs[ptr] = [0, s.nbytes(), len(owner._events)]
                         owner.live += held[1]
-                        owner._events.append((ptr, held[1]))
+                        owner._events.append((held[2], held[1]))
                         owner.peak = max(owner.peak, owner.live)
                     held[0] += 1
                     weakref.finalize(t, release, ptr)
