@@ -213,18 +213,20 @@ class PythonTest(unittest.TestCase):
             first = gm(*args)
             kept = first[0].untyped_storage().data_ptr()
             second = gm(*args)
-            self.assertNotEqual(second[0].untyped_storage().data_ptr(), kept)
+            again = second[0].untyped_storage().data_ptr()
+            self.assertNotEqual(again, kept)
             torch.testing.assert_close(first[0], expected[0] / 2)
             del first, second
             third = gm(*args)
+            self.assertEqual(third[0].untyped_storage().data_ptr(), again)  # reused
             self.assertEqual(len(gm.bucket_buffers.buffers), 1)
             torch.testing.assert_close(third[1], expected[1] / 2)
         finally:
             dist.destroy_process_group()
 
     def test_insert_allreduces_divides_the_tangents(self):
-        """A backward that returns only bucketed gradients gets its tangent divided (one
-        division in the graph, none per bucket); a lone gradient that aliases a value later
+        """divide="tangents": a backward that returns only bucketed gradients gets its
+        tangent divided (one division in the graph, none per bucket); a lone gradient that aliases a value later
         nodes read is copied before the in-place reduction. A gradient outside the buckets
         turns it back to a division per bucket. One-rank gloo group, world_size 2."""
         import torch.distributed as dist
@@ -246,7 +248,7 @@ class PythonTest(unittest.TestCase):
                 gm = make_fx(backward)(*args)
                 self.assertTrue(any(str(n.target).startswith("tangents")
                                     for n in gm.graph.nodes if n.op == "placeholder"))
-                overlap_torch.insert_allreduces(gm, buckets, group, 2)
+                overlap_torch.insert_allreduces(gm, buckets, group, 2, divide="tangents")
                 targets = [n.target for n in gm.graph.nodes]
                 self.assertEqual(targets.count(aten.div.Scalar)
                                  + targets.count(aten.div_.Scalar), divisions)

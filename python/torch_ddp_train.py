@@ -87,7 +87,8 @@ def worker(rank, world, store, name, modes, backend, steps, out):
         model = copy.deepcopy(base)
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
         bucketing, kind = mode.split("/")[0], mode.split("/")[1:]
-        chosen = overlap_torch.ddp(bucketing, backend=backend, split="one-graph" not in kind)
+        chosen = overlap_torch.ddp(bucketing, backend=backend, split="one-graph" not in kind,
+                                   **({"divide": "tangents"} if "tangents" in kind else {}))
         compiled = torch.compile(ddp, backend=chosen)
         results[mode] = (train(model, compiled, batches, steps, keep="keep" in kind),
                          [p.detach().clone() for p in model.parameters()])
@@ -104,9 +105,10 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="hf_gpt2,resnet18,transformer_encoder")
     ap.add_argument("--modes", default="reference,default,default/one-graph,"
-                    "default/one-graph/keep",
+                    "default/one-graph/tangents,default/one-graph/keep",
                     help="reference / default: the split backend; MODE/one-graph: the step "
-                    "as one graph (split=False), all-reduces in its backward; .../keep: "
+                    "as one graph (split=False), all-reduces in its backward; .../tangents: "
+                    "with divide=\"tangents\"; .../keep: "
                     "gradients zeroed in place and accumulated over two backward passes "
                     "(eager DDP the same way)")
     ap.add_argument("--backend", default="aot_eager")

@@ -97,7 +97,7 @@ fault() {
   wait "$job" && fail "the job survived $what"
   took=$(($(date +%s) - start))
   [ "$took" -le 40 ] || fail "$what: the job took ${took} s to end (timeout 10 s)"
-  grep -q "rank $victim is lost (on $("$cluster" addr "$victim");" "$log" ||
+  grep -q "^\[host 0 [0-9.]*\] .*rank $victim is lost (on $("$cluster" addr "$victim");" "$log" ||
     fail "$what: host 0 did not name the lost rank and host: $(grep 'overlap: error' "$log")"
   [ "$(left)" = 0 ] || fail "$what: the job left $(left) namespaces"
   echo "cluster_test: $what: the job ended ${took} s after, naming rank $victim on" \

@@ -293,6 +293,8 @@ class Zero3:
             self.shards.append(by_storage[key])
         self.unique_shards = list(by_storage.values())
         self.shapes = [tuple(e["shape"]) for e in self.table]
+        self.buckets, self.slot = _reduce_buckets(self.backward_doc["nodes"], self.shards,
+                                                  self.shapes, self.world)
         self._forward = _Interpreter(self.forward_doc, self, returns_gradients=False)
         self._backward = _Interpreter(self.backward_doc, self, returns_gradients=True)
         self.gathered = {}  # ds_id -> [the gathered flat buffer, releases seen]
@@ -359,28 +361,23 @@ class Zero3:
             return args[0]
         if target == "dc.reduce_grad":
             g = args[0]
-            shard = self.shards[ds]
-            flat = g.reshape(-1)
-            if flat.numel() != shard.numel() * self.world:  # padded as the shards are
-                padded = g.new_zeros(shard.numel() * self.world)
-                padded[:flat.numel()] = flat
-                flat = padded
-            flat = flat.contiguous()
             if self.world == 1:
-                self._accumulate(ds, flat)
+                self._accumulate(ds, g.reshape(-1).clone())
                 return None
-            out = torch.empty(shard.numel(), dtype=g.dtype, device=g.device)
-            work = dist.reduce_scatter_tensor(out, flat, group=self.group, async_op=True)
-            self.pending.append((work, out, ds, flat, self.release_after.get(self._node, -1)))
-            self.ledger.hold(flat)  # until the simulated completion
+            bucket = self.buckets[self.slot[self._node][0]]
+            bucket.add(self.slot[self._node][1], g)
+            self.ledger.hold(g)  # until the simulated completion of its bucket
+            if bucket.arrived == len(bucket.members):
+                work = dist.reduce_scatter_tensor(bucket.out, bucket.inp, group=self.group,
+                                                  async_op=True)
+                self.pending.append((work, bucket, bucket.take(),
+                                     self.release_after.get(self._node, -1)))
             return None
         if target == "dc.wait_reduce":
             still = []
             for item in self.pending:
-                if item[2] == ds:
-                    item[0].wait()
-                    self._accumulate(ds, item[1])
-                    self.ledger.drop(item[3])
+                if any(m.ds == ds for m in item[1].members):
+                    self._complete(item)
                 else:
                     still.append(item)
             self.pending = still
@@ -391,13 +388,26 @@ class Zero3:
         raise ValueError(f"overlap.torch.zero3: unknown ZeRO-3 op {target}")
 
     def _accumulate(self, ds, reduced):
+        """Adds a reduced gradient (this rank's shard of the sum over the ranks, or the
+        whole gradient in a world of one: a tensor of its own) to its shard's .grad,
+        averaged over the ranks."""
         shard = self.shards[ds]
         if self.world > 1:
-            reduced.div_(self.world)
+            reduced = reduced / self.world  # out of the bucket's buffer, kept across steps
         if shard.grad is None:
-            shard.grad = reduced.clone() if self.world == 1 else reduced
+            shard.grad = reduced
         else:
             shard.grad.add_(reduced)
+
+    def _complete(self, item):
+        """Waits for a bucket's reduce-scatter, hands each member its shard and drops the
+        members' gradients."""
+        work, bucket, held, _ = item
+        work.wait()
+        for m in bucket.members:
+            self._accumulate(m.ds, bucket.out[m.offset:m.offset + m.shard])
+        for g in held:
+            self.ledger.drop(g)
 
     def settle(self, position=None):
         """Hands each reduce-scatter's shard to its gradient and drops its input once
@@ -407,11 +417,8 @@ class Zero3:
         (as runtime/train/zero3.h does)."""
         still = []
         for item in self.pending:
-            work, out, ds, _, after = item
-            if position is None or position >= after:
-                work.wait()
-                self._accumulate(ds, out)
-                self.ledger.drop(item[3])
+            if position is None or position >= item[3]:
+                self._complete(item)
             else:
                 still.append(item)
         self.pending = still
@@ -421,6 +428,8 @@ class Zero3:
         shard's .grad gets its averaged gradient (added to what is there)."""
         inputs = list(inputs)
         self.pending = []
+        for bucket in self.buckets:  # a step that failed part way left gradients in some
+            bucket.take()
 
         def forward_feed(n):
             meta = n.get("meta", {})
@@ -477,6 +486,83 @@ class Zero3:
                 raise _failed(self, "output", "the step's last reduce-scatters", e) from e
             self.gathered = {}
         return loss
+
+
+class _Member:
+    """A reduce_grad in its bucket: the parameter (ds), its element count, its shard's
+    size and its offset in the bucket's per-rank segment."""
+
+    def __init__(self, ds, numel, shard, offset):
+        self.ds, self.numel, self.shard, self.offset = ds, numel, shard, offset
+
+
+class _ScatterBucket:
+    """One reduce-scatter: its members' gradients, as in the C++ executor
+    (runtime/train/zero3.h), laid out in `inp` as P segments, one per rank, each the
+    members' shard-sized slices in bucket order, so the reduce-scatter leaves each rank
+    exactly its shards in `out`. Both buffers are communication buffers kept across steps,
+    not the step's memory (the simulator counts the gradients, held until the bucket's
+    reduce-scatter completes)."""
+
+    def __init__(self, world):
+        self.world = world
+        self.members = []
+        self.segment = 0
+        self.dtype = None
+        self.inp = self.out = None
+        self.arrived = 0
+        self.held = []
+
+    def add(self, k, g):
+        """Member k's gradient, copied into its slices (its padding written as zeros)."""
+        m = self.members[k]
+        flat = g.reshape(-1)
+        if flat.numel() != m.shard * self.world:
+            flat = torch.cat([flat, flat.new_zeros(m.shard * self.world - flat.numel())])
+        rows = self.inp.view(self.world, self.segment)[:, m.offset:m.offset + m.shard]
+        rows.copy_(flat.view(self.world, m.shard))
+        self.arrived += 1
+        self.held.append(g)
+
+    def take(self):
+        """The members' gradients, held until the reduce-scatter completes; the bucket is
+        ready for the next step."""
+        held, self.held, self.arrived = self.held, [], 0
+        return held
+
+
+def _reduce_buckets(nodes, shards, shapes, world):
+    """([_ScatterBucket], {reduce_grad node: (bucket, member)}): the backward's reduce_grads
+    grouped by their `bucket` kwargs (the plan's reduce-scatter bucketing; one each
+    without), in the backward's order."""
+    buckets, slot, of_kwarg = [], {}, {}
+    for n in nodes:
+        if n.get("target") != "dc.reduce_grad":
+            continue
+        ds = n["args"][2]
+        kw = n.get("kwargs", {}).get("bucket")
+        if kw is not None and kw in of_kwarg:
+            b = of_kwarg[kw]
+        else:
+            b = len(buckets)
+            buckets.append(_ScatterBucket(world))
+            if kw is not None:
+                of_kwarg[kw] = b
+        bucket, shard = buckets[b], shards[ds]
+        if bucket.dtype is not None and bucket.dtype != shard.dtype:
+            raise ValueError(f"overlap.torch.zero3: node '{n['name']}': its bucket mixes "
+                             f"dtypes ({bucket.dtype}, {shard.dtype}): one flat buffer per "
+                             "bucket")
+        bucket.dtype = shard.dtype
+        slot[n["name"]] = (b, len(bucket.members))
+        bucket.members.append(_Member(ds, math.prod(shapes[ds]), shard.numel(),
+                                      bucket.segment))
+        bucket.segment += shard.numel()
+    for bucket in buckets:
+        device = shards[bucket.members[0].ds].device
+        bucket.inp = torch.zeros(world * bucket.segment, dtype=bucket.dtype, device=device)
+        bucket.out = torch.empty(bucket.segment, dtype=bucket.dtype, device=device)
+    return buckets, slot
 
 
 def _reduce_releases(backward, nodes, world):

@@ -170,7 +170,7 @@ def _storage_users(t):
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
 
 
-class _BucketBuffers:
+class _BucketBuffers(torch.nn.Module):
     """The flat buffers of one compiled backward's buckets, kept across steps: a new buffer
     per step would be fresh memory each time (a bucket above glibc's 32 MiB mmap threshold
     is mapped and unmapped on every step, and its page faults cost milliseconds per step on
@@ -179,6 +179,7 @@ class _BucketBuffers:
     across steps, zero_grad(set_to_none=False)) the bucket gets a new buffer instead."""
 
     def __init__(self):
+        super().__init__()  # a module, so the graph may hold it (get_attr)
         self.buffers = {}  # key: (buffer, its storage's use count when only it held it)
 
     def flatten(self, key, pieces):
@@ -195,7 +196,8 @@ def _flatten(buffers, key, pieces):
     return buffers.flatten(key, pieces)
 
 
-def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
+def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
+                      divide="gradients"):
     """Rewrites an AOT backward graph `bw` so that it returns all-reduced gradients: for each
     bucket (a list of the graph's output positions: the gradients of the bucket's
     parameters), right after the last of them is computed, the gradients are flattened into
@@ -205,11 +207,15 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
     reduces one dtype at a time); a gradient without a static floating shape its own
     out-of-place all_reduce.
 
-    DDP divides each gradient by the world size before it sums. A gradient is linear in the
-    backward's tangents, so when the graph returns only bucketed gradients, its tangents
-    are divided instead (a pass over the forward's outputs, not over the parameters; equal
-    to dividing the gradients exactly when the world size is a power of two, within
-    round-off otherwise). Else each buffer is divided after the cat.
+    DDP divides each gradient by the world size before it sums: `divide="gradients"` does
+    so, each bucket's buffer after the cat. `divide="tangents"` divides the backward's
+    tangents instead when the graph returns only bucketed gradients (a pass over the
+    forward's outputs, not over the parameters): right when every gradient is linear in
+    the tangents, as ATen's own backward formulas are, and wrong for a custom
+    autograd.Function whose backward adds a term that does not scale with its incoming
+    gradient (an auxiliary-loss scaler that returns a constant); so it is asked for, not
+    the default. Equal to dividing the gradients exactly when the world size is a power of
+    two and no value falls below the normal range, within round-off otherwise.
 
     `op_by_op`: the graph runs as written (aot_eager), so the division is in place and each
     bucket's buffer is kept across steps (_BucketBuffers, a `bucket_buffers` attribute of
@@ -220,7 +226,10 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
     results = list(output.args[0])
     bucketed = {i for positions in buckets for i in positions}
     aten, c10d = torch.ops.aten, torch.ops._c10d_functional
-    tangents = _scalable_tangents(graph, results, bucketed)
+    if divide not in ("gradients", "tangents"):
+        raise ValueError(f"overlap.torch: divide must be \"gradients\" or \"tangents\", "
+                         f"not {divide!r}")
+    tangents = _scalable_tangents(graph, results, bucketed) if divide == "tangents" else None
     for t in tangents or ():
         users = list(t.users)
         with graph.inserting_after(t):
@@ -230,9 +239,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
     results = list(output.args[0])  # a returned tangent is now its division
     position = {n: i for i, n in enumerate(graph.nodes)}
     if op_by_op:
-        bw.bucket_buffers = _BucketBuffers()
-        with graph.inserting_before(next(n for n in graph.nodes if n.op != "placeholder")):
-            pool = graph.get_attr("bucket_buffers")
+        bw.add_module("bucket_buffers", _BucketBuffers())
     issued = 0
     for positions in buckets:
         grads = [(i, results[i]) for i in positions if isinstance(results[i], torch.fx.Node)]
@@ -256,8 +263,12 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True):
         for members in groups.values():
             pieces = [after(aten.reshape.default, (g, [-1])) for _, g, _ in members]
             if len(pieces) > 1:
-                buffer = (after(_flatten, (pool, f"{issued}", pieces)) if op_by_op
-                          else after(aten.cat.default, (pieces,)))
+                if op_by_op:
+                    with graph.inserting_after(anchor):  # defined right where it is read
+                        anchor = pool = graph.get_attr("bucket_buffers")
+                    buffer = after(_flatten, (pool, f"{issued}", pieces))
+                else:
+                    buffer = after(aten.cat.default, (pieces,))
                 if tangents is None:
                     buffer = after(aten.div_.Scalar if op_by_op else aten.div.Scalar,
                                    (buffer, world_size))
@@ -293,7 +304,12 @@ class OneGraphBackend(DdpBackend):
     the gradients by overlap's buckets. `collectives` records how many all-reduces each
     compiled backward holds."""
 
-    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes):
+    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
+                 divide="gradients"):
+        if divide not in ("gradients", "tangents"):
+            raise ValueError(f"overlap.torch.ddp: divide must be \"gradients\" or "
+                             f"\"tangents\", not {divide!r}")
+        self.divide = divide
         if backend == "eager":
             backend = "aot_eager"  # the backward must be an AOT graph to rewrite
         if backend not in ("aot_eager", "inductor"):
@@ -332,7 +348,8 @@ class OneGraphBackend(DdpBackend):
             # aot_eager runs each op as written; inductor fuses and plans its own.
             self.collectives.append(
                 insert_allreduces(bw, by_position, group.group_name, world,
-                                  op_by_op=self.backend == "aot_eager") if world > 1 else 0)
+                                  op_by_op=self.backend == "aot_eager",
+                                  divide=self.divide) if world > 1 else 0)
 
         if self.backend == "aot_eager":
             # torch's aot_eager (its partitioner, input mutations kept in the graph, boxed
@@ -358,7 +375,7 @@ class OneGraphBackend(DdpBackend):
 
 
 def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
-        first_bucket_cap_bytes=None, split=True):
+        first_bucket_cap_bytes=None, split=True, divide="gradients"):
     """A torch.compile backend for DistributedDataParallel models in DDPOptimizer's place.
 
     mode "reference" splits where torch 2.x's DDPOptimizer does (overlap's partitioner,
@@ -372,10 +389,17 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     split=False compiles the step as one graph instead (no graph breaks): AOTAutograd's
     backward gets the buckets' all-reduces (torch's functional collectives) where the
     buckets' gradients are ready, and DDP's reducer is turned off for the module (as under
-    no_sync()). `backend` is then "aot_eager" or "inductor"."""
+    no_sync()). `backend` is then "aot_eager" or "inductor".
+
+    divide (split=False): "gradients" divides each bucket's gradients by the world size, as
+    DDP does; "tangents" divides the backward's tangents instead (one pass over the
+    forward's outputs rather than over the gradients), for models whose gradients are all
+    linear in the tangents: not one with a custom autograd.Function whose backward adds a
+    term that ignores its incoming gradient (insert_allreduces)."""
     torch._dynamo.config.optimize_ddp = False
     if not split:
-        return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+        return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
+                               divide)
     return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
 
 
