@@ -16,7 +16,8 @@
 #       --as-rank; rank I on host I; MASTER_ADDR host 0, the store's secret from a file;
 #       --slurm: Slurm's variables instead of torchrun's), wait for all, down (also on
 #       failure or a signal). Exits with the first failing rank's status. $OVERLAP names
-#       the binary (default: overlap on PATH).
+#       the binary (default: overlap on PATH); $OVERLAP_CLUSTER_LOGS, a folder for each
+#       rank's output while it runs (rank<I>.log).
 #
 # A kill -9 leaves the namespaces behind; the next `up` or `down` of the prefix removes
 # them. docs/runtime.md, "A cluster on one machine", says how the links behave.
@@ -98,6 +99,9 @@ job() {
   trap 'down "$prefix"; rm -rf "$work"' EXIT
   trap 'exit 130' INT TERM
   up "$n" "$rate" "$prefix" || die "could not create the cluster"
+  # Each rank's output as it runs: OVERLAP_CLUSTER_LOGS/rank<I>.log when set (a caller
+  # watching a job's progress), else a temporary folder; printed after the job either way.
+  local logs="${OVERLAP_CLUSTER_LOGS:-$work}"
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
   chmod 600 "$work/secret"
   for ((i = 0; i < n; i++)); do
@@ -111,14 +115,14 @@ job() {
     fi
     # shellcheck disable=SC2086 # run: a subcommand and its own switch
     ip netns exec "${prefix}h$i" env "${vars[@]}" "$overlap" $run "$@" \
-      >"$work/rank$i.log" 2>&1 &
+      >"$logs/rank$i.log" 2>&1 &
     pids+=($!)
   done
   for ((i = 0; i < n; i++)); do
     wait "${pids[$i]}"
     r=$?
     if [ "$r" != 0 ] && [ "$rc" = 0 ]; then rc=$r; fi
-    sed "s/^/[host $i $(addr "$i")] /" "$work/rank$i.log"
+    sed "s/^/[host $i $(addr "$i")] /" "$logs/rank$i.log"
   done
   return "$rc"
 }

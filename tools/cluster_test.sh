@@ -77,24 +77,27 @@ sleep 3
 kill -TERM "$job"
 wait "$job"
 [ "$(left)" = 0 ] || fail "SIGTERM left $(left) namespaces"
-# Waits for the job's step 3 on $hosts hosts, applies fault $1 (a command) to host $victim,
-# and checks that the job ends within the timeout with host 0 naming the victim's rank and
-# its host, leaving no namespace.
+# Waits for rank 0's step 3 (its output as it runs) on $hosts hosts, applies fault $1 (a
+# command) to host $victim, and checks that the job ends within the timeout with host 0
+# naming the victim's rank and its host, leaving no namespace.
 hosts=2
 victim=1
 fault() {
-  local what=$1
+  local what=$1 live
   shift
-  "$cluster" job "$hosts" --rate 1gbit --prefix "$prefix" -- --model gpt2 --steps 100000 \
-    --timeout 10 >"$log" 2>&1 &
+  live=$(mktemp -d)
+  OVERLAP_CLUSTER_LOGS="$live" "$cluster" job "$hosts" --rate 1gbit --prefix "$prefix" -- \
+    --model gpt2 --steps 100000 --timeout 10 >"$log" 2>&1 &
   job=$!
-  for _ in $(seq 50); do
-    grep -q "step 3 " "$log" && break
+  for _ in $(seq 300); do  # rank 0's step 3, as it runs (at most 60 s)
+    grep -q "^step 3 " "$live/rank0.log" 2>/dev/null && break
     sleep 0.2
   done
+  grep -q "^step 3 " "$live/rank0.log" || fail "$what: the job did not reach step 3 in 60 s"
   "$@" || fail "$what: could not apply it"
   start=$(date +%s)
   wait "$job" && fail "the job survived $what"
+  rm -rf "$live"
   took=$(($(date +%s) - start))
   [ "$took" -le 40 ] || fail "$what: the job took ${took} s to end (timeout 10 s)"
   grep -q "^\[host 0 [0-9.]*\] .*rank $victim is lost (on $("$cluster" addr "$victim");" "$log" ||
