@@ -28,6 +28,7 @@ so an all-reduce costs wire time rather than memory copies; the one-rank compute
 without it.
 """
 
+import argparse
 import copy
 import datetime
 import os
@@ -150,7 +151,7 @@ def cluster(*args):
     return done.stdout.strip()
 
 
-def measure_on_cluster(name, rounds, iterations, work):
+def measure_on_cluster(name, rounds, iterations, caps, work):
     """The 2-rank measurement with rank i on cluster host i (the cluster is up)."""
     out = os.path.join(work, f"{name}.cluster.pt")
     init = f"tcp://{cluster('addr', '0')}:{PORT}"
@@ -158,7 +159,7 @@ def measure_on_cluster(name, rounds, iterations, work):
     ranks = [subprocess.Popen(
         ["ip", "netns", "exec", f"{PREFIX}h{r}", sys.executable, os.path.abspath(__file__),
          "--as-rank", str(r), "--init", init, "--out", out, "--rounds", str(rounds),
-         "--iterations", str(iterations), *caps_flag(), name], env=env) for r in range(2)]
+         "--iterations", str(iterations), "--caps", caps, name], env=env) for r in range(2)]
     codes = [p.wait() for p in ranks]
     if any(codes):
         sys.exit(f"ddp_bench: {name} on the cluster: ranks exited with {codes}")
@@ -199,9 +200,9 @@ def main():
     a = arguments(__doc__, MODELS, extra=[
         (("--cluster",), dict(metavar="RATE", help="the 2 ranks on two hosts of the "
                               "one-machine cluster, links limited to RATE (tc units)")),
-        (("--as-rank",), dict(type=int, help=argparse_hidden())),
-        (("--init",), dict(help=argparse_hidden())),
-        (("--out",), dict(help=argparse_hidden())),
+        (("--as-rank",), dict(type=int, help=argparse.SUPPRESS)),
+        (("--init",), dict(help=argparse.SUPPRESS)),
+        (("--out",), dict(help=argparse.SUPPRESS)),
         (("--caps",), dict(metavar="MIB,...", default="", help="also eager DDP, "
                            "DDPOptimizer and the one graph with these bucket caps (MiB)"))])
     for mib in filter(None, a.caps.split(",")):
@@ -218,7 +219,8 @@ def main():
     try:
         with tempfile.TemporaryDirectory(prefix="overlap_ddp_bench.") as work:
             for name in a.models or list(MODELS):
-                two = (measure_on_cluster(name, a.rounds, a.iterations, work) if a.cluster
+                two = (measure_on_cluster(name, a.rounds, a.iterations, a.caps, work)
+                       if a.cluster
                        else measure(name, 2, a.rounds, a.iterations, work))
                 one = measure(name, 1, a.rounds, a.iterations, work)
                 rows.append((name, two, one))
@@ -232,17 +234,6 @@ def main():
     if not a.models:
         write_table(rows, a.rounds, a.iterations, (time.time() - start) / 60, a.cluster)
     return 0
-
-
-def caps_flag():
-    """The --caps a rank of --cluster is started with (VARIANTS' extra ones)."""
-    caps = sorted({k.split(", ")[1].split()[0] for k in VARIANTS if ", " in k}, key=int)
-    return ["--caps", ",".join(caps)] if caps else []
-
-
-def argparse_hidden():
-    import argparse
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -293,8 +293,9 @@ class Zero3:
             self.shards.append(by_storage[key])
         self.unique_shards = list(by_storage.values())
         self.shapes = [tuple(e["shape"]) for e in self.table]
-        self.buckets, self.slot = _reduce_buckets(self.backward_doc["nodes"], self.shards,
-                                                  self.shapes, self.world)
+        # A world of one reduces nothing: its gradients go to the shards as they are.
+        self.buckets, self.slot = (_reduce_buckets(self.backward_doc["nodes"], self.shards,
+                                                   self.world) if self.world > 1 else ([], {}))
         self._forward = _Interpreter(self.forward_doc, self, returns_gradients=False)
         self._backward = _Interpreter(self.backward_doc, self, returns_gradients=True)
         self.gathered = {}  # ds_id -> [the gathered flat buffer, releases seen]
@@ -489,11 +490,11 @@ class Zero3:
 
 
 class _Member:
-    """A reduce_grad in its bucket: the parameter (ds), its element count, its shard's
-    size and its offset in the bucket's per-rank segment."""
+    """A reduce_grad in its bucket: the parameter (ds), its shard's size and its offset in
+    the bucket's per-rank segment."""
 
-    def __init__(self, ds, numel, shard, offset):
-        self.ds, self.numel, self.shard, self.offset = ds, numel, shard, offset
+    def __init__(self, ds, shard, offset):
+        self.ds, self.shard, self.offset = ds, shard, offset
 
 
 class _ScatterBucket:
@@ -531,7 +532,7 @@ class _ScatterBucket:
         return held
 
 
-def _reduce_buckets(nodes, shards, shapes, world):
+def _reduce_buckets(nodes, shards, world):
     """([_ScatterBucket], {reduce_grad node: (bucket, member)}): the backward's reduce_grads
     grouped by their `bucket` kwargs (the plan's reduce-scatter bucketing; one each
     without), in the backward's order."""
@@ -555,8 +556,7 @@ def _reduce_buckets(nodes, shards, shapes, world):
                              "bucket")
         bucket.dtype = shard.dtype
         slot[n["name"]] = (b, len(bucket.members))
-        bucket.members.append(_Member(ds, math.prod(shapes[ds]), shard.numel(),
-                                      bucket.segment))
+        bucket.members.append(_Member(ds, shard.numel(), bucket.segment))
         bucket.segment += shard.numel()
     for bucket in buckets:
         device = shards[bucket.members[0].ds].device

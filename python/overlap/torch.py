@@ -166,6 +166,12 @@ def _scalable_tangents(graph, results, bucketed):
     return tangents or None
 
 
+def _check_divide(divide):
+    if divide not in ("gradients", "tangents"):
+        raise ValueError(f"overlap.torch: divide must be \"gradients\" or \"tangents\", "
+                         f"not {divide!r}")
+
+
 def _storage_users(t):
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
 
@@ -226,9 +232,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
     results = list(output.args[0])
     bucketed = {i for positions in buckets for i in positions}
     aten, c10d = torch.ops.aten, torch.ops._c10d_functional
-    if divide not in ("gradients", "tangents"):
-        raise ValueError(f"overlap.torch: divide must be \"gradients\" or \"tangents\", "
-                         f"not {divide!r}")
+    _check_divide(divide)
     tangents = _scalable_tangents(graph, results, bucketed) if divide == "tangents" else None
     for t in tangents or ():
         users = list(t.users)
@@ -306,9 +310,7 @@ class OneGraphBackend(DdpBackend):
 
     def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
                  divide="gradients"):
-        if divide not in ("gradients", "tangents"):
-            raise ValueError(f"overlap.torch.ddp: divide must be \"gradients\" or "
-                             f"\"tangents\", not {divide!r}")
+        _check_divide(divide)
         self.divide = divide
         if backend == "eager":
             backend = "aot_eager"  # the backward must be an AOT graph to rewrite
