@@ -9,6 +9,10 @@ overlap's torch.compile backends (split into pieces; the step as one graph), sid
     python/ddp_bench.py --caps 4        also eager DDP, DDPOptimizer and the one graph with
                                         4 MiB buckets (DDP's bucket_cap_mb)
 
+"overlap one graph, auto buckets" is the one graph with the cap overlap's model chooses
+(`ddp(split=False, bucket_cap_bytes="auto")`: this machine's compute and the ranks'
+all-reduce measured when it compiles); the table names the cap it chose.
+
 Per model, two processes (one thread each, this machine's 2 cores) build every variant
 from the same weights, compile each (warm-up steps), then take turns: each round runs
 --iterations SGD steps of every variant in turn (A B C D A B C D: every variant sees the
@@ -49,7 +53,8 @@ MODELS = {  # as tools/bench.py's table
     "mobilenet_v2": ("torchvision.models:mobilenet_v2", TEN, "8x3x64x64"),
     "gpt": ("overlap_export.testing.small_gpt:small_gpt", GPT, "4x128:int64:8192"),
 }
-VARIANTS = ["eager DDP", "DDPOptimizer", "overlap split", "overlap one graph"]
+VARIANTS = ["eager DDP", "DDPOptimizer", "overlap split", "overlap one graph",
+            "overlap one graph, auto buckets"]
 CAPPED = ["eager DDP", "DDPOptimizer", "overlap one graph"]  # --caps: each with a cap
 BEGIN, END = "<!-- ddp-torch-bench:begin -->", "<!-- ddp-torch-bench:end -->"
 CLUSTER_BEGIN = "<!-- ddp-torch-cluster:begin -->"
@@ -71,22 +76,25 @@ def build(name, rank):
 
 
 def variant(kind, base):
-    """(model, the callable a step runs) for one variant. "KIND, N MiB buckets": KIND with
-    DDP's bucket cap set to N MiB (every variant takes its buckets from the DDP module's
-    cap: DDP's reducer, DDPOptimizer's splits, overlap's partitioner)."""
+    """(model, the callable a step runs, overlap's backend or None) for one variant.
+    "KIND, N MiB buckets": KIND with DDP's bucket cap set to N MiB (every variant takes its
+    buckets from the DDP module's cap: DDP's reducer, DDPOptimizer's splits, overlap's
+    partitioner); "KIND, auto buckets": the cap overlap's model chooses."""
     import overlap.torch as overlap_torch
     kind, _, cap = kind.partition(", ")
+    auto = cap == "auto buckets"
     model = copy.deepcopy(base)
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, bucket_cap_mb=int(cap.split()[0]) if cap else 25)
+        model, bucket_cap_mb=int(cap.split()[0]) if cap and not auto else 25)
     if kind == "eager DDP":
-        return model, ddp
+        return model, ddp, None
     if kind == "DDPOptimizer":
         torch._dynamo.config.optimize_ddp = True
-        return model, torch.compile(ddp, backend="aot_eager")
+        return model, torch.compile(ddp, backend="aot_eager"), None
     backend = overlap_torch.ddp("default", backend="aot_eager",
-                                split=kind == "overlap split")
-    return model, torch.compile(ddp, backend=backend)
+                                split=kind == "overlap split",
+                                bucket_cap_bytes="auto" if auto else None)
+    return model, torch.compile(ddp, backend=backend), backend
 
 
 def allreduce_time(model, iterations):
@@ -115,18 +123,30 @@ def worker(rank, world, init, name, rounds, iterations, out, variants):
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     torch.set_num_threads(1)
     base, x, target = build(name, rank)
-    steps = {}
+    steps, chosen = {}, {}
     torch._dynamo.reset()
     for kind in variants:
         # No reset between variants: it would drop the earlier ones' compiled code. Each
         # compiles during its warm-up, under the optimize_ddp setting variant() chose.
-        model, run = variant(kind, base)
+        model, run, backend = variant(kind, base)
         steps[kind] = sgd_step(model, run, x, target)
         for _ in range(WARMUP):  # compiles
             steps[kind]()
+        if backend is not None and backend.cap_choices:
+            chosen[kind] = [c["cap_bytes"] for c in backend.cap_choices]
+            if rank == 0:
+                for c in backend.cap_choices:
+                    print(f"ddp_bench: {name}: {kind} chose {c['cap_bytes'] / 2**20:g} MiB "
+                          f"(forward {c['forward_s'] * 1e3:.1f} ms timed node by node; "
+                          f"all-reduce {c['latency_s'] * 1e6:.0f} us + bytes / "
+                          f"{c['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s; predicted "
+                          "exposed by cap: " + ", ".join(
+                              f"{k['cap_bytes'] / 2**20:g} MiB {k['exposed_s'] * 1e3:.1f} ms"
+                              for k in c["candidates"]) + ")", flush=True)
         if rank == 0:
             print(f"ddp_bench: {name} on {world} rank(s): {kind} compiled", flush=True)
     result = interleaved(steps, rounds, iterations)
+    result["chosen"] = chosen
     if world > 1:
         result["allreduce"] = allreduce_time(base, iterations)
     if rank == 0:
@@ -184,7 +204,10 @@ def write_table(rows, rounds, iterations, minutes, rate=None):
         for kind in VARIANTS:
             exposed = max(0.0, two[kind] - one[kind])
             hidden = min(1.0, max(0.0, 1 - exposed / comm)) if comm > 0 else 0.0
-            lines.append(f"| {name} | {kind} | {two[kind] * 1e3:.1f} ms | "
+            caps = two.get("chosen", {}).get(kind)
+            label = kind + (f" ({'/'.join(f'{c / 2**20:g}' for c in caps)} MiB)"
+                            if caps else "")
+            lines.append(f"| {name} | {label} | {two[kind] * 1e3:.1f} ms | "
                          f"{one[kind] * 1e3:.1f} ms | {comm * 1e3:.1f} ms | "
                          f"{exposed * 1e3:.1f} ms | {hidden:.0%} | "
                          f"{two[kind] / two['eager DDP']:.2f} |")

@@ -31,6 +31,7 @@
 #include "graph/json_writer.h"
 #include "graph/print.h"
 #include "graph/verifier.h"
+#include "partition/bucket_cap.h"
 #include "partition/buckets.h"
 #include "partition/ddp_partitioner.h"
 #include "schedule/scheduler_registry.h"
@@ -320,9 +321,26 @@ void DefinePasses(py::module_& m) {
 
   m.def(
       "annotate",
-      [](Graph& g, bool overwrite) {
+      [](Graph& g, bool overwrite, std::optional<double> peak_flops_32bit,
+         std::optional<double> peak_flops_16bit, std::optional<double> memory_bandwidth) {
         AnnotateOptions options;
         options.overwrite = overwrite;
+        // The device's figures (H100 SXM's unless given): a CPU's, measured, for a cost
+        // model of the machine that runs the graph.
+        for (const auto& [value, field, name] :
+             {std::make_tuple(peak_flops_32bit, &options.device.peak_flops_32bit,
+                              "peak_flops_32bit"),
+              std::make_tuple(peak_flops_16bit, &options.device.peak_flops_16bit,
+                              "peak_flops_16bit"),
+              std::make_tuple(memory_bandwidth, &options.device.memory_bandwidth,
+                              "memory_bandwidth")}) {
+          if (!value) continue;
+          if (!(*value > 0)) {
+            Raise(absl::InvalidArgumentError(
+                absl::StrCat("annotate: ", name, " must be > 0 (got ", *value, ")")));
+          }
+          *field = *value;
+        }
         absl::StatusOr<AnnotateReport> r;
         {
           py::gil_scoped_release release;
@@ -339,7 +357,10 @@ void DefinePasses(py::module_& m) {
         return d;
       },
       py::arg("graph"), py::kw_only(), py::arg("overwrite") = false,
-      "Fills meta.device_time and meta.tensor_size from the cost model (docs/cost-model.md).");
+      py::arg("peak_flops_32bit") = py::none(), py::arg("peak_flops_16bit") = py::none(),
+      py::arg("memory_bandwidth") = py::none(),
+      "Fills meta.device_time and meta.tensor_size from the cost model (docs/cost-model.md), "
+      "on an H100 SXM's figures unless the device's are given (FLOP/s, bytes/s).");
 
   m.def("partition", &Partition, py::arg("graph"), py::kw_only(),
         py::arg("bucket_cap_bytes") = kDefaultBucketCapBytes,
@@ -396,6 +417,50 @@ void DefinePasses(py::module_& m) {
         "(docs/schedule.md); returns the plan.");
 }
 
+// choose_bucket_cap: the DDP cap from a graph's device times and a link (what
+// overlap.torch.ddp(bucket_cap_bytes="auto") asks).
+void DefineBucketCap(py::module_& m) {
+  m.def(
+      "choose_bucket_cap",
+      [](const Graph& g, const std::string& mode, int world_size, double latency_s,
+         double bandwidth_bytes_per_s, std::optional<int64_t> first_bucket_cap_bytes,
+         double backward_factor) {
+        const CollectiveModel c = Collectives(world_size, latency_s, bandwidth_bytes_per_s);
+        const PartitionMode m = Mode(mode);
+        absl::StatusOr<CapChoice> r;
+        {
+          py::gil_scoped_release release;
+          absl::Status ok = Verify(g);
+          r = ok.ok() ? ChooseBucketCap(
+                            g, m, c, first_bucket_cap_bytes.value_or(kDefaultFirstBucketCapBytes),
+                            backward_factor)
+                      : absl::StatusOr<CapChoice>(ok);
+        }
+        CapChoice choice = Take(std::move(r));
+        py::list candidates;
+        for (const CapCandidate& k : choice.candidates) {
+          py::dict d;
+          d["cap_bytes"] = k.cap_bytes;
+          d["buckets"] = k.buckets;
+          d["backward_s"] = k.backward_s;
+          d["comm_s"] = k.comm_s;
+          d["exposed_s"] = k.exposed_s;
+          candidates.append(d);
+        }
+        py::dict d;
+        d["cap_bytes"] = choice.cap_bytes;
+        d["candidates"] = candidates;
+        return d;
+      },
+      py::arg("graph"), py::kw_only(), py::arg("mode") = "default", py::arg("world_size"),
+      py::arg("latency_s"), py::arg("bandwidth_bytes_per_s"),
+      py::arg("first_bucket_cap_bytes") = py::none(), py::arg("backward_factor") = 2.0,
+      "The DDP bucket cap that leaves the least all-reduce time exposed after the backward "
+      "(partition/bucket_cap.h: the graph's device times, backward = backward_factor x "
+      "forward, ring all-reduces of the given latency and bus bandwidth); a dict with "
+      "cap_bytes and every candidate's prediction.");
+}
+
 // simulate, with its trace when asked (what overlap.torch.zero3 places its frees by).
 void DefineSimulate(py::module_& m) {
   m.def(
@@ -441,5 +506,6 @@ PYBIND11_MODULE(_overlap, m) {
   overlap::InitErrors(m);
   overlap::DefineGraph(m);
   overlap::DefinePasses(m);
+  overlap::DefineBucketCap(m);
   overlap::DefineSimulate(m);
 }

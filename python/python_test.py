@@ -112,6 +112,74 @@ class PythonTest(unittest.TestCase):
         overlap.verify(fw)
         overlap.verify(bw)
 
+    def test_bucket_cap_follows_the_link(self):
+        wide = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)])
+        g = dynamo_graph(wide, [torch.randn(32, 512)])
+        total = sum(p.numel() * 4 for p in wide.parameters())
+        # Compute-bound everywhere (memory free): device time scales as 1 / peak FLOP/s.
+        slow = overlap.annotate(g, overwrite=True, peak_flops_32bit=1e9,
+                                memory_bandwidth=1e18)["total_device_time"]
+        fast = overlap.annotate(g, overwrite=True, peak_flops_32bit=2e9,
+                                memory_bandwidth=1e18)["total_device_time"]
+        self.assertAlmostEqual(slow / fast, 2.0, delta=0.01)
+        overlap.annotate(g, overwrite=True, peak_flops_32bit=1e9, memory_bandwidth=1e10)
+
+        def choose(latency_s, bandwidth):
+            return overlap.choose_bucket_cap(g, world_size=2, latency_s=latency_s,
+                                             bandwidth_bytes_per_s=bandwidth)
+        thin = choose(0.0, 1e7)  # a layer's all-reduce 0.1 s, its backward 33 ms
+        caps = [c["cap_bytes"] for c in thin["candidates"]]
+        self.assertEqual(caps, sorted(caps))
+        self.assertIn(thin["cap_bytes"], caps)
+        best = min(c["exposed_s"] for c in thin["candidates"])
+        self.assertEqual(next(c for c in thin["candidates"]
+                              if c["cap_bytes"] == thin["cap_bytes"])["exposed_s"], best)
+        self.assertLess(thin["cap_bytes"], total)  # buckets that start while backward runs
+        # Latency dominates: one all-reduce of everything (the largest useful cap).
+        slow_start = choose(10.0, 1e12)
+        self.assertGreaterEqual(slow_start["cap_bytes"], total)
+        self.assertEqual(slow_start["cap_bytes"], max(caps))
+        with self.assertRaises(overlap.InvalidArgumentError):
+            choose(0.0, 0.0)
+        with self.assertRaisesRegex(overlap.InvalidArgumentError, "peak_flops_32bit"):
+            overlap.annotate(g, peak_flops_32bit=-1.0)
+        import overlap.torch as overlap_torch
+        with self.assertRaisesRegex(ValueError, "split=False"):
+            overlap_torch.ddp(bucket_cap_bytes="auto")
+        with self.assertRaisesRegex(ValueError, "byte count"):
+            overlap_torch.ddp(bucket_cap_bytes="big", split=False)
+        with self.assertRaisesRegex(ValueError, "latency_s"):
+            overlap_torch.ddp(bucket_cap_bytes="auto", split=False, link=(-1.0, 1e9))
+
+    def test_forward_times_leave_the_module_as_it_was(self):
+        from overlap import torch as overlap_torch
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8),
+                                  torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 4))
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.append((gm, example_inputs))
+            return gm.forward
+
+        torch._dynamo.reset()
+        torch.compile(net, backend=backend, dynamic=False)(torch.randn(2, 3, 8, 8))
+        torch._dynamo.reset()
+        gm, example_inputs = seen[0]
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        times = overlap_torch._forward_times(gm, example_inputs, torch.device("cpu"))
+        # Batch norm's running statistics (updated in place by a training forward) are as
+        # they were: the timed runs read clones.
+        for k, v in net.state_dict().items():
+            self.assertTrue(torch.equal(v, before[k]), k)
+        calls = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+        self.assertEqual(sorted(times), sorted(calls))
+        self.assertTrue(all(t > 0 for t in times.values()))
+        g = overlap_torch._with_device_times(overlap.from_fx(gm, example_inputs, net), times)
+        doc = json.loads(g.to_json())
+        timed = {n["name"]: n["meta"]["device_time"] for n in doc["nodes"]}
+        for name in calls:
+            self.assertEqual(timed[name], times[name])
+
     def test_errors_are_exceptions_with_the_status(self):
         with self.assertRaises(overlap.InvalidArgumentError) as e:
             overlap.Graph.from_json("{")

@@ -88,10 +88,15 @@ def worker(rank, world, store, name, modes, backend, steps, out):
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
         bucketing, kind = mode.split("/")[0], mode.split("/")[1:]
         chosen = overlap_torch.ddp(bucketing, backend=backend, split="one-graph" not in kind,
-                                   **({"divide": "tangents"} if "tangents" in kind else {}))
+                                   **({"divide": "tangents"} if "tangents" in kind else {}),
+                                   **({"bucket_cap_bytes": "auto"} if "auto" in kind else {}))
         compiled = torch.compile(ddp, backend=chosen)
         results[mode] = (train(model, compiled, batches, steps, keep="keep" in kind),
                          [p.detach().clone() for p in model.parameters()])
+        if "auto" in kind:  # the caps each rank's model chose, per graph
+            caps = [None] * world
+            dist.all_gather_object(caps, [c["cap_bytes"] for c in chosen.cap_choices])
+            results[mode + "/caps"] = caps
         # Split: the pieces of each graph; one graph: the all-reduces of each backward.
         results[mode + "/pieces"] = (chosen.collectives if "one-graph" in kind
                                      else [len(s) for s in chosen.splits])
@@ -105,10 +110,12 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="hf_gpt2,resnet18,transformer_encoder")
     ap.add_argument("--modes", default="reference,default,default/one-graph,"
-                    "default/one-graph/tangents,default/one-graph/keep",
+                    "default/one-graph/tangents,default/one-graph/keep,default/one-graph/auto",
                     help="reference / default: the split backend; MODE/one-graph: the step "
                     "as one graph (split=False), all-reduces in its backward; .../tangents: "
-                    "with divide=\"tangents\"; .../keep: "
+                    "with divide=\"tangents\"; .../auto: the cap overlap's model chooses "
+                    "(bucket_cap_bytes=\"auto\", link and compute measured: every rank must "
+                    "choose the same); .../keep: "
                     "gradients zeroed in place and accumulated over two backward passes "
                     "(eager DDP the same way)")
     ap.add_argument("--backend", default="aot_eager")
@@ -132,6 +139,11 @@ def main():
                 param_ok = all(torch.allclose(a_, b_, rtol=1e-4, atol=1e-6)
                                for a_, b_ in zip(mine[1], theirs[1]))
                 split_ok = bool(pieces) and max(pieces) > 1
+                caps = r.get(mode + "/caps")
+                if caps is not None:
+                    # The tiny models fit one bucket at the smallest cap the model weighs
+                    # (1 MiB): what must hold is that the ranks agree.
+                    split_ok = bool(caps[0]) and all(c == caps[0] for c in caps)
                 ok = loss_ok and param_ok and split_ok
                 failed += not ok
                 what = "all-reduces" if "one-graph" in mode else "pieces"
@@ -139,8 +151,10 @@ def main():
                       f"{['%.6f' % v for v in mine[0]]} vs eager DDP "
                       f"{['%.6f' % v for v in theirs[0]]}; parameters differ by at most "
                       f"{worst:.2e}: {'equal' if ok else 'DIFFERENT'}"
-                      + ("" if split_ok else " (one piece, or one all-reduce: nothing to "
-                       "overlap)"), flush=True)
+                      + (f"; caps chosen by rank {caps}" if caps is not None else "")
+                      + ("" if split_ok else " (the ranks chose different caps)"
+                         if caps is not None else " (one piece, or one all-reduce: nothing "
+                         "to overlap)"), flush=True)
     return 1 if failed else 0
 
 

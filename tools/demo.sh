@@ -17,9 +17,10 @@ if [ -x "$OVERLAP_PY" ] && "$OVERLAP_PY" -c "import torch, transformers" 2>/dev/
   echo "[13] torch.compile with overlap's DDP backend (python/overlap/torch.py, docs/torch.md):" \
     "GPT-2 from transformers, 2 ranks over gloo, 3 SGD steps against eager DDP;" \
     "\"reference\" splits where DDPOptimizer does, \"default/one-graph\" is one graph whose" \
-    "backward all-reduces overlap's buckets"
+    "backward all-reduces overlap's buckets, \".../auto\" with the cap overlap's model" \
+    "chooses from the forward and the link, measured as it compiles"
   if ! out="$(PYTHONPATH="$PWD/python:$PWD/tools" "$OVERLAP_PY" python/torch_ddp_train.py \
-    --models hf_gpt2 --modes reference,default/one-graph 2>&1)"; then
+    --models hf_gpt2 --modes reference,default/one-graph,default/one-graph/auto 2>&1)"; then
     echo "$out" >&2
     exit 1
   fi

@@ -27,12 +27,13 @@ except ImportError as _missing:
 from ._overlap import (  # noqa: E402
     AbortedError, DeadlineExceededError, Error, FailedPreconditionError, Graph, InternalError,
     InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceExhaustedError,
-    UnavailableError, UnimplementedError, annotate, insert_zero3, partition, plan, schedule,
-    schedulers, simulate, verify)
+    UnavailableError, UnimplementedError, annotate, choose_bucket_cap, insert_zero3,
+    partition, plan, schedule, schedulers, simulate, verify)
 from .fx import from_fx  # noqa: E402
 
 __all__ = [
     "AbortedError", "DeadlineExceededError", "Error", "FailedPreconditionError", "Graph",
     "InternalError", "InvalidArgumentError", "NotFoundError", "OutOfRangeError",
-    "ResourceExhaustedError", "UnavailableError", "UnimplementedError", "annotate", "from_fx",
+    "ResourceExhaustedError", "UnavailableError", "UnimplementedError", "annotate",
+    "choose_bucket_cap", "from_fx",
     "insert_zero3", "partition", "plan", "schedule", "schedulers", "simulate", "verify"]

@@ -50,6 +50,19 @@ class Bucket(TypedDict):
     bytes_by_dtype: dict[str, int]
 
 
+class CapCandidate(TypedDict):
+    cap_bytes: int
+    buckets: int
+    backward_s: float
+    comm_s: float
+    exposed_s: float
+
+
+class CapChoice(TypedDict):
+    cap_bytes: int
+    candidates: list[CapCandidate]
+
+
 class SchedulerInfo(TypedDict):
     name: str
     description: str
@@ -109,7 +122,13 @@ class StepPlan(TypedDict):
 
 
 def verify(graph: Graph) -> None: ...
-def annotate(graph: Graph, *, overwrite: bool = ...) -> AnnotateReport: ...
+def annotate(graph: Graph, *, overwrite: bool = ...,
+             peak_flops_32bit: Optional[float] = ..., peak_flops_16bit: Optional[float] = ...,
+             memory_bandwidth: Optional[float] = ...) -> AnnotateReport: ...
+def choose_bucket_cap(graph: Graph, *, mode: str = ..., world_size: int,
+                      latency_s: float, bandwidth_bytes_per_s: float,
+                      first_bucket_cap_bytes: Optional[int] = ...,
+                      backward_factor: float = ...) -> CapChoice: ...
 def partition(graph: Graph, *, bucket_cap_bytes: int = ...,
               first_bucket_cap_bytes: Optional[int] = ...,
               mode: str = ...) -> list[Bucket]: ...

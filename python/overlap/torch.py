@@ -70,16 +70,27 @@ class DdpBackend:
     each piece in order (placeholder names, as DDPOptimizer records them): what tests and
     users inspect."""
 
-    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes):
+    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link=None):
         if mode not in MODES:
             raise ValueError(f"overlap.torch.ddp: mode {mode!r} is not one of "
                              f"{', '.join(MODES)}")
+        if isinstance(bucket_cap_bytes, str) and bucket_cap_bytes != "auto":
+            raise ValueError(f"overlap.torch.ddp: bucket_cap_bytes is a byte count or "
+                             f"\"auto\", not {bucket_cap_bytes!r}")
+        if link is not None:
+            if len(link) != 2 or not link[0] >= 0 or not link[1] > 0:
+                raise ValueError(f"overlap.torch.ddp: link is (latency_s >= 0, "
+                                 f"bandwidth_bytes_per_s > 0), not {link!r}")
+            link = (float(link[0]), float(link[1]))
         self.mode = mode
         self.backend = backend
         self.compile_fn = _inner(backend)
         self.bucket_cap_bytes = bucket_cap_bytes
         self.first_bucket_cap_bytes = first_bucket_cap_bytes
+        self.link = link
         self.splits = []
+        self.cap_choices = []  # per graph whose cap the model chose (auto_cap)
+        self._links = {}  # (group, device): the all-reduce's (latency, bandwidth) agreed
 
     def caps(self):
         """(cap, first cap) in bytes: the ones given, else the active DDP module's cap and
@@ -90,17 +101,62 @@ class DdpBackend:
             active = DistributedDataParallel._get_active_ddp_module()
             cap = active.bucket_bytes_cap if active is not None else _DEFAULT_BUCKET_CAP_BYTES
         if first is None:
-            first = min(cap, getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES",
-                                     1024 * 1024))
+            first = min(cap, _first_bucket_default())
         return cap, first
 
-    def buckets(self, gm, example_inputs):
+    def auto_cap(self, gm, graph, example_inputs, group):
+        """The cap overlap's model picks for dynamo's graph `gm` (`graph` converted)
+        (bucket_cap_bytes="auto"): each forward node timed on this device (_forward_times),
+        the group's all-reduce measured once (_measure_link, or the `link` given), and the
+        cap that leaves the least all-reduce time exposed after the backward
+        (_overlap.choose_bucket_cap: backward = 2 x forward). Every rank measures and takes
+        the slowest rank's figures, so all ranks choose the same cap. Recorded in
+        `cap_choices`. A world of one (nothing to reduce) takes DDP's 25 MiB without
+        measuring."""
+        import torch.distributed as dist
+        world = dist.get_world_size(group) if dist.is_initialized() else 1
+        if world <= 1:
+            return _DEFAULT_BUCKET_CAP_BYTES
+        device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)),
+                      torch.device("cpu"))
+        key = (getattr(group, "group_name", None), str(device))
+        if key not in self._links:
+            self._links[key] = (self.link if self.link is not None
+                                else _measure_link(group, device))
+        calls = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+        try:
+            timed = _forward_times(gm, example_inputs, device)
+        except Exception as e:  # noqa: BLE001: any failure of a run outside the step
+            # Every rank still joins the agreement below (a rank that left it would hang
+            # the others); the ranks that timed the graph give its times.
+            warnings.warn(f"overlap.torch.ddp: bucket_cap_bytes=\"auto\" could not time "
+                          f"this graph's forward on rank {dist.get_rank(group)} "
+                          f"({type(e).__name__}: {e}); its times count as 0 here",
+                          stacklevel=2)
+            timed = {}
+        times, link = _slowest({name: timed.get(name, 0.0) for name in calls},
+                               self._links[key], group, device)
+        self._links[key] = link
+        choice = _overlap.choose_bucket_cap(
+            _with_device_times(graph, times), mode=MODES[self.mode], world_size=world,
+            latency_s=link[0], bandwidth_bytes_per_s=link[1],
+            first_bucket_cap_bytes=self.first_bucket_cap_bytes)
+        self.cap_choices.append(dict(choice, forward_s=sum(times.values()),
+                                     latency_s=link[0], bandwidth_bytes_per_s=link[1]))
+        return choice["cap_bytes"]
+
+    def buckets(self, gm, example_inputs, group=None):
         """overlap's buckets of dynamo's graph, or None (with a warning naming why) when the
         graph cannot be converted: symbolic sizes (dynamo marks a dimension dynamic after
-        it saw two sizes of it), an argument the format has no spelling for."""
-        cap, first = self.caps()
+        it saw two sizes of it), an argument the format has no spelling for. `group`: the
+        process group the buckets are reduced over (for a cap chosen by the model)."""
         try:
             graph = from_fx(gm, example_inputs, name="dynamo")
+            if self.bucket_cap_bytes == "auto":
+                cap = self.auto_cap(gm, graph, example_inputs, group)
+                first = min(cap, self.first_bucket_cap_bytes or _first_bucket_default())
+            else:
+                cap, first = self.caps()
             buckets = _overlap.partition(graph, bucket_cap_bytes=cap,
                                          first_bucket_cap_bytes=first, mode=MODES[self.mode])
         except (_overlap.Error, _exporter_error()) as e:
@@ -125,6 +181,101 @@ class DdpBackend:
             if name.startswith("submod_"):
                 setattr(split, name, _LazyPiece(child, self.compile_fn))
         return split
+
+
+def _first_bucket_default():
+    """c10d's first-bucket size (1 MiB in torch 2.x)."""
+    return getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 1024 * 1024)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_seconds(fn, device, repeats=5):
+    """The median of `repeats` timed calls of fn after one untimed call."""
+    import time
+    fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _forward_times(gm, example_inputs, device, repeats=3):
+    """Seconds each node of dynamo's graph `gm` takes on this device, run node by node on
+    `example_inputs` (the real tensors a backend gets) without autograd: the median of
+    `repeats` runs after one untimed run. Inputs that are not parameters (the batch, and
+    buffers such as batch norm's running statistics, which the forward updates in place)
+    are cloned first, so the module's state is as before. About (1 + repeats) forward
+    passes."""
+    import time
+    inputs = [t.detach().clone() if isinstance(t, torch.Tensor)
+              and not isinstance(t, torch.nn.Parameter) else t for t in example_inputs]
+    runs = []
+
+    class Timed(torch.fx.Interpreter):
+        def run_node(self, n):
+            if n.op in ("placeholder", "output"):
+                return super().run_node(n)
+            _sync(device)
+            start = time.perf_counter()
+            result = super().run_node(n)
+            _sync(device)
+            runs[-1][n.name] = time.perf_counter() - start
+            return result
+
+    with torch.no_grad():
+        for _ in range(1 + repeats):
+            runs.append({})
+            Timed(gm).run(*inputs)
+    return {name: sorted(r[name] for r in runs[1:])[repeats // 2] for name in runs[-1]}
+
+
+def _with_device_times(graph, times):
+    """`graph` (overlap's, converted from the timed fx graph: the same node names) with
+    meta.device_time set from `times` (seconds by node name; 0 for any other node)."""
+    import json
+    doc = json.loads(graph.to_json())
+    for node in doc["nodes"]:
+        node.setdefault("meta", {})["device_time"] = times.get(node["name"], 0.0)
+    return _overlap.Graph.from_json(json.dumps(doc))
+
+
+def _measure_link(group, device, sizes=(1 << 20, 8 << 20)):
+    """(latency_s, bus bandwidth) of an all-reduce over `group`, fitted to the medians of 5
+    all-reduces at each of two sizes (the cost model's ring: t = latency + 2 (p - 1) / p x
+    bytes / bandwidth), sizes in the range of bucket caps. Every rank of the group must
+    call it (it runs collectives); on 1 Gbit/s links about 0.5 s."""
+    import torch.distributed as dist
+    world = dist.get_world_size(group)
+    times = []
+    for size in sizes:
+        t = torch.zeros(size // 4, device=device)
+        times.append(_median_seconds(lambda: dist.all_reduce(t, group=group), device))
+    ring = 2 * (world - 1) / world
+    slope = (times[1] - times[0]) / (sizes[1] - sizes[0])
+    if not slope > 0:  # the larger took no longer: noise on a link too fast to see
+        slope = times[1] / sizes[1]
+    return max(0.0, times[0] - slope * sizes[0]), ring / slope
+
+
+def _slowest(times, link, group, device):
+    """The figures every rank of `group` agrees on: the slowest rank's (each node's longest
+    time, the highest latency, the lowest bandwidth), so that every rank's model chooses
+    the same buckets. One MAX all-reduce; every rank holds the same graph."""
+    import torch.distributed as dist
+    names = sorted(times)
+    values = torch.tensor([times[k] for k in names] + [link[0], 1 / link[1]],
+                          dtype=torch.float64, device=device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX, group=group)
+    v = values.tolist()
+    return {k: v[i] for i, k in enumerate(names)}, (v[-2], 1 / v[-1])
 
 
 def _silence_reducer(module):
@@ -309,7 +460,7 @@ class OneGraphBackend(DdpBackend):
     compiled backward holds."""
 
     def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
-                 divide="gradients"):
+                 divide="gradients", link=None):
         _check_divide(divide)
         self.divide = divide
         if backend == "eager":
@@ -317,7 +468,7 @@ class OneGraphBackend(DdpBackend):
         if backend not in ("aot_eager", "inductor"):
             raise ValueError("overlap.torch.ddp(split=False): backend must be \"aot_eager\" "
                              f"or \"inductor\", not {backend!r}")
-        super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+        super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
         self.collectives = []
 
     def __call__(self, gm, example_inputs):
@@ -328,7 +479,7 @@ class OneGraphBackend(DdpBackend):
         active = DistributedDataParallel._get_active_ddp_module()
         group = active.process_group if active is not None else dist.group.WORLD
         world = dist.get_world_size(group)
-        buckets = self.buckets(gm, example_inputs)
+        buckets = self.buckets(gm, example_inputs, group)
         if buckets is None:
             if active is not None and getattr(active, "_overlap_silenced", False):
                 # DDP's reducer no longer reduces: a graph without the all-reduces would
@@ -377,7 +528,7 @@ class OneGraphBackend(DdpBackend):
 
 
 def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
-        first_bucket_cap_bytes=None, split=True, divide="gradients"):
+        first_bucket_cap_bytes=None, split=True, divide="gradients", link=None):
     """A torch.compile backend for DistributedDataParallel models in DDPOptimizer's place.
 
     mode "reference" splits where torch 2.x's DDPOptimizer does (overlap's partitioner,
@@ -397,12 +548,24 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     DDP does; "tangents" divides the backward's tangents instead (one pass over the
     forward's outputs rather than over the gradients), for models whose gradients are all
     linear in the tangents: not one with a custom autograd.Function whose backward adds a
-    term that ignores its incoming gradient (insert_allreduces)."""
+    term that ignores its incoming gradient (insert_allreduces).
+
+    bucket_cap_bytes="auto" (split=False): overlap's model picks the cap per graph, the one
+    that leaves the least all-reduce time exposed after the backward, from this device's
+    compute (each forward node timed) and the group's all-reduce, measured when a graph
+    compiles (every rank compiles it, and they agree on the slowest rank's figures), or from
+    `link=(latency_s, bus bandwidth in bytes/s)` when given (OneGraphBackend.auto_cap;
+    docs/torch.md). Not with split=True: there DDP's reducer keeps the buckets it built
+    when it was constructed, and a cap chosen at compile time would move only the graph
+    breaks."""
     torch._dynamo.config.optimize_ddp = False
     if not split:
         return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
-                               divide)
-    return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes)
+                               divide, link)
+    if bucket_cap_bytes == "auto":
+        raise ValueError("overlap.torch.ddp: bucket_cap_bytes=\"auto\" needs split=False "
+                         "(with split=True DDP's reducer keeps the buckets it was built with)")
+    return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
 
 
 
