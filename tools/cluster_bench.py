@@ -4,6 +4,7 @@
     tools/cluster_bench.py                       the default matrix; prints the table
     tools/cluster_bench.py --write               and rewrites docs/benchmarks.md's block
     tools/cluster_bench.py --hosts 2 --strategies zero3 --modes replay --repeat 1
+    tools/cluster_bench.py --models gpt2 --rate 20mbit --hosts 2   kilobyte collectives
 
 For every (hosts, strategy, mode) it runs one job across that many namespaced hosts
 (`tools/cluster.sh job N --rate R -- ...`, as root) with `--calibrate`: the ranks measure
@@ -42,8 +43,11 @@ END = "<!-- cluster-bench:end -->"
 # the link (2.3 MiB a layer: 47 ms at 400 Mbit/s), not its latency, and compute of the same
 # order on this CPU (about 170 ms a step at 1,024 rows a rank).
 # (flags, global batch: each of N hosts trains on batch / N rows)
+# gpt2 at its tiny preset (the preset's batch on every host): collectives of kilobytes, so
+# their latency and the link's shaping of small messages, not its rate, set their time.
 MODELS = {
     "mlp": (["--model", "mlp", "--layers", "6", "--width", "768"], 2048),
+    "gpt2": (["--model", "gpt2"], None),
 }
 
 ROW = re.compile(r"^\[host 0 [0-9.]+\] (\S+)\s+([0-9.]+ [mun]?s)\s+([0-9.]+ [mun]?s)\s+"
@@ -67,8 +71,9 @@ def run_case(args, model, hosts, strategy, mode):
     """Rank 0's rows [(name, predicted_s, measured_s, predicted_hidden, hidden)] and the
     job's output; rows is None when the job failed."""
     shape, batch = MODELS[model]
-    flags = shape + ["--batch", str(batch // hosts), "--strategy", strategy, "--steps",
-                     str(args.steps), "--calibrate", "--threads", "1", "--timeout", "300"]
+    flags = shape + (["--batch", str(batch // hosts)] if batch else []) + [
+        "--strategy", strategy, "--steps", str(args.steps), "--calibrate", "--threads", "1",
+        "--timeout", "300"]
     if strategy == "zero3":
         flags += ["--algorithm", "all"]
     if mode == "replay":
