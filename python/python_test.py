@@ -154,7 +154,8 @@ class PythonTest(unittest.TestCase):
     def test_forward_times_leave_the_module_as_it_was(self):
         from overlap import torch as overlap_torch
         net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8),
-                                  torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 4))
+                                  torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Flatten(),
+                                  torch.nn.Linear(288, 4))
         seen = []
 
         def backend(gm, example_inputs):
@@ -166,9 +167,11 @@ class PythonTest(unittest.TestCase):
         torch._dynamo.reset()
         gm, example_inputs = seen[0]
         before = {k: v.clone() for k, v in net.state_dict().items()}
+        rng = torch.get_rng_state()
         times = overlap_torch._forward_times(gm, example_inputs, torch.device("cpu"))
+        self.assertTrue(torch.equal(torch.get_rng_state(), rng))
         # Batch norm's running statistics (updated in place by a training forward) are as
-        # they were: the timed runs read clones.
+        # they were: the timed runs read clones; dropout's draws left the stream as it was.
         for k, v in net.state_dict().items():
             self.assertTrue(torch.equal(v, before[k]), k)
         calls = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
@@ -179,6 +182,26 @@ class PythonTest(unittest.TestCase):
         timed = {n["name"]: n["meta"]["device_time"] for n in doc["nodes"]}
         for name in calls:
             self.assertEqual(timed[name], times[name])
+
+    def test_forward_times_write_no_parameter(self):
+        from overlap import torch as overlap_torch
+
+        def scaled(w, x):
+            w.mul_(2.0)  # a graph that writes a parameter in place
+            return torch.relu(x @ w)
+
+        gm = torch.fx.symbolic_trace(scaled)
+        w = torch.nn.Parameter(torch.ones(4, 4))
+        self.assertTrue(any(overlap_torch._mutates(n) for n in gm.graph.nodes))
+        self.assertFalse(overlap_torch._has_collectives(gm))
+        overlap_torch._forward_times(gm, [w, torch.randn(2, 4)], torch.device("cpu"))
+        self.assertTrue(torch.equal(w.detach(), torch.ones(4, 4)))  # timed on a clone
+
+        def reduced(x):
+            return torch.ops._c10d_functional.all_reduce(x, "sum", "0")
+
+        self.assertTrue(overlap_torch._has_collectives(torch.fx.symbolic_trace(reduced)))
+        self.assertFalse(overlap_torch._has_collectives(gm))
 
     def test_errors_are_exceptions_with_the_status(self):
         with self.assertRaises(overlap.InvalidArgumentError) as e:

@@ -91,18 +91,17 @@ class DdpBackend:
         self.splits = []
         self.cap_choices = []  # per graph whose cap the model chose (auto_cap)
         self._links = {}  # (group, device): the all-reduce's (latency, bandwidth) agreed
+        self._agreed = {}  # (group, parameter names and shapes): the cap agreed for them
 
     def caps(self):
         """(cap, first cap) in bytes: the ones given, else the active DDP module's cap and
         c10d's first-bucket default, as DDPOptimizer takes them; 25 MiB without DDP."""
         cap, first = self.bucket_cap_bytes, self.first_bucket_cap_bytes
-        if cap is None:
+        if cap is None or cap == "auto":  # auto: where the model is not asked (auto_cap)
             from torch.nn.parallel import DistributedDataParallel
             active = DistributedDataParallel._get_active_ddp_module()
             cap = active.bucket_bytes_cap if active is not None else _DEFAULT_BUCKET_CAP_BYTES
-        if first is None:
-            first = min(cap, _first_bucket_default())
-        return cap, first
+        return cap, first if first is not None else min(cap, _first_bucket_default())
 
     def auto_cap(self, gm, graph, example_inputs, group):
         """The cap overlap's model picks for dynamo's graph `gm` (`graph` converted)
@@ -111,39 +110,76 @@ class DdpBackend:
         cap that leaves the least all-reduce time exposed after the backward
         (_overlap.choose_bucket_cap: backward = 2 x forward). Every rank measures and takes
         the slowest rank's figures, so all ranks choose the same cap. Recorded in
-        `cap_choices`. A world of one (nothing to reduce) takes DDP's 25 MiB without
-        measuring."""
+        `cap_choices`.
+
+        Collectives run only for the first graph of each set of parameters (their names
+        and shapes) that needs gradients; a recompile of the same parameters (another batch
+        size, a guard that failed on one rank) reuses the cap agreed for them, and a graph
+        without gradients (evaluation, which one rank may run alone) takes DDP's cap. So
+        what every rank must do is compile the first training graph of each parameter set,
+        as the backward's own all-reduces need anyway. A world of one (nothing to reduce)
+        takes DDP's cap without measuring."""
         import torch.distributed as dist
         world = dist.get_world_size(group) if dist.is_initialized() else 1
-        if world <= 1:
-            return _DEFAULT_BUCKET_CAP_BYTES
-        device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)),
-                      torch.device("cpu"))
+        tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+        if (world <= 1 or not torch.is_grad_enabled()
+                or not any(t.requires_grad for t in tensors)):
+            return self.caps()[0]
+        params = [(str(n.target), tuple(t.shape)) for n, t in zip(
+            (n for n in gm.graph.nodes if n.op == "placeholder"), example_inputs)
+            if isinstance(t, torch.nn.Parameter)]
+        agreed_key = (getattr(group, "group_name", None), tuple(params))
+        if agreed_key in self._agreed:
+            return self._agreed[agreed_key]
+        # The device the group's collectives take: the parameters' (a CPU tensor placed
+        # first among a GPU model's inputs must not send NCCL a CPU tensor).
+        device = next((t.device for t in tensors if isinstance(t, torch.nn.Parameter)),
+                      tensors[0].device if tensors else torch.device("cpu"))
         key = (getattr(group, "group_name", None), str(device))
         if key not in self._links:
             self._links[key] = (self.link if self.link is not None
                                 else _measure_link(group, device))
         calls = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
-        try:
-            timed = _forward_times(gm, example_inputs, device)
-        except Exception as e:  # noqa: BLE001: any failure of a run outside the step
-            # Every rank still joins the agreement below (a rank that left it would hang
-            # the others); the ranks that timed the graph give its times.
-            warnings.warn(f"overlap.torch.ddp: bucket_cap_bytes=\"auto\" could not time "
-                          f"this graph's forward on rank {dist.get_rank(group)} "
-                          f"({type(e).__name__}: {e}); its times count as 0 here",
-                          stacklevel=2)
-            timed = {}
-        times, link = _slowest({name: timed.get(name, 0.0) for name in calls},
-                               self._links[key], group, device)
-        self._links[key] = link
-        choice = _overlap.choose_bucket_cap(
-            _with_device_times(graph, times), mode=MODES[self.mode], world_size=world,
-            latency_s=link[0], bandwidth_bytes_per_s=link[1],
-            first_bucket_cap_bytes=self.first_bucket_cap_bytes)
-        self.cap_choices.append(dict(choice, forward_s=sum(times.values()),
-                                     latency_s=link[0], bandwidth_bytes_per_s=link[1]))
-        return choice["cap_bytes"]
+        timed = {}
+        if _has_collectives(gm):
+            # Timing would issue them on this rank alone; the same on every rank.
+            warnings.warn("overlap.torch.ddp: bucket_cap_bytes=\"auto\": this graph's "
+                          "forward holds collectives and is not timed; its compute counts "
+                          "as 0", stacklevel=2)
+        else:
+            try:
+                timed = _forward_times(gm, example_inputs, device)
+            except Exception as e:  # noqa: BLE001: any failure of a run outside the step
+                # Every rank still joins the agreement below (a rank that left it would
+                # hang the others); the ranks that timed the graph give its times.
+                warnings.warn(f"overlap.torch.ddp: bucket_cap_bytes=\"auto\" could not time "
+                              f"this graph's forward on rank {dist.get_rank(group)} "
+                              f"({type(e).__name__}: {e}); its times count as 0 here",
+                              stacklevel=2)
+        agreed = _slowest({name: timed.get(name, 0.0) for name in calls},
+                          self._links[key], group, device)
+        if agreed is None:  # the ranks hold different graphs: no model to agree on
+            warnings.warn("overlap.torch.ddp: bucket_cap_bytes=\"auto\": the ranks compiled "
+                          "different graphs; DDP's cap is used", stacklevel=2)
+            cap = self.caps()[0]
+        else:
+            times, link = agreed
+            self._links[key] = link
+            choice = _overlap.choose_bucket_cap(
+                _with_device_times(graph, times), mode=MODES[self.mode], world_size=world,
+                latency_s=link[0], bandwidth_bytes_per_s=link[1],
+                first_bucket_cap_bytes=self.first_cap())
+            self.cap_choices.append(dict(choice, forward_s=sum(times.values()),
+                                         latency_s=link[0], bandwidth_bytes_per_s=link[1]))
+            cap = choice["cap_bytes"]
+        self._agreed[agreed_key] = cap
+        return cap
+
+    def first_cap(self):
+        """The first bucket's cap before the min with the cap: the one given, else c10d's."""
+        if self.first_bucket_cap_bytes is not None:
+            return self.first_bucket_cap_bytes
+        return _first_bucket_default()
 
     def buckets(self, gm, example_inputs, group=None):
         """overlap's buckets of dynamo's graph, or None (with a warning naming why) when the
@@ -154,7 +190,7 @@ class DdpBackend:
             graph = from_fx(gm, example_inputs, name="dynamo")
             if self.bucket_cap_bytes == "auto":
                 cap = self.auto_cap(gm, graph, example_inputs, group)
-                first = min(cap, self.first_bucket_cap_bytes or _first_bucket_default())
+                first = min(cap, self.first_cap())
             else:
                 cap, first = self.caps()
             buckets = _overlap.partition(graph, bucket_cap_bytes=cap,
@@ -212,29 +248,76 @@ def _forward_times(gm, example_inputs, device, repeats=3):
     `example_inputs` (the real tensors a backend gets) without autograd: the median of
     `repeats` runs after one untimed run. Inputs that are not parameters (the batch, and
     buffers such as batch norm's running statistics, which the forward updates in place)
-    are cloned first, so the module's state is as before. About (1 + repeats) forward
-    passes."""
+    are cloned first, and the random streams restored after, so the module's state and
+    the step's draws are as before. About (1 + repeats) forward passes."""
     import time
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = {a for n in gm.graph.nodes if _mutates(n) for a in _flat_nodes(n.args)
+               if a.op == "placeholder"}
     inputs = [t.detach().clone() if isinstance(t, torch.Tensor)
-              and not isinstance(t, torch.nn.Parameter) else t for t in example_inputs]
+              and (not isinstance(t, torch.nn.Parameter) or p in written) else t
+              for p, t in zip(placeholders, example_inputs)]
     runs = []
+    entered = []  # autocast contexts the graph entered and has not left
 
     class Timed(torch.fx.Interpreter):
         def run_node(self, n):
             if n.op in ("placeholder", "output"):
                 return super().run_node(n)
+            if n.target is torch._C._set_grad_enabled:
+                return None  # dynamo's end of a no_grad block: the runs stay without autograd
             _sync(device)
             start = time.perf_counter()
             result = super().run_node(n)
             _sync(device)
             runs[-1][n.name] = time.perf_counter() - start
+            if n.target is torch.amp._enter_autocast:
+                entered.append(result)
+            elif n.target is torch.amp._exit_autocast and entered:
+                entered.pop()
             return result
 
-    with torch.no_grad():
-        for _ in range(1 + repeats):
-            runs.append({})
-            Timed(gm).run(*inputs)
+    # The random streams as they were after: the step's dropout draws what it would have.
+    with torch.no_grad(), torch.random.fork_rng(
+            devices=[device] if device.type == "cuda" else []):
+        try:
+            for _ in range(1 + repeats):
+                runs.append({})
+                Timed(gm).run(*inputs)
+        finally:  # a run that failed inside an autocast region leaves it
+            while entered:
+                torch.amp._exit_autocast(entered.pop())
     return {name: sorted(r[name] for r in runs[1:])[repeats // 2] for name in runs[-1]}
+
+
+def _flat_nodes(args):
+    """The fx nodes among (nested) node arguments."""
+    out = []
+    torch.fx.node.map_arg(args, out.append)
+    return out
+
+
+def _mutates(node):
+    """Whether a node may write one of its arguments: an ATen overload whose schema says so,
+    a method or function named with a trailing underscore (add_, copy_), or inplace=True."""
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.is_mutable:
+        return True
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or bool(
+        node.kwargs.get("inplace"))
+
+
+def _has_collectives(gm):
+    """Whether dynamo's graph calls torch.distributed (functional collectives included)."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        where = f"{getattr(n.target, '__module__', '')} {n.target}"
+        if "c10d" in where or "torch.distributed" in where:
+            return True
+    return False
 
 
 def _with_device_times(graph, times):
@@ -268,9 +351,19 @@ def _measure_link(group, device, sizes=(1 << 20, 8 << 20)):
 def _slowest(times, link, group, device):
     """The figures every rank of `group` agrees on: the slowest rank's (each node's longest
     time, the highest latency, the lowest bandwidth), so that every rank's model chooses
-    the same buckets. One MAX all-reduce; every rank holds the same graph."""
+    the same buckets; None on every rank when the ranks hold different graphs (their node
+    names). Two MAX all-reduces: the first of a fixed size, so that ranks with different
+    graphs still make the same calls."""
+    import zlib
     import torch.distributed as dist
     names = sorted(times)
+    digest = float(zlib.crc32("\n".join(names).encode()))
+    shape = torch.tensor([len(names), digest, -len(names), -digest], dtype=torch.float64,
+                         device=device)
+    dist.all_reduce(shape, op=dist.ReduceOp.MAX, group=group)
+    most, least = shape.tolist()[:2], [-x for x in shape.tolist()[2:]]
+    if most != least:
+        return None
     values = torch.tensor([times[k] for k in names] + [link[0], 1 / link[1]],
                           dtype=torch.float64, device=device)
     dist.all_reduce(values, op=dist.ReduceOp.MAX, group=group)
@@ -552,8 +645,9 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
 
     bucket_cap_bytes="auto" (split=False): overlap's model picks the cap per graph, the one
     that leaves the least all-reduce time exposed after the backward, from this device's
-    compute (each forward node timed) and the group's all-reduce, measured when a graph
-    compiles (every rank compiles it, and they agree on the slowest rank's figures), or from
+    compute (each forward node timed) and the group's all-reduce, measured when the first
+    training graph of each set of parameters compiles (every rank compiles it, and they
+    agree on the slowest rank's figures), or from
     `link=(latency_s, bus bandwidth in bytes/s)` when given (OneGraphBackend.auto_cap;
     docs/torch.md). Not with split=True: there DDP's reducer keeps the buckets it built
     when it was constructed, and a cap chosen at compile time would move only the graph
