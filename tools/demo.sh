@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds overlap, and runs the demo
 # on the built-in default model (gpt2). Extra arguments go to `overlap demo`
-# (e.g. `tools/demo.sh llama-70b --lifted`). Steps [13], torch.compile with overlap's DDP
-# backend on 2 ranks, and [14], a transformers mixture of experts against torch, run where
+# (e.g. `tools/demo.sh llama-70b --lifted`). Steps [14], torch.compile with overlap's DDP
+# backend on 2 ranks, and [15], a transformers mixture of experts against torch, run where
 # overlap's torch environment is installed
 # (tools/bootstrap.sh --with-torch, which the test command runs) and says so where not.
-# Step [15] runs ZeRO-3 across 2 hosts of the one-machine cluster (tools/cluster.sh) where
+# Step [16] runs ZeRO-3 across 2 hosts of the one-machine cluster (tools/cluster.sh) where
 # the machine allows network namespaces, else on loopback, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ bazel run --ui_event_filters=-info,-stdout,-stderr --noshow_progress //:overlap 
 source tools/python.sh
 if [ -x "$OVERLAP_PY" ] && "$OVERLAP_PY" -c "import torch, transformers" 2>/dev/null; then
   bazel build --ui_event_filters=-info,-stdout,-stderr --noshow_progress //python:package
-  echo "[13] torch.compile with overlap's DDP backend (python/overlap/torch.py, docs/torch.md):" \
+  echo "[14] torch.compile with overlap's DDP backend (python/overlap/torch.py, docs/torch.md):" \
     "GPT-2 from transformers, 2 ranks over gloo, 3 SGD steps against eager DDP;" \
     "\"reference\" splits where DDPOptimizer does, \"default/one-graph\" is one graph whose" \
     "backward all-reduces overlap's buckets, \".../auto\" with the cap overlap's model" \
@@ -25,7 +25,7 @@ if [ -x "$OVERLAP_PY" ] && "$OVERLAP_PY" -c "import torch, transformers" 2>/dev/
     exit 1
   fi
   echo "$out" | grep '^torch_ddp' | sed 's/^torch_ddp: /     /'
-  echo "[14] a mixture of experts from transformers 5 (Mixtral: 4 experts, top-2 routing," \
+  echo "[15] a mixture of experts from transformers 5 (Mixtral: 4 experts, top-2 routing," \
     "the experts' grouped products as one custom op): exported, every pass, executed and" \
     "trained against torch (docs/interop.md, \"Mixture of experts\")"
   if ! out="$("$OVERLAP_PY" tools/zoo.py hf_mixtral 2>&1)"; then
@@ -38,11 +38,11 @@ if [ -x "$OVERLAP_PY" ] && "$OVERLAP_PY" -c "import torch, transformers" 2>/dev/
   wide="$(echo "$line" | grep -o "in float64 it matches torch's float64[^)]*)" || true)"
   if [ -n "$wide" ]; then echo "     (past 1e-4 in float32 only: $wide)"; fi
 else
-  echo "[13]-[14] torch.compile with overlap's DDP backend, a transformers mixture of experts:" \
+  echo "[14]-[15] torch.compile with overlap's DDP backend, a transformers mixture of experts:" \
     "skipped: overlap's torch environment is not installed (tools/bootstrap.sh --with-torch" \
     "installs it: 2.2 GB, about 90 s)"
 fi
-# [15]: the cluster on one machine, where the machine allows namespaces (root, iproute2).
+# [16]: the cluster on one machine, where the machine allows namespaces (root, iproute2).
 bazel build --ui_event_filters=-info,-stdout,-stderr --noshow_progress //tools:overlap
 export OVERLAP="$PWD/bazel-bin/tools/overlap"
 # A model whose collectives are megabytes (6 layers of 768 x 768), so at 400 Mbit/s their
@@ -52,7 +52,7 @@ zero3=(--strategy zero3 --model mlp --layers 6 --width 768 --batch 1024 --steps 
   --calibrate --algorithm lookahead,fast_free --timeout 120)
 why="$(tools/cluster.sh capable)"
 if [ "$why" = ok ]; then
-  echo "[15] ZeRO-3 across 2 hosts of the one-machine cluster (tools/cluster.sh: each host a" \
+  echo "[16] ZeRO-3 across 2 hosts of the one-machine cluster (tools/cluster.sh: each host a" \
     "network namespace, its link limited to 400 Mbit/s both ways; docs/runtime.md):" \
     "an mlp of 13.6 MiB, 6 steps each under lookahead and fast_free, predicted against measured"
   if ! out="$(tools/cluster.sh job 2 --rate 400mbit --prefix ovdemo -- "${zero3[@]}" 2>&1)"; then
@@ -60,7 +60,7 @@ if [ "$why" = ok ]; then
     exit 1
   fi
 else
-  echo "[15] ZeRO-3 on 2 ranks over loopback: not on the one-machine cluster ($why), so" \
+  echo "[16] ZeRO-3 on 2 ranks over loopback: not on the one-machine cluster ($why), so" \
     "the links are this machine's memory (collectives are CPU work there, and the predictions" \
     "are for links): an mlp of 13.6 MiB, lookahead and fast_free"
   if ! out="$("$OVERLAP" run --nproc 2 "${zero3[@]}" 2>&1)"; then
