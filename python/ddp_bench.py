@@ -8,6 +8,9 @@ overlap's torch.compile backends (split into pieces; the step as one graph), sid
                                         its own block of docs/benchmarks.md
     python/ddp_bench.py --caps 4        also eager DDP, DDPOptimizer and the one graph with
                                         4 MiB buckets (DDP's bucket_cap_mb)
+    python/ddp_bench.py gpt --backend inductor
+                                        the compiled variants through inductor (no file
+                                        written: the tables are aot_eager's)
 
 "overlap one graph, auto buckets" is the one graph with the cap overlap's model chooses
 (`ddp(split=False, bucket_cap_bytes="auto")`: this machine's compute and the ranks'
@@ -75,7 +78,7 @@ def build(name, rank):
     return model, x, export.loss_target("ce", model, [x], rank)
 
 
-def variant(kind, base):
+def variant(kind, base, compiler="aot_eager"):
     """(model, the callable a step runs, overlap's backend or None) for one variant.
     "KIND, N MiB buckets": KIND with DDP's bucket cap set to N MiB (every variant takes its
     buckets from the DDP module's cap: DDP's reducer, DDPOptimizer's splits, overlap's
@@ -90,8 +93,8 @@ def variant(kind, base):
         return model, ddp, None
     if kind == "DDPOptimizer":
         torch._dynamo.config.optimize_ddp = True
-        return model, torch.compile(ddp, backend="aot_eager"), None
-    backend = overlap_torch.ddp("default", backend="aot_eager",
+        return model, torch.compile(ddp, backend=compiler), None
+    backend = overlap_torch.ddp("default", backend=compiler,
                                 split=kind == "overlap split",
                                 bucket_cap_bytes="auto" if auto else None)
     return model, torch.compile(ddp, backend=backend), backend
@@ -118,7 +121,7 @@ def allreduce_time(model, iterations):
     return statistics.median(times[1:])
 
 
-def worker(rank, world, init, name, rounds, iterations, out, variants):
+def worker(rank, world, init, name, rounds, iterations, out, variants, compiler="aot_eager"):
     from bench_util import interleaved, sgd_step
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     torch.set_num_threads(1)
@@ -128,7 +131,7 @@ def worker(rank, world, init, name, rounds, iterations, out, variants):
     for kind in variants:
         # No reset between variants: it would drop the earlier ones' compiled code. Each
         # compiles during its warm-up, under the optimize_ddp setting variant() chose.
-        model, run, backend = variant(kind, base)
+        model, run, backend = variant(kind, base, compiler)
         steps[kind] = sgd_step(model, run, x, target)
         for _ in range(WARMUP):  # compiles
             steps[kind]()
@@ -154,11 +157,11 @@ def worker(rank, world, init, name, rounds, iterations, out, variants):
     dist.destroy_process_group()
 
 
-def measure(name, world, rounds, iterations, work):
+def measure(name, world, rounds, iterations, work, compiler="aot_eager"):
     store = os.path.join(work, f"{name}.{world}.store")
     out = os.path.join(work, f"{name}.{world}.pt")
     mp.spawn(worker, args=(world, f"file://{store}", name, rounds, iterations, out,
-                           VARIANTS), nprocs=world)
+                           VARIANTS, compiler), nprocs=world)
     return torch.load(out)
 
 
@@ -171,7 +174,7 @@ def cluster(*args):
     return done.stdout.strip()
 
 
-def measure_on_cluster(name, rounds, iterations, caps, work):
+def measure_on_cluster(name, rounds, iterations, caps, work, compiler="aot_eager"):
     """The 2-rank measurement with rank i on cluster host i (the cluster is up)."""
     out = os.path.join(work, f"{name}.cluster.pt")
     init = f"tcp://{cluster('addr', '0')}:{PORT}"
@@ -179,7 +182,8 @@ def measure_on_cluster(name, rounds, iterations, caps, work):
     ranks = [subprocess.Popen(
         ["ip", "netns", "exec", f"{PREFIX}h{r}", sys.executable, os.path.abspath(__file__),
          "--as-rank", str(r), "--init", init, "--out", out, "--rounds", str(rounds),
-         "--iterations", str(iterations), "--caps", caps, name], env=env) for r in range(2)]
+         "--iterations", str(iterations), "--caps", caps, "--backend", compiler, name],
+        env=env) for r in range(2)]
     codes = [p.wait() for p in ranks]
     if any(codes):
         sys.exit(f"ddp_bench: {name} on the cluster: ranks exited with {codes}")
@@ -227,11 +231,15 @@ def main():
         (("--init",), dict(help=argparse.SUPPRESS)),
         (("--out",), dict(help=argparse.SUPPRESS)),
         (("--caps",), dict(metavar="MIB,...", default="", help="also eager DDP, "
-                           "DDPOptimizer and the one graph with these bucket caps (MiB)"))])
+                           "DDPOptimizer and the one graph with these bucket caps (MiB)")),
+        (("--backend",), dict(default="aot_eager", help="the compiled variants' inner "
+                              "backend (aot_eager: torch's kernels op by op; inductor); "
+                              "the file is written only for aot_eager"))])
     for mib in filter(None, a.caps.split(",")):
         VARIANTS.extend(f"{kind}, {int(mib)} MiB buckets" for kind in CAPPED)
     if a.as_rank is not None:  # one rank of --cluster, on its host
-        worker(a.as_rank, 2, a.init, a.models[0], a.rounds, a.iterations, a.out, VARIANTS)
+        worker(a.as_rank, 2, a.init, a.models[0], a.rounds, a.iterations, a.out, VARIANTS,
+               a.backend)
         return 0
     start = time.time()
     rows = []
@@ -242,10 +250,10 @@ def main():
     try:
         with tempfile.TemporaryDirectory(prefix="overlap_ddp_bench.") as work:
             for name in a.models or list(MODELS):
-                two = (measure_on_cluster(name, a.rounds, a.iterations, a.caps, work)
+                two = (measure_on_cluster(name, a.rounds, a.iterations, a.caps, work, a.backend)
                        if a.cluster
-                       else measure(name, 2, a.rounds, a.iterations, work))
-                one = measure(name, 1, a.rounds, a.iterations, work)
+                       else measure(name, 2, a.rounds, a.iterations, work, a.backend))
+                one = measure(name, 1, a.rounds, a.iterations, work, a.backend)
                 rows.append((name, two, one))
                 for kind in VARIANTS:
                     print(f"ddp_bench: {name} {kind}: {two[kind] * 1e3:.1f} ms on 2 ranks, "
@@ -254,7 +262,7 @@ def main():
     finally:
         if a.cluster:
             cluster("down", "--prefix", PREFIX)
-    if not a.models:
+    if not a.models and a.backend == "aot_eager":
         write_table(rows, a.rounds, a.iterations, (time.time() - start) / 60, a.cluster)
     return 0
 
