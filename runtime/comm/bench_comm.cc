@@ -63,9 +63,20 @@ absl::StatusOr<std::vector<BenchRow>> BenchCollectives(Communicator& comm,
         }
         return nullptr;
       };
-      const int64_t iters =
+      int64_t iters =
           std::clamp<int64_t>(options.bytes_per_size / std::max<int64_t>(bytes, 1), 2, 50);
+      const auto warm_start = std::chrono::steady_clock::now();
       OVERLAP_RETURN_IF_ERROR(issue()->Wait(options.timeout));  // warm-up
+      if (options.seconds_per_size != absl::InfiniteDuration()) {
+        OVERLAP_ASSIGN_OR_RETURN(Tensor warm, Tensor::Empty(alloc, DType::kFloat64, {world}));
+        slowest.data<double>()[0] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count();
+        OVERLAP_RETURN_IF_ERROR(comm.AllGather(slowest, warm)->Wait(options.timeout));
+        double w = 0;
+        for (int r = 0; r < world; ++r) w = std::max(w, warm.data<double>()[r]);
+        const double budget = absl::ToDoubleSeconds(options.seconds_per_size);
+        if (w > 0) iters = std::clamp<int64_t>(std::min<double>(iters, budget / w), 2, iters);
+      }
       OVERLAP_RETURN_IF_ERROR(comm.Barrier()->Wait(options.timeout));
       const auto start = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < iters; ++i) OVERLAP_RETURN_IF_ERROR(issue()->Wait(options.timeout));

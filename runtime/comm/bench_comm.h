@@ -39,6 +39,10 @@ struct BenchOptions {
   // Iterations per size: enough to move about `bytes_per_size` (at least 2, at most 50),
   // after one warm-up.
   int64_t bytes_per_size = int64_t{256} << 20;
+  // And no more than fit in `seconds_per_size` at the warm-up's pace (the slowest rank's,
+  // shared by one more small allgather per size, so every rank runs the same count): on a
+  // slow link the bytes alone would take minutes a size. Infinite: the bytes decide.
+  absl::Duration seconds_per_size = absl::InfiniteDuration();
   absl::Duration timeout = absl::Seconds(120);
 };
 

@@ -98,5 +98,22 @@ TEST(BenchCommTest, RunsOnOneRank) {
   }
 }
 
+TEST(BenchCommTest, TimeBudgetCapsIterations) {
+  GlooOptions o;
+  o.store_path = FreshStoreDir("bench_budget");
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  BenchOptions b;
+  b.sizes = {4096};
+  b.bytes_per_size = 1 << 20;  // 256 iterations' worth: 50
+  absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(**comm, b);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  for (const BenchRow& r : *rows) EXPECT_EQ(r.iterations, 50);
+  b.seconds_per_size = absl::Nanoseconds(1);  // less than any warm-up: the minimum, 2
+  rows = BenchCollectives(**comm, b);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  for (const BenchRow& r : *rows) EXPECT_EQ(r.iterations, 2);
+}
+
 }  // namespace
 }  // namespace overlap

@@ -466,6 +466,9 @@ class RankJob {
       // the time) to megabytes (where bandwidth is).
       OVERLAP_ASSIGN_OR_RETURN(bo.sizes, ParseSizeRange("4KiB..16MiB", 4 * world_));
       bo.bytes_per_size = int64_t{64} << 20;
+      // 3 s a size: the bytes decide from about 50 MB/s up (the cluster's 400 Mbit/s
+      // links); at 20 Mbit/s the bytes alone took about 7 minutes a job.
+      bo.seconds_per_size = absl::Seconds(3);
       bo.timeout = o_.timeout;
       absl::StatusOr<std::vector<BenchRow>> rows = BenchCollectives(*comm_, bo);
       if (!rows.ok()) return Explain(rows.status(), 0);
