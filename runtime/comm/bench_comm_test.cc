@@ -1,7 +1,10 @@
 // The benchmark's arithmetic: size ranges, bus bandwidth factors and the least-squares fit
 // (recovering a known latency and bandwidth from exact times), and one real run on a
-// single-rank communicator.
+// single-rank communicator, with and without a time budget per size.
 #include "runtime/comm/bench_comm.h"
+
+#include <memory>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "runtime/comm/gloo_communicator.h"
@@ -80,10 +83,15 @@ TEST(BenchCommTest, NoisySmallSizesMoveNeitherBandwidthNorLatencyFar) {
   }
 }
 
-TEST(BenchCommTest, RunsOnOneRank) {
+// A Gloo communicator of one rank on a fresh store.
+absl::StatusOr<std::unique_ptr<Communicator>> OneRank(const std::string& name) {
   GlooOptions o;
-  o.store_path = FreshStoreDir("bench");
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
+  o.store_path = FreshStoreDir(name);
+  return CreateGlooCommunicator(o);
+}
+
+TEST(BenchCommTest, RunsOnOneRank) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = OneRank("bench");
   ASSERT_TRUE(comm.ok()) << comm.status();
   BenchOptions b;
   b.sizes = {4096, 65536};
@@ -99,9 +107,7 @@ TEST(BenchCommTest, RunsOnOneRank) {
 }
 
 TEST(BenchCommTest, TimeBudgetCapsIterations) {
-  GlooOptions o;
-  o.store_path = FreshStoreDir("bench_budget");
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(o);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = OneRank("bench_budget");
   ASSERT_TRUE(comm.ok()) << comm.status();
   BenchOptions b;
   b.sizes = {4096};
