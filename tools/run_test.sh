@@ -9,6 +9,7 @@
 set -euo pipefail
 source "$PWD/tools/python.sh"
 overlap=$PWD/tools/overlap
+rank_skew=$PWD/tools/rank_skew.py
 export OVERLAP_WORKER_BINARY=$overlap
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$tmp"
