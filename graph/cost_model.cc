@@ -127,7 +127,7 @@ bool CollectiveModel::Valid() const {
     if (!(f->latency_s >= 0) || !(f->bandwidth_bytes_per_s >= 0)) return false;
   }
   return world_size >= 1 && latency_s >= 0 && bandwidth_bytes_per_s > 0 && host_latency_s >= 0 &&
-         host_bandwidth_bytes_per_s > 0 && compute_slowdown >= 0;
+         host_bandwidth_bytes_per_s > 0 && compute_slowdown >= 0 && busy_start_s >= 0;
 }
 
 std::string CollectiveModelJson(const CollectiveModel& m) {
@@ -144,8 +144,9 @@ std::string CollectiveModelJson(const CollectiveModel& m) {
   }
   absl::StrAppendFormat(&out,
                         ",\n \"host_latency_s\": %.9g, \"host_bandwidth_bytes_per_s\": %.9g,\n"
-                        " \"compute_slowdown\": %.9g}\n",
-                        m.host_latency_s, m.host_bandwidth_bytes_per_s, m.compute_slowdown);
+                        " \"compute_slowdown\": %.9g, \"busy_start_s\": %.9g}\n",
+                        m.host_latency_s, m.host_bandwidth_bytes_per_s, m.compute_slowdown,
+                        m.busy_start_s);
   return out;
 }
 
@@ -191,6 +192,7 @@ class ModelReader {
       if (key == "host_latency_s") return Number(m.host_latency_s);
       if (key == "host_bandwidth_bytes_per_s") return Number(m.host_bandwidth_bytes_per_s);
       if (key == "compute_slowdown") return Number(m.compute_slowdown);
+      if (key == "busy_start_s") return Number(m.busy_start_s);
       return Skip();
     };
     if (absl::Status s = Object(top); !s.ok()) return s;

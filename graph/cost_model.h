@@ -79,6 +79,13 @@ struct CollectiveModel {
   // communication thread's copies, takes cycles from it; `overlap run --calibrate` measures
   // it). 0: compute and communication do not compete (an accelerator's default).
   double compute_slowdown = 0;
+  // Waking: a collective that starts the moment it is issued (the communication stream
+  // idle) while compute goes on takes busy_start_s longer. On a CPU the communication
+  // thread and the transport's thread sleep between collectives and must be scheduled onto
+  // cores the kernels hold; a collective queued behind another finds them awake, and one
+  // the compute waits for at once finds cores free (schedule/simulator.h says which is
+  // which). `overlap run --calibrate` measures it. 0: an accelerator's default.
+  double busy_start_s = 0;
   // The end of `seconds` of compute starting at `now` while collectives keep the
   // communication stream busy until `comm_busy_until`: slowed by compute_slowdown for the
   // overlap, at full speed after it. O(1).
@@ -90,7 +97,7 @@ struct CollectiveModel {
   double HostCopy(int64_t bytes) const;
   // Whether the figures make sense (world >= 1, latency >= 0, bandwidth > 0; fits with
   // latency >= 0 and bandwidth >= 0; the host link's latency >= 0 and bandwidth > 0;
-  // compute_slowdown >= 0).
+  // compute_slowdown >= 0, busy_start_s >= 0).
   bool Valid() const;
 };
 
@@ -100,7 +107,7 @@ struct CollectiveModel {
 //    "allgather": {"latency_s": ..., "bandwidth_bytes_per_s": ...},
 //    "reduce_scatter": {...}, "allreduce": {...},
 //    "host_latency_s": ..., "host_bandwidth_bytes_per_s": ...,
-//    "compute_slowdown": ...}  (the last three optional: the defaults)
+//    "compute_slowdown": ..., "busy_start_s": ...}  (the last four optional: the defaults)
 // Bandwidths are bus bandwidths (nccl-tests' busbw). Unknown keys are ignored; the shared
 // figures are required. O(size).
 std::string CollectiveModelJson(const CollectiveModel& m);

@@ -45,10 +45,12 @@ TEST(CollectiveModelTest, FileRoundTrip) {
   m.reduce_scatter = {7.3e-4, 1.02e9};
   m.allreduce = {1.2e-3, 1.04e9};
   m.compute_slowdown = 0.25;
+  m.busy_start_s = 1.75e-3;
   absl::StatusOr<CollectiveModel> back = ParseCollectiveModel(CollectiveModelJson(m));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->world_size, 3);
   EXPECT_DOUBLE_EQ(back->compute_slowdown, 0.25);
+  EXPECT_DOUBLE_EQ(back->busy_start_s, 1.75e-3);
   EXPECT_DOUBLE_EQ(back->latency_s, m.latency_s);
   EXPECT_DOUBLE_EQ(back->allgather.bandwidth_bytes_per_s, m.allgather.bandwidth_bytes_per_s);
   EXPECT_DOUBLE_EQ(back->reduce_scatter.latency_s, m.reduce_scatter.latency_s);
@@ -65,6 +67,9 @@ TEST(CollectiveModelTest, ComputeSlowsWhileCollectivesRun) {
   EXPECT_DOUBLE_EQ(m.ComputeEnd(4.0, 2.0, 3.0), 6.0);   // the collectives were done
   EXPECT_DOUBLE_EQ(m.ComputeEnd(1.0, 0.0, 3.0), 1.0);
   m.compute_slowdown = -0.5;
+  EXPECT_FALSE(m.Valid());
+  m.compute_slowdown = 0;
+  m.busy_start_s = -1e-3;
   EXPECT_FALSE(m.Valid());
 }
 

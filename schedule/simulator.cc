@@ -193,6 +193,9 @@ struct Simulator::Timeline {
   double compute_t = 0;      // when compute is free
   double comm_free = 0;      // when the communication stream is free
   double host_free = 0;      // when the host link is free
+  // By position: whether compute goes on after that node (the next node taking compute
+  // time or waiting takes compute time). Empty when the model's busy_start_s is 0.
+  std::vector<char> busy_after;
   // Gathered-parameter memory changes, in (time, pos) order.
   std::vector<MemEvent> gather_deltas;
 };
@@ -290,6 +293,9 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
             break;
           }
           duration = model_.ReduceScatter(buckets.bytes[b]);
+        }
+        if (now >= t->comm_free && !t->busy_after.empty() && t->busy_after[t->pos[id]]) {
+          duration += model_.busy_start_s;  // the communication thread woken beside compute
         }
         start[id] = std::max(now, t->comm_free);
         end[id] = start[id] + duration;
@@ -425,6 +431,19 @@ absl::StatusOr<SimulationResult> Simulator::Run(absl::Span<const NodeId> order,
   Residents erased(g_.params().size());
   for (int64_t ds : options.resident) erased.Add(ds);
   Buckets buckets = AssignBuckets(order, options.reduce_bucket_bytes);
+  if (model_.busy_start_s > 0) {
+    t.busy_after.assign(order.size(), 0);
+    bool computes = false;  // whether compute goes on after the position being visited
+    for (size_t i = order.size(); i-- > 0;) {
+      t.busy_after[i] = computes;
+      const NodeId id = order[i];
+      if (kind_[id] == kWait) {
+        computes = false;
+      } else if ((kind_[id] == kCompute || kind_[id] == kView) && time_[id] > 0) {
+        computes = true;
+      }
+    }
+  }
   RunStreams(order, residents, buckets, options.record_trace, &t, &r);
   r.step_time_s = std::max({t.compute_t, t.comm_free, t.host_free});
   PeakMemory(order, erased, options.record_trace, r.step_time_s, &t, &r);

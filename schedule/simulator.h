@@ -15,6 +15,15 @@
 // Collectives: the ring alpha-beta CollectiveModel of graph/cost_model.h (32 ranks, 20 us,
 // 50 GB/s per rank by default).
 //
+// Contention for the cores (both 0 by default): a compute node runs 1 + the model's
+// compute_slowdown times slower for the part of it the communication stream is busy
+// (CollectiveModel::ComputeEnd). A collective that starts the moment it is issued (the
+// communication stream idle) takes the model's busy_start_s longer when compute goes on
+// after it: when, after its issuing node (a bucket's: its last member), the next node in
+// the order that takes compute time (device_time > 0) or is a wait of any kind (wait,
+// wait_reduce, wait_reload, wait_offload) takes compute time. A collective queued behind
+// another, and a forward resident's refresh at time 0, never do.
+//
 // The host link (activation offloading, graph/dc_ops.h): a third stream. An offload
 // (dc.offload_tensor) or a reload (dc.reload_tensor) is issued when compute reaches it and
 // copies its node's meta.tensor_size bytes when the link is free, in issue order, taking

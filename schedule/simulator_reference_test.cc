@@ -138,6 +138,7 @@ RC_GTEST_PROP(SimulatorReferenceTest, prop_AgreesOnRandomGraphsAndOrders, ()) {
   CollectiveModel model;
   model.latency_s = *rc::gen::element(0.0, 20e-6);
   model.compute_slowdown = *rc::gen::element(0.0, 0.3);
+  model.busy_start_s = *rc::gen::element(0.0, 5e-6, 1.0);
   RC_ASSERT(Disagreement(g, order, resident, cap, model) == "");
 }
 

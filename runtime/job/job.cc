@@ -605,14 +605,66 @@ class RankJob {
       landed.clear();
       gathers = 0;
     }
-    OVERLAP_ASSIGN_OR_RETURN(Tensor slowdown, Tensor::Empty(scalars_, DType::kFloat64, {1}));
-    slowdown.data<double>()[0] = alone > 0 ? std::max(0.0, Median(busy) / alone - 1) : 0;
-    if (absl::Status s = comm_->AllReduce(slowdown)->Wait(o_.timeout); !s.ok()) {
+    OVERLAP_ASSIGN_OR_RETURN(const double wake, MeasureWakeUp(batch));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor measured, Tensor::Empty(scalars_, DType::kFloat64, {2}));
+    measured.data<double>()[0] = alone > 0 ? std::max(0.0, Median(busy) / alone - 1) : 0;
+    measured.data<double>()[1] = wake;
+    if (absl::Status s = comm_->AllReduce(measured)->Wait(o_.timeout); !s.ok()) {
       return Explain(s, 0);
     }
+    // Rounded (slowdown to 1e-6, seconds to whole nanoseconds): the same figures, and so the
+    // same schedule, on every rank.
     summary_.collectives.compute_slowdown =
-        std::round(slowdown.data<double>()[0] / world_ * 1e6) * 1e-6;
+        std::round(measured.data<double>()[0] / world_ * 1e6) * 1e-6;
+    summary_.collectives.busy_start_s =
+        std::round(measured.data<double>()[1] / world_ * 1e9) * 1e-9;
     return absl::OkStatus();
+  }
+
+  // What a collective started beside compute costs on top (CollectiveModel::busy_start_s),
+  // in seconds: forward and backward runs, every rank at once, issuing one small collective
+  // (4 KiB) after every k-th node (about 16 a run) from the compute thread, as a schedule
+  // issues them; in the runs of one kind compute goes on, in the others it waits for each at
+  // once (kProfileRuns of each, interleaved). The mean collective of the first kind
+  // against the mean of the second: what the cores' compute adds to a communication thread
+  // woken from sleep, the ranks' skew and the collective's own latency cancelling. Means,
+  // not medians: the cost is a tail (on the one-machine cluster a few collectives in ten
+  // stall 3-5 ms beside compute), which a median hides. Every rank issues the same
+  // collectives (k depends on the graphs alone). >= 0.
+  absl::StatusOr<double> MeasureWakeUp(const TensorMap& batch) {
+    const bool zero3 = o_.strategy == Strategy::kZero3;
+    const int64_t floats = 1024 / world_ * world_;
+    OVERLAP_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty(scalars_, DType::kFloat32, {floats}));
+    OVERLAP_ASSIGN_OR_RETURN(Tensor part,
+                             Tensor::Empty(scalars_, DType::kFloat32, {floats / world_}));
+    int64_t calls = 0;
+    for (const Graph* g : {&program_->pair.forward, &program_->pair.backward}) {
+      for (NodeId id : g->order()) calls += g->node(id).op() == Op::kCallFunction;
+    }
+    const int64_t every = std::max<int64_t>(1, calls / 16);
+    std::vector<double> seconds[2];  // [waited] -> each collective's run time
+    for (int run = 0; run < 2 * kProfileRuns; ++run) {
+      const bool waited = run % 2 == 1;
+      std::vector<std::shared_ptr<Work>> works;
+      int64_t visited = 0;
+      const auto hook = [&](const Node& node, const std::vector<Tensor>&) -> absl::Status {
+        if (node.op() != Op::kCallFunction || ++visited % every != 0) return absl::OkStatus();
+        works.push_back(zero3 ? comm_->AllGather(part, full) : comm_->AllReduce(full));
+        return waited ? works.back()->Wait(o_.timeout) : absl::OkStatus();
+      };
+      InterpreterOptions forward = ProfileOptions();
+      forward.after_node = hook;
+      InterpreterOptions backward = forward;
+      absl::Status ran = RunAotStep(program_->pair, program_->params, batch, forward, &backward,
+                                    AotStepOptions{/*hand_over_saved=*/true})
+                             .status();
+      for (const std::shared_ptr<Work>& w : works) {  // every rank drains what it issued
+        if (absl::Status s = w->Wait(o_.timeout); !s.ok() && ran.ok()) ran = s;
+      }
+      if (!ran.ok()) return Explain(ran, 0);
+      for (const std::shared_ptr<Work>& w : works) seconds[waited].push_back(w->run_seconds());
+    }
+    return std::max(0.0, Mean(seconds[0]) - Mean(seconds[1]));
   }
 
   // The median (of an even count, the mean of the middle two); 0 when empty.
@@ -621,6 +673,12 @@ class RankJob {
     std::sort(v.begin(), v.end());
     const size_t k = v.size();
     return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+  }
+  // The mean; 0 when empty.
+  static double Mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size());
   }
 
   // How the calibration runs the unscheduled pair: this machine's kernels, memory already

@@ -102,9 +102,11 @@ struct JobOptions {
   // cpu), each compute node's run time (the mean over ranks of each rank's median over
   // kProfileRuns forward and backward runs replaces its device_time), so the prediction is
   // of this CPU as its ranks share it; and kProfileRuns more with collectives in flight,
-  // whose slowdown becomes the model's compute_slowdown (contention for the cores). Costs
-  // the collectives' sweep and 2 kProfileRuns + 1 single-process steps (whole parameters,
-  // also under ZeRO-3).
+  // whose slowdown becomes the model's compute_slowdown, and 2 kProfileRuns issuing small
+  // collectives from the compute thread, with and without waiting for each, whose
+  // difference becomes its busy_start_s (contention for the cores). Costs the collectives'
+  // sweep and 4 kProfileRuns + 1 single-process steps (whole parameters, also under
+  // ZeRO-3).
   bool calibrate = false;
   // ZeRO-3: train with each of these schedulers in turn (same ranks, same start), for
   // measured-against-predicted comparisons; empty: `algorithm` only.

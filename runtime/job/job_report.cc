@@ -84,10 +84,14 @@ std::string FormatSchedulerComparison(const JobSummary& s, bool replayed) {
   const CollectiveModel& m = s.collectives;
   const bool fit = m.allgather.bandwidth_bytes_per_s > 0;
   // Three significant digits: a rate-limited link's 0.00625 GB/s must not print as 0.00.
-  const std::string contention =
+  std::string contention =
       m.compute_slowdown > 0
           ? absl::StrFormat("; compute x%.2f beside collectives", 1 + m.compute_slowdown)
           : "";
+  if (m.busy_start_s > 0) {
+    absl::StrAppendFormat(&contention, "; +%.0f us a collective started beside compute",
+                          m.busy_start_s * 1e6);
+  }
   absl::StrAppendFormat(
       &out, "%-16s %12s %12s %7s %9s %8s  (allgather: %.0f us + B / %.3g GB/s%s)\n", "algorithm",
       "predicted", "measured", "ratio", "predicted", "hidden",

@@ -110,19 +110,29 @@ absl::StatusOr<StepPrediction> DdpTrainer::PredictStep(const AotPair& timed) con
   double comm_free = t;    // when the communication stream is next idle
   std::vector<int64_t> arrived(buckets_.size(), 0);
   size_t next = 0;
+  // Whether the backward computes after each position (the reducer never waits inside it):
+  // an allreduce started on an idle stream then pays the model's busy_start_s.
+  const std::vector<NodeId> order = timed.backward.OrderVector();
+  std::vector<char> computes_after(order.size(), 0);
+  for (size_t i = order.size(); i-- > 1;) {
+    computes_after[i - 1] = computes_after[i] || seconds(timed.backward.node(order[i])) > 0;
+  }
+  size_t at = 0;  // the backward position being visited
   const auto launch_ready = [&] {
     while (next < launch_order_.size() &&
            arrived[launch_order_[next]] == expected_[launch_order_[next]]) {
-      const double d = model.Allreduce(flat_[launch_order_[next]].nbytes());
+      double d = model.Allreduce(flat_[launch_order_[next]].nbytes());
+      if (comm_free <= t && computes_after[at]) d += model.busy_start_s;
       comm_free = std::max(comm_free, t) + d;
       p.comm_s += d;
       ++next;
     }
   };
-  for (NodeId id : timed.backward.order()) {
-    const Node& n = timed.backward.node(id);
-    t += seconds(n);
-    p.compute_s += seconds(n);
+  for (; at < order.size(); ++at) {
+    const Node& n = timed.backward.node(order[at]);
+    const double end = model.ComputeEnd(t, seconds(n), comm_free);  // slowed beside them
+    p.compute_s += end - t;
+    t = end;
     if (!n.meta().has_grad_of) continue;
     auto it = slots_.find(n.meta().grad_of);
     if (it == slots_.end()) continue;

@@ -57,7 +57,10 @@ class DdpTrainer final : public DistributedTrainer {
   // The reducer's rule on the simulator: the forward, then the backward in order, each
   // bucket's allreduce queued on one communication stream once its last gradient is made
   // and every bucket before it in the launch order has been queued, as Step launches them;
-  // the step ends when the backward and the last allreduce have.
+  // the step ends when the backward and the last allreduce have. Contention as the ZeRO-3
+  // simulator has it (graph/cost_model.h): a backward node runs slower by compute_slowdown
+  // while allreduces are in flight, and an allreduce started on an idle stream before the
+  // backward's last timed node takes busy_start_s longer.
   absl::StatusOr<StepPrediction> PredictStep(const AotPair& timed) const override;
 
   const TensorMap& params() const { return params_; }

@@ -29,9 +29,13 @@
 namespace overlap {
 namespace {
 
-// PredictStep against a second formulation of the reducer's rule: each bucket's ready time
-// (its last gradient's end on the compute stream), then start_k = max(ready_k, end_{k-1})
-// in launch order (last bucket first). Every call node takes 1 ms. "" when they agree.
+// PredictStep against a second formulation of the reducer's rule, a fixed point: given each
+// bucket's allreduce end from the last pass, the backward's clock (every call node 1 ms,
+// slowed by the model's compute_slowdown while the allreduces launched before it run) and
+// so each bucket's launch (its last gradient, not before the bucket launched before it);
+// given the launches, the ends: start_k = max(launch_k, end_{k-1}) in launch order (last
+// bucket first), one that starts at its launch before the backward's end paying the
+// model's busy_start_s; until the ends stop changing. "" when they agree.
 std::string CheckPrediction(const DdpTrainer& t, const AotPair& pair, const TensorMap& params,
                             const CollectiveModel& model) {
   AotPair timed = pair;
@@ -46,24 +50,43 @@ std::string CheckPrediction(const DdpTrainer& t, const AotPair& pair, const Tens
   absl::StatusOr<StepPrediction> p = t.PredictStep(timed);
   if (!p.ok()) return std::string(p.status().message());
   const std::vector<Bucket>& buckets = t.buckets();
-  std::vector<double> ready(buckets.size(), 0);
-  double clock = forward;
-  for (NodeId id : timed.backward.order()) {
-    const Node& n = timed.backward.node(id);
-    if (n.op() == Op::kCallFunction) clock += 1e-3;
-    for (size_t b = 0; b < buckets.size(); ++b) {
+  const int n = static_cast<int>(buckets.size());
+  const std::vector<NodeId> order = timed.backward.OrderVector();
+  std::vector<size_t> last(n, 0);  // the position of each bucket's last gradient
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node& x = timed.backward.node(order[i]);
+    for (int b = 0; b < n; ++b) {
       for (const std::string& name : buckets[b].params) {
-        if (n.meta().has_grad_of && n.meta().grad_of == name) ready[b] = clock;
+        if (x.meta().has_grad_of && x.meta().grad_of == name) last[b] = i;
       }
     }
   }
-  double end = 0, comm = 0;
-  for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
-    int64_t bytes = 0;
-    for (const std::string& name : buckets[b].params) bytes += params.at(name).nbytes();
-    const double d = model.Allreduce(bytes);
-    end = std::max(end, ready[b]) + d;
-    comm += d;
+  std::vector<double> end_of(n, 0), launch(n, 0);
+  double clock = 0, end = 0, comm = 0;
+  for (int pass = 0; pass <= 2 * n + 2; ++pass) {
+    clock = forward;
+    int launched = 0;  // buckets launched so far, from the last one
+    for (size_t i = 0; i < order.size(); ++i) {
+      const double busy = launched > 0 ? end_of[n - launched] : 0;
+      if (timed.backward.node(order[i]).op() == Op::kCallFunction) {
+        clock = model.ComputeEnd(clock, 1e-3, busy);
+      }
+      while (launched < n && last[n - 1 - launched] <= i) launch[n - 1 - launched++] = clock;
+    }
+    std::vector<double> ends(n, 0);
+    end = 0;
+    comm = 0;
+    for (int b = n - 1; b >= 0; --b) {
+      int64_t bytes = 0;
+      for (const std::string& name : buckets[b].params) bytes += params.at(name).nbytes();
+      const double d =
+          model.Allreduce(bytes) + (end <= launch[b] && launch[b] < clock ? model.busy_start_s : 0);
+      end = std::max(end, launch[b]) + d;
+      ends[b] = end;
+      comm += d;
+    }
+    if (ends == end_of) break;
+    end_of = ends;
   }
   const double step = std::max(clock, end);
   if (std::abs(p->step_s - step) > 1e-9 * step || std::abs(p->comm_s - comm) > 1e-9 * comm ||
@@ -107,13 +130,21 @@ int DdpRank(const std::string& model, int rank, int size, const std::string& dir
   links.world_size = size;
   links.latency_s = 2e-3;
   links.bandwidth_bytes_per_s = static_cast<double>(param_bytes) / 5e-3;
+  links.busy_start_s = 0.5e-3;
   DdpOptions timed = o;
   timed.collectives = links;
   absl::StatusOr<std::unique_ptr<DdpTrainer>> predicting =
       DdpTrainer::Create(c->local, c->init, comm->get(), timed);
   if (!predicting.ok()) return Fail(rank, std::string(predicting.status().message()), 5);
-  const std::string predicted = CheckPrediction(**predicting, c->local, c->init, links);
+  std::string predicted = CheckPrediction(**predicting, c->local, c->init, links);
   if (!predicted.empty()) return Fail(rank, predicted, 5);
+  // ... and with compute slowed by half beside the allreduces.
+  timed.collectives.compute_slowdown = 0.5;
+  absl::StatusOr<std::unique_ptr<DdpTrainer>> contended =
+      DdpTrainer::Create(c->local, c->init, comm->get(), timed);
+  if (!contended.ok()) return Fail(rank, std::string(contended.status().message()), 5);
+  predicted = CheckPrediction(**contended, c->local, c->init, timed.collectives);
+  if (!predicted.empty()) return Fail(rank, absl::StrCat("with contention: ", predicted), 5);
   SyntheticTask task(c->global.forward, 3);
   int64_t during = 0, total = 0;
   for (int k = 0; k < kSteps; ++k) {

@@ -63,7 +63,8 @@ struct TrainerStateBytes {
 // backward and the wait for the step's collectives; not the update).
 struct StepPrediction {
   double step_s = 0;
-  double compute_s = 0;  // the graphs' summed device_time
+  double compute_s = 0;  // the compute stream's busy time: the graphs' summed device_time,
+                         // slowed beside collectives by the model's compute_slowdown
   double comm_s = 0;     // the collectives' summed time under the model
   double exposed_s = 0;  // step_s - compute_s: communication nothing hid
   // The hidden-communication fraction, as the trainers measure it (1 without collectives).

@@ -167,11 +167,27 @@ double AfterWait(const Walk& w, const Node& x, double cpu) {
   return waits ? std::max(cpu, w.end[on]) : cpu;
 }
 
+// Whether compute goes on after position k of the order: scanning on, a node taking compute
+// time comes before any wait.
+bool ComputeGoesOnAfter(const Walk& w, size_t k) {
+  for (size_t j = k + 1; j < w.order.size(); ++j) {
+    const Node& y = w.g.node(w.order[j]);
+    if (IsWait(y) || IsWaitReduce(y) || IsWaitReload(y) || IsWaitOffload(y)) return false;
+    if (TakesComputeTime(y) && TimeOf(y) > 0) return true;
+  }
+  return false;
+}
+
 // (1c) The compute, communication and host streams, walking the order; then the time figures.
 void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
   double cpu = 0;   // the compute stream's clock
   double host = 0;  // when the host link is next free
-  for (NodeId id : w.order) {
+  // The extra of a collective issued at position k at clock cpu: woken beside compute.
+  const auto wake = [&](size_t k) {
+    return cpu >= comm && ComputeGoesOnAfter(w, k) ? w.model.busy_start_s : 0.0;
+  };
+  for (size_t k = 0; k < w.order.size(); ++k) {
+    const NodeId id = w.order[k];
     const Node& x = w.g.node(id);
     if (IsOffload(x) || IsReload(x)) {
       w.issue[id] = cpu;
@@ -189,7 +205,7 @@ void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
         if (InBackwardGraph(x)) w.start[id] = w.end[id] = cpu;  // already there: no communication
         continue;                                               // forward: refreshed above
       }
-      const double cost = w.model.Allgather(SizeOf(x));
+      const double cost = w.model.Allgather(SizeOf(x)) + wake(k);
       w.start[id] = std::max(cpu, comm);
       w.end[id] = w.start[id] + cost;
       comm = w.end[id];
@@ -204,7 +220,7 @@ void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
       if (m.back() == id) {  // the last member issues the bucket's one collective
         int64_t bytes = 0;
         for (NodeId red : m) bytes += SizeOf(w.g.node(red));
-        const double cost = w.model.ReduceScatter(bytes);
+        const double cost = w.model.ReduceScatter(bytes) + wake(k);
         const double done = std::max(cpu, comm) + cost;
         comm = done;
         w.r.comm_s += cost;
