@@ -1,6 +1,7 @@
 #include "partition/bucket_cap.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
@@ -15,8 +16,10 @@ CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
   for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
     double forward = 0;
     for (NodeId id : b->nodes) forward += g.node(id).meta().device_time;
-    t += backward_factor * forward;
-    const double ar = comm.Allreduce(b->size_bytes);
+    t = comm.ComputeEnd(t, backward_factor * forward, comm_free);
+    double ar = comm.Allreduce(b->size_bytes);
+    // Started on an idle stream with backward still to run: its threads woken beside it.
+    if (ar > 0 && comm_free <= t && std::next(b) != buckets.rend()) ar += comm.busy_start_s;
     if (ar > 0) {
       comm_free = std::max(comm_free, t) + ar;
       c.comm_s += ar;

@@ -14,6 +14,9 @@
 //   - backward runs the buckets last to first; a bucket's allreduce starts when its backward
 //     is done and the previous allreduce finished (one communication stream);
 //   - ring allreduce of B bytes on p ranks: latency + 2 (p - 1) / p x B / bandwidth;
+//   - contention as the model gives it (graph/cost_model.h, 0 by default): backward runs
+//     compute_slowdown slower while an allreduce is in flight, and an allreduce that starts
+//     on an idle stream before the last bucket's takes busy_start_s longer;
 //   - exposed = max(0, end of the last allreduce - end of backward).
 // Candidates: 25 MiB (DDP's default) and every power of two from 1 MiB up to the first one
 // that holds all trainable bytes in a single bucket. Ties go to the larger cap (fewer
@@ -34,7 +37,7 @@ namespace overlap {
 struct CapCandidate {
   int64_t cap_bytes = 0;
   int buckets = 0;
-  double backward_s = 0;  // predicted backward compute
+  double backward_s = 0;  // predicted backward compute (slowed beside allreduces)
   double comm_s = 0;      // sum of allreduce times
   double exposed_s = 0;   // communication not hidden by backward
 };

@@ -242,6 +242,14 @@ TEST(BucketCapTest, ExposedTimeFollowsTheTwoStreamTimeline) {
   EXPECT_DOUBLE_EQ(c.backward_s, 4.0);
   EXPECT_DOUBLE_EQ(c.comm_s, 2.0);
   EXPECT_DOUBLE_EQ(c.exposed_s, 1.0);
+  // Contention: b's allreduce starts beside a's backward (woken: 2..3.5), a's backward runs
+  // at half speed until 3.5 and then at full (2..4.75), a's allreduce 4.75..5.75.
+  m.compute_slowdown = 1.0;
+  m.busy_start_s = 0.5;
+  c = PredictExposed(*g, *b, m);
+  EXPECT_DOUBLE_EQ(c.backward_s, 4.75);
+  EXPECT_DOUBLE_EQ(c.comm_s, 2.5);
+  EXPECT_DOUBLE_EQ(c.exposed_s, 1.0);
 }
 
 TEST(BucketCapTest, AutoChoosesTheLeastExposedCandidate) {

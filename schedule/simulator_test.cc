@@ -110,36 +110,28 @@ TEST(SimulatorTest, ACollectiveStartedBesideComputePaysTheWakeUp) {
   Graph g = TwoLayers();
   CollectiveModel m = Slow();
   m.busy_start_s = 0.25;
-  absl::StatusOr<SimulationResult> r = Simulate(
-      g,
-      Ids(g,
-          With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0",
-                "allgather_ds_param_p_b_1", "mm1", "release_ds_param_p_a_mm1_0",
-                "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"})),
-      m);
+  const std::vector<NodeId> beside_mm1 = Ids(
+      g, With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0",
+               "allgather_ds_param_p_b_1", "mm1", "release_ds_param_p_a_mm1_0",
+               "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"}));
+  const std::vector<NodeId> together = Ids(
+      g, With({"allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
+               "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
+               "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1", "output"}));
+  absl::StatusOr<SimulationResult> r = Simulate(g, beside_mm1, m);
   ASSERT_TRUE(r.ok()) << r.status();
   // a: 0-0.5, waited for at once; b: issued at 0.5 beside mm1, 0.5-1.25; mm1 0.5-1.5,
   // mm2 1.5-2.5.
   EXPECT_DOUBLE_EQ(r->comm_s, 1.25);
   EXPECT_DOUBLE_EQ(r->step_time_s, 2.5);
   // Issued together: b queues behind a, and a is waited for before any compute.
-  r = Simulate(g,
-               Ids(g, With({"allgather_ds_param_p_a_0", "allgather_ds_param_p_b_1",
-                            "wait_allgather_ds_param__p_a_0", "mm1", "release_ds_param_p_a_mm1_0",
-                            "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1",
-                            "output"})),
-               m);
+  r = Simulate(g, together, m);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->comm_s, 1.0);
   EXPECT_DOUBLE_EQ(r->step_time_s, 2.5);
   // With a 1.5 s wake-up b ends at 2.5 and mm2 waits for it: 3.5.
   m.busy_start_s = 1.5;
-  r = Simulate(g,
-               Ids(g, With({"allgather_ds_param_p_a_0", "wait_allgather_ds_param__p_a_0",
-                            "allgather_ds_param_p_b_1", "mm1", "release_ds_param_p_a_mm1_0",
-                            "wait_allgather_ds_param__p_b_1", "mm2", "release_ds_param_p_b_mm2_1",
-                            "output"})),
-               m);
+  r = Simulate(g, beside_mm1, m);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->step_time_s, 3.5);
 }
