@@ -1,7 +1,7 @@
 #include "partition/bucket_cap.h"
 
 #include <algorithm>
-#include <iterator>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
@@ -12,14 +12,23 @@ CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
                             const CollectiveModel& comm, double backward_factor) {
   CapCandidate c;
   c.buckets = static_cast<int>(buckets.size());
+  // Each bucket's backward, and whether backward time is left after bucket k's (backward
+  // runs the buckets last to first: buckets 0..k-1 run after it).
+  std::vector<double> backward(buckets.size(), 0);
+  std::vector<char> more_after(buckets.size(), 0);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    for (NodeId id : buckets[k].nodes) {
+      backward[k] += backward_factor * g.node(id).meta().device_time;
+    }
+    if (k + 1 < buckets.size()) more_after[k + 1] = more_after[k] || backward[k] > 0;
+  }
   double t = 0, comm_free = 0;
-  for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
-    double forward = 0;
-    for (NodeId id : b->nodes) forward += g.node(id).meta().device_time;
-    t = comm.ComputeEnd(t, backward_factor * forward, comm_free);
+  for (size_t k = buckets.size(); k-- > 0;) {
+    const Bucket* b = &buckets[k];
+    t = comm.ComputeEnd(t, backward[k], comm_free);
     double ar = comm.Allreduce(b->size_bytes);
     // Started on an idle stream with backward still to run: its threads woken beside it.
-    if (ar > 0 && comm_free <= t && std::next(b) != buckets.rend()) ar += comm.busy_start_s;
+    if (ar > 0 && comm_free <= t && more_after[k]) ar += comm.busy_start_s;
     if (ar > 0) {
       comm_free = std::max(comm_free, t) + ar;
       c.comm_s += ar;

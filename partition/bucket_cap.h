@@ -16,7 +16,7 @@
 //   - ring allreduce of B bytes on p ranks: latency + 2 (p - 1) / p x B / bandwidth;
 //   - contention as the model gives it (graph/cost_model.h, 0 by default): backward runs
 //     compute_slowdown slower while an allreduce is in flight, and an allreduce that starts
-//     on an idle stream before the last bucket's takes busy_start_s longer;
+//     on an idle stream with backward time still to run takes busy_start_s longer;
 //   - exposed = max(0, end of the last allreduce - end of backward).
 // Candidates: 25 MiB (DDP's default) and every power of two from 1 MiB up to the first one
 // that holds all trainable bytes in a single bucket. Ties go to the larger cap (fewer

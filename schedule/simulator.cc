@@ -294,7 +294,8 @@ void Simulator::RunStreams(absl::Span<const NodeId> order, const Residents& resi
           }
           duration = model_.ReduceScatter(buckets.bytes[b]);
         }
-        if (now >= t->comm_free && !t->busy_after.empty() && t->busy_after[t->pos[id]]) {
+        if (duration > 0 && now >= t->comm_free && !t->busy_after.empty() &&
+            t->busy_after[t->pos[id]]) {
           duration += model_.busy_start_s;  // the communication thread woken beside compute
         }
         start[id] = std::max(now, t->comm_free);

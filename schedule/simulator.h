@@ -22,7 +22,11 @@
 // after it: when, after its issuing node (a bucket's: its last member), the next node in
 // the order that takes compute time (device_time > 0) or is a wait of any kind (wait,
 // wait_reduce, wait_reload, wait_offload) takes compute time. A collective queued behind
-// another, and a forward resident's refresh at time 0, never do.
+// another, one that costs nothing under the model (one rank, zero bytes), and a forward
+// resident's refresh at time 0 never do. A wait for an earlier collective ends the search
+// too, although it does not block (that collective is done when this one starts on an idle
+// stream): the rule is decided from the order alone, and so under-charges the prefetch
+// pattern "issue the next; wait for the previous; compute".
 //
 // The host link (activation offloading, graph/dc_ops.h): a third stream. An offload
 // (dc.offload_tensor) or a reload (dc.reload_tensor) is issued when compute reaches it and

@@ -18,7 +18,9 @@ The start of a collective is when it left its rank's queue to run (the trace's `
 rank whose own earlier collectives ran long is late too. The times are compared across
 ranks as they are: ranks on one machine share its clock; across hosts the figures are only
 as good as the hosts' clock synchronization (NTP's milliseconds swamp the skew; PTP does
-not). Exit status 2 on a trace it cannot read or one without collectives on two ranks.
+not). A trace cut short (a killed worker's last line) is read up to the cut. Exit status 2
+on a trace it cannot read, a collective a rank's traces hold twice, or no collective on two
+ranks (argparse's own usage errors exit 2 too).
 """
 
 import argparse
@@ -43,7 +45,19 @@ def read_events(path):
         try:
             events = json.loads("[" + stripped.rstrip(",") + "]")
         except ValueError as e:
-            raise ValueError(f"{path}: not a trace ({e})") from None
+            # A worker killed mid-write leaves a part line; Chrome's format also allows a
+            # trace without its closing "]}": keep the whole lines before the tear.
+            events = []
+            for line in stripped.splitlines():
+                line = line.strip().rstrip(",")
+                if line.startswith('{"displayTimeUnit"'):
+                    line = line[line.find("[") + 1:].strip()
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+            if not events:
+                raise ValueError(f"{path}: not a trace ({e})") from None
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a trace (no list of events)")
     return [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
@@ -59,10 +73,17 @@ def collectives(paths):
             if not m or "ts" not in e or "dur" not in e:
                 continue
             kind, seq, stream, nbytes, rank, size = m.groups()
+            try:
+                start, dur = float(e["ts"]), float(e["dur"])
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: {e['name']}: ts and dur must be numbers") from None
             world = max(world, int(size))
             key = (kind, int(stream), int(seq))
-            by_key.setdefault(key, {})[int(rank)] = (float(e["ts"]), float(e["dur"]),
-                                                     int(nbytes))
+            ranks = by_key.setdefault(key, {})
+            if int(rank) in ranks:
+                raise ValueError(f"{path}: {e['name']} appears twice (the same part given "
+                                 "twice, or parts of two runs?)")
+            ranks[int(rank)] = (start, dur, int(nbytes))
     return by_key, world
 
 

@@ -51,4 +51,11 @@ rc=0; "$OVERLAP_STDLIB_PY" "$tool" t.json.rank1 2>one.err || rc=$?
 test "$rc" = 2 && grep -q 'no collective appears on all 2 ranks' one.err
 rc=0; "$OVERLAP_STDLIB_PY" "$tool" missing.json 2>missing.err || rc=$?
 test "$rc" = 2 && grep -q 'missing.json' missing.err
+# The same part twice: refused, naming the collective.
+rc=0; "$OVERLAP_STDLIB_PY" "$tool" t.json.rank0 t.json.rank0 t.json.rank1 2>twice.err || rc=$?
+test "$rc" = 2 && grep -q 'allgather #1 (stream 0, 4096 bytes, rank 0 of 2) appears twice' twice.err
+# A part cut mid-line (a killed worker): read up to the cut, the torn event left out.
+head -c -40 t.json.rank1 >cut.json.rank1
+"$OVERLAP_STDLIB_PY" "$tool" t.json.rank0 cut.json.rank1 >cut.out
+grep -q '^2 collectives on 2 ranks; ' cut.out
 echo "rank_skew_test: passed"

@@ -627,7 +627,9 @@ class RankJob {
   // issues them; in the runs of one kind compute goes on, in the others it waits for each at
   // once (kProfileRuns of each, interleaved). The mean collective of the first kind
   // against the mean of the second: what the cores' compute adds to a communication thread
-  // woken from sleep, the ranks' skew and the collective's own latency cancelling. Means,
+  // woken from sleep, and the ranks' drift while none waits (the waited runs line the
+  // ranks up at every collective; the lock-step simulator has no drift otherwise); the
+  // collective's own latency cancels. Means,
   // not medians: the cost is a tail (on the one-machine cluster a few collectives in ten
   // stall 3-5 ms beside compute), which a median hides. Every rank issues the same
   // collectives (k depends on the graphs alone). >= 0.

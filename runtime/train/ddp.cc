@@ -122,7 +122,7 @@ absl::StatusOr<StepPrediction> DdpTrainer::PredictStep(const AotPair& timed) con
     while (next < launch_order_.size() &&
            arrived[launch_order_[next]] == expected_[launch_order_[next]]) {
       double d = model.Allreduce(flat_[launch_order_[next]].nbytes());
-      if (comm_free <= t && computes_after[at]) d += model.busy_start_s;
+      if (d > 0 && comm_free <= t && computes_after[at]) d += model.busy_start_s;
       comm_free = std::max(comm_free, t) + d;
       p.comm_s += d;
       ++next;

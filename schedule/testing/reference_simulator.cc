@@ -182,9 +182,10 @@ bool ComputeGoesOnAfter(const Walk& w, size_t k) {
 void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
   double cpu = 0;   // the compute stream's clock
   double host = 0;  // when the host link is next free
-  // The extra of a collective issued at position k at clock cpu: woken beside compute.
-  const auto wake = [&](size_t k) {
-    return cpu >= comm && ComputeGoesOnAfter(w, k) ? w.model.busy_start_s : 0.0;
+  // The extra of a collective costing `cost` issued at position k at clock cpu: woken
+  // beside compute (a collective that costs nothing moves nothing and wakes nothing).
+  const auto wake = [&](size_t k, double cost) {
+    return cost > 0 && cpu >= comm && ComputeGoesOnAfter(w, k) ? w.model.busy_start_s : 0.0;
   };
   for (size_t k = 0; k < w.order.size(); ++k) {
     const NodeId id = w.order[k];
@@ -205,7 +206,8 @@ void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
         if (InBackwardGraph(x)) w.start[id] = w.end[id] = cpu;  // already there: no communication
         continue;                                               // forward: refreshed above
       }
-      const double cost = w.model.Allgather(SizeOf(x)) + wake(k);
+      const double moved = w.model.Allgather(SizeOf(x));
+      const double cost = moved + wake(k, moved);
       w.start[id] = std::max(cpu, comm);
       w.end[id] = w.start[id] + cost;
       comm = w.end[id];
@@ -220,7 +222,8 @@ void RunStreams(Walk& w, const std::vector<int64_t>& bucket, double comm) {
       if (m.back() == id) {  // the last member issues the bucket's one collective
         int64_t bytes = 0;
         for (NodeId red : m) bytes += SizeOf(w.g.node(red));
-        const double cost = w.model.ReduceScatter(bytes) + wake(k);
+        const double moved = w.model.ReduceScatter(bytes);
+        const double cost = moved + wake(k, moved);
         const double done = std::max(cpu, comm) + cost;
         comm = done;
         w.r.comm_s += cost;
