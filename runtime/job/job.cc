@@ -595,13 +595,14 @@ class RankJob {
       }
       const InterpreterOptions io = ProfileOptions();
       const int64_t began = NowUs();
-      OVERLAP_RETURN_IF_ERROR(RunAotStep(program_->pair, program_->params, batch, io, &io,
-                                         AotStepOptions{/*hand_over_saved=*/true})
-                                  .status());
+      absl::Status ran = RunAotStep(program_->pair, program_->params, batch, io, &io,
+                                    AotStepOptions{/*hand_over_saved=*/true})
+                             .status();
       busy.push_back((NowUs() - began) * 1e-6);
-      for (const std::shared_ptr<Work>& w : works) {
-        if (absl::Status s = w->Wait(o_.timeout); !s.ok()) return Explain(s, 0);
+      for (const std::shared_ptr<Work>& w : works) {  // every rank drains what it issued
+        if (absl::Status s = w->Wait(o_.timeout); !s.ok() && ran.ok()) ran = s;
       }
+      if (!ran.ok()) return Explain(ran, 0);
       landed.clear();
       gathers = 0;
     }
@@ -635,7 +636,7 @@ class RankJob {
   // collectives (k depends on the graphs alone). >= 0.
   absl::StatusOr<double> MeasureWakeUp(const TensorMap& batch) {
     const bool zero3 = o_.strategy == Strategy::kZero3;
-    const int64_t floats = 1024 / world_ * world_;
+    const int64_t floats = world_ * std::max(1, 1024 / world_);  // a multiple of the world
     OVERLAP_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty(scalars_, DType::kFloat32, {floats}));
     OVERLAP_ASSIGN_OR_RETURN(Tensor part,
                              Tensor::Empty(scalars_, DType::kFloat32, {floats / world_}));
