@@ -50,8 +50,6 @@ def read_events(path):
             events = []
             for line in stripped.splitlines():
                 line = line.strip().rstrip(",")
-                if line.startswith('{"displayTimeUnit"'):
-                    line = line[line.find("[") + 1:].strip()
                 try:
                     events.append(json.loads(line))
                 except ValueError:
