@@ -266,9 +266,12 @@ class PythonTest(unittest.TestCase):
         self.assertTrue(torch.allclose(out, self.model(*self.inputs)))
 
     def test_insert_allreduces_flattens_each_bucket(self):
-        """A bucket of one dtype becomes one flattening into its kept buffer, one division
-        (in place) and one in-place all_reduce_ whose buffer the outputs view; a bucket of two dtypes one buffer each. Run on a
-        one-rank gloo group with world_size 2: each output is its gradient / 2."""
+        """A bucket of one dtype becomes one flattening into its kept buffer (which scales
+        each gradient on the way) and one in-place all_reduce_ whose buffer the outputs
+        view; a bucket of two dtypes one buffer each. Run on a one-rank gloo group with
+        world_size 2: each output is its gradient / 2; with world_size 3 each is its
+        gradient times 1 / 3 to the bit, DDP's reducer's arithmetic (a division by 3
+        differs in the last bit for some values)."""
         import torch.distributed as dist
         from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -311,14 +314,50 @@ class PythonTest(unittest.TestCase):
             self.assertEqual(third[0].untyped_storage().data_ptr(), again)  # reused
             self.assertEqual(len(gm.bucket_buffers.buffers), 1)
             torch.testing.assert_close(third[1], expected[1] / 2)
+            gm = make_fx(grads)(*args)
+            overlap_torch.insert_allreduces(gm, [[0, 1, 3], [2]], group, 3)
+            aten = torch.ops.aten
+            self.assertFalse(any(n.target in (aten.div.Scalar, aten.div_.Scalar, aten.cat.default)
+                                 for n in gm.graph.nodes))
+            for g, e in zip(gm(*args), expected):
+                torch.testing.assert_close(g, e * (1 / 3), rtol=0, atol=0)
+            self.assertFalse(all(torch.equal(e * (1 / 3), e / 3) for e in expected))
         finally:
             dist.destroy_process_group()
 
+    def test_one_graph_takes_the_reducers_first_bucket(self):
+        """split=False takes the place of DDP's reducer, so its first bucket is the DDP
+        module's own (c10d's 1 MiB when bucket_cap_mb is unset, the cap when it is given,
+        in torch 2.x); the split backend keeps DDPOptimizer's 1 MiB either way."""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        import overlap.torch as overlap_torch
+        mib = 1 << 20
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            for cap_mb, cap, first in ((None, 25 * mib, mib), (4, 4 * mib, 4 * mib)):
+                ddp = DistributedDataParallel(torch.nn.Linear(4, 4), bucket_cap_mb=cap_mb)
+                if not hasattr(ddp, "_bucket_config"):
+                    first = mib  # an older torch: its reducer's first bucket was c10d's
+                with ddp._inside_ddp_forward():
+                    one = overlap_torch.ddp(split=False, backend="aot_eager")
+                    self.assertEqual(one.caps(), (cap, first))
+                    self.assertEqual(overlap_torch.ddp(backend="aot_eager").caps(),
+                                     (cap, mib))
+                    given = overlap_torch.ddp(split=False, backend="aot_eager",
+                                              first_bucket_cap_bytes=4096)
+                    self.assertEqual(given.caps(), (cap, 4096))
+        finally:
+            dist.destroy_process_group()
+            torch._dynamo.config.optimize_ddp = True
+
     def test_insert_allreduces_divides_the_tangents(self):
         """divide="tangents": a backward that returns only bucketed gradients gets its
-        tangent divided (one division in the graph, none per bucket); a lone gradient that aliases a value later
-        nodes read is copied before the in-place reduction. A gradient outside the buckets
-        turns it back to a division per bucket. One-rank gloo group, world_size 2."""
+        tangent divided (one division in the graph, no scaling per bucket); a lone gradient
+        that aliases a value later nodes read is copied before the in-place reduction. A
+        gradient outside the buckets turns it back to a scaling per bucket. One-rank gloo
+        group, world_size 2."""
         import torch.distributed as dist
         from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -339,9 +378,10 @@ class PythonTest(unittest.TestCase):
                 self.assertTrue(any(str(n.target).startswith("tangents")
                                     for n in gm.graph.nodes if n.op == "placeholder"))
                 overlap_torch.insert_allreduces(gm, buckets, group, 2, divide="tangents")
-                targets = [n.target for n in gm.graph.nodes]
-                self.assertEqual(targets.count(aten.div.Scalar)
-                                 + targets.count(aten.div_.Scalar), divisions)
+                scalings = [n for n in gm.graph.nodes if n.target == aten.div.Scalar
+                             or n.target == aten.mul.Tensor and n.args[1] == 0.5
+                             or n.target == overlap_torch._flatten and n.args[3] is not None]
+                self.assertEqual(len(scalings), divisions)
                 got = gm(*args)
                 bucketed = {i for b in buckets for i in b}
                 for i, (g, e) in enumerate(zip(got, expected)):

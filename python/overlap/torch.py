@@ -430,20 +430,32 @@ class _BucketBuffers(torch.nn.Module):
 
     def __init__(self):
         super().__init__()  # a module, so the graph may hold it (get_attr)
-        self.buffers = {}  # key: (buffer, its storage's use count when only it held it)
+        # key: (buffer, its storage's use count when only it and `views` held it, views)
+        self.buffers = {}
 
-    def flatten(self, key, pieces):
+    def flatten(self, key, pieces, scale=None):
+        """The pieces (flat tensors of one dtype) copied into the key's buffer, each
+        multiplied by `scale` on the way when given: one pass over the bytes, as DDP's
+        reducer copies a gradient into its bucket (mul_out by 1 / world size)."""
         held = self.buffers.get(key)
-        if held is not None and _storage_users(held[0]) <= held[1]:
-            return torch.cat(pieces, out=held[0])
-        buffer = torch.cat(pieces)
-        self.buffers[key] = (buffer, _storage_users(buffer))
+        if held is None or _storage_users(held[0]) > held[1]:
+            buffer = torch.empty(sum(p.numel() for p in pieces), dtype=pieces[0].dtype,
+                                 device=pieces[0].device)
+            views = buffer.split([p.numel() for p in pieces])
+            held = self.buffers[key] = (buffer, _storage_users(buffer), views)
+        buffer, _, views = held
+        if scale is None:
+            torch._foreach_copy_(views, pieces)
+        else:
+            for view, piece in zip(views, pieces):
+                torch.mul(piece, scale, out=view)
         return buffer
 
 
-def _flatten(buffers, key, pieces):
-    """The bucket's gradients flattened into its kept buffer (_BucketBuffers)."""
-    return buffers.flatten(key, pieces)
+def _flatten(buffers, key, pieces, scale=None):
+    """The bucket's gradients flattened into its kept buffer (_BucketBuffers), each times
+    `scale` when given."""
+    return buffers.flatten(key, pieces, scale)
 
 
 def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
@@ -457,8 +469,9 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
     reduces one dtype at a time); a gradient without a static floating shape its own
     out-of-place all_reduce.
 
-    DDP divides each gradient by the world size before it sums: `divide="gradients"` does
-    so, each bucket's buffer after the cat. `divide="tangents"` divides the backward's
+    DDP divides each gradient by the world size before it sums (its reducer multiplies by
+    1 / world size while copying into the bucket): `divide="gradients"` does the same, with
+    the same arithmetic, so the bits equal DDP's at any world size. `divide="tangents"` divides the backward's
     tangents instead when the graph returns only bucketed gradients (a pass over the
     forward's outputs, not over the parameters): right when every gradient is linear in
     the tangents, as ATen's own backward formulas are, and wrong for a custom
@@ -467,8 +480,9 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
     the default. Equal to dividing the gradients exactly when the world size is a power of
     two and no value falls below the normal range, within round-off otherwise.
 
-    `op_by_op`: the graph runs as written (aot_eager), so the division is in place and each
-    bucket's buffer is kept across steps (_BucketBuffers, a `bucket_buffers` attribute of
+    `op_by_op`: the graph runs as written (aot_eager), so each bucket's gradients are
+    multiplied into its buffer in one pass (no cat, then a division) and the buffer is
+    kept across steps (_BucketBuffers, a `bucket_buffers` attribute of
     `bw`); else (inductor) pure ATen ops for the compiler to fuse and plan. Returns the
     number of collectives inserted. O(graph size)."""
     graph = bw.graph
@@ -514,14 +528,14 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                 if op_by_op:
                     with graph.inserting_after(anchor):  # defined right where it is read
                         anchor = pool = graph.get_attr("bucket_buffers")
-                    buffer = after(_flatten, (pool, f"{issued}", pieces))
+                    buffer = after(_flatten, (pool, f"{issued}", pieces,
+                                              None if tangents else 1.0 / world_size))
                 else:
                     buffer = after(aten.cat.default, (pieces,))
-                if tangents is None:
-                    buffer = after(aten.div_.Scalar if op_by_op else aten.div.Scalar,
-                                   (buffer, world_size))
+                    if tangents is None:
+                        buffer = after(aten.mul.Tensor, (buffer, 1.0 / world_size))
             elif tangents is None:
-                buffer = after(aten.div.Scalar, (pieces[0], world_size))
+                buffer = after(aten.mul.Tensor, (pieces[0], 1.0 / world_size))
             else:
                 # The reduction writes its buffer: never the gradient itself, which later
                 # nodes may read (a bias's gradient is its output's).
@@ -536,7 +550,8 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                     results[i] = graph.call_function(aten.view.default, (item, list(v.shape)))
             issued += 1
         for i, g in alone:
-            scaled = g if tangents is not None else after(aten.div.Scalar, (g, world_size))
+            scaled = (g if tangents is not None
+                      else after(aten.mul.Tensor, (g, 1.0 / world_size)))
             reduced = after(c10d.all_reduce.default, (scaled, "sum", group_name))
             with graph.inserting_before(output):
                 results[i] = graph.call_function(c10d.wait_tensor.default, (reduced,))
@@ -563,6 +578,22 @@ class OneGraphBackend(DdpBackend):
                              f"or \"inductor\", not {backend!r}")
         super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
         self.collectives = []
+
+    def first_cap(self):
+        """The first bucket's cap: the one given, else the active DDP module's own (the
+        reducer this graph takes the place of: torch 2.x's DDP keeps a 1 MiB first bucket
+        only when its bucket_cap_mb is left to its default), else c10d's."""
+        if self.first_bucket_cap_bytes is not None:
+            return self.first_bucket_cap_bytes
+        from torch.nn.parallel import DistributedDataParallel
+        active = DistributedDataParallel._get_active_ddp_module()
+        config = getattr(active, "_bucket_config", None)
+        first = getattr(config, "first_bucket_bytes_cap", None)
+        return int(first) if first is not None else _first_bucket_default()
+
+    def caps(self):
+        cap, _ = super().caps()
+        return cap, min(cap, self.first_cap())
 
     def __call__(self, gm, example_inputs):
         import torch.distributed as dist
@@ -598,17 +629,21 @@ class OneGraphBackend(DdpBackend):
                                   divide=self.divide) if world > 1 else 0)
 
         if self.backend == "aot_eager":
-            # torch's aot_eager (its partitioner, input mutations kept in the graph, boxed
-            # calls that free each input once read), with the backward rewritten first.
+            # torch's aot_eager (input mutations kept in the graph, boxed calls that free
+            # each input once read), with the backward rewritten first. Partitioned as
+            # eager autograd saves (default_partition: the forward's values the backward
+            # reads, nothing recomputed): the min-cut partitioner aot_eager takes recomputes
+            # pointwise ops in the backward, which pays only where a compiler fuses them
+            # (2.5% of the GPT's step on one CPU rank, 2026-12-07).
             from torch._dynamo.backends.debugging import boxed_nop
-            from torch._functorch.partitioners import min_cut_rematerialization_partition
+            from torch._functorch.partitioners import default_partition
 
             def bw_compiler(bw, inputs):
                 rewrite(bw)
                 return boxed_nop(bw, inputs)
 
             return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
-                                partition_fn=min_cut_rematerialization_partition,
+                                partition_fn=default_partition,
                                 keep_inference_input_mutations=True)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -628,7 +663,8 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     `--mode reference-2x`: docs/ddp-optimizer.md); "default" where overlap's own rules do
     (docs/partition.md). Each piece is compiled by `backend` (a registered name or a
     callable). The caps default to DDP's own (the wrapped module's bucket_cap_mb, c10d's
-    first-bucket size). Turns DDPOptimizer off for the process
+    first-bucket size as DDPOptimizer takes it; with split=False the module's own first
+    bucket, since the graph takes its reducer's place). Turns DDPOptimizer off for the process
     (torch._dynamo.config.optimize_ddp = False): the two would split the same graph twice.
     DDP's reducer all-reduces the gradients, as with DDPOptimizer.
 
