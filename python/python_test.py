@@ -266,9 +266,10 @@ class PythonTest(unittest.TestCase):
         self.assertTrue(torch.allclose(out, self.model(*self.inputs)))
 
     def test_insert_allreduces_flattens_each_bucket(self):
-        """A bucket of one dtype becomes one flattening into its kept buffer (which scales
-        each gradient on the way) and one in-place all_reduce_ whose buffer the outputs
-        view; a bucket of two dtypes one buffer each. Run on a one-rank gloo group with
+        """A bucket of one dtype becomes its gradients copied into its kept buffer, each right
+        after the node that computes it (and scaled on the way), and one in-place
+        all_reduce_ of the filled buffer, which the outputs view; a bucket of two dtypes one
+        buffer each. Run on a one-rank gloo group with
         world_size 2: each output is its gradient / 2; with world_size 3 each is its
         gradient times 1 / 3 to the bit, DDP's reducer's arithmetic (a division by 3
         differs in the last bit for some values)."""
@@ -292,7 +293,11 @@ class PythonTest(unittest.TestCase):
                 targets = [n.target for n in gm.graph.nodes]
                 self.assertEqual(targets.count(torch.ops._c10d_functional.all_reduce_.default),
                                  reduces)
-                self.assertEqual(targets.count(overlap_torch._flatten), cats)
+                self.assertEqual(targets.count(overlap_torch._filled), cats)
+                for n in gm.graph.nodes:
+                    if n.target is overlap_torch._place:  # right after its gradient
+                        self.assertIs(n.prev.target, torch.ops.aten.reshape.default)
+                        self.assertIs(n.prev.prev, n.prev.args[0])
                 got = gm(*args)
                 bucketed = {i for b in buckets for i in b}
                 for i, (g, e) in enumerate(zip(got, expected)):
@@ -314,6 +319,24 @@ class PythonTest(unittest.TestCase):
             self.assertEqual(third[0].untyped_storage().data_ptr(), again)  # reused
             self.assertEqual(len(gm.bucket_buffers.buffers), 1)
             torch.testing.assert_close(third[1], expected[1] / 2)
+            # Two parameters whose gradients are one node (a graph output twice).
+            def shared(a, b):
+                t = a * 2
+                return t, b + 1, t
+            sgm = make_fx(shared)(args[0], args[1])
+            overlap_torch.insert_allreduces(sgm, [[0, 2, 1]], group, 2)
+            for g, e in zip(sgm(args[0], args[1]), shared(args[0], args[1])):
+                torch.testing.assert_close(g, e / 2, rtol=0, atol=0)
+            # A step that failed midway (one gradient placed) leaves a partial fill: the
+            # next step starts a new one; an all-reduce of a partial fill is refused.
+            del third
+            pool = gm.bucket_buffers
+            pool.place("0", 1, (12, 5, 12), torch.zeros(5), 0.5)
+            fourth = gm(*args)
+            torch.testing.assert_close(fourth[1], expected[1] / 2)
+            pool.place("0", 1, (12, 5, 12), torch.zeros(5), 0.5)
+            with self.assertRaisesRegex(RuntimeError, "bucket 0: 1 of 3 gradients placed"):
+                pool.filled("0", 3)
             gm = make_fx(grads)(*args)
             overlap_torch.insert_allreduces(gm, [[0, 1, 3], [2]], group, 3)
             aten = torch.ops.aten
@@ -378,10 +401,13 @@ class PythonTest(unittest.TestCase):
                 self.assertTrue(any(str(n.target).startswith("tangents")
                                     for n in gm.graph.nodes if n.op == "placeholder"))
                 overlap_torch.insert_allreduces(gm, buckets, group, 2, divide="tangents")
-                scalings = [n for n in gm.graph.nodes if n.target == aten.div.Scalar
-                             or n.target == aten.mul.Tensor and n.args[1] == 0.5
-                             or n.target == overlap_torch._flatten and n.args[3] is not None]
-                self.assertEqual(len(scalings), divisions)
+                nodes = list(gm.graph.nodes)
+                scaled = {n.args[1] for n in nodes
+                          if n.target is overlap_torch._place and n.args[5] is not None}
+                self.assertEqual(len(scaled) + sum(
+                    n.target == aten.div.Scalar
+                    or n.target == aten.mul.Tensor and n.args[1] == 0.5 for n in nodes),
+                    divisions)
                 got = gm(*args)
                 bucketed = {i for b in buckets for i in b}
                 for i, (g, e) in enumerate(zip(got, expected)):
