@@ -74,9 +74,13 @@ absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
     c.cap_bytes = cap;
     choice.candidates.push_back(c);
   }
+  // The least backward plus exposed communication: with contention a cap that starts its
+  // allreduces earlier slows the backward beside them, so exposure alone would favour it.
   const CapCandidate* best = &choice.candidates[0];
   for (const CapCandidate& c : choice.candidates) {
-    if (c.exposed_s <= best->exposed_s) best = &c;  // ties: the larger cap
+    if (c.backward_s + c.exposed_s <= best->backward_s + best->exposed_s) {
+      best = &c;  // ties: the larger cap
+    }
   }
   choice.cap_bytes = best->cap_bytes;
   return choice;

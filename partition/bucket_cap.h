@@ -17,7 +17,10 @@
 //   - contention as the model gives it (graph/cost_model.h, 0 by default): backward runs
 //     compute_slowdown slower while an allreduce is in flight, and an allreduce that starts
 //     on an idle stream with backward time still to run takes busy_start_s longer;
-//   - exposed = max(0, end of the last allreduce - end of backward).
+//   - exposed = max(0, end of the last allreduce - end of backward);
+//   - the choice: the least backward + exposed (the end of the backward's communication).
+//     Without contention the backward is the same for every cap and this is the least
+//     exposed; with it, a cap that overlaps more also slows the backward more.
 // Candidates: 25 MiB (DDP's default) and every power of two from 1 MiB up to the first one
 // that holds all trainable bytes in a single bucket. Ties go to the larger cap (fewer
 // collectives). Cost: O(candidates x (N + E)).
@@ -51,7 +54,8 @@ struct CapChoice {
 CapCandidate PredictExposed(const Graph& g, const std::vector<Bucket>& buckets,
                             const CollectiveModel& comm, double backward_factor = 2.0);
 
-// Evaluates the candidates in `mode` and returns the best. Fails on an invalid model.
+// Evaluates the candidates in `mode` and returns the one whose backward and exposed
+// communication end first. Fails on an invalid model.
 // Each candidate's first-bucket cap is min(first_bucket_cap, candidate).
 absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
                                           const CollectiveModel& comm,

@@ -268,6 +268,34 @@ TEST(BucketCapTest, AutoChoosesTheLeastExposedCandidate) {
   EXPECT_FALSE(ChooseBucketCap(*g, PartitionMode::kDefault, CollectiveModel{0, 0, 1}).ok());
 }
 
+// With contention a smaller cap hides more of its allreduces and slows the backward more:
+// the choice is the earliest end of backward plus exposed time, which here is not the
+// least exposed candidate (the rule that ignores the slowed backward would pick another).
+TEST(BucketCapTest, AutoUnderContentionTakesTheEarliestEnd) {
+  absl::StatusOr<Graph> g = BuildModel("gpt2", {});
+  ASSERT_TRUE(g.ok());
+  CollectiveModel m;
+  m.world_size = 2;
+  m.latency_s = 20e-6;
+  m.bandwidth_bytes_per_s = 50e9;
+  m.compute_slowdown = 1.0;
+  m.busy_start_s = 1e-3;
+  absl::StatusOr<CapChoice> c = ChooseBucketCap(*g, PartitionMode::kDefault, m);
+  ASSERT_TRUE(c.ok()) << c.status();
+  double best_end = 1e300, least_exposed = 1e300;
+  for (const CapCandidate& k : c->candidates) {
+    best_end = std::min(best_end, k.backward_s + k.exposed_s);
+    least_exposed = std::min(least_exposed, k.exposed_s);
+  }
+  const CapCandidate* chosen = nullptr;
+  for (const CapCandidate& k : c->candidates) {
+    if (k.cap_bytes == c->cap_bytes) chosen = &k;
+  }
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_DOUBLE_EQ(chosen->backward_s + chosen->exposed_s, best_end);
+  EXPECT_GT(chosen->exposed_s, least_exposed);
+}
+
 // The partitioner on AOT graphs (lifted parameters, loss, saved outputs; the backward with
 // absent rows): both modes satisfy every invariant, at both sizes.
 TEST(DdpPartitionerTest, AotPairsPartitionInBothModes) {

@@ -142,9 +142,11 @@ def worker(rank, world, init, name, rounds, iterations, out, variants, compiler=
                     print(f"ddp_bench: {name}: {kind} chose {c['cap_bytes'] / 2**20:g} MiB "
                           f"(forward {c['forward_s'] * 1e3:.1f} ms timed node by node; "
                           f"all-reduce {c['latency_s'] * 1e6:.0f} us + bytes / "
-                          f"{c['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s; predicted "
-                          "exposed by cap: " + ", ".join(
-                              f"{k['cap_bytes'] / 2**20:g} MiB {k['exposed_s'] * 1e3:.1f} ms"
+                          f"{c['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s; forward "
+                          f"{c['compute_slowdown']:+.0%} beside it; predicted "
+                          "backward + exposed by cap: " + ", ".join(
+                              f"{k['cap_bytes'] / 2**20:g} MiB {k['backward_s'] * 1e3:.1f} + "
+                              f"{k['exposed_s'] * 1e3:.1f} ms"
                               for k in c["candidates"]) + ")", flush=True)
         if rank == 0:
             print(f"ddp_bench: {name} on {world} rank(s): {kind} compiled", flush=True)

@@ -424,8 +424,16 @@ void DefineBucketCap(py::module_& m) {
       "choose_bucket_cap",
       [](const Graph& g, const std::string& mode, int world_size, double latency_s,
          double bandwidth_bytes_per_s, std::optional<int64_t> first_bucket_cap_bytes,
-         double backward_factor) {
-        const CollectiveModel c = Collectives(world_size, latency_s, bandwidth_bytes_per_s);
+         double backward_factor, double compute_slowdown, double busy_start_s) {
+        CollectiveModel c = Collectives(world_size, latency_s, bandwidth_bytes_per_s);
+        c.compute_slowdown = compute_slowdown;
+        c.busy_start_s = busy_start_s;
+        if (!c.Valid()) {
+          Raise(absl::InvalidArgumentError(
+              absl::StrCat("collective model: compute_slowdown and busy_start_s must be >= 0 "
+                           "(got ",
+                           compute_slowdown, " and ", busy_start_s, ")")));
+        }
         const PartitionMode m = Mode(mode);
         absl::StatusOr<CapChoice> r;
         {
@@ -455,10 +463,12 @@ void DefineBucketCap(py::module_& m) {
       py::arg("graph"), py::kw_only(), py::arg("mode") = "default", py::arg("world_size"),
       py::arg("latency_s"), py::arg("bandwidth_bytes_per_s"),
       py::arg("first_bucket_cap_bytes") = py::none(), py::arg("backward_factor") = 2.0,
-      "The DDP bucket cap that leaves the least all-reduce time exposed after the backward "
+      py::arg("compute_slowdown") = 0.0, py::arg("busy_start_s") = 0.0,
+      "The DDP bucket cap whose backward and exposed all-reduce time end first "
       "(partition/bucket_cap.h: the graph's device times, backward = backward_factor x "
-      "forward, ring all-reduces of the given latency and bus bandwidth); a dict with "
-      "cap_bytes and every candidate's prediction.");
+      "forward, ring all-reduces of the given latency and bus bandwidth, compute "
+      "compute_slowdown slower beside them, an all-reduce started beside compute "
+      "busy_start_s longer); a dict with cap_bytes and every candidate's prediction.");
 }
 
 // simulate, with its trace when asked (what overlap.torch.zero3 places its frees by).

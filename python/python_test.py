@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import unittest
+import warnings
 
 import torch
 
@@ -345,6 +346,45 @@ class PythonTest(unittest.TestCase):
             for g, e in zip(gm(*args), expected):
                 torch.testing.assert_close(g, e * (1 / 3), rtol=0, atol=0)
             self.assertFalse(all(torch.equal(e * (1 / 3), e / 3) for e in expected))
+        finally:
+            dist.destroy_process_group()
+
+    def test_contention_is_measured_and_survives_a_failed_run(self):
+        """_contention (auto's compute_slowdown) on a one-rank gloo group: a figure >= 0,
+        the module's buffers untouched; a forward that fails warns, counts 0 and still
+        issues and drains its rounds of all-reduces (no hang)."""
+        import torch.distributed as dist
+
+        import overlap.torch as overlap_torch
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.append((gm, example_inputs))
+            return gm.forward
+
+        torch._dynamo.reset()
+        torch.compile(model, backend=backend, dynamic=False)(torch.randn(4, 8))
+        torch._dynamo.reset()
+        gm, example_inputs = seen[0]
+        before = model[1].running_mean.clone()
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            group = dist.group.WORLD
+            s = overlap_torch._contention(gm, example_inputs, group, torch.device("cpu"),
+                                          (1e-5, 1e9), 1e-3)
+            self.assertGreaterEqual(s, 0.0)
+            self.assertTrue(torch.equal(model[1].running_mean, before))
+
+            def broken(*args):
+                raise ValueError("broken forward")
+            gm.forward = broken
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                s = overlap_torch._contention(gm, example_inputs, group, torch.device("cpu"),
+                                              (1e-5, 1e9), 1e-3)
+            self.assertEqual(s, 0.0)
+            self.assertTrue(any("broken forward" in str(w.message) for w in caught))
         finally:
             dist.destroy_process_group()
 

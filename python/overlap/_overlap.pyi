@@ -128,7 +128,8 @@ def annotate(graph: Graph, *, overwrite: bool = ...,
 def choose_bucket_cap(graph: Graph, *, mode: str = ..., world_size: int,
                       latency_s: float, bandwidth_bytes_per_s: float,
                       first_bucket_cap_bytes: Optional[int] = ...,
-                      backward_factor: float = ...) -> CapChoice: ...
+                      backward_factor: float = ..., compute_slowdown: float = ...,
+                      busy_start_s: float = ...) -> CapChoice: ...
 def partition(graph: Graph, *, bucket_cap_bytes: int = ...,
               first_bucket_cap_bytes: Optional[int] = ...,
               mode: str = ...) -> list[Bucket]: ...

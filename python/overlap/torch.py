@@ -106,11 +106,11 @@ class DdpBackend:
     def auto_cap(self, gm, graph, example_inputs, group):
         """The cap overlap's model picks for dynamo's graph `gm` (`graph` converted)
         (bucket_cap_bytes="auto"): each forward node timed on this device (_forward_times),
-        the group's all-reduce measured once (_measure_link, or the `link` given), and the
-        cap that leaves the least all-reduce time exposed after the backward
-        (_overlap.choose_bucket_cap: backward = 2 x forward). Every rank measures and takes
-        the slowest rank's figures, so all ranks choose the same cap. Recorded in
-        `cap_choices`.
+        the group's all-reduce measured once (_measure_link, or the `link` given), how much
+        slower the forward runs beside all-reduces (_contention), and the cap whose
+        backward and exposed all-reduce time end first (_overlap.choose_bucket_cap:
+        backward = 2 x forward). Every rank measures and takes the slowest rank's figures,
+        so all ranks choose the same cap. Recorded in `cap_choices`.
 
         Collectives run only for the first graph of each set of parameters (their names
         and shapes) that needs gradients; a recompile of the same parameters (another batch
@@ -165,12 +165,17 @@ class DdpBackend:
         else:
             times, link = agreed
             self._links[key] = link
+            forward_s = sum(times.values())
+            # A forward holding collectives is not run outside the step (above).
+            slowdown = (0.0 if _has_collectives(gm) else
+                        _contention(gm, example_inputs, group, device, link, forward_s))
             choice = _overlap.choose_bucket_cap(
                 _with_device_times(graph, times), mode=MODES[self.mode], world_size=world,
                 latency_s=link[0], bandwidth_bytes_per_s=link[1],
-                first_bucket_cap_bytes=self.first_cap())
-            self.cap_choices.append(dict(choice, forward_s=sum(times.values()),
-                                         latency_s=link[0], bandwidth_bytes_per_s=link[1]))
+                first_bucket_cap_bytes=self.first_cap(), compute_slowdown=slowdown)
+            self.cap_choices.append(dict(choice, forward_s=forward_s, latency_s=link[0],
+                                         bandwidth_bytes_per_s=link[1],
+                                         compute_slowdown=slowdown))
             cap = choice["cap_bytes"]
         self._agreed[agreed_key] = cap
         return cap
@@ -251,12 +256,7 @@ def _forward_times(gm, example_inputs, device, repeats=3):
     are cloned first, and the random streams restored after, so the module's state and
     the step's draws are as before. About (1 + repeats) forward passes."""
     import time
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    written = {a for n in gm.graph.nodes if _mutates(n) for a in _flat_nodes(n.args)
-               if a.op == "placeholder"}
-    inputs = [t.detach().clone() if isinstance(t, torch.Tensor)
-              and (not isinstance(t, torch.nn.Parameter) or p in written) else t
-              for p, t in zip(placeholders, example_inputs)]
+    inputs = _isolated_inputs(gm, example_inputs)
     runs = []
     entered = []  # autocast contexts the graph entered and has not left
 
@@ -288,6 +288,76 @@ def _forward_times(gm, example_inputs, device, repeats=3):
             while entered:
                 torch.amp._exit_autocast(entered.pop())
     return {name: sorted(r[name] for r in runs[1:])[repeats // 2] for name in runs[-1]}
+
+
+def _isolated_inputs(gm, example_inputs):
+    """`example_inputs` with the batch and every input the graph writes (batch norm's
+    running statistics) cloned: runs outside the step leave the module as it was."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = {a for n in gm.graph.nodes if _mutates(n) for a in _flat_nodes(n.args)
+               if a.op == "placeholder"}
+    return [t.detach().clone() if isinstance(t, torch.Tensor)
+            and (not isinstance(t, torch.nn.Parameter) or p in written) else t
+            for p, t in zip(placeholders, example_inputs)]
+
+
+def _contention(gm, example_inputs, group, device, link, forward_s, repeats=3):
+    """The cost model's compute_slowdown for this device and group: how much longer dynamo's
+    graph `gm` runs its forward (whole, without autograd) while all-reduces are in flight
+    than alone, the median of `repeats` of each, taken in turn, the largest over the ranks.
+    On a CPU the communication's copies and the transport's threads take the cores the
+    kernels run on; an accelerator's collectives barely slow its kernels. The all-reduces
+    are of the largest parameter's size (256 KiB to 16 MiB), as many as `link` (the agreed
+    fit) says last twice `forward_s` (the agreed forward time), so every rank issues the
+    same count. Every rank of the group must call it; a rank whose run fails counts 0 and
+    still drains its collectives. About 2 x repeats forward passes."""
+    import statistics
+    import time
+    import torch.distributed as dist
+    world = dist.get_world_size(group)
+    largest = max((t.numel() * t.element_size() for t in example_inputs
+                   if isinstance(t, torch.nn.Parameter)), default=0)
+    size = min(max(largest, 256 << 10), 16 << 20) // 4
+    each = max(link[0] + 2 * (world - 1) / world * size * 4 / link[1], 1e-6)
+    count = min(2000, int(2 * forward_s / each) + 1)
+    buffer = torch.zeros(size, device=device)  # sums of zeros: no overflow however many
+    inputs = _isolated_inputs(gm, example_inputs)
+    alone, beside, ratio = [], [], 0.0
+
+    def run():
+        _sync(device)
+        start = time.perf_counter()
+        with torch.no_grad(), torch.random.fork_rng(
+                devices=[device] if device.type == "cuda" else []):
+            gm(*inputs)
+        _sync(device)
+        return time.perf_counter() - start
+
+    try:
+        run()
+        for _ in range(repeats):
+            alone.append(run())
+            works = [dist.all_reduce(buffer, group=group, async_op=True) for _ in range(count)]
+            try:
+                beside.append(run())
+            finally:
+                for w in works:
+                    w.wait()
+        ratio = max(0.0, statistics.median(beside) / statistics.median(alone) - 1)
+    except Exception as e:  # noqa: BLE001: a run outside the step; the ranks still agree
+        warnings.warn(f"overlap.torch.ddp: bucket_cap_bytes=\"auto\" could not measure "
+                      f"the contention on rank {dist.get_rank(group)} "
+                      f"({type(e).__name__}: {e}); it counts as 0 here", stacklevel=2)
+        # Each started round issued (and drained) its collectives before a run failed:
+        # the rounds left issue theirs, as the other ranks do.
+        while len(alone) < repeats:
+            alone.append(0.0)
+            for w in [dist.all_reduce(buffer, group=group, async_op=True)
+                      for _ in range(count)]:
+                w.wait()
+    agreed = torch.tensor([ratio], dtype=torch.float64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+    return agreed.item()
 
 
 def _flat_nodes(args):
