@@ -388,33 +388,6 @@ class PythonTest(unittest.TestCase):
         finally:
             dist.destroy_process_group()
 
-    def test_one_graph_takes_the_reducers_first_bucket(self):
-        """split=False takes the place of DDP's reducer, so its first bucket is the DDP
-        module's own (c10d's 1 MiB when bucket_cap_mb is unset, the cap when it is given,
-        in torch 2.x); the split backend keeps DDPOptimizer's 1 MiB either way."""
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
-
-        import overlap.torch as overlap_torch
-        mib = 1 << 20
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        try:
-            for cap_mb, cap, first in ((None, 25 * mib, mib), (4, 4 * mib, 4 * mib)):
-                ddp = DistributedDataParallel(torch.nn.Linear(4, 4), bucket_cap_mb=cap_mb)
-                if not hasattr(ddp, "_bucket_config"):
-                    first = mib  # an older torch: its reducer's first bucket was c10d's
-                with ddp._inside_ddp_forward():
-                    one = overlap_torch.ddp(split=False, backend="aot_eager")
-                    self.assertEqual(one.caps(), (cap, first))
-                    self.assertEqual(overlap_torch.ddp(backend="aot_eager").caps(),
-                                     (cap, mib))
-                    given = overlap_torch.ddp(split=False, backend="aot_eager",
-                                              first_bucket_cap_bytes=4096)
-                    self.assertEqual(given.caps(), (cap, 4096))
-        finally:
-            dist.destroy_process_group()
-            torch._dynamo.config.optimize_ddp = True
-
     def test_insert_allreduces_divides_the_tangents(self):
         """divide="tangents": a backward that returns only bucketed gradients gets its
         tangent divided (one division in the graph, no scaling per bucket); a lone gradient

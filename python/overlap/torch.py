@@ -700,22 +700,6 @@ class OneGraphBackend(DdpBackend):
         super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
         self.collectives = []
 
-    def first_cap(self):
-        """The first bucket's cap: the one given, else the active DDP module's own (the
-        reducer this graph takes the place of: torch 2.x's DDP keeps a 1 MiB first bucket
-        only when its bucket_cap_mb is left to its default), else c10d's."""
-        if self.first_bucket_cap_bytes is not None:
-            return self.first_bucket_cap_bytes
-        from torch.nn.parallel import DistributedDataParallel
-        active = DistributedDataParallel._get_active_ddp_module()
-        config = getattr(active, "_bucket_config", None)
-        first = getattr(config, "first_bucket_bytes_cap", None)
-        return int(first) if first is not None else _first_bucket_default()
-
-    def caps(self):
-        cap, _ = super().caps()
-        return cap, min(cap, self.first_cap())
-
     def __call__(self, gm, example_inputs):
         import torch.distributed as dist
         from torch._dynamo.backends.common import aot_autograd
@@ -784,8 +768,7 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     `--mode reference-2x`: docs/ddp-optimizer.md); "default" where overlap's own rules do
     (docs/partition.md). Each piece is compiled by `backend` (a registered name or a
     callable). The caps default to DDP's own (the wrapped module's bucket_cap_mb, c10d's
-    first-bucket size as DDPOptimizer takes it; with split=False the module's own first
-    bucket, since the graph takes its reducer's place). Turns DDPOptimizer off for the process
+    first-bucket size, as DDPOptimizer takes them). Turns DDPOptimizer off for the process
     (torch._dynamo.config.optimize_ddp = False): the two would split the same graph twice.
     DDP's reducer all-reduces the gradients, as with DDPOptimizer.
 
