@@ -388,6 +388,50 @@ class PythonTest(unittest.TestCase):
         finally:
             dist.destroy_process_group()
 
+    def test_one_graph_compiles_without_aot_autograds_cache(self):
+        """AOTAutograd's cache keys on dynamo's graph, not on the backward's rewrite: the one
+        graph compiles with it off (both inner backends), and leaves it as it was."""
+        import torch.distributed as dist
+        import torch._inductor.compile_fx as cfx
+        import torch._dynamo.backends.common as common
+        from torch._functorch import config as functorch_config
+
+        import overlap.torch as overlap_torch
+        seen, captured = {}, []
+
+        def capture(gm, example_inputs):
+            captured.append((gm, example_inputs))
+            return gm.forward
+
+        torch._dynamo.reset()
+        torch.compile(torch.nn.Linear(4, 4), backend=capture)(torch.randn(2, 4))
+        torch._dynamo.reset()
+        gm, example_inputs = captured[0]
+
+        def fake_compile_fx(gm, inputs, inner_compile=None):
+            seen["inductor"] = functorch_config.enable_autograd_cache
+            return gm.forward
+
+        def fake_aot_autograd(**kwargs):
+            def compile_with(gm, inputs):
+                seen["aot_eager"] = functorch_config.enable_autograd_cache
+                return gm.forward
+            return compile_with
+
+        before = functorch_config.enable_autograd_cache
+        saved = cfx.compile_fx, common.aot_autograd
+        cfx.compile_fx, common.aot_autograd = fake_compile_fx, fake_aot_autograd
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            for backend in ("inductor", "aot_eager"):
+                overlap_torch.ddp(split=False, backend=backend)(gm, example_inputs)
+        finally:
+            cfx.compile_fx, common.aot_autograd = saved
+            dist.destroy_process_group()
+            torch._dynamo.config.optimize_ddp = True
+        self.assertEqual(seen, {"inductor": False, "aot_eager": False})
+        self.assertEqual(functorch_config.enable_autograd_cache, before)
+
     def test_insert_allreduces_divides_the_tangents(self):
         """divide="tangents": a backward that returns only bucketed gradients gets its
         tangent divided (one division in the graph, no scaling per bucket); a lone gradient

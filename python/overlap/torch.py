@@ -733,6 +733,7 @@ class OneGraphBackend(DdpBackend):
                                   op_by_op=self.backend == "aot_eager",
                                   divide=self.divide) if world > 1 else 0)
 
+        from torch._functorch import config as functorch_config
         if self.backend == "aot_eager":
             # torch's aot_eager (input mutations kept in the graph, boxed calls that free
             # each input once read), with the backward rewritten first. Partitioned as
@@ -747,9 +748,10 @@ class OneGraphBackend(DdpBackend):
                 rewrite(bw)
                 return boxed_nop(bw, inputs)
 
-            return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
-                                partition_fn=default_partition,
-                                keep_inference_input_mutations=True)(gm, example_inputs)
+            with functorch_config.patch(enable_autograd_cache=False):  # as below
+                return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
+                                    partition_fn=default_partition,
+                                    keep_inference_input_mutations=True)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
         def inner_compile(g, inputs, **kwargs):
@@ -757,7 +759,12 @@ class OneGraphBackend(DdpBackend):
                 rewrite(g)
             return compile_fx_inner(g, inputs, **kwargs)
 
-        return compile_fx(gm, example_inputs, inner_compile=inner_compile)
+        # AOTAutograd's cache keys on dynamo's graph, not on the rewrite: a hit would skip
+        # inner_compile and load whichever backward an earlier process compiled for this
+        # graph (another world size or bucket cap, or none of the all-reduces). Inductor's
+        # own cache keys on the rewritten backward and stays on.
+        with functorch_config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, inner_compile=inner_compile)
 
 
 def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
