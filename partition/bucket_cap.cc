@@ -1,6 +1,7 @@
 #include "partition/bucket_cap.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,11 +77,11 @@ absl::StatusOr<CapChoice> ChooseBucketCap(const Graph& g, PartitionMode mode,
   }
   // The least backward plus exposed communication: with contention a cap that starts its
   // allreduces earlier slows the backward beside them, so exposure alone would favour it.
+  // Ties (within rounding: the sums group the nodes' times by bucket) go to the larger cap.
   const CapCandidate* best = &choice.candidates[0];
   for (const CapCandidate& c : choice.candidates) {
-    if (c.backward_s + c.exposed_s <= best->backward_s + best->exposed_s) {
-      best = &c;  // ties: the larger cap
-    }
+    const double end = c.backward_s + c.exposed_s, best_end = best->backward_s + best->exposed_s;
+    if (end <= best_end + 1e-9 * std::max(1.0, std::abs(best_end))) best = &c;
   }
   choice.cap_bytes = best->cap_bytes;
   return choice;

@@ -3,8 +3,8 @@
 // DDP overlaps each bucket's allreduce with the backward of the buckets before it; the cap
 // trades that overlap (small buckets start communicating early) against per-collective
 // latency (many small allreduces). PyTorch cannot tune the cap separately (it is tied to
-// graph breaks); here we predict, for each candidate cap, the communication left exposed
-// after backward ends, and take the cap that exposes least.
+// graph breaks); here we predict, for each candidate cap, the backward and the
+// communication left exposed after it ends, and take the cap whose sum is least.
 //
 // The model, per candidate:
 //   - buckets from AssignBuckets (first cap min(1 MiB, cap), as DDP);

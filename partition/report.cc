@@ -101,6 +101,8 @@ std::string PartitionResultJson(const Graph& g, const PartitionResult& r, const 
       if (i) out.append(", ");
       absl::StrAppend(&out, "{\"cap_bytes\": ", cap->candidates[i].cap_bytes, ", \"exposed_s\": ");
       AppendJsonDouble(&out, cap->candidates[i].exposed_s);
+      out.append(", \"backward_s\": ");
+      AppendJsonDouble(&out, cap->candidates[i].backward_s);
       out.push_back('}');
     }
     out.push_back(']');

@@ -329,15 +329,35 @@ class PythonTest(unittest.TestCase):
             for g, e in zip(sgm(args[0], args[1]), shared(args[0], args[1])):
                 torch.testing.assert_close(g, e / 2, rtol=0, atol=0)
             # A step that failed midway (one gradient placed) leaves a partial fill: the
-            # next step starts a new one; an all-reduce of a partial fill is refused.
+            # next step starts a new one, and decides afresh whether the buffer is free (a
+            # view of it held since: a new buffer); an all-reduce of a partial fill is
+            # refused.
             del third
             pool = gm.bucket_buffers
             pool.place("0", 1, (12, 5, 12), torch.zeros(5), 0.5)
+            held = pool.buffers["0"][0][:1]
             fourth = gm(*args)
+            self.assertNotEqual(fourth[0].untyped_storage().data_ptr(),
+                                held.untyped_storage().data_ptr())
             torch.testing.assert_close(fourth[1], expected[1] / 2)
             pool.place("0", 1, (12, 5, 12), torch.zeros(5), 0.5)
             with self.assertRaisesRegex(RuntimeError, "bucket 0: 1 of 3 gradients placed"):
                 pool.filled("0", 3)
+
+            # Graph inputs returned as gradients (tangents), two dtype groups whose
+            # bucket's last gradient is in the group placed second, and a gradient of no
+            # static shape (its own all-reduce): every output its gradient / 2.
+            def mixed(t, u, a, c):
+                return t, a * 2, c.double() * 3, u, a + 1, a.sum()
+
+            mixed_args = [torch.randn(3), torch.randn(2), torch.randn(4), torch.randn(2)]
+            mgm = make_fx(mixed)(*mixed_args)
+            for n in mgm.graph.nodes:  # the sum's shape unknown, as a symbolic one would be
+                if n.target == torch.ops.aten.sum.default:
+                    del n.meta["val"]
+            overlap_torch.insert_allreduces(mgm, [[0, 1, 3, 4, 5, 2]], group, 2)
+            for g, e in zip(mgm(*mixed_args), mixed(*mixed_args)):
+                torch.testing.assert_close(g, e / 2, rtol=0, atol=0)
             gm = make_fx(grads)(*args)
             overlap_torch.insert_allreduces(gm, [[0, 1, 3], [2]], group, 3)
             aten = torch.ops.aten
@@ -350,9 +370,10 @@ class PythonTest(unittest.TestCase):
             dist.destroy_process_group()
 
     def test_contention_is_measured_and_survives_a_failed_run(self):
-        """_contention (auto's compute_slowdown) on a one-rank gloo group: a figure >= 0,
-        the module's buffers untouched; a forward that fails warns, counts 0 and still
-        issues and drains its rounds of all-reduces (no hang)."""
+        """_contention (auto's compute_slowdown) on a one-rank gloo group leaves the
+        module's buffers as they were; a run that fails anywhere (the warm-up, a run beside
+        the all-reduces, a later run alone) warns, counts 0, and the rank still issues as
+        many all-reduces as a rank whose runs succeed (the other ranks' count: no hang)."""
         import torch.distributed as dist
 
         import overlap.torch as overlap_torch
@@ -368,24 +389,46 @@ class PythonTest(unittest.TestCase):
         torch._dynamo.reset()
         gm, example_inputs = seen[0]
         before = model[1].running_mean.clone()
+        issued = []
+        saved_reduce, saved_run = dist.all_reduce, overlap_torch._Outside.run
+
+        def counted(*args, **kwargs):
+            issued.append(kwargs.get("async_op", False))
+            return saved_reduce(*args, **kwargs)
+
+        def measure(fail_at=None):
+            runs = []
+
+            def run(self, *args):
+                runs.append(1)
+                if len(runs) - 1 == fail_at:
+                    raise ValueError("broken forward")
+                return saved_run(self, *args)
+            issued.clear()
+            overlap_torch._Outside.run = run
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    s = overlap_torch._contention(gm, example_inputs, group,
+                                                  torch.device("cpu"), (1e-5, 1e9), 1e-3)
+            finally:
+                overlap_torch._Outside.run = saved_run
+            return s, sum(issued), [str(w.message) for w in caught]
+
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        dist.all_reduce = counted
         try:
             group = dist.group.WORLD
-            s = overlap_torch._contention(gm, example_inputs, group, torch.device("cpu"),
-                                          (1e-5, 1e9), 1e-3)
-            self.assertGreaterEqual(s, 0.0)
+            s, count, _ = measure()
+            self.assertGreater(count, 0)
             self.assertTrue(torch.equal(model[1].running_mean, before))
-
-            def broken(*args):
-                raise ValueError("broken forward")
-            gm.forward = broken
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                s = overlap_torch._contention(gm, example_inputs, group, torch.device("cpu"),
-                                              (1e-5, 1e9), 1e-3)
-            self.assertEqual(s, 0.0)
-            self.assertTrue(any("broken forward" in str(w.message) for w in caught))
+            for fail_at in (0, 2, 5):  # warm-up; beside, round 1; alone, round 3
+                s, failed_count, messages = measure(fail_at)
+                self.assertEqual(s, 0.0)
+                self.assertEqual(failed_count, count, fail_at)
+                self.assertTrue(any("broken forward" in m for m in messages))
         finally:
+            dist.all_reduce = saved_reduce
             dist.destroy_process_group()
 
     def test_one_graph_compiles_without_aot_autograds_cache(self):

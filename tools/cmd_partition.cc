@@ -25,8 +25,8 @@ constexpr FlagSpec kFlags[] = {
      "default: improved (no subgraph without outputs, tied storage once, ...)"},
     {"bucket-cap", 0, "SIZE|auto",
      "bucket cap (default 25MiB); auto: choose the cap that minimises\n"
-     "predicted exposed allreduce time in backward, and print the\n"
-     "candidates"},
+     "the predicted backward plus the allreduce time exposed after it,\n"
+     "and print the candidates"},
     {"first-bucket-cap", 0, "SIZE",
      "cap of the bucket nearest the output (default min(1MiB, cap));\n"
      "must not exceed --bucket-cap"},

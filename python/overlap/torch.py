@@ -248,6 +248,40 @@ def _median_seconds(fn, device, repeats=5):
     return sorted(times)[len(times) // 2]
 
 
+class _Outside(torch.fx.Interpreter):
+    """Runs dynamo's graph outside the step, node by node: dynamo's _set_grad_enabled nodes
+    are skipped (the runs stay without autograd), and the autocast regions the graph
+    entered are recorded so that a run that fails inside one leaves it (close()).
+    `on_node(node, seconds)`, when given, gets each call's time on `device`."""
+
+    def __init__(self, gm, device, on_node=None):
+        super().__init__(gm)
+        self.device, self.on_node, self.entered = device, on_node, []
+
+    def run_node(self, n):
+        import time
+        if n.op in ("placeholder", "output"):
+            return super().run_node(n)
+        if n.target is torch._C._set_grad_enabled:
+            return None
+        if self.on_node is not None:
+            _sync(self.device)
+            start = time.perf_counter()
+        result = super().run_node(n)
+        if self.on_node is not None:
+            _sync(self.device)
+            self.on_node(n, time.perf_counter() - start)
+        if n.target is torch.amp._enter_autocast:
+            self.entered.append(result)
+        elif n.target is torch.amp._exit_autocast and self.entered:
+            self.entered.pop()
+        return result
+
+    def close(self):
+        while self.entered:
+            torch.amp._exit_autocast(self.entered.pop())
+
+
 def _forward_times(gm, example_inputs, device, repeats=3):
     """Seconds each node of dynamo's graph `gm` takes on this device, run node by node on
     `example_inputs` (the real tensors a backend gets) without autograd: the median of
@@ -255,38 +289,18 @@ def _forward_times(gm, example_inputs, device, repeats=3):
     buffers such as batch norm's running statistics, which the forward updates in place)
     are cloned first, and the random streams restored after, so the module's state and
     the step's draws are as before. About (1 + repeats) forward passes."""
-    import time
     inputs = _isolated_inputs(gm, example_inputs)
     runs = []
-    entered = []  # autocast contexts the graph entered and has not left
-
-    class Timed(torch.fx.Interpreter):
-        def run_node(self, n):
-            if n.op in ("placeholder", "output"):
-                return super().run_node(n)
-            if n.target is torch._C._set_grad_enabled:
-                return None  # dynamo's end of a no_grad block: the runs stay without autograd
-            _sync(device)
-            start = time.perf_counter()
-            result = super().run_node(n)
-            _sync(device)
-            runs[-1][n.name] = time.perf_counter() - start
-            if n.target is torch.amp._enter_autocast:
-                entered.append(result)
-            elif n.target is torch.amp._exit_autocast and entered:
-                entered.pop()
-            return result
-
+    runner = _Outside(gm, device, lambda n, seconds: runs[-1].__setitem__(n.name, seconds))
     # The random streams as they were after: the step's dropout draws what it would have.
     with torch.no_grad(), torch.random.fork_rng(
             devices=[device] if device.type == "cuda" else []):
         try:
             for _ in range(1 + repeats):
                 runs.append({})
-                Timed(gm).run(*inputs)
+                runner.run(*inputs)
         finally:  # a run that failed inside an autocast region leaves it
-            while entered:
-                torch.amp._exit_autocast(entered.pop())
+            runner.close()
     return {name: sorted(r[name] for r in runs[1:])[repeats // 2] for name in runs[-1]}
 
 
@@ -303,14 +317,17 @@ def _isolated_inputs(gm, example_inputs):
 
 def _contention(gm, example_inputs, group, device, link, forward_s, repeats=3):
     """The cost model's compute_slowdown for this device and group: how much longer dynamo's
-    graph `gm` runs its forward (whole, without autograd) while all-reduces are in flight
-    than alone, the median of `repeats` of each, taken in turn, the largest over the ranks.
-    On a CPU the communication's copies and the transport's threads take the cores the
-    kernels run on; an accelerator's collectives barely slow its kernels. The all-reduces
-    are of the largest parameter's size (256 KiB to 16 MiB), as many as `link` (the agreed
-    fit) says last twice `forward_s` (the agreed forward time), so every rank issues the
-    same count. Every rank of the group must call it; a rank whose run fails counts 0 and
-    still drains its collectives. About 2 x repeats forward passes."""
+    graph `gm` runs its forward (node by node without autograd, as _forward_times runs it,
+    untimed per node) while all-reduces are in flight than alone, the median of `repeats` of
+    each, taken in turn, the largest over the ranks. On a CPU the communication's copies
+    and the transport's threads take the cores the kernels run on; on a GPU the
+    collectives' kernels take some of its multiprocessors (the runs are timed on the
+    current stream only, not on the collectives'). The all-reduces are of the largest
+    parameter's size (256 KiB to 16 MiB), as many as `link` (the agreed fit) says last
+    twice `forward_s` (the agreed forward time), so every rank issues the same count
+    whatever happens on it: a rank whose run fails warns, counts 0 and still issues and
+    drains its remaining rounds. Every rank of the group must call it. 1 + 2 x repeats
+    forward passes."""
     import statistics
     import time
     import torch.distributed as dist
@@ -320,40 +337,52 @@ def _contention(gm, example_inputs, group, device, link, forward_s, repeats=3):
     size = min(max(largest, 256 << 10), 16 << 20) // 4
     each = max(link[0] + 2 * (world - 1) / world * size * 4 / link[1], 1e-6)
     count = min(2000, int(2 * forward_s / each) + 1)
-    buffer = torch.zeros(size, device=device)  # sums of zeros: no overflow however many
-    inputs = _isolated_inputs(gm, example_inputs)
+    buffer, runner, rounds = None, None, 0
     alone, beside, ratio = [], [], 0.0
 
+    def stream_sync():  # not _sync: a device-wide one would wait for the collectives too
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+
     def run():
-        _sync(device)
+        stream_sync()
         start = time.perf_counter()
-        with torch.no_grad(), torch.random.fork_rng(
-                devices=[device] if device.type == "cuda" else []):
-            gm(*inputs)
-        _sync(device)
+        runner.run(*inputs)
+        stream_sync()
         return time.perf_counter() - start
 
+    def issue():
+        nonlocal rounds
+        rounds += 1
+        return [dist.all_reduce(buffer, group=group, async_op=True) for _ in range(count)]
+
     try:
-        run()
-        for _ in range(repeats):
-            alone.append(run())
-            works = [dist.all_reduce(buffer, group=group, async_op=True) for _ in range(count)]
+        buffer = torch.zeros(size, device=device)  # sums of zeros: no overflow however many
+        inputs = _isolated_inputs(gm, example_inputs)
+        runner = _Outside(gm, device)
+        with torch.no_grad(), torch.random.fork_rng(
+                devices=[device] if device.type == "cuda" else []):
             try:
-                beside.append(run())
+                run()
+                for _ in range(repeats):
+                    alone.append(run())
+                    works = issue()
+                    try:
+                        beside.append(run())
+                    finally:
+                        for w in works:
+                            w.wait()
             finally:
-                for w in works:
-                    w.wait()
+                runner.close()
         ratio = max(0.0, statistics.median(beside) / statistics.median(alone) - 1)
     except Exception as e:  # noqa: BLE001: a run outside the step; the ranks still agree
         warnings.warn(f"overlap.torch.ddp: bucket_cap_bytes=\"auto\" could not measure "
                       f"the contention on rank {dist.get_rank(group)} "
                       f"({type(e).__name__}: {e}); it counts as 0 here", stacklevel=2)
-        # Each started round issued (and drained) its collectives before a run failed:
-        # the rounds left issue theirs, as the other ranks do.
-        while len(alone) < repeats:
-            alone.append(0.0)
-            for w in [dist.all_reduce(buffer, group=group, async_op=True)
-                      for _ in range(count)]:
+        if buffer is None:
+            buffer = torch.zeros(size, device=device)  # fails again: the others time out
+        while rounds < repeats:  # the rounds the other ranks still issue
+            for w in issue():
                 w.wait()
     agreed = torch.tensor([ratio], dtype=torch.float64, device=device)
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
@@ -567,16 +596,18 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                       divide="gradients"):
     """Rewrites an AOT backward graph `bw` so that it returns all-reduced gradients: for each
     bucket (a list of the graph's output positions: the gradients of the bucket's
-    parameters), right after the last of them is computed, the gradients are flattened into
-    one buffer (aten.cat) and summed over `group_name` in place (torch's functional
-    `all_reduce_`); just before the output, one wait_tensor, and each gradient is a view of
-    the reduced buffer. A bucket holding several dtypes gets one buffer per dtype (gloo
+    parameters), the gradients are flattened into one buffer (with `op_by_op`, each copied
+    into it right after the node that computes it; else one aten.cat after the last), and
+    right after the last of them the buffer is summed over `group_name` in place (torch's
+    functional `all_reduce_`); just before the output, one wait_tensor, and each gradient is
+    a view of the reduced buffer. A bucket holding several dtypes gets one buffer per dtype (gloo
     reduces one dtype at a time); a gradient without a static floating shape its own
     out-of-place all_reduce.
 
     DDP divides each gradient by the world size before it sums (its reducer multiplies by
     1 / world size while copying into the bucket): `divide="gradients"` does the same, with
-    the same arithmetic, so the bits equal DDP's at any world size. `divide="tangents"` divides the backward's
+    the same arithmetic, so with `op_by_op` the bits equal DDP's at any world size
+    (inductor's fused kernels may round otherwise). `divide="tangents"` divides the backward's
     tangents instead when the graph returns only bucketed gradients (a pass over the
     forward's outputs, not over the parameters): right when every gradient is linear in
     the tangents, as ATen's own backward formulas are, and wrong for a custom
@@ -589,7 +620,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
     multiplied into its buffer in one pass (no cat, then a division) and the buffer is
     kept across steps (_BucketBuffers, a `bucket_buffers` attribute of
     `bw`); else (inductor) pure ATen ops for the compiler to fuse and plan. Returns the
-    number of collectives inserted. O(graph size)."""
+    number of collectives inserted. O(buckets x graph size)."""
     graph = bw.graph
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
     results = list(output.args[0])
@@ -636,18 +667,26 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                     with graph.inserting_before(first):
                         pool = graph.get_attr("bucket_buffers")
                 key, sizes = f"{issued}", tuple(v.numel() for _, _, v in members)
-                placed, tail = [None] * len(members), {}  # tail: a gradient's last place
-                order = sorted(range(len(members)), key=lambda k: position[members[k][1]])
-                for k in order:  # graph order (two parameters may share a gradient node)
-                    g = members[k][1]
-                    with graph.inserting_after(tail.get(g, g)):
+                scale = None if tangents else 1.0 / world_size
+                tail = {}  # where a gradient's next placing goes: after its last one
+                placed = []
+                for k, (_, g, _) in enumerate(members):
+                    # Right after the gradient; a graph input (a tangent returned as a
+                    # gradient) after the buffers' get_attr, which follows the inputs.
+                    where = tail.get(g) or (tail.get(pool, pool) if g.op == "placeholder"
+                                            else g)
+                    with graph.inserting_after(where):
                         flat = graph.call_function(aten.reshape.default, (g, [-1]))
                     with graph.inserting_after(flat):
-                        placed[k] = tail[g] = graph.call_function(
-                            _place, (pool, key, k, sizes, flat,
-                                     None if tangents else 1.0 / world_size, k == order[0]))
-                last = order[-1]
-                anchor = _later(graph, anchor, placed[last])
+                        node = graph.call_function(_place, (pool, key, k, sizes, flat, scale))
+                    tail[g if g.op != "placeholder" else pool] = tail[g] = node
+                    placed.append(node)
+                # The first placing the graph runs starts the step's fill; the last one is
+                # where the bucket is complete.
+                mine = set(placed)
+                ordered = [n for n in graph.nodes if n in mine]
+                ordered[0].args = ordered[0].args + (True,)
+                anchor = _later(graph, anchor, ordered[-1])
                 buffer = after(_filled, (pool, key, len(members), tuple(placed)))
             else:
                 pieces = [after(aten.reshape.default, (g, [-1])) for _, g, _ in members]
@@ -740,7 +779,7 @@ class OneGraphBackend(DdpBackend):
             # eager autograd saves (default_partition: the forward's values the backward
             # reads, nothing recomputed): the min-cut partitioner aot_eager takes recomputes
             # pointwise ops in the backward, which pays only where a compiler fuses them
-            # (2.5% of the GPT's step on one CPU rank, 2026-12-07).
+            # (2% of the GPT's step on one CPU rank, 2026-12-07).
             from torch._dynamo.backends.debugging import boxed_nop
             from torch._functorch.partitioners import default_partition
 
@@ -748,7 +787,9 @@ class OneGraphBackend(DdpBackend):
                 rewrite(bw)
                 return boxed_nop(bw, inputs)
 
-            with functorch_config.patch(enable_autograd_cache=False):  # as below
+            # The cache off as for inductor (below); torch 2.14 caches no aot_eager
+            # compile unless forced, so here it guards against that setting.
+            with functorch_config.patch(enable_autograd_cache=False):
                 return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
                                     partition_fn=default_partition,
                                     keep_inference_input_mutations=True)(gm, example_inputs)
@@ -791,8 +832,9 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     term that ignores its incoming gradient (insert_allreduces).
 
     bucket_cap_bytes="auto" (split=False): overlap's model picks the cap per graph, the one
-    that leaves the least all-reduce time exposed after the backward, from this device's
-    compute (each forward node timed) and the group's all-reduce, measured when the first
+    whose backward and exposed all-reduce time end first, from this device's
+    compute (each forward node timed, and slowed beside all-reduces) and the group's
+    all-reduce, measured when the first
     training graph of each set of parameters compiles (every rank compiles it, and they
     agree on the slowest rank's figures), or from
     `link=(latency_s, bus bandwidth in bytes/s)` when given (OneGraphBackend.auto_cap;
