@@ -12,6 +12,26 @@ import torch
 import torch.distributed as dist
 
 
+# glibc's allocator keeping what it frees (read at process start: set before ranks spawn).
+# With its defaults a step that frees past the trim threshold at the heap's top gives the
+# memory back to the system and the next step faults it in again; which variants fault
+# changes with where each one's memory lies (docs/benchmarks.md). PyTorch's CPU launcher
+# (torch.backends.xeon.run_cpu) keeps memory by preloading tcmalloc or jemalloc.
+KEEP_MEMORY = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
+
+
+def keep_memory():
+    """Sets KEEP_MEMORY in this process's environment, for the ranks it starts."""
+    os.environ.update(KEEP_MEMORY)
+
+
+def allocator_note():
+    """How the ranks' allocator runs, for a table's header."""
+    kept = all(os.environ.get(k) == v for k, v in KEEP_MEMORY.items())
+    return ("glibc's allocator keeping freed memory (MALLOC_TRIM_THRESHOLD_, "
+            "MALLOC_MMAP_THRESHOLD_)" if kept else "glibc's allocator as it comes")
+
+
 def model_without_dropout(ctor, kwargs):
     """`ctor(**kwargs)` (a JSON string) in training mode, dropout off: compiled code and
     other runners draw masks from other random streams, so every variant must compute
