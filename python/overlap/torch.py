@@ -10,6 +10,7 @@ while the backward of the pieces before it still runs.
 """
 
 import operator
+import time
 import warnings
 
 import torch
@@ -236,7 +237,6 @@ def _sync(device):
 
 def _median_seconds(fn, device, repeats=5):
     """The median of `repeats` timed calls of fn after one untimed call."""
-    import time
     fn()
     _sync(device)
     times = []
@@ -259,7 +259,6 @@ class _Outside(torch.fx.Interpreter):
         self.device, self.on_node, self.entered = device, on_node, []
 
     def run_node(self, n):
-        import time
         if n.op in ("placeholder", "output"):
             return super().run_node(n)
         if n.target is torch._C._set_grad_enabled:
@@ -329,7 +328,6 @@ def _contention(gm, example_inputs, group, device, link, forward_s, repeats=3):
     drains its remaining rounds. Every rank of the group must call it. 1 + 2 x repeats
     forward passes."""
     import statistics
-    import time
     import torch.distributed as dist
     world = dist.get_world_size(group)
     largest = max((t.numel() * t.element_size() for t in example_inputs
@@ -575,11 +573,10 @@ def _place(buffers, key, index, sizes, piece, scale=None, start=False):
     buffers.place(key, index, sizes, piece, scale, start)
 
 
-def _filled(buffers, key, count, placed):
-    """The bucket's buffer, all `count` gradients placed (`placed`: the placing nodes,
-    so that the graph orders them before it)."""
-    del placed
-    return buffers.filled(key, count)
+def _filled(buffers, key, placed):
+    """The bucket's buffer, all its gradients placed (`placed`: the placing nodes' results,
+    one per gradient, so that the graph orders them before it)."""
+    return buffers.filled(key, len(placed))
 
 
 def _later(graph, a, b):
@@ -679,7 +676,9 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                         flat = graph.call_function(aten.reshape.default, (g, [-1]))
                     with graph.inserting_after(flat):
                         node = graph.call_function(_place, (pool, key, k, sizes, flat, scale))
-                    tail[g if g.op != "placeholder" else pool] = tail[g] = node
+                    tail[g] = node
+                    if g.op == "placeholder":
+                        tail[pool] = node  # the next graph input's placing goes after it
                     placed.append(node)
                 # The first placing the graph runs starts the step's fill; the last one is
                 # where the bucket is complete.
@@ -687,7 +686,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                 ordered = [n for n in graph.nodes if n in mine]
                 ordered[0].args = ordered[0].args + (True,)
                 anchor = _later(graph, anchor, ordered[-1])
-                buffer = after(_filled, (pool, key, len(members), tuple(placed)))
+                buffer = after(_filled, (pool, key, tuple(placed)))
             else:
                 pieces = [after(aten.reshape.default, (g, [-1])) for _, g, _ in members]
                 if len(pieces) > 1:
