@@ -36,6 +36,8 @@ the system when the top of its heap frees past the trim threshold, and the next 
 it in again: up to 13,728 page faults a step on resnet18 (56 MB, 2026-12-07), 15% of its
 step, and which variants fault changes from run to run with where each one's memory lies,
 so the comparison would measure the heap's layout. --glibc-defaults measures that way.
+overlap's backends are built with keep_memory=False, so that every variant runs on the same
+allocator either way (by default they keep freed memory themselves: docs/torch.md).
 
 With --cluster RATE the two ranks run on two hosts of tools/cluster.sh (network namespaces
 joined by a bridge, each link limited to RATE by tbf both ways; gloo on the hosts' eth0),
@@ -104,7 +106,8 @@ def variant(kind, base, compiler="aot_eager"):
         return model, torch.compile(ddp, backend=compiler), None
     backend = overlap_torch.ddp("default", backend=compiler,
                                 split=kind == "overlap split",
-                                bucket_cap_bytes="auto" if auto else None)
+                                bucket_cap_bytes="auto" if auto else None,
+                                keep_memory=False)  # the ranks' allocator: main()
     return model, torch.compile(ddp, backend=backend), backend
 
 

@@ -516,6 +516,59 @@ class PythonTest(unittest.TestCase):
         finally:
             dist.destroy_process_group()
 
+    def test_keep_freed_memory(self):
+        # Each case in a fresh interpreter: the setting is process-wide and sticks. Three
+        # 30 MiB blocks, written and freed: kept, the process stays resident with them; with
+        # glibc's defaults they are given back whatever its dynamic thresholds reached (each
+        # block mapped on its own, or 90 MiB free at the heap's top, above the trim
+        # threshold's largest dynamic value, 64 MiB).
+        child = """
+import ctypes, json, os, sys
+import torch
+from overlap import _memory
+page = os.sysconf("SC_PAGE_SIZE")
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * page
+kept = {"cpu": lambda: _memory.keep_for([1, torch.zeros(1)]),
+        "none": lambda: _memory.keep_for([1, "x", torch.zeros(1, device="meta")]),
+        "call": _memory.keep_freed_memory}[sys.argv[1]]()
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+n = 30 << 20
+blocks = [libc.malloc(n) for _ in range(3)]
+for b in blocks:
+    ctypes.memset(b, 1, n)
+before = resident()
+for b in blocks:
+    libc.free(b)
+print(json.dumps({"kept": kept, "given_back": before - resident()}))
+"""
+        import subprocess
+        import sys
+
+        def run(case, **env):
+            base = {k: v for k, v in os.environ.items()
+                    if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")}
+            out = subprocess.run([sys.executable, "-c", child, case], env={**base, **env},
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        for case in ("cpu", "call"):
+            got = run(case)
+            self.assertTrue(got["kept"], case)
+            self.assertLess(got["given_back"], 8 << 20, case)
+        got = run("none")  # no CPU tensor: the allocator as it comes
+        self.assertFalse(got["kept"])
+        self.assertGreater(got["given_back"], 60 << 20)
+        # The user's own settings win, and are not overridden.
+        got = run("call", MALLOC_TOP_PAD_="0")
+        self.assertFalse(got["kept"])
+        self.assertGreater(got["given_back"], 60 << 20)
+        self.assertFalse(run("call", GLIBC_TUNABLES="glibc.malloc.trim_threshold=0")["kept"])
+        self.assertFalse(run("call", LD_PRELOAD="libjemalloc.so.2")["kept"])
+
     def test_stubs_match_the_module(self):
         stub = os.path.join(os.path.dirname(overlap.__file__), "_overlap.pyi")
         tree = ast.parse(open(stub).read())

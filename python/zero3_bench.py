@@ -13,7 +13,8 @@ ATen returns, until freed; `transient_peak`, without what outlives the step) and
 overlap's, the plan's simulated peak and the values the step held (`peak_bytes`). Every
 rank runs with glibc's allocator keeping what it frees (python/bench_util.py, KEEP_MEMORY:
 with its defaults, page faults of memory given back and taken again move steps by more than
-the variants differ); --glibc-defaults measures without.
+the variants differ); --glibc-defaults measures without (and overlap.torch.zero3 is built
+with keep_memory=False, so that every variant runs on the same allocator either way).
 """
 
 import copy
@@ -71,7 +72,8 @@ def variant(kind, base, x, target, budget=None):
         return step, None
     algorithm = kind.split("(")[1].rstrip(")").split(",")[0]
     z = overlap_torch.zero3(model, [x], target, loss="ce", algorithm=algorithm,
-                            budget_bytes=budget if "under" in kind else None)
+                            budget_bytes=budget if "under" in kind else None,
+                            keep_memory=False)  # the ranks' allocator: main()
     opt = torch.optim.SGD(z.parameters(), lr=0.01)
 
     def step():

@@ -18,6 +18,7 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from . import _overlap
+from ._memory import keep_for, keep_freed_memory  # noqa: F401 - keep_freed_memory: public
 from .fx import from_fx
 
 MODES = {"reference": "reference-2x", "default": "default"}
@@ -71,7 +72,8 @@ class DdpBackend:
     each piece in order (placeholder names, as DDPOptimizer records them): what tests and
     users inspect."""
 
-    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link=None):
+    def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link=None,
+                 keep_memory=True):
         if mode not in MODES:
             raise ValueError(f"overlap.torch.ddp: mode {mode!r} is not one of "
                              f"{', '.join(MODES)}")
@@ -89,6 +91,7 @@ class DdpBackend:
         self.bucket_cap_bytes = bucket_cap_bytes
         self.first_bucket_cap_bytes = first_bucket_cap_bytes
         self.link = link
+        self.keep_memory = keep_memory
         self.splits = []
         self.cap_choices = []  # per graph whose cap the model chose (auto_cap)
         self._links = {}  # (group, device): the all-reduce's (latency, bandwidth) agreed
@@ -210,7 +213,13 @@ class DdpBackend:
         self.splits.append([b["params"] for b in buckets])
         return buckets
 
+    def keep(self, example_inputs):
+        """keep_freed_memory() for a graph on the CPU, unless keep_memory=False."""
+        if self.keep_memory:
+            keep_for(example_inputs)
+
     def __call__(self, gm, example_inputs):
+        self.keep(example_inputs)
         buckets = self.buckets(gm, example_inputs)
         if buckets is None or len(buckets) <= 1:
             return self.compile_fn(gm, example_inputs)
@@ -727,7 +736,7 @@ class OneGraphBackend(DdpBackend):
     compiled backward holds."""
 
     def __init__(self, mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
-                 divide="gradients", link=None):
+                 divide="gradients", link=None, keep_memory=True):
         _check_divide(divide)
         self.divide = divide
         if backend == "eager":
@@ -735,7 +744,8 @@ class OneGraphBackend(DdpBackend):
         if backend not in ("aot_eager", "inductor"):
             raise ValueError("overlap.torch.ddp(split=False): backend must be \"aot_eager\" "
                              f"or \"inductor\", not {backend!r}")
-        super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
+        super().__init__(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link,
+                         keep_memory)
         self.collectives = []
 
     def __call__(self, gm, example_inputs):
@@ -743,6 +753,7 @@ class OneGraphBackend(DdpBackend):
         from torch._dynamo.backends.common import aot_autograd
         from torch.nn.parallel import DistributedDataParallel
 
+        self.keep(example_inputs)
         active = DistributedDataParallel._get_active_ddp_module()
         group = active.process_group if active is not None else dist.group.WORLD
         world = dist.get_world_size(group)
@@ -808,7 +819,8 @@ class OneGraphBackend(DdpBackend):
 
 
 def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
-        first_bucket_cap_bytes=None, split=True, divide="gradients", link=None):
+        first_bucket_cap_bytes=None, split=True, divide="gradients", link=None,
+        keep_memory=True):
     """A torch.compile backend for DistributedDataParallel models in DDPOptimizer's place.
 
     mode "reference" splits where torch 2.x's DDPOptimizer does (overlap's partitioner,
@@ -839,20 +851,26 @@ def ddp(mode="default", *, backend="inductor", bucket_cap_bytes=None,
     `link=(latency_s, bus bandwidth in bytes/s)` when given (OneGraphBackend.auto_cap;
     docs/torch.md). Not with split=True: there DDP's reducer keeps the buckets it built
     when it was constructed, and a cap chosen at compile time would move only the graph
-    breaks."""
+    breaks.
+
+    keep_memory: a graph on the CPU sets glibc's allocator to keep the memory a step frees
+    for the next (keep_freed_memory(), process-wide, unless the environment sets glibc's
+    thresholds itself), as CUDA's caching allocator keeps it: else a step can fault its
+    freed memory in again each time (docs/torch.md, "Memory on CPUs")."""
     torch._dynamo.config.optimize_ddp = False
     if not split:
         return OneGraphBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes,
-                               divide, link)
+                               divide, link, keep_memory)
     if bucket_cap_bytes == "auto":
         raise ValueError("overlap.torch.ddp: bucket_cap_bytes=\"auto\" needs split=False "
                          "(with split=True DDP's reducer keeps the buckets it was built with)")
-    return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link)
+    return DdpBackend(mode, backend, bucket_cap_bytes, first_bucket_cap_bytes, link,
+                      keep_memory)
 
 
 
 def zero3(model, example_inputs, target=None, *, loss="ce", group=None, algorithm=None,
-          budget_bytes=None, recompute=True, offload=True):
+          budget_bytes=None, recompute=True, offload=True, keep_memory=True):
     """ZeRO-3 on torch's own graphs and kernels (docs/torch.md, "ZeRO-3 on torch's graphs").
 
     `model`'s step is captured on `example_inputs` (a list of tensors) and `target` with
@@ -863,8 +881,11 @@ def zero3(model, example_inputs, target=None, *, loss="ce", group=None, algorith
     the collectives on torch.distributed over `group` (the default process group).
     Returns a Zero3: `step(inputs, target)` runs one forward and backward and sets the
     shards' gradients (averaged over the ranks); `parameters()` are this rank's flat
-    shards, for any torch optimizer. Static shapes: every batch has the example's."""
+    shards, for any torch optimizer. Static shapes: every batch has the example's.
+    keep_memory: as ddp()'s, for a model on the CPU."""
     from ._zero3 import zero3 as impl
+    if keep_memory:
+        keep_for(list(example_inputs) + list(model.parameters()))
     return impl(model, example_inputs, target, loss=loss, group=group, algorithm=algorithm,
                 budget_bytes=budget_bytes, recompute=recompute, offload=offload)
 
