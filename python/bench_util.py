@@ -58,10 +58,11 @@ def sgd_step(model, run, x, target, lr=0.01):
     return step
 
 
-def interleaved(steps, rounds, iterations):
+def interleaved(steps, rounds, iterations, per_round=None):
     """{kind: median over rounds of each round's median step}: every round runs
     `iterations` of each step function in turn (A B C A B C), each after a barrier, so
-    every variant sees the same drift of a shared machine."""
+    every variant sees the same drift of a shared machine. `per_round` (a dict), when
+    given, gets each kind's round medians in order, for comparisons paired by round."""
     medians = {kind: [] for kind in steps}
     for _ in range(rounds):
         for kind, step in steps.items():
@@ -72,7 +73,18 @@ def interleaved(steps, rounds, iterations):
                 step()
                 times.append(time.perf_counter() - start)
             medians[kind].append(statistics.median(times))
+    if per_round is not None:
+        per_round.update(medians)
     return {kind: statistics.median(v) for kind, v in medians.items()}
+
+
+def rounds_at_most(per_round, kind, peer):
+    """"k/n": in how many of the n rounds `kind`'s median step was at most `peer`'s (the
+    same round's, so the machine's drift is paired out); "" without per-round figures."""
+    mine, theirs = per_round.get(kind), per_round.get(peer)
+    if not mine or not theirs:
+        return ""
+    return f"{sum(a <= b for a, b in zip(mine, theirs))}/{len(mine)}"
 
 
 def arguments(doc, models, extra=()):

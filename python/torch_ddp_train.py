@@ -1,7 +1,7 @@
 """overlap's DDP backends for torch.compile (overlap.torch.ddp: split into pieces, or the
 step as one graph with its all-reduces inside) against eager DDP: 2 ranks
 over gloo on this machine, the same model, seed and batches, SGD; the losses of every step
-and the final parameters must agree. Exit 1 on a difference.
+and the final parameters and buffers must agree. Exit 1 on a difference.
 
     python torch_ddp_train.py [--models hf_gpt2,resnet18]
                               [--modes reference,default,default/one-graph/keep]
@@ -23,6 +23,9 @@ import torch.multiprocessing as mp
 MODELS = {  # name: (constructor, kwargs, input)
     "hf_gpt2": ("overlap_export.testing.hf_models:gpt2", "{}", "4x8:int64:64"),
     "resnet18": ("torchvision.models:resnet18", '{"num_classes": 10}', "4x3x32x32"),
+    # In-place ReLU6 and batch norm: the forward's rewrites (update_buffers_in_place,
+    # save_results_of_hardtanh) against eager's buffers and gradients.
+    "mobilenet_v2": ("torchvision.models:mobilenet_v2", '{"num_classes": 10}', "4x3x32x32"),
     "transformer_encoder": ("overlap_export.testing.zoo_modules:transformer", "{}",
                             "4x6:int64:11"),
 }
@@ -56,6 +59,11 @@ def train(model, ddp, batches, steps, keep=False):
     return losses
 
 
+def _state(model):
+    """The model's parameters and buffers (batch norm's statistics and counters), copied."""
+    return [t.detach().clone() for t in model.state_dict().values()]
+
+
 def worker(rank, world, store, name, modes, backend, steps, out):
     import overlap.torch as overlap_torch
     from bench_util import model_without_dropout
@@ -76,12 +84,12 @@ def worker(rank, world, store, name, modes, backend, steps, out):
     model = copy.deepcopy(base)
     eager = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
     results["eager"] = (train(model, eager, batches, steps),
-                        [p.detach().clone() for p in model.parameters()])
+                        _state(model))
     if any(m.endswith("/keep") for m in modes):
         model = copy.deepcopy(base)
         eager = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap / 2**20)
         results["eager/keep"] = (train(model, eager, batches, steps, keep=True),
-                                 [p.detach().clone() for p in model.parameters()])
+                                 _state(model))
     for mode in modes:
         torch._dynamo.reset()
         model = copy.deepcopy(base)
@@ -92,7 +100,7 @@ def worker(rank, world, store, name, modes, backend, steps, out):
                                    **({"bucket_cap_bytes": "auto"} if "auto" in kind else {}))
         compiled = torch.compile(ddp, backend=chosen)
         results[mode] = (train(model, compiled, batches, steps, keep="keep" in kind),
-                         [p.detach().clone() for p in model.parameters()])
+                         _state(model))
         if "auto" in kind:  # the caps each rank's model chose, per graph
             caps = [None] * world
             dist.all_gather_object(caps, [c["cap_bytes"] for c in chosen.cap_choices])
@@ -108,7 +116,7 @@ def worker(rank, world, store, name, modes, backend, steps, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="hf_gpt2,resnet18,transformer_encoder")
+    ap.add_argument("--models", default="hf_gpt2,resnet18,mobilenet_v2,transformer_encoder")
     ap.add_argument("--modes", default="reference,default,default/one-graph,"
                     "default/one-graph/tangents,default/one-graph/keep,default/one-graph/auto",
                     help="reference / default: the split backend; MODE/one-graph: the step "
@@ -149,7 +157,8 @@ def main():
                 what = "all-reduces" if "one-graph" in mode else "pieces"
                 print(f"torch_ddp: {name} mode {mode} ({a.backend}, {what} {pieces}): losses "
                       f"{['%.6f' % v for v in mine[0]]} vs eager DDP "
-                      f"{['%.6f' % v for v in theirs[0]]}; parameters differ by at most "
+                      f"{['%.6f' % v for v in theirs[0]]}; parameters and buffers differ by "
+                      f"at most "
                       f"{worst:.2e}: {'equal' if ok else 'DIFFERENT'}"
                       + (f"; caps chosen by rank {caps}" if caps is not None else "")
                       + ("" if split_ok else " (the ranks chose different caps)"

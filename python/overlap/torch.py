@@ -9,6 +9,7 @@ each piece with an inner backend, so that DDP's reducer can all-reduce a bucket'
 while the backward of the pieces before it still runs.
 """
 
+import math
 import operator
 import time
 import warnings
@@ -547,18 +548,21 @@ class _BucketBuffers(torch.nn.Module):
         self.buffers = {}
         self.filling = {}  # key: the positions placed in this step's fill
 
-    def place(self, key, index, sizes, piece, scale=None, start=False):
-        """Copies `piece` (a flat gradient) into position `index` of the key's buffer (of
-        pieces of `sizes` elements), multiplied by `scale` on the way when given: one pass
-        over its bytes, as DDP's reducer's mul_out by 1 / world size. `start`: the step's
+    def place(self, key, index, shapes, piece, scale=None, start=False):
+        """Copies `piece` (a gradient, any strides) into position `index` of the key's
+        buffer (pieces of `shapes`, one after another), multiplied by `scale` on the way
+        when given: one pass over its bytes, as DDP's reducer's mul_out by 1 / world size,
+        into a view of the piece's shape kept with the buffer (no reshape per step: a
+        graph op costs microseconds, and a model has hundreds of gradients). `start`: the step's
         first gradient of the bucket, which starts a new fill (whatever a step that failed
         midway left) and decides whether the buffer may be reused."""
         fill = self.filling.get(key)
         if start or fill is None:
             held = self.buffers.get(key)
             if held is None or _storage_users(held[0]) > held[1]:
+                sizes = [math.prod(s) for s in shapes]
                 buffer = torch.empty(sum(sizes), dtype=piece.dtype, device=piece.device)
-                views = buffer.split(list(sizes))
+                views = [flat.view(s) for flat, s in zip(buffer.split(sizes), shapes)]
                 self.buffers[key] = (buffer, _storage_users(buffer), views)
             fill = self.filling[key] = set()
         view = self.buffers[key][2][index]
@@ -577,9 +581,9 @@ class _BucketBuffers(torch.nn.Module):
         return self.buffers[key][0]
 
 
-def _place(buffers, key, index, sizes, piece, scale=None, start=False):
+def _place(buffers, key, index, shapes, piece, scale=None, start=False):
     """A gradient copied (times `scale`) into its place in its bucket's kept buffer."""
-    buffers.place(key, index, sizes, piece, scale, start)
+    buffers.place(key, index, shapes, piece, scale, start)
 
 
 def _filled(buffers, key, placed):
@@ -672,7 +676,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                     first = next(n for n in graph.nodes if n.op != "placeholder")
                     with graph.inserting_before(first):
                         pool = graph.get_attr("bucket_buffers")
-                key, sizes = f"{issued}", tuple(v.numel() for _, _, v in members)
+                key, shapes = f"{issued}", tuple(tuple(v.shape) for _, _, v in members)
                 scale = None if tangents else 1.0 / world_size
                 tail = {}  # where a gradient's next placing goes: after its last one
                 placed = []
@@ -682,9 +686,7 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
                     where = tail.get(g) or (tail.get(pool, pool) if g.op == "placeholder"
                                             else g)
                     with graph.inserting_after(where):
-                        flat = graph.call_function(aten.reshape.default, (g, [-1]))
-                    with graph.inserting_after(flat):
-                        node = graph.call_function(_place, (pool, key, k, sizes, flat, scale))
+                        node = graph.call_function(_place, (pool, key, k, shapes, g, scale))
                     tail[g] = node
                     if g.op == "placeholder":
                         tail[pool] = node  # the next graph input's placing goes after it
@@ -728,6 +730,122 @@ def insert_allreduces(bw, buckets, group_name, world_size, *, op_by_op=True,
     graph.lint()
     bw.recompile()
     return issued
+
+
+def _only_users(node, allowed):
+    """Whether every user of `node` is in `allowed`."""
+    return all(u in allowed for u in node.users)
+
+
+def update_buffers_in_place(fw):
+    """Rewrites an AOT forward graph `fw` so that batch norm updates its running statistics
+    in place, as eager mode does: AOTAutograd's functional graph computes them into new
+    tensors (`_native_batch_norm_legit_functional`, which clones both statistics) and
+    copies them back into the buffers at the end (`copy_`), and counts the batches into a
+    new tensor copied back too. Run op by op (aot_eager) that is five extra ops per batch
+    norm layer. Rewritten only where the buffer is read by nothing but the update and its
+    copy, and the new value by nothing but the copy and the graph's output (a value saved
+    for the backward, which then saves the buffer itself, as eager autograd does; batch
+    norm's backward in training does not read it). Returns how many buffers it updates
+    in place (two per batch norm layer, one per batch counter). O(graph size)."""
+    aten = torch.ops.aten
+    graph = fw.graph
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    updated = 0
+
+    def copy_back(buffer, value):
+        """The copy_(buffer, value) node when it is the buffer's update, else None."""
+        if buffer.op != "placeholder":
+            return None
+        copies = [u for u in value.users if u.target is aten.copy_.default
+                  and u.args[0] is buffer and u.args[1] is value]
+        if len(copies) != 1 or not _only_users(value, {copies[0], output}):
+            return None
+        return copies[0]
+
+    for n in list(graph.nodes):
+        if n.target is aten._native_batch_norm_legit_functional.default and n.args[5] is True:
+            items = {u.args[1]: u for u in n.users if u.target is operator.getitem}
+            if len(items) != len(n.users) or 3 not in items or 4 not in items:
+                continue
+            mean, var = n.args[3], n.args[4]
+            copies = [copy_back(mean, items[3]), copy_back(var, items[4])]
+            if None in copies or not _only_users(mean, {n, copies[0]}) \
+                    or not _only_users(var, {n, copies[1]}):
+                continue
+            with graph.inserting_before(n):
+                legit = graph.call_function(aten._native_batch_norm_legit.default, n.args,
+                                            n.kwargs)
+            for i in (0, 1, 2):
+                if i in items:
+                    items[i].args = (legit, i)
+            for i, buffer, copy in ((3, mean, copies[0]), (4, var, copies[1])):
+                graph.erase_node(copy)
+                items[i].replace_all_uses_with(buffer)
+                graph.erase_node(items[i])
+            graph.erase_node(n)
+            updated += 2
+        elif n.target is aten.add.Tensor and isinstance(n.args[0], torch.fx.Node):
+            buffer = n.args[0]
+            copy = copy_back(buffer, n)
+            if copy is None or len(n.users) != 1 or not _only_users(buffer, {n, copy}):
+                continue
+            with graph.inserting_before(n):
+                graph.call_function(aten.add_.Tensor, n.args, n.kwargs)
+            graph.erase_node(copy)
+            graph.erase_node(n)
+            updated += 1
+    if updated:
+        graph.lint()
+        fw.recompile()
+    return updated
+
+
+def save_results_of_hardtanh(fw, bw):
+    """Rewrites a partitioned AOT pair (forward `fw`, backward `bw`, as AOTAutograd's
+    partitioners return them: the backward's placeholders named as the forward values
+    they receive) so that an in-place hardtanh (ReLU6(inplace=True), MobileNet's
+    activation) saves its result, as eager autograd does, instead of a copy of its input.
+    Functionalized, `hardtanh_(x)` becomes `clone(x)` (the input before the write, saved
+    for the backward) and an out-of-place `hardtanh(x)`: one more activation-sized copy
+    and one more saved tensor per layer. hardtanh_backward(grad, v, lo, hi) passes grad
+    where lo < v < hi, which holds for the result exactly where it holds for the input
+    (the result is the input clamped to [lo, hi]), so the backward may read the result;
+    and when nothing else reads the input, the forward writes it in place again. Rewritten
+    only where the copy is read by nothing but the backward's hardtanh_backward with the
+    forward's bounds. Returns how many copies it removed. O(graph size)."""
+    aten = torch.ops.aten
+    output = next(n for n in reversed(fw.graph.nodes) if n.op == "output")
+    backward_inputs = {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
+    removed = 0
+    for c in list(fw.graph.nodes):
+        if c.target is not aten.clone.default or c.kwargs or not _only_users(c, {output}):
+            continue
+        x = c.args[0]
+        clamps = [u for u in x.users if u.target is aten.hardtanh.default]
+        saved = backward_inputs.get(c.name)
+        if len(clamps) != 1 or saved is None:
+            continue
+        h = clamps[0]
+        bounds = tuple(h.args[1:]) or (-1.0, 1.0)
+        if not saved.users or any(u.target is not aten.hardtanh_backward.default
+                                  or u.args[1] is not saved or tuple(u.args[2:]) != bounds
+                                  for u in saved.users):
+            continue
+        output.args = (tuple(h if r is c else r for r in output.args[0]),)
+        fw.graph.erase_node(c)
+        removed += 1
+        val = x.meta.get("val")
+        if (x.op == "call_function" and isinstance(val, torch.Tensor) and not val._is_view()
+                and _only_users(x, {h})):
+            with fw.graph.inserting_before(h):
+                inplace = fw.graph.call_function(aten.hardtanh_.default, h.args, h.kwargs)
+            h.replace_all_uses_with(inplace)
+            fw.graph.erase_node(h)
+    if removed:
+        fw.graph.lint()
+        fw.recompile()
+    return removed
 
 
 class OneGraphBackend(DdpBackend):
@@ -793,15 +911,24 @@ class OneGraphBackend(DdpBackend):
             from torch._dynamo.backends.debugging import boxed_nop
             from torch._functorch.partitioners import default_partition
 
+            def fw_compiler(fw, inputs):
+                update_buffers_in_place(fw)
+                return boxed_nop(fw, inputs)
+
             def bw_compiler(bw, inputs):
                 rewrite(bw)
                 return boxed_nop(bw, inputs)
 
             # The cache off as for inductor (below); torch 2.14 caches no aot_eager
             # compile unless forced, so here it guards against that setting.
+            def partition(joint, inputs, **kwargs):
+                fw, bw = default_partition(joint, inputs, **kwargs)
+                save_results_of_hardtanh(fw, bw)
+                return fw, bw
+
             with functorch_config.patch(enable_autograd_cache=False):
-                return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
-                                    partition_fn=default_partition,
+                return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                    partition_fn=partition,
                                     keep_inference_input_mutations=True)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
