@@ -176,6 +176,8 @@ def worker(rank, world, init, name, rounds, iterations, out, variants, compiler=
 
 
 def measure(name, world, rounds, iterations, work, compiler="aot_eager"):
+    # A file store's file is its rendezvous: each process pair gets a new one.
+    work = tempfile.mkdtemp(dir=work)
     store = os.path.join(work, f"{name}.{world}.store")
     out = os.path.join(work, f"{name}.{world}.pt")
     mp.spawn(worker, args=(world, f"file://{store}", name, rounds, iterations, out,
