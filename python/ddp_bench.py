@@ -25,7 +25,9 @@ it started with for all its rounds; the table gives the median over all their ro
 for overlap's variants in how many rounds the variant's median step was at most eager
 DDP's and DDPOptimizer's of the same round. Compiled variants compile their pieces with
 `aot_eager` (AOTAutograd, torch's eager kernels), so the variants differ in where
-communication happens, not in their kernels.
+communication happens, not in their kernels; the one graph's forward also keeps eager's
+memory (batch norm's buffers and ReLU6 in place, docs/torch.md), which the stock
+`aot_eager` of DDPOptimizer and the split variant does not.
 
 How much communication each hides: the same variants on one rank (no communication; the
 same per-rank batch) give its compute time; the gradients' all-reduces alone, on 2 ranks

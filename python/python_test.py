@@ -518,8 +518,9 @@ class PythonTest(unittest.TestCase):
     def test_update_buffers_in_place(self):
         # Batch norm's running statistics and batch counter updated in place in the AOT
         # forward: the same buffers, outputs and gradients as eager, to the bit, over steps
-        # (a second step reads what the first wrote). A buffer the model also reads
-        # elsewhere is left to AOTAutograd's copy.
+        # (a second step reads what the first wrote), and with two forwards before one
+        # backward (nothing saved that the second forward writes). A buffer the model also
+        # reads elsewhere is left to AOTAutograd's copy.
         import copy
         from torch._dynamo.backends.common import aot_autograd
         from torch._dynamo.backends.debugging import boxed_nop
@@ -547,18 +548,24 @@ class PythonTest(unittest.TestCase):
             reference = copy.deepcopy(model)
             updated = []
 
-            def fw(g, inputs):
-                updated.append(overlap_torch.update_buffers_in_place(g))
-                return boxed_nop(g, inputs)
+            def partition(joint, inputs, **kwargs):
+                fw, bw = default_partition(joint, inputs, **kwargs)
+                updated.append(overlap_torch.update_buffers_in_place(
+                    fw, bw, kwargs["num_fwd_outputs"]))
+                return fw, bw
 
             torch._dynamo.reset()
             compiled = torch.compile(model, backend=aot_autograd(
-                fw_compiler=fw, bw_compiler=boxed_nop, partition_fn=default_partition,
+                fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partition,
                 keep_inference_input_mutations=True))
-            for _ in range(3):
+            for step in range(4):
                 x = torch.randn(2, 3, 8, 8)
                 got, want = compiled(x), reference(x)
                 self.assertTrue(torch.equal(got, want))
+                if step == 3:  # a second forward before the backward
+                    x = torch.randn(2, 3, 8, 8)
+                    got, want = got + compiled(x), want + reference(x)
+                    self.assertTrue(torch.equal(got, want))
                 got.square().sum().backward()
                 want.square().sum().backward()
             self.assertEqual(updated, [expected], make.__name__)
@@ -572,7 +579,19 @@ class PythonTest(unittest.TestCase):
     def test_save_results_of_hardtanh(self):
         # An in-place ReLU6 saves its result instead of a copy of its input, and writes in
         # place again: the same outputs and gradients as eager, to the bit (values beyond
-        # both bounds). An in-place SiLU, whose backward needs its input, keeps the copy.
+        # both bounds). An in-place SiLU, whose backward needs its input, keeps the copy; a
+        # ReLU6 whose input is read again loses the copy but is not written in place.
+        class ReadsInput(torch.nn.Module):
+            def __init__(self, inplace=True):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 4, 3)
+                self.act = torch.nn.ReLU6(inplace=inplace)
+
+            def forward(self, x):
+                y = self.conv(x)
+                twice = y * 2
+                return self.act(y) + twice
+
         import copy
         from torch._dynamo.backends.common import aot_autograd
         from torch._dynamo.backends.debugging import boxed_nop
@@ -580,17 +599,23 @@ class PythonTest(unittest.TestCase):
         import overlap.torch as overlap_torch
 
         aten = torch.ops.aten
-        for act, expected in ((torch.nn.ReLU6, 2), (torch.nn.SiLU, 0)):
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(
+        def chain(act):
+            return torch.nn.Sequential(
                 torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), act(inplace=True),
                 torch.nn.Conv2d(4, 4, 1), act(inplace=True), torch.nn.Conv2d(4, 4, 1))
+
+        for make, expected, inplace in ((lambda: chain(torch.nn.ReLU6), 2, 2),
+                                        (lambda: chain(torch.nn.SiLU), 0, 0),
+                                        (ReadsInput, 1, 0)):
+            torch.manual_seed(0)
+            model = make()
             reference = copy.deepcopy(model)
             pairs = []
 
             def partition(joint, inputs, **kwargs):
                 fw, bw = default_partition(joint, inputs, **kwargs)
-                pairs.append((overlap_torch.save_results_of_hardtanh(fw, bw), fw))
+                pairs.append((overlap_torch.save_results_of_hardtanh(
+                    fw, bw, kwargs["num_fwd_outputs"]), fw))
                 return fw, bw
 
             torch._dynamo.reset()
@@ -606,10 +631,11 @@ class PythonTest(unittest.TestCase):
             for a, b in zip(model.parameters(), reference.parameters()):
                 self.assertTrue(torch.equal(a.grad, b.grad))
             (removed, fw), = pairs
-            self.assertEqual(removed, expected, act.__name__)
+            self.assertEqual(removed, expected)
             targets = [n.target for n in fw.graph.nodes]
-            self.assertEqual(targets.count(aten.clone.default), 2 - expected)
-            self.assertEqual(targets.count(aten.hardtanh_.default), expected)
+            self.assertEqual(targets.count(aten.hardtanh_.default), inplace)
+            self.assertEqual(targets.count(aten.clone.default),
+                             0 if make is ReadsInput else 2 - expected)
         torch._dynamo.reset()
 
     def test_keep_freed_memory(self):

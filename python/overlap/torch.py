@@ -737,17 +737,41 @@ def _only_users(node, allowed):
     return all(u in allowed for u in node.users)
 
 
-def update_buffers_in_place(fw):
-    """Rewrites an AOT forward graph `fw` so that batch norm updates its running statistics
-    in place, as eager mode does: AOTAutograd's functional graph computes them into new
-    tensors (`_native_batch_norm_legit_functional`, which clones both statistics) and
-    copies them back into the buffers at the end (`copy_`), and counts the batches into a
-    new tensor copied back too. Run op by op (aot_eager) that is five extra ops per batch
-    norm layer. Rewritten only where the buffer is read by nothing but the update and its
-    copy, and the new value by nothing but the copy and the graph's output (a value saved
-    for the backward, which then saves the buffer itself, as eager autograd does; batch
-    norm's backward in training does not read it). Returns how many buffers it updates
-    in place (two per batch norm layer, one per batch counter). O(graph size)."""
+def _saved_value(fw, bw, output, num_fwd_outputs, value):
+    """The backward's placeholder for forward value `value` when the forward saves it (the
+    partitioners name it as the value), None when it does not; False when it is also a
+    user output or saved twice (not to be touched)."""
+    outs = list(output.args[0])
+    if value in outs[:num_fwd_outputs] or outs[num_fwd_outputs:].count(value) > 1:
+        return False
+    if value not in outs[num_fwd_outputs:]:
+        return None
+    return next((n for n in bw.graph.nodes if n.op == "placeholder" and n.name == value.name),
+                False)
+
+
+def _drop_saved(fw, bw, output, value, placeholder):
+    """Removes saved `value` from the forward's outputs and its `placeholder` from the
+    backward (the two lists stay in step: AOTAutograd pairs them by position)."""
+    output.args = (tuple(r for r in output.args[0] if r is not value),)
+    bw.graph.erase_node(placeholder)
+
+
+def update_buffers_in_place(fw, bw, num_fwd_outputs):
+    """Rewrites a partitioned AOT pair (forward `fw`, backward `bw`, the forward's first
+    `num_fwd_outputs` outputs the user's, as AOTAutograd's partitioners return them) so
+    that batch norm updates its running statistics in place, as eager mode does:
+    AOTAutograd's functional graph computes them into new tensors
+    (`_native_batch_norm_legit_functional`, which clones both statistics) and copies them
+    back into the buffers at the end (`copy_`), and counts the batches into a new tensor
+    copied back too. Run op by op (aot_eager) that is five extra ops per batch norm layer.
+    Rewritten only where the buffer is read by nothing but the update and its copy, and the
+    new value by nothing but the copy and, saved for the backward, batch norm's backward in
+    training, which takes the statistics and does not read them: there it gets None and
+    nothing is saved (saving the buffer itself would fail a second forward before the
+    backward, which writes it again). Returns how many buffers it updates in place (two
+    per batch norm layer, one per batch counter). O(graph size); must run before
+    AOTAutograd reads the pair (a partition_fn)."""
     aten = torch.ops.aten
     graph = fw.graph
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
@@ -763,6 +787,20 @@ def update_buffers_in_place(fw):
             return None
         return copies[0]
 
+    def unread(value, slot):
+        """Whether every backward use of saved `value` is batch norm's backward in
+        training taking it as statistic `slot` (3: mean, 4: variance), which it ignores;
+        the placeholder (None if not saved), or False."""
+        saved = _saved_value(fw, bw, output, num_fwd_outputs, value)
+        if saved is None or saved is False:
+            return saved
+        for u in saved.users:
+            if (u.target is not aten.native_batch_norm_backward.default or u.args[7] is not True
+                    or u.args[slot] is not saved
+                    or any(a is saved for k, a in enumerate(u.args) if k != slot)):
+                return False
+        return saved
+
     for n in list(graph.nodes):
         if n.target is aten._native_batch_norm_legit_functional.default and n.args[5] is True:
             items = {u.args[1]: u for u in n.users if u.target is operator.getitem}
@@ -770,18 +808,24 @@ def update_buffers_in_place(fw):
                 continue
             mean, var = n.args[3], n.args[4]
             copies = [copy_back(mean, items[3]), copy_back(var, items[4])]
-            if None in copies or not _only_users(mean, {n, copies[0]}) \
+            saved = [unread(items[3], 3), unread(items[4], 4)]
+            if None in copies or False in saved or not _only_users(mean, {n, copies[0]}) \
                     or not _only_users(var, {n, copies[1]}):
                 continue
             with graph.inserting_before(n):
                 legit = graph.call_function(aten._native_batch_norm_legit.default, n.args,
                                             n.kwargs)
+            if isinstance(n.meta.get("val"), (tuple, list)):
+                legit.meta["val"] = tuple(n.meta["val"][:3])
             for i in (0, 1, 2):
                 if i in items:
                     items[i].args = (legit, i)
-            for i, buffer, copy in ((3, mean, copies[0]), (4, var, copies[1])):
+            for i, copy, placeholder in ((3, copies[0], saved[0]), (4, copies[1], saved[1])):
+                if placeholder is not None:
+                    for u in list(placeholder.users):
+                        u.args = tuple(None if a is placeholder else a for a in u.args)
+                    _drop_saved(fw, bw, output, items[i], placeholder)
                 graph.erase_node(copy)
-                items[i].replace_all_uses_with(buffer)
                 graph.erase_node(items[i])
             graph.erase_node(n)
             updated += 2
@@ -791,20 +835,39 @@ def update_buffers_in_place(fw):
             if copy is None or len(n.users) != 1 or not _only_users(buffer, {n, copy}):
                 continue
             with graph.inserting_before(n):
-                graph.call_function(aten.add_.Tensor, n.args, n.kwargs)
+                inplace = graph.call_function(aten.add_.Tensor, n.args, n.kwargs)
+            inplace.meta = dict(n.meta)
             graph.erase_node(copy)
             graph.erase_node(n)
             updated += 1
     if updated:
-        graph.lint()
-        fw.recompile()
+        for g in (fw, bw):
+            g.graph.lint()
+            g.recompile()
     return updated
 
 
-def save_results_of_hardtanh(fw, bw):
-    """Rewrites a partitioned AOT pair (forward `fw`, backward `bw`, as AOTAutograd's
-    partitioners return them: the backward's placeholders named as the forward values
-    they receive) so that an in-place hardtanh (ReLU6(inplace=True), MobileNet's
+def _shares_storage(graph, x):
+    """Whether another node's value (meta["val"]) may share storage with node x's: a view
+    or an op that returns its input's memory (`_unsafe_view` is not marked a view)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    ref = StorageWeakRef(x.meta["val"].untyped_storage())
+    producer = x.args[0] if x.target is operator.getitem else None  # holds x's value too
+    for n in graph.nodes:
+        if n is producer:
+            continue
+        vals = n.meta.get("val")
+        for v in vals if isinstance(vals, (tuple, list)) else (vals,):
+            if n is not x and isinstance(v, torch.Tensor) \
+                    and StorageWeakRef(v.untyped_storage()) == ref:
+                return True
+    return False
+
+
+def save_results_of_hardtanh(fw, bw, num_fwd_outputs):
+    """Rewrites a partitioned AOT pair (forward `fw`, backward `bw`, the forward's first
+    `num_fwd_outputs` outputs the user's, as AOTAutograd's partitioners return them: the
+    backward's placeholders named as the forward values they receive) so that an in-place hardtanh (ReLU6(inplace=True), MobileNet's
     activation) saves its result, as eager autograd does, instead of a copy of its input.
     Functionalized, `hardtanh_(x)` becomes `clone(x)` (the input before the write, saved
     for the backward) and an out-of-place `hardtanh(x)`: one more activation-sized copy
@@ -813,18 +876,19 @@ def save_results_of_hardtanh(fw, bw):
     (the result is the input clamped to [lo, hi]), so the backward may read the result;
     and when nothing else reads the input, the forward writes it in place again. Rewritten
     only where the copy is read by nothing but the backward's hardtanh_backward with the
-    forward's bounds. Returns how many copies it removed. O(graph size)."""
+    forward's bounds, and written in place only where no other value may share the input's
+    memory. Returns how many copies it removed. O(graph size) per copy; must run before
+    AOTAutograd reads the pair (a partition_fn)."""
     aten = torch.ops.aten
     output = next(n for n in reversed(fw.graph.nodes) if n.op == "output")
-    backward_inputs = {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
     removed = 0
     for c in list(fw.graph.nodes):
         if c.target is not aten.clone.default or c.kwargs or not _only_users(c, {output}):
             continue
         x = c.args[0]
         clamps = [u for u in x.users if u.target is aten.hardtanh.default]
-        saved = backward_inputs.get(c.name)
-        if len(clamps) != 1 or saved is None:
+        saved = _saved_value(fw, bw, output, num_fwd_outputs, c)
+        if len(clamps) != 1 or not saved:
             continue
         h = clamps[0]
         bounds = tuple(h.args[1:]) or (-1.0, 1.0)
@@ -832,14 +896,17 @@ def save_results_of_hardtanh(fw, bw):
                                   or u.args[1] is not saved or tuple(u.args[2:]) != bounds
                                   for u in saved.users):
             continue
-        output.args = (tuple(h if r is c else r for r in output.args[0]),)
+        outs = list(output.args[0])  # the copy is saved, never the user's (_saved_value)
+        output.args = (tuple(outs[:num_fwd_outputs]
+                             + [h if r is c else r for r in outs[num_fwd_outputs:]]),)
         fw.graph.erase_node(c)
         removed += 1
         val = x.meta.get("val")
         if (x.op == "call_function" and isinstance(val, torch.Tensor) and not val._is_view()
-                and _only_users(x, {h})):
+                and _only_users(x, {h}) and not _shares_storage(fw.graph, x)):
             with fw.graph.inserting_before(h):
                 inplace = fw.graph.call_function(aten.hardtanh_.default, h.args, h.kwargs)
+            inplace.meta = dict(h.meta)
             h.replace_all_uses_with(inplace)
             fw.graph.erase_node(h)
     if removed:
@@ -911,10 +978,6 @@ class OneGraphBackend(DdpBackend):
             from torch._dynamo.backends.debugging import boxed_nop
             from torch._functorch.partitioners import default_partition
 
-            def fw_compiler(fw, inputs):
-                update_buffers_in_place(fw)
-                return boxed_nop(fw, inputs)
-
             def bw_compiler(bw, inputs):
                 rewrite(bw)
                 return boxed_nop(bw, inputs)
@@ -922,12 +985,15 @@ class OneGraphBackend(DdpBackend):
             # The cache off as for inductor (below); torch 2.14 caches no aot_eager
             # compile unless forced, so here it guards against that setting.
             def partition(joint, inputs, **kwargs):
+                # The forward as eager keeps its memory, before AOTAutograd reads which
+                # values the pair saves (docs/torch.md).
                 fw, bw = default_partition(joint, inputs, **kwargs)
-                save_results_of_hardtanh(fw, bw)
+                update_buffers_in_place(fw, bw, kwargs["num_fwd_outputs"])
+                save_results_of_hardtanh(fw, bw, kwargs["num_fwd_outputs"])
                 return fw, bw
 
             with functorch_config.patch(enable_autograd_cache=False):
-                return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                return aot_autograd(fw_compiler=boxed_nop, bw_compiler=bw_compiler,
                                     partition_fn=partition,
                                     keep_inference_input_mutations=True)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
