@@ -47,6 +47,26 @@ def aot_pair(model, inputs):
     return (overlap.Graph.from_json(json.dumps(fw)), overlap.Graph.from_json(json.dumps(bw)))
 
 
+def compiled_with(model, rewrite):
+    """`model` compiled by AOTAutograd (default partition, graphs run as written) with
+    `rewrite(fw, bw, num_fwd_outputs)` run on each partitioned pair; returns the compiled
+    model and a list that gets (rewrite's result, fw) per pair."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.partitioners import default_partition
+    pairs = []
+
+    def partition(joint, inputs, **kwargs):
+        fw, bw = default_partition(joint, inputs, **kwargs)
+        pairs.append((rewrite(fw, bw, kwargs["num_fwd_outputs"]), fw))
+        return fw, bw
+
+    torch._dynamo.reset()
+    return torch.compile(model, backend=aot_autograd(
+        fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partition,
+        keep_inference_input_mutations=True)), pairs
+
+
 class PythonTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -522,9 +542,7 @@ class PythonTest(unittest.TestCase):
         # backward (nothing saved that the second forward writes). A buffer the model also
         # reads elsewhere is left to AOTAutograd's copy.
         import copy
-        from torch._dynamo.backends.common import aot_autograd
-        from torch._dynamo.backends.debugging import boxed_nop
-        from torch._functorch.partitioners import default_partition
+
         import overlap.torch as overlap_torch
 
         class Peeks(torch.nn.Module):  # reads its norm's running mean after the update
@@ -546,18 +564,7 @@ class PythonTest(unittest.TestCase):
             torch.manual_seed(0)
             model = make()
             reference = copy.deepcopy(model)
-            updated = []
-
-            def partition(joint, inputs, **kwargs):
-                fw, bw = default_partition(joint, inputs, **kwargs)
-                updated.append(overlap_torch.update_buffers_in_place(
-                    fw, bw, kwargs["num_fwd_outputs"]))
-                return fw, bw
-
-            torch._dynamo.reset()
-            compiled = torch.compile(model, backend=aot_autograd(
-                fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partition,
-                keep_inference_input_mutations=True))
+            compiled, pairs = compiled_with(model, overlap_torch.update_buffers_in_place)
             for step in range(4):
                 x = torch.randn(2, 3, 8, 8)
                 got, want = compiled(x), reference(x)
@@ -568,7 +575,7 @@ class PythonTest(unittest.TestCase):
                     self.assertTrue(torch.equal(got, want))
                 got.square().sum().backward()
                 want.square().sum().backward()
-            self.assertEqual(updated, [expected], make.__name__)
+            self.assertEqual([n for n, _ in pairs], [expected], make.__name__)
             for (name, a), b in zip(model.state_dict().items(),
                                     reference.state_dict().values()):
                 self.assertTrue(torch.equal(a, b), name)
@@ -593,12 +600,11 @@ class PythonTest(unittest.TestCase):
                 return self.act(y) + twice
 
         import copy
-        from torch._dynamo.backends.common import aot_autograd
-        from torch._dynamo.backends.debugging import boxed_nop
-        from torch._functorch.partitioners import default_partition
+
         import overlap.torch as overlap_torch
 
         aten = torch.ops.aten
+
         def chain(act):
             return torch.nn.Sequential(
                 torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), act(inplace=True),
@@ -610,18 +616,7 @@ class PythonTest(unittest.TestCase):
             torch.manual_seed(0)
             model = make()
             reference = copy.deepcopy(model)
-            pairs = []
-
-            def partition(joint, inputs, **kwargs):
-                fw, bw = default_partition(joint, inputs, **kwargs)
-                pairs.append((overlap_torch.save_results_of_hardtanh(
-                    fw, bw, kwargs["num_fwd_outputs"]), fw))
-                return fw, bw
-
-            torch._dynamo.reset()
-            compiled = torch.compile(model, backend=aot_autograd(
-                fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partition,
-                keep_inference_input_mutations=True))
+            compiled, pairs = compiled_with(model, overlap_torch.save_results_of_hardtanh)
             for _ in range(3):
                 x = torch.randn(2, 3, 8, 8) * 8
                 got, want = compiled(x), reference(x)

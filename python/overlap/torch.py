@@ -737,20 +737,25 @@ def _only_users(node, allowed):
     return all(u in allowed for u in node.users)
 
 
-def _saved_value(fw, bw, output, num_fwd_outputs, value):
-    """The backward's placeholder for forward value `value` when the forward saves it (the
-    partitioners name it as the value), None when it does not; False when it is also a
-    user output or saved twice (not to be touched)."""
+def _placeholders(bw):
+    """The backward's placeholders by name (the partitioners name each saved value's
+    placeholder as the forward value)."""
+    return {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
+
+
+def _saved_value(placeholders, output, num_fwd_outputs, value):
+    """The backward's placeholder for forward value `value` when the forward saves it,
+    None when it does not; False when it is also a user output or saved twice (not to be
+    touched). O(the forward's outputs)."""
     outs = list(output.args[0])
     if value in outs[:num_fwd_outputs] or outs[num_fwd_outputs:].count(value) > 1:
         return False
     if value not in outs[num_fwd_outputs:]:
         return None
-    return next((n for n in bw.graph.nodes if n.op == "placeholder" and n.name == value.name),
-                False)
+    return placeholders.get(value.name, False)
 
 
-def _drop_saved(fw, bw, output, value, placeholder):
+def _drop_saved(bw, output, value, placeholder):
     """Removes saved `value` from the forward's outputs and its `placeholder` from the
     backward (the two lists stay in step: AOTAutograd pairs them by position)."""
     output.args = (tuple(r for r in output.args[0] if r is not value),)
@@ -770,11 +775,13 @@ def update_buffers_in_place(fw, bw, num_fwd_outputs):
     training, which takes the statistics and does not read them: there it gets None and
     nothing is saved (saving the buffer itself would fail a second forward before the
     backward, which writes it again). Returns how many buffers it updates in place (two
-    per batch norm layer, one per batch counter). O(graph size); must run before
+    per batch norm layer, one per batch counter). O(graph size + batch norm layers x the
+    forward's outputs); must run before
     AOTAutograd reads the pair (a partition_fn)."""
     aten = torch.ops.aten
     graph = fw.graph
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    placeholders = _placeholders(bw)
     updated = 0
 
     def copy_back(buffer, value):
@@ -791,7 +798,7 @@ def update_buffers_in_place(fw, bw, num_fwd_outputs):
         """Whether every backward use of saved `value` is batch norm's backward in
         training taking it as statistic `slot` (3: mean, 4: variance), which it ignores;
         the placeholder (None if not saved), or False."""
-        saved = _saved_value(fw, bw, output, num_fwd_outputs, value)
+        saved = _saved_value(placeholders, output, num_fwd_outputs, value)
         if saved is None or saved is False:
             return saved
         for u in saved.users:
@@ -824,7 +831,7 @@ def update_buffers_in_place(fw, bw, num_fwd_outputs):
                 if placeholder is not None:
                     for u in list(placeholder.users):
                         u.args = tuple(None if a is placeholder else a for a in u.args)
-                    _drop_saved(fw, bw, output, items[i], placeholder)
+                    _drop_saved(bw, output, items[i], placeholder)
                 graph.erase_node(copy)
                 graph.erase_node(items[i])
             graph.erase_node(n)
@@ -881,13 +888,14 @@ def save_results_of_hardtanh(fw, bw, num_fwd_outputs):
     AOTAutograd reads the pair (a partition_fn)."""
     aten = torch.ops.aten
     output = next(n for n in reversed(fw.graph.nodes) if n.op == "output")
+    placeholders = _placeholders(bw)
     removed = 0
     for c in list(fw.graph.nodes):
         if c.target is not aten.clone.default or c.kwargs or not _only_users(c, {output}):
             continue
         x = c.args[0]
         clamps = [u for u in x.users if u.target is aten.hardtanh.default]
-        saved = _saved_value(fw, bw, output, num_fwd_outputs, c)
+        saved = _saved_value(placeholders, output, num_fwd_outputs, c)
         if len(clamps) != 1 or not saved:
             continue
         h = clamps[0]
